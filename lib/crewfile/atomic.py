@@ -1,0 +1,67 @@
+"""The one atomic-replace helper: temporary name, fsync, rename, fsync dir.
+
+A reader opening the file at any moment sees either the whole old content or
+the whole new content, never a partial or empty file; a crash at any point
+leaves at worst a stray temporary file (dot-named, cleaned by its writer's
+next run or ignored by readers).
+"""
+import os
+
+from .errors import SystemFailure
+
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_all(fd, data):
+    """os.write until all of *data* is written (a short write is not an error)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def replace(path, data, mode=0o600):
+    """Atomically make *path* contain *data* (bytes or str)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    directory, base = os.path.split(path)
+    tmp = os.path.join(directory, f".{base}.tmp.{os.getpid()}")
+    try:
+        try:
+            fd = os.open(tmp, _TMP_FLAGS, mode)
+        except FileExistsError:      # a crashed earlier run of this pid: ours to clear
+            os.unlink(tmp)
+            fd = os.open(tmp, _TMP_FLAGS, mode)
+        try:
+            write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.rename(tmp, path)
+        fsync_dir(directory or ".")
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise SystemFailure(f"cannot write {path}: {e.strerror}") from None
+
+
+def read_text(path):
+    """The whole file as text, or None if it does not exist (links not followed)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        return f.read().decode("utf-8", "replace")

@@ -1,0 +1,51 @@
+HELP = """\
+session-ls
+The crew at a glance: one line per registered session.
+
+  --json   a JSON array of the objects status-show --json prints
+  --all    include ended sessions (default: only those not ended)
+
+Columns: NAME KIND EXEMPT LIVE GEN AGE LAST (the last record's kind and text),
+then CWD. Whitespace-separated; LAST is last on the line but for CWD's tab.
+
+Example: session-ls | awk '$4 == "no"'    # sessions whose window is gone
+"""
+
+
+def run(args):
+    import sys
+    from ..cli import crew
+    from ..liveness import Probe
+    from ..sessions import Session, names, state, age_text
+    c = crew(args)
+    probe = Probe()
+    rows = []
+    for name in names(c):
+        st = state(Session(c, name), probe)
+        if st["ended"] and not args.all:
+            continue
+        if st["warning"]:
+            sys.stderr.write(f"session-ls: {name}: {st['warning']}\n")
+        rows.append(st)
+    if args.json:
+        import json
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return 0
+    out = ["NAME\tKIND\tEXEMPT\tLIVE\tGEN\tAGE\tLAST\tCWD"]
+    for st in rows:
+        last = st["last_kind"] or "-"
+        if st["last_text"]:
+            last += ": " + st["last_text"]
+        out.append("\t".join([st["name"], st["kind"], "yes" if st["exempt"] else "no",
+                              st["live"], st["generating"], age_text(st["age"]),
+                              last.replace("\t", " ")[:60], st["cwd"] or "-"]))
+    sys.stdout.write(_columns(out))
+    return 0
+
+
+def _columns(lines):
+    """Align tab-separated rows into columns (the last one left ragged)."""
+    rows = [line.split("\t") for line in lines]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] + "\n"
+                   for r in rows)

@@ -1,0 +1,43 @@
+HELP = """\
+status-append NAME KIND [TEXT...]
+Append one record `<timestamp> KIND[: TEXT]` to NAME's status log.
+
+With KIND `-`, each line of stdin is one record written as `KIND[: TEXT]`;
+with TEXT `-`, each line of stdin is the text of one KIND record. A bad
+stdin line is reported on stderr and skipped; the good ones are all written,
+each as it arrives; the exit code is then 2.
+
+Example: status-append w1 paused awaiting captain
+         make 2>&1 | status-append w1 log -
+"""
+
+
+def run(args):
+    import sys
+    from ..cli import crew
+    from ..sessions import Session
+    sess = Session(crew(args), args.name)
+    text = " ".join(args.text or [])
+    if args.kind != "-" and text != "-":
+        sess.append(args.kind, text)
+        return 0
+    return _from_stdin(sess, None if args.kind == "-" else args.kind, sys.stdin.buffer)
+
+
+def _from_stdin(sess, kind, stream):
+    import sys
+    from .. import records
+    from ..errors import BadInput
+    bad = 0
+    for n, raw in enumerate(stream, 1):
+        line = raw.rstrip(b"\n").decode("utf-8", "surrogateescape")
+        try:
+            if kind is None:
+                k, _, text = line.partition(": ") if ": " in line else (line, "", "")
+                sess.append_lines([records.new_line(k.strip(), text)])
+            else:
+                sess.append_lines([records.new_line(kind, line)])
+        except BadInput as e:
+            bad += 1
+            sys.stderr.write(f"status-append: stdin line {n}: {e}\n")
+    return 2 if bad else 0

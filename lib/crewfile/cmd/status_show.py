@@ -1,0 +1,47 @@
+HELP = """\
+status-show NAME
+Show NAME's current state: last record, its age, live, generating.
+
+  --json   one JSON object instead of `key: value` lines
+  --last N   also print the last N records (default: none)
+
+live comes from a real probe (tmux pane, else process with its start time);
+generating from the newest turn record. Each is yes, no or unknown.
+
+Example: status-show w1 --json | jq .generating
+"""
+
+
+def run(args):
+    import sys
+    from ..cli import crew
+    from ..sessions import Session, state, age_text
+    from ..errors import BadInput
+    sess = Session(crew(args), args.name)
+    st = state(sess)
+    if st["warning"]:
+        sys.stderr.write(f"status-show: {args.name}: {st['warning']}\n")
+    last_n = 0
+    if args.last:
+        if not args.last.isdigit():
+            raise BadInput(f"bad --last {args.last!r}")
+        last_n = int(args.last)
+    if args.json:
+        import json
+        st = dict(st)
+        if last_n:
+            from ..logfile import TailStats
+            st["records"] = [r.line().rstrip("\n") for r in sess.last_records(last_n, TailStats())]
+        sys.stdout.write(json.dumps(st) + "\n")
+        return 0
+    out = [f"name: {st['name']}", f"kind: {st['kind']}",
+           f"exempt: {'yes' if st['exempt'] else 'no'}",
+           f"last: {st['last'] or '-'}", f"age: {age_text(st['age'])}",
+           f"live: {st['live']}", f"generating: {st['generating']}",
+           f"ended: {'yes' if st['ended'] else 'no'}",
+           f"cwd: {st['cwd'] or '-'}", f"tmux: {st['tmux'] or '-'}"]
+    if last_n:
+        from ..logfile import TailStats
+        out += [r.line().rstrip("\n") for r in sess.last_records(last_n, TailStats())]
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0

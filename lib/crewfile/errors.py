@@ -1,0 +1,41 @@
+"""One exception base and one table from exception to exit code.
+
+Library code raises these; only the command layer (cli.py) turns them into
+an exit status and a one-line message on stderr.
+"""
+
+OK = 0
+REFUSED = 1      # understood and declined: the expected "no"
+USAGE = 2        # wrong usage or bad input
+NOT_FOUND = 3    # the named thing does not exist
+SYSTEM = 111     # a system call failed (disk full, permission, ...)
+
+
+class CrewfileError(Exception):
+    """Base: an expected failure with a one-line message."""
+    exit_code = SYSTEM
+
+
+class UsageError(CrewfileError):
+    """The command line is wrong."""
+    exit_code = USAGE
+
+
+class BadInput(CrewfileError):
+    """A name, kind, text or file given to us is not acceptable."""
+    exit_code = USAGE
+
+
+class NotFound(CrewfileError):
+    """A session, report, schedule or job that does not exist."""
+    exit_code = NOT_FOUND
+
+
+class Refused(CrewfileError):
+    """The request was understood and declined (a rule says no)."""
+    exit_code = REFUSED
+
+
+class SystemFailure(CrewfileError):
+    """The machine failed us: I/O error, full disk, missing tool."""
+    exit_code = SYSTEM

@@ -1,0 +1,100 @@
+"""A session's inbox: notices for its model, machine reports, never captain words.
+
+sessions/NAME/inbox holds records `<ts> <kind>: <id> <text>` (kind `wake`,
+`job`, ...; id unique, stable). Posting appends under the session lock.
+Draining, under the same lock, copies the pending notices to inbox.read and
+empties the inbox, so a notice posted during a drain waits for the next one.
+A crash between the copy and the emptying delivers a notice twice, never
+loses one: its id lets a reader see the repeat.
+"""
+import os
+import time
+
+from . import logfile, paths, records
+from .errors import NotFound, SystemFailure
+from .locks import acquire
+
+_counter = 0
+
+
+class Notice:
+    __slots__ = ("ts", "kind", "id", "text")
+
+    def __init__(self, ts, kind, id, text):
+        self.ts, self.kind, self.id, self.text = ts, kind, id, text
+
+    def as_dict(self):
+        return {"ts": self.ts, "kind": self.kind, "id": self.id, "text": self.text}
+
+
+def new_id(now=None):
+    global _counter
+    _counter += 1
+    now = time.time() if now is None else now
+    return f"{int(now * 1000):x}-{os.getpid()}-{_counter}"
+
+
+def _paths(crew, name):
+    sdir = crew.session_dir(name)
+    if not os.path.lexists(os.path.join(sdir, paths.META)):
+        raise NotFound(f"no session {name!r}")
+    return (os.path.join(sdir, paths.INBOX), os.path.join(sdir, paths.INBOX_READ),
+            os.path.join(sdir, paths.LOCK))
+
+
+def post(crew, name, kind, text):
+    """Append one notice to NAME's inbox; return its id."""
+    inbox, _read, lock = _paths(crew, name)
+    nid = new_id()
+    logfile.append(inbox, lock, [records.new_line(kind, f"{nid} {text}")])
+    return nid
+
+
+def _parse(raw):
+    rec = records.parse(raw)
+    if rec is None:
+        return None
+    nid, _, text = rec.text.partition(" ")
+    return Notice(rec.ts, rec.kind, nid, text)
+
+
+def pending(crew, name):
+    """The notices waiting in NAME's inbox, oldest first (nothing removed)."""
+    inbox = _paths(crew, name)[0]
+    stats = logfile.TailStats()
+    out = [n for n in map(_parse, logfile.lines_backwards(inbox, stats)) if n]
+    out.reverse()
+    return out
+
+
+def drain(crew, name):
+    """Take every pending notice out of NAME's inbox; (notices, skipped garbage)."""
+    inbox, read, lock = _paths(crew, name)
+    with acquire(lock):
+        try:
+            fd = os.open(inbox, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return [], 0
+        except OSError as e:
+            raise SystemFailure(f"cannot open {inbox}: {e.strerror}") from None
+        try:
+            with os.fdopen(os.dup(fd), "rb") as f:
+                data = f.read()
+            lines = data.split(b"\n")
+            if lines and lines[-1]:
+                lines[-1] = b""         # unfinished line: no writer holds the lock, so garbage
+            notices, garbage, keep = [], 0, []
+            for raw in lines:
+                if not raw:
+                    continue
+                n = _parse(raw)
+                if n is None:
+                    garbage += 1
+                else:
+                    notices.append(n)
+                    keep.append(raw.decode("utf-8") + "\n")
+            logfile.append_locked(read, keep, rotate=logfile.rotate_limits())
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
+    return notices, garbage

@@ -1,0 +1,188 @@
+"""An append-only file of records: the one writer and the one tail reader.
+
+Writer: whole lines in one write() under flock(2) on the file's lock path, so
+`flock LOCK -c 'echo ... >> FILE'` is a first-class writer. On a failed or
+short write (full disk, file-size limit) the file is cut back to its length
+before the write, so a half-written record is never left behind.
+
+Rotation (the s6-log way), done by the writer while it holds the lock: when
+the file would exceed its limit, FILE.(N-1) -> FILE.N, ..., FILE -> FILE.1,
+and the write creates a fresh FILE. A crash between two renames leaves a
+gap in the numbering, never a lost or doubled record.
+
+Reader: reads backwards from the end in blocks, so the cost of a query does
+not grow with the length of the log. A trailing line with no newline (a
+writer caught mid-write, or killed) is skipped and counted, as are garbage
+lines; the good lines are never lost.
+"""
+import os
+
+from . import records
+from .atomic import write_all
+from .errors import SystemFailure
+from .locks import acquire
+
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+BLOCK = 65536
+DEFAULT_ROTATE_BYTES = 1 << 20
+DEFAULT_KEEP = 5
+
+
+def rotate_limits(env=None):
+    """(bytes, keep) from CREWFILE_ROTATE_BYTES / CREWFILE_ROTATE_KEEP."""
+    env = os.environ if env is None else env
+    try:
+        size = int(env.get("CREWFILE_ROTATE_BYTES") or DEFAULT_ROTATE_BYTES)
+        keep = int(env.get("CREWFILE_ROTATE_KEEP") or DEFAULT_KEEP)
+    except ValueError:
+        size, keep = DEFAULT_ROTATE_BYTES, DEFAULT_KEEP
+    return max(size, records.MAX_LINE), max(keep, 1)
+
+
+def rotated(path, i):
+    return path if i == 0 else f"{path}.{i}"
+
+
+def _rotate(path, keep):
+    for i in range(keep - 1, -1, -1):
+        try:
+            os.rename(rotated(path, i), rotated(path, i + 1))
+        except FileNotFoundError:
+            pass
+
+
+def append(path, lock_path, lines, rotate=None):
+    """Append *lines* (formatted records, each ending in a newline) under the lock.
+
+    rotate: None, or (max_bytes, keep) to rotate before the file would grow
+    past max_bytes.
+    """
+    with acquire(lock_path):
+        append_locked(path, lines, rotate)
+
+
+def append_locked(path, lines, rotate=None):
+    """append() for a caller that already holds the file's lock."""
+    data = "".join(lines).encode("utf-8")
+    if not data:
+        return
+    try:
+        if rotate is not None:
+            try:
+                size = os.lstat(path).st_size
+            except FileNotFoundError:
+                size = 0
+            if size and size + len(data) > rotate[0]:
+                _rotate(path, rotate[1])
+        fd = os.open(path, _APPEND_FLAGS, 0o600)
+    except OSError as e:
+        raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
+    try:
+        before = os.fstat(fd).st_size
+        try:
+            write_all(fd, data)
+        except OSError as e:
+            try:
+                os.ftruncate(fd, before)    # never leave half a record behind
+            except OSError:
+                pass
+            raise SystemFailure(f"cannot append to {path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+class TailStats:
+    """What a backwards read skipped, so a command can say so."""
+    __slots__ = ("partial", "garbage")
+
+    def __init__(self):
+        self.partial = 0
+        self.garbage = 0
+
+    def warning(self):
+        parts = []
+        if self.partial:
+            parts.append("a partial trailing line")
+        if self.garbage:
+            parts.append(f"{self.garbage} malformed line{'s' if self.garbage != 1 else ''}")
+        return "skipped " + " and ".join(parts) if parts else ""
+
+
+def lines_backwards(path, stats, limit_bytes=None):
+    """Yield the complete lines of *path* (bytes, no newline), last first."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
+    try:
+        end = os.fstat(fd).st_size
+        floor = 0 if limit_bytes is None else max(0, end - limit_bytes)
+        # The text after the last newline is a fragment to drop: empty when
+        # the file ends with a newline, else a record still being written.
+        dropping = end > 0
+        if end and os.pread(fd, 1, end - 1) != b"\n":
+            stats.partial += 1
+        pos, carry = end, b""
+        while pos > floor:
+            n = min(BLOCK, pos - floor)
+            pos -= n
+            pieces = (os.pread(fd, n, pos) + carry).split(b"\n")
+            carry = pieces[0]
+            tail = pieces[1:]
+            if len(carry) > records.MAX_LINE and pos > floor:
+                stats.garbage += 1      # an overlong line: drop it, never hold it all
+                carry = b""
+                if dropping and not tail:
+                    continue
+                if dropping:
+                    tail.pop()
+                for line in reversed(tail):
+                    yield line
+                dropping = True
+                continue
+            if dropping:
+                if not tail:
+                    carry = b""
+                    continue
+                tail.pop()
+                dropping = False
+            for line in reversed(tail):
+                yield line
+        if pos == 0 and carry and not dropping:
+            yield carry
+    finally:
+        os.close(fd)
+
+
+def records_backwards(paths, stats, limit_bytes=None):
+    """Parsed records of several files (newest file first), last record first."""
+    for path in paths:
+        for raw in lines_backwards(path, stats, limit_bytes):
+            rec = records.parse(raw)
+            if rec is None:
+                stats.garbage += 1
+                continue
+            yield rec
+
+
+def last_records(paths, n, stats):
+    """The last *n* records, oldest first."""
+    out = []
+    if n <= 0:
+        return out
+    for rec in records_backwards(paths, stats):
+        out.append(rec)
+        if len(out) >= n:
+            break
+    out.reverse()
+    return out
+
+
+def last_of_kinds(paths, kinds, stats, limit_bytes=None):
+    """The newest record whose kind is in *kinds*, or None."""
+    for rec in records_backwards(paths, stats, limit_bytes):
+        if rec.kind in kinds:
+            return rec
+    return None

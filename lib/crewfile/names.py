@@ -1,0 +1,26 @@
+"""Validation of names that become path components (sessions, handles).
+
+A name is used as a directory name under the crew directory, so it must never
+be able to climb out of it or confuse a terminal: no '/', no '..', no control
+characters, no leading '.' or '-', bounded length.
+"""
+import re
+
+from .errors import BadInput
+
+MAX_NAME = 64
+_NAME = re.compile(r"[A-Za-z0-9_@+][A-Za-z0-9._@+-]*\Z")
+
+
+def check_name(name, what="name"):
+    """Return *name* if it is a safe path component, else raise BadInput."""
+    if not isinstance(name, str) or not name:
+        raise BadInput(f"empty {what}")
+    if len(name) > MAX_NAME:
+        raise BadInput(f"{what} longer than {MAX_NAME} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise BadInput(f"{what} contains a control character: {name!r}")
+    if "/" in name or ".." in name or not _NAME.match(name):
+        raise BadInput(f"bad {what} {name!r}: use letters, digits and . _ @ + -"
+                       f" (not first: . -), no '/' or '..'")
+    return name

@@ -1,0 +1,82 @@
+"""The crew directory's layout, defined once.
+
+    $CREWFILE_DIR/                  0700, created on first use
+      sessions/NAME/meta            session metadata (JSON, atomic replace)
+      sessions/NAME/status          status log (append-only records)
+      sessions/NAME/status.1..N     rotated status logs, newest first
+      sessions/NAME/lock            flock guard for every write in sessions/NAME
+      sessions/NAME/inbox           pending notices for the session (records)
+      sessions/NAME/inbox.read      notices already drained (records)
+      reports/{tmp,new,cur}/        aside reports, maildir style
+      nudges/ID                     nudge schedules (JSON, atomic replace)
+      jobs/HANDLE/                  background jobs
+      locks/                        crew-wide locks (nudge-tick, ...)
+
+Nothing outside this module spells these names.
+"""
+import os
+import stat
+
+from .errors import SystemFailure
+from .names import check_name
+
+SESSIONS, REPORTS, NUDGES, JOBS, LOCKS = "sessions", "reports", "nudges", "jobs", "locks"
+META, STATUS, LOCK, INBOX, INBOX_READ = "meta", "status", "lock", "inbox", "inbox.read"
+
+
+def default_dir(env=None):
+    env = os.environ if env is None else env
+    if env.get("CREWFILE_DIR"):
+        return env["CREWFILE_DIR"]
+    state = env.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(state, "crewfile")
+
+
+def ensure_dir(path):
+    """Create *path* 0700 if missing; refuse a symlink or a non-directory there."""
+    try:
+        os.mkdir(path, 0o700)
+        return path
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise SystemFailure(f"cannot create {path}: {e.strerror}") from None
+    st = os.lstat(path)
+    if not stat.S_ISDIR(st.st_mode):
+        raise SystemFailure(f"{path} is not a directory (a symlink is not followed)")
+    return path
+
+
+class Crew:
+    """Paths of one crew directory."""
+
+    def __init__(self, root=None):
+        self.root = os.path.abspath(root or default_dir())
+
+    def ensure(self):
+        """Create the crew directory (0700) and its parents on first use."""
+        if not os.path.isdir(self.root):
+            parent = os.path.dirname(self.root)
+            try:
+                os.makedirs(parent, 0o700, exist_ok=True)
+            except OSError as e:
+                raise SystemFailure(f"cannot create {parent}: {e.strerror}") from None
+            ensure_dir(self.root)
+        return self
+
+    def sub(self, *parts):
+        return os.path.join(self.root, *parts)
+
+    def session_dir(self, name):
+        return os.path.join(self.root, SESSIONS, check_name(name, "session name"))
+
+    def session_file(self, name, what):
+        return os.path.join(self.session_dir(name), what)
+
+    def ensure_sub(self, *parts):
+        """Create crew-relative directories one level at a time, never via a link."""
+        self.ensure()
+        path = self.root
+        for part in parts:
+            path = ensure_dir(os.path.join(path, part))
+        return path

@@ -1,0 +1,203 @@
+"""Sessions: registration, metadata, status records and derived state.
+
+A session is a directory sessions/NAME holding `meta` (JSON, replaced
+atomically), `status` (the append-only status log) and `lock` (the flock
+guarding every write there). Its state is derived from the tail of its
+status log plus a real liveness probe.
+"""
+import json
+import os
+import time
+
+from . import logfile, paths, records
+from .atomic import read_text, replace
+from .errors import BadInput, NotFound, Refused, SystemFailure
+from .locks import acquire
+
+KINDS = ("crew", "aside", "primary")
+# The newest of these decides whether a turn is running.
+TURN_STATE = {"turn-started": "yes", "waiting": "yes", "turn-ended": "no", "idle": "no",
+              "started": "no", "ended": "no", "closed": "no", "registered": "no"}
+# The newest of these decides whether the session has ended.
+LIFECYCLE = {"registered": False, "ended": True, "closed": True}
+STATE_SCAN_BYTES = 1 << 20     # how far back a state query looks, at most
+
+
+class Session:
+    """One registered session: its paths and metadata."""
+
+    def __init__(self, crew, name):
+        self.crew = crew
+        self.name = name
+        self.dir = crew.session_dir(name)
+        self.meta_path = os.path.join(self.dir, paths.META)
+        self.status_path = os.path.join(self.dir, paths.STATUS)
+        self.lock_path = os.path.join(self.dir, paths.LOCK)
+        self._meta = None
+
+    @property
+    def meta(self):
+        if self._meta is None:
+            text = read_text(self.meta_path)
+            if text is None:
+                raise NotFound(f"no session {self.name!r} (register it with session-add)")
+            try:
+                self._meta = json.loads(text)
+            except ValueError:
+                raise SystemFailure(f"{self.meta_path} is not valid JSON") from None
+        return self._meta
+
+    def exists(self):
+        return os.path.lexists(self.meta_path)
+
+    def log_paths(self):
+        """The current status log, then its rotations, newest first."""
+        keep = logfile.rotate_limits()[1]
+        return [logfile.rotated(self.status_path, i) for i in range(keep + 1)]
+
+    def append(self, kind, text="", now=None):
+        """Append one status record (the single writer of status logs)."""
+        self.append_lines([records.new_line(kind, text, now)])
+
+    def append_lines(self, lines):
+        self.meta  # raises NotFound for an unregistered session
+        _check_dir(self.dir)
+        logfile.append(self.status_path, self.lock_path, lines, rotate=logfile.rotate_limits())
+
+    def last_records(self, n, stats):
+        return logfile.last_records(self.log_paths(), n, stats)
+
+    def last_of(self, kinds, stats):
+        return logfile.last_of_kinds(self.log_paths(), kinds, stats, STATE_SCAN_BYTES)
+
+    def ended(self, stats=None):
+        rec = self.last_of(LIFECYCLE, stats or logfile.TailStats())
+        return bool(rec and LIFECYCLE[rec.kind])
+
+    def update_meta(self, **fields):
+        """Merge *fields* into the metadata, atomically, under the session lock."""
+        with acquire(self.lock_path):
+            self._meta = None
+            meta = dict(self.meta)
+            meta.update({k: v for k, v in fields.items() if v is not None})
+            replace(self.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+            self._meta = meta
+        return meta
+
+
+def _check_dir(path):
+    import stat
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise NotFound(f"no session directory {path}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise SystemFailure(f"{path} is not a directory (a symlink is not followed)")
+
+
+def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_key=None,
+             agent_session_id=None, user=None, pid=None, extra=None):
+    """Create (or re-create, once ended) a session; return it.
+
+    Refused if a session of that name exists and has not ended.
+    """
+    if kind not in KINDS:
+        raise BadInput(f"bad kind {kind!r}: one of {', '.join(KINDS)}")
+    sess = Session(crew, name)
+    crew.ensure_sub(paths.SESSIONS, name)
+    meta = {"name": name, "kind": kind, "exempt": bool(exempt or kind == "aside"),
+            "created": records.timestamp(),
+            "user": user or os.environ.get("USER") or str(os.getuid())}
+    if cwd:
+        meta["cwd"] = os.path.realpath(cwd)
+    if tmux:
+        from . import tmux as tmux_mod
+        meta["tmux"] = tmux_mod.resolve_pane(tmux) or tmux
+        meta["tmux_target"] = tmux
+    if pid:
+        from .liveness import process_start
+        start = process_start(pid)
+        if start is None:
+            raise BadInput(f"no process {pid}")
+        meta["pid"], meta["pid_start"] = int(pid), start
+    for key, value in (("session_key", session_key), ("agent_session_id", agent_session_id)):
+        if value:
+            meta[key] = value
+    meta.update(extra or {})
+    with acquire(sess.lock_path):
+        if sess.exists() and not sess.ended():
+            raise Refused(f"session {name!r} is already registered and not ended")
+        replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        text = f"kind={kind}" + (" exempt" if meta["exempt"] else "")
+        logfile.append_locked(sess.status_path, [records.new_line("registered", text)],
+                              rotate=logfile.rotate_limits())
+    return sess
+
+
+def names(crew):
+    """Registered session names, sorted (directories without meta are skipped)."""
+    try:
+        entries = os.listdir(crew.sub(paths.SESSIONS))
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in entries:
+        if name.startswith("."):
+            continue
+        if os.path.lexists(os.path.join(crew.sub(paths.SESSIONS), name, paths.META)):
+            out.append(name)
+    return sorted(out)
+
+
+def find(crew, agent_session_id=None, session_key=None):
+    """The session whose metadata carries either id, or None."""
+    for name in names(crew):
+        try:
+            meta = Session(crew, name).meta
+        except (NotFound, SystemFailure):
+            continue
+        if agent_session_id and meta.get("agent_session_id") == agent_session_id:
+            return Session(crew, name)
+        if session_key and meta.get("session_key") == session_key:
+            return Session(crew, name)
+    return None
+
+
+def age_text(seconds):
+    if seconds is None:
+        return "-"
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def state(sess, probe=None, now=None):
+    """The session's current state as a dict (what status-show prints)."""
+    from .liveness import Probe
+    probe = probe or Probe()
+    now = time.time() if now is None else now
+    stats = logfile.TailStats()
+    meta = sess.meta
+    last = sess.last_records(1, stats)
+    last = last[0] if last else None
+    turn = sess.last_of(TURN_STATE, stats)
+    life = sess.last_of(LIFECYCLE, stats)
+    out = {
+        "name": sess.name,
+        "kind": meta.get("kind", "crew"),
+        "exempt": bool(meta.get("exempt")),
+        "last": last.line().rstrip("\n") if last else None,
+        "last_kind": last.kind if last else None,
+        "last_text": last.text if last else None,
+        "age": (now - last.time) if last else None,
+        "live": probe.live(meta),
+        "generating": TURN_STATE[turn.kind] if turn else "unknown",
+        "waiting": bool(turn and turn.kind == "waiting"),
+        "ended": bool(life and LIFECYCLE[life.kind]),
+        "cwd": meta.get("cwd"),
+        "tmux": meta.get("tmux"),
+        "warning": stats.warning(),
+    }
+    return out

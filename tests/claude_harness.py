@@ -1,0 +1,369 @@
+"""Run the REAL Claude Code CLI offline, interactively, in a private tmux server,
+against the scripted stand-in model `<repo>/../shared/tools/fake-anthropic`.
+
+Standard library only; imported by pytest.  See tests/CLAUDE_FINDINGS.md for what
+the hooks were observed to deliver.
+
+Install (per checkout, never globally):
+    npm install --prefix <repo>/.cache/claude-code --no-audit --no-fund @anthropic-ai/claude-code
+The native binary is then
+    <repo>/.cache/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
+(`find_claude(repo)` locates it; env CREWFILE_CLAUDE overrides).
+
+Usage:
+    rig = ClaudeRig(tmp_path, tmp_path / "tmux.sock",
+                    {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "..."}]}]}},
+                    env={"CREWFILE_SESSION": "s1"},           # reaches the hooks
+                    commands={"aside-done": "Say done."},     # .claude/commands/*.md
+                    script=["SAY: hello", "RUN: echo hi"])    # FAKE_SCRIPT lines
+    rig.start()                     # waits until the input prompt is ready
+    rig.send("hello")               # send-keys -l, then a separate Enter
+    rig.turn("RUN: echo hi")        # send + wait for the end-of-turn line + ready box
+    rig.wait_file(path, lambda text: "Stop" in text)
+    rig.requests()                  # request bodies that reached the model
+    rig.stop()                      # kill tmux server, stop fake server
+
+First-run dialogs and how they are avoided (all written by the rig):
+  * theme / onboarding        -> $HOME/.claude.json  "hasCompletedOnboarding": true
+  * "Do you want to use this API key?"
+                              -> "customApiKeyResponses": {"approved": [<last 20 chars of key>]}
+  * "Do you trust the files in this folder?"
+                              -> "projects": {<cwd>: {"hasTrustDialogAccepted": true}}
+  * "Bypass permissions" / root refusal
+                              -> we never use --dangerously-skip-permissions (refused as root);
+                                 we pass --permission-mode default --allowedTools Bash
+  * release notes / tips / update checks / telemetry
+                              -> "lastReleaseNotesSeen": <version>, env DISABLE_AUTOUPDATER=1,
+                                 CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1, DISABLE_TELEMETRY=1,
+                                 DISABLE_ERROR_REPORTING=1
+Screen markers: the input box is ready when the pane shows "? for shortcuts"
+(READY_RE); a turn is running while it shows "esc to interrupt" (BUSY_RE).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterable, Mapping, Optional, Union
+
+READY_RE = re.compile(r"\? for shortcuts")
+BUSY_RE = re.compile(r"esc to interrupt")
+# printed under every finished turn, e.g. "✻ Crunched for 0s", "✻ Churned for 3s"
+DONE_RE = re.compile(r"^\s*✻ \S+ for \d+(?:m \d+)?s\s*$", re.M)
+API_KEY = "sk-ant-api03-crewfile-offline-dummy-key-0123456789abcdef"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def shared_dir(repo: Union[str, Path, None] = None) -> Path:
+    """`<repo>/../shared`, falling back to $CREWFILE_SHARED."""
+    cand = Path(repo or REPO).resolve().parent / "shared"
+    if (cand / "tools" / "fake-anthropic").exists():
+        return cand
+    env = os.environ.get("CREWFILE_SHARED")
+    if env:
+        return Path(env)
+    return cand
+
+
+def find_claude(root: Union[str, Path, None] = None) -> Optional[str]:
+    """Path of the installed native claude binary, or None."""
+    env = os.environ.get("CREWFILE_CLAUDE")
+    if env and os.access(env, os.X_OK):
+        return env
+    base = Path(root or REPO) / ".cache" / "claude-code" / "node_modules" / "@anthropic-ai"
+    cands = [base / "claude-code-linux-x64" / "claude"]
+    if base.is_dir():
+        cands += sorted(base.glob("claude-code-*/claude"))
+        cands += [base / "claude-code" / "bin" / "claude.exe", base / "claude-code" / "bin" / "claude"]
+    for c in cands:
+        if c.is_file() and os.access(c, os.X_OK):
+            return str(c)
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(pred: Callable[[], object], timeout: float, interval: float = 0.2, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while True:
+        v = pred()
+        if v:
+            return v
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+class ClaudeRig:
+    def __init__(self, tmp: Union[str, Path], tmux_socket: Union[str, Path],
+                 settings: Optional[dict] = None, *, env: Optional[Mapping[str, str]] = None,
+                 commands: Optional[Mapping[str, str]] = None,
+                 script: Union[None, str, Iterable[str]] = None,
+                 project: Union[str, Path, None] = None, root: Union[str, Path, None] = None,
+                 binary: Optional[str] = None, extra_args: Iterable[str] = (),
+                 fake_reply: Optional[str] = None, size: tuple = (200, 50)):
+        self.tmp = Path(tmp).resolve()
+        self.sock = str(tmux_socket)
+        self.settings = settings or {}
+        self.env = dict(env or {})
+        self.commands = dict(commands or {})
+        self.binary = binary or find_claude(root)
+        if not self.binary:
+            raise FileNotFoundError("claude binary not installed (see find_claude)")
+        self.shared = shared_dir(root)
+        self.home = self.tmp / "home"
+        self.project = Path(project).resolve() if project else self.tmp / "project"
+        self.log = self.tmp / "requests.log"
+        self.script_path = self.tmp / "fake-script.txt" if script is not None else None
+        self._script = script
+        self.extra_args = list(extra_args)
+        self.fake_reply = fake_reply
+        self.size = size
+        self.port: Optional[int] = None
+        self.fake: Optional[subprocess.Popen] = None
+        self.pane: Optional[str] = None
+        self.started_at: Optional[float] = None
+        self.ready_after: Optional[float] = None
+
+    # ---------------------------------------------------------------- setup
+    def _tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null", *args],
+                              capture_output=True, text=True, check=check)
+
+    def version(self) -> str:
+        out = subprocess.run([self.binary, "--version"], capture_output=True, text=True).stdout
+        return out.split()[0] if out.strip() else ""
+
+    def _write_files(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.project.mkdir(parents=True, exist_ok=True)
+        state = {
+            "hasCompletedOnboarding": True,
+            "lastOnboardingVersion": self.version(),
+            "lastReleaseNotesSeen": self.version(),
+            "numStartups": 1,
+            "customApiKeyResponses": {"approved": [API_KEY[-20:]], "rejected": []},
+            "projects": {str(self.project): {"hasTrustDialogAccepted": True,
+                                             "hasCompletedProjectOnboarding": True,
+                                             "allowedTools": []}},
+        }
+        (self.home / ".claude.json").write_text(json.dumps(state, indent=1))
+        (self.home / ".claude").mkdir(exist_ok=True)
+        self.write_settings(self.settings)
+        if self.commands:
+            d = self.project / ".claude" / "commands"
+            d.mkdir(parents=True, exist_ok=True)
+            for name, body in self.commands.items():
+                (d / f"{name}.md").write_text(body)
+        if self.script_path is not None:
+            self.set_script(self._script)
+
+    def write_settings(self, settings: dict) -> None:
+        """(Re)write $HOME/.claude/settings.json; a running session picks changes up."""
+        self.settings = settings
+        (self.home / ".claude" / "settings.json").write_text(json.dumps(settings, indent=1))
+
+    def set_script(self, lines: Union[str, Iterable[str]]) -> None:
+        """Replace the FAKE_SCRIPT queue (only if the rig was created with script=...)."""
+        assert self.script_path is not None, "create the rig with script=[] to use FAKE_SCRIPT"
+        text = lines if isinstance(lines, str) else "".join(l + "\n" for l in lines)
+        self.script_path.write_text(text)
+
+    def _start_fake(self) -> None:
+        fake = self.shared / "tools" / "fake-anthropic"
+        if not fake.exists():
+            raise FileNotFoundError(f"{fake} missing (set CREWFILE_SHARED)")
+        env = dict(os.environ, FAKE_LOG=str(self.log))
+        if self.script_path is not None:
+            env["FAKE_SCRIPT"] = str(self.script_path)
+        if self.fake_reply is not None:
+            env["FAKE_REPLY"] = self.fake_reply
+        for _ in range(5):
+            self.port = free_port()
+            self.fake = subprocess.Popen([sys.executable, str(fake), str(self.port)], env=env,
+                                         stdout=subprocess.DEVNULL,
+                                         stderr=open(self.tmp / "fake.stderr", "ab"))
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and self.fake.poll() is None:
+                try:
+                    socket.create_connection(("127.0.0.1", self.port), 0.2).close()
+                    return
+                except OSError:
+                    time.sleep(0.05)
+            self.fake.kill()
+        raise RuntimeError("fake-anthropic did not start")
+
+    def claude_env(self) -> dict:
+        env = {
+            "HOME": str(self.home),
+            "ANTHROPIC_API_KEY": API_KEY,
+            "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{self.port}",
+            "DISABLE_AUTOUPDATER": "1",
+            "DISABLE_TELEMETRY": "1",
+            "DISABLE_ERROR_REPORTING": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            "TERM": "xterm-256color",
+        }
+        env.update(self.env)
+        return env
+
+    def start(self, ready_timeout: float = 60) -> "ClaudeRig":
+        self._write_files()
+        self._start_fake()
+        argv = [self.binary, "--permission-mode", "default", "--allowedTools", "Bash", *self.extra_args]
+        # env wrapper: the variables reach claude and therefore every hook it runs,
+        # whatever the tmux server's global environment is.
+        cmd = ("cd " + shlex.quote(str(self.project)) + " && exec env "
+               + " ".join(shlex.quote(f"{k}={v}") for k, v in self.claude_env().items())
+               + " " + " ".join(shlex.quote(a) for a in argv))
+        w, h = self.size
+        self.started_at = time.monotonic()
+        if self._tmux("has-session", check=False).returncode == 0:
+            r = self._tmux("new-window", "-d", "-P", "-F", "#{pane_id}", "-c", str(self.project), cmd)
+        else:
+            r = self._tmux("new-session", "-d", "-P", "-F", "#{pane_id}", "-x", str(w), "-y", str(h),
+                           "-c", str(self.project), cmd)
+        self.pane = r.stdout.strip()
+        self._tmux("set-option", "-w", "-t", self.pane, "remain-on-exit", "on", check=False)
+        self.wait_ready(ready_timeout)
+        self.ready_after = time.monotonic() - self.started_at
+        return self
+
+    # ---------------------------------------------------------------- driving
+    def send(self, text: str, enter: bool = True) -> None:
+        self._tmux("send-keys", "-t", self.pane, "-l", text)
+        if enter:
+            time.sleep(0.15)  # let the TUI take the text before Enter
+            self._tmux("send-keys", "-t", self.pane, "Enter")
+
+    def keys(self, *keys: str) -> None:
+        """Named keys, e.g. rig.keys("C-d") or rig.keys("Escape")."""
+        self._tmux("send-keys", "-t", self.pane, *keys)
+
+    def screen(self, history: bool = False) -> str:
+        """The visible pane (or, with history=True, the scrollback too)."""
+        extra = ["-S", "-"] if history else []
+        r = self._tmux("capture-pane", "-p", "-J", *extra, "-t", self.pane, check=False)
+        return r.stdout
+
+    def turns_done(self) -> int:
+        """How many "✻ <Verb> for Ns" end-of-turn lines the pane history holds."""
+        return len(DONE_RE.findall(self.screen(history=True)))
+
+    def turn(self, text: str, timeout: float = 60) -> str:
+        """Send a prompt and wait until that turn has finished and the box is ready.
+        Fast turns (~0.2 s with the fake model) can finish before "esc to interrupt"
+        is ever seen, so completion is detected by a new end-of-turn line instead."""
+        before = self.turns_done()
+        self.send(text)
+        _wait(lambda: self.turns_done() > before, timeout, what=f"turn {text!r} to finish")
+        return self.wait_idle(timeout)
+
+    def alive(self) -> bool:
+        r = self._tmux("display-message", "-p", "-t", self.pane, "#{pane_dead}", check=False)
+        return r.returncode == 0 and r.stdout.strip() == "0"
+
+    def wait_screen(self, what: Union[str, re.Pattern, Callable[[str], object]], timeout: float = 30):
+        """Poll the pane until the regex matches (returns the match) or predicate is truthy."""
+        if callable(what) and not isinstance(what, re.Pattern):
+            pred = what
+        else:
+            rx = re.compile(what) if isinstance(what, str) else what
+            pred = rx.search
+        last = [""]
+
+        def check():
+            last[0] = self.screen()
+            return pred(last[0])
+        try:
+            return _wait(check, timeout, what=f"screen {what!r}")
+        except TimeoutError as e:
+            raise TimeoutError(f"{e}\n--- screen ---\n{last[0]}") from None
+
+    def wait_ready(self, timeout: float = 60):
+        return self.wait_screen(lambda s: READY_RE.search(s) and not BUSY_RE.search(s), timeout)
+
+    def wait_busy(self, timeout: float = 15):
+        return self.wait_screen(BUSY_RE, timeout)
+
+    def wait_idle(self, timeout: float = 60):
+        """No 'esc to interrupt' and the input box is back.  Racy right after send():
+        the turn may not have started yet -- use turn() or wait for a Stop hook."""
+        return self.wait_ready(timeout)
+
+    def wait_file(self, path: Union[str, Path], predicate: Optional[Callable[[str], object]] = None,
+                  timeout: float = 30):
+        p = Path(path)
+
+        def check():
+            if not p.exists():
+                return None
+            text = p.read_text(errors="replace")
+            return (predicate(text) if predicate else True) and text
+        return _wait(check, timeout, what=f"file {p}")
+
+    def requests(self) -> list:
+        """Request bodies the fake model received, parsed, in order."""
+        if not self.log.exists():
+            return []
+        out = []
+        for line in self.log.read_text(errors="replace").splitlines():
+            line = line.strip()
+            if line:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+        return out
+
+    def main_requests(self) -> list:
+        """Only the agent's main-loop requests (the ones offering tools)."""
+        return [r for r in self.requests() if r.get("tools")]
+
+    def transcripts(self) -> list:
+        return sorted((self.home / ".claude" / "projects").glob("*/*.jsonl"))
+
+    def exit(self, timeout: float = 15) -> None:
+        """End the session the way a user does (/exit), wait for the process to leave."""
+        if self.alive():
+            self.send("/exit")
+            try:
+                _wait(lambda: not self.alive(), timeout, what="claude exit")
+            except TimeoutError:
+                self.keys("C-d")
+                time.sleep(0.5)
+                self.keys("C-d")
+                _wait(lambda: not self.alive(), timeout, what="claude exit after C-d")
+
+    def stop(self) -> None:
+        try:
+            if self.pane:
+                self._tmux("kill-server", check=False)
+        finally:
+            if self.fake and self.fake.poll() is None:
+                self.fake.terminate()
+                try:
+                    self.fake.wait(5)
+                except subprocess.TimeoutExpired:
+                    self.fake.kill()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def have_tmux() -> bool:
+    return shutil.which("tmux") is not None

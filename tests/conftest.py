@@ -1,0 +1,120 @@
+"""Shared fixtures: a fresh crew directory per test, the real commands, a
+private tmux server (never the one the person running the tests works in)."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(REPO, "bin")
+sys.path.insert(0, os.path.join(REPO, "lib"))
+
+from crewfile.paths import Crew  # noqa: E402
+
+
+@pytest.fixture
+def crew(tmp_path, monkeypatch):
+    """A fresh crew directory, also exported as CREWFILE_DIR."""
+    root = tmp_path / "crew"
+    monkeypatch.setenv("CREWFILE_DIR", str(root))
+    monkeypatch.delenv("TMUX", raising=False)
+    return Crew(str(root))
+
+
+def cmd(name, *args, input=None, env=None, check=False, timeout=60):
+    """Run bin/NAME with this interpreter; returns CompletedProcess (text)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    if isinstance(input, str):
+        input = input.encode()
+    proc = subprocess.run([sys.executable, os.path.join(BIN, name), *map(str, args)],
+                          input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env=full_env, timeout=timeout)
+    proc.stdout = proc.stdout.decode("utf-8", "replace")
+    proc.stderr = proc.stderr.decode("utf-8", "replace")
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{name} {args} -> {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+@pytest.fixture
+def run():
+    return cmd
+
+
+class TmuxServer:
+    """A private tmux server on a socket in the test's own temp dir."""
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    def __call__(self, *args, check=True):
+        proc = subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null", *args],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"tmux {args}: {proc.stderr}")
+        return proc.stdout
+
+    def new_window(self, command, name="w", session="crew", env=None):
+        """Start *command* in a new window; return its pane id (%N)."""
+        envargs = []
+        for k, v in (env or {}).items():
+            envargs += ["-e", f"{k}={v}"]
+        exists = subprocess.run(["tmux", "-S", self.sock, "has-session", "-t", session],
+                                capture_output=True).returncode == 0
+        if not exists:
+            return self("new-session", "-d", "-s", session, "-n", name, "-x", "200", "-y", "50",
+                        "-P", "-F", "#{pane_id}", *envargs, command).strip()
+        return self("new-window", "-d", "-t", session, "-n", name, "-P", "-F", "#{pane_id}",
+                    *envargs, command).strip()
+
+    def screen(self, pane, history=False):
+        args = ["capture-pane", "-p", "-J", "-t", pane]
+        if history:
+            args += ["-S", "-"]
+        return self(*args, check=False)
+
+    def wait_screen(self, pane, predicate, timeout=20):
+        """Wait until the pane's screen satisfies predicate (or contains a string)."""
+        test = predicate if callable(predicate) else (lambda s: predicate in s)
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.screen(pane)
+            if test(text):
+                return text
+            if time.monotonic() > deadline:
+                raise AssertionError(f"pane {pane} never showed {predicate!r}; screen:\n{text}")
+            time.sleep(0.02)
+
+    def kill(self):
+        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
+
+
+@pytest.fixture
+def tmux(monkeypatch):
+    if not shutil.which("tmux"):
+        pytest.fail("tmux is not installed (make test installs it)")
+    import tempfile
+    short = tempfile.mkdtemp(prefix="cf-tmux-")   # socket paths must stay under ~107 bytes
+    sock = os.path.join(short, "sock")
+    monkeypatch.setenv("CREWFILE_TMUX", sock)
+    monkeypatch.delenv("TMUX", raising=False)
+    server = TmuxServer(sock)
+    yield server
+    server.kill()
+    shutil.rmtree(short, ignore_errors=True)
+
+
+def wait_for(predicate, timeout=20, what="condition"):
+    """Poll *predicate* until true: for state that has no event to await."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.01)
