@@ -3,7 +3,9 @@
 Writer: whole lines in one write() under flock(2) on the file's lock path, so
 `flock LOCK -c 'echo ... >> FILE'` is a first-class writer. On a failed or
 short write (full disk, file-size limit) the file is cut back to its length
-before the write, so a half-written record is never left behind.
+before the write; an unfinished last line left by a writer that was killed
+mid-write is cut away by the next writer. A half-written record is never
+left behind to read as a record.
 
 Rotation (the s6-log way), done by the writer while it holds the lock: when
 the file would exceed its limit, FILE.(N-1) -> FILE.N, ..., FILE -> FILE.1,
@@ -22,7 +24,7 @@ from .atomic import write_all
 from .errors import SystemFailure
 from .locks import acquire
 
-_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+_APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 BLOCK = 65536
 DEFAULT_ROTATE_BYTES = 1 << 20
 DEFAULT_KEEP = 5
@@ -78,7 +80,7 @@ def append_locked(path, lines, rotate=None):
     except OSError as e:
         raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
     try:
-        before = os.fstat(fd).st_size
+        before = _drop_fragment(fd, os.fstat(fd).st_size)
         try:
             write_all(fd, data)
         except OSError as e:
@@ -89,6 +91,30 @@ def append_locked(path, lines, rotate=None):
             raise SystemFailure(f"cannot append to {path}: {e.strerror}") from None
     finally:
         os.close(fd)
+
+
+def _drop_fragment(fd, size):
+    """Cut a dead writer's unfinished last line; return the new size.
+
+    We hold the lock, so a last line without a newline belongs to a writer
+    that died mid-write (SIGKILL can cut a large write short). Left there, it
+    would glue itself to our record; terminated, it would read as a record
+    with its text cut off. It is never visible as a record either way.
+    """
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    pos = size
+    while pos > 0:
+        start = max(0, pos - BLOCK)
+        nl = os.pread(fd, pos - start, start).rfind(b"\n")
+        if nl >= 0:
+            keep = start + nl + 1
+            break
+        pos = start
+    else:
+        keep = 0
+    os.ftruncate(fd, keep)
+    return keep
 
 
 class TailStats:
