@@ -150,32 +150,27 @@ def lines_backwards(path, stats, limit_bytes=None):
         dropping = end > 0
         if end and os.pread(fd, 1, end - 1) != b"\n":
             stats.partial += 1
-        pos, carry = end, b""
+        pos, carry, overlong = end, b"", False
         while pos > floor:
             n = min(BLOCK, pos - floor)
             pos -= n
             pieces = (os.pread(fd, n, pos) + carry).split(b"\n")
             carry = pieces[0]
             tail = pieces[1:]
-            if len(carry) > records.MAX_LINE and pos > floor:
-                stats.garbage += 1      # an overlong line: drop it, never hold it all
-                carry = b""
-                if dropping and not tail:
-                    continue
+            if tail:
                 if dropping:
                     tail.pop()
+                    dropping = overlong = False
                 for line in reversed(tail):
                     yield line
-                dropping = True
+            elif dropping:
+                carry = b""
                 continue
-            if dropping:
-                if not tail:
-                    carry = b""
-                    continue
-                tail.pop()
-                dropping = False
-            for line in reversed(tail):
-                yield line
+            if len(carry) > records.MAX_LINE and pos > floor:
+                if not overlong:            # garbage too long to hold: drop it, count once
+                    stats.garbage += 1
+                    overlong = True
+                carry, dropping = b"", True
         if pos == 0 and carry and not dropping:
             yield carry
     finally:

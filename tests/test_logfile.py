@@ -1,0 +1,161 @@
+"""The one writer and the one tail reader, under concurrency, kills and bad files."""
+import os
+import random
+import re
+import resource
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from crewfile import logfile, records
+from crewfile.errors import SystemFailure
+
+LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib")
+
+
+def lines_of(path):
+    with open(path, "rb") as f:
+        return f.read().split(b"\n")
+
+
+def test_eight_writers_half_library_half_flock1_with_long_lines(tmp_path):
+    log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
+    long_text = "L" * 5000                      # over 4 KiB: beyond PIPE_BUF
+    py = ("import sys; sys.path.insert(0, %r)\n"
+          "from crewfile import logfile, records\n"
+          "for i in range(2000):\n"
+          "    t = (%r if i %% 7 == 0 else 'short') + ' w%%s-%%d' %% (sys.argv[1], i)\n"
+          "    logfile.append(%r, %r, [records.new_line('note', t)])\n") % (LIB, long_text, log, lock)
+    sh = ('for i in $(seq 0 1999); do if [ $((i % 7)) = 0 ]; then t=' + long_text +
+          '; else t=short; fi; flock "$2" sh -c "echo \\"2026-11-29T22:01:17.123Z note: $t s$1-$i\\" >> \\"$3\\""; done')
+    procs = [subprocess.Popen([sys.executable, "-c", py, str(n)]) for n in range(4)]
+    procs += [subprocess.Popen(["bash", "-c", sh, "sh", str(n), lock, log]) for n in range(4)]
+    assert [p.wait() for p in procs] == [0] * 8
+    raw = lines_of(log)
+    assert raw[-1] == b""
+    recs = [records.parse(line) for line in raw[:-1]]
+    assert len(recs) == 16000 and all(recs)
+    tags = {r.text.rsplit(" ", 1)[1] for r in recs}
+    assert tags == {f"{w}{n}-{i}" for w in "ws" for n in range(4) for i in range(2000)}
+    for r in recs:
+        assert r.text.startswith(long_text if int(r.text.rsplit("-", 1)[1]) % 7 == 0 else "short")
+
+
+def test_sigkilled_writers_never_leave_a_torn_record(tmp_path):
+    log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
+    py = ("import sys; sys.path.insert(0, %r)\n"
+          "from crewfile import logfile, records\n"
+          "i = 0\n"
+          "while True:\n"
+          "    i += 1\n"
+          "    logfile.append(%r, %r, [records.new_line('note', 'k%%d:' %% i + 'x' * 16000)])\n"
+          ) % (LIB, log, lock)
+    rng = random.Random(7)
+    seen_partial = 0
+    for round_ in range(12):
+        writers = [subprocess.Popen([sys.executable, "-c", py]) for _ in range(3)]
+        deadline = time.monotonic() + rng.uniform(0.05, 0.3)
+        while time.monotonic() < deadline:          # readers read while writers write
+            stats = logfile.TailStats()
+            for line in logfile.lines_backwards(log, stats, limit_bytes=200000):
+                rec = records.parse(line)
+                assert rec is not None and re.fullmatch(r"k\d+:x{16000}", rec.text)
+            seen_partial += stats.partial
+        for w in writers:
+            w.send_signal(signal.SIGKILL)
+        for w in writers:
+            w.wait()
+    # One more append after the kills: the file is all whole records again.
+    logfile.append(log, lock, [records.new_line("note", "after")])
+    raw = lines_of(log)
+    assert raw[-1] == b""
+    recs = [records.parse(line) for line in raw[:-1]]
+    assert all(recs)
+    assert all(r.text == "after" or re.fullmatch(r"k\d+:x{16000}", r.text) for r in recs)
+
+
+def test_dead_writers_fragment_is_cut_before_the_next_record(tmp_path):
+    log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
+    logfile.append(log, lock, [records.new_line("idle")])
+    with open(log, "ab") as f:
+        f.write(b"2026-11-29T22:01:17.123Z note: cut off mid-wri")   # a killed writer
+    stats = logfile.TailStats()
+    assert [records.parse(l).kind for l in logfile.lines_backwards(log, stats)] == ["idle"]
+    assert stats.partial == 1 and "partial" in stats.warning()
+    logfile.append(log, lock, [records.new_line("turn-ended")])
+    assert [records.parse(l).kind for l in lines_of(log)[:-1]] == ["idle", "turn-ended"]
+
+
+def test_full_disk_leaves_no_half_record(tmp_path):
+    """A write cut short by the file-size limit (as by a full disk) is undone."""
+    log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
+    logfile.append(log, lock, [records.new_line("idle")])
+    size = os.path.getsize(log)
+    py = ("import sys, signal, resource; sys.path.insert(0, %r)\n"
+          "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+          "resource.setrlimit(resource.RLIMIT_FSIZE, (%d, %d))\n"
+          "from crewfile import logfile, records\n"
+          "from crewfile.errors import SystemFailure\n"
+          "try:\n"
+          "    logfile.append(%r, %r, [records.new_line('note', 'y' * 10000)])\n"
+          "except SystemFailure as e:\n"
+          "    print(e); sys.exit(111)\n") % (LIB, size + 4096, size + 4096, log, lock)
+    proc = subprocess.run([sys.executable, "-c", py], capture_output=True, text=True)
+    assert proc.returncode == 111, proc.stderr
+    assert "cannot append" in proc.stdout
+    assert os.path.getsize(log) == size
+    assert [records.parse(l).kind for l in lines_of(log)[:-1]] == ["idle"]
+
+
+def test_reader_skips_garbage_and_invalid_utf8_and_keeps_good_lines(tmp_path):
+    log = tmp_path / "status"
+    log.write_bytes(b"2026-11-29T22:01:17.123Z turn-started\n"
+                    b"garbage line\n"
+                    b"2026-11-29T22:01:18.123Z paused: caf\xe9\n"
+                    b"\n"
+                    b"2026-11-29T22:01:19.123Z turn-ended: ok\n"
+                    b"2026-11-29T22:01:20.123Z idle")
+    stats = logfile.TailStats()
+    recs = list(logfile.records_backwards([str(log)], stats))
+    assert [r.kind for r in recs] == ["turn-ended", "turn-started"]
+    assert stats.partial == 1 and stats.garbage == 3
+
+
+def test_tail_reader_crosses_block_boundaries_and_huge_lines(tmp_path):
+    log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
+    want = [records.new_line("note", f"{i} " + "z" * (i * 37 % 9000)) for i in range(300)]
+    logfile.append(log, lock, want[:150])
+    with open(log, "ab") as f:
+        f.write(b"G" * (3 * logfile.BLOCK) + b"\n")         # an overlong garbage line
+    logfile.append(log, lock, want[150:])
+    stats = logfile.TailStats()
+    got = [r.line() for r in logfile.records_backwards([log], stats)]
+    assert got[::-1] == want and stats.garbage == 1
+    assert [r.line() for r in logfile.last_records([log], 3, logfile.TailStats())] == want[-3:]
+
+
+def test_rotation_keeps_every_record_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("CREWFILE_ROTATE_BYTES", str(records.MAX_LINE))
+    monkeypatch.setenv("CREWFILE_ROTATE_KEEP", "50")
+    log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
+    want = [records.new_line("note", f"{i} " + "r" * 1000) for i in range(100)]
+    for line in want:
+        logfile.append(log, lock, [line], rotate=logfile.rotate_limits())
+    files = [logfile.rotated(log, i) for i in range(51)]
+    assert os.path.exists(logfile.rotated(log, 3))
+    assert all(os.path.getsize(f) <= records.MAX_LINE for f in files if os.path.exists(f))
+    got = [r.line() for r in logfile.records_backwards(files, logfile.TailStats())]
+    assert got[::-1] == want
+
+
+def test_a_planted_symlink_is_not_followed(tmp_path):
+    target = tmp_path / "victim"
+    target.write_text("precious\n")
+    log = tmp_path / "status"
+    os.symlink(target, log)
+    with pytest.raises(SystemFailure):
+        logfile.append(str(log), str(tmp_path / "lock"), [records.new_line("idle")])
+    assert target.read_text() == "precious\n"
