@@ -1,0 +1,140 @@
+"""What a user installs into Claude Code: the hooks block that runs crew-hook,
+its merge into an existing settings.json, the /aside skill and the
+/aside-done command (files shipped in crewfile/claude/).
+
+The merge keeps every hook that is not crew-hook's (a crew-hook entry is a
+command hook whose command names an executable called `crew-hook`), puts
+crew-hook's entries last for each event, and is idempotent. Files are
+written with the one atomic-replace helper; settings.json is written only
+when its content changes, keeping its mode; a settings.json that is a link
+(a dotfiles manager's) is written through to its target.
+"""
+import json
+import os
+import shlex
+
+from .atomic import read_text, replace
+from .errors import BadInput
+
+HOOK_NAME = "crew-hook"
+TIMEOUT = 10     # seconds; Claude Code's default is 600, SessionEnd has ~1.5 s anyway
+# (event, matcher): PreToolUse only needs Bash (the guard); the rest see everything.
+EVENTS = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "Bash"),
+          ("PostToolUse", None), ("Stop", None), ("Notification", None), ("SessionEnd", None))
+SHARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "claude")
+# Installed below a .claude directory (user's ~/.claude or a project's .claude).
+FILES = (os.path.join("skills", "aside", "SKILL.md"), os.path.join("commands", "aside-done.md"))
+
+
+def hooks_block(command):
+    """The settings.json fragment {"hooks": {...}} that runs *command* for each event."""
+    hooks = {}
+    for event, matcher in EVENTS:
+        group = {"matcher": matcher} if matcher else {}
+        group["hooks"] = [{"type": "command", "command": command, "timeout": TIMEOUT}]
+        hooks[event] = [group]
+    return {"hooks": hooks}
+
+
+def default_command(argv0):
+    """The hook command for a crew-hook run as *argv0*: its absolute path, quoted."""
+    return shlex.quote(os.path.abspath(argv0))
+
+
+def is_ours(hook):
+    """True for a command hook that runs crew-hook (whatever its path or interpreter)."""
+    if not isinstance(hook, dict) or not isinstance(hook.get("command"), str):
+        return False
+    try:
+        words = shlex.split(hook["command"])
+    except ValueError:
+        words = hook["command"].split()
+    return any(os.path.basename(w) == HOOK_NAME for w in words)
+
+
+def merge(settings, block):
+    """*settings* (a dict) with crew-hook's old entries replaced by *block*'s."""
+    if not isinstance(settings, dict):
+        raise BadInput("settings is not a JSON object")
+    out = dict(settings)
+    hooks = out.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise BadInput('settings "hooks" is not a JSON object')
+    hooks = dict(hooks)
+    for event, groups in list(hooks.items()):
+        if not isinstance(groups, list):
+            continue                 # not ours to understand: left as it is
+        kept_groups, removed = [], False
+        for group in groups:
+            inner = group.get("hooks") if isinstance(group, dict) else None
+            if isinstance(inner, list):
+                kept = [h for h in inner if not is_ours(h)]
+                if len(kept) != len(inner):
+                    removed = True
+                    if not kept:
+                        continue
+                    group = dict(group, hooks=kept)
+            kept_groups.append(group)
+        if removed and not kept_groups:
+            del hooks[event]
+        else:
+            hooks[event] = kept_groups
+    for event, groups in block["hooks"].items():
+        hooks[event] = list(hooks.get(event, [])) + groups
+    out["hooks"] = hooks
+    return out
+
+
+def dumps(settings):
+    return json.dumps(settings, indent=2) + "\n"
+
+
+class Change:
+    """One file the install creates, updates or leaves unchanged."""
+    __slots__ = ("path", "old", "new", "mode")
+
+    def __init__(self, path, old, new, mode):
+        self.path, self.old, self.new, self.mode = path, old, new, mode
+
+    @property
+    def verb(self):
+        return "unchanged" if self.old == self.new else "created" if self.old is None else "updated"
+
+    def diff(self):
+        import difflib
+        return "".join(difflib.unified_diff(
+            (self.old or "").splitlines(True), self.new.splitlines(True),
+            fromfile=self.path if self.old is not None else "/dev/null", tofile=self.path))
+
+
+def plan(claude_dir, command):
+    """The changes that installing into *claude_dir* (e.g. ~/.claude) makes."""
+    settings_path = os.path.realpath(os.path.join(claude_dir, "settings.json"))
+    old = read_text(settings_path)
+    mode = 0o600
+    if old is None:
+        current = {}
+    else:
+        mode = os.stat(settings_path).st_mode & 0o777
+        try:
+            current = json.loads(old) if old.strip() else {}
+        except ValueError as e:
+            raise BadInput(f"{settings_path} is not valid JSON ({e}); nothing changed") from None
+    merged = merge(current, hooks_block(command))
+    new = old if old is not None and merged == current else dumps(merged)
+    changes = [Change(settings_path, old, new, mode)]
+    for rel in FILES:
+        with open(os.path.join(SHARE, rel), encoding="utf-8") as f:
+            body = f.read()
+        path = os.path.join(claude_dir, rel)
+        changes.append(Change(path, read_text(path), body, 0o644))
+    return changes
+
+
+def apply(changes):
+    """Write the changed files (atomically, parents created)."""
+    for ch in changes:
+        if ch.old == ch.new:
+            continue
+        os.makedirs(os.path.dirname(ch.path), mode=0o755, exist_ok=True)
+        replace(ch.path, ch.new, mode=ch.mode)

@@ -1,0 +1,277 @@
+"""The agent hook adapter: Claude Code hook events (and Codex's notify) become
+crewfile records, captain inputs and model-facing notices.
+
+One function per event; each gets a Context and returns a Reply (exit code,
+stdout, stderr). Every reply is exit 0: blocking (a primary's wake at Stop,
+the guard at PreToolUse) is done with Claude Code's JSON output, so no exit
+code ever blocks by accident. `handle` turns any internal failure, a missing
+crew directory or a malformed payload into exit 0 and one line on stderr: a
+hook must never harm the agent it serves.
+
+The import path is kept tiny (json and the foundation); the aside module is
+imported only when a prompt arrives.
+"""
+import json
+import os
+import re
+
+from . import inbox, sessions
+from .errors import CrewfileError, Refused
+from .paths import Crew, default_dir
+
+# The captain-only conclusion: the /aside-done command, and the `captain-done`
+# record it writes. An agent's shell command that names either is denied.
+CONCLUSION_COMMAND = "aside-done"
+_CAPTAIN_ONLY = re.compile(r"(?<![\w-])(?:aside-done|captain-done)(?![\w-])")
+NOTICE_HEADER = ("crewfile notices (machine reports from the crew's tools;"
+                 " not written by the user):")
+WAKE_HEADER = "crewfile wake: new events for the primary (machine reports, not the user's words):"
+PRIMARY = "primary"
+
+
+class Reply:
+    __slots__ = ("code", "out", "err")
+
+    def __init__(self, out="", err="", code=0):
+        self.code, self.out, self.err = code, out, err
+
+
+class Context:
+    """One hook call: the crew, the environment, the payload, the session."""
+
+    def __init__(self, crew, env, payload):
+        self.crew, self.env, self.payload = crew, env, payload
+        self.notes = []          # stderr lines: said, never fatal
+        self._session = False    # not looked up yet
+
+    def field(self, key, kind=str):
+        value = self.payload.get(key)
+        return value if isinstance(value, kind) else None
+
+    @property
+    def session(self):
+        """The crewfile session of this agent, or None (registered if named but unknown)."""
+        if self._session is False:
+            self._session = find_session(self.crew, self.env, self.payload)
+        return self._session
+
+
+def find_session(crew, env, payload):
+    """$CREWFILE_SESSION (registered from the payload if unknown), else the
+    session whose metadata has the payload's agent session id, else None."""
+    sid = payload.get("session_id") or payload.get("thread-id")
+    sid = sid if isinstance(sid, str) and sid else None
+    name = env.get("CREWFILE_SESSION")
+    if name:
+        sess = sessions.Session(crew, name)      # BadInput for a bad name
+        if sess.exists():
+            return sess
+        cwd = payload.get("cwd")
+        try:
+            return sessions.register(
+                crew, name, kind="crew", cwd=cwd if isinstance(cwd, str) and cwd else None,
+                tmux=env.get("TMUX_PANE") or None, agent_session_id=sid,
+                extra=_transcript(payload))
+        except Refused:          # a parallel hook registered it first
+            return sess
+    if not sid:
+        return None
+    if not os.path.isdir(crew.root):
+        return None
+    return sessions.find(crew, agent_session_id=sid)
+
+
+def _transcript(payload):
+    path = payload.get("transcript_path")
+    return {"transcript_path": path} if isinstance(path, str) and path else None
+
+
+def _context_output(event, text):
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event,
+                                              "additionalContext": text}}) + "\n"
+
+
+def notices_text(notices):
+    """Notices as model-facing facts, one line each, under a header."""
+    lines = [NOTICE_HEADER]
+    lines += [f"crewfile notice: {n.kind} {n.text} (posted {n.ts}, id {n.id})" for n in notices]
+    return "\n".join(lines)
+
+
+def drain_notices(ctx, event):
+    """Drain the session's inbox into additionalContext output ('' if empty)."""
+    sess = ctx.session
+    if sess is None:
+        return ""
+    notices, garbage = inbox.drain(ctx.crew, sess.name)
+    if garbage:
+        ctx.notes.append(f"{sess.name}: skipped {garbage} malformed inbox line(s)")
+    return _context_output(event, notices_text(notices)) if notices else ""
+
+
+def _no_session(ctx):
+    sid = ctx.field("session_id") or "?"
+    ctx.notes.append(f"no crewfile session for agent session {sid}"
+                     " (set CREWFILE_SESSION, or session-add --agent-session-id)")
+    return Reply()
+
+
+# ---------------------------------------------------------------- events
+
+def session_start(ctx):
+    sess = ctx.session
+    if sess is None:
+        return _no_session(ctx)
+    cwd = ctx.field("cwd")
+    sess.update_meta(agent_session_id=ctx.field("session_id") or None,
+                     cwd=os.path.realpath(cwd) if cwd else None,
+                     transcript_path=ctx.field("transcript_path") or None)
+    sess.append("started", ctx.field("source") or "")
+    return Reply()
+
+
+def user_prompt_submit(ctx):
+    sess = ctx.session
+    if sess is None:
+        return _no_session(ctx)
+    prompt = ctx.field("prompt")
+    if prompt is not None:
+        try:
+            from .aside import record_captain_input
+        except ImportError:      # asides not installed: a plain captain record
+            record_captain_input = _plain_captain_record
+        try:
+            record_captain_input(ctx.crew, sess.name, prompt)
+        except CrewfileError as e:   # recorded or not, the turn goes on
+            ctx.notes.append(f"{sess.name}: captain input not recorded: {e}")
+    sess.append("turn-started")
+    return Reply(drain_notices(ctx, "UserPromptSubmit"))
+
+
+def _plain_captain_record(crew, name, text):
+    sessions.Session(crew, name).append("captain", text)
+
+
+def pre_tool_use(ctx):
+    if ctx.field("tool_name") != "Bash":
+        return Reply()
+    tool_input = ctx.field("tool_input", dict) or {}
+    command = tool_input.get("command")
+    if not isinstance(command, str) or not _CAPTAIN_ONLY.search(command):
+        return Reply()
+    reason = ("crewfile: concluding an aside is the captain's act only: the captain types "
+              f"/{CONCLUSION_COMMAND} in this window. This command was not run. Keep the "
+              "conversation going; hand over the report with aside-conclude only after "
+              f"the captain's /{CONCLUSION_COMMAND}.")
+    sess = None
+    try:
+        sess = ctx.session
+    except CrewfileError as e:
+        ctx.notes.append(str(e))
+    if sess is not None:
+        sess.append("problem", f"agent tried to conclude by itself; denied: {command[:200]}")
+    return Reply(json.dumps({"hookSpecificOutput": {
+        "hookEventName": "PreToolUse", "permissionDecision": "deny",
+        "permissionDecisionReason": reason}}) + "\n")
+
+
+def post_tool_use(ctx):
+    if ctx.session is None:
+        return Reply()
+    return Reply(drain_notices(ctx, "PostToolUse"))
+
+
+def stop(ctx):
+    """turn-ended; a primary with pending wakes continues instead (never twice in a row)."""
+    sess = ctx.session
+    if sess is None:
+        return _no_session(ctx)
+    if (sess.meta.get("kind") == PRIMARY and ctx.payload.get("stop_hook_active") is not True
+            and any(n.kind == "wake" for n in inbox.pending(ctx.crew, sess.name))):
+        notices, garbage = inbox.drain(ctx.crew, sess.name)
+        if garbage:
+            ctx.notes.append(f"{sess.name}: skipped {garbage} malformed inbox line(s)")
+        if notices:
+            lines = [WAKE_HEADER]
+            lines += [f"crewfile {n.kind}: {n.text} (posted {n.ts}, id {n.id})" for n in notices]
+            return Reply(json.dumps({"decision": "block", "reason": "\n".join(lines)}) + "\n")
+    sess.append("turn-ended")
+    return Reply()
+
+
+NOTIFICATIONS = {"idle_prompt": ("idle", ""), "permission_prompt": ("waiting", "permission")}
+
+
+def notification(ctx):
+    what = NOTIFICATIONS.get(ctx.field("notification_type"))
+    if what is None:
+        return Reply()
+    sess = ctx.session
+    if sess is None:
+        return _no_session(ctx)
+    sess.append(*what)
+    return Reply()
+
+
+def session_end(ctx):
+    sess = ctx.session
+    if sess is None:
+        return _no_session(ctx)
+    sess.append("ended", ctx.field("reason") or "unknown")
+    return Reply()
+
+
+EVENTS = {
+    "SessionStart": session_start,
+    "UserPromptSubmit": user_prompt_submit,
+    "PreToolUse": pre_tool_use,
+    "PostToolUse": post_tool_use,
+    "Stop": stop,
+    "Notification": notification,
+    "SessionEnd": session_end,
+}
+
+
+def codex_notify(ctx):
+    """Codex CLI's notify program: agent-turn-complete -> turn-ended."""
+    if ctx.field("type") != "agent-turn-complete":
+        return Reply()
+    sess = ctx.session
+    if sess is None:
+        return _no_session(ctx)
+    sess.append("turn-ended")
+    return Reply()
+
+
+# ---------------------------------------------------------------- entry
+
+def handle(raw, env=None, crew=None, codex=False):
+    """Run the hook for one payload (bytes or str); always a Reply, exit 0."""
+    env = os.environ if env is None else env
+    event = "?"
+    ctx = None
+    try:
+        try:
+            payload = json.loads(raw)
+        except (ValueError, TypeError):
+            return Reply(err="malformed payload: not JSON")
+        if not isinstance(payload, dict):
+            return Reply(err="malformed payload: not a JSON object")
+        if codex:
+            event, fn = "notify", codex_notify
+        else:
+            event = payload.get("hook_event_name")
+            fn = EVENTS.get(event) if isinstance(event, str) else None
+            if fn is None:       # an event we do not use: nothing to do
+                return Reply()
+        ctx = Context(crew or Crew(default_dir(env)), env, payload)
+        reply = fn(ctx)
+    except CrewfileError as e:
+        reply = Reply(err=f"{event}: {e}")
+    except Exception as e:       # a bug of ours must not become the agent's problem
+        reply = Reply(err=f"{event}: internal error: {type(e).__name__}: {e}")
+    notes = ctx.notes if ctx else []
+    if notes:
+        reply.err = "; ".join(([reply.err] if reply.err else []) + notes)
+    reply.code = 0
+    return reply

@@ -1,0 +1,351 @@
+"""crew-hook: documented Claude Code payloads for every event (and missing
+fields, unknown events, garbage) -> records, outputs, exit codes."""
+import json
+import os
+
+import pytest
+
+from crewfile import inbox, logfile
+from crewfile.sessions import Session, register
+
+SID = "5683c0de-0000-4000-8000-000000000001"
+
+
+def payload(event, **fields):
+    base = {"session_id": SID, "transcript_path": f"/tmp/h/.claude/projects/-p/{SID}.jsonl",
+            "cwd": "/tmp", "hook_event_name": event}
+    base.update(fields)
+    return json.dumps(base)
+
+
+def hook(run, data, name="w1", env=None, args=()):
+    e = {"CREWFILE_SESSION": name} if name else {"CREWFILE_SESSION": ""}
+    e.update(env or {})
+    return run("crew-hook", *args, input=data, env=e)
+
+
+def kinds(crew, name="w1"):
+    return [(r.kind, r.text) for r in Session(crew, name).last_records(100, logfile.TailStats())]
+
+
+def test_session_start_registers_unknown_named_session_from_payload(crew, run):
+    p = hook(run, payload("SessionStart", source="startup", model="claude-opus"))
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+    meta = Session(crew, "w1").meta
+    assert meta["agent_session_id"] == SID
+    assert meta["cwd"] == os.path.realpath("/tmp")
+    assert meta["transcript_path"].endswith(f"{SID}.jsonl")
+    assert kinds(crew) == [("registered", "kind=crew"), ("started", "startup")]
+
+
+def test_session_start_updates_meta_of_registered_session(crew, run, tmp_path):
+    register(crew, "w1", kind="aside")
+    p = hook(run, payload("SessionStart", source="resume", cwd=str(tmp_path)))
+    assert p.returncode == 0 and p.stderr == ""
+    meta = Session(crew, "w1").meta
+    assert meta["kind"] == "aside" and meta["agent_session_id"] == SID
+    assert meta["cwd"] == str(tmp_path)
+    assert kinds(crew)[-1] == ("started", "resume")
+
+
+def test_found_by_agent_session_id_without_environment(crew, run):
+    register(crew, "w2", agent_session_id=SID)
+    p = hook(run, payload("Stop", stop_hook_active=False), name=None)
+    assert p.returncode == 0 and p.stderr == ""
+    assert kinds(crew, "w2")[-1] == ("turn-ended", "")
+
+
+def test_unknown_agent_without_environment_is_a_note_not_a_failure(crew, run):
+    register(crew, "w2", agent_session_id="someone-else")
+    p = hook(run, payload("UserPromptSubmit", prompt="hi"), name=None)
+    assert p.returncode == 0 and p.stdout == ""
+    assert p.stderr == (f"crew-hook: no crewfile session for agent session {SID}"
+                        " (set CREWFILE_SESSION, or session-add --agent-session-id)\n")
+    assert kinds(crew, "w2") == [("registered", "kind=crew")]
+
+
+def test_missing_crew_directory_exits_0_with_one_line(tmp_path, run):
+    p = run("crew-hook", input=payload("Stop"),
+            env={"CREWFILE_DIR": str(tmp_path / "nowhere"), "CREWFILE_SESSION": ""})
+    assert p.returncode == 0 and p.stdout == ""
+    assert len(p.stderr.splitlines()) == 1 and "no crewfile session" in p.stderr
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_user_prompt_submit_records_captain_and_turn_started(crew, run):
+    register(crew, "w1")
+    p = hook(run, payload("UserPromptSubmit", prompt="fix the\nbuild", prompt_id="x"))
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+    got = kinds(crew)
+    assert got[-1] == ("turn-started", "")
+    assert ("captain", "fix the\nbuild") in got
+
+
+def test_aside_done_prompt_is_the_captains_conclusion(crew, run):
+    pytest.importorskip("crewfile.aside")
+    register(crew, "a1", kind="aside")
+    p = hook(run, payload("UserPromptSubmit", prompt="/aside-done thanks"), name="a1")
+    assert p.returncode == 0, p.stderr
+    assert any(k == "captain-done" for k, _ in kinds(crew, "a1"))
+
+
+def test_notices_are_drained_into_model_context_as_facts(crew, run):
+    register(crew, "w1")
+    inbox.post(crew, "w1", "job", "j-42 ended: exit 0 after 3s")
+    inbox.post(crew, "w1", "job", "j-43 ended: exit 1 after 9s")
+    p = hook(run, payload("UserPromptSubmit", prompt="next"))
+    assert p.returncode == 0 and p.stderr == ""
+    out = json.loads(p.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "UserPromptSubmit"
+    ctx = out["additionalContext"].splitlines()
+    assert "not written by the user" in ctx[0]
+    assert ctx[1].startswith("crewfile notice: job j-42 ended: exit 0 after 3s (posted ")
+    assert ctx[2].startswith("crewfile notice: job j-43 ended")
+    assert inbox.pending(crew, "w1") == []
+    # drained once: the next prompt carries nothing
+    p = hook(run, payload("UserPromptSubmit", prompt="again"))
+    assert p.stdout == ""
+    # the notice is never recorded as captain words
+    assert not any(k == "captain" and "j-42" in t for k, t in kinds(crew))
+
+
+def test_post_tool_use_drains_notices(crew, run):
+    register(crew, "w1")
+    inbox.post(crew, "w1", "job", "j-7 ended: exit 0")
+    p = hook(run, payload("PostToolUse", tool_name="Bash", tool_input={"command": "ls"},
+                          tool_response={"stdout": ""}))
+    out = json.loads(p.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "PostToolUse"
+    assert "crewfile notice: job j-7 ended: exit 0" in out["additionalContext"]
+    assert hook(run, payload("PostToolUse", tool_name="Bash")).stdout == ""
+
+
+def test_garbage_in_inbox_is_said_and_good_notices_delivered(crew, run):
+    register(crew, "w1")
+    inbox.post(crew, "w1", "job", "j-1 ended")
+    with open(crew.session_file("w1", "inbox"), "a") as f:
+        f.write("this is not a record\n")
+    p = hook(run, payload("PostToolUse"))
+    assert "j-1 ended" in p.stdout
+    assert p.returncode == 0 and "skipped 1 malformed inbox line" in p.stderr
+
+
+def test_stop_records_turn_ended_and_a_notice_never_blocks(crew, run):
+    register(crew, "w1")
+    inbox.post(crew, "w1", "job", "j-1 ended")
+    p = hook(run, payload("Stop", stop_hook_active=False, last_assistant_message="ok"))
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+    assert kinds(crew)[-1] == ("turn-ended", "")
+    assert len(inbox.pending(crew, "w1")) == 1       # left for the next prompt
+
+
+def test_a_wake_does_not_block_a_crew_session(crew, run):
+    register(crew, "w1")
+    inbox.post(crew, "w1", "wake", "w2 problem: disk full")
+    p = hook(run, payload("Stop", stop_hook_active=False))
+    assert p.stdout == "" and kinds(crew)[-1] == ("turn-ended", "")
+
+
+def test_primary_with_pending_wakes_continues_once(crew, run):
+    register(crew, "firstmate", kind="primary")
+    inbox.post(crew, "firstmate", "job", "j-9 ended: exit 0")
+    inbox.post(crew, "firstmate", "wake", "w2 blocked: needs a database")
+    p = hook(run, payload("Stop", stop_hook_active=False), name="firstmate")
+    assert p.returncode == 0 and p.stderr == ""
+    out = json.loads(p.stdout)
+    assert out["decision"] == "block"
+    lines = out["reason"].splitlines()
+    assert lines[0].startswith("crewfile wake:")
+    assert lines[1].startswith("crewfile job: j-9 ended: exit 0 (posted ")
+    assert lines[2].startswith("crewfile wake: w2 blocked: needs a database (posted ")
+    assert inbox.pending(crew, "firstmate") == []
+    assert kinds(crew, "firstmate")[-1] == ("registered", "kind=primary")   # turn goes on
+    # the continued turn stops: stop_hook_active, even with a new wake, never loops
+    inbox.post(crew, "firstmate", "wake", "w3 lost")
+    p = hook(run, payload("Stop", stop_hook_active=True), name="firstmate")
+    assert p.stdout == "" and p.returncode == 0
+    assert kinds(crew, "firstmate")[-1] == ("turn-ended", "")
+    assert len(inbox.pending(crew, "firstmate")) == 1
+
+
+def test_primary_without_wakes_just_ends_its_turn(crew, run):
+    register(crew, "firstmate", kind="primary")
+    inbox.post(crew, "firstmate", "job", "j-9 ended")
+    p = hook(run, payload("Stop", stop_hook_active=False), name="firstmate")
+    assert p.stdout == "" and kinds(crew, "firstmate")[-1] == ("turn-ended", "")
+
+
+@pytest.mark.parametrize("ntype,record", [("idle_prompt", ("idle", "")),
+                                          ("permission_prompt", ("waiting", "permission"))])
+def test_notification_records(crew, run, ntype, record):
+    register(crew, "w1")
+    p = hook(run, payload("Notification", message="Claude is waiting", notification_type=ntype))
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+    assert kinds(crew)[-1] == record
+
+
+def test_other_notifications_write_nothing(crew, run):
+    register(crew, "w1")
+    for extra in ({"notification_type": "agent_needs_input"}, {}, {"notification_type": 7}):
+        p = hook(run, payload("Notification", **extra))
+        assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+    assert kinds(crew) == [("registered", "kind=crew")]
+
+
+def test_session_end_records_reason(crew, run):
+    register(crew, "w1")
+    assert hook(run, payload("SessionEnd", reason="prompt_input_exit")).returncode == 0
+    assert kinds(crew)[-1] == ("ended", "prompt_input_exit")
+    assert Session(crew, "w1").ended()
+
+
+def test_session_end_without_reason(crew, run):
+    register(crew, "w1")
+    hook(run, payload("SessionEnd"))
+    assert kinds(crew)[-1] == ("ended", "unknown")
+
+
+@pytest.mark.parametrize("command", [
+    "aside-done", "/work/main/bin/aside-done a1", "cd x && aside-done", "echo hi; aside-done a1",
+    "status-append a1 captain-done forged", "(aside-done)"])
+def test_guard_denies_the_captain_only_conclusion(crew, run, command):
+    register(crew, "a1", kind="aside")
+    p = hook(run, payload("PreToolUse", tool_name="Bash", tool_use_id="toolu_1",
+                          tool_input={"command": command, "description": "x"}), name="a1")
+    assert p.returncode == 0 and p.stderr == ""
+    out = json.loads(p.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "PreToolUse"
+    assert out["permissionDecision"] == "deny"
+    assert "captain's act only" in out["permissionDecisionReason"]
+    assert "/aside-done" in out["permissionDecisionReason"]
+    kind, text = kinds(crew, "a1")[-1]
+    assert kind == "problem" and text.startswith("agent tried to conclude by itself")
+
+
+@pytest.mark.parametrize("command", [
+    "ls", "aside-conclude a1 --report -", "echo my-aside-done-list", "git log aside-doneness"])
+def test_guard_allows_other_commands(crew, run, command):
+    register(crew, "a1", kind="aside")
+    p = hook(run, payload("PreToolUse", tool_name="Bash", tool_input={"command": command}),
+             name="a1")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+
+
+def test_guard_works_without_a_session_and_ignores_other_tools(tmp_path, run):
+    env = {"CREWFILE_DIR": str(tmp_path / "none"), "CREWFILE_SESSION": ""}
+    p = run("crew-hook", input=payload("PreToolUse", tool_name="Bash",
+                                       tool_input={"command": "aside-done"}), env=env)
+    assert json.loads(p.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert p.returncode == 0
+    p = run("crew-hook", input=payload("PreToolUse", tool_name="Write",
+                                       tool_input={"content": "aside-done"}), env=env)
+    assert (p.returncode, p.stdout) == (0, "")
+
+
+@pytest.mark.parametrize("data", [
+    "", "garbage", "[1, 2]", "null", '"Stop"', '{"hook_event_name": 5}', "{",
+    '{"hook_event_name": "SubagentStop"}', '{"hook_event_name": "UserPromptExpansion"}',
+    '{"hook_event_name": "NoSuchEvent", "session_id": "x"}', b"\xff\xfe\x00"])
+def test_garbage_and_unknown_events_exit_0_write_nothing(crew, run, data):
+    register(crew, "w1")
+    p = hook(run, data)
+    assert p.returncode == 0 and p.stdout == ""
+    assert len(p.stderr.splitlines()) <= 1
+    assert kinds(crew) == [("registered", "kind=crew")]
+
+
+@pytest.mark.parametrize("event,fields", [
+    ("SessionStart", {"source": None, "cwd": 5, "transcript_path": ["x"]}),
+    ("UserPromptSubmit", {"prompt": None}),
+    ("UserPromptSubmit", {"prompt": {"not": "text"}}),
+    ("PreToolUse", {"tool_name": "Bash", "tool_input": "not a dict"}),
+    ("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": 17}}),
+    ("Stop", {"stop_hook_active": "yes"}),
+    ("SessionEnd", {"reason": 12}),
+    ("PostToolUse", {}),
+])
+def test_missing_or_wrong_fields_never_fail(crew, run, event, fields):
+    register(crew, "w1", kind="primary")
+    inbox.post(crew, "w1", "wake", "w2 problem")
+    data = json.loads(payload(event))
+    for k, v in fields.items():
+        if v is None:
+            data.pop(k, None)
+        else:
+            data[k] = v
+    data.pop("session_id")
+    p = hook(run, json.dumps(data))
+    assert p.returncode == 0, p.stderr
+    assert p.stderr == ""
+
+
+def test_payload_with_no_session_id_and_no_environment(crew, run):
+    p = hook(run, json.dumps({"hook_event_name": "Stop"}), name=None)
+    assert p.returncode == 0 and p.stdout == ""
+    assert "no crewfile session for agent session ?" in p.stderr
+
+
+def test_bad_session_name_in_environment_is_one_line_exit_0(crew, run):
+    p = hook(run, payload("Stop"), name="../etc")
+    assert p.returncode == 0 and p.stdout == ""
+    assert p.stderr.startswith("crew-hook: Stop: bad session name") and p.stderr.count("\n") == 1
+
+
+def test_internal_failure_is_exit_0_one_line(crew, run):
+    register(crew, "w1")
+    os.chmod(crew.session_dir("w1"), 0o500)     # status log cannot be created
+    os.unlink(crew.session_file("w1", "status"))
+    try:
+        if os.access(crew.session_dir("w1"), os.W_OK):
+            pytest.skip("running as root: permissions are not enforced")
+        p = hook(run, payload("Stop"))
+    finally:
+        os.chmod(crew.session_dir("w1"), 0o700)
+    assert p.returncode == 0 and p.stdout == ""
+    assert p.stderr.startswith("crew-hook: Stop: ") and p.stderr.count("\n") == 1
+
+
+def test_internal_failure_in_library_is_exit_0_one_line(crew, monkeypatch):
+    from crewfile import hook as hook_mod
+
+    def boom(ctx):
+        raise KeyError("bug")
+    monkeypatch.setitem(hook_mod.EVENTS, "Stop", boom)
+    reply = hook_mod.handle(payload("Stop"), {"CREWFILE_DIR": crew.root})
+    assert (reply.code, reply.out) == (0, "")
+    assert reply.err == "Stop: internal error: KeyError: 'bug'"
+
+
+def test_log_that_is_a_directory_is_exit_0(crew, run):
+    register(crew, "w1")
+    os.unlink(crew.session_file("w1", "status"))
+    os.mkdir(crew.session_file("w1", "status"))
+    p = hook(run, payload("Stop"))
+    assert p.returncode == 0 and p.stdout == ""
+    assert p.stderr.startswith("crew-hook: Stop: ") and p.stderr.count("\n") == 1
+
+
+def test_codex_notify_turn_complete(crew, run):
+    register(crew, "cx")
+    note = {"type": "agent-turn-complete", "thread-id": "th-1", "turn-id": "t-1",
+            "cwd": "/tmp", "input-messages": ["do it"], "last-assistant-message": "done"}
+    p = run("crew-hook", json.dumps(note), env={"CREWFILE_SESSION": "cx"})
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+    assert kinds(crew, "cx")[-1] == ("turn-ended", "")
+    # by thread id, without the environment
+    Session(crew, "cx").update_meta(agent_session_id="th-1")
+    p = run("crew-hook", json.dumps(note), env={"CREWFILE_SESSION": ""})
+    assert p.returncode == 0 and p.stderr == ""
+    assert [k for k, _ in kinds(crew, "cx")][-2:] == ["turn-ended", "turn-ended"]
+    # other types and garbage: nothing, exit 0
+    for arg in (json.dumps({"type": "something-else"}), "not json"):
+        p = run("crew-hook", arg, env={"CREWFILE_SESSION": "cx"})
+        assert p.returncode == 0 and p.stdout == ""
+    assert len(kinds(crew, "cx")) == 3
+
+
+def test_help_and_usage(run):
+    p = run("crew-hook", "--help")
+    assert p.returncode == 0 and p.stdout.startswith("crew-hook [PAYLOAD]\n")
+    p = run("crew-hook", "--no-such")
+    assert p.returncode == 2 and p.stderr.startswith("crew-hook: unknown option --no-such")
