@@ -29,8 +29,10 @@ def test_eight_writers_half_library_half_flock1_with_long_lines(tmp_path):
           "for i in range(2000):\n"
           "    t = (%r if i %% 7 == 0 else 'short') + ' w%%s-%%d' %% (sys.argv[1], i)\n"
           "    logfile.append(%r, %r, [records.new_line('note', t)])\n") % (LIB, long_text, log, lock)
-    sh = ('for i in $(seq 0 1999); do if [ $((i % 7)) = 0 ]; then t=' + long_text +
-          '; else t=short; fi; flock "$2" sh -c "echo \\"2026-11-29T22:01:17.123Z note: $t s$1-$i\\" >> \\"$3\\""; done')
+    # flock(1) on a descriptor: the documented lock path, one lock per line.
+    sh = ('exec 9>"$2"; for i in $(seq 0 1999); do if [ $((i % 7)) = 0 ]; then t=' + long_text +
+          '; else t=short; fi; flock 9; echo "2026-11-29T22:01:17.123Z note: $t s$1-$i" >> "$3";'
+          ' flock -u 9; done')
     procs = [subprocess.Popen([sys.executable, "-c", py, str(n)]) for n in range(4)]
     procs += [subprocess.Popen(["bash", "-c", sh, "sh", str(n), lock, log]) for n in range(4)]
     assert [p.wait() for p in procs] == [0] * 8

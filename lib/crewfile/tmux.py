@@ -56,8 +56,34 @@ def panes():
     return table
 
 
+def clients():
+    """[(last key press, epoch seconds; active pane id)] for every attached client.
+
+    client_activity is when the client last sent a key (send-keys does not
+    count), with one-second resolution; the pane is the active pane of the
+    client's current window, the one its keys go to. Empty if no server or
+    tmux is missing.
+    """
+    try:
+        code, out = run("list-clients", "-F", "#{client_activity}\t#{pane_id}", check=False)
+    except SystemFailure:
+        return []
+    table = []
+    if code != 0:
+        return table
+    for line in out.splitlines():
+        activity, _, pane = line.partition("\t")
+        if activity.isdigit() and pane.startswith("%"):
+            table.append((int(activity), pane))
+    return table
+
+
 def resolve_pane(target):
     """The pane id (%N) of a target such as 'sess:win.0' or '%3', or None if gone."""
+    # display-message quietly falls back to the current pane for a target that
+    # does not exist; list-panes fails for it, so ask that first.
+    if run("list-panes", "-t", target, "-F", "#{pane_id}", check=False)[0] != 0:
+        return None
     code, out = run("display-message", "-p", "-t", target, "#{pane_id}", check=False)
     out = out.strip()
     return out if code == 0 and out.startswith("%") else None
@@ -86,3 +112,31 @@ def capture(pane, history=False):
 
 def kill_window(target):
     return run("kill-window", "-t", target, check=False)[0] == 0
+
+
+def new_window(command, session=None, name=None, env=None, cwd=None, keep_dead=False):
+    """Start shell *command* in a new detached window; return (pane id, 'session:index').
+
+    session: the tmux session to put it in (created, detached, if it does not
+    exist); None means tmux's current one. env: {NAME: value} set in the
+    window's environment. keep_dead: the pane stays (dead, readable) when its
+    command exits (remain-on-exit), so its scrollback is not lost with it.
+    """
+    opts = ["-d", "-P", "-F", "#{pane_id}\t#{session_name}:#{window_index}"]
+    if name:
+        opts += ["-n", name]
+    if cwd:
+        opts += ["-c", cwd]
+    for key, value in (env or {}).items():
+        opts += ["-e", f"{key}={value}"]
+    if session and run("has-session", "-t", f"={session}", check=False)[0] != 0:
+        out = run("new-session", "-s", session, *opts, command)[1]
+    elif session:
+        out = run("new-window", "-t", f"={session}:", *opts, command)[1]
+    else:
+        out = run("new-window", *opts, command)[1]
+    pane, _, target = out.strip().partition("\t")
+    if keep_dead:
+        # Set at once; a command that exits before this line takes its window with it.
+        run("set-option", "-p", "-t", pane, "remain-on-exit", "on")
+    return pane, target

@@ -1,0 +1,47 @@
+"""Every command is documented: a protocol.md section, a --help with an
+example, and every option its help lists is one the parser knows."""
+import os
+import re
+
+import pytest
+
+from conftest import BIN, REPO, cmd
+from crewfile import cli
+
+COMMANDS = sorted(os.listdir(BIN))
+STUB = open(os.path.join(BIN, "status-append")).read()
+
+
+def test_there_are_commands():
+    assert "status-append" in COMMANDS and "session-add" in COMMANDS
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_bin_entry_is_the_stub_and_executable(name):
+    path = os.path.join(BIN, name)
+    assert os.access(path, os.X_OK)
+    assert open(path).read() == STUB
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_protocol_has_a_section(name):
+    protocol = open(os.path.join(REPO, "protocol.md")).read()
+    assert re.search(rf"^### {re.escape(name)}\n", protocol, re.M), f"protocol.md lacks ### {name}"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_help_has_example_and_every_listed_option_parses(name):
+    r = cmd(name, "--help")
+    assert r.returncode == 0 and r.stderr == ""
+    assert "Example:" in r.stdout
+    mod = __import__(f"crewfile.cmd.{name.replace('-', '_')}", fromlist=["HELP"])
+    listed = re.findall(r"^ {2,}(?:-\w, )?(--[a-z][a-z0-9-]*)", mod.HELP, re.M)
+    known, _, _ = cli._spec(mod.HELP)
+    for flag in listed:
+        assert flag in known, f"{name}: help lists {flag} but the parser does not know it"
+
+
+def test_usage_error_is_one_line_plus_a_hint():
+    r = cmd("status-show", "--nope")
+    assert r.returncode == 2
+    assert r.stderr == "status-show: unknown option --nope\nTry 'status-show --help'.\n"
