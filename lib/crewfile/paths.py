@@ -7,9 +7,24 @@
       sessions/NAME/lock            flock guard for every write in sessions/NAME
       sessions/NAME/inbox           pending notices for the session (records)
       sessions/NAME/inbox.read      notices already drained (records)
-      reports/{tmp,new,cur}/        aside reports, maildir style
+      sessions/NAME/deliver.lock    flock held while text is typed into NAME's pane
+      reports/{tmp,new,cur}/        aside reports, maildir style:
+      reports/new/ASIDE,UNIQUE      a delivered report, not yet reconciled
+      reports/cur/ASIDE,UNIQUE      a reconciled report, and beside it
+      reports/cur/ASIDE,UNIQUE.scrollback   the aside window's whole scrollback
       nudges/ID                     nudge schedules (JSON, atomic replace)
-      jobs/HANDLE/                  background jobs
+      locks/nudges                  flock guarding every write under nudges/
+      locks/nudge-tick              flock held by the one running nudge-tick
+      jobs/HANDLE/                  a background job (job-exec), one directory each:
+      jobs/HANDLE/spec              what to run, label, owning session (JSON, atomic)
+      jobs/HANDLE/pids              watcher and command pids, pgid, start (JSON, atomic)
+      jobs/HANDLE/output            the command's stdout+stderr, bounded, oldest dropped
+      jobs/HANDLE/result            exit code or signal, start/end (JSON, atomic)
+      jobs/HANDLE/heard             who heard the outcome: wait or notice (JSON, atomic)
+      jobs/HANDLE/notice            what the announcement did, posted or not (JSON, atomic)
+      jobs/HANDLE/lock              flock: the one wait-or-announce decision
+      jobs/HANDLE/waiters           shared flock held by each job-wait while it waits
+      jobs/HANDLE/alive             flock the watcher holds for its whole life
       locks/                        crew-wide locks (nudge-tick, ...)
 
 Nothing outside this module spells these names.
@@ -22,6 +37,13 @@ from .names import check_name
 
 SESSIONS, REPORTS, NUDGES, JOBS, LOCKS = "sessions", "reports", "nudges", "jobs", "locks"
 META, STATUS, LOCK, INBOX, INBOX_READ = "meta", "status", "lock", "inbox", "inbox.read"
+REPORT_TMP, REPORT_NEW, REPORT_CUR = "tmp", "new", "cur"     # under REPORTS
+SCROLLBACK_SUFFIX = ".scrollback"
+DELIVER_LOCK = "deliver.lock"
+NUDGES_LOCK, NUDGE_TICK_LOCK = "nudges", "nudge-tick"     # files under locks/
+JOB_SPEC, JOB_PIDS, JOB_OUTPUT, JOB_RESULT = "spec", "pids", "output", "result"
+JOB_HEARD, JOB_NOTICE, JOB_LOCK, JOB_WAITERS, JOB_ALIVE = (
+    "heard", "notice", "lock", "waiters", "alive")
 
 
 def default_dir(env=None):
@@ -69,6 +91,9 @@ class Crew:
 
     def session_dir(self, name):
         return os.path.join(self.root, SESSIONS, check_name(name, "session name"))
+
+    def job_dir(self, handle):
+        return os.path.join(self.root, JOBS, check_name(handle, "job handle"))
 
     def session_file(self, name, what):
         return os.path.join(self.session_dir(name), what)

@@ -1,0 +1,171 @@
+"""delivery: typing into a real fake agent's pane on a private tmux server."""
+import os
+import pty
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, wait_for
+from crewfile import delivery
+from crewfile.errors import BadInput
+from crewfile.logfile import TailStats
+from crewfile.sessions import Session, register
+
+FAKE = os.path.join(REPO, "tests", "fake-agent")
+
+
+def agent(crew, tmux, name="w1", cwd=None):
+    """A fake agent in its own window, registered, showing its prompt."""
+    pane = tmux.new_window(FAKE, name=name, env={"CREWFILE_SESSION": name,
+                                                 "CREWFILE_DIR": crew.root})
+    sess = register(crew, name, tmux=pane, cwd=cwd)
+    tmux.wait_screen(pane, "ready>")
+    wait_for(lambda: kinds(sess)[-1:] in (["started"], ["registered"]) and "started" in kinds(sess),
+             what="the agent's started record")
+    return sess, pane
+
+
+def kinds(sess):
+    return [r.kind for r in sess.last_records(50, TailStats())]
+
+
+def captain_lines(sess):
+    return [r.text for r in sess.last_records(50, TailStats()) if r.kind == "captain"]
+
+
+def idle(sess):
+    return kinds(sess)[-1] in ("turn-ended", "started")
+
+
+TRICKY = [
+    "continue; then $(touch /tmp/crewfile-pwned) `id` && echo \"done\" | cat > x",
+    "-n leading dash",
+    "trailing semicolon;",
+    "it's \"quoted\" and 'single' \\back\\slash {braces} #hash ~tilde *glob?",
+    "Enter C-c",
+]
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_delivers_literally(crew, tmux, text):
+    sess, pane = agent(crew, tmux)
+    ok, reason = delivery.deliver(sess, text, quiet=0)
+    assert (ok, reason) == (True, "delivered")
+    wait_for(lambda: kinds(sess)[-1] == "turn-ended", what="the nudged turn")
+    assert captain_lines(sess) == [text]
+    assert not os.path.exists("/tmp/crewfile-pwned")
+
+
+def test_refuses_while_generating_and_types_nothing(crew, tmux):
+    sess, pane = agent(crew, tmux)
+    tmux("send-keys", "-t", pane, "-l", "SLOW: 30")
+    tmux("send-keys", "-t", pane, "Enter")
+    wait_for(lambda: kinds(sess)[-1] == "turn-started", what="turn-started")
+    ok, reason = delivery.deliver(sess, "nudge text", quiet=0)
+    assert not ok and delivery.code_of(reason) == "generating"
+    assert "nudge text" not in tmux.screen(pane)
+
+
+def test_refuses_permission_dialog(crew, tmux):
+    sess, pane = agent(crew, tmux)
+    sess.append("waiting", "permission")
+    ok, reason = delivery.deliver(sess, "yes", quiet=0)
+    assert not ok and delivery.code_of(reason) == "permission-dialog"
+    assert "yes" not in tmux.screen(pane)
+
+
+def test_unknown_state_is_busy(crew, tmux):
+    sess, pane = agent(crew, tmux)
+    with open(sess.status_path, "w") as f:      # a log with no turn record at all
+        f.write("2026-11-29T22:00:00.000Z note: nothing about turns\n")
+    ok, reason = delivery.deliver(sess, "hello", quiet=0)
+    assert not ok and delivery.code_of(reason) == "state-unknown"
+
+
+def test_refuses_gone_pane(crew, tmux):
+    sess, pane = agent(crew, tmux)
+    tmux.new_window("sleep 600", name="other")       # keep the server up
+    tmux("kill-pane", "-t", pane)
+    ok, reason = delivery.deliver(sess, "hello", quiet=0)
+    assert not ok and delivery.code_of(reason) == "not-live"
+
+
+def test_refuses_ended_session_even_if_pane_lives(crew, tmux):
+    sess, pane = agent(crew, tmux)
+    sess.append("ended", "agent exited, a shell remains")
+    ok, reason = delivery.deliver(sess, "hello", quiet=0)
+    assert not ok and delivery.code_of(reason) == "not-live"
+
+
+def test_never_completes_a_captains_draft(crew, tmux):
+    sess, pane = agent(crew, tmux)
+    tmux("send-keys", "-t", pane, "-l", "half a thought")
+    tmux.wait_screen(pane, "ready> half a thought")
+    ok, reason = delivery.deliver(sess, "nudge", quiet=0)
+    assert not ok and delivery.code_of(reason) == "draft"
+    assert "half a thought" in tmux.screen(pane) and "nudge" not in tmux.screen(pane)
+    assert captain_lines(sess) == []
+
+
+def test_captain_keys_in_the_window_hold_delivery(crew, tmux):
+    sess, pane = agent(crew, tmux)
+    master, slave = pty.openpty()
+    client = subprocess.Popen(["tmux", "-S", tmux.sock, "attach", "-t", pane],
+                              stdin=slave, stdout=slave, stderr=slave, env=dict(os.environ, TERM="xterm"))
+    try:
+        wait_for(lambda: tmux("list-clients", "-F", "#{pane_id}").strip() == pane,
+                 what="the captain's client on the pane")
+        os.write(master, b"x")                # the captain presses a key
+        tmux.wait_screen(pane, "ready> x")
+        os.write(master, b"\x7f")             # and deletes it: no draft left behind
+        tmux.wait_screen(pane, lambda s: "ready> x" not in s)
+        ok, reason = delivery.deliver(sess, "nudge", quiet=60)
+        assert not ok and delivery.code_of(reason) == "captain-typing", reason
+        assert "nudge" not in tmux.screen(pane)
+    finally:
+        client.kill()
+        client.wait()
+        os.close(master)
+        os.close(slave)
+
+
+def test_recheck_failure_leaves_text_unsent(crew, tmux, monkeypatch):
+    sess, pane = agent(crew, tmux)
+    real = delivery.check
+
+    def captain_arrives_before_enter(sess, look=None, now=None, quiet=None, typed=None):
+        if typed is not None:
+            sess.append("turn-started")           # a turn began between typing and Enter
+        return real(sess, look, now, quiet, typed)
+
+    monkeypatch.setattr(delivery, "check", captain_arrives_before_enter)
+    ok, reason = delivery.deliver(sess, "nudge me", quiet=0)
+    assert not ok and delivery.code_of(reason) == "aborted" and "generating" in reason
+    assert "ready> nudge me" in tmux.screen(pane)      # visible, unsent
+    assert captain_lines(sess) == []
+
+
+def test_concurrent_delivery_is_refused(crew, tmux):
+    from crewfile.locks import acquire
+    sess, pane = agent(crew, tmux)
+    with acquire(os.path.join(sess.dir, "deliver.lock")):
+        ok, reason = delivery.deliver(sess, "hello", quiet=0)
+    assert not ok and delivery.code_of(reason) == "delivery-busy"
+
+
+@pytest.mark.parametrize("text", ["", "   ", "two\nlines", "tab\there", "x" * 5000])
+def test_bad_text(crew, text):
+    with pytest.raises(BadInput):
+        delivery.check_text(text)
+
+
+def test_prompt_tail():
+    assert delivery.prompt_tail("ready> a > b\nagent: ok\nready>\n") == ("", [])
+    assert delivery.prompt_tail("ready> half\n\n") == ("half", [])
+    screen = "\u2500" * 20 + "\n\u276f \n" + "\u2500" * 20 + "\n  ? for shortcuts\n"
+    assert delivery.prompt_tail(screen)[0] == ""
+    assert delivery.prompt_tail("no prompt here\n") is None
+    assert delivery.shows_typed("ready> hello world\n", "hello world")
+    assert not delivery.shows_typed("ready> xhello world\n", "hello world")
+    assert delivery.shows_typed("\u276f hello wo\n  rld\n\u2500\u2500\n", "hello world")
