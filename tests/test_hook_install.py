@@ -1,0 +1,154 @@
+"""crew-hook --settings / --install: the hooks block, the merge that keeps the
+user's other hooks and is idempotent, the dry run, the /aside files."""
+import json
+import os
+import stat
+
+import pytest
+
+from crewfile import claude
+from crewfile.errors import BadInput
+
+USER_SETTINGS = {
+    "model": "opus",
+    "permissions": {"allow": ["Bash(npm test)"]},
+    "hooks": {
+        "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}],
+        "PreToolUse": [
+            {"matcher": "Bash", "hooks": [{"type": "command", "command": "~/bin/audit.sh"},
+                                          {"type": "command", "command": "/old/path/crew-hook"}]},
+            {"matcher": "Write", "hooks": [{"type": "command", "command": "lint-write"}]}],
+        "PreCompact": [{"hooks": [{"type": "command", "command": "python3 /x/crew-hook"}]}],
+        "SubagentStop": "not a list: left alone",
+    },
+}
+
+
+def ours(settings):
+    return [(ev, h["command"]) for ev, groups in settings["hooks"].items()
+            if isinstance(groups, list) for g in groups for h in g.get("hooks", [])
+            if claude.is_ours(h)]
+
+
+def test_block_has_every_event_once():
+    block = claude.hooks_block("/opt/crew-hook")
+    assert set(block["hooks"]) == {"SessionStart", "UserPromptSubmit", "PreToolUse",
+                                   "PostToolUse", "Stop", "Notification", "SessionEnd"}
+    for event, groups in block["hooks"].items():
+        assert len(groups) == 1
+        assert groups[0]["hooks"] == [{"type": "command", "command": "/opt/crew-hook",
+                                       "timeout": claude.TIMEOUT}]
+    assert block["hooks"]["PreToolUse"][0]["matcher"] == "Bash"
+
+
+def test_merge_keeps_unrelated_hooks_and_replaces_old_crew_hook():
+    merged = claude.merge(USER_SETTINGS, claude.hooks_block("/new/crew-hook"))
+    assert merged["model"] == "opus" and merged["permissions"] == USER_SETTINGS["permissions"]
+    hooks = merged["hooks"]
+    assert hooks["Stop"][0] == USER_SETTINGS["hooks"]["Stop"][0]
+    assert hooks["PreToolUse"][0] == {"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "~/bin/audit.sh"}]}
+    assert hooks["PreToolUse"][1] == USER_SETTINGS["hooks"]["PreToolUse"][1]
+    assert "PreCompact" not in hooks                   # only our old entry was there
+    assert hooks["SubagentStop"] == "not a list: left alone"
+    assert sorted(ours(merged)) == sorted((ev, "/new/crew-hook") for ev, _ in claude.EVENTS)
+    assert USER_SETTINGS["hooks"]["PreToolUse"][0]["hooks"][1]["command"] == "/old/path/crew-hook"
+
+
+def test_merge_is_idempotent():
+    block = claude.hooks_block("/new/crew-hook")
+    once = claude.merge(USER_SETTINGS, block)
+    assert claude.merge(once, block) == once
+    assert claude.dumps(claude.merge(json.loads(claude.dumps(once)), block)) == claude.dumps(once)
+
+
+def test_merge_into_empty_and_refusals():
+    block = claude.hooks_block("crew-hook")
+    assert claude.merge({}, block) == block
+    with pytest.raises(BadInput):
+        claude.merge([], block)
+    with pytest.raises(BadInput):
+        claude.merge({"hooks": []}, block)
+
+
+@pytest.mark.parametrize("command,mine", [
+    ("crew-hook", True), ("/a b/crew-hook --x", True), ("'/a b/crew-hook'", True),
+    ("python3 /x/bin/crew-hook", True), ("my-crew-hook", False), ("crew-hook2", False),
+    ("echo 'unbalanced", False)])
+def test_is_ours(command, mine):
+    assert claude.is_ours({"type": "command", "command": command}) is mine
+
+
+def test_settings_prints_the_block(run):
+    p = run("crew-hook", "--settings", "--command", "/opt/bin/crew-hook")
+    assert p.returncode == 0
+    assert json.loads(p.stdout) == claude.hooks_block("/opt/bin/crew-hook")
+    p = run("crew-hook", "--settings")
+    cmd = json.loads(p.stdout)["hooks"]["Stop"][0]["hooks"][0]["command"]
+    assert os.path.isabs(cmd) and cmd.endswith("/bin/crew-hook") and os.access(cmd, os.X_OK)
+
+
+def test_install_dry_run_then_install_then_again(run, tmp_path):
+    d = tmp_path / ".claude"
+    d.mkdir()
+    settings = d / "settings.json"
+    original = json.dumps(USER_SETTINGS, indent=4) + "\n"
+    settings.write_text(original)
+    os.chmod(settings, 0o640)
+
+    p = run("crew-hook", "--install", str(d), "--dry-run", "--command", "/opt/crew-hook")
+    assert p.returncode == 0, p.stderr
+    assert settings.read_text() == original               # nothing written
+    assert not (d / "skills").exists() and not (d / "commands").exists()
+    assert f"+++ {settings}" in p.stdout and '+            "command": "/opt/crew-hook",' in p.stdout
+    assert f"would be updated {settings}\n" in p.stdout
+    assert f"would be created {d}/skills/aside/SKILL.md\n" in p.stdout
+    assert f"would be created {d}/commands/aside-done.md\n" in p.stdout
+
+    p = run("crew-hook", "--install", str(d), "--command", "/opt/crew-hook")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == (f"updated {settings}\ncreated {d}/skills/aside/SKILL.md\n"
+                        f"created {d}/commands/aside-done.md\n")
+    merged = json.loads(settings.read_text())
+    assert merged == claude.merge(USER_SETTINGS, claude.hooks_block("/opt/crew-hook"))
+    assert stat.S_IMODE(os.stat(settings).st_mode) == 0o640
+    skill = (d / "skills" / "aside" / "SKILL.md").read_text()
+    assert skill.startswith("---\nname: aside\n")
+    assert (d / "commands" / "aside-done.md").read_text().startswith("---\n")
+    text = settings.read_text()
+
+    p = run("crew-hook", "--install", str(d), "--command", "/opt/crew-hook")
+    assert p.returncode == 0
+    assert p.stdout.count("unchanged ") == 3
+    assert settings.read_text() == text
+    p = run("crew-hook", "--install", str(d), "--command", "/opt/crew-hook", "--dry-run")
+    assert p.stdout.count("unchanged ") == 3 and "---" not in p.stdout
+    assert not [f for f in os.listdir(d) if f.startswith(".")]      # no temporary left
+
+
+def test_install_creates_missing_settings_and_follows_a_link(run, tmp_path):
+    d = tmp_path / "proj" / ".claude"
+    p = run("crew-hook", "--install", str(d), "--command", "crew-hook")
+    assert p.returncode == 0, p.stderr
+    assert json.loads((d / "settings.json").read_text()) == claude.hooks_block("crew-hook")
+    # a dotfiles manager's link: written through to its target
+    real = tmp_path / "dotfiles-settings.json"
+    real.write_text('{"model": "sonnet"}')
+    (d / "settings.json").unlink()
+    (d / "settings.json").symlink_to(real)
+    p = run("crew-hook", "--install", str(d), "--command", "crew-hook")
+    assert p.returncode == 0, p.stderr
+    assert os.path.islink(d / "settings.json")
+    assert json.loads(real.read_text())["model"] == "sonnet"
+    assert "Stop" in json.loads(real.read_text())["hooks"]
+
+
+def test_install_refuses_invalid_settings_untouched(run, tmp_path):
+    d = tmp_path / ".claude"
+    d.mkdir()
+    (d / "settings.json").write_text('{"hooks": oops')
+    p = run("crew-hook", "--install", str(d))
+    assert p.returncode == 2
+    assert p.stderr.startswith(f"crew-hook: {d}/settings.json is not valid JSON")
+    assert (d / "settings.json").read_text() == '{"hooks": oops'
+    assert not (d / "commands").exists()
