@@ -1,0 +1,34 @@
+HELP = """\
+wake-filter [options]
+Read event lines (crew-watch's) on stdin; print those that should wake the primary.
+
+  --pass KIND...          also pass KIND from normal sessions
+  --hold KIND...          hold KIND from normal sessions
+  --exempt-pass KIND...   also pass KIND from exempt sessions (asides)
+  --exempt-hold KIND...   hold KIND from exempt sessions
+
+Exempt sessions pass only: concluded problem blocked error lost.
+Normal sessions pass: turn-ended done concluded blocked problem error stale
+lost waiting ended; a repeat of a kind with nothing else from that session
+in between is folded; after `paused` their idle and stale are held until
+other activity. A session without metadata passes everything; a line that
+is not an event passes unchanged, with a warning on stderr.
+
+Example: crew-watch | wake-filter --hold turn-ended | wake-send firstmate
+"""
+
+
+def run(args):
+    from ..cli import crew
+    from .. import wake
+    flt = wake.Filter(crew(args),
+                      normal_pass=(wake.NORMAL_PASS | _kinds(args["pass"])) - _kinds(args.hold),
+                      exempt_pass=(wake.EXEMPT_PASS | _kinds(args.exempt_pass))
+                      - _kinds(args.exempt_hold))
+    wake.filter_stream(flt)
+    return 0
+
+
+def _kinds(words):
+    from ..records import check_kind
+    return frozenset(check_kind(w) for w in words or ())

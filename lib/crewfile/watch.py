@@ -1,0 +1,527 @@
+"""crew-watch: one event line for every new status record of every session.
+
+An event is the record with the session's name inserted after the timestamp:
+
+    <ts> <session> <kind>[: <text>]
+
+The text stays escaped exactly as in the log, so an event is one line too.
+Two kinds are synthesized, because no record can say them:
+
+- `stale`: the session is generating (its newest turn record is
+  `turn-started` or `waiting`) and has been silent for `stale_after`
+  seconds. Once per silence; the event's timestamp is the moment the silence
+  crossed the threshold (last record + stale_after), so a replay of old logs
+  synthesizes the same events a live watcher did.
+- `lost`: the liveness probe says the session's tmux pane or process is
+  gone while its newest lifecycle record is not `ended`, `closed` or
+  `concluded`. Once per registration.
+
+Following: inotify watches on *directories* (sessions/ and each
+sessions/NAME/), never on files, so a rename-replace or a rotation cannot
+kill a watch. Subscribe first, then scan: a record written while the watcher
+starts is either found by the scan or announced by an event. On queue
+overflow every session is re-read from its saved position. Without inotify
+(`poll`), every session is re-read every `poll` seconds.
+
+Position: per session (inode, offset) of the next unread byte. A rotation
+(status -> status.1 under the session lock) is followed by finding the inode
+among status, status.1 ... status.N, finishing it, then reading the newer
+files in order. Only complete lines are consumed; a partial last line is
+read again when it is finished. The cursor file saves every position and
+the stale/lost bookkeeping after each batch is written out.
+"""
+import json
+import os
+import time
+
+from . import logfile, paths, records
+from .sessions import TURN_STATE
+
+# The newest of these says whether `lost` may be reported.
+LIFE = {"registered": False, "ended": True, "closed": True, "concluded": True}
+DEFAULT_STALE = 600.0
+DEFAULT_PROBE = 5.0
+_READ_CHUNK = 1 << 20
+
+
+class Tail:
+    """Where one session's log has been read up to, and what it last said."""
+    __slots__ = ("name", "dir", "status", "ino", "off", "last", "last_kind", "turn", "ended",
+                 "stale", "lost", "meta", "meta_key")
+
+    def __init__(self, name, sdir):
+        self.name, self.dir = name, sdir
+        self.status = os.path.join(sdir, paths.STATUS)
+        self.ino = None         # None: read every file from the oldest, from 0
+        self.off = 0
+        self.last = None        # time of the newest record (seconds since the epoch)
+        self.last_kind = None
+        self.turn = "unknown"
+        self.ended = False
+        self.stale = False      # a stale event was emitted for the current silence
+        self.lost = False       # a lost event was emitted since the last registration
+        self.meta = None
+        self.meta_key = None
+
+    def saved(self):
+        return {"ino": self.ino, "off": self.off, "last": self.last, "last_kind": self.last_kind,
+                "turn": self.turn, "ended": self.ended, "stale": self.stale, "lost": self.lost}
+
+    def restore(self, d):
+        self.ino, self.off = d.get("ino"), int(d.get("off") or 0)
+        self.last, self.last_kind = d.get("last"), d.get("last_kind")
+        self.turn = d.get("turn") or "unknown"
+        self.ended, self.stale, self.lost = (bool(d.get(k)) for k in ("ended", "stale", "lost"))
+
+
+class Watcher:
+    """The watch loop as a library: start(), then step() until you are done.
+
+    out: a callable taking bytes (default: write everything to fd 1).
+    warn: a callable taking one message line (default: stderr).
+    """
+
+    def __init__(self, crew, from_start=False, cursor=None, stale_after=DEFAULT_STALE,
+                 probe_every=DEFAULT_PROBE, poll=None, out=None, warn=None, now=time.time):
+        self.crew = crew
+        self.sessions_dir = crew.sub(paths.SESSIONS)
+        self.from_start = from_start
+        self.cursor = cursor
+        self.stale_after = float(stale_after)
+        self.probe_every = float(probe_every)
+        self.poll = poll
+        self.out = out or _write_stdout
+        self.warn = warn or _warn
+        self.now = now
+        self.keep = logfile.rotate_limits()[1]
+        self.tails = {}
+        self.inotify = None
+        self.wds = {}           # watch descriptor -> session name ('' for sessions/)
+        self.overflows = 0
+        self.next_probe = 0.0
+        self._saved = None      # the cursor state last written
+        self._cursor_known = False
+        self._busy = False
+        self._stop = False
+
+    # -- start ------------------------------------------------------------
+    def start(self, follow=True):
+        """Subscribe (when following with inotify), restore the cursor, scan."""
+        if self.cursor:
+            self._load_cursor()
+        if follow and self.poll is None:
+            self._subscribe()
+        events = self._scan()
+        return events
+
+    def _load_cursor(self):
+        from .atomic import read_text
+        text = read_text(self.cursor)
+        if text is None:
+            return
+        try:
+            data = json.loads(text)
+            saved = data["sessions"]
+        except (ValueError, KeyError, TypeError):
+            from .errors import BadInput
+            raise BadInput(f"cursor {self.cursor} is not a crew-watch cursor") from None
+        self._cursor_known = True
+        for name, d in saved.items():
+            try:
+                sdir = self.crew.session_dir(name)
+            except Exception:
+                continue
+            tail = Tail(name, sdir)
+            tail.restore(d)
+            self.tails[name] = tail
+        self._saved = json.dumps(saved, sort_keys=True)
+
+    def _subscribe(self):
+        from inotify_simple import INotify, flags
+        self._flags = flags
+        self.inotify = INotify()
+        self.crew.ensure_sub(paths.SESSIONS)
+        wd = self.inotify.add_watch(self.sessions_dir, flags.CREATE | flags.MOVED_TO | flags.ONLYDIR)
+        self.wds[wd] = ""
+
+    def _watch_session(self, name):
+        if self.inotify is None or name in self.wds.values():
+            return
+        f = self._flags
+        try:
+            wd = self.inotify.add_watch(os.path.join(self.sessions_dir, name),
+                                        f.MODIFY | f.CREATE | f.MOVED_TO | f.MOVED_FROM
+                                        | f.DELETE_SELF | f.ONLYDIR | f.DONT_FOLLOW)
+        except OSError:
+            return          # gone already, or not a directory: the scan says so
+        self.wds[wd] = name
+
+    def _names(self):
+        try:
+            entries = os.listdir(self.sessions_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(e for e in entries if not e.startswith("."))
+
+    def _scan(self):
+        """Read every session from its saved position (new ones found too)."""
+        events = []
+        for name in self._names():
+            events += self._read_session(name)
+        return events
+
+    def _tail(self, name):
+        tail = self.tails.get(name)
+        if tail is not None:
+            return tail
+        try:
+            sdir = self.crew.session_dir(name)
+        except Exception:
+            return None     # not a valid session name: not ours
+        if not os.path.isdir(sdir) or os.path.islink(sdir):
+            return None
+        self._watch_session(name)     # subscribe before the first read of it
+        tail = Tail(name, sdir)
+        # A session that appears while we run, or that a cursor has not seen,
+        # is new from its first record.
+        if not (self.from_start or self._cursor_known or self._started):
+            self._skip_to_end(tail)
+        self.tails[name] = tail
+        return tail
+
+    _started = False
+
+    def _skip_to_end(self, tail):
+        """Begin a session at the end of its log; take its state from the tail."""
+        try:
+            fd = os.open(tail.status, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            st = os.fstat(fd)
+            end = st.st_size
+            if end and os.pread(fd, 1, end - 1) != b"\n":
+                head = os.pread(fd, min(end, records.MAX_LINE + 1), max(0, end - records.MAX_LINE - 1))
+                nl = head.rfind(b"\n")
+                end = end - len(head) + nl + 1 if nl >= 0 else max(0, end - len(head))
+        finally:
+            os.close(fd)
+        tail.ino, tail.off = st.st_ino, end
+        stats = logfile.TailStats()
+        log_paths = [logfile.rotated(tail.status, i) for i in range(self.keep + 1)]
+        seen_turn = seen_life = False
+        for rec in logfile.records_backwards(log_paths, stats, 1 << 20):
+            if tail.last is None:
+                tail.last, tail.last_kind = rec.time, rec.kind
+            if not seen_turn and rec.kind in TURN_STATE:
+                tail.turn, seen_turn = TURN_STATE[rec.kind], True
+            if not seen_life and rec.kind in LIFE:
+                tail.ended, seen_life = LIFE[rec.kind], True
+            if seen_turn and seen_life:
+                break
+
+    # -- reading ----------------------------------------------------------
+    def _files(self, tail):
+        """[(path, inode)] of the log, newest first (missing numbers skipped)."""
+        out = []
+        for i in range(self.keep + 1):
+            path = logfile.rotated(tail.status, i)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            out.append((path, st.st_ino))
+        return out
+
+    def _read_session(self, name):
+        tail = self._tail(name)
+        if tail is None:
+            return []
+        events = []
+        for _attempt in range(10):
+            files = self._files(tail)
+            if not files:
+                return events
+            inos = [ino for _p, ino in files]
+            if tail.ino in inos:
+                idx = inos.index(tail.ino)
+            else:
+                if tail.ino is not None:
+                    self.warn(f"{name}: its log rotated past what is kept while unread;"
+                              f" reading on from the oldest file kept")
+                idx, tail.off = len(files) - 1, 0
+            raced = False
+            for j in range(idx, -1, -1):
+                path, ino = files[j]
+                if j != idx:
+                    tail.ino, tail.off = ino, 0
+                done = self._read_file(tail, path, ino, current=(j == 0), events=events)
+                if not done:
+                    raced = True        # renamed under us: list the files again
+                    break
+            if not raced:
+                return events
+        return events
+
+    def _read_file(self, tail, path, ino, current, events):
+        """Read complete lines of one file from tail.off. False if it is not *ino* any more."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            self.warn(f"{tail.name}: cannot read {path}: {e.strerror}")
+            return True
+        try:
+            st = os.fstat(fd)
+            if st.st_ino != ino:
+                return False
+            tail.ino = ino
+            size = st.st_size
+            if size < tail.off:
+                self.warn(f"{tail.name}: {path} was truncated; reading it again from its start")
+                tail.off = 0
+            while tail.off < size:
+                data = os.pread(fd, min(_READ_CHUNK, size - tail.off), tail.off)
+                if not data:
+                    break
+                nl = data.rfind(b"\n")
+                if nl < 0:
+                    if len(data) > records.MAX_LINE:
+                        self.warn(f"{tail.name}: skipped an overlong line in {path}")
+                        tail.off += len(data)
+                        continue
+                    if not current:
+                        self.warn(f"{tail.name}: skipped a partial last line in {path}")
+                        tail.off = size
+                    break
+                chunk = data[:nl]
+                tail.off += nl + 1
+                for raw in chunk.split(b"\n"):
+                    self._record(tail, raw, events)
+        finally:
+            os.close(fd)
+        return True
+
+    def _record(self, tail, raw, events):
+        rec = records.parse(raw)
+        if rec is None:
+            if raw:
+                self.warn(f"{tail.name}: skipped a malformed line: {raw[:80]!r}")
+            return
+        t = rec.time
+        if (tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None
+                and t - tail.last >= self.stale_after):
+            events.append(self._stale_event(tail))
+        tail.last, tail.last_kind, tail.stale = t, rec.kind, False
+        if rec.kind in TURN_STATE:
+            tail.turn = TURN_STATE[rec.kind]
+        if rec.kind in LIFE:
+            tail.ended = LIFE[rec.kind]
+            if rec.kind == "registered":
+                tail.lost = False
+                tail.meta_key = None
+        name = tail.name.encode()
+        events.append((rec.ts, raw[:24] + b" " + name + raw[24:] + b"\n"))
+
+    def _stale_event(self, tail):
+        tail.stale = True
+        from .sessions import age_text
+        ts = records.timestamp(tail.last + self.stale_after)
+        line = records.format_line(ts, "stale", f"silent for {age_text(self.stale_after)}"
+                                                f" since {tail.last_kind}")
+        return (ts, _event(line, tail.name))
+
+    # -- synthesized events -----------------------------------------------
+    def _timers(self, probe):
+        now = self.now()
+        events = []
+        for tail in self.tails.values():
+            if (tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None
+                    and now - tail.last >= self.stale_after):
+                events.append(self._stale_event(tail))
+        if probe:
+            events += self._probe(now)
+        return events
+
+    def _probe(self, now):
+        from .liveness import Probe
+        probe = Probe()
+        events = []
+        for tail in self.tails.values():
+            if tail.ended or tail.lost or tail.last is None:
+                continue
+            meta = self._meta(tail)
+            if not meta:
+                continue
+            if probe.live(meta) != "no":
+                continue
+            tail.lost = True
+            what = (f"tmux pane {meta['tmux']} is gone" if meta.get("tmux")
+                    else f"process {meta.get('pid')} is gone")
+            ts = records.timestamp(now)
+            events.append((ts, _event(records.format_line(ts, "lost", what), tail.name)))
+        return events
+
+    def _meta(self, tail):
+        path = os.path.join(tail.dir, paths.META)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        if key != tail.meta_key:
+            from .atomic import read_text
+            try:
+                tail.meta = json.loads(read_text(path) or "null")
+            except (ValueError, Exception):
+                tail.meta = None
+            tail.meta_key = key
+        return tail.meta if isinstance(tail.meta, dict) else None
+
+    # -- output -----------------------------------------------------------
+    def emit(self, events):
+        """Write a batch (sorted by time) in one go, then save the cursor."""
+        self._busy = True
+        try:
+            if events:
+                events.sort(key=lambda e: e[0])
+                self.out(b"".join(line for _ts, line in events))
+            self._save_cursor()
+        finally:
+            self._busy = False
+        if self._stop:
+            raise KeyboardInterrupt
+
+    def _save_cursor(self):
+        if not self.cursor:
+            return
+        state = {name: t.saved() for name, t in self.tails.items()}
+        text = json.dumps(state, sort_keys=True)
+        if text == self._saved:
+            return
+        from .atomic import replace
+        replace(self.cursor, json.dumps({"version": 1, "sessions": state}, sort_keys=True) + "\n")
+        self._saved = text
+
+    # -- the loop ---------------------------------------------------------
+    def run_once(self):
+        """Catch up, synthesize what is due now, write it all; return."""
+        events = self.start(follow=False)
+        events += self._timers(probe=True)
+        self.emit(events)
+
+    def begin(self):
+        """start() in follow mode and write the catch-up batch."""
+        events = self.start(follow=True)
+        self._started = True
+        events += self._timers(probe=True)
+        self.next_probe = time.monotonic() + self.probe_every
+        if self.poll is not None:
+            self._poll_at = time.monotonic() + self.poll
+        self.emit(events)
+
+    def step(self, max_wait=None):
+        """Wait for something to do (at most max_wait seconds), do it, write it out."""
+        wait = self._wait_time()
+        if max_wait is not None:
+            wait = min(wait, max_wait)
+        if self.inotify is not None:
+            events = self._inotify_step(wait)
+        else:
+            if wait > 0:
+                time.sleep(wait)
+            events = []
+            if time.monotonic() >= self._poll_at:
+                self._poll_at = time.monotonic() + self.poll
+                events = self._scan()
+        probe = time.monotonic() >= self.next_probe
+        if probe:
+            self.next_probe = time.monotonic() + self.probe_every
+        events += self._timers(probe)
+        self.emit(events)
+
+    _poll_at = 0.0
+
+    def _wait_time(self):
+        now_m = time.monotonic()
+        wait = max(0.0, self.next_probe - now_m)
+        if self.inotify is None:
+            wait = min(wait, max(0.0, self._poll_at - now_m))
+        now = self.now()
+        for tail in self.tails.values():
+            if tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None:
+                wait = min(wait, max(0.0, tail.last + self.stale_after - now))
+        return wait
+
+    def _inotify_step(self, wait):
+        evs = self.inotify.read(timeout=int(wait * 1000) + 1)
+        if not evs:
+            return []
+        f = self._flags
+        dirty, rescan = set(), False
+        for ev in evs:
+            if ev.mask & f.Q_OVERFLOW:
+                rescan = True
+                continue
+            name = self.wds.get(ev.wd)
+            if name is None:
+                continue
+            if name == "":
+                if ev.name and not ev.name.startswith("."):
+                    dirty.add(ev.name)          # a new session directory
+                continue
+            if ev.mask & (f.DELETE_SELF | f.IGNORED):
+                del self.wds[ev.wd]
+                self.tails.pop(name, None)
+                continue
+            if ev.name.startswith(paths.STATUS):
+                dirty.add(name)
+            elif ev.name == paths.META:
+                tail = self.tails.get(name)
+                if tail is not None:
+                    tail.meta_key = None
+        if rescan:
+            self.overflows += 1
+            self.warn("the inotify queue overflowed; reading every session from its position")
+            return self._scan()
+        events = []
+        for name in sorted(dirty):
+            events += self._read_session(name)
+        return events
+
+    def follow(self):
+        """begin(), then step() for ever (SIGTERM and SIGINT end it cleanly)."""
+        import signal
+
+        def stop(_sig, _frame):
+            if self._busy:
+                self._stop = True
+            else:
+                raise KeyboardInterrupt
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        self.begin()
+        while True:
+            self.step()
+
+    def close(self):
+        if self.inotify is not None:
+            self.inotify.close()
+            self.inotify = None
+
+
+def _event(line, name):
+    """An event line (bytes) from a record line (str, with newline) and a session name."""
+    return (line[:24] + " " + name + line[24:]).encode("utf-8")
+
+
+def _write_stdout(data):
+    from .atomic import write_all
+    write_all(1, data)
+
+
+def _warn(msg):
+    import sys
+    sys.stderr.write(f"crew-watch: {msg}\n")
+    sys.stderr.flush()
