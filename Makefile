@@ -5,7 +5,7 @@ PY     := $(CURDIR)/$(VENV)/bin/python
 STAMP  := $(VENV)/.deps-installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/bin:$(PATH)
 
-.PHONY: all deps system-deps test pytest bats demo bench install clean
+.PHONY: all deps system-deps claude-code test pytest bats demo bench install clean
 
 all: test
 
@@ -26,7 +26,20 @@ $(STAMP): setup.cfg
 
 deps: system-deps $(STAMP)
 
-test: deps
+# The real Claude Code CLI for the end-to-end hook tests, installed into this
+# checkout (never globally). If it cannot be installed, say so loudly: those
+# tests are then skipped, each with the same loud message.
+CLAUDE_CODE := .cache/claude-code
+claude-code:
+	@if ls $(CLAUDE_CODE)/node_modules/@anthropic-ai/claude-code-*/claude >/dev/null 2>&1; then :; \
+	elif ! command -v npm >/dev/null; then \
+	  echo "make: WARNING: npm not found: the end-to-end tests with the real Claude Code CLI will be SKIPPED" >&2; \
+	else echo "make: installing Claude Code into $(CLAUDE_CODE)"; \
+	  npm install --prefix $(CLAUDE_CODE) --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code \
+	  || echo "make: WARNING: npm install of Claude Code failed: the end-to-end tests with the real CLI will be SKIPPED" >&2; \
+	fi
+
+test: deps claude-code
 	$(PY) -m pytest -q
 	bats tests/bats
 
