@@ -1,0 +1,322 @@
+"""Asides: sessions the captain drives, which only the captain can conclude.
+
+An aside is a session of kind `aside` (exempt from wake supervision) in its
+own tmux window. Its status log carries, besides an agent's usual records:
+
+    opened: TOPIC               aside-open
+    paused: awaiting captain    aside-open
+    captain: TEXT               every captain input (record_captain_input)
+    captain-done[: NOTE]        the captain's conclusion (/aside-done, aside-done)
+    problem: self-conclusion refused   aside-conclude before the captain concluded
+    concluded: REPORT           aside-conclude: the report is in reports/new/
+    closed: REPORT              aside-reconcile: report in cur/, scrollback beside it
+
+The hard rule (seed 000): an aside never concludes on its own judgment. The
+captain's latest act is the newest `captain` or `captain-done` record; the
+agent may hand over its report only while that is `captain-done`. A captain
+who types again has reopened the conversation. A run of `captain-done`
+records with no `captain` between them is one conclusion, so repeating
+/aside-done does not void a report already handed over.
+
+Every decision (conclude, reconcile) is taken under the session lock, the
+lock every captain record is appended under, so a captain input is either
+before the decision (and counts) or after it.
+"""
+import os
+
+from . import logfile, paths, records, reports
+from .errors import BadInput, CrewfileError, Refused, SystemFailure
+from .locks import acquire
+from .sessions import STATE_SCAN_BYTES, Session, register
+
+CAPTAIN, CAPTAIN_DONE = "captain", "captain-done"
+CONCLUDE_COMMAND = "/aside-done"
+CAPTAIN_TEXT_MAX = 2048           # characters kept of one captain input (escaped, < 16 KiB)
+MAX_REPORT = 16 << 20
+DEFAULT_AGENT_CMD = "claude"
+NOT_CONCLUDED = "the captain has not concluded this aside; keep the conversation going"
+SELF_CONCLUSION = "self-conclusion refused"
+# The states scan() derives.
+OPEN, CAPTAIN_CONCLUDED, CONCLUDED, CLOSED = "open", "captain-done", "concluded", "closed"
+
+
+def checkpoint(step):
+    """Crash here if CREWFILE_CRASH_AT names this step (a real SIGKILL, for tests)."""
+    if os.environ.get("CREWFILE_CRASH_AT") == step:
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+# --- the captain's acts -------------------------------------------------------
+
+def parse_captain_input(text):
+    """(kind, text) of the record a captain input becomes.
+
+    `/aside-done` alone or followed by whitespace and a note is the
+    conclusion (kind captain-done, text the note); anything else is kind
+    captain with the input as text. Text beyond CAPTAIN_TEXT_MAX characters
+    is cut with a marker: the act matters here, the transcript keeps the words.
+    """
+    stripped = text.strip()
+    if stripped == CONCLUDE_COMMAND or (stripped.startswith(CONCLUDE_COMMAND)
+                                        and stripped[len(CONCLUDE_COMMAND)].isspace()):
+        return CAPTAIN_DONE, _clip(stripped[len(CONCLUDE_COMMAND):].strip())
+    return CAPTAIN, _clip(text)
+
+
+def _clip(text):
+    if len(text) <= CAPTAIN_TEXT_MAX:
+        return text
+    return text[:CAPTAIN_TEXT_MAX] + f" [... {len(text) - CAPTAIN_TEXT_MAX} more characters]"
+
+
+def record_captain_input(crew, name, text):
+    """Record what the captain typed into session NAME; return the kind appended.
+
+    THE entry point for prompt hooks: `captain-done` for the conclusion
+    command, `captain` for anything else. Works for any kind of session (a
+    crew session's captain input is recorded the same way). Raises NotFound
+    for an unregistered session, like every append.
+    """
+    kind, note = parse_captain_input(text)
+    Session(crew, name).append(kind, note)
+    return kind
+
+
+class Scan:
+    """Where an aside stands, from the tail of its status log."""
+    __slots__ = ("state", "act", "concluded", "closed", "since")
+
+    def __init__(self):
+        self.state, self.act, self.concluded, self.closed, self.since = OPEN, None, None, None, None
+
+
+def scan(sess, stats=None):
+    """The aside's state: open, captain-done (awaiting the report), concluded or closed.
+
+    Read backwards until `registered` (the start of this life) or `closed`
+    (terminal: a record after it does not reopen the aside). `since` is the
+    time of the newest `captain` record (or of `registered`): the current
+    conclusion, if any, is newer than it.
+    """
+    stats = stats or logfile.TailStats()
+    out = Scan()
+    typed = False
+    for rec in logfile.records_backwards(sess.log_paths(), stats, STATE_SCAN_BYTES):
+        kind = rec.kind
+        if kind == "closed":
+            out.closed = rec
+            break
+        if kind == "registered":
+            if out.since is None:
+                out.since = rec.time
+            break
+        if typed:
+            continue
+        if kind == CAPTAIN:
+            typed = True
+            out.since = rec.time
+            out.act = out.act or rec
+        elif kind == CAPTAIN_DONE:
+            out.act = out.act or rec
+        elif kind == "concluded" and out.concluded is None:
+            out.concluded = rec
+    if out.closed:
+        out.state = CLOSED
+    elif out.act is None or out.act.kind == CAPTAIN:
+        out.state, out.concluded = OPEN, None
+    elif out.concluded:
+        out.state = CONCLUDED
+    else:
+        out.state = CAPTAIN_CONCLUDED
+    return out
+
+
+def aside_session(crew, name):
+    """The registered aside NAME (NotFound if unregistered, BadInput if not an aside)."""
+    sess = Session(crew, name)
+    kind = sess.meta.get("kind")
+    if kind != "aside":
+        raise BadInput(f"{name!r} is not an aside (kind {kind})")
+    return sess
+
+
+def _append_locked(sess, *pairs):
+    """Append records while the caller holds the session lock."""
+    lines = [records.new_line(kind, text) for kind, text in pairs]
+    logfile.append_locked(sess.status_path, lines, rotate=logfile.rotate_limits())
+
+
+def _open_aside_session(crew, name):
+    sess = aside_session(crew, name)
+    if scan(sess).state == CLOSED:
+        raise Refused(f"aside {name!r} is closed")
+    return sess
+
+
+def say(crew, name, text):
+    """A captain input to aside NAME, for agents without a prompt hook; the kind recorded."""
+    _open_aside_session(crew, name)
+    return record_captain_input(crew, name, text)
+
+
+def captain_done(crew, name, note=None):
+    """The captain's explicit conclusion of aside NAME."""
+    sess = _open_aside_session(crew, name)
+    sess.append(CAPTAIN_DONE, _clip(note or ""))
+
+
+# --- opening ------------------------------------------------------------------
+
+def open_aside(crew, name, topic=None, cmd=None, tmux_session=None, primary=None, cwd=None):
+    """Register aside NAME and start its agent in a new tmux window; return the window target.
+
+    Registered first (so the agent's first hook finds its session), then the
+    window, then its pane id and process go into meta. A window that cannot
+    be opened ends the registration with `closed: window not opened: ...`.
+    """
+    from . import tmux
+    from .liveness import process_start
+    from .names import check_name
+    check_name(name, "aside name")
+    if primary:
+        check_name(primary, "primary name")
+    cmd = cmd or os.environ.get("CREWFILE_AGENT_CMD") or DEFAULT_AGENT_CMD
+    cwd = os.path.realpath(cwd or os.getcwd())
+    sess = Session(crew, name)
+    if sess.exists() and not sess.ended():
+        raise Refused(f"{name!r} is already open")
+    extra = {k: v for k, v in (("primary", primary), ("topic", topic)) if v}
+    sess = register(crew, name, kind="aside", cwd=cwd, extra=extra)
+    env = {"CREWFILE_DIR": crew.root, "CREWFILE_SESSION": name}
+    if os.environ.get("CREWFILE_TMUX"):
+        env["CREWFILE_TMUX"] = os.environ["CREWFILE_TMUX"]
+    try:
+        pane, target = tmux.new_window(cmd, session=tmux_session, name=name, env=env, cwd=cwd,
+                                       keep_dead=True)
+        table = tmux.panes() or {}
+        pid = table[pane][1] if pane in table else None
+    except CrewfileError as e:
+        sess.append("closed", f"window not opened: {e}")
+        raise
+    fields = {"tmux": pane, "tmux_target": target}
+    if pid:
+        fields.update(pid=pid, pid_start=process_start(pid))
+    sess.update_meta(**fields)
+    sess.append_lines([records.new_line("opened", topic or ""),
+                       records.new_line("paused", "awaiting captain")])
+    return target
+
+
+# --- the agent's hand-over ----------------------------------------------------
+
+def conclude(crew, name, data):
+    """The agent hands over its report; return (path in reports/new, adopted).
+
+    Refused unless the captain's latest act is a conclusion (then a
+    `problem: self-conclusion refused` record is appended), and refused
+    if the report for this conclusion was already handed over. A report
+    published by an earlier run killed before its `concluded` record
+    (newer than the captain's last input) is adopted, not delivered twice.
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    sess = aside_session(crew, name)
+    if not data.strip():
+        raise BadInput("the report is empty")
+    if len(data) > MAX_REPORT:
+        raise BadInput(f"the report is larger than {MAX_REPORT} bytes")
+    with acquire(sess.lock_path):
+        st = scan(sess)
+        if st.state == CLOSED:
+            raise Refused(f"aside {name!r} is closed")
+        if st.state == CONCLUDED:
+            raise Refused(f"already concluded: the report is {st.concluded.text}")
+        if st.state == OPEN:
+            _append_locked(sess, ("problem", SELF_CONCLUSION))
+            raise Refused(NOT_CONCLUDED)
+        path, adopted = _orphan(crew, name, st.since), True
+        if path is None:
+            path, adopted = reports.deliver(crew, name, data,
+                                            checkpoint=lambda s: checkpoint("conclude:" + s)), False
+        checkpoint("conclude:delivered")
+        _append_locked(sess, ("concluded", path))
+    return path, adopted
+
+
+def _orphan(crew, name, since):
+    """The newest report of NAME in new/ delivered after *since* (ms), or None."""
+    floor = int(since * 1000) if since else 0
+    found = [r for r in reports.listing(crew, aside=name, states=(paths.REPORT_NEW,))
+             if int(r.time * 1000) >= floor]
+    return found[-1].path if found else None
+
+
+# --- the primary's reconcile ----------------------------------------------------
+
+class Reconciled:
+    __slots__ = ("report", "scrollback", "killed", "already", "warning")
+
+    def __init__(self):
+        self.report = self.scrollback = self.warning = None
+        self.killed = self.already = False
+
+
+def _our_pane(meta, table):
+    """The aside's pane id if it is still on the server and still its process."""
+    pane = meta.get("tmux")
+    if not pane or pane not in table:
+        return None
+    pid = meta.get("pid")
+    if pid and table[pane][1] != pid:     # a restarted server reuses pane ids
+        return None
+    return pane
+
+
+def reconcile(crew, name):
+    """Take in aside NAME's report, keep its scrollback, close it, then kill its window.
+
+    Steps, each safe to redo after a crash: (1) every report of NAME in new/
+    moves to cur/; (2) the pane's whole scrollback is saved beside the
+    concluded report (atomic replace); (3) `closed: REPORT` is appended;
+    (4) the window is killed. The window is killed only once `closed` is
+    written, and `closed` only once the report and scrollback are in cur/.
+    """
+    from . import tmux
+    from .atomic import replace
+    sess = aside_session(crew, name)
+    out = Reconciled()
+    with acquire(sess.lock_path):
+        st = scan(sess)
+        table = tmux.panes()
+        if table is None:
+            raise SystemFailure("tmux is not installed: cannot save the window's scrollback")
+        pane = _our_pane(sess.meta, table)
+        if st.state == CLOSED:
+            out.already = True
+            out.report = st.closed.text if os.path.isabs(st.closed.text) else None
+            if out.report:
+                out.scrollback = reports.scrollback_path(out.report)
+                if pane and not os.path.lexists(out.scrollback):
+                    replace(out.scrollback, tmux.capture(pane, history=True))
+        elif st.state != CONCLUDED:
+            why = ("the captain concluded it but the agent has not handed over its report"
+                   if st.state == CAPTAIN_CONCLUDED else NOT_CONCLUDED.split(";")[0])
+            raise Refused(f"{name!r} is not concluded: {why}")
+        else:
+            for r in reports.listing(crew, aside=name, states=(paths.REPORT_NEW,)):
+                reports.accept(crew, r.path)       # reports of voided conclusions, too
+            out.report = reports.accept(crew, st.concluded.text)
+            checkpoint("reconcile:moved")
+            out.scrollback = reports.scrollback_path(out.report)
+            if pane:
+                replace(out.scrollback, tmux.capture(pane, history=True))
+            elif not os.path.lexists(out.scrollback):
+                out.scrollback = None
+                out.warning = "the window was already gone: no scrollback to save"
+            checkpoint("reconcile:scrollback")
+            _append_locked(sess, ("closed", out.report))
+            checkpoint("reconcile:closed")
+    if pane:
+        out.killed = tmux.kill_window(pane)
+    return out

@@ -1,0 +1,37 @@
+HELP = """\
+aside-conclude NAME
+The aside's agent hands over its report. Allowed only while the captain's
+latest act is a conclusion (captain-done); otherwise refused (exit 1) with
+a `problem: self-conclusion refused` record, nothing delivered. On success
+the report is delivered into reports/new/ (maildir: tmp/, fsync, rename),
+`concluded: PATH` is appended, and PATH is printed.
+
+  --report FILE   the report: a file, or - for stdin (required)
+
+Example: aside-conclude api-design --report notes/api-design.md
+"""
+
+
+def run(args):
+    import sys
+    from ..aside import MAX_REPORT, conclude
+    from ..cli import crew
+    from ..errors import BadInput, UsageError
+    if not args.report:
+        raise UsageError("missing --report FILE (or - for stdin)")
+    if args.report == "-":
+        data = sys.stdin.buffer.read(MAX_REPORT + 1)
+    else:
+        try:
+            with open(args.report, "rb") as f:
+                data = f.read(MAX_REPORT + 1)
+        except FileNotFoundError:
+            raise BadInput(f"no report file {args.report!r}") from None
+        except IsADirectoryError:
+            raise BadInput(f"{args.report!r} is a directory") from None
+    path, adopted = conclude(crew(args), args.name, data)
+    if adopted:
+        sys.stderr.write(f"aside-conclude: {args.name}: adopted the report an interrupted"
+                         f" run delivered\n")
+    sys.stdout.write(path + "\n")
+    return 0

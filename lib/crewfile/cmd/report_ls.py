@@ -1,0 +1,28 @@
+HELP = """\
+report-ls
+List aside reports, oldest first, one line each:
+`STATE ASIDE TIME PATH`, STATE `new` (delivered, not yet reconciled) or
+`cur` (reconciled; its scrollback is PATH.scrollback).
+
+  --json         one JSON object per line (state, aside, time, path, scrollback, size)
+  --new          only reports not yet reconciled
+  --aside NAME   only the reports of aside NAME
+
+Example: report-ls --new | while read -r state aside time path; do aside-reconcile "$aside"; done
+"""
+
+
+def run(args):
+    import sys
+    from .. import paths, records
+    from ..cli import crew
+    from ..reports import listing
+    states = (paths.REPORT_NEW,) if args.new else (paths.REPORT_NEW, paths.REPORT_CUR)
+    found = listing(crew(args), aside=args.aside, states=states)
+    if args.json:
+        import json
+        out = [json.dumps(r.as_dict()) + "\n" for r in found]
+    else:
+        out = [f"{r.state} {r.aside} {records.timestamp(r.time)} {r.path}\n" for r in found]
+    sys.stdout.write("".join(out))
+    return 0
