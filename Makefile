@@ -24,7 +24,10 @@ $(STAMP): setup.cfg
 	$(PY) -m pip install -q --disable-pip-version-check 'inotify-simple>=1.3' 'pytest>=7' 'hypothesis>=6'
 	touch $@
 
+# Byte-compile the package: with PYTHONDONTWRITEBYTECODE=1 (set on this
+# machine) nothing else would, and every command would compile its imports.
 deps: system-deps $(STAMP)
+	@$(PY) -m compileall -q lib >/dev/null
 
 # The real Claude Code CLI for the end-to-end hook tests, installed into this
 # checkout (never globally). If it cannot be installed, say so loudly: those

@@ -7,7 +7,6 @@ METAVAR ending in '...' makes the option repeatable. argparse is not used:
 it costs 10 ms of start-up in commands that run in hooks and pipelines.
 """
 import os
-import re
 import sys
 
 from .errors import CrewfileError, UsageError
@@ -16,7 +15,6 @@ COMMON = """
   --dir DIR   crew directory (default: $CREWFILE_DIR, else $XDG_STATE_HOME/crewfile,
               else ~/.local/state/crewfile)
   -h, --help  show this help and exit"""
-_OPTION = re.compile(r"^ {2,}(?:(-\w), )?(--[a-z][a-z0-9-]*)(?: ([A-Z][A-Z0-9_|]*(?:\.\.\.)?))?(?: {2,}|$)")
 
 
 class Args(dict):
@@ -24,14 +22,29 @@ class Args(dict):
     __getattr__ = dict.get
 
 
+def _option_line(line):
+    """(short, long, metavar) for a help line `  [-x, ]--long [METAVAR]  text`, else None."""
+    if not line.startswith("  "):
+        return None
+    head = line.strip().split("  ", 1)[0].split()
+    short = None
+    if head and len(head[0]) == 3 and head[0][0] == "-" and head[0].endswith(","):
+        short, head = head[0][:2], head[1:]
+    if not head or not head[0].startswith("--") or len(head) > 2:
+        return None
+    metavar = head[1] if len(head) == 2 else None
+    if metavar and not metavar.rstrip(".").replace("_", "").replace("|", "").isupper():
+        return None
+    return short, head[0], metavar
+
+
 def _spec(help_text):
     options, short = {}, {}
     for line in (help_text + COMMON).splitlines():
-        m = _OPTION.match(line)
-        if m:
-            sflag, lflag, metavar = m.groups()
-            key = lflag[2:].replace("-", "_")
-            options[lflag] = (key, metavar)
+        found = _option_line(line)
+        if found:
+            sflag, lflag, metavar = found
+            options[lflag] = (lflag[2:].replace("-", "_"), metavar)
             if sflag:
                 short[sflag] = lflag
     synopsis = help_text.split("\n", 1)[0].split()[1:]
@@ -109,6 +122,10 @@ def main(path):
 
 
 def dispatch(name, module, argv):
+    """Run one command. A module may set ERROR_EXIT to report every failure of
+    its own (usage, not found, system) with one code of its choosing, when the
+    ordinary codes would collide with codes it passes through (job-wait)."""
+    own = getattr(module, "ERROR_EXIT", None)
     try:
         args = parse(module.HELP, argv)
         if args.help:
@@ -119,7 +136,7 @@ def dispatch(name, module, argv):
         sys.stderr.write(f"{name}: {e}\n")
         if isinstance(e, UsageError):
             sys.stderr.write(f"Try '{name} --help'.\n")
-        return e.exit_code
+        return own or e.exit_code
     except BrokenPipeError:
         try:
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -131,6 +148,6 @@ def dispatch(name, module, argv):
     except OSError as e:
         where = f" {e.filename}" if e.filename else ""
         sys.stderr.write(f"{name}: {e.strerror or e}{where}\n")
-        return 111
+        return own or 111
 
 

@@ -4,12 +4,11 @@ A name is used as a directory name under the crew directory, so it must never
 be able to climb out of it or confuse a terminal: no '/', no '..', no control
 characters, no leading '.' or '-', bounded length.
 """
-import re
-
 from .errors import BadInput
 
 MAX_NAME = 64
-_NAME = re.compile(r"[A-Za-z0-9_@+][A-Za-z0-9._@+-]*\Z")
+_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@+")
+_REST = _FIRST | frozenset(".-")
 
 
 def check_name(name, what="name"):
@@ -20,7 +19,7 @@ def check_name(name, what="name"):
         raise BadInput(f"{what} longer than {MAX_NAME} characters")
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
         raise BadInput(f"{what} contains a control character: {name!r}")
-    if "/" in name or ".." in name or not _NAME.match(name):
+    if ".." in name or name[0] not in _FIRST or not all(c in _REST for c in name):
         raise BadInput(f"bad {what} {name!r}: use letters, digits and . _ @ + -"
                        f" (not first: . -), no '/' or '..'")
     return name

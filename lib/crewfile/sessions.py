@@ -5,7 +5,6 @@ atomically), `status` (the append-only status log) and `lock` (the flock
 guarding every write there). Its state is derived from the tail of its
 status log plus a real liveness probe.
 """
-import json
 import os
 import time
 
@@ -38,6 +37,7 @@ class Session:
     @property
     def meta(self):
         if self._meta is None:
+            import json   # lazily: json imports re (~6 ms); appends never parse meta
             text = read_text(self.meta_path)
             if text is None:
                 raise NotFound(f"no session {self.name!r} (register it with session-add)")
@@ -60,8 +60,9 @@ class Session:
         self.append_lines([records.new_line(kind, text, now)])
 
     def append_lines(self, lines):
-        self.meta  # raises NotFound for an unregistered session
         _check_dir(self.dir)
+        if not self.exists():
+            raise NotFound(f"no session {self.name!r} (register it with session-add)")
         logfile.append(self.status_path, self.lock_path, lines, rotate=logfile.rotate_limits())
 
     def last_records(self, n, stats):
@@ -76,6 +77,7 @@ class Session:
 
     def update_meta(self, **fields):
         """Merge *fields* into the metadata, atomically, under the session lock."""
+        import json
         with acquire(self.lock_path):
             self._meta = None
             meta = dict(self.meta)
@@ -101,6 +103,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
 
     Refused if a session of that name exists and has not ended.
     """
+    import json
     if kind not in KINDS:
         raise BadInput(f"bad kind {kind!r}: one of {', '.join(KINDS)}")
     sess = Session(crew, name)
