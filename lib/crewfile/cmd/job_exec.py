@@ -1,0 +1,35 @@
+HELP = """\
+job-exec COMMAND...
+Run COMMAND detached under a watcher; print its handle at once and return.
+
+  --session NAME   the session its outcome is announced to (default: $CREWFILE_SESSION)
+  --label TEXT     a few words saying what it is (job-ls, the notice)
+  --handle HANDLE  use this handle (default: j- and 6 random hex digits)
+
+Put `--` before COMMAND. The command runs in its own session and process
+group (stdin /dev/null; stdout and stderr into jobs/HANDLE/output, bounded
+by $CREWFILE_JOB_OUTPUT_BYTES, default 1 MiB); it survives this command's
+exit and the closing of its terminal. A command that cannot be started still
+gets a handle: its outcome is exit 127 (126 if not executable). When it ends
+and nobody is waiting (job-wait), the outcome is posted to the session's
+inbox as a `job` notice.
+
+Example: h=$(job-exec --session w1 --label deploy -- make deploy)
+"""
+
+
+def run(args):
+    import os
+    import sys
+    from ..cli import crew
+    from ..jobs import start
+    from ..names import check_name
+    session = args.session if args.session is not None else os.environ.get("CREWFILE_SESSION")
+    if session:
+        check_name(session, "session name")
+    if args.handle is not None:
+        check_name(args.handle, "job handle")
+    handle = start(crew(args), args.command, session=session or None, label=args.label,
+                   handle=args.handle)
+    sys.stdout.write(handle + "\n")
+    return 0

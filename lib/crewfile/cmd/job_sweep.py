@@ -1,0 +1,25 @@
+HELP = """\
+job-sweep
+Remove finished jobs whose outcome was heard, once past their retention.
+
+  --older-than DURATION           retention of a heard outcome, from when it was heard (default: 10m)
+  --unheard-older-than DURATION   retention of an outcome nobody heard, from its end, and of a lost job (default: 7d)
+
+An outcome nobody heard is kept much longer (7 days) and job-ls keeps showing
+it; a running job is never removed. A removed job goes whole: spec, output,
+result, locks. Prints the removed handles, one per line.
+
+Example: job-sweep --older-than 1h
+"""
+
+
+def run(args):
+    import sys
+    from ..cli import crew
+    from ..jobs import HEARD_RETENTION, UNHEARD_RETENTION, parse_duration, sweep
+    older = parse_duration(args.older_than) if args.older_than is not None else HEARD_RETENTION
+    unheard = (parse_duration(args.unheard_older_than) if args.unheard_older_than is not None
+               else UNHEARD_RETENTION)
+    removed = sweep(crew(args), older, unheard)
+    sys.stdout.write("".join(h + "\n" for h in removed))
+    return 0

@@ -1,0 +1,53 @@
+HELP = """\
+job-wait HANDLE
+Wait for job HANDLE to end; print a result line, then the output's tail.
+
+  --timeout DURATION   give up after DURATION (seconds, or 30s 10m 2h); exit 124
+  --tail N   how many lines of output to print (default: 10)
+  --all      print all the output kept (instead of the tail)
+
+Exits with the job's code: its exit status, or 128+N if signal N killed it.
+An outcome that lands while this waits is heard by this wait and is not
+announced; on a timeout the job keeps running and is announced if nobody
+waits when it ends. The first line tells every case apart:
+  HANDLE exited N after T; heard by this wait | heard already by wait|notice
+  HANDLE killed by SIGNAME (N) after T; ...
+  HANDLE running: timed out after waiting T                        (exit 124)
+  HANDLE lost: fate unknown (watcher lost); process group PGID ... (exit 125)
+job-wait's own failures (usage, no such job, system) exit 125 with a message
+on stderr and nothing on stdout.
+
+Example: job-wait j-4f2a9c --timeout 10m || echo "deploy failed: $?"
+"""
+ERROR_EXIT = 125
+
+
+def run(args):
+    import sys
+    from ..cli import crew
+    from ..errors import BadInput
+    from ..jobs import parse_duration, wait
+    timeout = parse_duration(args.timeout) if args.timeout is not None else None
+    tail = 10
+    if args.tail is not None:
+        if not args.tail.isdigit():
+            raise BadInput(f"bad --tail {args.tail!r}")
+        tail = int(args.tail)
+    sys.stdout.flush()
+    outcome = wait(crew(args), args.handle, timeout)
+    lines = [outcome.line() + "\n"]
+    if outcome.state == "done" or outcome.state == "lost":
+        data = outcome.job.output()
+        if not args.all:
+            parts = data.split(b"\n")
+            if parts and parts[-1] == b"":
+                parts.pop()
+            data = b"\n".join(parts[-tail:]) + b"\n" if parts and tail else b""
+        elif data and not data.endswith(b"\n"):
+            data += b"\n"
+        sys.stdout.write("".join(lines))
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+    else:
+        sys.stdout.write("".join(lines))
+    return outcome.code

@@ -1,0 +1,540 @@
+"""Background jobs: a handle now, the outcome later, heard exactly once.
+
+A job is a directory jobs/HANDLE/ (see paths.py). job-exec writes `spec`
+and starts a watcher (jobwatch.py), double-forked into its own session, which
+runs the command in its own session and process group, copies its output
+into the bounded `output` file and, when it ends, writes `result` and then
+settles who hears the outcome:
+
+- a job-wait that is waiting reports it (and writes `heard` by=wait);
+- if nobody waits, the watcher announces it as a `job` notice in the owning
+  session's inbox (and writes `heard` by=notice);
+- if the owning session has gone quiet (its probe says not live, or it has
+  ended) or there is none, nothing is posted: `notice` records posted=false
+  and the outcome stays unheard until someone waits for it.
+
+The choice is made under ONE lock, `lock`. A waiter registers by holding a
+shared flock on `waiters` (taken under `lock`), so a waiter killed by SIGKILL
+is deregistered by the kernel. The watcher, under `lock`, tries an exclusive
+non-blocking flock on `waiters`: busy means someone waits. It then does not
+announce, but blocks until every waiter has let go and decides again: if by
+then nobody wrote `heard` (the waiter was killed after the result landed),
+it announces. Lock order is always `lock` -> `waiters` (non-blocking), or
+`waiters` alone; never the other way while blocking, so nothing deadlocks.
+
+The watcher holds `alive` (exclusive) for its whole life: a result-less job
+whose `alive` lock nobody holds has lost its watcher (SIGKILL): its fate is
+unknown, and its command is found by its process group.
+"""
+import json
+import os
+import time
+
+from . import paths, records
+from .atomic import read_text, replace
+from .errors import BadInput, NotFound, Refused, SystemFailure
+from .locks import acquire, is_held
+
+OUTPUT_LIMIT = 1 << 20            # bytes of output kept (plus one marker line)
+MIN_OUTPUT_LIMIT = 4096
+HEARD_RETENTION = 600             # job-sweep's default --older-than: 10 minutes
+UNHEARD_RETENTION = 7 * 86400     # an outcome nobody heard is kept 7 days
+MAX_LABEL = 200
+LAST_LINE_CHARS = 200
+TIMEOUT_EXIT = 124                # job-wait: timed out (like timeout(1))
+ERROR_EXIT = 125                  # job-wait: its own failure (like timeout(1))
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text):
+    """Seconds in '30s', '10m', '2h', '7d', '1.5' (bare: seconds)."""
+    t = (text or "").strip()
+    unit = 1
+    if t and t[-1] in _UNITS:
+        unit, t = _UNITS[t[-1]], t[:-1]
+    try:
+        value = float(t)
+    except ValueError:
+        value = -1.0
+    if not t or value < 0 or value != value or value == float("inf") or t[0] in "+-":
+        raise BadInput(f"bad duration {text!r}: a number with s, m, h or d (e.g. 30s, 10m, 2h, 7d)")
+    return value * unit
+
+
+def duration_text(seconds):
+    """'0.42s', '12.0s', '3m05s', '2h10m', '3d4h'."""
+    if seconds < 60:
+        return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
+    s = int(seconds)
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600}h"
+
+
+def output_limit(env=None):
+    env = os.environ if env is None else env
+    try:
+        value = int(env.get("CREWFILE_JOB_OUTPUT_BYTES") or OUTPUT_LIMIT)
+    except ValueError:
+        value = OUTPUT_LIMIT
+    return max(value, MIN_OUTPUT_LIMIT)
+
+
+def _json(path):
+    text = read_text(path)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None          # a replaced file is whole; garbage is someone else's: ignore
+
+
+def _dump(obj):
+    return json.dumps(obj, sort_keys=True) + "\n"
+
+
+class Job:
+    """One job directory: its paths and the files in it (read fresh each time)."""
+
+    def __init__(self, crew, handle):
+        self.crew = crew
+        self.handle = handle
+        self.dir = crew.job_dir(handle)
+        for attr, name in (("spec_path", paths.JOB_SPEC), ("pids_path", paths.JOB_PIDS),
+                           ("output_path", paths.JOB_OUTPUT), ("result_path", paths.JOB_RESULT),
+                           ("heard_path", paths.JOB_HEARD), ("notice_path", paths.JOB_NOTICE),
+                           ("lock_path", paths.JOB_LOCK), ("waiters_path", paths.JOB_WAITERS),
+                           ("alive_path", paths.JOB_ALIVE)):
+            setattr(self, attr, os.path.join(self.dir, name))
+
+    def check(self):
+        if not os.path.lexists(self.spec_path):
+            raise NotFound(f"no job {self.handle!r}")
+        return self
+
+    def spec(self):
+        spec = _json(self.spec_path)
+        if spec is None:
+            raise NotFound(f"no job {self.handle!r}")
+        return spec
+
+    def pids(self):
+        return _json(self.pids_path)
+
+    def result(self):
+        return _json(self.result_path)
+
+    def heard(self):
+        return _json(self.heard_path)
+
+    def notice(self):
+        return _json(self.notice_path)
+
+    def watcher_alive(self):
+        return is_held(self.alive_path)
+
+    def fate(self, spec=None):
+        """'running', 'starting' or 'lost' for a job without a result."""
+        if self.pids() is not None:
+            return "running" if self.watcher_alive() else "lost"
+        spec = spec or self.spec()
+        if self.watcher_alive():
+            return "starting"
+        from .liveness import process_start
+        start = spec.get("exec_start")
+        if start is not None and process_start(spec.get("exec_pid", 0)) == start:
+            return "starting"           # job-exec has not started the watcher yet
+        return "lost" if self.result() is None else "ended"
+
+    def group_alive(self):
+        """Is the command's process group still there? None if unknown."""
+        pids = self.pids() or {}
+        pgid = pids.get("pgid")
+        if not pgid:
+            return None
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def last_line(self):
+        """The output's last non-empty line (marker excluded), or ''."""
+        return last_line(self.output_path)
+
+    def output(self):
+        try:
+            fd = os.open(self.output_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return b""
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+
+
+def last_line(path, limit=LAST_LINE_CHARS):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return ""
+    try:
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, 4096, max(0, size - 4096))
+    finally:
+        os.close(fd)
+    for raw in reversed(data.split(b"\n")):
+        line = raw.decode("utf-8", "replace").rstrip("\r").strip()
+        if line and not MARKER_RE_START(line):
+            return line if len(line) <= limit else line[:limit - 1] + "…"
+    return ""
+
+
+MARKER_PREFIX = "[crewfile: "
+MARKER_SUFFIX = " bytes of older output dropped]"
+
+
+def marker(dropped):
+    return f"{MARKER_PREFIX}{dropped}{MARKER_SUFFIX}\n".encode()
+
+
+def MARKER_RE_START(line):
+    return line.startswith(MARKER_PREFIX) and line.endswith(MARKER_SUFFIX)
+
+
+# -- starting a job ---------------------------------------------------------------
+
+def _new_handle(jobs_dir):
+    for _ in range(100):
+        handle = "j-" + os.urandom(3).hex()
+        try:
+            os.mkdir(os.path.join(jobs_dir, handle), 0o700)
+            return handle
+        except FileExistsError:
+            continue
+    raise SystemFailure("cannot find a free job handle")
+
+
+def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None):
+    """Start *argv* detached under a watcher; return its handle once it runs.
+
+    The watcher is forked from this process (no interpreter start-up) and
+    double-forked into its own session, so it outlives its caller and the
+    caller's terminal. Returns after the watcher holds `alive` and has
+    started the command (or recorded that it could not: exit 127/126).
+    """
+    if not argv or not argv[0]:
+        raise BadInput("empty command")
+    if label is not None:
+        if len(label) > MAX_LABEL:
+            raise BadInput(f"label longer than {MAX_LABEL} characters")
+        if any(ord(c) < 32 or ord(c) == 127 for c in label):
+            raise BadInput("label contains a control character")
+    if session:
+        from .sessions import Session
+        if not Session(crew, session).exists():
+            raise NotFound(f"no session {session!r} (register it with session-add)")
+    jobs_dir = crew.ensure_sub(paths.JOBS)
+    if handle is None:
+        handle = _new_handle(jobs_dir)
+    else:
+        try:
+            os.mkdir(crew.job_dir(handle), 0o700)
+        except FileExistsError:
+            raise Refused(f"job {handle!r} exists") from None
+    job = Job(crew, handle)
+    from .liveness import process_start
+    spec = {"handle": handle, "argv": list(argv), "label": label or "", "session": session or None,
+            "cwd": os.path.realpath(cwd or os.getcwd()), "created": records.timestamp(),
+            "output_limit": output_limit(env), "exec_pid": os.getpid(),
+            "exec_start": process_start(os.getpid())}
+    replace(job.spec_path, _dump(spec))
+    from . import jobwatch
+    jobwatch.spawn(job, spec)
+    return handle
+
+
+# -- the decision -----------------------------------------------------------------
+
+def settle(job, result, announce):
+    """The watcher's side: write *result*, then wait-or-announce, exactly once.
+
+    announce(job, result) posts the notice and returns (posted, id_or_reason).
+    Returns 'wait', 'notice' or 'unheard'.
+    """
+    first = True
+    while True:
+        with acquire(job.lock_path):
+            if first:
+                replace(job.result_path, _dump(result))
+                first = False
+            heard = job.heard()
+            if heard is not None:
+                return heard.get("by", "wait")
+            nobody = acquire(job.waiters_path, timeout=0)
+            if nobody is not None:
+                try:
+                    posted, detail = announce(job, result)
+                    now = records.timestamp()
+                    if posted:
+                        replace(job.notice_path, _dump({"posted": True, "id": detail, "at": now}))
+                        replace(job.heard_path, _dump({"by": "notice", "at": now, "id": detail}))
+                        return "notice"
+                    replace(job.notice_path, _dump({"posted": False, "reason": detail, "at": now}))
+                    return "unheard"
+                finally:
+                    nobody.release()
+        # Someone waits: they report it. Block until every waiter has let go
+        # (done, timed out or killed), then decide again.
+        acquire(job.waiters_path).release()
+
+
+def _hear(job, res):
+    """Under `lock`: mark the outcome heard by this wait unless already heard."""
+    heard = job.heard()
+    if heard is not None:
+        return Outcome(job, "done", res, False, heard)
+    heard = {"by": "wait", "at": records.timestamp(), "pid": os.getpid()}
+    replace(job.heard_path, _dump(heard))
+    return Outcome(job, "done", res, True, heard)
+
+
+class Outcome:
+    """What a wait found: state 'done', 'timeout' or 'lost'."""
+
+    def __init__(self, job, state, result=None, heard_here=False, heard=None, waited=0.0):
+        self.job, self.state, self.result = job, state, result
+        self.heard_here, self.heard, self.waited = heard_here, heard, waited
+
+    @property
+    def code(self):
+        if self.state == "timeout":
+            return TIMEOUT_EXIT
+        if self.state == "lost":
+            return ERROR_EXIT
+        return self.result.get("code", ERROR_EXIT)
+
+    def line(self):
+        """The result line job-wait prints first."""
+        h = self.job.handle
+        if self.state == "timeout":
+            return f"{h} running: timed out after waiting {duration_text(self.waited)}"
+        if self.state == "lost":
+            alive = self.job.group_alive()
+            where = {True: "still running", False: "gone", None: "unknown"}[alive]
+            pg = (self.job.pids() or {}).get("pgid")
+            return (f"{h} lost: fate unknown (watcher lost); process group "
+                    f"{pg if pg else '-'} {where}")
+        by = self.heard.get("by", "?") if self.heard else "?"
+        heard = "heard by this wait" if self.heard_here else f"heard already by {by}"
+        return f"{h} {ended_text(self.result)}; {heard}"
+
+
+def ended_text(res):
+    """'exited 0 after 1.20s' or 'killed by SIGTERM (15) after 3.0s'."""
+    took = duration_text(res.get("seconds") or 0.0)
+    if res.get("signal"):
+        return f"killed by {signal_name(res['signal'])} ({res['signal']}) after {took}"
+    return f"exited {res.get('exit')} after {took}"
+
+
+def signal_name(n):
+    import signal
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+def wait(crew, handle, timeout=None):
+    """Wait for the job's outcome (inotify, not polling); return an Outcome.
+
+    The waiter counts itself in (shared flock on `waiters`, taken under
+    `lock`) and out; an outcome that lands while it waits is its to report.
+    """
+    job = Job(crew, handle).check()
+    t0 = time.monotonic()
+    res = job.result()
+    ino = None
+    if res is None:
+        from inotify_simple import INotify, flags    # only a real wait pays for it
+        ino = INotify()
+        # Subscribe before looking: an outcome landing from now on wakes us.
+        # Every file we publish is renamed into place (MOVED_TO); CLOSE_WRITE
+        # is left out: opening a lock file to probe it would wake us.
+        ino.add_watch(job.dir, flags.MOVED_TO | flags.DELETE_SELF
+                      | flags.MOVE_SELF)
+    with acquire(job.lock_path):
+        res = job.result()
+        if res is not None:
+            return _hear(job, res)
+        if ino is None:
+            raise NotFound(f"no job {handle!r}")
+        registration = acquire(job.waiters_path, shared=True)
+    try:
+        return _wait_registered(job, ino, registration, timeout, t0)
+    finally:
+        registration.release()
+        ino.close()
+
+
+def _wait_registered(job, ino, registration, timeout, t0):
+    import select
+    poller = select.poll()
+    poller.register(ino.fileno(), select.POLLIN)
+    pidfd = None
+    deadline = None if timeout is None else t0 + timeout
+    try:
+        while True:
+            if os.path.lexists(job.result_path):
+                with acquire(job.lock_path):
+                    res = job.result()
+                    if res is not None:
+                        return _hear(job, res)
+            if not os.path.isdir(job.dir):
+                raise NotFound(f"job {job.handle!r} was removed while waiting")
+            if pidfd is None:
+                pidfd = _watch_watcher(job, poller)
+            if job.fate() == "lost":
+                with acquire(job.lock_path):
+                    res = job.result()
+                    if res is not None:
+                        return _hear(job, res)
+                    return Outcome(job, "lost", waited=time.monotonic() - t0)
+            if deadline is None:
+                ms = None
+            else:
+                ms = int((deadline - time.monotonic()) * 1000) + 1
+                if ms <= 0:
+                    with acquire(job.lock_path):
+                        res = job.result()
+                        if res is not None:
+                            return _hear(job, res)
+                        # Count out under the lock: from here on the watcher announces.
+                        registration.release()
+                        return Outcome(job, "timeout", waited=time.monotonic() - t0)
+            events = poller.poll(ms)
+            if any(fd == ino.fileno() for fd, _ in events):
+                ino.read(timeout=0)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _watch_watcher(job, poller):
+    """A pidfd that becomes readable when the watcher exits (None if not known yet)."""
+    import select
+    pids = job.pids()
+    if not pids or not pids.get("watcher"):
+        return None
+    try:
+        fd = os.pidfd_open(pids["watcher"])
+    except (ProcessLookupError, OSError, AttributeError):
+        return None
+    from .liveness import process_start
+    if process_start(pids["watcher"]) != pids.get("watcher_start"):
+        os.close(fd)                 # a recycled pid: the watcher is gone (fate() says so)
+        return None
+    poller.register(fd, select.POLLIN)
+    return fd
+
+
+# -- listing and sweeping -----------------------------------------------------------
+
+def handles(crew):
+    try:
+        entries = os.listdir(crew.sub(paths.JOBS))
+    except FileNotFoundError:
+        return []
+    return sorted(e for e in entries if not e.startswith("."))
+
+
+def info(job, now=None):
+    """A job's state as a dict (what job-ls prints)."""
+    now = time.time() if now is None else now
+    spec = job.spec()
+    res = job.result()
+    heard = job.heard()
+    notice = job.notice()
+    pids = job.pids() or {}
+    if res is not None:
+        state = "killed" if res.get("signal") else "exited"
+        code = res.get("code")
+        age = now - records.parse_timestamp(res["ended"]) if res.get("ended") else None
+    else:
+        state = job.fate(spec)
+        code = None
+        age = now - records.parse_timestamp(spec["created"])
+    out = {"handle": job.handle, "label": spec.get("label", ""), "session": spec.get("session"),
+           "state": state, "code": code, "signal": res.get("signal") if res else None,
+           "heard": heard.get("by") if heard else None,
+           "announced": notice.get("posted") if notice else None,
+           "announce_reason": notice.get("reason") if notice else None,
+           "argv": spec.get("argv"), "created": spec.get("created"),
+           "started": res.get("started") if res else pids.get("started"),
+           "ended": res.get("ended") if res else None,
+           "seconds": res.get("seconds") if res else None,
+           "age": age, "pid": pids.get("pid"), "pgid": pids.get("pgid")}
+    if state == "lost":
+        out["group_alive"] = job.group_alive()
+    return out
+
+
+def list_jobs(crew, now=None):
+    out = []
+    for handle in handles(crew):
+        try:
+            out.append(info(Job(crew, handle), now))
+        except (NotFound, BadInput):
+            continue                 # mid-creation or mid-sweep
+    return out
+
+
+def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION, now=None):
+    """Remove heard outcomes older than *older_than* (since heard), unheard ones
+    (and lost jobs) older than *unheard_older_than* (since they ended, or were
+    created). Running jobs are never removed. Returns the removed handles."""
+    import shutil
+    now = time.time() if now is None else now
+    root = crew.sub(paths.JOBS)
+    removed = []
+    for handle in handles(crew):
+        job = Job(crew, handle)
+        if not os.path.isdir(job.dir):
+            continue
+        try:
+            with acquire(job.lock_path):
+                if not os.path.lexists(job.spec_path):
+                    continue
+                res, heard = job.result(), job.heard()
+                if heard is not None:
+                    since, keep = heard.get("at"), older_than
+                elif res is not None:
+                    since, keep = res.get("ended"), unheard_older_than
+                elif job.fate() == "lost":
+                    since, keep = job.spec().get("created"), unheard_older_than
+                else:
+                    continue
+                if not since or now - records.parse_timestamp(since) < keep:
+                    continue
+                # Disappear at once (one rename), then delete at leisure.
+                trash = os.path.join(root, f".swept-{handle}-{os.getpid()}")
+                os.rename(job.dir, trash)
+        except (FileNotFoundError, NotFound):
+            continue                 # swept by someone else meanwhile
+        except SystemFailure:
+            if not os.path.isdir(job.dir):
+                continue
+            raise
+        shutil.rmtree(trash, ignore_errors=True)
+        removed.append(handle)
+    try:
+        for entry in os.listdir(root):     # leftovers of a sweep that crashed
+            if entry.startswith(".swept-"):
+                shutil.rmtree(os.path.join(root, entry), ignore_errors=True)
+    except FileNotFoundError:
+        pass
+    return removed

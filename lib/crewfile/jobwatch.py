@@ -1,0 +1,225 @@
+"""The watcher of one background job: a process that outlives its caller.
+
+spawn() forks twice (the middle process calls setsid() and exits), so the
+watcher is nobody's child, in its own session, with no controlling
+terminal: its caller exiting or its terminal closing (SIGHUP to the
+terminal's process groups) does not reach it. Its stdin, stdout and stderr
+are /dev/null and every other inherited descriptor is closed, so a caller
+reading job-exec's output through a pipe (`h=$(job-exec ...)`) is not held
+up. The watcher takes the job's `alive` lock for its life, starts the
+command in its own session and process group (stdin /dev/null, stdout and
+stderr into one pipe), records the pids, tells job-exec it is ready, copies
+the output into the bounded `output` file, waits for the command (pidfd, so
+a grandchild keeping the pipe open does not hold the outcome up), and hands
+the result to jobs.settle().
+"""
+import json
+import os
+import time
+
+from . import inbox, records
+from .atomic import replace, write_all
+from .errors import SystemFailure
+from .locks import acquire
+
+
+def spawn(job, spec):
+    """Start the watcher for *job*; return once it has started the command."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            os.setsid()
+            if os.fork() == 0:
+                try:
+                    _watch(job, spec, w)
+                    code = 0
+                finally:
+                    os._exit(code)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(w)
+    os.waitpid(pid, 0)
+    try:
+        ready = os.read(r, 1)
+    finally:
+        os.close(r)
+    if ready != b"1":
+        raise SystemFailure(f"the watcher of job {job.handle!r} failed to start")
+
+
+def _detach(keep):
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd != keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _watch(job, spec, ready_fd):
+    import signal
+    _detach(ready_fd)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_DFL)
+    alive = acquire(job.alive_path)          # held until this process ends
+    from .liveness import process_start
+    out = BoundedOutput(job.output_path, spec.get("output_limit") or 1 << 20)
+    pids = {"watcher": os.getpid(), "watcher_start": process_start(os.getpid()),
+            "pid": None, "pgid": None}
+    argv = spec["argv"]
+    rfd, wfd = os.pipe()
+    started, t0 = time.time(), time.monotonic()
+    pids["started"] = records.timestamp(started)
+    import subprocess
+    env = dict(os.environ, CREWFILE_JOB=job.handle)
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=wfd, stderr=wfd,
+                                cwd=spec.get("cwd") or "/", env=env, start_new_session=True)
+    except OSError as e:
+        # Like a shell: 127 not found, 126 found but not runnable.
+        code = 127 if isinstance(e, FileNotFoundError) else 126
+        out.write(f"job-exec: {e.filename or argv[0]}: {e.strerror}\n".encode())
+        os.close(wfd)
+        os.close(rfd)
+        replace(job.pids_path, json.dumps(pids, sort_keys=True) + "\n")
+        _ready(ready_fd)
+        return _finish(job, out, started, t0, code)
+    os.close(wfd)
+    pids["pid"] = pids["pgid"] = proc.pid
+    replace(job.pids_path, json.dumps(pids, sort_keys=True) + "\n")
+    _ready(ready_fd)
+    _copy(proc, rfd, out)
+    rc = proc.returncode
+    _finish(job, out, started, t0, rc)
+    alive.release()
+
+
+def _ready(fd):
+    os.write(fd, b"1")
+    os.close(fd)
+
+
+def _copy(proc, rfd, out):
+    import select
+    pidfd = os.pidfd_open(proc.pid)
+    poller = select.poll()
+    poller.register(rfd, select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    pipe_open, exited = True, False
+    while not exited:
+        for fd, _ev in poller.poll():
+            if fd == rfd:
+                data = os.read(rfd, 65536)
+                if data:
+                    out.write(data)
+                else:
+                    poller.unregister(rfd)
+                    pipe_open = False
+            else:
+                exited = True
+    proc.wait()
+    # What the command wrote before it exited is in the pipe: take it. A
+    # grandchild still holding the pipe is not waited for.
+    os.set_blocking(rfd, False)
+    while pipe_open:
+        try:
+            data = os.read(rfd, 65536)
+        except BlockingIOError:
+            break
+        if not data:
+            break
+        out.write(data)
+    os.close(rfd)
+    os.close(pidfd)
+
+
+def _finish(job, out, started, t0, rc):
+    from . import jobs
+    seconds = time.monotonic() - t0
+    out.close()
+    result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
+              "code": rc if rc >= 0 else 128 - rc, "started": records.timestamp(started),
+              "ended": records.timestamp(), "seconds": round(seconds, 3)}
+    return jobs.settle(job, result, announce)
+
+
+def notice_text(job, spec, result):
+    from .jobs import ended_text
+    label = f" ({spec['label']})" if spec.get("label") else ""
+    last = job.last_line() or "(no output)"
+    return f"job {job.handle}{label} {ended_text(result)}; last output: {last}"
+
+
+def announce(job, result):
+    """Post the outcome to the owning session's inbox: (True, notice id), or
+    (False, why not) when there is nobody to tell."""
+    from .liveness import NO, Probe
+    from .sessions import Session
+    spec = job.spec()
+    name = spec.get("session")
+    if not name:
+        return False, "no owning session"
+    sess = Session(job.crew, name)
+    if not sess.exists():
+        return False, f"session {name} is not registered"
+    if sess.ended():
+        return False, f"session {name} has ended"
+    if Probe().live(sess.meta) == NO:
+        return False, f"session {name} is not live"
+    return True, inbox.post(job.crew, name, "job", notice_text(job, spec, result))
+
+
+class BoundedOutput:
+    """An output file that keeps at most *limit* bytes plus one marker line.
+
+    Past the limit, the oldest part is dropped: the file is replaced
+    (atomically) by a marker `[crewfile: N bytes of older output dropped]`
+    and the newest half of the limit, from a line start where there is one.
+    Appends go straight to the file, so `tail -F output` follows it.
+    """
+
+    def __init__(self, path, limit):
+        self.path, self.limit = path, limit
+        self.body, self.dropped = 0, 0
+        self.fd = self._open()
+
+    def _open(self):
+        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                       | os.O_CLOEXEC, 0o600)
+
+    def write(self, data):
+        write_all(self.fd, data)
+        self.body += len(data)
+        if self.body > self.limit:
+            self._compact()
+
+    def _compact(self):
+        size = os.fstat(self.fd).st_size
+        keep = self.limit // 2
+        rfd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            tail = os.pread(rfd, keep, size - keep)
+        finally:
+            os.close(rfd)
+        nl = tail.find(b"\n")
+        if 0 <= nl < len(tail) - 1 and nl < keep // 2:
+            tail = tail[nl + 1:]
+        self.dropped += self.body - len(tail)
+        from .jobs import marker
+        replace(self.path, marker(self.dropped) + tail)
+        os.close(self.fd)
+        self.fd = self._open()
+        self.body = len(tail)
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
