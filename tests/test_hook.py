@@ -48,6 +48,21 @@ def test_session_start_updates_meta_of_registered_session(crew, run, tmp_path):
     assert kinds(crew)[-1] == ("started", "resume")
 
 
+def test_an_asides_agent_is_told_the_rule_at_start(crew, run):
+    register(crew, "a1", kind="aside", extra={"topic": "v2 API shape"})
+    p = hook(run, payload("SessionStart", source="startup"), name="a1")
+    assert p.returncode == 0 and p.stderr == ""
+    out = json.loads(p.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "SessionStart"
+    text = out["additionalContext"]
+    assert text.startswith("crewfile: this session is the aside 'a1' on the topic: v2 API shape.")
+    assert "You never conclude the aside yourself" in text and "/aside-done" in text
+    assert "## " not in text                  # the rule only, not the skill's other text
+    # a crew session is told nothing
+    register(crew, "w1")
+    assert hook(run, payload("SessionStart", source="startup")).stdout == ""
+
+
 def test_found_by_agent_session_id_without_environment(crew, run):
     register(crew, "w2", agent_session_id=SID)
     p = hook(run, payload("Stop", stop_hook_active=False), name=None)
@@ -219,7 +234,7 @@ def test_guard_denies_the_captain_only_conclusion(crew, run, command):
     assert "captain's act only" in out["permissionDecisionReason"]
     assert "/aside-done" in out["permissionDecisionReason"]
     kind, text = kinds(crew, "a1")[-1]
-    assert kind == "problem" and text.startswith("agent tried to conclude by itself")
+    assert kind == "problem" and text == f"self-conclusion refused: the agent ran {command!r}; denied"
 
 
 @pytest.mark.parametrize("command", [

@@ -127,7 +127,25 @@ def session_start(ctx):
                      cwd=os.path.realpath(cwd) if cwd else None,
                      transcript_path=ctx.field("transcript_path") or None)
     sess.append("started", ctx.field("source") or "")
+    if sess.meta.get("kind") == "aside":
+        return Reply(_context_output("SessionStart", aside_briefing(sess)))
     return Reply()
+
+
+RULE_HEADING = "## The rule for the aside's agent\n"
+
+
+def aside_briefing(sess):
+    """What an aside's agent is told at start: which aside, and the conclusion
+    rule, taken from the /aside skill's text (its one source)."""
+    from .claude import SHARE, FILES
+    with open(os.path.join(SHARE, FILES[0]), encoding="utf-8") as f:
+        skill = f.read()
+    rule = skill.partition(RULE_HEADING)[2].strip()
+    topic = sess.meta.get("topic")
+    head = f"crewfile: this session is the aside {sess.name!r}"
+    head += f" on the topic: {topic}." if topic else "."
+    return head + "\n\n" + rule
 
 
 def user_prompt_submit(ctx):
@@ -169,7 +187,7 @@ def pre_tool_use(ctx):
     except CrewfileError as e:
         ctx.notes.append(str(e))
     if sess is not None:
-        sess.append("problem", f"agent tried to conclude by itself; denied: {command[:200]}")
+        sess.append("problem", f"self-conclusion refused: the agent ran {command[:200]!r}; denied")
     return Reply(json.dumps({"hookSpecificOutput": {
         "hookEventName": "PreToolUse", "permissionDecision": "deny",
         "permissionDecisionReason": reason}}) + "\n")

@@ -1,0 +1,36 @@
+"""Agent hook: crew-hook's wall time per Claude Code event vs python -c pass."""
+import json
+import os
+import statistics
+import subprocess
+import time
+
+
+def run(b):
+    crew = os.path.join(b.tmp, "crew")
+    env = dict(b.env, CREWFILE_DIR=crew, CREWFILE_SESSION="w1")
+    subprocess.run(b.cmd("session-add") + ["w1"], env=env, check=True)
+    base = b.wall([b.python, "-c", "pass"], n=40, env=env)
+    for event, fields in (("UserPromptSubmit", {"prompt": "fix the build"}),
+                          ("Stop", {"stop_hook_active": False}),
+                          ("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "ls"}})):
+        path = os.path.join(b.tmp, f"{event}.json")
+        with open(path, "w") as f:
+            json.dump(dict({"session_id": "s-1", "cwd": b.tmp, "hook_event_name": event,
+                            "transcript_path": "/t/s-1.jsonl"}, **fields), f)
+        t = wall_with_stdin(b.cmd("crew-hook"), path, env)
+        b.figure(f"crew-hook {event} wall time", t, base, budget=1.5,
+                 base_label="python -c pass")
+
+
+def wall_with_stdin(argv, path, env, n=40, warmup=3):
+    """Median wall time of argv with the file *path* on stdin (opened per run)."""
+    times = []
+    for i in range(n + warmup):
+        with open(path, "rb") as stdin:
+            t0 = time.perf_counter()
+            subprocess.run(argv, env=env, stdin=stdin,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+    return statistics.median(times)
