@@ -11,6 +11,7 @@ crew-watch prints) and keeps those that should wake the primary:
   kind from the same session with no other event of that session in between
   is folded into the first; after `paused` (a bounded human wait, not a
   wedge) its `idle` and `stale` are held until other activity;
+- a primary session: nothing passes (its own turns must not wake it);
 - a session without metadata: every line passes (waking is safer than
   losing); a line that is not an event passes unchanged, with a warning.
 
@@ -32,7 +33,7 @@ NORMAL_PASS = frozenset({"turn-ended", "done", "concluded", "blocked", "problem"
                          "stale", "lost", "waiting", "ended"})
 HELD_WHILE_PAUSED = frozenset({"idle", "stale"})
 KEEPS_PAUSE = frozenset({"idle", "stale", "paused"})     # other kinds end a human wait
-UNKNOWN, NORMAL, EXEMPT = 0, 1, 2
+UNKNOWN, NORMAL, EXEMPT, PRIMARY = 0, 1, 2, 3
 _CHUNK = 1 << 18
 
 # Per-session slots (a list, for speed): class, meta identity, chunk checked,
@@ -103,6 +104,8 @@ class Filter:
                     st[_PAUSED] = False
                 ok = (kind in normal and kind != st[_LAST]
                       and not (st[_PAUSED] and kind in HELD_WHILE_PAUSED_B))
+            elif cls == PRIMARY:
+                ok = False
             else:
                 ok = True
             st[_LAST] = kind
@@ -115,14 +118,14 @@ class Filter:
 
     def _kind(self, word, has_text):
         """Validate a kind word once; cache the answer (None: not a kind)."""
-        from .records import KIND_RE, MAX_KIND
+        from .records import is_kind
         kind = word
         if has_text:
             if not word.endswith(b":"):
                 return None
             kind = word[:-1]
         try:
-            ok = bool(KIND_RE.match(kind.decode("ascii"))) and len(kind) <= MAX_KIND
+            ok = is_kind(kind.decode("ascii"))
         except UnicodeDecodeError:
             ok = False
         if not ok:
@@ -178,6 +181,8 @@ def _class_of(meta_path):
         return UNKNOWN
     if not isinstance(meta, dict):
         return UNKNOWN
+    if meta.get("kind") == "primary":
+        return PRIMARY
     return EXEMPT if meta.get("exempt") else NORMAL
 
 
@@ -200,3 +205,122 @@ def _warn(msg):
     import sys
     sys.stderr.write(f"wake-filter: {msg}\n")
     sys.stderr.flush()
+
+
+# -- wake-send ----------------------------------------------------------------
+
+DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
+DEFAULT_WINDOW = 0.5
+DEFAULT_RETRY = 2.0
+
+
+class Sender:
+    """Post each wake to the primary's inbox at once; announce bursts in its pane.
+
+    wake(line) appends the event line as a `wake` notice (durable first:
+    nothing is lost if typing fails). tick() is called when due(): a window
+    after the first wake of a burst, it types one line (through
+    delivery.deliver: live, idle, no dialog, no captain typing, re-checked
+    before Enter) naming how many wake notices wait in the inbox and from
+    whom. The count is read from the inbox itself, so wakes drained in the
+    meantime (by the primary's hook) are not announced. A refused delivery
+    is retried every *retry* seconds while unannounced wakes wait; once
+    announced, a wake is not announced again.
+    """
+
+    def __init__(self, crew, primary, window=DEFAULT_WINDOW, retry=DEFAULT_RETRY, say=DEFAULT_SAY,
+                 log=None, clock=None, deliver=None):
+        import time
+        from .sessions import Session
+        self.crew = crew
+        self.sess = Session(crew, primary)
+        self.sess.meta      # NotFound for an unknown primary
+        self.primary = primary
+        self.window, self.retry, self.say = window, retry, say
+        self.log = log or (lambda msg: None)
+        self.clock = clock or time.monotonic
+        self._deliver = deliver
+        self.due_at = None          # when to try to announce; None: nothing to announce
+        self.announced = set()      # ids of wake notices already announced
+        self.posted = 0
+        self.deliveries = 0
+
+    def wake(self, line):
+        """Post one event line (str, no newline) as a wake notice."""
+        from . import inbox
+        name = line.split(" ", 2)[1] if line.count(" ") >= 2 else ""
+        if name == self.primary:
+            return None         # the primary's own events never wake it
+        if len(line) > 8192:
+            line = line[:8192] + " [cut]"     # a notice must stay within one record
+        nid = inbox.post(self.crew, self.primary, "wake", line)
+        self.posted += 1
+        if self.due_at is None:
+            self.due_at = self.clock() + self.window
+        return nid
+
+    def due(self):
+        return self.due_at
+
+    def tick(self):
+        """Announce what waits, if the primary can take it now. True if typed."""
+        from . import inbox
+        self.due_at = None
+        waiting = [n for n in inbox.pending(self.crew, self.primary) if n.kind == "wake"]
+        fresh = [n for n in waiting if n.id not in self.announced]
+        self.announced &= {n.id for n in waiting}
+        if not fresh:
+            return False
+        text = self.message(waiting)
+        deliver = self._deliver
+        if deliver is None:
+            from .delivery import deliver
+        ok, reason = deliver(self.sess, text)
+        if ok:
+            self.announced |= {n.id for n in waiting}
+            self.deliveries += 1
+            self.log(f"announced {len(waiting)} wake(s) to {self.primary}: {text}")
+        else:
+            self.due_at = self.clock() + self.retry
+            self.log(f"held {len(fresh)} new wake(s) for {self.primary}: {reason}")
+        return ok
+
+    def message(self, waiting):
+        senders = []
+        for n in waiting:
+            parts = n.text.split(" ", 2)
+            who = parts[1] if len(parts) > 1 else "?"
+            if who not in senders:
+                senders.append(who)
+        shown = ", ".join(senders[:5]) + (f" and {len(senders) - 5} more" if len(senders) > 5 else "")
+        n = len(waiting)
+        return self.say.format(n=f"{n} wake{'s' if n != 1 else ''}", count=n, primary=self.primary,
+                               **{"from": shown})
+
+
+def send_stream(sender, fd_in=0):
+    """Feed event lines from fd_in to *sender*; announce when due; return at end of input."""
+    import select
+    import time
+    carry = b""
+    eof = False
+    while not eof:
+        due = sender.due()
+        timeout = None if due is None else max(0.0, due - sender.clock())
+        ready, _, _ = select.select([fd_in], [], [], timeout)
+        if ready:
+            data = os.read(fd_in, _CHUNK)
+            if not data:
+                eof = True
+            lines = (carry + data).split(b"\n")
+            carry = lines.pop() if data else b""
+            if eof and lines and lines[-1] == b"":
+                lines.pop()
+            for raw in lines:
+                if raw:
+                    sender.wake(raw.decode("utf-8", "replace"))
+        due = sender.due()
+        if due is not None and (eof or sender.clock() >= due):
+            if eof and sender.clock() < due:
+                time.sleep(due - sender.clock())
+            sender.tick()

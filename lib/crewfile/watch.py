@@ -137,7 +137,12 @@ class Watcher:
         self._saved = json.dumps(saved, sort_keys=True)
 
     def _subscribe(self):
-        from inotify_simple import INotify, flags
+        try:
+            from inotify_simple import INotify, flags
+        except ImportError:
+            self.warn("inotify_simple is not installed; polling every second instead")
+            self.poll = 1.0
+            return
         self._flags = flags
         self.inotify = INotify()
         self.crew.ensure_sub(paths.SESSIONS)

@@ -1,0 +1,47 @@
+HELP = """\
+wake-send PRIMARY [options]
+Post each wake line on stdin to PRIMARY's inbox, then tell PRIMARY in its pane.
+
+  --window SECONDS   wakes arriving within SECONDS of the first are announced
+                     together (default: 0.5)
+  --retry SECONDS    retry a refused announcement this often (default: 2)
+  --say TEMPLATE     the line typed; {n} "3 wakes", {count}, {from} the
+                     sessions, {primary} (default: "crewfile: {n} waiting
+                     from {from}; run: inbox-drain {primary}")
+  --quiet            do not log announcements on stderr
+
+Every line becomes a `wake` notice at once (durable: inbox-drain PRIMARY
+shows it). The announcement is typed only when PRIMARY is live and idle
+(never while it generates; unknown counts as busy), re-checked before
+Enter, and never twice for the same wakes. Events of PRIMARY itself are
+ignored. At end of input, a last announcement is tried once.
+
+Example: crew-watch | wake-filter | wake-send firstmate
+"""
+
+
+def run(args):
+    import sys
+    from ..cli import crew
+    from .. import wake
+    from .crew_watch import _seconds
+
+    def log(msg):
+        if not args.quiet:
+            sys.stderr.write(f"wake-send: {msg}\n")
+            sys.stderr.flush()
+    sender = wake.Sender(crew(args), args.primary,
+                         window=_seconds(args.window, "--window", wake.DEFAULT_WINDOW),
+                         retry=_seconds(args.retry, "--retry", wake.DEFAULT_RETRY),
+                         say=_template(args.say or wake.DEFAULT_SAY), log=log)
+    wake.send_stream(sender)
+    return 0
+
+
+def _template(text):
+    from ..errors import BadInput
+    try:
+        text.format(n="1 wake", count=1, primary="p", **{"from": "w"})
+    except (KeyError, IndexError, ValueError) as e:
+        raise BadInput(f"bad --say template: {e}") from None
+    return text
