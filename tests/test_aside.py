@@ -1,0 +1,394 @@
+"""Asides: the captain's acts, the captain-only conclusion, maildir delivery,
+reconcile, report-ls; every exit code and message, state read back through lib."""
+import json
+import os
+import stat
+import sys
+
+import pytest
+
+from conftest import REPO, wait_for
+from crewfile import aside, paths, reports
+from crewfile.logfile import TailStats
+from crewfile.sessions import Session, register
+
+FAKE = os.path.join(REPO, "tests", "fake-agent")
+AGENT = f"{sys.executable} {FAKE}"
+
+
+def kinds(crew, name, skip=("registered", "started", "turn-started", "turn-ended")):
+    sess = Session(crew, name)
+    return [(r.kind, r.text) for r in sess.last_records(1000, TailStats()) if r.kind not in skip]
+
+
+def status_bytes(crew, name):
+    with open(crew.session_file(name, paths.STATUS), "rb") as f:
+        return f.read()
+
+
+def box(crew, which):
+    d = crew.sub(paths.REPORTS, which)
+    return sorted(os.listdir(d)) if os.path.isdir(d) else []
+
+
+@pytest.fixture
+def a1(crew):
+    """An aside registered without a window (the library's view)."""
+    register(crew, "a1", kind="aside")
+    return Session(crew, "a1")
+
+
+@pytest.fixture
+def report(tmp_path):
+    p = tmp_path / "report.md"
+    p.write_text("# cache design\nLRU, 5 min TTL.\n")
+    return p
+
+
+# --- the captain's input --------------------------------------------------------
+
+@pytest.mark.parametrize("text, expected", [
+    ("/aside-done", ("captain-done", "")),
+    ("  /aside-done  ", ("captain-done", "")),
+    ("/aside-done ship it", ("captain-done", "ship it")),
+    ("/aside-done\tship it\n", ("captain-done", "ship it")),
+    ("/aside-doneship", ("captain", "/aside-doneship")),
+    ("please /aside-done", ("captain", "please /aside-done")),
+    ("/aside-don", ("captain", "/aside-don")),
+    ("", ("captain", "")),
+    ("two\nlines", ("captain", "two\nlines")),
+])
+def test_parse_captain_input(text, expected):
+    assert aside.parse_captain_input(text) == expected
+
+
+def test_long_captain_input_is_clipped_and_still_recorded(crew, a1):
+    text = "\x01" * 10000          # escapes to 4 bytes each: would exceed a record
+    assert aside.record_captain_input(crew, "a1", text) == "captain"
+    rec = a1.last_records(1, TailStats())[0]
+    assert rec.text.startswith("\x01" * aside.CAPTAIN_TEXT_MAX)
+    assert rec.text.endswith(f"[... {10000 - aside.CAPTAIN_TEXT_MAX} more characters]")
+
+
+def test_record_captain_input_works_for_any_session_and_needs_one(crew):
+    from crewfile.errors import NotFound
+    register(crew, "w1")
+    assert aside.record_captain_input(crew, "w1", "hello") == "captain"
+    assert kinds(crew, "w1") == [("captain", "hello")]
+    with pytest.raises(NotFound):
+        aside.record_captain_input(crew, "nobody", "hello")
+
+
+def test_scan_follows_the_captains_latest_act(crew, a1):
+    state = lambda: aside.scan(a1).state
+    assert state() == aside.OPEN                           # no act yet
+    aside.record_captain_input(crew, "a1", "hello")
+    assert state() == aside.OPEN
+    aside.record_captain_input(crew, "a1", "/aside-done")
+    assert state() == aside.CAPTAIN_CONCLUDED
+    aside.record_captain_input(crew, "a1", "wait")          # typed again: void
+    assert state() == aside.OPEN
+    aside.record_captain_input(crew, "a1", "/aside-done ok")
+    a1.append("concluded", "/x/reports/new/a1,1.M1P1Q1.h")
+    assert state() == aside.CONCLUDED
+    aside.record_captain_input(crew, "a1", "/aside-done")   # repeated: the same conclusion
+    assert state() == aside.CONCLUDED
+    a1.append("closed", "/x")
+    aside.record_captain_input(crew, "a1", "late")           # closed is terminal
+    assert state() == aside.CLOSED
+
+
+# --- aside-conclude ----------------------------------------------------------------
+
+def test_conclude_before_the_captain_is_refused_and_surfaced(crew, a1, run, report):
+    aside.record_captain_input(crew, "a1", "hello")
+    r = run("aside-conclude", "a1", "--report", report)
+    assert r.returncode == 1
+    assert r.stderr == ("aside-conclude: the captain has not concluded this aside;"
+                        " keep the conversation going\n")
+    assert r.stdout == ""
+    assert kinds(crew, "a1")[-1] == ("problem", "self-conclusion refused")
+    assert box(crew, "new") == [] and box(crew, "tmp") == []
+
+
+def test_conclude_with_no_captain_act_at_all_is_refused(crew, a1, run, report):
+    r = run("aside-conclude", "a1", "--report", report)
+    assert r.returncode == 1 and "has not concluded" in r.stderr
+    assert box(crew, "new") == []
+
+
+def test_conclude_after_the_captain_delivers_once(crew, a1, run, report):
+    run("aside-done", "a1", "--note", "ship it", check=True)
+    r = run("aside-conclude", "a1", "--report", report)
+    assert r.returncode == 0, r.stderr
+    path = r.stdout.strip()
+    assert os.path.dirname(path) == crew.sub("reports", "new")
+    assert open(path).read() == report.read_text()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert reports.parse_name(os.path.basename(path))[0] == "a1"
+    assert kinds(crew, "a1")[-2:] == [("captain-done", "ship it"), ("concluded", path)]
+    assert box(crew, "tmp") == []
+    # A second run: refused, no second report, nothing appended.
+    before = status_bytes(crew, "a1")
+    r = run("aside-conclude", "a1", "--report", report)
+    assert r.returncode == 1
+    assert r.stderr == f"aside-conclude: already concluded: the report is {path}\n"
+    assert box(crew, "new") == [os.path.basename(path)]
+    assert status_bytes(crew, "a1") == before
+
+
+def test_conclude_from_stdin(crew, a1, run):
+    aside.record_captain_input(crew, "a1", "/aside-done")
+    r = run("aside-conclude", "a1", "--report", "-", input="from stdin\n")
+    assert r.returncode == 0
+    assert open(r.stdout.strip()).read() == "from stdin\n"
+
+
+def test_a_captain_input_after_the_conclusion_voids_it(crew, a1, run, report):
+    aside.record_captain_input(crew, "a1", "/aside-done")
+    aside.record_captain_input(crew, "a1", "one more thing")
+    r = run("aside-conclude", "a1", "--report", report)
+    assert r.returncode == 1 and "has not concluded" in r.stderr
+    assert box(crew, "new") == []
+
+
+def test_reopened_and_concluded_again_gives_a_second_report(crew, a1, run, report):
+    aside.record_captain_input(crew, "a1", "/aside-done")
+    first = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
+    aside.record_captain_input(crew, "a1", "actually, one more thing")
+    aside.record_captain_input(crew, "a1", "/aside-done")
+    second = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
+    assert first != second
+    assert len(box(crew, "new")) == 2
+    assert aside.scan(a1).concluded.text == second
+
+
+@pytest.mark.parametrize("case", ["unknown", "not-aside", "bad-name", "no-file", "empty",
+                                  "blank", "directory", "no-report-option"])
+def test_conclude_bad_input_changes_nothing(crew, a1, run, tmp_path, case):
+    register(crew, "w1")
+    aside.record_captain_input(crew, "a1", "/aside-done")
+    before = status_bytes(crew, "a1")
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    blank = tmp_path / "blank"
+    blank.write_text(" \n\n")
+    argv, code, message = {
+        "unknown": (["nobody", "--report", empty], 3, "no session 'nobody'"),
+        "not-aside": (["w1", "--report", blank], 2, "'w1' is not an aside (kind crew)"),
+        "bad-name": (["../a1", "--report", empty], 2, "bad session name"),
+        "no-file": (["a1", "--report", tmp_path / "nope"], 2, "no report file"),
+        "empty": (["a1", "--report", empty], 2, "the report is empty"),
+        "blank": (["a1", "--report", blank], 2, "the report is empty"),
+        "directory": (["a1", "--report", tmp_path], 2, "is a directory"),
+        "no-report-option": (["a1"], 2, "missing --report"),
+    }[case]
+    r = run("aside-conclude", *argv)
+    assert r.returncode == code, r.stderr
+    assert r.stderr.startswith("aside-conclude: ") and message in r.stderr
+    assert status_bytes(crew, "a1") == before
+    assert box(crew, "new") == [] and box(crew, "tmp") == []
+
+
+# --- aside-say, aside-done -------------------------------------------------------
+
+def test_aside_say_records_like_the_hook(crew, a1, run):
+    r = run("aside-say", "a1", "what", "about", "TTL?")
+    assert (r.returncode, r.stdout) == (0, "captain\n")
+    r = run("aside-say", "a1", "--", "/aside-done", "looks", "good")
+    assert (r.returncode, r.stdout) == (0, "captain-done\n")
+    assert kinds(crew, "a1") == [("captain", "what about TTL?"), ("captain-done", "looks good")]
+
+
+def test_aside_done_and_say_refuse_non_asides_and_closed_ones(crew, a1, run):
+    register(crew, "w1")
+    r = run("aside-done", "w1")
+    assert (r.returncode, r.stderr) == (2, "aside-done: 'w1' is not an aside (kind crew)\n")
+    assert run("aside-done", "nobody").returncode == 3
+    assert run("aside-say", "nobody", "hi").returncode == 3
+    a1.append("closed", "/x")
+    r = run("aside-done", "a1")
+    assert (r.returncode, r.stderr) == (1, "aside-done: aside 'a1' is closed\n")
+    assert run("aside-say", "a1", "hi").returncode == 1
+    assert kinds(crew, "w1") == [] and kinds(crew, "a1") == [("closed", "/x")]
+
+
+# --- maildir ---------------------------------------------------------------------
+
+def test_unique_names_parse_and_differ(crew):
+    a, b = reports.unique_name("a.b-c"), reports.unique_name("a.b-c")
+    assert a != b
+    assert reports.parse_name(a)[0] == "a.b-c"
+    assert reports.parse_name(a + paths.SCROLLBACK_SUFFIX) is None
+    assert reports.parse_name(".hidden") is None and reports.parse_name("junk") is None
+
+
+def test_clean_tmp_removes_only_old_leftovers(crew):
+    tmp = reports.box(crew, paths.REPORT_TMP)
+    old, fresh = os.path.join(tmp, "old"), os.path.join(tmp, "fresh")
+    for p in (old, fresh):
+        open(p, "w").close()
+    os.utime(old, (1, 1))
+    assert reports.clean_tmp(crew) == 1
+    assert os.listdir(tmp) == ["fresh"]
+
+
+def test_report_ls(crew, a1, run, report):
+    register(crew, "b2", kind="aside")
+    for name in ("a1", "b2"):
+        aside.record_captain_input(crew, name, "/aside-done")
+        run("aside-conclude", name, "--report", report, check=True)
+    os.makedirs(crew.sub("reports", "new", ".stray"), exist_ok=True)   # ignored
+    r = run("report-ls")
+    lines = r.stdout.splitlines()
+    assert r.returncode == 0 and len(lines) == 2
+    state, name, ts, path = lines[0].split(" ", 3)
+    assert (state, name) == ("new", "a1") and os.path.isfile(path) and ts.endswith("Z")
+    assert [l.split()[1] for l in run("report-ls", "--aside", "b2").stdout.splitlines()] == ["b2"]
+    objs = [json.loads(l) for l in run("report-ls", "--json").stdout.splitlines()]
+    assert [(o["state"], o["aside"], o["scrollback"]) for o in objs] == [
+        ("new", "a1", None), ("new", "b2", None)]
+    assert objs[0]["size"] == len(report.read_bytes())
+
+
+def test_report_ls_on_an_empty_crew(crew, run):
+    r = run("report-ls")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
+# --- on real tmux: open, reconcile -----------------------------------------------
+
+@pytest.fixture
+def opened(crew, tmux, run):
+    """Aside a1 open in tmux session `crew`, the fake agent at its prompt."""
+    tmux("new-session", "-d", "-s", "crew", "-x", "120", "-y", "30")
+    r = run("aside-open", "a1", "--topic", "cache design", "--cmd", AGENT,
+            "--tmux-session", "crew", env={"CREWFILE_PRIMARY": "firstmate"})
+    assert r.returncode == 0, r.stderr
+    pane = Session(crew, "a1").meta["tmux"]
+    tmux.wait_screen(pane, "ready>")
+    return pane
+
+
+def test_aside_open(crew, tmux, opened, run):
+    meta = Session(crew, "a1").meta
+    assert meta["kind"] == "aside" and meta["exempt"] is True
+    assert meta["primary"] == "firstmate" and meta["topic"] == "cache design"
+    assert meta["tmux"] == opened and meta["tmux_target"] == "crew:1"
+    assert tmux("display-message", "-p", "-t", opened, "#{window_name}").strip() == "a1"
+    # The agent knew who it was: its own `started` record landed in a1's log.
+    wait_for(lambda: "started" in [k for k, _ in kinds(crew, "a1", skip=())], what="started")
+    assert [k for k in kinds(crew, "a1") if k[0] != "closed"] == [
+        ("opened", "cache design"), ("paused", "awaiting captain")]
+    st = json.loads(run("status-show", "a1", "--json").stdout)
+    assert st["live"] == "yes" and st["exempt"] is True
+
+
+def test_aside_open_refuses_an_open_name(crew, tmux, opened, run):
+    windows = tmux("list-windows", "-a")
+    r = run("aside-open", "a1", "--cmd", AGENT, "--tmux-session", "crew")
+    assert (r.returncode, r.stderr) == (1, "aside-open: 'a1' is already open\n")
+    assert tmux("list-windows", "-a") == windows
+
+
+def test_aside_open_agent_command_from_the_environment(crew, tmux, run):
+    r = run("aside-open", "a2", "--tmux-session", "side", env={"CREWFILE_AGENT_CMD": AGENT})
+    assert (r.returncode, r.stdout) == (0, "side:0\n")     # the named session is created
+    tmux.wait_screen(Session(crew, "a2").meta["tmux"], "ready>")
+
+
+def test_aside_open_without_tmux_server_fails_and_frees_the_name(crew, tmux, run):
+    r = run("aside-open", "a3", "--cmd", AGENT)      # no session named, no server running
+    assert r.returncode == 111 and r.stderr.startswith("aside-open: tmux new-window")
+    assert kinds(crew, "a3")[-1][0] == "closed"
+    assert run("aside-open", "a3", "--cmd", AGENT, "--tmux-session", "crew").returncode == 0
+
+
+def test_aside_open_bad_input(crew, run):
+    assert run("aside-open", "a/b", "--cmd", "true").returncode == 2
+    assert run("aside-open", "ok", "--primary", "../x", "--cmd", "true").returncode == 2
+    assert not os.path.exists(crew.sub("sessions"))
+
+
+def test_reconcile_refuses_until_concluded(crew, tmux, opened, run, report):
+    r = run("aside-reconcile", "a1")
+    assert (r.returncode, r.stderr) == (
+        1, "aside-reconcile: 'a1' is not concluded: the captain has not concluded this aside\n")
+    run("aside-done", "a1", check=True)
+    r = run("aside-reconcile", "a1")
+    assert r.returncode == 1 and "agent has not handed over its report" in r.stderr
+    assert opened in tmux("list-panes", "-a", "-F", "#{pane_id}")
+    assert kinds(crew, "a1")[-1] == ("captain-done", "")
+
+
+def test_reconcile_keeps_everything_then_kills_the_window(crew, tmux, opened, run, report):
+    tmux("send-keys", "-t", opened, "-l", "remember the TTL")
+    tmux("send-keys", "-t", opened, "Enter")
+    wait_for(lambda: ("captain", "remember the TTL") in kinds(crew, "a1"), what="captain record")
+    tmux.wait_screen(opened, "agent: ok")
+    run("aside-done", "a1", check=True)
+    new = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
+    r = run("aside-reconcile", "a1")
+    assert r.returncode == 0, r.stderr
+    cur = new.replace("/new/", "/cur/")
+    assert r.stdout == f"report: {cur}\nscrollback: {cur}.scrollback\n"
+    assert box(crew, "new") == [] and open(cur).read() == report.read_text()
+    assert "remember the TTL" in open(cur + ".scrollback").read()
+    assert opened not in tmux("list-panes", "-a", "-F", "#{pane_id}")
+    assert kinds(crew, "a1")[-1] == ("closed", cur)
+    st = json.loads(run("status-show", "a1", "--json").stdout)
+    assert st["ended"] is True and st["live"] == "no"
+    assert [l.split()[0] for l in run("report-ls").stdout.splitlines()] == ["cur"]
+    assert json.loads(run("report-ls", "--json").stdout)["scrollback"] == cur + ".scrollback"
+    # Again: nothing left to do, nothing doubled.
+    before = status_bytes(crew, "a1")
+    assert run("aside-reconcile", "a1").stdout == r.stdout
+    assert status_bytes(crew, "a1") == before
+    # The name is free again.
+    assert run("aside-open", "a1", "--cmd", AGENT, "--tmux-session", "crew").returncode == 0
+
+
+def test_reconcile_takes_reports_of_voided_conclusions_too(crew, tmux, opened, run, report):
+    run("aside-done", "a1", check=True)
+    run("aside-conclude", "a1", "--report", report, check=True)
+    run("aside-say", "a1", "wait, one more", check=True)
+    run("aside-done", "a1", check=True)
+    run("aside-conclude", "a1", "--report", report, check=True)
+    run("aside-reconcile", "a1", check=True)
+    assert box(crew, "new") == [] and len(reports.listing(crew, aside="a1")) == 2
+
+
+def test_reconcile_when_the_window_is_already_gone(crew, tmux, opened, run, report):
+    run("aside-done", "a1", check=True)
+    run("aside-conclude", "a1", "--report", report, check=True)
+    tmux("kill-window", "-t", opened)
+    r = run("aside-reconcile", "a1")
+    assert r.returncode == 0
+    assert r.stderr == "aside-reconcile: a1: the window was already gone: no scrollback to save\n"
+    assert r.stdout.endswith("scrollback: -\n")
+    assert kinds(crew, "a1")[-1][0] == "closed" and box(crew, "new") == []
+
+
+def test_reconcile_never_kills_a_pane_that_is_no_longer_the_asides(crew, tmux, opened, run,
+                                                                   report):
+    run("aside-done", "a1", check=True)
+    run("aside-conclude", "a1", "--report", report, check=True)
+    Session(crew, "a1").update_meta(pid=1)     # as if the server restarted and reused %N
+    r = run("aside-reconcile", "a1")
+    assert r.returncode == 0 and "already gone" in r.stderr
+    assert opened in tmux("list-panes", "-a", "-F", "#{pane_id}")
+
+
+def test_the_scrollback_survives_the_agent_exiting(crew, tmux, opened, run, report):
+    tmux("send-keys", "-t", opened, "-l", "bye now")
+    tmux("send-keys", "-t", opened, "Enter")
+    tmux("send-keys", "-t", opened, "C-d")          # EOF: the fake agent ends
+    wait_for(lambda: ("ended", "eof") in kinds(crew, "a1"), what="ended")
+    wait_for(lambda: tmux("display-message", "-p", "-t", opened, "#{pane_dead}").strip() == "1",
+             what="dead pane")
+    run("aside-done", "a1", check=True)
+    run("aside-conclude", "a1", "--report", report, check=True)
+    out = run("aside-reconcile", "a1", check=True).stdout
+    sb = out.split("scrollback: ")[1].strip()
+    assert "bye now" in open(sb).read()
+    assert opened not in tmux("list-panes", "-a", "-F", "#{pane_id}")
