@@ -218,15 +218,32 @@ class ClaudeRig:
         env.update(self.env)
         return env
 
-    def start(self, ready_timeout: float = 60) -> "ClaudeRig":
+    def prepare(self) -> str:
+        """Write HOME/settings, start the fake model; return the shell command that
+        runs claude (for a window someone else opens, e.g. aside-open's
+        CREWFILE_AGENT_CMD; then attach() its pane)."""
         self._write_files()
         self._start_fake()
+        return self.command()
+
+    def command(self) -> str:
         argv = [self.binary, "--permission-mode", "default", "--allowedTools", "Bash", *self.extra_args]
         # env wrapper: the variables reach claude and therefore every hook it runs,
         # whatever the tmux server's global environment is.
-        cmd = ("cd " + shlex.quote(str(self.project)) + " && exec env "
-               + " ".join(shlex.quote(f"{k}={v}") for k, v in self.claude_env().items())
-               + " " + " ".join(shlex.quote(a) for a in argv))
+        return ("cd " + shlex.quote(str(self.project)) + " && exec env "
+                + " ".join(shlex.quote(f"{k}={v}") for k, v in self.claude_env().items())
+                + " " + " ".join(shlex.quote(a) for a in argv))
+
+    def attach(self, pane: str, ready_timeout: float = 60) -> "ClaudeRig":
+        """Drive claude running in *pane* (opened by someone else from command())."""
+        self.pane = pane
+        self.started_at = time.monotonic()
+        self.wait_ready(ready_timeout)
+        self.ready_after = time.monotonic() - self.started_at
+        return self
+
+    def start(self, ready_timeout: float = 60) -> "ClaudeRig":
+        cmd = self.prepare()
         w, h = self.size
         self.started_at = time.monotonic()
         if self._tmux("has-session", check=False).returncode == 0:
