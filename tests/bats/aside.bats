@@ -1,0 +1,117 @@
+#!/usr/bin/env bats
+# Asides as a shell user runs them, on a private tmux server.
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  export PATH="$BATS_TEST_DIRNAME/../../bin:$PATH"
+  export CREWFILE_DIR="$BATS_TEST_TMPDIR/crew"
+  unset TMUX
+  SOCKDIR="$(mktemp -d /tmp/cf-XXXX)"
+  export CREWFILE_TMUX="$SOCKDIR/s"
+  export CREWFILE_AGENT_CMD="$BATS_TEST_DIRNAME/../fake-agent"
+  tmux -S "$CREWFILE_TMUX" -f /dev/null new-session -d -s crew -x 120 -y 30
+}
+
+teardown() {
+  tmux -S "$CREWFILE_TMUX" kill-server 2>/dev/null || true
+  rm -rf "$SOCKDIR"
+}
+
+wait_screen() {   # wait_screen PANE TEXT
+  for _ in $(seq 500); do
+    tmux -S "$CREWFILE_TMUX" capture-pane -p -t "$1" | grep -qF -- "$2" && return 0
+    sleep 0.02
+  done
+  tmux -S "$CREWFILE_TMUX" capture-pane -p -t "$1" >&2
+  return 1
+}
+
+@test "open, refuse a self-conclusion, conclude, hand over, reconcile" {
+  run aside-open design --topic "cache design" --tmux-session crew --primary firstmate
+  assert_success
+  assert_output 'crew:1'
+  pane="$(status-show design --json | sed -n 's/.*"tmux": "\(%[0-9]*\)".*/\1/p')"
+  wait_screen "$pane" 'ready>'
+
+  run aside-say design what about eviction
+  assert_output 'captain'
+  run aside-conclude design --report - <<<'premature'
+  assert_failure 1
+  assert_output 'aside-conclude: the captain has not concluded this aside; keep the conversation going'
+  run grep -c 'problem: self-conclusion refused$' "$CREWFILE_DIR/sessions/design/status"
+  assert_output 1
+  run aside-reconcile design
+  assert_failure 1
+
+  run aside-done design --note 'ship it'
+  assert_success
+  run bash -c 'printf "# cache\nLRU\n" | aside-conclude design --report -'
+  assert_success
+  report="$output"
+  assert [ -f "$report" ]
+  run report-ls --new
+  assert_output "new design $(cut -d' ' -f3 <<<"$(report-ls)") $report"
+
+  run aside-reconcile design
+  assert_success
+  cur="${report/\/new\//\/cur\/}"
+  assert_line "report: $cur"
+  assert_line "scrollback: $cur.scrollback"
+  run cat "$cur"
+  assert_output $'# cache\nLRU'
+  run tmux -S "$CREWFILE_TMUX" list-windows -a -F '#{window_name}'
+  refute_line design
+  run report-ls --new
+  assert_output ''
+  run tail -n 1 "$CREWFILE_DIR/sessions/design/status"
+  assert_output --regexp " closed: $cur\$"
+}
+
+@test "the captain's typed /aside-done counts; typing again voids it" {
+  aside-open a2 --tmux-session crew >/dev/null
+  pane="$(status-show a2 --json | sed -n 's/.*"tmux": "\(%[0-9]*\)".*/\1/p')"
+  wait_screen "$pane" 'ready>'
+  tmux -S "$CREWFILE_TMUX" send-keys -t "$pane" -l '/aside-done'
+  tmux -S "$CREWFILE_TMUX" send-keys -t "$pane" Enter
+  tmux -S "$CREWFILE_TMUX" send-keys -t "$pane" -l 'no wait'
+  tmux -S "$CREWFILE_TMUX" send-keys -t "$pane" Enter
+  for _ in $(seq 500); do grep -q 'captain: no wait' "$CREWFILE_DIR/sessions/a2/status" && break; sleep 0.02; done
+  run aside-conclude a2 --report - <<<'report'
+  assert_failure 1
+  tmux -S "$CREWFILE_TMUX" send-keys -t "$pane" -l '/aside-done'
+  tmux -S "$CREWFILE_TMUX" send-keys -t "$pane" Enter
+  for _ in $(seq 500); do [ "$(grep -c 'captain-done$' "$CREWFILE_DIR/sessions/a2/status")" = 2 ] && break; sleep 0.02; done
+  run aside-conclude a2 --report - <<<'report'
+  assert_success
+  run aside-conclude a2 --report - <<<'report'
+  assert_failure 1
+  assert_output --partial 'already concluded'
+  run bash -c 'report-ls | wc -l'
+  assert_output 1
+}
+
+@test "bad input: clear errors, documented codes, nothing changed" {
+  session-add w1
+  run aside-conclude nobody --report - <<<'x'
+  assert_failure 3
+  run aside-conclude w1 --report - <<<'x'
+  assert_failure 2
+  assert_output "aside-conclude: 'w1' is not an aside (kind crew)"
+  aside-open a3 --tmux-session crew >/dev/null
+  aside-done a3
+  run aside-conclude a3 --report "$BATS_TEST_TMPDIR/missing.md"
+  assert_failure 2
+  assert_output --partial 'no report file'
+  run aside-conclude a3 --report - </dev/null
+  assert_failure 2
+  assert_output 'aside-conclude: the report is empty'
+  run aside-conclude a3
+  assert_failure 2
+  run aside-open a3 --tmux-session crew
+  assert_failure 1
+  run aside-reconcile nobody
+  assert_failure 3
+  run report-ls
+  assert_output ''
+}
