@@ -1,0 +1,368 @@
+"""Background jobs: job-exec, job-wait, job-ls, job-sweep, and the watcher.
+
+Real processes, real signals, real flock and inotify. A job that must end on
+cue reads a FIFO: the test ends it by writing a line (no sleeps as sync).
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import BIN, wait_for
+from crewfile import inbox, jobs, locks, sessions
+from crewfile.errors import BadInput, NotFound
+
+
+def fifo(tmp_path, name="go"):
+    path = str(tmp_path / name)
+    os.mkfifo(path)
+    return path
+
+
+def release(path, text="x\n"):
+    """End a job blocked on `read x < FIFO` (open blocks until it reads)."""
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def on_cue(path, then="echo finished"):
+    return ["sh", "-c", f'read x < "$1"; {then}', "sh", path]
+
+
+def settled(crew, handle):
+    """The watcher has written the result and exited (its decision is made)."""
+    job = jobs.Job(crew, handle)
+    wait_for(lambda: job.result() is not None and not job.watcher_alive(), what="the watcher to finish")
+    return job
+
+
+def live_session(crew, name="w1"):
+    return sessions.register(crew, name, pid=os.getpid())
+
+
+def job_notices(crew, name="w1"):
+    return [n for n in inbox.pending(crew, name) if n.kind == "job"]
+
+
+def exec_(run, *args, check=True):
+    proc = run("job-exec", *args)
+    if check:
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.count("\n") == 1
+    return proc.stdout.strip()
+
+
+# -- the basics ------------------------------------------------------------------
+
+def test_exec_prints_handle_and_wait_reports_code_and_tail(crew, run):
+    h = exec_(run, "--label", "three", "--", "sh", "-c", "for i in $(seq 1 15); do echo line $i; done; exit 3")
+    proc = run("job-wait", h)
+    assert proc.returncode == 3, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith(f"{h} exited 3 after ") and lines[0].endswith("; heard by this wait")
+    assert lines[1:] == [f"line {i}" for i in range(6, 16)]       # the tail: last 10
+    again = run("job-wait", h, "--all")
+    assert again.returncode == 3
+    assert again.stdout.splitlines()[0].endswith("; heard already by wait")
+    assert again.stdout.splitlines()[1:] == [f"line {i}" for i in range(1, 16)]
+    job = settled(crew, h)
+    assert job.heard()["by"] == "wait"
+    assert job.spec()["label"] == "three"
+
+
+def test_signal_exit_is_128_plus_n(crew, run):
+    h = exec_(run, "--", "sh", "-c", "echo bye; kill -TERM $$")
+    proc = run("job-wait", h)
+    assert proc.returncode == 128 + 15
+    assert "killed by SIGTERM (15)" in proc.stdout.splitlines()[0]
+    assert settled(crew, h).result()["signal"] == 15
+
+
+def test_command_that_does_not_exist_still_has_an_outcome(crew, run):
+    h = exec_(run, "--", "no-such-command-crewfile")
+    proc = run("job-wait", h)
+    assert proc.returncode == 127
+    assert proc.stdout.splitlines()[0].startswith(f"{h} exited 127 ")
+    assert "job-exec: no-such-command-crewfile: No such file or directory" in proc.stdout
+    notexec = exec_(run, "--", "/etc/hostname")
+    assert run("job-wait", notexec).returncode == 126
+
+
+def test_empty_command_and_bad_options_are_usage_errors(crew, run):
+    proc = run("job-exec", "--")
+    assert proc.returncode == 2 and proc.stderr.startswith("job-exec: missing COMMAND")
+    proc = run("job-exec", "--", "")
+    assert proc.returncode == 2 and proc.stderr == "job-exec: empty command\n"
+    proc = run("job-exec", "--handle", "../x", "--", "true")
+    assert proc.returncode == 2 and "bad job handle" in proc.stderr
+    proc = run("job-exec", "--session", "ghost", "--", "true")
+    assert proc.returncode == 3 and "no session 'ghost'" in proc.stderr
+    proc = run("job-exec", "--label", "a\nb", "--", "true")
+    assert proc.returncode == 2 and "control character" in proc.stderr
+    assert jobs.handles(crew) == []
+    exec_(run, "--handle", "mine", "--", "true")
+    proc = run("job-exec", "--handle", "mine", "--", "true")
+    assert proc.returncode == 1 and "job 'mine' exists" in proc.stderr
+
+
+def test_wait_errors_exit_125_with_nothing_on_stdout(crew, run):
+    for args, msg in ((["nope"], "job-wait: no job 'nope'\n"),
+                      (["../x"], "bad job handle"),
+                      (["nope", "--timeout", "soon"], "bad duration 'soon'"),
+                      ([], "job-wait: missing HANDLE")):
+        proc = run("job-wait", *args)
+        assert proc.returncode == 125, (args, proc.stderr)
+        assert msg in proc.stderr and proc.stdout == ""
+
+
+def test_caller_reading_the_handle_through_a_pipe_is_not_held_up(crew, run, tmp_path):
+    go = fifo(tmp_path)
+    t0 = time.monotonic()
+    out = subprocess.run(["sh", "-c", f'h=$({sys.executable} {BIN}/job-exec -- sh -c \'read x < "$1"\' sh {go}); echo "$h"'],
+                         stdout=subprocess.PIPE, timeout=20, text=True).stdout.strip()
+    assert time.monotonic() - t0 < 15
+    assert jobs.info(jobs.Job(crew, out))["state"] == "running"
+    release(go)
+    assert run("job-wait", out).returncode == 0
+
+
+def test_duration_parser():
+    assert jobs.parse_duration("30s") == 30
+    assert jobs.parse_duration("10m") == 600
+    assert jobs.parse_duration("2h") == 7200
+    assert jobs.parse_duration("7d") == 7 * 86400
+    assert jobs.parse_duration("1.5") == 1.5
+    assert jobs.parse_duration("0") == 0
+    for bad in ("", "m", "-1s", "10x", "1e400", "nan", "+5m", "5 m"):
+        with pytest.raises(BadInput):
+            jobs.parse_duration(bad)
+
+
+# -- heard exactly once ----------------------------------------------------------------
+
+def test_outcome_landing_during_a_wait_is_reported_by_it_and_not_announced(crew, run, tmp_path):
+    live_session(crew)
+    go = fifo(tmp_path)
+    h = exec_(run, "--session", "w1", "--", *on_cue(go))
+    waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h], stdout=subprocess.PIPE, text=True)
+    job = jobs.Job(crew, h)
+    wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count itself in")
+    release(go)
+    out, _ = waiter.communicate(timeout=20)
+    assert waiter.returncode == 0
+    assert out.splitlines() == [out.splitlines()[0], "finished"]
+    assert out.splitlines()[0].endswith("heard by this wait")
+    settled(crew, h)
+    assert job_notices(crew) == []
+    assert job.heard()["by"] == "wait" and job.notice() is None
+
+
+def test_nobody_waiting_announces_one_line_notice(crew, run, tmp_path):
+    live_session(crew)
+    h = exec_(run, "--session", "w1", "--label", "deploy app", "--",
+              "sh", "-c", "echo step one; echo 'all done: 3 hosts'; exit 4")
+    job = settled(crew, h)
+    notices = job_notices(crew)
+    assert len(notices) == 1
+    text = notices[0].text
+    assert text.startswith(f"job {h} (deploy app) exited 4 after ")
+    assert text.endswith("; last output: all done: 3 hosts")
+    assert job.heard() == {"by": "notice", "at": job.heard()["at"], "id": notices[0].id}
+    assert job.notice()["posted"] is True
+    proc = run("job-wait", h)
+    assert proc.returncode == 4 and "heard already by notice" in proc.stdout
+    assert len(job_notices(crew)) == 1
+
+
+def test_timeout_leaves_job_running_and_it_is_announced(crew, run, tmp_path):
+    live_session(crew)
+    go = fifo(tmp_path)
+    h = exec_(run, "--session", "w1", "--", *on_cue(go, "echo late; exit 7"))
+    proc = run("job-wait", h, "--timeout", "0.2")
+    assert proc.returncode == 124
+    assert proc.stdout == f"{h} running: timed out after waiting {proc.stdout.split()[-1]}\n"
+    job = jobs.Job(crew, h)
+    assert not locks.is_held(job.waiters_path)
+    release(go)
+    settled(crew, h)
+    notices = job_notices(crew)
+    assert len(notices) == 1 and f"job {h} exited 7" in notices[0].text
+    assert notices[0].text.endswith("last output: late")
+
+
+def test_waiter_killed_mid_wait_still_announced(crew, run, tmp_path):
+    live_session(crew)
+    go = fifo(tmp_path)
+    h = exec_(run, "--session", "w1", "--", *on_cue(go))
+    job = jobs.Job(crew, h)
+    waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h], stdout=subprocess.DEVNULL)
+    wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count itself in")
+    waiter.send_signal(signal.SIGKILL)
+    waiter.wait()
+    release(go)
+    settled(crew, h)
+    assert len(job_notices(crew)) == 1
+    assert job.heard()["by"] == "notice"
+
+
+def test_waiter_killed_after_the_outcome_landed_still_announced(crew, run, tmp_path):
+    """The watcher saw a waiter, so it did not announce; the waiter dies
+    before it reports: the watcher decides again and announces."""
+    live_session(crew)
+    go = fifo(tmp_path)
+    h = exec_(run, "--session", "w1", "--", *on_cue(go))
+    job = jobs.Job(crew, h)
+    with locks.acquire(job.lock_path):                 # count in, as job-wait does
+        fake_waiter = locks.acquire(job.waiters_path, shared=True)
+    release(go)
+    wait_for(lambda: job.result() is not None, what="the result")
+    with locks.acquire(job.lock_path):                 # the watcher has decided
+        pass
+    assert job.watcher_alive() and job.heard() is None and job_notices(crew) == []
+    fake_waiter.release()                              # what SIGKILL does to a waiter
+    settled(crew, h)
+    assert len(job_notices(crew)) == 1 and job.heard()["by"] == "notice"
+
+
+def test_quiet_session_gets_no_notice_and_outcome_stays_unheard(crew, run):
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    sessions.register(crew, "dead", pid=os.getpid())
+    sessions.Session(crew, "dead").update_meta(pid=gone.pid)    # its process is gone
+    sessions.register(crew, "done", pid=os.getpid())
+    sessions.Session(crew, "done").append("ended", "exit")
+    for name, why in (("dead", "session dead is not live"), ("done", "session done has ended")):
+        h = exec_(run, "--session", name, "--", "echo", "hi")
+        job = settled(crew, h)
+        assert job.notice()["posted"] is False and job.notice()["reason"] == why
+        assert job.heard() is None
+        assert job_notices(crew, name) == []
+        row = [r for r in json.loads(run("job-ls", "--json").stdout) if r["handle"] == h][0]
+        assert row["heard"] is None and row["announced"] is False
+        assert f"{h}  {name}" in run("job-ls").stdout and "no!" in run("job-ls").stdout
+        proc = run("job-wait", h)                      # asking hears it
+        assert proc.returncode == 0 and "heard by this wait" in proc.stdout
+
+
+def test_job_without_session_is_unheard_until_waited(crew, run, monkeypatch):
+    monkeypatch.delenv("CREWFILE_SESSION", raising=False)
+    h = exec_(run, "--", "true")
+    job = settled(crew, h)
+    assert job.notice() == {"posted": False, "reason": "no owning session", "at": job.notice()["at"]}
+    assert job.heard() is None
+
+
+def test_session_defaults_to_crewfile_session(crew, run):
+    live_session(crew, "agent")
+    h = run("job-exec", "--", "true", env={"CREWFILE_SESSION": "agent"}).stdout.strip()
+    settled(crew, h)
+    assert len(job_notices(crew, "agent")) == 1
+
+
+# -- a lost watcher --------------------------------------------------------------------
+
+def test_watcher_killed_is_fate_unknown_not_running(crew, run, tmp_path):
+    go = fifo(tmp_path)
+    h = exec_(run, "--", *on_cue(go))
+    job = jobs.Job(crew, h)
+    pids = job.pids()
+    waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h], stdout=subprocess.PIPE, text=True)
+    wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count itself in")
+    os.kill(pids["watcher"], signal.SIGKILL)
+    out, _ = waiter.communicate(timeout=20)            # woken by the watcher's pidfd
+    assert waiter.returncode == 125
+    assert out.splitlines()[0] == (f"{h} lost: fate unknown (watcher lost); process group "
+                                   f"{pids['pgid']} still running")
+    ls = run("job-ls").stdout
+    assert "lost(group-alive)" in ls and "running" not in ls
+    assert run("job-wait", h).returncode == 125
+    os.killpg(pids["pgid"], signal.SIGKILL)
+    wait_for(lambda: "lost(group-gone)" in run("job-ls").stdout, what="the group to be gone")
+
+
+# -- output ----------------------------------------------------------------------------
+
+def test_output_past_the_limit_is_bounded_with_marker_and_tail(crew, run):
+    limit = 4096
+    h = run("job-exec", "--", "sh", "-c", "i=1; while [ $i -le 2000 ]; do echo \"line $i\"; i=$((i+1)); done",
+            env={"CREWFILE_JOB_OUTPUT_BYTES": str(limit)}).stdout.strip()
+    job = settled(crew, h)
+    data = open(job.output_path, "rb").read()
+    total = sum(len(f"line {i}\n") for i in range(1, 2001))
+    first, rest = data.split(b"\n", 1)
+    assert first.startswith(b"[crewfile: ") and first.endswith(b" bytes of older output dropped]")
+    dropped = int(first.split()[1])
+    assert dropped + len(rest) == total                 # nothing lost but what the marker counts
+    assert len(rest) <= limit
+    kept = rest.decode().splitlines()
+    start = int(kept[0].split()[1])
+    assert kept == [f"line {i}" for i in range(start, 2001)]
+    proc = run("job-wait", h, "--tail", "3")
+    assert proc.stdout.splitlines()[1:] == ["line 1998", "line 1999", "line 2000"]
+    proc = run("job-wait", h, "--all")
+    assert proc.stdout.splitlines()[1].startswith("[crewfile: ")
+    assert jobs.last_line(job.output_path) == "line 2000"
+
+
+def test_output_limit_has_a_floor(crew, run):
+    h = run("job-exec", "--", "true", env={"CREWFILE_JOB_OUTPUT_BYTES": "10"}).stdout.strip()
+    assert jobs.Job(crew, h).spec()["output_limit"] == jobs.MIN_OUTPUT_LIMIT
+
+
+# -- listing and sweeping --------------------------------------------------------------
+
+def test_job_ls_columns_and_json(crew, run, tmp_path):
+    live_session(crew)
+    go = fifo(tmp_path)
+    running = exec_(run, "--session", "w1", "--label", "long one", "--", *on_cue(go))
+    done = exec_(run, "--session", "w1", "--", "sh", "-c", "exit 2")
+    settled(crew, done)
+    out = run("job-ls").stdout.splitlines()
+    assert out[0].split() == ["HANDLE", "SESSION", "STATE", "CODE", "HEARD", "AGE", "LABEL"]
+    rows = {line.split()[0]: line.split() for line in out[1:]}
+    assert rows[running][1:5] == ["w1", "running", "-", "no"] and rows[running][-2:] == ["long", "one"]
+    assert rows[done][1:5] == ["w1", "exited", "2", "notice"]
+    data = {r["handle"]: r for r in json.loads(run("job-ls", "--json").stdout)}
+    assert data[done]["code"] == 2 and data[done]["heard"] == "notice"
+    assert data[running]["state"] == "running" and data[running]["pgid"] > 0
+    release(go)
+
+
+def test_sweep_removes_only_heard_outcomes_past_retention(crew, run, tmp_path):
+    live_session(crew)
+    go = fifo(tmp_path)
+    by_wait = exec_(run, "--", "echo", "w")
+    assert run("job-wait", by_wait).returncode == 0
+    by_notice = exec_(run, "--session", "w1", "--", "echo", "n")
+    unheard = exec_(run, "--", "echo", "u")
+    running = exec_(run, "--", *on_cue(go))
+    for h in (by_wait, by_notice, unheard):
+        settled(crew, h)
+    assert run("job-sweep").stdout == ""                        # 10m not yet passed
+    assert set(jobs.handles(crew)) == {by_wait, by_notice, unheard, running}
+    proc = run("job-sweep", "--older-than", "0s")
+    assert proc.returncode == 0 and sorted(proc.stdout.split()) == sorted([by_wait, by_notice])
+    assert set(jobs.handles(crew)) == {unheard, running}
+    assert not os.path.exists(crew.job_dir(by_wait))             # output and all
+    assert run("job-wait", by_wait).returncode == 125
+    # An unheard outcome outlives any short retention; only its long one ends it.
+    assert jobs.sweep(crew, 0, jobs.UNHEARD_RETENTION, now=time.time() + 6 * 86400) == []
+    assert jobs.sweep(crew, 0, jobs.UNHEARD_RETENTION, now=time.time() + 8 * 86400) == [unheard]
+    assert jobs.handles(crew) == [running]                        # running: never
+    assert [e for e in os.listdir(crew.sub("jobs")) if e.startswith(".")] == []
+    proc = run("job-sweep", "--older-than", "ten")
+    assert proc.returncode == 2 and "bad duration 'ten'" in proc.stderr
+    release(go)
+
+
+def test_library_errors(crew):
+    with pytest.raises(NotFound):
+        jobs.wait(crew, "nope", timeout=0)
+    with pytest.raises(BadInput):
+        jobs.start(crew, [])
+    with pytest.raises(BadInput):
+        jobs.Job(crew, "a/b")

@@ -1,0 +1,89 @@
+"""Every outcome heard exactly once, over 500 racing trials.
+
+Jobs (real processes under real watchers) end at random moments in the same
+few tens of milliseconds in which waiters count themselves in, time out,
+count themselves out and come back. Waiters run in threads of this process
+through the library (jobs.wait: the same locks and inotify as job-wait; flock
+locks belong to each open file, so threads exclude each other as processes
+do). For each job: the waits that say they heard it, plus the notices in the
+owning session's inbox, must add up to exactly one.
+"""
+import collections
+import os
+import random
+import threading
+
+from crewfile import inbox, jobs, locks, sessions
+from test_jobs import settled
+
+TRIALS = 500
+BATCH = 25
+
+
+def test_every_outcome_heard_exactly_once(crew):
+    sessions.register(crew, "w1", pid=os.getpid())
+    rng = random.Random(0x6A0B)
+    heard_by_wait = collections.Counter()
+    outcomes = collections.Counter()
+    problems = []
+    lock = threading.Lock()
+    handles = []
+
+    def waiter(handle, seed):
+        r = random.Random(seed)
+        try:
+            while True:
+                threading.Event().wait(r.uniform(0, 0.03))
+                timeout = r.choice([0, 0.001, 0.005, r.uniform(0, 0.03)])
+                out = jobs.wait(crew, handle, timeout=timeout)
+                with lock:
+                    outcomes[out.state] += 1
+                    if out.heard_here:
+                        heard_by_wait[handle] += 1
+                if out.state != "timeout":
+                    if out.state != "done":
+                        problems.append((handle, out.state))
+                    return
+        except Exception as e:          # noqa: BLE001 - reported below
+            problems.append((handle, repr(e)))
+
+    barrier = os.path.join(crew.ensure().root, "barrier")
+    for _ in range(TRIALS // BATCH):
+        # The batch's jobs start, then block on a shared flock(1) of the
+        # barrier until the waiters are under way; each then ends at its own
+        # moment. Fork only while no waiter thread runs (watchers are forked
+        # from this process).
+        gate = locks.acquire(barrier)
+        batch = [jobs.start(crew, ["sh", "-c", 'flock -s "$1" true; sleep "$2"', "sh", barrier,
+                                   f"{rng.uniform(0, 0.04):.4f}"], session="w1")
+                 for _ in range(BATCH)]
+        threads = []
+        for h in batch:
+            for _ in range(rng.choice([0, 1, 1, 2])):
+                threads.append(threading.Thread(target=waiter, args=(h, rng.random())))
+        for t in threads:
+            t.start()
+        threading.Event().wait(rng.uniform(0, 0.02))
+        gate.release()
+        for t in threads:
+            t.join(60)
+        for h in batch:
+            settled(crew, h)
+        handles += batch
+
+    assert problems == []
+    notices = collections.Counter(n.text.split()[1] for n in inbox.pending(crew, "w1")
+                                  if n.kind == "job")
+    wrong = {h: (heard_by_wait[h], notices[h]) for h in handles
+             if heard_by_wait[h] + notices[h] != 1}
+    assert wrong == {}
+    for h in handles:
+        by = jobs.Job(crew, h).heard()["by"]
+        assert by == ("notice" if notices[h] else "wait")
+    # The race was really run: both ways of hearing, and waiters that timed out.
+    n_wait, n_notice = sum(heard_by_wait.values()), sum(notices.values())
+    print(f"\n{TRIALS} jobs: heard by wait {n_wait}, by notice {n_notice}; "
+          f"wait calls: {dict(outcomes)}")
+    assert len(handles) == TRIALS and n_wait + n_notice == TRIALS
+    assert n_wait > TRIALS // 10 and n_notice > TRIALS // 10
+    assert outcomes["timeout"] > TRIALS // 10
