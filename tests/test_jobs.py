@@ -366,3 +366,33 @@ def test_library_errors(crew):
         jobs.start(crew, [])
     with pytest.raises(BadInput):
         jobs.Job(crew, "a/b")
+
+
+# -- detached ----------------------------------------------------------------------------
+
+def test_caller_exits_and_terminal_closes_job_runs_on_and_is_announced(crew, tmux, tmp_path):
+    live_session(crew)
+    go = fifo(tmp_path)
+    hfile = tmp_path / "handle"
+    pane = tmux.new_window("sh", env={"CREWFILE_DIR": crew.root})
+    tmux("send-keys", "-t", pane, "-l",
+         f"{sys.executable} {BIN}/job-exec --session w1 -- sh -c 'read x < {go}; echo survived' > {hfile}")
+    tmux("send-keys", "-t", pane, "Enter")
+    wait_for(lambda: hfile.exists() and hfile.read_text().endswith("\n"), what="the handle")
+    h = hfile.read_text().strip()
+    shell_pid = int(tmux("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
+    tmux("kill-window", "-t", pane)                   # the terminal closes: SIGHUP
+    wait_for(lambda: not os.path.exists(f"/proc/{shell_pid}"), what="the caller's shell to exit")
+    job = jobs.Job(crew, h)
+    pids = job.pids()
+    assert jobs.info(job)["state"] == "running"
+    # Its own session and process group; the watcher in a session of its own
+    # (not its leader: double-forked, it can never get a controlling terminal).
+    assert os.getsid(pids["pid"]) == pids["pid"] == os.getpgid(pids["pid"])
+    assert os.getsid(pids["watcher"]) not in (pids["watcher"], shell_pid, os.getsid(0))
+    release(go)
+    settled(crew, h)
+    notices = job_notices(crew)
+    assert len(notices) == 1
+    assert notices[0].text.startswith(f"job {h} exited 0 after ")
+    assert notices[0].text.endswith("; last output: survived")
