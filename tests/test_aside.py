@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import REPO, wait_for
-from crewfile import aside, paths, reports
+from crewfile import aside, paths, records, reports
 from crewfile.logfile import TailStats
 from crewfile.sessions import Session, register
 
@@ -94,8 +94,22 @@ def test_scan_follows_the_captains_latest_act(crew, a1):
     aside.record_captain_input(crew, "a1", "/aside-done")   # repeated: the same conclusion
     assert state() == aside.CONCLUDED
     a1.append("closed", "/x")
-    aside.record_captain_input(crew, "a1", "late")           # closed is terminal
     assert state() == aside.CLOSED
+    aside.record_captain_input(crew, "a1", "/aside-done")
+    assert state() == aside.CLOSED
+    aside.record_captain_input(crew, "a1", "late")   # typed into the window before the kill
+    assert state() == aside.OPEN
+
+
+def test_scan_reads_no_further_back_than_the_captains_last_input(crew, a1):
+    aside.record_captain_input(crew, "a1", "hello")
+    with open(a1.status_path, "ab") as f:
+        f.write(b"garbage before the captain's input\n")
+        f.write(records.new_line("captain", "latest").encode())
+        f.write(records.new_line("turn-ended").encode())
+    stats = TailStats()
+    assert aside.scan(a1, stats).act.text == "latest"
+    assert stats.garbage == 0          # the garbage line, older, was never read
 
 
 # --- aside-conclude ----------------------------------------------------------------

@@ -94,30 +94,25 @@ class Scan:
 def scan(sess, stats=None):
     """The aside's state: open, captain-done (awaiting the report), concluded or closed.
 
-    Read backwards until `registered` (the start of this life) or `closed`
-    (terminal: a record after it does not reopen the aside). `since` is the
-    time of the newest `captain` record (or of `registered`): the current
-    conclusion, if any, is newer than it.
+    Read backwards only as far as the newest `captain` record (or
+    `registered`, the start of this life): what is older does not matter, so
+    the cost does not grow with the conversation. `closed` newer than that
+    is terminal; a captain who types into the window after it (before the
+    kill) has reopened the conversation. `since` is the time of the record
+    the walk stopped at: the current conclusion, if any, is newer.
     """
     stats = stats or logfile.TailStats()
     out = Scan()
-    typed = False
     for rec in logfile.records_backwards(sess.log_paths(), stats, STATE_SCAN_BYTES):
         kind = rec.kind
         if kind == "closed":
             out.closed = rec
             break
-        if kind == "registered":
-            if out.since is None:
-                out.since = rec.time
-            break
-        if typed:
-            continue
-        if kind == CAPTAIN:
-            typed = True
+        if kind == "registered" or kind == CAPTAIN:
             out.since = rec.time
-            out.act = out.act or rec
-        elif kind == CAPTAIN_DONE:
+            out.act = out.act or (rec if kind == CAPTAIN else None)
+            break
+        if kind == CAPTAIN_DONE:
             out.act = out.act or rec
         elif kind == "concluded" and out.concluded is None:
             out.concluded = rec
