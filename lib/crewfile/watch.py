@@ -97,6 +97,7 @@ class Watcher:
         self.tails = {}
         self.inotify = None
         self.wds = {}           # watch descriptor -> session name ('' for sessions/)
+        self.watched = set()
         self.overflows = 0
         self.next_probe = 0.0
         self._saved = None      # the cursor state last written
@@ -150,7 +151,7 @@ class Watcher:
         self.wds[wd] = ""
 
     def _watch_session(self, name):
-        if self.inotify is None or name in self.wds.values():
+        if self.inotify is None or name in self.watched:
             return
         f = self._flags
         try:
@@ -160,6 +161,7 @@ class Watcher:
         except OSError:
             return          # gone already, or not a directory: the scan says so
         self.wds[wd] = name
+        self.watched.add(name)
 
     def _names(self):
         try:
@@ -178,6 +180,8 @@ class Watcher:
     def _tail(self, name):
         tail = self.tails.get(name)
         if tail is not None:
+            if name not in self.watched:
+                self._watch_session(name)     # restored from a cursor: subscribe first
             return tail
         try:
             sdir = self.crew.session_dir(name)
@@ -477,7 +481,9 @@ class Watcher:
                     dirty.add(ev.name)          # a new session directory
                 continue
             if ev.mask & (f.DELETE_SELF | f.IGNORED):
-                del self.wds[ev.wd]
+                if ev.mask & f.IGNORED:
+                    del self.wds[ev.wd]
+                    self.watched.discard(name)
                 self.tails.pop(name, None)
                 continue
             if ev.name.startswith(paths.STATUS):
