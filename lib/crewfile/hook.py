@@ -8,21 +8,21 @@ code ever blocks by accident. `handle` turns any internal failure, a missing
 crew directory or a malformed payload into exit 0 and one line on stderr: a
 hook must never harm the agent it serves.
 
-The import path is kept tiny (json and the foundation); the aside module is
-imported only when a prompt arrives.
+The import path is kept tiny: the foundation and jsonio (the json package
+and re cost more than the whole start-up budget); the aside module is
+imported only when a prompt arrives, re only when a Bash command names a
+captain-only word.
 """
-import json
 import os
-import re
 
-from . import inbox, sessions
+from . import inbox, jsonio, sessions
 from .errors import CrewfileError, Refused
 from .paths import Crew, default_dir
 
 # The captain-only conclusion: the /aside-done command, and the `captain-done`
 # record it writes. An agent's shell command that names either is denied.
 CONCLUSION_COMMAND = "aside-done"
-_CAPTAIN_ONLY = re.compile(r"(?<![\w-])(?:aside-done|captain-done)(?![\w-])")
+CAPTAIN_ONLY_WORDS = ("aside-done", "captain-done")
 NOTICE_HEADER = ("crewfile notices (machine reports from the crew's tools;"
                  " not written by the user):")
 WAKE_HEADER = "crewfile wake: new events for the primary (machine reports, not the user's words):"
@@ -87,7 +87,7 @@ def _transcript(payload):
 
 
 def _context_output(event, text):
-    return json.dumps({"hookSpecificOutput": {"hookEventName": event,
+    return jsonio.dumps({"hookSpecificOutput": {"hookEventName": event,
                                               "additionalContext": text}}) + "\n"
 
 
@@ -170,12 +170,21 @@ def _plain_captain_record(crew, name, text):
     sessions.Session(crew, name).append("captain", text)
 
 
+def names_captain_only(command):
+    """True if *command* has `aside-done` or `captain-done` as a word (a path's
+    last part counts: bin/aside-done; my-aside-done-list does not)."""
+    if not any(w in command for w in CAPTAIN_ONLY_WORDS):
+        return False
+    import re
+    return re.search(r"(?<![\w-])(?:aside-done|captain-done)(?![\w-])", command) is not None
+
+
 def pre_tool_use(ctx):
     if ctx.field("tool_name") != "Bash":
         return Reply()
     tool_input = ctx.field("tool_input", dict) or {}
     command = tool_input.get("command")
-    if not isinstance(command, str) or not _CAPTAIN_ONLY.search(command):
+    if not isinstance(command, str) or not names_captain_only(command):
         return Reply()
     reason = ("crewfile: concluding an aside is the captain's act only: the captain types "
               f"/{CONCLUSION_COMMAND} in this window. This command was not run. Keep the "
@@ -188,7 +197,7 @@ def pre_tool_use(ctx):
         ctx.notes.append(str(e))
     if sess is not None:
         sess.append("problem", f"self-conclusion refused: the agent ran {command[:200]!r}; denied")
-    return Reply(json.dumps({"hookSpecificOutput": {
+    return Reply(jsonio.dumps({"hookSpecificOutput": {
         "hookEventName": "PreToolUse", "permissionDecision": "deny",
         "permissionDecisionReason": reason}}) + "\n")
 
@@ -204,15 +213,17 @@ def stop(ctx):
     sess = ctx.session
     if sess is None:
         return _no_session(ctx)
-    if (sess.meta.get("kind") == PRIMARY and ctx.payload.get("stop_hook_active") is not True
-            and any(n.kind == "wake" for n in inbox.pending(ctx.crew, sess.name))):
+    # Pending wakes first: reading meta costs a JSON parse that most Stops never need.
+    if (ctx.payload.get("stop_hook_active") is not True
+            and any(n.kind == "wake" for n in inbox.pending(ctx.crew, sess.name))
+            and sess.meta.get("kind") == PRIMARY):
         notices, garbage = inbox.drain(ctx.crew, sess.name)
         if garbage:
             ctx.notes.append(f"{sess.name}: skipped {garbage} malformed inbox line(s)")
         if notices:
             lines = [WAKE_HEADER]
             lines += [f"crewfile {n.kind}: {n.text} (posted {n.ts}, id {n.id})" for n in notices]
-            return Reply(json.dumps({"decision": "block", "reason": "\n".join(lines)}) + "\n")
+            return Reply(jsonio.dumps({"decision": "block", "reason": "\n".join(lines)}) + "\n")
     sess.append("turn-ended")
     return Reply()
 
@@ -270,7 +281,7 @@ def handle(raw, env=None, crew=None, codex=False):
     ctx = None
     try:
         try:
-            payload = json.loads(raw)
+            payload = jsonio.loads(raw)
         except (ValueError, TypeError):
             return Reply(err="malformed payload: not JSON")
         if not isinstance(payload, dict):
