@@ -78,11 +78,18 @@ def _watch(job, spec, ready_fd):
     rfd, wfd = os.pipe()
     started, t0 = time.time(), time.monotonic()
     pids["started"] = records.timestamp(started)
-    import subprocess
     env = dict(os.environ, CREWFILE_JOB=job.handle)
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=wfd, stderr=wfd,
-                                cwd=spec.get("cwd") or "/", env=env, start_new_session=True)
+        os.chdir(spec.get("cwd") or "/")
+        # posix_spawn, not subprocess: job-exec waits for this moment, and
+        # importing subprocess costs more than the spawn. Signals ignored or
+        # blocked by Python (SIGPIPE, SIGXFSZ) are reset for the command.
+        pid = os.posix_spawnp(argv[0], argv, env, setsid=True, setsigmask=(),
+                              setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT,
+                                         signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT),
+                              file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                                            (os.POSIX_SPAWN_DUP2, wfd, 1),
+                                            (os.POSIX_SPAWN_DUP2, wfd, 2)])
     except OSError as e:
         # Like a shell: 127 not found, 126 found but not runnable.
         code = 127 if isinstance(e, FileNotFoundError) else 126
@@ -93,11 +100,10 @@ def _watch(job, spec, ready_fd):
         _ready(ready_fd)
         return _finish(job, out, started, t0, code)
     os.close(wfd)
-    pids["pid"] = pids["pgid"] = proc.pid
+    pids["pid"] = pids["pgid"] = pid
     replace(job.pids_path, json.dumps(pids, sort_keys=True) + "\n")
     _ready(ready_fd)
-    _copy(proc, rfd, out)
-    rc = proc.returncode
+    rc = _copy(pid, rfd, out)
     _finish(job, out, started, t0, rc)
     alive.release()
 
@@ -107,9 +113,10 @@ def _ready(fd):
     os.close(fd)
 
 
-def _copy(proc, rfd, out):
+def _copy(pid, rfd, out):
+    """Copy the command's output until it exits; return its exit code (-N: signal N)."""
     import select
-    pidfd = os.pidfd_open(proc.pid)
+    pidfd = os.pidfd_open(pid)
     poller = select.poll()
     poller.register(rfd, select.POLLIN)
     poller.register(pidfd, select.POLLIN)
@@ -125,7 +132,7 @@ def _copy(proc, rfd, out):
                     pipe_open = False
             else:
                 exited = True
-    proc.wait()
+    _, status = os.waitpid(pid, 0)
     # What the command wrote before it exited is in the pipe: take it. A
     # grandchild still holding the pipe is not waited for.
     os.set_blocking(rfd, False)
@@ -139,6 +146,7 @@ def _copy(proc, rfd, out):
         out.write(data)
     os.close(rfd)
     os.close(pidfd)
+    return os.waitstatus_to_exitcode(status)
 
 
 def _finish(job, out, started, t0, rc):
