@@ -1,0 +1,244 @@
+"""wake-filter and wake-send: what wakes the primary, and how it is told."""
+import importlib.util
+import os
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import BIN, REPO, wait_for
+from crewfile import inbox
+from crewfile.paths import Crew
+from crewfile.sessions import Session, register
+from crewfile.wake import Filter, Sender
+
+TS = "2026-11-29T22:01:17.123Z"
+
+
+def load_trace():
+    spec = importlib.util.spec_from_file_location("crew_trace", os.path.join(REPO, "tests", "trace.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def filt(crew, text, **kw):
+    warnings = []
+    f = Filter(crew, warn=warnings.append, **kw)
+    out = f.feed(text.encode()) + f.finish()
+    return out.decode(), warnings
+
+
+def ev(session, kind, text=""):
+    return f"{TS} {session} {kind}" + (f": {text}" if text else "") + "\n"
+
+
+# -- the rules -------------------------------------------------------------------
+
+def test_an_aside_wakes_only_for_its_conclusion_and_real_problems(crew):
+    register(crew, "a1", kind="aside")
+    churn = ["registered", "opened", "paused", "captain", "turn-started", "turn-ended", "idle",
+             "stale", "captain-done", "started", "waiting", "ended", "closed", "note"]
+    real = ["problem", "blocked", "error", "lost", "concluded"]
+    text = "".join(ev("a1", k) + ev("a1", "captain", "next") for k in churn + real)
+    out, warnings = filt(crew, text)
+    assert [l.split()[2].rstrip(":") for l in out.splitlines()] == real
+    assert not warnings
+
+
+def test_a_refused_self_conclusion_passes_as_a_problem(crew):
+    register(crew, "a1", kind="aside")
+    out, _ = filt(crew, ev("a1", "problem", "self-conclusion refused"))
+    assert out == ev("a1", "problem", "self-conclusion refused")
+
+
+def test_normal_sessions_pass_actionable_kinds(crew):
+    register(crew, "w1")
+    kinds = ["turn-started", "turn-ended", "idle", "captain", "done", "blocked", "problem",
+             "error", "stale", "lost", "registered", "waiting", "ended", "note"]
+    out, _ = filt(crew, "".join(ev("w1", k) for k in kinds))
+    assert [l.split()[2] for l in out.splitlines()] == [
+        "turn-ended", "done", "blocked", "problem", "error", "stale", "lost", "waiting", "ended"]
+
+
+def test_repeats_without_activity_fold_into_the_first(crew):
+    register(crew, "w1")
+    text = (ev("w1", "blocked", "db") + ev("w1", "blocked", "db again") + ev("w2", "idle")
+            + ev("w1", "blocked", "still") + ev("w1", "turn-started") + ev("w1", "blocked", "new"))
+    out, _ = filt(crew, text)
+    assert out.splitlines() == [ev("w1", "blocked", "db").strip(), ev("w2", "idle").strip(),
+                                ev("w1", "blocked", "new").strip()]
+
+
+def test_a_human_wait_holds_idle_and_stale_until_other_activity(crew):
+    register(crew, "w1")
+    text = (ev("w1", "paused", "awaiting captain") + ev("w1", "idle") + ev("w1", "stale")
+            + ev("w1", "captain", "go on") + ev("w1", "turn-started") + ev("w1", "stale"))
+    out, _ = filt(crew, text, normal_pass={"idle", "stale"})
+    assert out == ev("w1", "stale")
+
+
+def test_without_metadata_everything_passes_and_garbage_passes_with_a_warning(crew):
+    text = ev("ghost", "turn-started") + "not an event\n" + f"{TS} w1 Bad-Kind\n" + ev("../x", "blocked")
+    out, warnings = filt(crew, text)
+    assert out == text
+    assert len(warnings) == 3 and "not an event line" in warnings[0]
+
+
+def test_the_primary_is_never_woken_by_its_own_events(crew):
+    register(crew, "boss", kind="primary")
+    out, _ = filt(crew, ev("boss", "turn-ended") + ev("boss", "problem"))
+    assert out == ""
+
+
+def test_class_is_cached_and_reread_when_meta_changes(crew):
+    register(crew, "w1")
+    f = Filter(crew, warn=lambda m: None)
+    assert f.feed(ev("w1", "turn-ended").encode()) != b""
+    Session(crew, "w1").update_meta(exempt=True)
+    assert f.feed(ev("w1", "turn-ended").encode()) == b""     # a new chunk: the change is seen
+    assert f.feed(ev("w1", "blocked").encode()) != b""
+
+
+def test_last_line_without_newline_is_judged(crew):
+    register(crew, "w1")
+    out, _ = filt(crew, ev("w1", "blocked").rstrip("\n"))
+    assert out == ev("w1", "blocked")
+
+
+# -- the command --------------------------------------------------------------------
+
+def test_options_change_what_passes(crew, run):
+    register(crew, "w1")
+    register(crew, "a1", kind="aside")
+    text = ev("w1", "turn-ended") + ev("w1", "idle") + ev("a1", "captain-done") + ev("a1", "lost")
+    p = run("wake-filter", "--hold", "turn-ended", "--pass", "idle",
+            "--exempt-pass", "captain-done", "--exempt-hold", "lost", input=text)
+    assert p.returncode == 0
+    assert p.stdout == ev("w1", "idle") + ev("a1", "captain-done")
+    p = run("wake-filter", "--pass", "Not A Kind", input="")
+    assert p.returncode == 2 and p.stderr.startswith("wake-filter: bad kind")
+
+
+def test_a_live_pipe_gets_each_line_at_once(crew):
+    """Flush before blocking: the line comes out while stdin is still open."""
+    register(crew, "w1")
+    proc = subprocess.Popen([sys.executable, os.path.join(BIN, "wake-filter")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            env=dict(os.environ, PYTHONUNBUFFERED=""))
+    try:
+        for i in range(3):
+            proc.stdin.write(ev("w1", "turn-started").encode() + ev("w1", "blocked", str(i)).encode())
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], 10)
+            assert ready, "the passing line did not come out while stdin stayed open"
+            assert os.read(proc.stdout.fileno(), 4096).decode() == ev("w1", "blocked", str(i))
+    finally:
+        proc.stdin.close()
+        proc.wait()
+
+
+def test_pipeline_on_the_reference_trace(tmp_path):
+    """The aside makes exactly 1 wake plus one per real problem; nothing labelled is missed."""
+    trace = load_trace()
+    crew = Crew(str(tmp_path / "crew"))
+    tr = trace.write(crew)
+    env = dict(os.environ, CREWFILE_DIR=crew.root)
+    watch = subprocess.run([sys.executable, os.path.join(BIN, "crew-watch"), "--from-start", "--once"],
+                           env=env, capture_output=True, text=True, check=True)
+    wakes = subprocess.run([sys.executable, os.path.join(BIN, "wake-filter")], input=watch.stdout,
+                           env=env, capture_output=True, text=True, check=True)
+    sc = trace.score(tr, wakes.stdout)
+    assert not sc["missed"], [(l.session, l.kind, l.ts) for l in sc["missed"]]
+    assert not sc["extra"], sc["extra"]
+    aside_problems = [l for l in tr.labels if l.session == "design" and l.kind == "problem"]
+    assert sc["per_session"]["design"] == 1 + len(aside_problems) == 2
+    aside_events = [l for l in watch.stdout.splitlines() if l.split()[1] == "design"]
+    assert len(aside_events) > 250          # 50 turns of churn, all held
+
+
+# -- wake-send -------------------------------------------------------------------------
+
+def primary(crew, tmux, name="boss"):
+    pane = tmux.new_window(os.path.join(REPO, "tests", "fake-agent"), name=name,
+                           env={"CREWFILE_SESSION": name, "CREWFILE_DIR": crew.root})
+    register(crew, name, kind="primary", tmux=pane)
+    tmux.wait_screen(pane, "ready>")
+    wait_for(lambda: Session(crew, name).last_records(1, _stats())[0].kind == "started",
+             what="the fake primary's started record")
+    return pane
+
+
+def _stats():
+    from crewfile.logfile import TailStats
+    return TailStats()
+
+
+def captain_records(crew, name):
+    return [r.text for r in Session(crew, name).last_records(100, _stats()) if r.kind == "captain"]
+
+
+def test_wake_send_types_one_line_literally_for_a_burst(crew, tmux, tmp_path, run):
+    pane = primary(crew, tmux)
+    register(crew, "w1")
+    register(crew, "a1", kind="aside")
+    pwned = tmp_path / "pwned"
+    lines = (ev("w1", "blocked", f"$(touch {pwned}); `touch {pwned}`")
+             + ev("a1", "concluded", "r") + ev("w1", "problem", "x") + ev("boss", "turn-ended"))
+    say = f"wakes: {{n}} from {{from}} $(touch {pwned}) `touch {pwned}` 'q\" ;"
+    p = run("wake-send", "boss", "--window", "0.3", "--say", say, input=lines)
+    assert p.returncode == 0, p.stderr
+    expected = f"wakes: 3 wakes from w1, a1 $(touch {pwned}) `touch {pwned}` 'q\" ;"
+    wait_for(lambda: captain_records(crew, "boss") == [expected], what="the typed line")
+    assert expected in tmux.screen(pane)
+    assert not pwned.exists()
+    notices = inbox.pending(crew, "boss")
+    assert [n.kind for n in notices] == ["wake"] * 3        # its own turn-ended is not a wake
+    assert notices[0].text == ev("w1", "blocked", f"$(touch {pwned}); `touch {pwned}`").strip()
+    d = run("inbox-drain", "boss")
+    assert len(d.stdout.splitlines()) == 3 and inbox.pending(crew, "boss") == []
+
+
+def test_wake_send_waits_while_the_primary_generates(crew, tmux):
+    pane = primary(crew, tmux)
+    register(crew, "w1")
+    tmux("send-keys", "-t", pane, "-l", "SLOW: 1.5")
+    tmux("send-keys", "-t", pane, "Enter")
+    wait_for(lambda: Session(crew, "boss").last_records(1, _stats())[0].kind == "turn-started",
+             what="the primary generating")
+    proc = subprocess.Popen([sys.executable, os.path.join(BIN, "wake-send"), "boss", "--window", "0.1",
+                             "--retry", "0.1"], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdin.write(ev("w1", "blocked", "db").encode())
+    proc.stdin.flush()
+    wait_for(lambda: len(inbox.pending(crew, "boss")) == 1, what="the wake in the inbox")
+    wait_for(lambda: len(captain_records(crew, "boss")) == 2, what="the announcement")
+    proc.stdin.close()
+    assert proc.wait(10) == 0
+    recs = Session(crew, "boss").last_records(100, _stats())
+    kinds = [(r.kind, r.text) for r in recs]
+    typed = kinds.index(("captain", "crewfile: 1 wake waiting from w1; run: inbox-drain boss"))
+    assert kinds.index(("turn-ended", "")) < typed     # never typed into a running turn
+    assert b"held 1 new wake(s) for boss: generating" in proc.stderr.read()
+
+
+def test_sender_announces_each_wake_once_and_not_what_was_drained(crew):
+    """The bookkeeping, with the tmux part replaced by a recorder."""
+    register(crew, "boss", kind="primary")
+    said = []
+    answers = [False, True, True]
+    now = [0.0]
+    s = Sender(crew, "boss", window=0.5, retry=2.0, clock=lambda: now[0],
+               deliver=lambda sess, text: (said.append(text) or answers.pop(0), "generating: x"))
+    s.wake(ev("w1", "blocked").strip())
+    s.wake(ev("w2", "done").strip())
+    assert s.due() == 0.5
+    assert s.tick() is False and s.due() == 2.0           # refused: retried later
+    now[0] = 2.0
+    assert s.tick() is True and s.due() is None
+    assert said[-1] == "crewfile: 2 wakes waiting from w1, w2; run: inbox-drain boss"
+    assert s.tick() is False and len(said) == 2           # announced already: not again
+    s.wake(ev("w3", "lost").strip())
+    inbox.drain(crew, "boss")                             # the primary's hook took them
+    assert s.tick() is False and len(said) == 2
