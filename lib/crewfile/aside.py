@@ -98,8 +98,8 @@ def scan(sess, stats=None):
     `registered`, the start of this life): what is older does not matter, so
     the cost does not grow with the conversation. `closed` newer than that
     is terminal; a captain who types into the window after it (before the
-    kill) has reopened the conversation. `since` is the time of the record
-    the walk stopped at: the current conclusion, if any, is newer.
+    kill) has reopened the conversation. `since` is the timestamp of the
+    record the walk stopped at: the current conclusion, if any, is newer.
     """
     stats = stats or logfile.TailStats()
     out = Scan()
@@ -109,7 +109,7 @@ def scan(sess, stats=None):
             out.closed = rec
             break
         if kind == "registered" or kind == CAPTAIN:
-            out.since = rec.time
+            out.since = rec.ts
             out.act = out.act or (rec if kind == CAPTAIN else None)
             break
         if kind == CAPTAIN_DONE:
@@ -240,10 +240,11 @@ def conclude(crew, name, data):
 
 
 def _orphan(crew, name, since):
-    """The newest report of NAME in new/ delivered after *since* (ms), or None."""
-    floor = int(since * 1000) if since else 0
+    """The newest report of NAME in new/ delivered at or after timestamp *since*, or None."""
+    # Record timestamps have one fixed width: as strings they sort as times
+    # (and comparing them needs no calendar import on this path).
     found = [r for r in reports.listing(crew, aside=name, states=(paths.REPORT_NEW,))
-             if int(r.time * 1000) >= floor]
+             if since is None or records.timestamp(r.time) >= since]
     return found[-1].path if found else None
 
 
