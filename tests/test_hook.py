@@ -364,3 +364,44 @@ def test_help_and_usage(run):
     assert p.returncode == 0 and p.stdout.startswith("crew-hook [PAYLOAD]\n")
     p = run("crew-hook", "--no-such")
     assert p.returncode == 2 and p.stderr.startswith("crew-hook: unknown option --no-such")
+
+
+def _fuzz_values():
+    from hypothesis import strategies as st
+    scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
+    return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
+                        | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
+
+
+def test_fuzzed_payloads_never_fail_the_agent(tmp_path):
+    """Any payload, any field of any type, for every event: exit 0, at most one
+    stderr line, stdout empty or one JSON object of a documented shape."""
+    from hypothesis import given, settings, HealthCheck, strategies as st
+    from crewfile import hook as hook_mod
+    from crewfile.paths import Crew
+    crew = Crew(str(tmp_path / "crew"))
+    register(crew, "w1", kind="primary")
+    register(crew, "a1", kind="aside")
+    fields = st.fixed_dictionaries({}, optional={
+        k: _fuzz_values() | st.sampled_from(good) for k, good in {
+            "session_id": ["s-1"], "cwd": ["/tmp"], "transcript_path": ["/t.jsonl"],
+            "prompt": ["hi", "/aside-done ok"], "source": ["startup"],
+            "tool_name": ["Bash"], "tool_input": [{"command": "aside-done"}, {"command": "ls"}],
+            "stop_hook_active": [False, True], "notification_type": ["idle_prompt"],
+            "reason": ["clear"]}.items()})
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(sorted(hook_mod.EVENTS) + ["Other", 3, None]), fields,
+           st.sampled_from(["w1", "a1", "", "../x", "new-one"]))
+    def check(event, payload, name):
+        payload = dict(payload, hook_event_name=event)
+        if name == "w1":
+            inbox.post(crew, "w1", "wake", "w2 problem")
+        reply = hook_mod.handle(json.dumps(payload), {"CREWFILE_DIR": crew.root,
+                                                      "CREWFILE_SESSION": name})
+        assert reply.code == 0
+        assert "\n" not in reply.err
+        if reply.out:
+            out = json.loads(reply.out)
+            assert set(out) <= {"hookSpecificOutput", "decision", "reason"}
+    check()

@@ -302,5 +302,6 @@ def handle(raw, env=None, crew=None, codex=False):
     notes = ctx.notes if ctx else []
     if notes:
         reply.err = "; ".join(([reply.err] if reply.err else []) + notes)
+    reply.err = reply.err.replace("\n", "\\n")     # one line, whatever a message held
     reply.code = 0
     return reply
