@@ -70,6 +70,12 @@ def test_long_captain_input_is_clipped_and_still_recorded(crew, a1):
     assert rec.text.endswith(f"[... {10000 - aside.CAPTAIN_TEXT_MAX} more characters]")
 
 
+def test_a_captain_input_that_is_not_utf8_is_still_recorded(crew, a1):
+    assert aside.record_captain_input(crew, "a1", "caf\udce9 /aside-done") == "captain"
+    assert a1.last_records(1, TailStats())[0].text == "caf\\udce9 /aside-done"
+    assert aside.record_captain_input(crew, "a1", "/aside-done \ud800") == "captain-done"
+
+
 def test_record_captain_input_works_for_any_session_and_needs_one(crew):
     from crewfile.errors import NotFound
     register(crew, "w1")

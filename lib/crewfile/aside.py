@@ -55,7 +55,9 @@ def parse_captain_input(text):
     `/aside-done` alone or followed by whitespace and a note is the
     conclusion (kind captain-done, text the note); anything else is kind
     captain with the input as text. Text beyond CAPTAIN_TEXT_MAX characters
-    is cut with a marker: the act matters here, the transcript keeps the words.
+    is cut with a marker, and text that is not valid UTF-8 (a lone surrogate)
+    is spelled with backslash escapes: the act must always be recorded; the
+    transcript keeps the words.
     """
     stripped = text.strip()
     if stripped == CONCLUDE_COMMAND or (stripped.startswith(CONCLUDE_COMMAND)
@@ -65,6 +67,9 @@ def parse_captain_input(text):
 
 
 def _clip(text):
+    # Never refuse a captain's act over its bytes: a lone surrogate (from a
+    # hook's JSON) becomes its \\uXXXX spelling instead of failing the record.
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) <= CAPTAIN_TEXT_MAX:
         return text
     return text[:CAPTAIN_TEXT_MAX] + f" [... {len(text) - CAPTAIN_TEXT_MAX} more characters]"
