@@ -68,7 +68,7 @@ def parse_captain_input(text):
 
 def _clip(text):
     # Never refuse a captain's act over its bytes: a lone surrogate (from a
-    # hook's JSON) becomes its \\uXXXX spelling instead of failing the record.
+    # hook's JSON) becomes its \uXXXX spelling instead of failing the record.
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) <= CAPTAIN_TEXT_MAX:
         return text
