@@ -116,6 +116,11 @@ def test_notices_are_drained_into_model_context_as_facts(crew, run):
     assert "not written by the user" in ctx[0]
     assert ctx[1].startswith("crewfile notice: job j-42 ended: exit 0 after 3s (posted ")
     assert ctx[2].startswith("crewfile notice: job j-43 ended")
+    # a text that already starts with its kind is not prefixed twice
+    inbox.post(crew, "w1", "job", "job j-44 (tests) exited 0")
+    ctx = json.loads(hook(run, payload("UserPromptSubmit", prompt="x")).stdout)
+    assert ctx["hookSpecificOutput"]["additionalContext"].splitlines()[1].startswith(
+        "crewfile notice: job j-44 (tests) exited 0 (posted ")
     assert inbox.pending(crew, "w1") == []
     # drained once: the next prompt carries nothing
     p = hook(run, payload("UserPromptSubmit", prompt="again"))
@@ -171,8 +176,8 @@ def test_primary_with_pending_wakes_continues_once(crew, run):
     assert out["decision"] == "block"
     lines = out["reason"].splitlines()
     assert lines[0].startswith("crewfile wake:")
-    assert lines[1].startswith("crewfile job: j-9 ended: exit 0 (posted ")
-    assert lines[2].startswith("crewfile wake: w2 blocked: needs a database (posted ")
+    assert lines[1].startswith("crewfile notice: job j-9 ended: exit 0 (posted ")
+    assert lines[2].startswith("crewfile notice: wake w2 blocked: needs a database (posted ")
     assert inbox.pending(crew, "firstmate") == []
     assert kinds(crew, "firstmate")[-1] == ("registered", "kind=primary")   # turn goes on
     # the continued turn stops: stop_hook_active, even with a new wake, never loops

@@ -94,8 +94,13 @@ def _context_output(event, text):
 def notices_text(notices):
     """Notices as model-facing facts, one line each, under a header."""
     lines = [NOTICE_HEADER]
-    lines += [f"crewfile notice: {n.kind} {n.text} (posted {n.ts}, id {n.id})" for n in notices]
+    lines += [f"crewfile notice: {_with_kind(n)} (posted {n.ts}, id {n.id})" for n in notices]
     return "\n".join(lines)
+
+
+def _with_kind(n):
+    """The notice's text, led by its kind unless it already says it (`job j-1 ...`)."""
+    return n.text if n.text.startswith(n.kind + " ") else f"{n.kind} {n.text}"
 
 
 def drain_notices(ctx, event):
@@ -222,7 +227,8 @@ def stop(ctx):
             ctx.notes.append(f"{sess.name}: skipped {garbage} malformed inbox line(s)")
         if notices:
             lines = [WAKE_HEADER]
-            lines += [f"crewfile {n.kind}: {n.text} (posted {n.ts}, id {n.id})" for n in notices]
+            lines += [f"crewfile notice: {_with_kind(n)} (posted {n.ts}, id {n.id})"
+                      for n in notices]
             return Reply(jsonio.dumps({"decision": "block", "reason": "\n".join(lines)}) + "\n")
     sess.append("turn-ended")
     return Reply()
