@@ -46,7 +46,7 @@ test: deps claude-code
 	$(PY) -m pytest -q
 	bats tests/bats
 
-demo: deps
+demo: deps claude-code
 	$(PY) demo/demo.py
 
 bench: deps
