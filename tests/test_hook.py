@@ -410,3 +410,14 @@ def test_fuzzed_payloads_never_fail_the_agent(tmp_path):
             out = json.loads(reply.out)
             assert set(out) <= {"hookSpecificOutput", "decision", "reason"}
     check()
+
+
+def test_guard_denies_even_when_the_record_cannot_be_written(crew, run):
+    register(crew, "a1", kind="aside")
+    os.unlink(crew.session_file("a1", "status"))
+    os.mkdir(crew.session_file("a1", "status"))          # appends fail
+    p = hook(run, payload("PreToolUse", tool_name="Bash",
+                          tool_input={"command": "aside-done a1"}), name="a1")
+    assert p.returncode == 0
+    assert json.loads(p.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert p.stderr.startswith("crew-hook: denial not recorded: ")

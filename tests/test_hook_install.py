@@ -152,3 +152,13 @@ def test_install_refuses_invalid_settings_untouched(run, tmp_path):
     assert p.stderr.startswith(f"crew-hook: {d}/settings.json is not valid JSON")
     assert (d / "settings.json").read_text() == '{"hooks": oops'
     assert not (d / "commands").exists()
+
+
+def test_names_agree_with_the_aside_module():
+    """The guard's words, the installed command's name and the aside's constants are one."""
+    from crewfile import aside, hook
+    assert aside.CONCLUDE_COMMAND == "/aside-done"
+    assert set(hook.CAPTAIN_ONLY_WORDS) == {aside.CONCLUDE_COMMAND[1:], aside.CAPTAIN_DONE}
+    assert os.path.join("commands", aside.CONCLUDE_COMMAND[1:] + ".md") in claude.FILES
+    rule = open(os.path.join(claude.SHARE, claude.FILES[0])).read()
+    assert hook.RULE_HEADING in rule

@@ -19,9 +19,10 @@ from . import inbox, jsonio, sessions
 from .errors import CrewfileError, Refused
 from .paths import Crew, default_dir
 
-# The captain-only conclusion: the /aside-done command, and the `captain-done`
-# record it writes. An agent's shell command that names either is denied.
-CONCLUSION_COMMAND = "aside-done"
+# The captain-only conclusion: the aside-done command (/aside-done typed), and
+# the `captain-done` record it writes. An agent's shell command naming either
+# is denied (aside.CONCLUDE_COMMAND and aside.CAPTAIN_DONE; aside is not
+# imported on this path).
 CAPTAIN_ONLY_WORDS = ("aside-done", "captain-done")
 NOTICE_HEADER = ("crewfile notices (machine reports from the crew's tools;"
                  " not written by the user):")
@@ -192,16 +193,16 @@ def pre_tool_use(ctx):
     if not isinstance(command, str) or not names_captain_only(command):
         return Reply()
     reason = ("crewfile: concluding an aside is the captain's act only: the captain types "
-              f"/{CONCLUSION_COMMAND} in this window. This command was not run. Keep the "
+              "/aside-done in this window. This command was not run. Keep the "
               "conversation going; hand over the report with aside-conclude only after "
-              f"the captain's /{CONCLUSION_COMMAND}.")
-    sess = None
-    try:
+              "the captain's /aside-done.")
+    try:                         # the denial stands even if it cannot be recorded
         sess = ctx.session
-    except CrewfileError as e:
-        ctx.notes.append(str(e))
-    if sess is not None:
-        sess.append("problem", f"self-conclusion refused: the agent ran {command[:200]!r}; denied")
+        if sess is not None:
+            sess.append("problem", f"self-conclusion refused: the agent ran {command[:200]!r};"
+                                   " denied")
+    except Exception as e:
+        ctx.notes.append(f"denial not recorded: {e}")
     return Reply(jsonio.dumps({"hookSpecificOutput": {
         "hookEventName": "PreToolUse", "permissionDecision": "deny",
         "permissionDecisionReason": reason}}) + "\n")
