@@ -21,20 +21,21 @@ def run(b):
         with open(path, "w") as f:
             json.dump(dict({"session_id": "s-1", "cwd": b.tmp, "hook_event_name": event,
                             "transcript_path": "/t/s-1.jsonl"}, **fields), f)
-        base = b.wall([b.python, "-c", "pass"], n=40, env=env)    # per figure: load drifts
-        t = wall_with_stdin(b.cmd("crew-hook"), path, env)
+        t, base = interleaved(b.cmd("crew-hook"), [b.python, "-c", "pass"], path, env)
         b.figure(f"crew-hook {event} wall time", t, base, budget=1.5,
                  base_label="python -c pass")
 
 
-def wall_with_stdin(argv, path, env, n=40, warmup=3):
-    """Median wall time of argv with the file *path* on stdin (opened per run)."""
-    times = []
+def interleaved(argv, base_argv, path, env, n=40, warmup=3):
+    """Median wall times of argv (with the file *path* on stdin) and of
+    base_argv, run alternately so that a drifting machine load hits both."""
+    times, base = [], []
     for i in range(n + warmup):
-        with open(path, "rb") as stdin:
-            t0 = time.perf_counter()
-            subprocess.run(argv, env=env, stdin=stdin,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+        for out, cmd in ((times, argv), (base, base_argv)):
+            with open(path, "rb") as stdin:
+                t0 = time.perf_counter()
+                subprocess.run(cmd, env=env, stdin=stdin,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                if i >= warmup:
+                    out.append(time.perf_counter() - t0)
+    return statistics.median(times), statistics.median(base)
