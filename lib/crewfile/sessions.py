@@ -37,12 +37,12 @@ class Session:
     @property
     def meta(self):
         if self._meta is None:
-            import json   # lazily: json imports re (~6 ms); appends never parse meta
+            from .jsonio import loads   # not json: it imports re (~6 ms)
             text = read_text(self.meta_path)
             if text is None:
                 raise NotFound(f"no session {self.name!r} (register it with session-add)")
             try:
-                self._meta = json.loads(text)
+                self._meta = loads(text)
             except ValueError:
                 raise SystemFailure(f"{self.meta_path} is not valid JSON") from None
         return self._meta
