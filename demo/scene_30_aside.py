@@ -43,3 +43,5 @@ def run(d):
     d.sh("tmux -S \"$CREWFILE_TMUX\" list-windows -F '#{window_index}: #{window_name}'")
     d.sh("report-ls")
     d.sh("grep -v turn- \"$CREWFILE_DIR/sessions/cache/status\" | cut -c1-110")
+    for key in ("CREWFILE_AGENT_CMD", "CREWFILE_PRIMARY"):
+        d.env.pop(key, None)

@@ -389,6 +389,15 @@ def test_reconcile_when_the_window_is_already_gone(crew, tmux, opened, run, repo
     assert kinds(crew, "a1")[-1][0] == "closed" and box(crew, "new") == []
 
 
+def test_reconcile_of_an_aside_without_a_window(crew, a1, run, report):
+    run("aside-done", "a1", check=True)
+    run("aside-conclude", "a1", "--report", report, check=True)
+    r = run("aside-reconcile", "a1")
+    assert r.returncode == 0
+    assert r.stderr == "aside-reconcile: a1: it has no tmux window: no scrollback to save\n"
+    assert kinds(crew, "a1")[-1][0] == "closed" and box(crew, "new") == []
+
+
 def test_reconcile_never_kills_a_pane_that_is_no_longer_the_asides(crew, tmux, opened, run,
                                                                    report):
     run("aside-done", "a1", check=True)

@@ -274,6 +274,11 @@ def _our_pane(meta, table):
     return pane
 
 
+def _scrollback(tmux, pane):
+    """The pane's whole history and screen, without the screen's empty bottom rows."""
+    return tmux.capture(pane, history=True).rstrip("\n") + "\n"
+
+
 def reconcile(crew, name):
     """Take in aside NAME's report, keep its scrollback, close it, then kill its window.
 
@@ -299,7 +304,7 @@ def reconcile(crew, name):
             if out.report:
                 out.scrollback = reports.scrollback_path(out.report)
                 if pane and not os.path.lexists(out.scrollback):
-                    replace(out.scrollback, tmux.capture(pane, history=True))
+                    replace(out.scrollback, _scrollback(tmux, pane))
         elif st.state != CONCLUDED:
             why = ("the captain concluded it but the agent has not handed over its report"
                    if st.state == CAPTAIN_CONCLUDED else NOT_CONCLUDED.split(";")[0])
@@ -311,10 +316,12 @@ def reconcile(crew, name):
             checkpoint("reconcile:moved")
             out.scrollback = reports.scrollback_path(out.report)
             if pane:
-                replace(out.scrollback, tmux.capture(pane, history=True))
+                replace(out.scrollback, _scrollback(tmux, pane))
             elif not os.path.lexists(out.scrollback):
                 out.scrollback = None
-                out.warning = "the window was already gone: no scrollback to save"
+                out.warning = ("the window was already gone: no scrollback to save"
+                               if sess.meta.get("tmux") else
+                               "it has no tmux window: no scrollback to save")
             checkpoint("reconcile:scrollback")
             _append_locked(sess, ("closed", out.report))
             checkpoint("reconcile:closed")
