@@ -421,3 +421,27 @@ def test_the_scrollback_survives_the_agent_exiting(crew, tmux, opened, run, repo
     sb = out.split("scrollback: ")[1].strip()
     assert "bye now" in open(sb).read()
     assert opened not in tmux("list-panes", "-a", "-F", "#{pane_id}")
+
+
+def test_concurrent_conclusions_deliver_exactly_one_report(crew, a1, report):
+    import subprocess
+    from conftest import BIN
+    aside.record_captain_input(crew, "a1", "/aside-done")
+    procs = [subprocess.Popen([sys.executable, os.path.join(BIN, "aside-conclude"), "a1",
+                               "--report", str(report)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(6)]
+    codes = sorted(p.wait() for p in procs)
+    assert codes == [0, 1, 1, 1, 1, 1]
+    assert len(box(crew, "new")) == 1
+    assert [k for k, _ in kinds(crew, "a1")].count("concluded") == 1
+
+
+def test_a_shell_writers_captain_record_counts(crew, a1, run, report):
+    """A captain record appended with flock(1), as protocol.md shows, voids a conclusion."""
+    import subprocess
+    aside.record_captain_input(crew, "a1", "/aside-done")
+    subprocess.run(["flock", a1.lock_path, "sh", "-c",
+                    f'printf "%s captain: typed in a shell\\n" "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"'
+                    f' >> "{a1.status_path}"'], check=True)
+    r = run("aside-conclude", "a1", "--report", report)
+    assert r.returncode == 1 and "has not concluded" in r.stderr
