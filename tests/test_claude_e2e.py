@@ -2,11 +2,13 @@
 against the scripted stand-in model (../shared/tools/fake-anthropic), with
 crew-hook installed by `crew-hook --install PROJECT/.claude`.
 
-1. A whole aside: aside-open starts claude (CREWFILE_AGENT_CMD); the agent is
-   told the rule; captain turns; a notice reaches the model and never the
+1. A whole aside: the captain types /aside in the primary (a claude too),
+   whose model runs aside-open, which starts claude (CREWFILE_AGENT_CMD); the
+   aside's agent is told the rule; captain turns; a notice reaches the model and never the
    screen; the agent trying to conclude by itself (aside-conclude, then
    aside-done) is refused; the captain's /aside-done (installed as a project
-   command); the report through aside-conclude; aside-reconcile.
+   command); the report through aside-conclude; aside-reconcile; of it all,
+   only the refusals and the conclusion pass wake-filter.
 2. The primary: a wake arriving during a turn makes that turn continue once.
 
 `make test` installs the CLI (make claude-code). Without it these tests are
@@ -82,15 +84,25 @@ def turn(rig, crew, name, text, script=None):
 
 def test_a_whole_aside_with_the_real_claude_code(crew, tmux, tmp_path):
     require_real_claude()
-    rig = make_rig(tmp_path, tmux)
+    rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
     register(crew, "firstmate", kind="primary")
     try:
+        # The primary is a claude too; the agent command it hands to aside-open
+        # is the same claude without a session name (aside-open gives it one).
         agent = rig.prepare()
-        opened = cmd("aside-open", "design", "--topic", "pagination of the v2 API",
-                     "--tmux-session", "crew", "--primary", "firstmate",
-                     env={"CREWFILE_AGENT_CMD": agent})
-        assert opened.returncode == 0, opened.stderr
+        primary = agent.replace(" && exec env ", " && exec env " + " ".join(map(shlex.quote, (
+            "CREWFILE_SESSION=firstmate", f"CREWFILE_AGENT_CMD={agent}"))) + " ", 1)
+        rig.attach(tmux.new_window(primary, name="firstmate", session="crew"))
+        # The captain types /aside in the primary; its model runs aside-open.
+        turn(rig, crew, "firstmate", "/aside pagination of the v2 API",
+             ["RUN: aside-open design --topic 'pagination of the v2 API' --primary "
+              "\"$CREWFILE_SESSION\" --tmux-session crew"])
+        assert "The captain asked for an aside on: pagination of the v2 API" in request_text(rig)
         aside = Session(crew, "design")
+        wait_for(lambda: aside.exists() and "tmux" in Session(crew, "design").meta,
+                 what="aside-open's window")
+        aside = Session(crew, "design")
+        assert aside.meta["kind"] == "aside" and aside.meta["primary"] == "firstmate"
         rig.attach(aside.meta["tmux"])
         wait_for(lambda: "started" in kinds(crew, "design"), what="SessionStart hook")
         meta = Session(crew, "design").meta
@@ -147,6 +159,12 @@ def test_a_whole_aside_with_the_real_claude_code(crew, tmux, tmp_path):
         wait_for(lambda: aside.meta["tmux"] not in tmux("list-panes", "-a", "-F", "#{pane_id}",
                                                          check=False),
                  what="the aside's window to be killed")
+
+        # What of all this would wake the primary: the refusals and the conclusion.
+        watch = cmd("crew-watch", "--from-start", "--once")
+        woke = cmd("wake-filter", input=watch.stdout).stdout.splitlines()
+        from_aside = [line.split(" ", 3)[2].rstrip(":") for line in woke if " design " in line]
+        assert from_aside == ["problem", "problem", "concluded"], woke
     except Exception:
         print("--- screen ---\n" + (rig.screen(history=True) if rig.pane else "(no pane)"))
         print("--- records ---\n" + "\n".join(map(str, records(crew, "design"))))
