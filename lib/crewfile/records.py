@@ -31,10 +31,18 @@ def timestamp(now=None):
 
 
 def parse_timestamp(ts):
-    """Seconds since the epoch for a record timestamp (no time-zone lookups)."""
-    import calendar
-    return calendar.timegm((int(ts[0:4]), int(ts[5:7]), int(ts[8:10]), int(ts[11:13]),
-                            int(ts[14:16]), int(ts[17:19]), 0, 0, 0)) + int(ts[20:23]) / 1000
+    """Seconds since the epoch for a record timestamp (no time-zone lookups).
+
+    Days from the civil date by arithmetic (H. Hinnant's days_from_civil):
+    `calendar.timegm` would import datetime, locale and re, ~11 ms of start-up.
+    """
+    y, m, d = int(ts[0:4]), int(ts[5:7]), int(ts[8:10])
+    y -= m <= 2
+    era, yoe = divmod(y, 400)
+    doy = (153 * (m - 3 if m > 2 else m + 9) + 2) // 5 + d - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    return (days * 86400 + int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + int(ts[17:19])
+            + int(ts[20:23]) / 1000)
 
 
 def escape(text):

@@ -173,10 +173,10 @@ HELD_WHILE_PAUSED_B = frozenset(k.encode() for k in HELD_WHILE_PAUSED)
 
 
 def _class_of(meta_path):
-    import json
     from .atomic import read_text
+    from .jsonio import loads
     try:
-        meta = json.loads(read_text(meta_path) or "null")
+        meta = loads(read_text(meta_path) or "null")
     except Exception:
         return UNKNOWN
     if not isinstance(meta, dict):

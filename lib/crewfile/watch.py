@@ -30,11 +30,10 @@ files in order. Only complete lines are consumed; a partial last line is
 read again when it is finished. The cursor file saves every position and
 the stale/lost bookkeeping after each batch is written out.
 """
-import json
 import os
 import time
 
-from . import logfile, paths, records
+from . import jsonio, logfile, paths, records
 from .sessions import TURN_STATE
 
 # The newest of these says whether `lost` may be reported.
@@ -121,7 +120,7 @@ class Watcher:
         if text is None:
             return
         try:
-            data = json.loads(text)
+            data = jsonio.loads(text)
             saved = data["sessions"]
         except (ValueError, KeyError, TypeError):
             from .errors import BadInput
@@ -135,7 +134,7 @@ class Watcher:
             tail = Tail(name, sdir)
             tail.restore(d)
             self.tails[name] = tail
-        self._saved = json.dumps(saved, sort_keys=True)
+        self._saved = jsonio.dumps(saved)
 
     def _subscribe(self):
         try:
@@ -382,7 +381,7 @@ class Watcher:
         if key != tail.meta_key:
             from .atomic import read_text
             try:
-                tail.meta = json.loads(read_text(path) or "null")
+                tail.meta = jsonio.loads(read_text(path) or "null")
             except (ValueError, Exception):
                 tail.meta = None
             tail.meta_key = key
@@ -406,11 +405,11 @@ class Watcher:
         if not self.cursor:
             return
         state = {name: t.saved() for name, t in self.tails.items()}
-        text = json.dumps(state, sort_keys=True)
+        text = jsonio.dumps(state)
         if text == self._saved:
             return
         from .atomic import replace
-        replace(self.cursor, json.dumps({"version": 1, "sessions": state}, sort_keys=True) + "\n")
+        replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
         self._saved = text
 
     # -- the loop ---------------------------------------------------------
