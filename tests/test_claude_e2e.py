@@ -188,8 +188,10 @@ def test_primary_continues_its_turn_for_a_wake(crew, tmux, tmp_path):
         got = kinds(crew, "firstmate")
         assert got[got.index("turn-started"):] == ["turn-started", "turn-ended"]
         assert inbox.pending(crew, "firstmate") == []
-        feedback = [r for r in rig.main_requests() if WAKE in json.dumps(r)]
-        assert feedback and "Stop hook feedback" in json.dumps(feedback[0])
+        continued = [r for r in rig.main_requests() if WAKE in json.dumps(r)]
+        assert continued and "Stop hook additional context: crewfile wake:" in json.dumps(
+            continued[0])
+        assert "Stop hook error" not in rig.screen(history=True)
     except Exception:
         print("--- screen ---\n" + (rig.screen(history=True) if rig.pane else "(no pane)"))
         print("--- records ---\n" + "\n".join(map(str, records(crew, "firstmate"))))

@@ -172,9 +172,9 @@ def test_primary_with_pending_wakes_continues_once(crew, run):
     inbox.post(crew, "firstmate", "wake", "w2 blocked: needs a database")
     p = hook(run, payload("Stop", stop_hook_active=False), name="firstmate")
     assert p.returncode == 0 and p.stderr == ""
-    out = json.loads(p.stdout)
-    assert out["decision"] == "block"
-    lines = out["reason"].splitlines()
+    out = json.loads(p.stdout)["hookSpecificOutput"]
+    assert out["hookEventName"] == "Stop" and "decision" not in json.loads(p.stdout)
+    lines = out["additionalContext"].splitlines()
     assert lines[0].startswith("crewfile wake:")
     assert lines[1].startswith("crewfile notice: job j-9 ended: exit 0 (posted ")
     assert lines[2].startswith("crewfile notice: wake w2 blocked: needs a database (posted ")

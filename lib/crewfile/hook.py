@@ -4,7 +4,8 @@ crewfile records, captain inputs and model-facing notices.
 One function per event; each gets a Context and returns a Reply (exit code,
 stdout, stderr). Every reply is exit 0: blocking (a primary's wake at Stop,
 the guard at PreToolUse) is done with Claude Code's JSON output, so no exit
-code ever blocks by accident. `handle` turns any internal failure, a missing
+code ever blocks by accident (Stop's additionalContext needs Claude Code
+2.1.163 or later). `handle` turns any internal failure, a missing
 crew directory or a malformed payload into exit 0 and one line on stderr: a
 hook must never harm the agent it serves.
 
@@ -230,7 +231,10 @@ def stop(ctx):
             lines = [WAKE_HEADER]
             lines += [f"crewfile notice: {_with_kind(n)} (posted {n.ts}, id {n.id})"
                       for n in notices]
-            return Reply(jsonio.dumps({"decision": "block", "reason": "\n".join(lines)}) + "\n")
+            # additionalContext, not decision/reason: both continue the turn, but a
+            # reason reaches the model as user text and the screen as "Stop hook
+            # error"; context is a system reminder, shown as "Stop hook feedback".
+            return Reply(_context_output("Stop", "\n".join(lines)))
     sess.append("turn-ended")
     return Reply()
 
