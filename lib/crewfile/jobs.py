@@ -345,11 +345,13 @@ def signal_name(n):
         return f"signal {n}"
 
 
-def wait(crew, handle, timeout=None):
+def wait(crew, handle, timeout=None, dispose=None):
     """Wait for the job's outcome (inotify, not polling); return an Outcome.
 
     The waiter counts itself in (shared flock on `waiters`, taken under
     `lock`) and out; an outcome that lands while it waits is its to report.
+    dispose(inotify) gets rid of the inotify instance afterwards (default:
+    close it in a daemon thread): see close_in_child().
     """
     job = Job(crew, handle).check()
     t0 = time.monotonic()
@@ -374,7 +376,35 @@ def wait(crew, handle, timeout=None):
         return _wait_registered(job, ino, registration, timeout, t0)
     finally:
         registration.release()
-        ino.close()
+        (dispose or _close_in_thread)(ino)
+
+
+# Closing the last descriptor of an inotify instance waits for the kernel's
+# fsnotify reaper (an SRCU grace period: ~16 ms measured here), and so does
+# exiting with it open. A waiter has its answer by then: let someone else pay.
+
+def _close_in_thread(ino):
+    import threading
+    threading.Thread(target=ino.close, daemon=True).start()
+
+
+def close_elsewhere(ino):
+    """For a process about to exit: hand the inotify descriptor to a helper
+    (`cat`, spawned with vfork, reading a pipe only we hold) that keeps it
+    until we are gone, so our exit only drops a reference and the slow
+    teardown happens in the helper, which nobody waits for."""
+    fd = ino.fileno()
+    r, w = os.pipe()
+    try:
+        os.set_inheritable(fd, True)
+        os.posix_spawnp("cat", ["cat"], {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                        file_actions=[(os.POSIX_SPAWN_DUP2, r, 0),
+                                      (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                                      (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
+    except OSError:
+        pass                            # no helper: pay for the close ourselves
+    os.close(r)                         # w stays open (not inherited) until we exit
+    ino.close()
 
 
 def _wait_registered(job, ino, registration, timeout, t0):
