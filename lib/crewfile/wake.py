@@ -39,6 +39,7 @@ _CHUNK = 1 << 18
 # Per-session slots (a list, for speed): class, meta identity, chunk checked,
 # last kind seen, paused.
 _CLS, _KEY, _GEN, _LAST, _PAUSED = range(5)
+assert (NORMAL, EXEMPT, PRIMARY) == (1, 2, 3)     # spelled as numbers in Filter._lines
 
 
 class Filter:
@@ -53,7 +54,8 @@ class Filter:
         self.gen = 0
         self.carry = b""
         self.bad = 0
-        self._kinds = {}        # kind word as read -> kind, or None if not a kind
+        # kind word as read (b"idle", b"blocked:") -> the kind, one object per kind
+        self._bare, self._texted, self._canon = {}, {}, {}
 
     def feed(self, data):
         data = self.carry + data
@@ -74,41 +76,51 @@ class Filter:
         out = []
         keep = out.append
         state = self.state
-        kinds = self._kinds
+        bare, texted = self._bare, self._texted
         normal, exempt = self.normal, self.exempt
+        keeps_pause, held_paused = KEEPS_PAUSE_B, HELD_WHILE_PAUSED_B
         for line in lines:
             parts = line.split(b" ", 3)
             n = len(parts)
-            if n < 3 or len(parts[0]) != 24:
+            if n == 4:
+                kind = texted.get(parts[2])
+            elif n == 3:
+                kind = bare.get(parts[2])
+            else:
                 self._bad(line, keep)
                 continue
-            kind = kinds.get(parts[2] if n == 3 else parts[2] + b"+")
-            if kind is None:
-                kind = self._kind(parts[2], n == 4)
+            if kind is None or len(parts[0]) != 24:
+                kind = self._kind(parts[2], n == 4) if len(parts[0]) == 24 else None
                 if kind is None:
                     self._bad(line, keep)
                     continue
             st = state.get(parts[1])
-            if st is None or st[_GEN] != gen or kind == b"registered":
+            if st is None or st[2] != gen or kind == b"registered":
                 st = self._refresh(parts[1], st, gen)
                 if st is None:
                     self._bad(line, keep)
                     continue
-            cls = st[_CLS]
-            if cls == EXEMPT:
-                ok = kind in exempt and kind != st[_LAST]
-            elif cls == NORMAL:
+            # slots: 0 class, 1 meta identity, 2 chunk checked, 3 last kind, 4 paused
+            cls = st[0]
+            if cls == 1:        # NORMAL
                 if kind == b"paused":
-                    st[_PAUSED] = True
-                elif st[_PAUSED] and kind not in KEEPS_PAUSE_B:
-                    st[_PAUSED] = False
-                ok = (kind in normal and kind != st[_LAST]
-                      and not (st[_PAUSED] and kind in HELD_WHILE_PAUSED_B))
-            elif cls == PRIMARY:
+                    st[4] = True
+                    ok = False if kind not in normal else kind is not st[3]
+                elif st[4]:
+                    if kind not in keeps_pause:
+                        st[4] = False
+                        ok = kind in normal and kind is not st[3]
+                    else:
+                        ok = kind not in held_paused and kind in normal and kind is not st[3]
+                else:
+                    ok = kind in normal and kind is not st[3]
+            elif cls == 2:      # EXEMPT
+                ok = kind in exempt and kind is not st[3]
+            elif cls == 3:      # PRIMARY
                 ok = False
             else:
                 ok = True
-            st[_LAST] = kind
+            st[3] = kind
             if ok:
                 keep(line)
         if not out:
@@ -117,7 +129,7 @@ class Filter:
         return b"\n".join(out)
 
     def _kind(self, word, has_text):
-        """Validate a kind word once; cache the answer (None: not a kind)."""
+        """Validate a kind word once and cache it (None: not a kind)."""
         from .records import is_kind
         kind = word
         if has_text:
@@ -130,7 +142,8 @@ class Filter:
             ok = False
         if not ok:
             return None
-        self._kinds[word if not has_text else word + b"+"] = kind
+        kind = self._canon.setdefault(kind, kind)      # `is` compares kinds in the loop
+        (self._texted if has_text else self._bare)[word] = kind
         return kind
 
     def _refresh(self, name, st, gen):
