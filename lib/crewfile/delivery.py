@@ -161,8 +161,12 @@ def shows_typed(screen, text, markers=PROMPT_MARKERS):
     return len(have) > 0 and want.startswith(have) and region.startswith(want)
 
 
-def check(sess, look=None, now=None, quiet=None, typed=None):
-    """(None, pane) when it is safe to type (or, with *typed*, to press Enter), else (code, detail)."""
+def check(sess, look=None, now=None, quiet=None, typed=None, screen=True):
+    """(None, pane) when it is safe to type (or, with *typed*, to press Enter), else (code, detail).
+
+    screen=False stops after the cheap part (liveness and the status log):
+    no client query, no capture.
+    """
     from . import sessions
     from .liveness import UNKNOWN, YES
     look = look or Look()
@@ -186,6 +190,8 @@ def check(sess, look=None, now=None, quiet=None, typed=None):
         return GENERATING, "a turn is running"
     if st["generating"] != "no":
         return STATE_UNKNOWN, "no turn record says whether it is generating"
+    if not screen:
+        return None, pane
     key = look.last_key(pane)
     if key is not None and now - key < quiet:
         return CAPTAIN, f"a key was pressed in its window {max(0, int(now - key))}s ago"

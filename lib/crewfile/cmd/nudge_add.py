@@ -1,0 +1,33 @@
+HELP = """\
+nudge-add [options]
+Schedule a nudge: TEXT typed into a session's pane when it is due and safe.
+
+  --session NAME           the session, by name
+  --session-key KEY        ... or by the orchestrator's handle
+  --agent-session-id ID    ... or by the agent's own session id
+  --every SECONDS          the floor between attempts (whole seconds, at least 1)
+  --message TEXT           what to type (one line, no control characters)
+  --max N                  disarm after N attempts (default: 100)
+  --user USER              whose schedule (default: $USER)
+  --replace                replace the user's schedule for that session
+
+Exactly one of --session, --session-key, --agent-session-id. One schedule per
+(user, session): a second is refused (exit 1) unless --replace. Prints the
+schedule id. The first attempt is due SECONDS after now.
+
+Example: nudge-add --session builder --every 1800 --message 'continue; record blockers'
+"""
+
+
+def run(args):
+    import sys
+    from ..cli import crew
+    from ..errors import UsageError
+    from ..nudge import add
+    if not args.every or not args.message:
+        raise UsageError("--every and --message are required")
+    sched = add(crew(args), args.every, args.message, session=args.session,
+                session_key=args.session_key, agent_session_id=args.agent_session_id,
+                max_attempts=args.max, user=args.user, replace_existing=args.replace)
+    sys.stdout.write(sched["id"] + "\n")
+    return 0

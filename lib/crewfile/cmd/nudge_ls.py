@@ -1,0 +1,38 @@
+HELP = """\
+nudge-ls
+List nudge schedules, one per line.
+
+  --json   a JSON array of the schedule objects (the files' contents)
+  --user USER   only USER's schedules
+
+Columns: ID USER SESSION EVERY ATTEMPTS (n/max) ARMED LAST (last attempt's
+time, or -) OUTCOME (delivered, failed, refused, disarmed, or -) and REASON
+(last on the line).
+
+Example: nudge-ls | awk '$6 == "no"'     # disarmed schedules
+"""
+
+
+def run(args):
+    import sys
+    from ..cli import crew
+    from ..nudge import load_all
+    bad = []
+    rows = [s for s in load_all(crew(args), bad) if not args.user or s.get("user") == args.user]
+    for name in bad:
+        sys.stderr.write(f"nudge-ls: skipped unreadable schedule file {name}\n")
+    if args.json:
+        import json
+        sys.stdout.write(json.dumps(rows) + "\n")
+        return 0
+    out = [["ID", "USER", "SESSION", "EVERY", "ATTEMPTS", "ARMED", "LAST", "OUTCOME", "REASON"]]
+    for s in rows:
+        session = s.get("session") or s.get("session_key") or s.get("agent_session_id") or "-"
+        out.append([s["id"], s.get("user") or "-", session, f"{s['every']}s",
+                    f"{s['attempts']}/{s['max']}", "yes" if s.get("armed") else "no",
+                    s.get("last_attempt") or "-", s.get("last_outcome") or "-",
+                    (s.get("last_reason") or "-").replace("\n", " ")])
+    widths = [max(len(r[i]) for r in out) for i in range(len(out[0]) - 1)]
+    sys.stdout.write("".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] + "\n"
+                             for r in out))
+    return 0

@@ -1,0 +1,24 @@
+HELP = """\
+nudge-rm ID...
+Remove nudge schedules by id (see nudge-ls).
+
+Exit 3 if an id names no schedule (the others are still removed).
+
+Example: nudge-rm n3fa2c19b07
+"""
+
+
+def run(args):
+    import sys
+    from ..cli import crew
+    from ..errors import NotFound
+    from ..nudge import remove
+    c = crew(args)
+    missing = 0
+    for sid in args.id:
+        try:
+            remove(c, sid)
+        except NotFound as e:
+            sys.stderr.write(f"nudge-rm: {e}\n")
+            missing += 1
+    return 3 if missing else 0
