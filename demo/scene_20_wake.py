@@ -1,0 +1,64 @@
+"""Wake supervision: crew-watch | wake-filter | wake-send, and what woke the primary versus what was held back."""
+import os
+import signal
+import subprocess
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FAKE = os.path.join(REPO, "tests", "fake-agent")
+
+
+def run(d):
+    pane = d.tmux("new-window", "-d", "-t", "crew", "-n", "firstmate", "-P", "-F", "#{pane_id}",
+                  "-e", "CREWFILE_SESSION=firstmate", "-e", f"CREWFILE_DIR={d.crew}", FAKE).strip()
+    screen = lambda: d.tmux("capture-pane", "-p", "-J", "-t", pane)
+    d.say(f"The primary (a fake agent standing in for the supervising agent) runs in pane {pane}:")
+    d.sh(f"session-add firstmate --kind primary --tmux {pane}")
+    d.wait(lambda: "ready>" in screen(), what="the primary's prompt")
+    d.say("An interactive session the captain drives (exempt from wake supervision, as every aside):")
+    d.sh("session-add chat --kind aside")
+
+    d.say("The supervision pipeline starts, following every session's status log:")
+    cursor = os.path.join(d.root, "watch.cursor")
+    log = os.path.join(d.root, "wake-send.log")
+    line = (f"crew-watch --cursor {cursor} | wake-filter | wake-send firstmate --window 0.5"
+            f" 2> {log}")
+    print(f"  $ {line} &", flush=True)
+    pipeline = subprocess.Popen(line, shell=True, env=d.env, start_new_session=True)
+    d.wait(lambda: os.path.exists(cursor), what="the watcher's first batch")
+    try:
+        d.say("Ordinary churn: the captain talks with `chat` for three turns; `builder` works.")
+        for i in range(1, 4):
+            for rec in (f"captain question {i}", "turn-started", "turn-ended",
+                        "paused awaiting captain", "idle"):
+                d.sh(f"status-append chat {rec}", show=(i == 1))
+        d.tmux("send-keys", "-t", d.pane_builder, "-l", "run the tests")
+        d.tmux("send-keys", "-t", d.pane_builder, "Enter")
+        d.say("Then things worth a turn: `tester` hits a problem, the captain concludes `chat`:")
+        d.sh("status-append tester problem 'the fixtures need a database'")
+        d.sh("status-append chat concluded 'chat,report-1'")
+        d.wait(lambda: "announced" in open(log).read(), what="the primary's wake line")
+        d.say("wake-send posted every wake to the primary's inbox, then typed ONE line into its"
+              " pane (it was idle):")
+        d.say("".join(f"    | {l}\n" for l in screen().rstrip("\n").split("\n")
+                      if l.strip() and not l.startswith("[hook")).rstrip())
+        d.sh(f"cat {log}")
+        d.say("The primary reads its wakes (durable notices with stable ids):")
+        d.sh("inbox-drain firstmate | cut -c1-120")
+    finally:
+        os.killpg(pipeline.pid, signal.SIGTERM)
+        pipeline.wait()
+
+    events = d.sh("crew-watch --from-start --once", show=False).splitlines()
+    wakes = d.sh("crew-watch --from-start --once | wake-filter", show=False).splitlines()
+    d.say(f"Of {len(events)} events since the crew started, {len(wakes)} woke the primary:")
+    for w in wakes:
+        d.say(f"    woke: {w[25:][:100]}")
+    held = {}
+    woke = set(wakes)
+    for e in events:
+        if e not in woke:
+            name, kind = e.split(" ")[1], e.split(" ")[2].rstrip(":")
+            held[(name, kind)] = held.get((name, kind), 0) + 1
+    d.say("Held back (never worth a model turn):")
+    for (name, kind), n in sorted(held.items()):
+        d.say(f"    held: {name:<10} {kind:<14} x{n}")
