@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import BIN, wait_for
-from crewfile import inbox, jobs, locks, sessions
+from crewfile import inbox, jobs, jobwait, locks, sessions
 from crewfile.errors import BadInput, NotFound
 
 
@@ -361,7 +361,7 @@ def test_sweep_removes_only_heard_outcomes_past_retention(crew, run, tmp_path):
 
 def test_library_errors(crew):
     with pytest.raises(NotFound):
-        jobs.wait(crew, "nope", timeout=0)
+        jobwait.wait(crew, "nope", timeout=0)
     with pytest.raises(BadInput):
         jobs.start(crew, [])
     with pytest.raises(BadInput):

@@ -13,7 +13,7 @@ import os
 import random
 import threading
 
-from crewfile import inbox, jobs, locks, sessions
+from crewfile import inbox, jobs, jobwait, locks, sessions
 from test_jobs import settled
 
 TRIALS = 500
@@ -35,7 +35,7 @@ def test_every_outcome_heard_exactly_once(crew):
             while True:
                 threading.Event().wait(r.uniform(0, 0.03))
                 timeout = r.choice([0, 0.001, 0.005, r.uniform(0, 0.03)])
-                out = jobs.wait(crew, handle, timeout=timeout)
+                out = jobwait.wait(crew, handle, timeout=timeout)
                 with lock:
                     outcomes[out.state] += 1
                     if out.heard_here:

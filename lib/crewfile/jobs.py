@@ -13,24 +13,16 @@ settles who hears the outcome:
   ended) or there is none, nothing is posted: `notice` records posted=false
   and the outcome stays unheard until someone waits for it.
 
-The choice is made under ONE lock, `lock`. A waiter registers by holding a
-shared flock on `waiters` (taken under `lock`), so a waiter killed by SIGKILL
-is deregistered by the kernel. The watcher, under `lock`, tries an exclusive
-non-blocking flock on `waiters`: busy means someone waits. It then does not
-announce, but blocks until every waiter has let go and decides again: if by
-then nobody wrote `heard` (the waiter was killed after the result landed),
-it announces. Lock order is always `lock` -> `waiters` (non-blocking), or
-`waiters` alone; never the other way while blocking, so nothing deadlocks.
+The choice is made under one lock (jobwait.py: settle() and wait()).
 
 The watcher holds `alive` (exclusive) for its whole life: a result-less job
 whose `alive` lock nobody holds has lost its watcher (SIGKILL): its fate is
 unknown, and its command is found by its process group.
 """
-import json
 import os
 import time
 
-from . import paths, records
+from . import jsonio, paths, records
 from .atomic import read_text, replace
 from .errors import BadInput, NotFound, Refused, SystemFailure
 from .locks import acquire, is_held
@@ -83,13 +75,14 @@ def _json(path):
     if text is None:
         return None
     try:
-        return json.loads(text)
+        return jsonio.loads(text)
     except ValueError:
         return None          # a replaced file is whole; garbage is someone else's: ignore
 
 
-def _dump(obj):
-    return json.dumps(obj, sort_keys=True) + "\n"
+def dump_json(obj):
+    """One JSON object, keys sorted, newline-terminated (the job files' format)."""
+    return jsonio.dumps(dict(sorted(obj.items()))) + "\n"
 
 
 class Job:
@@ -184,7 +177,7 @@ def last_line(path, limit=LAST_LINE_CHARS):
         os.close(fd)
     for raw in reversed(data.split(b"\n")):
         line = raw.decode("utf-8", "replace").rstrip("\r").strip()
-        if line and not MARKER_RE_START(line):
+        if line and not is_marker(line):
             return line if len(line) <= limit else line[:limit - 1] + "…"
     return ""
 
@@ -197,7 +190,7 @@ def marker(dropped):
     return f"{MARKER_PREFIX}{dropped}{MARKER_SUFFIX}\n".encode()
 
 
-def MARKER_RE_START(line):
+def is_marker(line):
     return line.startswith(MARKER_PREFIX) and line.endswith(MARKER_SUFFIX)
 
 
@@ -247,86 +240,10 @@ def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None)
             "cwd": os.path.realpath(cwd or os.getcwd()), "created": records.timestamp(),
             "output_limit": output_limit(env), "exec_pid": os.getpid(),
             "exec_start": process_start(os.getpid())}
-    replace(job.spec_path, _dump(spec))
+    replace(job.spec_path, dump_json(spec))
     from . import jobwatch
     jobwatch.spawn(job, spec)
     return handle
-
-
-# -- the decision -----------------------------------------------------------------
-
-def settle(job, result, announce):
-    """The watcher's side: write *result*, then wait-or-announce, exactly once.
-
-    announce(job, result) posts the notice and returns (posted, id_or_reason).
-    Returns 'wait', 'notice' or 'unheard'.
-    """
-    first = True
-    while True:
-        with acquire(job.lock_path):
-            if first:
-                replace(job.result_path, _dump(result))
-                first = False
-            heard = job.heard()
-            if heard is not None:
-                return heard.get("by", "wait")
-            nobody = acquire(job.waiters_path, timeout=0)
-            if nobody is not None:
-                try:
-                    posted, detail = announce(job, result)
-                    now = records.timestamp()
-                    if posted:
-                        replace(job.notice_path, _dump({"posted": True, "id": detail, "at": now}))
-                        replace(job.heard_path, _dump({"by": "notice", "at": now, "id": detail}))
-                        return "notice"
-                    replace(job.notice_path, _dump({"posted": False, "reason": detail, "at": now}))
-                    return "unheard"
-                finally:
-                    nobody.release()
-        # Someone waits: they report it. Block until every waiter has let go
-        # (done, timed out or killed), then decide again.
-        acquire(job.waiters_path).release()
-
-
-def _hear(job, res):
-    """Under `lock`: mark the outcome heard by this wait unless already heard."""
-    heard = job.heard()
-    if heard is not None:
-        return Outcome(job, "done", res, False, heard)
-    heard = {"by": "wait", "at": records.timestamp(), "pid": os.getpid()}
-    replace(job.heard_path, _dump(heard))
-    return Outcome(job, "done", res, True, heard)
-
-
-class Outcome:
-    """What a wait found: state 'done', 'timeout' or 'lost'."""
-
-    def __init__(self, job, state, result=None, heard_here=False, heard=None, waited=0.0):
-        self.job, self.state, self.result = job, state, result
-        self.heard_here, self.heard, self.waited = heard_here, heard, waited
-
-    @property
-    def code(self):
-        if self.state == "timeout":
-            return TIMEOUT_EXIT
-        if self.state == "lost":
-            return ERROR_EXIT
-        return self.result.get("code", ERROR_EXIT)
-
-    def line(self):
-        """The result line job-wait prints first."""
-        h = self.job.handle
-        if self.state == "timeout":
-            return f"{h} running: timed out after waiting {duration_text(self.waited)}"
-        if self.state == "lost":
-            alive = self.job.group_alive()
-            where = {True: "still running", False: "gone", None: "unknown"}[alive]
-            pg = (self.job.pids() or {}).get("pgid")
-            return (f"{h} lost: fate unknown (watcher lost); process group "
-                    f"{pg if pg else '-'} {where}")
-        by = self.heard.get("by", "?") if self.heard else "?"
-        heard = "heard by this wait" if self.heard_here else f"heard already by {by}"
-        return f"{h} {ended_text(self.result)}; {heard}"
 
 
 def ended_text(res):
@@ -343,129 +260,6 @@ def signal_name(n):
         return signal.Signals(n).name
     except ValueError:
         return f"signal {n}"
-
-
-def wait(crew, handle, timeout=None, dispose=None):
-    """Wait for the job's outcome (inotify, not polling); return an Outcome.
-
-    The waiter counts itself in (shared flock on `waiters`, taken under
-    `lock`) and out; an outcome that lands while it waits is its to report.
-    dispose(inotify) gets rid of the inotify instance afterwards (default:
-    close it in a daemon thread): see close_in_child().
-    """
-    job = Job(crew, handle).check()
-    t0 = time.monotonic()
-    res = job.result()
-    ino = None
-    if res is None:
-        from inotify_simple import INotify, flags    # only a real wait pays for it
-        ino = INotify()
-        # Subscribe before looking: an outcome landing from now on wakes us.
-        # Every file we publish is renamed into place (MOVED_TO); CLOSE_WRITE
-        # is left out: opening a lock file to probe it would wake us.
-        ino.add_watch(job.dir, flags.MOVED_TO | flags.DELETE_SELF
-                      | flags.MOVE_SELF)
-    with acquire(job.lock_path):
-        res = job.result()
-        if res is not None:
-            return _hear(job, res)
-        if ino is None:
-            raise NotFound(f"no job {handle!r}")
-        registration = acquire(job.waiters_path, shared=True)
-    try:
-        return _wait_registered(job, ino, registration, timeout, t0)
-    finally:
-        registration.release()
-        (dispose or _close_in_thread)(ino)
-
-
-# Closing the last descriptor of an inotify instance waits for the kernel's
-# fsnotify reaper (an SRCU grace period: ~16 ms measured here), and so does
-# exiting with it open. A waiter has its answer by then: let someone else pay.
-
-def _close_in_thread(ino):
-    import threading
-    threading.Thread(target=ino.close, daemon=True).start()
-
-
-def close_elsewhere(ino):
-    """For a process about to exit: hand the inotify descriptor to a helper
-    (`cat`, spawned with vfork, reading a pipe only we hold) that keeps it
-    until we are gone, so our exit only drops a reference and the slow
-    teardown happens in the helper, which nobody waits for."""
-    fd = ino.fileno()
-    r, w = os.pipe()
-    try:
-        os.set_inheritable(fd, True)
-        os.posix_spawnp("cat", ["cat"], {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                        file_actions=[(os.POSIX_SPAWN_DUP2, r, 0),
-                                      (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                                      (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
-    except OSError:
-        pass                            # no helper: pay for the close ourselves
-    os.close(r)                         # w stays open (not inherited) until we exit
-    ino.close()
-
-
-def _wait_registered(job, ino, registration, timeout, t0):
-    import select
-    poller = select.poll()
-    poller.register(ino.fileno(), select.POLLIN)
-    pidfd = None
-    deadline = None if timeout is None else t0 + timeout
-    try:
-        while True:
-            if os.path.lexists(job.result_path):
-                with acquire(job.lock_path):
-                    res = job.result()
-                    if res is not None:
-                        return _hear(job, res)
-            if not os.path.isdir(job.dir):
-                raise NotFound(f"job {job.handle!r} was removed while waiting")
-            if pidfd is None:
-                pidfd = _watch_watcher(job, poller)
-            if job.fate() == "lost":
-                with acquire(job.lock_path):
-                    res = job.result()
-                    if res is not None:
-                        return _hear(job, res)
-                    return Outcome(job, "lost", waited=time.monotonic() - t0)
-            if deadline is None:
-                ms = None
-            else:
-                ms = int((deadline - time.monotonic()) * 1000) + 1
-                if ms <= 0:
-                    with acquire(job.lock_path):
-                        res = job.result()
-                        if res is not None:
-                            return _hear(job, res)
-                        # Count out under the lock: from here on the watcher announces.
-                        registration.release()
-                        return Outcome(job, "timeout", waited=time.monotonic() - t0)
-            events = poller.poll(ms)
-            if any(fd == ino.fileno() for fd, _ in events):
-                ino.read(timeout=0)
-    finally:
-        if pidfd is not None:
-            os.close(pidfd)
-
-
-def _watch_watcher(job, poller):
-    """A pidfd that becomes readable when the watcher exits (None if not known yet)."""
-    import select
-    pids = job.pids()
-    if not pids or not pids.get("watcher"):
-        return None
-    try:
-        fd = os.pidfd_open(pids["watcher"])
-    except (ProcessLookupError, OSError, AttributeError):
-        return None
-    from .liveness import process_start
-    if process_start(pids["watcher"]) != pids.get("watcher_start"):
-        os.close(fd)                 # a recycled pid: the watcher is gone (fate() says so)
-        return None
-    poller.register(fd, select.POLLIN)
-    return fd
 
 
 # -- listing and sweeping -----------------------------------------------------------

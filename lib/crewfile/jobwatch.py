@@ -11,14 +11,14 @@ command in its own session and process group (stdin /dev/null, stdout and
 stderr into one pipe), records the pids, tells job-exec it is ready, copies
 the output into the bounded `output` file, waits for the command (pidfd, so
 a grandchild keeping the pipe open does not hold the outcome up), and hands
-the result to jobs.settle().
+the result to jobwait.settle().
 """
-import json
 import os
 import time
 
 from . import inbox, records
 from .atomic import replace, write_all
+from .jobs import dump_json
 from .errors import SystemFailure
 from .locks import acquire
 
@@ -65,7 +65,7 @@ def _detach(keep):
 
 
 def _watch(job, spec, ready_fd):
-    import signal
+    import _signal as signal     # the C module: `signal` imports enum (~10 ms, and job-exec waits)
     _detach(ready_fd)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
@@ -96,12 +96,12 @@ def _watch(job, spec, ready_fd):
         out.write(f"job-exec: {e.filename or argv[0]}: {e.strerror}\n".encode())
         os.close(wfd)
         os.close(rfd)
-        replace(job.pids_path, json.dumps(pids, sort_keys=True) + "\n")
+        replace(job.pids_path, dump_json(pids))
         _ready(ready_fd)
         return _finish(job, out, started, t0, code)
     os.close(wfd)
     pids["pid"] = pids["pgid"] = pid
-    replace(job.pids_path, json.dumps(pids, sort_keys=True) + "\n")
+    replace(job.pids_path, dump_json(pids))
     _ready(ready_fd)
     rc = _copy(pid, rfd, out)
     _finish(job, out, started, t0, rc)
@@ -150,13 +150,13 @@ def _copy(pid, rfd, out):
 
 
 def _finish(job, out, started, t0, rc):
-    from . import jobs
+    from . import jobwait
     seconds = time.monotonic() - t0
     out.close()
     result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
               "code": rc if rc >= 0 else 128 - rc, "started": records.timestamp(started),
               "ended": records.timestamp(), "seconds": round(seconds, 3)}
-    return jobs.settle(job, result, announce)
+    return jobwait.settle(job, result, announce)
 
 
 def notice_text(job, spec, result):

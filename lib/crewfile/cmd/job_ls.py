@@ -22,8 +22,8 @@ def run(args):
     from ..sessions import age_text
     rows = list_jobs(crew(args))
     if args.json:
-        import json
-        sys.stdout.write(json.dumps(rows) + "\n")
+        from ..jsonio import dumps
+        sys.stdout.write(dumps(rows) + "\n")
         return 0
     out = [["HANDLE", "SESSION", "STATE", "CODE", "HEARD", "AGE", "LABEL"]]
     for r in rows:

@@ -26,7 +26,8 @@ def run(args):
     import sys
     from ..cli import crew
     from ..errors import BadInput
-    from ..jobs import close_elsewhere, parse_duration, wait
+    from ..jobs import parse_duration
+    from ..jobwait import close_elsewhere, wait
     timeout = parse_duration(args.timeout) if args.timeout is not None else None
     tail = 10
     if args.tail is not None:

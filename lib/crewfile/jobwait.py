@@ -1,0 +1,217 @@
+"""Waiting for a job, and the one decision: reported by a wait, or announced.
+
+See jobs.py for the job directory. The choice is made under ONE lock, the
+job's `lock`. A waiter registers by holding a shared flock on `waiters`
+(taken under `lock`), so a waiter killed by SIGKILL is deregistered by the
+kernel. The watcher, under `lock`, writes `result`, then tries an exclusive
+non-blocking flock on `waiters`: busy means someone waits. It then does not
+announce, but blocks until every waiter has let go and decides again: if by
+then nobody wrote `heard` (the waiter was killed after the result landed),
+it announces. Lock order is always `lock` -> `waiters` (non-blocking), or
+`waiters` alone; never the other way while blocking, so nothing deadlocks.
+"""
+import os
+import time
+
+from . import records
+from .atomic import replace
+from .errors import NotFound
+from .jobs import ERROR_EXIT, TIMEOUT_EXIT, Job, dump_json, duration_text, ended_text
+from .locks import acquire
+
+
+def settle(job, result, announce):
+    """The watcher's side: write *result*, then wait-or-announce, exactly once.
+
+    announce(job, result) posts the notice and returns (posted, id_or_reason).
+    Returns 'wait', 'notice' or 'unheard'.
+    """
+    first = True
+    while True:
+        with acquire(job.lock_path):
+            if first:
+                replace(job.result_path, dump_json(result))
+                first = False
+            heard = job.heard()
+            if heard is not None:
+                return heard.get("by", "wait")
+            nobody = acquire(job.waiters_path, timeout=0)
+            if nobody is not None:
+                try:
+                    posted, detail = announce(job, result)
+                    now = records.timestamp()
+                    if posted:
+                        replace(job.notice_path, dump_json({"posted": True, "id": detail, "at": now}))
+                        replace(job.heard_path, dump_json({"by": "notice", "at": now, "id": detail}))
+                        return "notice"
+                    replace(job.notice_path, dump_json({"posted": False, "reason": detail, "at": now}))
+                    return "unheard"
+                finally:
+                    nobody.release()
+        # Someone waits: they report it. Block until every waiter has let go
+        # (done, timed out or killed), then decide again.
+        acquire(job.waiters_path).release()
+
+
+def _hear(job, res):
+    """Under `lock`: mark the outcome heard by this wait unless already heard."""
+    heard = job.heard()
+    if heard is not None:
+        return Outcome(job, "done", res, False, heard)
+    heard = {"by": "wait", "at": records.timestamp(), "pid": os.getpid()}
+    replace(job.heard_path, dump_json(heard))
+    return Outcome(job, "done", res, True, heard)
+
+
+class Outcome:
+    """What a wait found: state 'done', 'timeout' or 'lost'."""
+
+    def __init__(self, job, state, result=None, heard_here=False, heard=None, waited=0.0):
+        self.job, self.state, self.result = job, state, result
+        self.heard_here, self.heard, self.waited = heard_here, heard, waited
+
+    @property
+    def code(self):
+        if self.state == "timeout":
+            return TIMEOUT_EXIT
+        if self.state == "lost":
+            return ERROR_EXIT
+        return self.result.get("code", ERROR_EXIT)
+
+    def line(self):
+        """The result line job-wait prints first."""
+        h = self.job.handle
+        if self.state == "timeout":
+            return f"{h} running: timed out after waiting {duration_text(self.waited)}"
+        if self.state == "lost":
+            alive = self.job.group_alive()
+            where = {True: "still running", False: "gone", None: "unknown"}[alive]
+            pg = (self.job.pids() or {}).get("pgid")
+            return (f"{h} lost: fate unknown (watcher lost); process group "
+                    f"{pg if pg else '-'} {where}")
+        by = self.heard.get("by", "?") if self.heard else "?"
+        heard = "heard by this wait" if self.heard_here else f"heard already by {by}"
+        return f"{h} {ended_text(self.result)}; {heard}"
+
+
+def wait(crew, handle, timeout=None, dispose=None):
+    """Wait for the job's outcome (inotify, not polling); return an Outcome.
+
+    The waiter counts itself in (shared flock on `waiters`, taken under
+    `lock`) and out; an outcome that lands while it waits is its to report.
+    dispose(inotify) gets rid of the inotify instance afterwards (default:
+    close it in a daemon thread): see close_in_child().
+    """
+    job = Job(crew, handle).check()
+    t0 = time.monotonic()
+    res = job.result()
+    ino = None
+    if res is None:
+        from inotify_simple import INotify, flags    # only a real wait pays for it
+        ino = INotify()
+        # Subscribe before looking: an outcome landing from now on wakes us.
+        # Every file we publish is renamed into place (MOVED_TO); CLOSE_WRITE
+        # is left out: opening a lock file to probe it would wake us.
+        ino.add_watch(job.dir, flags.MOVED_TO | flags.DELETE_SELF
+                      | flags.MOVE_SELF)
+    with acquire(job.lock_path):
+        res = job.result()
+        if res is not None:
+            return _hear(job, res)
+        if ino is None:
+            raise NotFound(f"no job {handle!r}")
+        registration = acquire(job.waiters_path, shared=True)
+    try:
+        return _wait_registered(job, ino, registration, timeout, t0)
+    finally:
+        registration.release()
+        (dispose or _close_in_thread)(ino)
+
+
+# Closing the last descriptor of an inotify instance waits for the kernel's
+# fsnotify reaper (an SRCU grace period: ~16 ms measured here), and so does
+# exiting with it open. A waiter has its answer by then: let someone else pay.
+
+def _close_in_thread(ino):
+    import threading
+    threading.Thread(target=ino.close, daemon=True).start()
+
+
+def close_elsewhere(ino):
+    """For a process about to exit: hand the inotify descriptor to a helper
+    (`cat`, spawned with vfork, reading a pipe only we hold) that keeps it
+    until we are gone, so our exit only drops a reference and the slow
+    teardown happens in the helper, which nobody waits for."""
+    fd = ino.fileno()
+    r, w = os.pipe()
+    try:
+        os.set_inheritable(fd, True)
+        os.posix_spawnp("cat", ["cat"], {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
+                        file_actions=[(os.POSIX_SPAWN_DUP2, r, 0),
+                                      (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
+                                      (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
+    except OSError:
+        pass                            # no helper: pay for the close ourselves
+    os.close(r)                         # w stays open (not inherited) until we exit
+    ino.close()
+
+
+def _wait_registered(job, ino, registration, timeout, t0):
+    import select
+    poller = select.poll()
+    poller.register(ino.fileno(), select.POLLIN)
+    pidfd = None
+    deadline = None if timeout is None else t0 + timeout
+    try:
+        while True:
+            if os.path.lexists(job.result_path):
+                with acquire(job.lock_path):
+                    res = job.result()
+                    if res is not None:
+                        return _hear(job, res)
+            if not os.path.isdir(job.dir):
+                raise NotFound(f"job {job.handle!r} was removed while waiting")
+            if pidfd is None:
+                pidfd = _watch_watcher(job, poller)
+            if job.fate() == "lost":
+                with acquire(job.lock_path):
+                    res = job.result()
+                    if res is not None:
+                        return _hear(job, res)
+                    return Outcome(job, "lost", waited=time.monotonic() - t0)
+            if deadline is None:
+                ms = None
+            else:
+                ms = int((deadline - time.monotonic()) * 1000) + 1
+                if ms <= 0:
+                    with acquire(job.lock_path):
+                        res = job.result()
+                        if res is not None:
+                            return _hear(job, res)
+                        # Count out under the lock: from here on the watcher announces.
+                        registration.release()
+                        return Outcome(job, "timeout", waited=time.monotonic() - t0)
+            events = poller.poll(ms)
+            if any(fd == ino.fileno() for fd, _ in events):
+                ino.read(timeout=0)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _watch_watcher(job, poller):
+    """A pidfd that becomes readable when the watcher exits (None if not known yet)."""
+    import select
+    pids = job.pids()
+    if not pids or not pids.get("watcher"):
+        return None
+    try:
+        fd = os.pidfd_open(pids["watcher"])
+    except (ProcessLookupError, OSError, AttributeError):
+        return None
+    from .liveness import process_start
+    if process_start(pids["watcher"]) != pids.get("watcher_start"):
+        os.close(fd)                 # a recycled pid: the watcher is gone (fate() says so)
+        return None
+    poller.register(fd, select.POLLIN)
+    return fd
