@@ -112,7 +112,8 @@ class ClaudeRig:
                  script: Union[None, str, Iterable[str]] = None,
                  project: Union[str, Path, None] = None, root: Union[str, Path, None] = None,
                  binary: Optional[str] = None, extra_args: Iterable[str] = (),
-                 fake_reply: Optional[str] = None, size: tuple = (200, 50)):
+                 fake_reply: Optional[str] = None, size: tuple = (200, 50),
+                 allowed_tools: Iterable[str] = ("Bash",)):
         self.tmp = Path(tmp).resolve()
         self.sock = str(tmux_socket)
         self.settings = settings or {}
@@ -128,6 +129,7 @@ class ClaudeRig:
         self.script_path = self.tmp / "fake-script.txt" if script is not None else None
         self._script = script
         self.extra_args = list(extra_args)
+        self.allowed_tools = list(allowed_tools)   # () -> a tool call gets a permission dialog
         self.fake_reply = fake_reply
         self.size = size
         self.port: Optional[int] = None
@@ -227,7 +229,9 @@ class ClaudeRig:
         return self.command()
 
     def command(self) -> str:
-        argv = [self.binary, "--permission-mode", "default", "--allowedTools", "Bash", *self.extra_args]
+        argv = [self.binary, "--permission-mode", "default", *self.extra_args]
+        if self.allowed_tools:
+            argv[3:3] = ["--allowedTools", ",".join(self.allowed_tools)]
         # env wrapper: the variables reach claude and therefore every hook it runs,
         # whatever the tmux server's global environment is.
         return ("cd " + shlex.quote(str(self.project)) + " && exec env "

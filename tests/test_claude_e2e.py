@@ -198,3 +198,34 @@ def test_primary_continues_its_turn_for_a_wake(crew, tmux, tmp_path):
         raise
     finally:
         rig.stop()
+
+
+def test_permission_dialog_is_waiting_and_a_crew_session_registers_itself(crew, tmux, tmp_path):
+    require_real_claude()
+    path = f"{os.path.dirname(sys.executable)}:{BIN}:{os.environ['PATH']}"
+    rig = ClaudeRig(tmp_path, tmux.sock, {}, script=[], allowed_tools=(),
+                    env={"PATH": path, "CREWFILE_SESSION": "w1", "CREWFILE_DIR": crew.root})
+    rig.project.mkdir(parents=True, exist_ok=True)
+    cmd("crew-hook", "--install", rig.project / ".claude", "--command", hook_command(), check=True)
+    try:
+        rig.start()
+        wait_for(lambda: Session(crew, "w1").exists() and "started" in kinds(crew, "w1"),
+                 what="w1 registered by its SessionStart hook")
+        assert Session(crew, "w1").meta["kind"] == "crew"
+        rig.send("RUN: touch made-by-the-agent")
+        wait_for(lambda: ("waiting", "permission") in records(crew, "w1"), timeout=40,
+                 what="the permission_prompt notification")
+        st = cmd("status-show", "w1", "--json")
+        state = json.loads(st.stdout)
+        assert state["generating"] == "yes" and state["waiting"] is True
+        rig.keys("Enter")                       # the captain allows it (first choice)
+        wait_for(lambda: kinds(crew, "w1")[-1] == "turn-ended", what="turn-ended")
+        assert kinds(crew, "w1")[-3:] == ["waiting", "turn-started", "turn-ended"]
+        assert records(crew, "w1")[-2] == ("turn-started", "permission answered")
+        assert (rig.project / "made-by-the-agent").exists()
+    except Exception:
+        print("--- screen ---\n" + (rig.screen(history=True) if rig.pane else "(no pane)"))
+        print("--- records ---\n" + "\n".join(map(str, records(crew, "w1"))))
+        raise
+    finally:
+        rig.stop()

@@ -140,6 +140,17 @@ def test_post_tool_use_drains_notices(crew, run):
     assert hook(run, payload("PostToolUse", tool_name="Bash")).stdout == ""
 
 
+def test_post_tool_use_after_a_permission_dialog_is_generating_again(crew, run):
+    register(crew, "w1")
+    hook(run, payload("UserPromptSubmit", prompt="touch x"))
+    hook(run, payload("Notification", notification_type="permission_prompt"))
+    assert hook(run, payload("PostToolUse", tool_name="Bash")).returncode == 0
+    assert kinds(crew)[-2:] == [("waiting", "permission"), ("turn-started", "permission answered")]
+    hook(run, payload("PostToolUse", tool_name="Bash"))          # once, not per tool call
+    assert kinds(crew)[-1] == ("turn-started", "permission answered")
+    assert len(kinds(crew)) == 5
+
+
 def test_garbage_in_inbox_is_said_and_good_notices_delivered(crew, run):
     register(crew, "w1")
     inbox.post(crew, "w1", "job", "j-1 ended")

@@ -210,8 +210,15 @@ def pre_tool_use(ctx):
 
 
 def post_tool_use(ctx):
-    if ctx.session is None:
+    sess = ctx.session
+    if sess is None:
         return Reply()
+    # A tool ran, so no permission dialog is up any more: a `waiting` record
+    # would keep saying so until the turn ends.
+    from .logfile import TailStats
+    last = sess.last_of(sessions.TURN_STATE, TailStats())
+    if last is not None and last.kind == "waiting":
+        sess.append("turn-started", "permission answered")
     return Reply(drain_notices(ctx, "PostToolUse"))
 
 
