@@ -172,7 +172,10 @@ class Watcher:
     def _scan(self):
         """Read every session from its saved position (new ones found too)."""
         events = []
-        for name in self._names():
+        names = self._names()
+        for gone in set(self.tails) - set(names):
+            del self.tails[gone]            # its directory was removed
+        for name in names:
             events += self._read_session(name)
         return events
 
