@@ -46,6 +46,16 @@ def run(b):
     env.pop("CREWFILE_SESSION", None)
     crew = Crew(crew_dir)
 
+    base = b.wall([b.python, "-c", "pass"], n=30, env=env)
+    t = b.wall(b.cmd("job-exec") + ["--", "true"], n=30, env=env)
+    b.figure("job-exec wall time (returns once the command runs)", t, base,
+             base_label="python -c pass")
+    t = b.wall(b.cmd("job-ls"), n=30, env=env)
+    b.figure(f"job-ls wall time ({len(jobs.handles(crew))} jobs)", t, base, budget=1.5,
+             base_label="python -c pass")
+    subprocess.run(b.cmd("job-sweep") + ["--older-than", "0s", "--unheard-older-than", "0s"],
+                   env=env, stdout=subprocess.DEVNULL)
+
     # job-wait (the real command, already waiting when the job ends).
     lat = []
     for i in range(TRIALS):
@@ -95,10 +105,9 @@ def run(b):
              base_label=f"a {POLL_EVERY:.0f} s polling wait")
 
     # Debian's task-spooler: `tsp -w ID`.
-    tsp = shutil.which("tsp") or shutil.which("ts")
-    if not tsp or "task" not in (subprocess.run([tsp, "-h"], capture_output=True, text=True).stdout.lower()
-                                 + "task"):
-        b.note("task-spooler (tsp) is not installed: apt-get install -y task-spooler; no tsp figure")
+    tsp = shutil.which("tsp")         # Debian names task-spooler's ts(1) tsp
+    if not tsp:
+        b.note("task-spooler is not installed (apt-get install -y task-spooler): no tsp -w figure")
         return
     tenv = dict(env, TS_SOCKET=os.path.join(b.tmp, "ts.sock"), TMPDIR=b.tmp, TS_MAXFINISHED="1000")
     lat = []
