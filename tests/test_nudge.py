@@ -1,0 +1,337 @@
+"""Nudges against real tmux, real fake agents, real processes and locks."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO, cmd, wait_for
+from crewfile import nudge
+from crewfile.atomic import replace
+from crewfile.logfile import TailStats
+from crewfile.sessions import register, state
+
+FAKE = os.path.join(REPO, "tests", "fake-agent")
+LIB = os.path.join(REPO, "lib")
+
+
+def agent(crew, tmux, name, cwd=None, **ids):
+    pane = tmux.new_window(FAKE, name=name, env={"CREWFILE_SESSION": name,
+                                                 "CREWFILE_DIR": crew.root})
+    sess = register(crew, name, tmux=pane, cwd=cwd, **ids)
+    tmux.wait_screen(pane, "ready>")
+    wait_for(lambda: "started" in kinds(sess), what=f"{name}'s started record")
+    return sess, pane
+
+
+def records(sess, n=100):
+    return sess.last_records(n, TailStats())
+
+
+def kinds(sess):
+    return [r.kind for r in records(sess)]
+
+
+def captain_lines(sess):
+    return [r.text for r in records(sess) if r.kind == "captain"]
+
+
+def nudge_records(sess):
+    return [(r.kind, r.text) for r in records(sess) if r.kind.startswith("nudge")]
+
+
+def add(*args):
+    proc = cmd("nudge-add", *args)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def make_due(crew, sid):
+    """Move the schedule's floor into the past (what waiting `every` seconds does)."""
+    path = os.path.join(crew.root, "nudges", sid)
+    s = json.load(open(path))
+    s["base"]["mono"] -= s["every"] + 1
+    s["base"]["wall"] -= s["every"] + 1
+    replace(path, json.dumps(s))
+
+
+def tick():
+    proc = cmd("nudge-tick")
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def sched(crew, sid):
+    return nudge.get(crew, sid)
+
+
+def git_repo(path):
+    os.makedirs(os.path.join(path, ".git"))
+    return path
+
+
+MESSAGE = "continue; record blockers in $(NOTES) `now` && \"quote\" 'it''s' -x;"
+
+
+def test_delivers_literally_and_records_it(crew, tmux, tmp_path):
+    sess, pane = agent(crew, tmux, "w1", cwd=str(tmp_path))
+    sid = add("--session", "w1", "--every", "600", "--message", MESSAGE, "--max", "3")
+    assert tick() == ""                                   # not due yet: nothing at all
+    make_due(crew, sid)
+    out = tick()
+    assert f"{sid} w1 delivered: attempt 1/3: delivered" in out
+    wait_for(lambda: captain_lines(sess) == [MESSAGE], what="the message as the agent's input")
+    assert nudge_records(sess) == [("nudge", f"{sid} attempt 1/3: delivered")]
+    s = sched(crew, sid)
+    assert (s["attempts"], s["armed"], s["last_outcome"]) == (1, True, "delivered")
+    assert tick() == ""                                   # the floor holds: not due again
+
+
+class Gate:
+    """A turn that lasts until the test opens the gate: the agent runs
+    `flock GATE true` while the test holds GATE with flock(1)."""
+
+    def __init__(self, tmux, path):
+        self.path = path
+        self.holder = subprocess.Popen(["flock", "-o", path, "sleep", "600"])
+        wait_for(lambda: subprocess.run(["flock", "-n", path, "true"]).returncode != 0,
+                 what="the gate to close")
+
+    def start_turn(self, tmux, pane, sess):
+        tmux("send-keys", "-t", pane, "-l", f"RUN: flock {self.path} true")
+        tmux("send-keys", "-t", pane, "Enter")
+        wait_for(lambda: kinds(sess)[-1] == "turn-started", what="turn-started")
+
+    def open(self):
+        if self.holder:
+            self.holder.kill()
+            self.holder.wait()
+            self.holder = None
+
+
+@pytest.fixture
+def gate(tmux, tmp_path):
+    g = Gate(tmux, str(tmp_path / "gate"))
+    yield g
+    g.open()
+
+
+def idle_again(tmux, pane, sess):
+    wait_for(lambda: kinds(sess)[-1] == "turn-ended", what="turn-ended")
+    tmux.wait_screen(pane, lambda s: s.rstrip().endswith("ready>"))
+
+
+def test_busy_target_is_nudged_at_the_first_tick_after_its_turn(crew, tmux, tmp_path, gate):
+    sess, pane = agent(crew, tmux, "w1", cwd=str(tmp_path))
+    sid = add("--session", "w1", "--every", "600", "--message", "go on")
+    gate.start_turn(tmux, pane, sess)
+    make_due(crew, sid)
+    assert "refused: generating" in tick()
+    assert "refused: generating" in tick()
+    s = sched(crew, sid)
+    assert (s["attempts"], s["armed"]) == (0, True)       # a busy refusal costs nothing
+    assert [k for k, _ in nudge_records(sess)] == ["nudge-refused"]     # said once
+    gate.open()
+    idle_again(tmux, pane, sess)
+    assert "delivered" in tick()                          # the first tick after the turn
+    wait_for(lambda: captain_lines(sess)[-1:] == ["go on"], what="the nudge")
+    assert sched(crew, sid)["attempts"] == 1
+
+
+def test_incident_replay(crew, tmux, tmp_path):
+    """The target's window closed half an hour ago; another session is live in the
+    same repository. The tick refuses, disarms, and types nothing anywhere."""
+    repo = git_repo(str(tmp_path / "repo"))
+    os.makedirs(os.path.join(repo, "src"))
+    target, tpane = agent(crew, tmux, "sleeper", cwd=repo, session_key="hq-7",
+                          agent_session_id="5683-abcd")
+    other, opane = agent(crew, tmux, "builder", cwd=os.path.join(repo, "src"))
+    sid = add("--agent-session-id", "5683-abcd", "--every", "3600",
+              "--message", "continue the overnight work")
+    half_hour_ago = time.time() - 1800
+    target.append("turn-ended", now=half_hour_ago)
+    target.append("idle", now=half_hour_ago + 1)
+    tmux("kill-window", "-t", tpane)                      # garbage-collected, as in the seed
+    tmux("send-keys", "-t", opane, "-l", "SLOW: 600")     # the other agent is mid-build
+    tmux("send-keys", "-t", opane, "Enter")
+    wait_for(lambda: kinds(other)[-1] == "turn-started", what="builder's turn")
+    make_due(crew, sid)
+    before_other = tmux.screen(opane)
+    out = tick()
+    assert f"{sid} sleeper disarmed: refused and disarmed: not-live" in out
+    s = sched(crew, sid)
+    assert (s["armed"], s["attempts"]) == (False, 0)
+    assert nudge_records(target)[-1][0] == "nudge-disarmed"
+    assert captain_lines(other) == ["SLOW: 600"] and nudge_records(other) == []
+    assert tmux.screen(opane) == before_other
+    assert len(tmux("list-panes", "-a").splitlines()) == 1      # nothing was started
+    make_due(crew, sid)
+    assert tick() == ""                                   # disarmed stays disarmed
+
+
+def test_another_live_session_in_the_tree_refuses_and_keeps(crew, tmux, tmp_path):
+    repo = git_repo(str(tmp_path / "repo"))
+    os.makedirs(os.path.join(repo, "a", "deep"))
+    target, tpane = agent(crew, tmux, "t", cwd=os.path.join(repo, "a"))
+    other, opane = agent(crew, tmux, "o", cwd=os.path.join(repo, "a", "deep"))
+    os.makedirs(tmp_path / "elsewhere")
+    elsewhere, _ = agent(crew, tmux, "e", cwd=str(tmp_path / "elsewhere"))   # outside: ignored
+    sid = add("--session", "t", "--every", "60", "--message", "hello")
+    make_due(crew, sid)
+    assert "refused: other-session: o is live in " + repo in tick()
+    assert sched(crew, sid)["armed"] and captain_lines(target) == []
+    tmux("kill-window", "-t", opane)
+    assert "delivered" in tick()
+    wait_for(lambda: captain_lines(target) == ["hello"], what="the nudge")
+    assert captain_lines(elsewhere) == []
+
+
+def test_unknown_tree_refuses_on_any_other_live_session(crew, tmux, tmp_path):
+    os.makedirs(tmp_path / "x")
+    target, tpane = agent(crew, tmux, "t", cwd=str(tmp_path / "x"))
+    other, opane = agent(crew, tmux, "o")                  # registered without a cwd
+    sid = add("--session", "t", "--every", "60", "--message", "hello")
+    make_due(crew, sid)
+    assert "refused: other-session: o is live and its tree is unknown" in tick()
+    assert captain_lines(target) == []
+
+
+def test_restart_survival_counts_carry_on(crew, tmux, tmp_path):
+    sess, pane = agent(crew, tmux, "w1", cwd=str(tmp_path))
+    sid = add("--session", "w1", "--every", "60", "--message", "next", "--max", "3")
+    for n in (1, 2, 3):                                   # each tick a separate process
+        make_due(crew, sid)
+        assert f"attempt {n}/3: delivered" in tick()
+        wait_for(lambda: captain_lines(sess).count("next") == n, what=f"nudge {n}")
+        wait_for(lambda: state(sess)["generating"] == "no", what="the turn to end")
+        tmux.wait_screen(pane, lambda s: s.rstrip().endswith("ready>"))
+    s = sched(crew, sid)
+    assert (s["attempts"], s["armed"]) == (3, False)
+    assert nudge_records(sess)[-1] == ("nudge-disarmed", f"{sid} max: 3 of 3 attempts made")
+    make_due(crew, sid)
+    assert tick() == ""
+    assert captain_lines(sess).count("next") == 3
+
+
+def test_no_prompt_on_screen_refuses_and_keeps(crew, tmux, tmp_path):
+    pane = tmux.new_window("clear; printf 'a full-screen view'; exec sleep 600", name="view")
+    sess = register(crew, "w1", tmux=pane, cwd=str(tmp_path))
+    sess.append("idle")                                   # a hook that says idle regardless
+    sid = add("--session", "w1", "--every", "60", "--message", "next")
+    tmux.wait_screen(pane, "a full-screen view")
+    make_due(crew, sid)
+    assert "refused: no-prompt" in tick()
+    assert sched(crew, sid)["attempts"] == 0
+
+
+def test_failed_delivery_counts_and_never_presses_enter(crew, tmux, tmp_path):
+    # A pane that shows a prompt but never echoes what is typed: the text never shows.
+    pane = tmux.new_window("stty -echo; printf 'ready> '; exec cat > /dev/null", name="mute")
+    sess = register(crew, "mute", tmux=pane, cwd=str(tmp_path))
+    sess.append("idle")
+    tmux.wait_screen(pane, "ready>")
+    sid = add("--session", "mute", "--every", "60", "--message", "next", "--max", "2")
+    make_due(crew, sid)
+    assert "failed: attempt 1/2: failed: the typed text did not show" in tick()
+    make_due(crew, sid)
+    assert "failed: attempt 2/2" in tick()
+    s = sched(crew, sid)
+    assert (s["attempts"], s["armed"]) == (2, False)
+    assert [k for k, _ in nudge_records(sess)] == ["nudge-failed", "nudge-failed", "nudge-disarmed"]
+
+
+def test_matching_on_either_id_and_not_another_conversation(crew, tmux, tmp_path):
+    sess, pane = agent(crew, tmux, "w1", cwd=str(tmp_path), session_key="hq-1")
+    sid = add("--session-key", "hq-1", "--every", "60", "--message", "hi")
+    sess.update_meta(agent_session_id="uuid-1")           # the hook learns the agent's id
+    make_due(crew, sid)
+    assert "delivered" in tick()
+    assert sched(crew, sid)["agent_session_id"] == "uuid-1"      # learned
+    wait_for(lambda: captain_lines(sess) == ["hi"], what="the nudge")
+    # The conversation ends; the name and key are reused by a new conversation.
+    sess.append("ended", "exit")
+    tmux("kill-window", "-t", pane)
+    register(crew, "w1", tmux=tmux.new_window("sleep 600", name="new"), cwd=str(tmp_path),
+             session_key="hq-1", agent_session_id="uuid-2")
+    make_due(crew, sid)
+    assert "disarmed: refused and disarmed: not-live: no registered session matches" in tick()
+
+
+def test_overlapping_tick_exits_at_once(crew, tmux, tmp_path):
+    sess, pane = agent(crew, tmux, "w1", cwd=str(tmp_path))
+    sid = add("--session", "w1", "--every", "60", "--message", "hi")
+    make_due(crew, sid)
+    before = open(os.path.join(crew.root, "nudges", sid)).read()
+    lock = os.path.join(crew.root, "locks", "nudge-tick")
+    holder = subprocess.Popen(["flock", "-o", lock, "sleep", "600"])
+    try:
+        wait_for(lambda: subprocess.run(["flock", "-n", lock, "true"]).returncode != 0,
+                 what="flock(1) holding the tick lock")
+        proc = cmd("nudge-tick", timeout=10)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (1, "", "")
+        assert open(os.path.join(crew.root, "nudges", sid)).read() == before
+        assert captain_lines(sess) == []
+    finally:
+        holder.kill()
+        holder.wait()
+    assert "delivered" in tick()
+
+
+HOLDER = """
+import os, subprocess, sys, time
+sys.path.insert(0, {lib!r})
+from crewfile import nudge
+from crewfile.paths import Crew
+crew = Crew({root!r})
+
+class Stuck(nudge.World):
+    def deliver(self, name, text):
+        child = subprocess.Popen(["sleep", "600"])     # a child started mid-tick
+        print(child.pid, flush=True)
+        time.sleep(600)                                # ... and the tick hangs
+
+lock = nudge.tick_lock(crew)
+assert lock is not None
+nudge.tick(crew, Stuck(crew))
+"""
+
+
+def test_sigkilled_tick_frees_the_lock_and_its_child_holds_nothing(crew, tmux, tmp_path):
+    sess, pane = agent(crew, tmux, "w1", cwd=str(tmp_path))
+    sid = add("--session", "w1", "--every", "60", "--message", "hi")
+    make_due(crew, sid)
+    stuck = subprocess.Popen([sys.executable, "-c", HOLDER.format(lib=LIB, root=crew.root)],
+                             stdout=subprocess.PIPE, text=True)
+    child = int(stuck.stdout.readline())
+    try:
+        assert cmd("nudge-tick").returncode == 1          # it is mid-tick
+        os.kill(stuck.pid, signal.SIGKILL)
+        stuck.wait()
+        os.kill(child, 0)                                 # its child lives on ...
+        make_due(crew, sid)
+        assert cmd("nudge-tick").returncode == 0          # ... and does not hold the lock
+        assert sched(crew, sid)["attempts"] == 2          # the killed attempt was counted
+    finally:
+        os.kill(child, signal.SIGKILL)
+        stuck.stdout.close()
+
+
+def test_watch_delivers_after_turn_ended(crew, tmux, tmp_path, gate):
+    sess, pane = agent(crew, tmux, "w1", cwd=str(tmp_path))
+    sid = add("--session", "w1", "--every", "600", "--message", "watched nudge")
+    gate.start_turn(tmux, pane, sess)
+    make_due(crew, sid)
+    watcher = subprocess.Popen([sys.executable, os.path.join(REPO, "bin", "nudge-tick"), "--watch"],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        assert "refused: generating" in watcher.stdout.readline()
+        gate.open()                                       # the turn ends; no cron tick runs
+        wait_for(lambda: captain_lines(sess)[-1:] == ["watched nudge"], what="the watched nudge")
+        assert sched(crew, sid)["attempts"] == 1
+    finally:
+        watcher.terminate()
+        watcher.wait()
+        watcher.stdout.close()
