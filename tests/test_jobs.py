@@ -396,3 +396,11 @@ def test_caller_exits_and_terminal_closes_job_runs_on_and_is_announced(crew, tmu
     assert len(notices) == 1
     assert notices[0].text.startswith(f"job {h} exited 0 after ")
     assert notices[0].text.endswith("; last output: survived")
+
+
+def test_a_grandchild_holding_the_output_pipe_does_not_hold_up_the_outcome(crew, run):
+    h = exec_(run, "--", "sh", "-c", "sleep 600 & echo started; exit 6")
+    proc = run("job-wait", h, timeout=20)
+    assert proc.returncode == 6 and proc.stdout.splitlines()[1:] == ["started"]
+    pgid = jobs.Job(crew, h).pids()["pgid"]
+    os.killpg(pgid, signal.SIGKILL)                   # the leftover sleep, found by its group

@@ -210,8 +210,8 @@ def _new_handle(jobs_dir):
 def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None):
     """Start *argv* detached under a watcher; return its handle once it runs.
 
-    The watcher is forked from this process (no interpreter start-up) and
-    double-forked into its own session, so it outlives its caller and the
+    The watcher is forked from this process (no interpreter start-up: call
+    this from a single-threaded process) and double-forked into its own session, so it outlives its caller and the
     caller's terminal. Returns after the watcher holds `alive` and has
     started the command (or recorded that it could not: exit 127/126).
     """
