@@ -242,3 +242,14 @@ def test_sender_announces_each_wake_once_and_not_what_was_drained(crew):
     s.wake(ev("w3", "lost").strip())
     inbox.drain(crew, "boss")                             # the primary's hook took them
     assert s.tick() is False and len(said) == 2
+
+
+def test_wake_send_to_a_primary_without_a_pane_keeps_every_wake(crew, run):
+    register(crew, "boss", kind="primary")
+    p = run("wake-send", "boss", "--window", "0.05", input=ev("w1", "blocked") + ev("w2", "done"))
+    assert p.returncode == 0
+    assert "held 2 new wake(s) for boss: not-live" in p.stderr
+    assert [n.text for n in inbox.pending(crew, "boss")] == [ev("w1", "blocked").strip(),
+                                                              ev("w2", "done").strip()]
+    p = run("wake-send", "nobody", input="")
+    assert p.returncode == 3 and p.stderr.startswith("wake-send: no session 'nobody'")
