@@ -432,3 +432,24 @@ def test_guard_denies_even_when_the_record_cannot_be_written(crew, run):
     assert p.returncode == 0
     assert json.loads(p.stdout)["hookSpecificOutput"]["permissionDecision"] == "deny"
     assert p.stderr.startswith("crew-hook: denial not recorded: ")
+
+
+def test_an_ended_session_started_again_begins_a_new_life(crew, run):
+    register(crew, "firstmate", kind="primary", cwd="/tmp", session_key="k1")
+    hook(run, payload("SessionStart", source="startup"), name="firstmate")
+    hook(run, payload("SessionEnd", reason="prompt_input_exit"), name="firstmate")
+    assert Session(crew, "firstmate").ended()
+    p = hook(run, payload("SessionStart", source="startup", session_id="new-id"), name="firstmate")
+    assert p.returncode == 0 and p.stderr == ""
+    sess = Session(crew, "firstmate")
+    assert not sess.ended()
+    assert kinds(crew, "firstmate")[-2:] == [("registered", "kind=primary"), ("started", "startup")]
+    assert sess.meta["kind"] == "primary" and sess.meta["session_key"] == "k1"
+    assert sess.meta["agent_session_id"] == "new-id"
+
+
+def test_an_ended_aside_is_not_revived(crew, run):
+    register(crew, "a1", kind="aside")
+    hook(run, payload("SessionEnd", reason="other"), name="a1")
+    hook(run, payload("SessionStart", source="resume"), name="a1")
+    assert [k for k, _ in kinds(crew, "a1")] == ["registered", "ended", "started"]

@@ -129,6 +129,8 @@ def session_start(ctx):
     sess = ctx.session
     if sess is None:
         return _no_session(ctx)
+    if sess.meta.get("kind") != "aside" and sess.ended():
+        sess = _restart(ctx, sess)
     cwd = ctx.field("cwd")
     sess.update_meta(agent_session_id=ctx.field("session_id") or None,
                      cwd=os.path.realpath(cwd) if cwd else None,
@@ -137,6 +139,22 @@ def session_start(ctx):
     if sess.meta.get("kind") == "aside":
         return Reply(_context_output("SessionStart", aside_briefing(sess)))
     return Reply()
+
+
+def _restart(ctx, sess):
+    """An ended crew session or primary whose agent starts again in its name
+    (/exit, then claude again in the same window) begins a new life: it is
+    registered again with its metadata, so it is live, wakeable and watched.
+    An aside is never revived this way: its life ends with the captain."""
+    old = dict(sess.meta)
+    keep = {k: v for k, v in old.items()
+            if k not in ("name", "kind", "exempt", "created", "user", "pid", "pid_start")}
+    try:
+        return sessions.register(ctx.crew, sess.name, kind=old.get("kind", "crew"),
+                                 exempt=old.get("exempt"), user=old.get("user"),
+                                 tmux=ctx.env.get("TMUX_PANE") or None, extra=keep)
+    except Refused:              # a parallel hook did it first
+        return sessions.Session(ctx.crew, sess.name)
 
 
 RULE_HEADING = "## The rule for the aside's agent\n"
