@@ -94,13 +94,13 @@ class Outcome:
         return f"{h} {ended_text(self.result)}; {heard}"
 
 
-def wait(crew, handle, timeout=None, dispose=None):
+def wait(crew, handle, timeout=None, exiting=False):
     """Wait for the job's outcome (inotify, not polling); return an Outcome.
 
     The waiter counts itself in (shared flock on `waiters`, taken under
     `lock`) and out; an outcome that lands while it waits is its to report.
-    dispose(inotify) gets rid of the inotify instance afterwards (default:
-    close it in a daemon thread): see close_in_child().
+    exiting: the caller exits once it has the answer (job-wait): see
+    _share_with_helper().
     """
     job = Job(crew, handle).check()
     t0 = time.monotonic()
@@ -114,6 +114,8 @@ def wait(crew, handle, timeout=None, dispose=None):
         # is left out: opening a lock file to probe it would wake us.
         ino.add_watch(job.dir, flags.MOVED_TO | flags.DELETE_SELF
                       | flags.MOVE_SELF)
+        if exiting:
+            _share_with_helper(ino)
     with acquire(job.lock_path):
         res = job.result()
         if res is not None:
@@ -125,25 +127,26 @@ def wait(crew, handle, timeout=None, dispose=None):
         return _wait_registered(job, ino, registration, timeout, t0)
     finally:
         registration.release()
-        (dispose or _close_in_thread)(ino)
+        if exiting:
+            ino.close()                 # cheap: the helper holds a reference
+        else:
+            import threading
+            threading.Thread(target=ino.close, daemon=True).start()
 
 
 # Closing the last descriptor of an inotify instance waits for the kernel's
 # fsnotify reaper (an SRCU grace period: ~16 ms measured here), and so does
 # exiting with it open. A waiter has its answer by then: let someone else pay.
+# In a process that goes on, a thread closes it; in one that exits (job-wait),
+# a helper shares it.
 
-def _close_in_thread(ino):
-    import threading
-    threading.Thread(target=ino.close, daemon=True).start()
-
-
-def close_elsewhere(ino):
-    """For a process about to exit: hand the inotify descriptor to a helper
-    (`cat`, spawned with vfork, reading a pipe only we hold) that keeps it
-    until we are gone, so our exit only drops a reference and the slow
-    teardown happens in the helper, which nobody waits for."""
+def _share_with_helper(ino):
+    """Give a helper a reference to the inotify instance, taken before the
+    wait (off the answer's path): `cat`, spawned with vfork, reading a pipe
+    whose only writer is this process. When this process exits, cat sees
+    EOF and exits, and pays for the teardown; nobody waits for it."""
     fd = ino.fileno()
-    r, w = os.pipe()
+    r, w = os.pipe()                    # w stays open (not inherited) until we exit
     try:
         os.set_inheritable(fd, True)
         os.posix_spawnp("cat", ["cat"], {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
@@ -151,9 +154,10 @@ def close_elsewhere(ino):
                                       (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
                                       (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
     except OSError:
-        pass                            # no helper: pay for the close ourselves
-    os.close(r)                         # w stays open (not inherited) until we exit
-    ino.close()
+        os.close(w)                     # no helper: we pay for the close ourselves
+    finally:
+        os.set_inheritable(fd, False)
+        os.close(r)
 
 
 def _wait_registered(job, ino, registration, timeout, t0):

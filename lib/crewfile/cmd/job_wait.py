@@ -27,7 +27,7 @@ def run(args):
     from ..cli import crew
     from ..errors import BadInput
     from ..jobs import parse_duration
-    from ..jobwait import close_elsewhere, wait
+    from ..jobwait import wait
     timeout = parse_duration(args.timeout) if args.timeout is not None else None
     tail = 10
     if args.tail is not None:
@@ -35,8 +35,7 @@ def run(args):
             raise BadInput(f"bad --tail {args.tail!r}")
         tail = int(args.tail)
     sys.stdout.flush()
-    keep = []            # the inotify instance, disposed of once the answer is out
-    outcome = wait(crew(args), args.handle, timeout, dispose=keep.append)
+    outcome = wait(crew(args), args.handle, timeout, exiting=True)
     lines = [outcome.line() + "\n"]
     if outcome.state == "done" or outcome.state == "lost":
         data = outcome.job.output()
@@ -53,8 +52,6 @@ def run(args):
     else:
         sys.stdout.write("".join(lines))
     sys.stdout.flush()
-    for ino in keep:
-        close_elsewhere(ino)
     # The answer is out: skip the interpreter's teardown (~10 ms measured),
     # which a caller waiting on our exit would otherwise sit through.
     import os
