@@ -116,22 +116,25 @@ def wait(crew, handle, timeout=None, exiting=False):
                       | flags.MOVE_SELF)
         if exiting:
             _share_with_helper(ino)
-    with acquire(job.lock_path):
-        res = job.result()
-        if res is not None:
-            return _hear(job, res)
-        if ino is None:
-            raise NotFound(f"no job {handle!r}")
-        registration = acquire(job.waiters_path, shared=True)
+    registration = None
     try:
+        with acquire(job.lock_path):
+            res = job.result()
+            if res is not None:
+                return _hear(job, res)
+            if ino is None:
+                raise NotFound(f"no job {handle!r}")
+            registration = acquire(job.waiters_path, shared=True)
         return _wait_registered(job, ino, registration, timeout, t0)
     finally:
-        registration.release()
-        if exiting:
-            ino.close()                 # cheap: the helper holds a reference
-        else:
-            import threading
-            threading.Thread(target=ino.close, daemon=True).start()
+        if registration is not None:
+            registration.release()
+        if ino is not None:
+            if exiting:
+                ino.close()             # cheap: the helper holds a reference
+            else:
+                import threading
+                threading.Thread(target=ino.close, daemon=True).start()
 
 
 # Closing the last descriptor of an inotify instance waits for the kernel's
