@@ -49,7 +49,12 @@ test: deps claude-code
 demo: deps claude-code
 	$(PY) demo/demo.py
 
+# Debian's task-spooler: the jobs bench compares job-wait with `tsp -w`.
 bench: deps
+	@command -v tsp >/dev/null || { echo "make: installing Debian's task-spooler (tsp) for the jobs bench"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends task-spooler >/dev/null \
+	  || echo "make: task-spooler is unavailable: the jobs bench will say so" >&2; }
 	$(PY) bench/bench.py
 
 install:
