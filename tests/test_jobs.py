@@ -404,3 +404,17 @@ def test_a_grandchild_holding_the_output_pipe_does_not_hold_up_the_outcome(crew,
     assert proc.returncode == 6 and proc.stdout.splitlines()[1:] == ["started"]
     pgid = jobs.Job(crew, h).pids()["pgid"]
     os.killpg(pgid, signal.SIGKILL)                   # the leftover sleep, found by its group
+
+
+def test_output_that_cannot_be_written_does_not_lose_the_outcome(crew):
+    """A file-size limit (as a full disk would) stops the output, not the watcher."""
+    import resource
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))
+    proc = subprocess.run([sys.executable, f"{BIN}/job-exec", "--", "sh", "-c",
+                           "i=0; while [ $i -lt 500 ]; do echo 'twenty bytes of text'; i=$((i+1)); done; exit 3"],
+                          stdout=subprocess.PIPE, text=True, preexec_fn=small_files, check=True)
+    job = settled(crew, proc.stdout.strip())
+    assert job.result()["code"] == 3
+    assert os.path.getsize(job.output_path) <= 2000

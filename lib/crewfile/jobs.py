@@ -304,12 +304,14 @@ def info(job, now=None):
 
 
 def list_jobs(crew, now=None):
+    """info() of every job, oldest first."""
     out = []
     for handle in handles(crew):
         try:
             out.append(info(Job(crew, handle), now))
         except (NotFound, BadInput):
             continue                 # mid-creation or mid-sweep
+    out.sort(key=lambda r: (r["created"] or "", r["handle"]))
     return out
 
 

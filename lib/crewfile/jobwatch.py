@@ -191,7 +191,9 @@ class BoundedOutput:
     Past the limit, the oldest part is dropped: the file is replaced
     (atomically) by a marker `[crewfile: N bytes of older output dropped]`
     and the newest half of the limit, from a line start where there is one.
-    Appends go straight to the file, so `tail -F output` follows it.
+    Appends go straight to the file, so `tail -F output` follows it. If the
+    file cannot be written (full disk), output stops being kept; the watcher
+    carries on, because the outcome matters more than the output.
     """
 
     def __init__(self, path, limit):
@@ -204,10 +206,15 @@ class BoundedOutput:
                        | os.O_CLOEXEC, 0o600)
 
     def write(self, data):
-        write_all(self.fd, data)
-        self.body += len(data)
-        if self.body > self.limit:
-            self._compact()
+        if self.fd is None:
+            return                      # the file failed us: the outcome matters more
+        try:
+            write_all(self.fd, data)
+            self.body += len(data)
+            if self.body > self.limit:
+                self._compact()
+        except (OSError, SystemFailure):
+            self.close()
 
     def _compact(self):
         size = os.fstat(self.fd).st_size
@@ -229,5 +236,8 @@ class BoundedOutput:
 
     def close(self):
         if self.fd is not None:
-            os.close(self.fd)
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
             self.fd = None

@@ -1,6 +1,6 @@
 HELP = """\
 job-ls
-List the jobs: handle, session, state, code, who heard the outcome, age, label.
+List the jobs, oldest first: handle, session, state, code, who heard it, age, label.
 
   --json   a JSON array, one object per job (every field job-ls knows)
 
