@@ -17,6 +17,20 @@ from crewfile import inbox, jobs, jobwait, locks, sessions
 from crewfile.errors import BadInput, NotFound
 
 
+@pytest.fixture(autouse=True)
+def no_job_left_running(crew):
+    """A failed test must not leave a job blocked on its FIFO: kill what runs."""
+    yield
+    for handle in jobs.handles(crew):
+        job = jobs.Job(crew, handle)
+        pgid = (job.pids() or {}).get("pgid")
+        if pgid and job.result() is None:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 def fifo(tmp_path, name="go"):
     path = str(tmp_path / name)
     os.mkfifo(path)
