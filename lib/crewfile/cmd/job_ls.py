@@ -19,13 +19,14 @@ def run(args):
     import sys
     from ..cli import crew
     from ..jobs import list_jobs
-    from ..sessions import age_text
     rows = list_jobs(crew(args))
     if args.json:
         from ..jsonio import dumps
         sys.stdout.write(dumps(rows) + "\n")
         return 0
     out = [["HANDLE", "SESSION", "STATE", "CODE", "HEARD", "AGE", "LABEL"]]
+    if rows:
+        from ..sessions import age_text
     for r in rows:
         heard = r["heard"] or ("no!" if r["announced"] is False else "no")
         state = r["state"]
