@@ -97,3 +97,26 @@ settled() {    # the watcher wrote the result and let go of its life lock
   run cat "$CREWFILE_DIR/jobs/$h/notice"
   assert_output --partial '"reason": "no owning session"'
 }
+
+@test "a shell waiter takes part in the decision with flock(1), as protocol.md spells it" {
+  session-add w1 --pid $$
+  h="$(job-exec --session w1 -- sh -c 'read x < "$1"; echo from-shell' sh "$GO")"
+  d="$CREWFILE_DIR/jobs/$h"
+  exec 8<>"$d/lock"; flock 8                    # take lock
+  [ ! -e "$d/result" ]
+  exec 9<>"$d/waiters"; flock -s 9              # count in
+  flock -u 8                                    # release lock
+  echo go > "$GO"
+  wait_for test -e "$d/result"                  # (a shell without inotifywait polls)
+  flock 8
+  [ ! -e "$d/heard" ]
+  printf '{"at": "%s", "by": "wait", "pid": %d}\n' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" $$ > "$d/.heard.tmp.$$"
+  mv "$d/.heard.tmp.$$" "$d/heard"
+  flock -u 8; exec 8>&-
+  exec 9>&-                                     # count out
+  wait_for settled "$h"
+  run inbox-drain w1
+  assert_output ''
+  run job-ls
+  assert_line --index 1 --regexp "^$h +w1 +exited +0 +wait "
+}
