@@ -96,7 +96,7 @@ class Gate:
 
     def __init__(self, tmux, path):
         self.path = path
-        self.holder = subprocess.Popen(["flock", "-o", path, "sleep", "600"])
+        self.holder = subprocess.Popen(["flock", "-o", path, "sleep", "600"], stdout=subprocess.DEVNULL)
         wait_for(lambda: subprocess.run(["flock", "-n", path, "true"]).returncode != 0,
                  what="the gate to close")
 

@@ -1,0 +1,149 @@
+"""Nudges: nudge-tick over 1,000 and 10,000 schedules with 1,000 sessions; --watch latency."""
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "lib"))
+
+SESSIONS = 1000
+DUE_SHARE = 100          # one schedule in DUE_SHARE is due (its target is busy)
+
+
+def build(b, crew, n_schedules, pane):
+    """1,000 busy sessions in one live pane; n schedules, 1% of them due."""
+    from crewfile import nudge, records
+    from crewfile.paths import Crew
+    c = Crew(crew)
+    sessions = os.path.join(c.ensure_sub("sessions"))
+    if not os.path.isdir(os.path.join(sessions, "s999")):
+        ts = records.timestamp()
+        for i in range(SESSIONS):
+            d = os.path.join(sessions, f"s{i}")
+            os.mkdir(d, 0o700)
+            meta = {"name": f"s{i}", "kind": "crew", "exempt": False, "created": ts, "user": "u",
+                    "tmux": pane, "cwd": f"/srv/tree{i}", "session_key": f"k{i}"}
+            with open(os.path.join(d, "meta"), "w") as f:
+                json.dump(meta, f)
+            with open(os.path.join(d, "status"), "w") as f:
+                f.write(f"{ts} registered: kind=crew\n{ts} turn-started\n")
+    nd = c.ensure_sub("nudges")
+    for name in os.listdir(nd):
+        os.unlink(os.path.join(nd, name))
+    now = nudge.clock_now()
+    for j in range(n_schedules):
+        i = j % SESSIONS
+        base = dict(now)
+        if j % DUE_SHARE == 0:
+            base["mono"] -= 7200
+            base["wall"] -= 7200
+        s = {"id": f"n{j:08x}", "user": f"u{j // SESSIONS}", "session": f"s{i}",
+             "session_key": f"k{i}", "agent_session_id": None, "every": 3600,
+             "message": "continue", "max": 100, "attempts": 0, "armed": True,
+             "created": records.timestamp(), "rev": f"r{j}", "base": base, "last_attempt": None,
+             "last_outcome": None, "last_code": None, "last_reason": None, "last_change": None}
+        with open(os.path.join(nd, s["id"]), "w") as f:
+            json.dump(s, f)
+
+
+def run(b):
+    sockdir = tempfile.mkdtemp(prefix="cf-b-", dir="/tmp")
+    sock = os.path.join(sockdir, "s")
+    env = dict(b.env, CREWFILE_TMUX=sock)
+    env.pop("TMUX", None)
+    tmux = ["tmux", "-S", sock, "-f", "/dev/null"]
+    pane = subprocess.run(tmux + ["new-session", "-d", "-s", "b", "-P", "-F", "#{pane_id}",
+                                  "sleep 3600"], env=env, capture_output=True, text=True).stdout.strip()
+    try:
+        base = b.wall([b.python, "-c", "pass"], n=20, env=env)
+        times = {}
+        for n in (1000, 10000):
+            crew = os.path.join(b.tmp, "crew")
+            build(b, crew, n, pane)
+            e = dict(env, CREWFILE_DIR=crew)
+            subprocess.run(b.cmd("nudge-tick") + ["--quiet"], env=e, check=True)   # first: records refusals
+            times[n] = b.wall(b.cmd("nudge-tick") + ["--quiet"], n=7, env=e, warmup=1)
+            b.figure(f"nudge-tick, {n:,} schedules ({n // DUE_SHARE} due, targets busy), "
+                     f"{SESSIONS:,} sessions", times[n], base, base_label="python -c pass")
+        b.figure("10,000 against 1,000 schedules (linear: <= 10x)", times[10000], times[1000],
+                 budget=10.0, base_label="1,000")
+        b.figure("nudge-tick over 10,000 schedules against the 1 s budget", times[10000], 1.0,
+                 budget=1.0, base_label="budget")
+        watch_latency(b, env, sock)
+    finally:
+        subprocess.run(tmux + ["kill-server"], env=env, capture_output=True)
+        subprocess.run(["rm", "-rf", sockdir])
+
+
+def watch_latency(b, env, sock):
+    """turn-ended -> nudge delivered: nudge-tick --watch against a one-shot tick run at once."""
+    from crewfile import records
+    crew = os.path.join(b.tmp, "crew-watch")
+    e = dict(env, CREWFILE_DIR=crew, CREWFILE_SESSION="w1")
+    tmux = ["tmux", "-S", sock, "-f", "/dev/null"]
+    fake = os.path.join(REPO, "tests", "fake-agent")
+    status = os.path.join(crew, "sessions", "w1", "status")
+
+    def lat(mode):
+        gate = os.path.join(b.tmp, "gate")
+        holder = subprocess.Popen(["flock", "-o", gate, "sleep", "600"], stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        while subprocess.run(["flock", "-n", gate, "true"]).returncode == 0:
+            time.sleep(0.005)
+        subprocess.run(["rm", "-rf", crew])
+        pane = subprocess.run(tmux + ["new-window", "-d", "-t", "b:", "-P", "-F", "#{pane_id}",
+                                      "-e", f"CREWFILE_DIR={crew}", "-e", "CREWFILE_SESSION=w1", fake],
+                              env=e, capture_output=True, text=True).stdout.strip()
+        subprocess.run(b.cmd("session-add") + ["w1", "--tmux", pane, "--cwd", b.tmp], env=e, check=True)
+        _wait(lambda: "ready>" in _screen(tmux, pane, e))
+        sid = subprocess.run(b.cmd("nudge-add") + ["--session", "w1", "--every", "1", "--message",
+                                                   "nudged"], env=e, capture_output=True,
+                             text=True).stdout.strip()
+        subprocess.run(tmux + ["send-keys", "-t", pane, "-l", f"RUN: flock {gate} true"], env=e)
+        subprocess.run(tmux + ["send-keys", "-t", pane, "Enter"], env=e)
+        _wait(lambda: "turn-started" in open(status).read())
+        time.sleep(1.1)                    # the schedule's 1 s floor passes during the turn
+        watcher = None
+        if mode == "watch":
+            watcher = subprocess.Popen(b.cmd("nudge-tick") + ["--watch"], env=e,
+                                       stdout=subprocess.PIPE, text=True)
+            watcher.stdout.readline()      # its first tick: refused, generating
+        holder.kill()
+        holder.wait()
+        if mode == "tick":
+            _wait(lambda: "turn-ended" in open(status).read())
+            while "delivered" not in subprocess.run(b.cmd("nudge-tick"), env=e, capture_output=True,
+                                                    text=True).stdout:
+                pass
+        _wait(lambda: "captain: nudged" in open(status).read())
+        if watcher:
+            watcher.terminate()
+            watcher.wait()
+        subprocess.run(tmux + ["kill-pane", "-t", pane], env=e)
+        recs = [records.parse(l) for l in open(status)]
+        ended = next(r.time for r in recs if r and r.kind == "turn-ended")
+        got = next(r.time for r in recs if r and r.kind == "captain" and r.text == "nudged")
+        return got - ended
+
+    watch = sorted(lat("watch") for _ in range(5))[2]
+    tick = sorted(lat("tick") for _ in range(5))[2]
+    b.figure("turn-ended -> nudge typed and read, nudge-tick --watch", watch, tick,
+             base_label="a cron tick that happens to run at turn-ended")
+    b.note("(cron itself ticks once a minute: from turn-ended it waits 30 s on average, 60 s at worst)")
+
+
+def _screen(tmux, pane, env):
+    return subprocess.run(tmux + ["capture-pane", "-p", "-t", pane], env=env, capture_output=True,
+                          text=True).stdout
+
+
+def _wait(pred, timeout=30):
+    deadline = time.monotonic() + timeout
+    while not pred():
+        if time.monotonic() > deadline:
+            raise SystemExit("bench_nudge: timed out")
+        time.sleep(0.005)
