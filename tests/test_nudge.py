@@ -92,13 +92,13 @@ def test_delivers_literally_and_records_it(crew, tmux, tmp_path):
 
 class Gate:
     """A turn that lasts until the test opens the gate: the agent runs
-    `flock GATE true` while the test holds GATE with flock(1)."""
+    `flock GATE true` while the test holds GATE."""
 
-    def __init__(self, tmux, path):
+    def __init__(self, path):
+        import fcntl
         self.path = path
-        self.holder = subprocess.Popen(["flock", "-o", path, "sleep", "600"], stdout=subprocess.DEVNULL)
-        wait_for(lambda: subprocess.run(["flock", "-n", path, "true"]).returncode != 0,
-                 what="the gate to close")
+        self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
 
     def start_turn(self, tmux, pane, sess):
         tmux("send-keys", "-t", pane, "-l", f"RUN: flock {self.path} true")
@@ -106,15 +106,14 @@ class Gate:
         wait_for(lambda: kinds(sess)[-1] == "turn-started", what="turn-started")
 
     def open(self):
-        if self.holder:
-            self.holder.kill()
-            self.holder.wait()
-            self.holder = None
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
 
 @pytest.fixture
 def gate(tmux, tmp_path):
-    g = Gate(tmux, str(tmp_path / "gate"))
+    g = Gate(str(tmp_path / "gate"))
     yield g
     g.open()
 
@@ -266,7 +265,7 @@ def test_overlapping_tick_exits_at_once(crew, tmux, tmp_path):
     make_due(crew, sid)
     before = open(os.path.join(crew.root, "nudges", sid)).read()
     lock = os.path.join(crew.root, "locks", "nudge-tick")
-    holder = subprocess.Popen(["flock", "-o", lock, "sleep", "600"])
+    holder = subprocess.Popen(["flock", "-o", lock, "sleep", "600"], start_new_session=True)
     try:
         wait_for(lambda: subprocess.run(["flock", "-n", lock, "true"]).returncode != 0,
                  what="flock(1) holding the tick lock")
@@ -275,7 +274,7 @@ def test_overlapping_tick_exits_at_once(crew, tmux, tmp_path):
         assert open(os.path.join(crew.root, "nudges", sid)).read() == before
         assert captain_lines(sess) == []
     finally:
-        holder.kill()
+        os.killpg(holder.pid, signal.SIGKILL)
         holder.wait()
     assert "delivered" in tick()
 

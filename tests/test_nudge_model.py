@@ -65,7 +65,8 @@ class ModelWorld(nudge.World):
         if m.fail_next:
             m.fail_next = False
             return False, "failed: injected delivery failure"
-        m.deliveries.append((name, text, m.clock(), m.true))
+        sched = m.sched[name]
+        m.deliveries.append((name, sched["gen"], sched["every"], m.clock(), m.true))
         return True, "delivered"
 
 
@@ -130,8 +131,9 @@ class NudgeMachine(RuleBasedStateMachine):
                  "agent": {"agent_session_id": f"agent-{name}"}}[by]
         nudge.add(self.crew, every, f"continue {name}", max_attempts=max_attempts, user=USER,
                   replace_existing=True, now=self.clock(), **ident)
+        gen = self.sched.get(name, {}).get("gen", 0) + 1      # --replace: a new schedule
         self.sched[name] = {"every": every, "max": max_attempts, "base": self.clock(),
-                            "armed": True, "attempts": 0, "last": None}
+                            "armed": True, "attempts": 0, "gen": gen}
 
     # -- the tick -------------------------------------------------------------
     def _model_elapsed(self, base):
@@ -202,15 +204,14 @@ class NudgeMachine(RuleBasedStateMachine):
     @invariant()
     def one_delivery_per_floor(self):
         last = {}
-        for name, _text, clock, true in self.deliveries:
-            if name in last:
-                pclock, ptrue = last[name]
-                every = self.sched[name]["every"]
+        for name, gen, every, clock, true in self.deliveries:
+            if (name, gen) in last:
+                pclock, ptrue = last[(name, gen)]
                 if pclock["boot"] == clock["boot"]:
                     assert clock["mono"] - pclock["mono"] >= every
                 else:
                     assert clock["wall"] - pclock["wall"] >= every or true - ptrue >= every
-            last[name] = (clock, true)
+            last[(name, gen)] = (clock, true)
 
     @invariant()
     def one_schedule_per_user_and_session(self):

@@ -13,7 +13,7 @@ setup() {
 }
 
 teardown() {
-  [ -n "$HOLDER" ] && kill "$HOLDER" 2>/dev/null
+  [ -n "$HOLDER" ] && kill -- "-$HOLDER" 2>/dev/null
   tmux -S "$CREWFILE_TMUX" kill-server 2>/dev/null || true
   rm -rf "$SOCKDIR"
 }
@@ -90,7 +90,7 @@ tick_until() {    # tick_until WORD: run nudge-tick until an outcome line holds 
   session-add w1 --tmux %99
   nudge-add --session w1 --every 1 --message 'x' >/dev/null
   mkdir -p "$CREWFILE_DIR/locks"
-  flock -o "$CREWFILE_DIR/locks/nudge-tick" sleep 60 &
+  setsid flock -o "$CREWFILE_DIR/locks/nudge-tick" sleep 60 >/dev/null 2>&1 3>&- &
   HOLDER=$!
   while flock -n "$CREWFILE_DIR/locks/nudge-tick" true; do sleep 0.01; done
   before="$(cat "$CREWFILE_DIR"/nudges/*)"
