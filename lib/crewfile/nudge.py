@@ -277,6 +277,17 @@ class World:
                     continue
         return self._metas
 
+    def index(self):
+        """{(key, value): [session names]} for name, session_key, agent_session_id."""
+        if getattr(self, "_index", None) is None:
+            self._index = {}
+            for name, meta in self.metas().items():
+                for key, field in (("session", "name"), ("session_key", "session_key"),
+                                   ("agent_session_id", "agent_session_id")):
+                    if meta.get(field):
+                        self._index.setdefault((key, meta[field]), []).append(name)
+        return self._index
+
     def session(self, name):
         from .sessions import Session
         return Session(self.crew, name)
@@ -392,7 +403,13 @@ def tick(crew, world=None):
 
 def _find(world, sched):
     """(session name, None) or (None, reason)."""
-    found = [name for name, meta in world.metas().items() if matches(sched, meta)]
+    index = world.index()
+    names = set()
+    for key in ("session_key", "agent_session_id", "session"):
+        if sched.get(key):
+            names.update(index.get((key, sched[key]), ()))
+    metas = world.metas()
+    found = sorted(name for name in names if matches(sched, metas[name]))
     if not found:
         return None, "not-live: no registered session matches"
     if len(found) > 1:
