@@ -169,3 +169,17 @@ def test_prompt_tail():
     assert delivery.shows_typed("ready> hello world\n", "hello world")
     assert not delivery.shows_typed("ready> xhello world\n", "hello world")
     assert delivery.shows_typed("\u276f hello wo\n  rld\n\u2500\u2500\n", "hello world")
+
+
+def test_never_types_into_an_aside(crew, tmux):
+    """Text typed into an aside would be recorded as the captain's words; a
+    nudge of `/aside-done` would even conclude it. Only the captain speaks there."""
+    pane = tmux.new_window(FAKE, name="chat", env={"CREWFILE_SESSION": "chat",
+                                                   "CREWFILE_DIR": crew.root})
+    sess = register(crew, "chat", kind="aside", tmux=pane)
+    tmux.wait_screen(pane, "ready>")
+    wait_for(lambda: "started" in kinds(sess), what="the aside agent's started record")
+    ok, reason = delivery.deliver(sess, "/aside-done", quiet=0)
+    assert not ok and delivery.code_of(reason) == "aside"
+    assert "/aside-done" not in tmux.screen(pane)
+    assert "captain-done" not in kinds(sess)

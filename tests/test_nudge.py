@@ -334,3 +334,15 @@ def test_watch_delivers_after_turn_ended(crew, tmux, tmp_path, gate):
         watcher.terminate()
         watcher.wait()
         watcher.stdout.close()
+
+
+def test_an_aside_cannot_be_scheduled_and_an_existing_schedule_disarms(crew, tmux, tmp_path):
+    sess, pane = agent(crew, tmux, "chat")
+    sid = add("--session", "chat", "--every", "60", "--message", "/aside-done")
+    sess.update_meta(kind="aside", exempt=True)       # it became an aside after scheduling
+    r = cmd("nudge-add", "--session", "chat", "--every", "60", "--message", "go on", "--replace")
+    assert r.returncode == 1 and "is an aside" in r.stderr
+    make_due(crew, sid)
+    tick()
+    assert not sched(crew, sid)["armed"]
+    assert "captain-done" not in kinds(sess) and "/aside-done" not in tmux.screen(pane)

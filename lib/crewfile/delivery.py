@@ -33,6 +33,10 @@ line as a visible, unsent draft (erasing it could erase keys the captain
 typed meanwhile; the captain sees it and decides). The result says so, and
 the draft makes later deliveries refuse ("draft") until someone clears it.
 
+An aside is never typed into (code `aside`): whatever reaches its prompt is
+recorded as the captain's input, and only the captain's acts may steer or
+conclude it.
+
 Two deliverers never interleave keys: deliver holds sessions/NAME/deliver.lock
 (try once; busy is a refusal). It never starts, resumes or creates anything:
 no live pane, no delivery.
@@ -48,6 +52,7 @@ from . import paths, tmux
 from .errors import BadInput, SystemFailure
 
 DELIVERED = "delivered"
+ASIDE = "aside"                   # the captain's own conversation: nobody else types there
 NOT_LIVE = "not-live"             # pane gone or dead, session ended, no pane registered
 LIVE_UNKNOWN = "live-unknown"     # tmux could not be asked
 GENERATING = "generating"
@@ -173,6 +178,9 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True):
     now = time.time() if now is None else now
     quiet = captain_quiet() if quiet is None else quiet
     meta = sess.meta
+    if meta.get("kind") == "aside":
+        return ASIDE, ("an aside is the captain's conversation: typed text would be"
+                       " recorded as the captain's words")
     if not meta.get("tmux"):
         return NOT_LIVE, "no tmux pane is registered for the session"
     live = look.probe.live(meta)

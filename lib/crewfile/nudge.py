@@ -195,6 +195,8 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
             raise NotFound(f"no session with {'agent session id' if agent_session_id else 'session key'}"
                            f" {agent_session_id or session_key!r}")
         meta = sess.meta
+    if meta.get("kind") == "aside":
+        raise Refused(f"{meta.get('name')} is an aside: only the captain speaks into it")
     ids = _target_ids(meta)
     now = now or clock_now()
     _dir(crew)
@@ -443,7 +445,7 @@ def _decide(crew, world, sched, now, nudged):
     if not why:
         why = world.busy(name, screen=True)                     # question 2: keys, screen
     if why:
-        if code_of(why) == "not-live":
+        if code_of(why) in ("not-live", "aside"):
             return _disarm(crew, world, sched, name, why, refused=True)
         return _refuse(crew, world, sched, name, why)
     # Permission. Count and store the attempt before typing a key.
