@@ -2,20 +2,15 @@
 # Asides as a shell user runs them, on a private tmux server.
 
 setup() {
-  bats_load_library bats-support
-  bats_load_library bats-assert
-  export PATH="$BATS_TEST_DIRNAME/../../bin:$PATH"
-  export CREWFILE_DIR="$BATS_TEST_TMPDIR/crew"
-  unset TMUX
-  SOCKDIR="$(mktemp -d /tmp/cf-XXXX)"
-  export CREWFILE_TMUX="$SOCKDIR/s"
+  load common
+  crew_setup
+  private_tmux
   export CREWFILE_AGENT_CMD="$BATS_TEST_DIRNAME/../fake-agent"
   tmux -S "$CREWFILE_TMUX" -f /dev/null new-session -d -s crew -x 120 -y 30
 }
 
 teardown() {
-  tmux -S "$CREWFILE_TMUX" kill-server 2>/dev/null || true
-  rm -rf "$SOCKDIR"
+  private_tmux_teardown
 }
 
 wait_screen() {   # wait_screen PANE TEXT

@@ -2,11 +2,8 @@
 # The foundation's commands as a shell user runs them.
 
 setup() {
-  bats_load_library bats-support
-  bats_load_library bats-assert
-  export PATH="$BATS_TEST_DIRNAME/../../bin:$PATH"
-  export CREWFILE_DIR="$BATS_TEST_TMPDIR/crew"
-  unset TMUX
+  load common
+  crew_setup
 }
 
 @test "register, append, show" {

@@ -2,12 +2,9 @@
 # crew-hook as Claude Code runs it: a JSON payload on stdin, exit 0, JSON on stdout.
 
 setup() {
-  bats_load_library bats-support
-  bats_load_library bats-assert
-  export PATH="$BATS_TEST_DIRNAME/../../bin:$PATH"
-  export CREWFILE_DIR="$BATS_TEST_TMPDIR/crew"
+  load common
+  crew_setup
   export CREWFILE_SESSION=w1
-  unset TMUX TMUX_PANE
 }
 
 ev() {  # ev EVENT [extra JSON members]

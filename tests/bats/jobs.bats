@@ -4,11 +4,8 @@
 bats_require_minimum_version 1.5.0
 
 setup() {
-  bats_load_library bats-support
-  bats_load_library bats-assert
-  export PATH="$BATS_TEST_DIRNAME/../../bin:$PATH"
-  export CREWFILE_DIR="$BATS_TEST_TMPDIR/crew"
-  unset CREWFILE_SESSION
+  load common
+  crew_setup
   GO="$BATS_TEST_TMPDIR/go"
   mkfifo "$GO"
 }

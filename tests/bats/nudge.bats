@@ -2,20 +2,15 @@
 # Nudges as a shell user runs them, on a private tmux server.
 
 setup() {
-  bats_load_library bats-support
-  bats_load_library bats-assert
-  export PATH="$BATS_TEST_DIRNAME/../../bin:$PATH"
-  export CREWFILE_DIR="$BATS_TEST_TMPDIR/crew"
-  unset TMUX
-  SOCKDIR="$(mktemp -d /tmp/cf-XXXX)"
-  export CREWFILE_TMUX="$SOCKDIR/s"
+  load common
+  crew_setup
+  private_tmux
   tmux -S "$CREWFILE_TMUX" -f /dev/null new-session -d -s crew -x 160 -y 30
 }
 
 teardown() {
   [ -n "$HOLDER" ] && kill -- "-$HOLDER" 2>/dev/null
-  tmux -S "$CREWFILE_TMUX" kill-server 2>/dev/null || true
-  rm -rf "$SOCKDIR"
+  private_tmux_teardown
 }
 
 agent() {   # agent NAME: a fake agent in a window, registered; prints its pane

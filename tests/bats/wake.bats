@@ -2,20 +2,15 @@
 # Wake supervision as a shell user runs it: crew-watch | wake-filter | wake-send.
 
 setup() {
-  bats_load_library bats-support
-  bats_load_library bats-assert
-  export PATH="$BATS_TEST_DIRNAME/../../bin:$PATH"
-  export CREWFILE_DIR="$BATS_TEST_TMPDIR/crew"
-  unset TMUX
-  SOCKDIR="$(mktemp -d /tmp/cf-XXXX)"
-  export CREWFILE_TMUX="$SOCKDIR/s"
+  load common
+  crew_setup
+  private_tmux
 }
 
 teardown() {
   [ -n "${WATCH_PID:-}" ] && kill "$WATCH_PID" 2>/dev/null || true
   [ -n "${FILTER_PID:-}" ] && kill "$FILTER_PID" 2>/dev/null || true
-  tmux -S "$CREWFILE_TMUX" kill-server 2>/dev/null || true
-  rm -rf "$SOCKDIR"
+  private_tmux_teardown
 }
 
 wait_for_file() {   # wait_for_file FILE TEXT
