@@ -60,9 +60,9 @@ class Session:
         self.append_lines([records.new_line(kind, text, now)])
 
     def append_lines(self, lines):
-        _check_dir(self.dir)
         if not self.exists():
             raise NotFound(f"no session {self.name!r} (register it with session-add)")
+        _check_dir(self.dir)
         logfile.append(self.status_path, self.lock_path, lines, rotate=logfile.rotate_limits())
 
     def last_records(self, n, stats):
@@ -88,11 +88,9 @@ class Session:
 
 
 def _check_dir(path):
+    """Refuse a session directory that is a planted link (exists() follows it)."""
     import stat
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise NotFound(f"no session directory {path}") from None
+    st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise SystemFailure(f"{path} is not a directory (a symlink is not followed)")
 
