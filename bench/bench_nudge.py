@@ -1,7 +1,6 @@
 """Nudges: nudge-tick over 1,000 and 10,000 schedules with 1,000 sessions; --watch latency."""
 import json
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -100,7 +99,7 @@ def watch_latency(b, env, sock):
                               env=e, capture_output=True, text=True).stdout.strip()
         subprocess.run(b.cmd("session-add") + ["w1", "--tmux", pane, "--cwd", b.tmp], env=e, check=True)
         _wait(lambda: "ready>" in _screen(tmux, pane, e))
-        sid = subprocess.run(b.cmd("nudge-add") + ["--session", "w1", "--every", "1", "--message",
+        subprocess.run(b.cmd("nudge-add") + ["--session", "w1", "--every", "1", "--message",
                                                    "nudged"], env=e, capture_output=True,
                              text=True).stdout.strip()
         subprocess.run(tmux + ["send-keys", "-t", pane, "-l", f"RUN: flock {gate} true"], env=e)

@@ -13,7 +13,6 @@ def run(b):
     b.figure("status-append wall time", app, base, budget=1.5, base_label="python -c pass")
 
     # status-show on a 1 GiB log against a 1 KiB log.
-    big = os.path.join(b.tmp, "big")
     subprocess.run(b.cmd("session-add") + ["big"], env=dict(env), check=True)
     subprocess.run(b.cmd("session-add") + ["small"], env=dict(env), check=True)
     line = b"2026-11-29T22:01:17.123Z problem: " + b"x" * 990 + b"\n"

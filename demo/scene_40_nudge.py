@@ -1,7 +1,6 @@
 """Scheduled nudges: one waits for a busy agent and goes out when its turn ends; one for a closed window disarms."""
 import os
 import subprocess
-import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE = os.path.join(REPO, "tests", "fake-agent")

@@ -2,7 +2,6 @@
 import os
 import random
 import re
-import resource
 import signal
 import subprocess
 import sys

@@ -12,7 +12,7 @@ import shutil
 import tempfile
 
 from hypothesis import settings, strategies as st
-from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant, precondition,
+from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant,
                                  rule)
 
 from crewfile import nudge

@@ -4,9 +4,6 @@ import os
 import select
 import subprocess
 import sys
-import time
-
-import pytest
 
 from conftest import BIN, REPO, wait_for
 from crewfile import inbox

@@ -55,6 +55,17 @@ def replace(path, data, mode=0o600):
         raise SystemFailure(f"cannot write {path}: {e.strerror}") from None
 
 
+def read_json(path):
+    """The JSON document in *path*, or None if it does not exist.
+
+    ValueError if it is not JSON. Parsed by jsonio (json's C scanner without
+    json's import cost: these reads sit on hooks' and pipelines' start-up).
+    """
+    from .jsonio import loads
+    text = read_text(path)
+    return None if text is None else loads(text)
+
+
 def read_text(path):
     """The whole file as text, or None if it does not exist (links not followed)."""
     try:

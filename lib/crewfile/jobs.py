@@ -23,7 +23,7 @@ import os
 import time
 
 from . import jsonio, paths, records
-from .atomic import read_text, replace
+from .atomic import read_json, replace
 from .errors import BadInput, NotFound, Refused, SystemFailure
 from .locks import acquire, is_held
 
@@ -71,11 +71,8 @@ def output_limit(env=None):
 
 
 def _json(path):
-    text = read_text(path)
-    if text is None:
-        return None
     try:
-        return jsonio.loads(text)
+        return read_json(path)
     except ValueError:
         return None          # a replaced file is whole; garbage is someone else's: ignore
 

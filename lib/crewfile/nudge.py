@@ -41,7 +41,7 @@ import os
 import time
 
 from . import paths, records
-from .atomic import replace
+from .atomic import read_json, replace
 from .errors import BadInput, NotFound, Refused, SystemFailure
 from .locks import acquire
 
@@ -97,20 +97,13 @@ def _path(crew, sid):
 
 
 def _read(path):
+    """The schedule in *path*; None if absent, False if it is not a schedule."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
-    try:
-        data = os.read(fd, 1 << 20)
-    finally:
-        os.close(fd)
-    try:
-        obj = json.loads(data)
+        obj = read_json(path)
     except ValueError:
         return False
+    if obj is None:
+        return None
     return obj if isinstance(obj, dict) and obj.get("id") else False
 
 

@@ -9,7 +9,7 @@ import os
 import time
 
 from . import logfile, paths, records
-from .atomic import read_text, replace
+from .atomic import read_json, replace
 from .errors import BadInput, NotFound, Refused, SystemFailure
 from .locks import acquire
 
@@ -37,14 +37,12 @@ class Session:
     @property
     def meta(self):
         if self._meta is None:
-            from .jsonio import loads   # not json: it imports re (~6 ms)
-            text = read_text(self.meta_path)
-            if text is None:
-                raise NotFound(f"no session {self.name!r} (register it with session-add)")
             try:
-                self._meta = loads(text)
+                self._meta = read_json(self.meta_path)
             except ValueError:
                 raise SystemFailure(f"{self.meta_path} is not valid JSON") from None
+            if self._meta is None:
+                raise NotFound(f"no session {self.name!r} (register it with session-add)")
         return self._meta
 
     def exists(self):

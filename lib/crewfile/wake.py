@@ -186,11 +186,11 @@ HELD_WHILE_PAUSED_B = frozenset(k.encode() for k in HELD_WHILE_PAUSED)
 
 
 def _class_of(meta_path):
-    from .atomic import read_text
-    from .jsonio import loads
+    from .atomic import read_json
+    from .errors import CrewfileError
     try:
-        meta = loads(read_text(meta_path) or "null")
-    except Exception:
+        meta = read_json(meta_path)
+    except (ValueError, CrewfileError):
         return UNKNOWN
     if not isinstance(meta, dict):
         return UNKNOWN

@@ -115,12 +115,11 @@ class Watcher:
         return events
 
     def _load_cursor(self):
-        from .atomic import read_text
-        text = read_text(self.cursor)
-        if text is None:
-            return
+        from .atomic import read_json
         try:
-            data = jsonio.loads(text)
+            data = read_json(self.cursor)
+            if data is None:
+                return
             saved = data["sessions"]
         except (ValueError, KeyError, TypeError):
             from .errors import BadInput
@@ -382,10 +381,11 @@ class Watcher:
             return None
         key = (st.st_ino, st.st_mtime_ns, st.st_size)
         if key != tail.meta_key:
-            from .atomic import read_text
+            from .atomic import read_json
+            from .errors import CrewfileError
             try:
-                tail.meta = jsonio.loads(read_text(path) or "null")
-            except (ValueError, Exception):
+                tail.meta = read_json(path)
+            except (ValueError, CrewfileError):
                 tail.meta = None
             tail.meta_key = key
         return tail.meta if isinstance(tail.meta, dict) else None
