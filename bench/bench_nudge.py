@@ -99,9 +99,8 @@ def watch_latency(b, env, sock):
                               env=e, capture_output=True, text=True).stdout.strip()
         subprocess.run(b.cmd("session-add") + ["w1", "--tmux", pane, "--cwd", b.tmp], env=e, check=True)
         _wait(lambda: "ready>" in _screen(tmux, pane, e))
-        subprocess.run(b.cmd("nudge-add") + ["--session", "w1", "--every", "1", "--message",
-                                                   "nudged"], env=e, capture_output=True,
-                             text=True).stdout.strip()
+        subprocess.run(b.cmd("nudge-add") + ["--session", "w1", "--every", "1", "--message", "nudged"],
+                       env=e, check=True, stdout=subprocess.DEVNULL)
         subprocess.run(tmux + ["send-keys", "-t", pane, "-l", f"RUN: flock {gate} true"], env=e)
         subprocess.run(tmux + ["send-keys", "-t", pane, "Enter"], env=e)
         _wait(lambda: "turn-started" in open(status).read())
