@@ -1,8 +1,9 @@
 """Run the REAL Claude Code CLI offline, interactively, in a private tmux server,
 against the scripted stand-in model `<repo>/../shared/tools/fake-anthropic`.
 
-Standard library only; imported by pytest.  See tests/CLAUDE_FINDINGS.md for what
-the hooks were observed to deliver.
+Standard library only (the crewfile helpers at the end import pytest and crewfile
+lazily); imported by pytest.  See tests/CLAUDE_FINDINGS.md for what the hooks were
+observed to deliver.
 
 Install (per checkout, never globally):
     npm install --prefix <repo>/.cache/claude-code --no-audit --no-fund @anthropic-ai/claude-code
@@ -388,3 +389,64 @@ class ClaudeRig:
 
 def have_tmux() -> bool:
     return shutil.which("tmux") is not None
+
+
+# ---------------------------------------------------------------- crewfile helpers
+# Shared by the tests that run the real CLI with crew-hook installed
+# (tests/test_claude_e2e.py, tests/test_claude_nudge_e2e.py).
+
+BIN = REPO / "bin"
+
+
+def require_real_claude() -> None:
+    """Skip the test, loudly (stderr and a warning), when the CLI, tmux or the fake is missing."""
+    import warnings
+    import pytest
+    why = None
+    if not find_claude(REPO):
+        why = ("the real Claude Code CLI is not installed in .cache/claude-code "
+               "(run `make claude-code`; it needs npm and the npm registry)")
+    elif not have_tmux():
+        why = "tmux is not installed"
+    elif not (shared_dir(REPO) / "tools" / "fake-anthropic").exists():
+        why = f"fake-anthropic is missing at {shared_dir(REPO)} (set CREWFILE_SHARED)"
+    if why:
+        msg = f"END-TO-END TEST WITH THE REAL CLAUDE CODE SKIPPED: {why}"
+        sys.__stderr__.write(f"\n\n*** {msg} ***\n\n")
+        warnings.warn(msg)
+        pytest.skip(msg)
+
+
+def hook_command() -> str:
+    """The command line settings.json runs for every hook: this interpreter, bin/crew-hook."""
+    return f"{shlex.quote(sys.executable)} {shlex.quote(str(BIN / 'crew-hook'))}"
+
+
+def install_hooks(project: Union[str, Path]) -> None:
+    """`crew-hook --install PROJECT/.claude` with hook_command()."""
+    subprocess.run([sys.executable, str(BIN / "crew-hook"), "--install",
+                    str(Path(project) / ".claude"), "--command", hook_command()],
+                   check=True, capture_output=True)
+
+
+def make_rig(tmp_path, tmux, env=None, **kwargs) -> ClaudeRig:
+    """A rig on the private tmux server *tmux* (conftest's fixture), with crew-hook
+    installed in its project and bin/ plus this interpreter on the agent's PATH."""
+    path = f"{os.path.dirname(sys.executable)}:{BIN}:{os.environ['PATH']}"
+    kwargs.setdefault("script", [])
+    rig = ClaudeRig(tmp_path, tmux.sock, {}, env=dict(env or {}, PATH=path), **kwargs)
+    rig.project.mkdir(parents=True, exist_ok=True)
+    install_hooks(rig.project)
+    return rig
+
+
+def records(crew, name) -> list:
+    """(kind, text) of the session's status records, oldest first."""
+    from crewfile import logfile
+    from crewfile.sessions import Session
+    return [(r.kind, r.text) for r in
+            Session(crew, name).last_records(1000, logfile.TailStats())]
+
+
+def kinds(crew, name) -> list:
+    return [k for k, _ in records(crew, name)]

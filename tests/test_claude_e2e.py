@@ -17,57 +17,16 @@ skipped with a loud message, never silently.
 import json
 import os
 import shlex
-import shutil
 import sys
-import warnings
 
-import pytest
-
-from conftest import BIN, REPO, cmd, wait_for
-from claude_harness import ClaudeRig, find_claude, shared_dir
-from crewfile import inbox, logfile
+from conftest import BIN, cmd, wait_for
+from claude_harness import (ClaudeRig, hook_command, kinds, make_rig, records,
+                            require_real_claude)
+from crewfile import inbox
 from crewfile.sessions import Session, register
 
 NOTICE = "NOTICE-MARK-4711"
 WAKE = "WAKE-MARK-0815"
-
-
-def require_real_claude():
-    why = None
-    if not find_claude(REPO):
-        why = ("the real Claude Code CLI is not installed in .cache/claude-code "
-               "(run `make claude-code`; it needs npm and the npm registry)")
-    elif not shutil.which("tmux"):
-        why = "tmux is not installed"
-    elif not (shared_dir(REPO) / "tools" / "fake-anthropic").exists():
-        why = f"fake-anthropic is missing at {shared_dir(REPO)} (set CREWFILE_SHARED)"
-    if why:
-        msg = f"END-TO-END TEST WITH THE REAL CLAUDE CODE SKIPPED: {why}"
-        sys.__stderr__.write(f"\n\n*** {msg} ***\n\n")
-        warnings.warn(msg)
-        pytest.skip(msg)
-
-
-def hook_command():
-    return f"{shlex.quote(sys.executable)} {shlex.quote(os.path.join(BIN, 'crew-hook'))}"
-
-
-def make_rig(tmp_path, tmux, env=None):
-    path = f"{os.path.dirname(sys.executable)}:{BIN}:{os.environ['PATH']}"
-    rig = ClaudeRig(tmp_path, tmux.sock, {}, env=dict(env or {}, PATH=path), script=[])
-    project = rig.project
-    project.mkdir(parents=True, exist_ok=True)
-    cmd("crew-hook", "--install", project / ".claude", "--command", hook_command(), check=True)
-    return rig
-
-
-def records(crew, name):
-    return [(r.kind, r.text) for r in
-            Session(crew, name).last_records(1000, logfile.TailStats())]
-
-
-def kinds(crew, name):
-    return [k for k, _ in records(crew, name)]
 
 
 def request_text(rig):

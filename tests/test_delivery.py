@@ -171,6 +171,19 @@ def test_prompt_tail():
     assert delivery.shows_typed("\u276f hello wo\n  rld\n\u2500\u2500\n", "hello world")
 
 
+def test_prompt_tail_on_claude_codes_screen():
+    """As captured from Claude Code 2.1.197: past prompts echo as "\u276f text",
+    the input line below them is "\u276f" + a no-break space, padded."""
+    rule = "\u2500" * 40
+    screen = ("\u276f slow one\n\u25cf ok\n\u273b Crunched for 3s\n\n" + rule
+              + "\n\u276f\u00a0" + " " * 30 + "\n" + rule + "\n  ? for shortcuts\n")
+    assert delivery.prompt_tail(screen)[0] == ""
+    typed = screen.replace("\u276f\u00a0", "\u276f\u00a0half typed")
+    assert delivery.prompt_tail(typed)[0] == "half typed"
+    assert delivery.shows_typed(typed, "half typed")
+    assert delivery.prompt_tail("\u276f\u00a0" + " " * 10 + "\n")[0] == ""
+
+
 def test_never_types_into_an_aside(crew, tmux):
     """Text typed into an aside would be recorded as the captain's words; a
     nudge of `/aside-done` would even conclude it. Only the captain speaks there."""

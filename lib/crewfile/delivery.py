@@ -127,14 +127,17 @@ def _markers(meta):
 
 
 def _marker_re(markers):
-    return re.compile("(?:" + "|".join(re.escape(m.rstrip()) for m in markers) + ")(?: |$)")
+    # Claude Code draws its input line as "\u276f\u00a0" (a no-break space), while
+    # the echo of past prompts above it is "\u276f " (a plain space).
+    return re.compile("(?:" + "|".join(re.escape(m.rstrip()) for m in markers)
+                      + ")(?:[ \u00a0]|$)")
 
 
 def prompt_tail(screen, markers=PROMPT_MARKERS):
     """What follows the prompt marker on the prompt line, plus the screen lines below.
 
     The prompt line is the lowest line holding a marker followed by a space
-    or the line's end; the first such marker on it counts. Returns (draft,
+    (plain or no-break) or the line's end; the first such marker on it counts. Returns (draft,
     below) with draft stripped of blanks and box-drawing edges, or None when
     no line holds a prompt.
     """

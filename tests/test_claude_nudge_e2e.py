@@ -1,0 +1,187 @@
+"""Delivery (nudge-tick, wake-send) against the REAL Claude Code CLI, offline in
+a private tmux server, against the scripted stand-in model
+(../shared/tools/fake-anthropic), with crew-hook installed: the hooks write
+the started / turn-started / turn-ended records delivery decides by, and
+register the crew session with its pane ($TMUX_PANE).
+
+1. An idle claude: a due nudge is typed by nudge-tick and reaches the model
+   as a user prompt; a `nudge` record says so.
+2. A generating claude: the due nudge is refused (`generating`), nothing is
+   typed; the first tick after the turn ends delivers it.
+3. The captain's half-typed draft on claude's input line: refused (`draft`),
+   the draft stays there, unsent.
+4. wake-send into a claude primary: its one line becomes a prompt, and
+   crew-hook's UserPromptSubmit hands the waiting wake notice to the model
+   with it (the inbox is drained).
+
+What the real screen showed (Claude Code 2.1.197): the input line is
+"\u276f" + a NO-BREAK SPACE between two rules; past prompts above it echo as
+"\u276f text" with a plain space. delivery.prompt_tail accepts both.
+
+Without the CLI (make claude-code) these tests are skipped loudly.
+"""
+import json
+
+from conftest import cmd, wait_for
+from claude_harness import kinds, make_rig, records, require_real_claude
+from crewfile import delivery, inbox
+from crewfile.sessions import Session, register
+
+NUDGE = "NUDGE-MARK-2718 continue with the plan"
+DRAFT = "half typed by the captain"
+
+
+def user_texts(rig):
+    """Every text block of a user message the agent's main loop sent to the model."""
+    out = []
+    for req in rig.main_requests():
+        for msg in req.get("messages", []):
+            if msg.get("role") != "user":
+                continue
+            content = msg.get("content")
+            if isinstance(content, str):
+                out.append(content)
+            else:
+                out += [b.get("text", "") for b in content or [] if isinstance(b, dict)]
+    return out
+
+
+def input_line(rig):
+    """What is typed on claude's input line ('' when empty), per delivery's own reading."""
+    found = delivery.prompt_tail(rig.screen())
+    assert found is not None, "no prompt line on claude's screen:\n" + rig.screen()
+    return found[0]
+
+
+def tick_until(crew, name, kind, what):
+    """Run nudge-tick (as cron would) until *name*'s status log has a *kind* record."""
+    def ticked():
+        cmd("nudge-tick", "--quiet")
+        return [t for k, t in records(crew, name) if k == kind]
+    return wait_for(ticked, timeout=30, what=what)
+
+
+def crew_rig(crew, tmux, tmp_path, name="w1"):
+    """A claude that registers itself as crew session *name* (not started yet)."""
+    return make_rig(tmp_path, tmux, env={"CREWFILE_SESSION": name, "CREWFILE_DIR": crew.root,
+                                         "CREWFILE_TMUX": tmux.sock})
+
+
+def start(rig, crew, name="w1"):
+    """Start claude; return once its hook registered it, with its pane, idle and empty."""
+    rig.start()
+    wait_for(lambda: Session(crew, name).exists() and "started" in kinds(crew, name),
+             what=f"{name} registered by its SessionStart hook")
+    assert Session(crew, name).meta["tmux"] == rig.pane
+    assert input_line(rig) == ""
+
+
+def dump(rig, crew, name):
+    print("--- screen ---\n" + (rig.screen(history=True) if rig.pane else "(no pane)"))
+    print("--- records ---\n" + "\n".join(map(str, records(crew, name))))
+
+
+def test_a_due_nudge_reaches_an_idle_claude(crew, tmux, tmp_path):
+    require_real_claude()
+    rig = crew_rig(crew, tmux, tmp_path)
+    try:
+        start(rig, crew)
+        cmd("nudge-add", "--session", "w1", "--every", "1", "--message", NUDGE, check=True)
+        sent = tick_until(crew, "w1", "nudge", "the nudge to be delivered")
+        assert sent[0].endswith("attempt 1/100: delivered")
+        wait_for(lambda: NUDGE in user_texts(rig), what="the nudge to reach the model")
+        wait_for(lambda: "turn-ended" in kinds(crew, "w1"), what="the nudge's turn to end")
+        got = kinds(crew, "w1")
+        assert got[got.index("nudge"):].count("turn-started") == 1
+        # The prompt hook cannot tell typed-by-nudge from typed-by-the-captain.
+        assert ("captain", NUDGE) in records(crew, "w1")
+        assert "nudge-refused" not in got and "nudge-failed" not in got
+        rig.wait_ready()
+        assert input_line(rig) == ""                   # submitted, not left as a draft
+    except Exception:
+        dump(rig, crew, "w1")
+        raise
+    finally:
+        rig.stop()
+
+
+def test_a_nudge_waits_for_the_turn_then_goes_out(crew, tmux, tmp_path):
+    require_real_claude()
+    rig = crew_rig(crew, tmux, tmp_path)
+    try:
+        start(rig, crew)
+        rig.set_script(["SLOW: 5"])
+        rig.send("work on it slowly")
+        wait_for(lambda: "turn-started" in kinds(crew, "w1"), what="turn-started")
+        cmd("nudge-add", "--session", "w1", "--every", "1", "--message", NUDGE, check=True)
+        refused = tick_until(crew, "w1", "nudge-refused", "the refusal")
+        assert delivery.code_of(refused[0].split(" ", 1)[1]) == "generating", refused
+        assert "turn-ended" not in kinds(crew, "w1")   # the turn was still running
+        assert NUDGE not in rig.screen() and input_line(rig) == ""
+        assert NUDGE not in json.dumps(rig.requests())
+
+        sent = tick_until(crew, "w1", "nudge", "the nudge after the turn")
+        got = kinds(crew, "w1")
+        assert got.index("turn-ended") < got.index("nudge")
+        wait_for(lambda: NUDGE in user_texts(rig), what="the nudge to reach the model")
+        assert sent[0].endswith("attempt 1/100: delivered")
+        assert got.count("nudge-refused") == 1          # the same refusal is said once
+    except Exception:
+        dump(rig, crew, "w1")
+        raise
+    finally:
+        rig.stop()
+
+
+def test_a_captains_draft_is_never_completed(crew, tmux, tmp_path):
+    require_real_claude()
+    rig = crew_rig(crew, tmux, tmp_path)
+    try:
+        start(rig, crew)
+        rig.send(DRAFT, enter=False)
+        rig.wait_screen(lambda s: (delivery.prompt_tail(s) or ("",))[0] == DRAFT)
+        cmd("nudge-add", "--session", "w1", "--every", "1", "--message", NUDGE, check=True)
+        refused = tick_until(crew, "w1", "nudge-refused", "the refusal")
+        assert delivery.code_of(refused[0].split(" ", 1)[1]) == "draft", refused
+        assert input_line(rig) == DRAFT                 # left intact ...
+        assert "turn-started" not in kinds(crew, "w1")  # ... and not submitted
+        assert NUDGE not in rig.screen()
+        assert not any(DRAFT in t or NUDGE in t for t in user_texts(rig))
+    except Exception:
+        dump(rig, crew, "w1")
+        raise
+    finally:
+        rig.stop()
+
+
+def test_wake_send_prompts_a_claude_primary(crew, tmux, tmp_path):
+    require_real_claude()
+    register(crew, "w2", kind="crew")
+    rig = make_rig(tmp_path, tmux, env={"CREWFILE_SESSION": "firstmate",
+                                        "CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
+    try:
+        pane = tmux.new_window(rig.prepare(), name="firstmate", session="crew")
+        register(crew, "firstmate", kind="primary", tmux=pane)
+        rig.attach(pane)
+        wait_for(lambda: "started" in kinds(crew, "firstmate"), what="SessionStart hook")
+        line = "2026-11-29T23:00:00.000Z w2 problem: needs a database WAKE-MARK-1618"
+        sent = cmd("wake-send", "firstmate", "--window", "0.01", input=line + "\n")
+        assert sent.returncode == 0, sent.stderr
+        say = "crewfile: 1 wake waiting from w2; run: inbox-drain firstmate"
+        assert f"announced 1 wake(s) to firstmate: {say}" in sent.stderr
+        wait_for(lambda: say in user_texts(rig), what="the announcement to reach the model")
+        # The same prompt's UserPromptSubmit hook drained the inbox: the model
+        # got the wake itself as context, so inbox-drain has nothing left.
+        sent_to_model = json.dumps(rig.main_requests())
+        assert "crewfile notice: wake " + line in sent_to_model
+        assert inbox.pending(crew, "firstmate") == []
+        wait_for(lambda: "turn-ended" in kinds(crew, "firstmate"), what="turn-ended")
+        assert ("captain", say) in records(crew, "firstmate")
+        assert kinds(crew, "firstmate").count("turn-started") == 1
+        rig.wait_ready()
+        assert delivery.prompt_tail(rig.screen())[0] == ""
+    except Exception:
+        dump(rig, crew, "firstmate")
+        raise
+    finally:
+        rig.stop()
