@@ -42,6 +42,19 @@ class Bench:
                 times.append(time.perf_counter() - t0)
         return statistics.median(times)
 
+    def wall_pair(self, argv_a, argv_b, n=30, env=None, warmup=3):
+        """Median wall times of argv_a and argv_b, run alternately, so that a
+        load that drifts during the run weighs on both alike."""
+        times = ([], [])
+        for i in range(n + warmup):
+            for argv, out in ((argv_a, times[0]), (argv_b, times[1])):
+                t0 = time.perf_counter()
+                subprocess.run(argv, env=env or self.env, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                if i >= warmup:
+                    out.append(time.perf_counter() - t0)
+        return statistics.median(times[0]), statistics.median(times[1])
+
     def figure(self, label, value, baseline, unit="ms", budget=None, base_label="baseline",
                lower_is_better=True):
         """Print one figure: value, its baseline, the ratio and the budget's verdict."""

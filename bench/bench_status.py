@@ -8,8 +8,8 @@ def run(b):
     crew = os.path.join(b.tmp, "crew")
     env = dict(b.env, CREWFILE_DIR=crew)
     subprocess.run(b.cmd("session-add") + ["w1"], env=env, check=True)
-    base = b.wall([b.python, "-c", "pass"], n=40, env=env)
-    app = b.wall(b.cmd("status-append") + ["w1", "idle"], n=40, env=env)
+    app, base = b.wall_pair(b.cmd("status-append") + ["w1", "idle"], [b.python, "-c", "pass"],
+                            n=40, env=env)
     b.figure("status-append wall time", app, base, budget=1.5, base_label="python -c pass")
 
     # status-show on a 1 GiB log against a 1 KiB log.
@@ -25,8 +25,8 @@ def run(b):
     with open(os.path.join(crew, "sessions", "small", "status"), "ab") as f:
         f.write(b"2026-11-29T22:01:18.000Z turn-started\n")
     b.note(f"big log: {os.path.getsize(log) / 2**30:.2f} GiB")
-    small_t = b.wall(b.cmd("status-show") + ["small"], n=20, env=env)
-    big_t = b.wall(b.cmd("status-show") + ["big"], n=20, env=env)
+    big_t, small_t = b.wall_pair(b.cmd("status-show") + ["big"], b.cmd("status-show") + ["small"],
+                                 n=20, env=env)
     b.figure("status-show on a 1 GiB log", big_t, small_t, budget=2.0, base_label="on a 1 KiB log")
     os.unlink(log)
 
