@@ -42,6 +42,7 @@ Screen markers: the input box is ready when the pane shows "? for shortcuts"
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -446,6 +447,20 @@ def records(crew, name) -> list:
     from crewfile.sessions import Session
     return [(r.kind, r.text) for r in
             Session(crew, name).last_records(1000, logfile.TailStats())]
+
+
+@contextlib.contextmanager
+def watched(rig: ClaudeRig, crew, name: str):
+    """Run a test body against *rig*: on failure print its screen and NAME's
+    records (what one needs to see), and always stop the rig."""
+    try:
+        yield rig
+    except BaseException:
+        print("--- screen ---\n" + (rig.screen(history=True) if rig.pane else "(no pane)"))
+        print("--- records ---\n" + "\n".join(map(str, records(crew, name))))
+        raise
+    finally:
+        rig.stop()
 
 
 def kinds(crew, name) -> list:

@@ -20,7 +20,7 @@ import shlex
 import sys
 
 from conftest import BIN, cmd, wait_for
-from claude_harness import (ClaudeRig, hook_command, kinds, make_rig, records,
+from claude_harness import (ClaudeRig, hook_command, kinds, make_rig, records, watched,
                             require_real_claude)
 from crewfile import inbox
 from crewfile.sessions import Session, register
@@ -45,7 +45,7 @@ def test_a_whole_aside_with_the_real_claude_code(crew, tmux, tmp_path):
     require_real_claude()
     rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
     register(crew, "firstmate", kind="primary")
-    try:
+    with watched(rig, crew, "design"):
         # The primary is a claude too; the agent command it hands to aside-open
         # is the same claude without a session name (aside-open gives it one).
         agent = rig.prepare()
@@ -124,12 +124,6 @@ def test_a_whole_aside_with_the_real_claude_code(crew, tmux, tmp_path):
         woke = cmd("wake-filter", input=watch.stdout).stdout.splitlines()
         from_aside = [line.split(" ", 3)[2].rstrip(":") for line in woke if " design " in line]
         assert from_aside == ["problem", "problem", "concluded"], woke
-    except Exception:
-        print("--- screen ---\n" + (rig.screen(history=True) if rig.pane else "(no pane)"))
-        print("--- records ---\n" + "\n".join(map(str, records(crew, "design"))))
-        raise
-    finally:
-        rig.stop()
 
 
 def test_primary_continues_its_turn_for_a_wake(crew, tmux, tmp_path):
@@ -137,7 +131,7 @@ def test_primary_continues_its_turn_for_a_wake(crew, tmux, tmp_path):
     register(crew, "firstmate", kind="primary")
     rig = make_rig(tmp_path, tmux, env={"CREWFILE_SESSION": "firstmate",
                                         "CREWFILE_DIR": crew.root})
-    try:
+    with watched(rig, crew, "firstmate"):
         rig.start()
         rig.set_script(["SLOW: 2"])
         rig.send("how is the crew?")
@@ -151,12 +145,6 @@ def test_primary_continues_its_turn_for_a_wake(crew, tmux, tmp_path):
         assert continued and "Stop hook additional context: crewfile wake:" in json.dumps(
             continued[0])
         assert "Stop hook error" not in rig.screen(history=True)
-    except Exception:
-        print("--- screen ---\n" + (rig.screen(history=True) if rig.pane else "(no pane)"))
-        print("--- records ---\n" + "\n".join(map(str, records(crew, "firstmate"))))
-        raise
-    finally:
-        rig.stop()
 
 
 def test_permission_dialog_is_waiting_and_a_crew_session_registers_itself(crew, tmux, tmp_path):
@@ -166,7 +154,7 @@ def test_permission_dialog_is_waiting_and_a_crew_session_registers_itself(crew, 
                     env={"PATH": path, "CREWFILE_SESSION": "w1", "CREWFILE_DIR": crew.root})
     rig.project.mkdir(parents=True, exist_ok=True)
     cmd("crew-hook", "--install", rig.project / ".claude", "--command", hook_command(), check=True)
-    try:
+    with watched(rig, crew, "w1"):
         rig.start()
         wait_for(lambda: Session(crew, "w1").exists() and "started" in kinds(crew, "w1"),
                  what="w1 registered by its SessionStart hook")
@@ -182,9 +170,3 @@ def test_permission_dialog_is_waiting_and_a_crew_session_registers_itself(crew, 
         assert kinds(crew, "w1")[-3:] == ["waiting", "turn-started", "turn-ended"]
         assert records(crew, "w1")[-2] == ("turn-started", "permission answered")
         assert (rig.project / "made-by-the-agent").exists()
-    except Exception:
-        print("--- screen ---\n" + (rig.screen(history=True) if rig.pane else "(no pane)"))
-        print("--- records ---\n" + "\n".join(map(str, records(crew, "w1"))))
-        raise
-    finally:
-        rig.stop()

@@ -23,7 +23,7 @@ Without the CLI (make claude-code) these tests are skipped loudly.
 import json
 
 from conftest import cmd, wait_for
-from claude_harness import kinds, make_rig, records, require_real_claude
+from claude_harness import kinds, make_rig, records, require_real_claude, watched
 from crewfile import delivery, inbox
 from crewfile.sessions import Session, register
 
@@ -76,15 +76,10 @@ def start(rig, crew, name="w1"):
     assert input_line(rig) == ""
 
 
-def dump(rig, crew, name):
-    print("--- screen ---\n" + (rig.screen(history=True) if rig.pane else "(no pane)"))
-    print("--- records ---\n" + "\n".join(map(str, records(crew, name))))
-
-
 def test_a_due_nudge_reaches_an_idle_claude(crew, tmux, tmp_path):
     require_real_claude()
     rig = crew_rig(crew, tmux, tmp_path)
-    try:
+    with watched(rig, crew, "w1"):
         start(rig, crew)
         cmd("nudge-add", "--session", "w1", "--every", "1", "--message", NUDGE, check=True)
         sent = tick_until(crew, "w1", "nudge", "the nudge to be delivered")
@@ -98,17 +93,12 @@ def test_a_due_nudge_reaches_an_idle_claude(crew, tmux, tmp_path):
         assert "nudge-refused" not in got and "nudge-failed" not in got
         rig.wait_ready()
         assert input_line(rig) == ""                   # submitted, not left as a draft
-    except Exception:
-        dump(rig, crew, "w1")
-        raise
-    finally:
-        rig.stop()
 
 
 def test_a_nudge_waits_for_the_turn_then_goes_out(crew, tmux, tmp_path):
     require_real_claude()
     rig = crew_rig(crew, tmux, tmp_path)
-    try:
+    with watched(rig, crew, "w1"):
         start(rig, crew)
         rig.set_script(["SLOW: 5"])
         rig.send("work on it slowly")
@@ -126,17 +116,12 @@ def test_a_nudge_waits_for_the_turn_then_goes_out(crew, tmux, tmp_path):
         wait_for(lambda: NUDGE in user_texts(rig), what="the nudge to reach the model")
         assert sent[0].endswith("attempt 1/100: delivered")
         assert got.count("nudge-refused") == 1          # the same refusal is said once
-    except Exception:
-        dump(rig, crew, "w1")
-        raise
-    finally:
-        rig.stop()
 
 
 def test_a_captains_draft_is_never_completed(crew, tmux, tmp_path):
     require_real_claude()
     rig = crew_rig(crew, tmux, tmp_path)
-    try:
+    with watched(rig, crew, "w1"):
         start(rig, crew)
         rig.send(DRAFT, enter=False)
         rig.wait_screen(lambda s: (delivery.prompt_tail(s) or ("",))[0] == DRAFT)
@@ -147,11 +132,6 @@ def test_a_captains_draft_is_never_completed(crew, tmux, tmp_path):
         assert "turn-started" not in kinds(crew, "w1")  # ... and not submitted
         assert NUDGE not in rig.screen()
         assert not any(DRAFT in t or NUDGE in t for t in user_texts(rig))
-    except Exception:
-        dump(rig, crew, "w1")
-        raise
-    finally:
-        rig.stop()
 
 
 def test_wake_send_prompts_a_claude_primary(crew, tmux, tmp_path):
@@ -159,7 +139,7 @@ def test_wake_send_prompts_a_claude_primary(crew, tmux, tmp_path):
     register(crew, "w2", kind="crew")
     rig = make_rig(tmp_path, tmux, env={"CREWFILE_SESSION": "firstmate",
                                         "CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
-    try:
+    with watched(rig, crew, "firstmate"):
         pane = tmux.new_window(rig.prepare(), name="firstmate", session="crew")
         register(crew, "firstmate", kind="primary", tmux=pane)
         rig.attach(pane)
@@ -180,8 +160,3 @@ def test_wake_send_prompts_a_claude_primary(crew, tmux, tmp_path):
         assert kinds(crew, "firstmate").count("turn-started") == 1
         rig.wait_ready()
         assert delivery.prompt_tail(rig.screen())[0] == ""
-    except Exception:
-        dump(rig, crew, "firstmate")
-        raise
-    finally:
-        rig.stop()
