@@ -256,7 +256,6 @@ class Sender:
         self.due_at = None          # when to try to announce; None: nothing to announce
         self.announced = set()      # ids of wake notices already announced
         self.posted = 0
-        self.deliveries = 0
 
     def wake(self, line):
         """Post one event line (str, no newline) as a wake notice."""
@@ -291,7 +290,6 @@ class Sender:
         ok, reason = deliver(self.sess, text)
         if ok:
             self.announced |= {n.id for n in waiting}
-            self.deliveries += 1
             self.log(f"announced {len(waiting)} wake(s) to {self.primary}: {text}")
         else:
             self.due_at = self.clock() + self.retry
