@@ -255,7 +255,6 @@ class Sender:
         self._deliver = deliver
         self.due_at = None          # when to try to announce; None: nothing to announce
         self.announced = set()      # ids of wake notices already announced
-        self.posted = 0
 
     def wake(self, line):
         """Post one event line (str, no newline) as a wake notice."""
@@ -266,7 +265,6 @@ class Sender:
         if len(line) > 8192:
             line = line[:8192] + " [cut]"     # a notice must stay within one record
         nid = inbox.post(self.crew, self.primary, "wake", line)
-        self.posted += 1
         if self.due_at is None:
             self.due_at = self.clock() + self.window
         return nid
