@@ -28,6 +28,21 @@ def write_all(fd, data):
         view = view[n:]
 
 
+def write_new(path, data, mode=0o600):
+    """Create *path* (never an existing file, never through a link), write
+    *data* whole and fsync it. The first half of every atomic publication:
+    the caller renames the file into place. OSError on failure, nothing left."""
+    fd = os.open(path, _TMP_FLAGS, mode)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    except OSError:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+
+
 def replace(path, data, mode=0o600):
     """Atomically make *path* contain *data* (bytes or str)."""
     if isinstance(data, str):
@@ -36,15 +51,10 @@ def replace(path, data, mode=0o600):
     tmp = os.path.join(directory, f".{base}.tmp.{os.getpid()}")
     try:
         try:
-            fd = os.open(tmp, _TMP_FLAGS, mode)
+            write_new(tmp, data, mode)
         except FileExistsError:      # a crashed earlier run of this pid: ours to clear
             os.unlink(tmp)
-            fd = os.open(tmp, _TMP_FLAGS, mode)
-        try:
-            write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            write_new(tmp, data, mode)
         os.rename(tmp, path)
         fsync_dir(directory or ".")
     except OSError as e:

@@ -18,11 +18,10 @@ import os
 import time
 
 from . import paths, records
-from .atomic import fsync_dir, write_all
+from .atomic import fsync_dir, write_new
 from .errors import BadInput, NotFound, SystemFailure
 
 TMP_MAX_AGE = 36 * 3600
-_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _counter = 0
 
 
@@ -84,12 +83,7 @@ def deliver(crew, aside, data, checkpoint=None):
     base = unique_name(aside)
     tmp = os.path.join(tmp_dir, base)
     try:
-        fd = os.open(tmp, _CREATE, 0o600)
-        try:
-            write_all(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_new(tmp, data)
         if checkpoint:
             checkpoint("written")
         dest = os.path.join(new_dir, base)
