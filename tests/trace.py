@@ -136,12 +136,7 @@ def build(stale=STALE):
     tr.session(w, cwd="/src/app-w2")
     t = tr.rec(w, BASE + 7, "registered", "kind=crew")
     t = tr.rec(w, t + 1, "started")
-    for i in range(1, 4):
-        t = tr.rec(w, t + 40, "captain", f"migration step {i}")
-        t = tr.rec(w, t + 0.05, "turn-started")
-        t = tr.rec(w, t + 300, "turn-ended",
-                   why="the worker stopped: it needs its next instruction or a review")
-        t = tr.rec(w, t + 0.1, "idle")
+    t = ordinary_turns(tr, w, t, "migration step", 3, think=40, work=300)
     t = tr.rec(w, t + 20, "turn-started")
     t = tr.rec(w, t + 100, "blocked", "needs the staging database password",
                why="the worker cannot go on without something only a person has")
@@ -163,16 +158,23 @@ def build(stale=STALE):
     tr.session(w, cwd="/src/app-w3", pid=dead_pid(), pid_start=1)
     t = tr.rec(w, BASE + 9, "registered", "kind=crew")
     t = tr.rec(w, t + 1, "started")
-    for i in range(1, 4):
-        t = tr.rec(w, t + 50, "captain", f"lint pass {i}")
-        t = tr.rec(w, t + 0.05, "turn-started")
-        t = tr.rec(w, t + 120, "turn-ended",
-                   why="the worker stopped: it needs its next instruction or a review")
-        t = tr.rec(w, t + 0.1, "idle")
+    t = ordinary_turns(tr, w, t, "lint pass", 3, think=50, work=120)
     tr.labels.append(Label(None, w, "lost", "its process is gone though it never ended:"
                                             " work may be lost, the primary must look"))
     tr.aside_end = aside_end
     return tr
+
+
+def ordinary_turns(tr, w, t, prompt, n, think, work):
+    """n plain turns of crew session w: captain input, work, turn-ended (a
+    labelled wake: the worker needs its next instruction), idle."""
+    for i in range(1, n + 1):
+        t = tr.rec(w, t + think, "captain", f"{prompt} {i}")
+        t = tr.rec(w, t + 0.05, "turn-started")
+        t = tr.rec(w, t + work, "turn-ended",
+                   why="the worker stopped: it needs its next instruction or a review")
+        t = tr.rec(w, t + 0.1, "idle")
+    return t
 
 
 def write(crew, stale=STALE):
