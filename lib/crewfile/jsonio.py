@@ -8,6 +8,15 @@ work without them: loads() drives its scanner, dumps() its string encoder.
 The results are those of json.loads and of json.dumps with its defaults
 (ensure_ascii, separators ', ' and ': '). Where `_json` is missing (not
 CPython), the json package is used.
+
+Malformed input always takes the slow path. `_json` reports a syntax error
+through json.decoder.JSONDecodeError, which it looks up in sys.modules
+without importing it (CPython 3.11): with json.decoder not loaded, every
+syntax error surfaced as SystemError, not ValueError, and a truncated file
+crashed its reader. So any failure of the fast scan hands the text to
+json.loads itself, whose answer (a value or a ValueError) is by definition
+the right one; valid documents never pay for the import
+(tests/test_jsonio_fuzz.py compares both on arbitrary text and bytes).
 """
 try:
     from _json import encode_basestring_ascii as _quote
@@ -34,17 +43,20 @@ class _Context:
 
 
 def loads(data):
-    """Parse one JSON document (str or UTF-8 bytes); ValueError if it is not one."""
+    """Parse one JSON document (str, or UTF-8 bytes with an optional BOM).
+
+    The value json.loads gives for the same text; ValueError, and nothing
+    else, if it is not one (too deep a nesting included).
+    """
     global _scan
-    if _make_scanner is None:
-        import json
-        return json.loads(data)
     if isinstance(data, (bytes, bytearray)):
         data = bytes(data).decode("utf-8")       # UnicodeDecodeError is a ValueError
         if data.startswith("\ufeff"):
             data = data[1:]
     if not isinstance(data, str):
         raise ValueError(f"not JSON text: {type(data).__name__}")
+    if _make_scanner is None:
+        return _slow(data)
     if _scan is None:
         _scan = _make_scanner(_Context())
     n = len(data)
@@ -53,15 +65,22 @@ def loads(data):
         i += 1
     try:
         value, end = _scan(data, i)
-    except StopIteration as e:
-        raise ValueError(f"expecting a value at character {e.value}") from None
-    except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+    except Exception:            # StopIteration, SystemError, ValueError, RecursionError
+        return _slow(data)
     while end < n and data[end] in _WS:
         end += 1
     if end != n:
-        raise ValueError(f"extra data at character {end}")
+        return _slow(data)
     return value
+
+
+def _slow(text):
+    """json.loads' verdict on *text*, which the fast scan did not accept."""
+    import json
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def dumps(obj):
