@@ -31,7 +31,7 @@ deps: system-deps $(STAMP)
 
 # The real Claude Code CLI for the end-to-end hook tests, installed into this
 # checkout (never globally). If it cannot be installed, say so loudly: those
-# tests are then skipped, each with the same loud message.
+# tests are then skipped, and `make test` ends by saying so.
 CLAUDE_CODE := .cache/claude-code
 claude-code:
 	@if ls $(CLAUDE_CODE)/node_modules/@anthropic-ai/claude-code-*/claude >/dev/null 2>&1; then :; \
@@ -42,9 +42,13 @@ claude-code:
 	  || echo "make: WARNING: npm install of Claude Code failed: the end-to-end tests with the real CLI will be SKIPPED" >&2; \
 	fi
 
+# pytest and bats both run; then, last of all, one loud line if any end-to-end
+# test with the real Claude Code was skipped (tests/claude_harness.skip_loudly).
 test: deps claude-code
-	$(PY) -m pytest -q
-	bats tests/bats
+	@rc=0; $(PY) -m pytest -q || rc=$$?; bats tests/bats || rc=$$?; \
+	if [ -s .cache/e2e-skipped ]; then \
+	  echo "make: WARNING: $$(wc -l < .cache/e2e-skipped) END-TO-END TESTS WITH THE REAL CLAUDE CODE WERE SKIPPED: $$(sort -u .cache/e2e-skipped | paste -sd';')" >&2; \
+	fi; exit $$rc
 
 demo: deps claude-code
 	$(PY) demo/demo.py

@@ -1,5 +1,5 @@
 """Run the REAL Claude Code CLI offline, interactively, in a private tmux server,
-against the scripted stand-in model `<repo>/../shared/tools/fake-anthropic`.
+against the project's scripted stand-in model, tests/model_server.py.
 
 Standard library only (the crewfile helpers at the end import pytest and crewfile
 lazily); imported by pytest.  See tests/CLAUDE_FINDINGS.md for what the hooks were
@@ -16,7 +16,7 @@ Usage:
                     {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "..."}]}]}},
                     env={"CREWFILE_SESSION": "s1"},           # reaches the hooks
                     commands={"aside-done": "Say done."},     # .claude/commands/*.md
-                    script=["SAY: hello", "RUN: echo hi"])    # FAKE_SCRIPT lines
+                    script=["SAY: hello", "RUN: echo hi"])    # model_server --script lines
     rig.start()                     # waits until the input prompt is ready
     rig.send("hello")               # send-keys -l, then a separate Enter
     rig.turn("RUN: echo hi")        # send + wait for the end-of-turn line + ready box
@@ -46,6 +46,7 @@ import contextlib
 import json
 import os
 import re
+import select
 import shlex
 import shutil
 import socket
@@ -63,15 +64,7 @@ API_KEY = "sk-ant-api03-crewfile-offline-dummy-key-0123456789abcdef"
 REPO = Path(__file__).resolve().parent.parent
 
 
-def shared_dir(repo: Union[str, Path, None] = None) -> Path:
-    """`<repo>/../shared`, falling back to $CREWFILE_SHARED."""
-    cand = Path(repo or REPO).resolve().parent / "shared"
-    if (cand / "tools" / "fake-anthropic").exists():
-        return cand
-    env = os.environ.get("CREWFILE_SHARED")
-    if env:
-        return Path(env)
-    return cand
+MODEL_SERVER = REPO / "tests" / "model_server.py"
 
 
 def find_claude(root: Union[str, Path, None] = None) -> Optional[str]:
@@ -124,11 +117,10 @@ class ClaudeRig:
         self.binary = binary or find_claude(root)
         if not self.binary:
             raise FileNotFoundError("claude binary not installed (see find_claude)")
-        self.shared = shared_dir(root)
         self.home = self.tmp / "home"
         self.project = Path(project).resolve() if project else self.tmp / "project"
         self.log = self.tmp / "requests.log"
-        self.script_path = self.tmp / "fake-script.txt" if script is not None else None
+        self.script_path = self.tmp / "model-script.txt" if script is not None else None
         self._script = script
         self.extra_args = list(extra_args)
         self.allowed_tools = list(allowed_tools)   # () -> a tool call gets a permission dialog
@@ -179,34 +171,28 @@ class ClaudeRig:
         (self.home / ".claude" / "settings.json").write_text(json.dumps(settings, indent=1))
 
     def set_script(self, lines: Union[str, Iterable[str]]) -> None:
-        """Replace the FAKE_SCRIPT queue (only if the rig was created with script=...)."""
-        assert self.script_path is not None, "create the rig with script=[] to use FAKE_SCRIPT"
+        """Replace the model's script queue (only if the rig was created with script=...)."""
+        assert self.script_path is not None, "create the rig with script=[] to use a script"
         text = lines if isinstance(lines, str) else "".join(l + "\n" for l in lines)
         self.script_path.write_text(text)
 
-    def _start_fake(self) -> None:
-        fake = self.shared / "tools" / "fake-anthropic"
-        if not fake.exists():
-            raise FileNotFoundError(f"{fake} missing (set CREWFILE_SHARED)")
-        env = dict(os.environ, FAKE_LOG=str(self.log))
+    def _start_fake(self, timeout: float = 60) -> None:
+        """Start tests/model_server.py on a port the kernel picks; it says which."""
+        argv = [sys.executable, str(MODEL_SERVER), "--log", str(self.log)]
         if self.script_path is not None:
-            env["FAKE_SCRIPT"] = str(self.script_path)
+            argv += ["--script", str(self.script_path)]
         if self.fake_reply is not None:
-            env["FAKE_REPLY"] = self.fake_reply
-        for _ in range(5):
-            self.port = free_port()
-            self.fake = subprocess.Popen([sys.executable, str(fake), str(self.port)], env=env,
-                                         stdout=subprocess.DEVNULL,
-                                         stderr=open(self.tmp / "fake.stderr", "ab"))
-            deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and self.fake.poll() is None:
-                try:
-                    socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-                    return
-                except OSError:
-                    time.sleep(0.05)
+            argv += ["--reply", self.fake_reply]
+        with open(self.tmp / "model-server.stderr", "ab") as err:
+            self.fake = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err)
+        ready, _, _ = select.select([self.fake.stdout], [], [], timeout)
+        line = self.fake.stdout.readline().decode() if ready else ""
+        if not line.startswith("port "):
             self.fake.kill()
-        raise RuntimeError("fake-anthropic did not start")
+            self.fake.wait()
+            raise RuntimeError(f"the model server did not start: {line!r}, see "
+                               f"{self.tmp / 'model-server.stderr'}")
+        self.port = int(line.split()[1])
 
     def claude_env(self) -> dict:
         env = {
@@ -375,11 +361,10 @@ class ClaudeRig:
                 self._tmux("kill-server", check=False)
         finally:
             if self.fake and self.fake.poll() is None:
-                self.fake.terminate()
-                try:
-                    self.fake.wait(5)
-                except subprocess.TimeoutExpired:
-                    self.fake.kill()
+                self.fake.kill()
+                self.fake.wait()
+            if self.fake:
+                self.fake.stdout.close()
 
     def __enter__(self):
         return self.start()
@@ -400,22 +385,28 @@ BIN = REPO / "bin"
 
 
 def require_real_claude() -> None:
-    """Skip the test, loudly (stderr and a warning), when the CLI, tmux or the fake is missing."""
-    import warnings
-    import pytest
+    """Skip the test, loudly, when the CLI or tmux cannot be had (see skip_loudly)."""
     why = None
     if not find_claude(REPO):
         why = ("the real Claude Code CLI is not installed in .cache/claude-code "
                "(run `make claude-code`; it needs npm and the npm registry)")
     elif not have_tmux():
         why = "tmux is not installed"
-    elif not (shared_dir(REPO) / "tools" / "fake-anthropic").exists():
-        why = f"fake-anthropic is missing at {shared_dir(REPO)} (set CREWFILE_SHARED)"
     if why:
-        msg = f"END-TO-END TEST WITH THE REAL CLAUDE CODE SKIPPED: {why}"
-        sys.__stderr__.write(f"\n\n*** {msg} ***\n\n")
-        warnings.warn(msg)
-        pytest.skip(msg)
+        skip_loudly(why)
+
+
+E2E_SKIPPED = REPO / ".cache" / "e2e-skipped"   # conftest.E2E_SKIPPED
+
+
+def skip_loudly(why: str):
+    """Skip this test and note why in .cache/e2e-skipped, which `make test`
+    prints as one loud line at its very end (conftest empties it per session)."""
+    import pytest
+    E2E_SKIPPED.parent.mkdir(exist_ok=True)
+    with open(E2E_SKIPPED, "a") as f:
+        f.write(why + "\n")
+    pytest.skip(f"END-TO-END TEST WITH THE REAL CLAUDE CODE SKIPPED: {why}")
 
 
 def hook_command() -> str:

@@ -14,6 +14,17 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from crewfile.paths import Crew  # noqa: E402
 
+E2E_SKIPPED = os.path.join(REPO, ".cache", "e2e-skipped")
+
+
+def pytest_sessionstart(session):
+    """A new run: forget the end-to-end skips of the last one (`make test`
+    prints what this run's skips write there, see claude_harness.skip_loudly)."""
+    try:
+        os.unlink(E2E_SKIPPED)
+    except FileNotFoundError:
+        pass
+
 
 @pytest.fixture
 def crew(tmp_path, monkeypatch):

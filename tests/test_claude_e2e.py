@@ -1,5 +1,5 @@
 """End to end with the REAL Claude Code CLI, offline in a private tmux server,
-against the scripted stand-in model (../shared/tools/fake-anthropic), with
+against the scripted stand-in model (tests/model_server.py), with
 crew-hook installed by `crew-hook --install PROJECT/.claude`.
 
 1. A whole aside: the captain types /aside in the primary (a claude too),

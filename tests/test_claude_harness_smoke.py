@@ -6,10 +6,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pytest
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from claude_harness import REPO, ClaudeRig, find_claude, shared_dir  # noqa: E402
+from claude_harness import ClaudeRig, require_real_claude  # noqa: E402
 
 HOOK = """import json, os, sys
 data = json.load(sys.stdin)
@@ -26,14 +24,7 @@ def _events(path):
 
 
 def test_real_claude_hooks_smoke(tmp_path):
-    binary = find_claude(REPO)
-    if not binary:
-        pytest.skip("REAL CLAUDE CODE NOT INSTALLED: run `npm install --prefix "
-                    f"{REPO}/.cache/claude-code --no-audit --no-fund @anthropic-ai/claude-code`")
-    if not shutil.which("tmux"):
-        pytest.skip("tmux not installed: cannot drive the interactive Claude Code TUI")
-    if not (shared_dir(REPO) / "tools" / "fake-anthropic").exists():
-        pytest.skip(f"fake-anthropic missing at {shared_dir(REPO)} (set CREWFILE_SHARED)")
+    require_real_claude()
 
     out = tmp_path / "events.jsonl"
     hook = tmp_path / "hook.py"

@@ -1,6 +1,6 @@
 """Delivery (nudge-tick, wake-send) against the REAL Claude Code CLI, offline in
 a private tmux server, against the scripted stand-in model
-(../shared/tools/fake-anthropic), with crew-hook installed: the hooks write
+(tests/model_server.py), with crew-hook installed: the hooks write
 the started / turn-started / turn-ended records delivery decides by, and
 register the crew session with its pane ($TMUX_PANE).
 

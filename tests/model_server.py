@@ -1,0 +1,197 @@
+#!/usr/bin/env python3
+"""A scripted stand-in for the Anthropic Messages API, so the real Claude Code
+CLI runs whole turns offline in the tests and the demo. Standard library only.
+
+    python3 tests/model_server.py [--port N] [--log FILE] [--script FILE] [--reply TEXT]
+
+It prints `port N` on stdout once it listens (the default, port 0, lets the
+kernel pick a free one, so two rigs never race for a port), then serves until
+it is killed. Point Claude Code at it with ANTHROPIC_BASE_URL=http://127.0.0.1:N.
+
+What the "model" answers to a main-loop request (one that offers tools: the
+agent's turn, as opposed to the CLI's side requests for titles and the like)
+whose newest user message is not a tool result, first match wins:
+  1. the next line of the script FILE, consumed: `RUN: <shell command>` (a Bash
+     tool call), `SLOW: <seconds>` (the reply keeps streaming that long: the
+     session is generating), `SAY: <text>` (a text reply). The script is for
+     turns whose prompt the test does not type (a nudge, a slash command).
+  2. a line `RUN: <command>` or `SLOW: <seconds>` in that user message.
+  3. the reply TEXT (default "ok").
+Everything else, a tool result included, gets the reply TEXT.
+
+Every Messages request body is appended to the log FILE, one line each, so a
+test reads exactly what reached the model (tests/claude_harness.py parses it).
+"""
+import argparse
+import itertools
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+USAGE = {"input_tokens": 10, "output_tokens": 2,
+         "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+SLOW_CAP = 600          # seconds: a typo in a script must not hang a run forever
+
+
+class Model:
+    """The scripted answers; one lock orders the script pops and log appends of
+    concurrent requests (the CLI sends side requests in parallel with a turn)."""
+
+    def __init__(self, log=None, script=None, reply="ok"):
+        self.log, self.script, self.reply = log, script, reply
+        self.lock = threading.Lock()
+        self.ids = itertools.count(1)
+
+    def record(self, raw: bytes) -> None:
+        if self.log:
+            with self.lock, open(self.log, "ab") as f:
+                f.write(raw.replace(b"\n", b" ") + b"\n")
+
+    def _next_script_line(self):
+        if not self.script:
+            return None
+        with self.lock:
+            try:
+                with open(self.script) as f:
+                    lines = f.read().splitlines()
+            except FileNotFoundError:
+                return None
+            if not lines:
+                return None
+            with open(self.script, "w") as f:
+                f.write("".join(line + "\n" for line in lines[1:]))
+            return lines[0]
+
+    def answer(self, req: dict):
+        """(tool_call or None, text, seconds to keep streaming)."""
+        text, delay = self.reply, 0.0
+        if not req.get("tools") or _is_tool_result(req):
+            return None, text, delay
+        line = self._next_script_line()
+        directives = [line] if line is not None else _directives(req)
+        call = None
+        for d in directives:
+            verb, _, arg = d.strip().partition(": ")
+            if verb == "RUN" and call is None:
+                call = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "Bash",
+                        "input": {"command": arg, "description": "scripted"}}
+            elif verb == "SLOW":
+                try:
+                    delay = min(float(arg), SLOW_CAP)
+                except ValueError:
+                    pass
+            elif verb == "SAY":
+                text = arg
+        return call, text, delay
+
+
+def _newest_user(req):
+    msgs = [m for m in req.get("messages") or [] if m.get("role") != "system"]
+    if not msgs or msgs[-1].get("role") != "user":
+        return []
+    content = msgs[-1].get("content")
+    return [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+
+
+def _is_tool_result(req) -> bool:
+    return any(b.get("type") == "tool_result" for b in _newest_user(req))
+
+
+def _directives(req):
+    """The `RUN: ` and `SLOW: ` lines of the newest user message, in order."""
+    out = []
+    for block in _newest_user(req):
+        if block.get("type") == "text":
+            out += [l.strip() for l in block.get("text", "").splitlines()
+                    if l.strip().startswith(("RUN: ", "SLOW: "))]
+    return out
+
+
+class Handler(BaseHTTPRequestHandler):
+    model: Model = None          # set by serve()
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self._json({})
+
+    def do_POST(self):
+        n = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(n) if n else b""
+        try:
+            req = json.loads(raw or b"{}")
+        except ValueError:
+            req = {}
+        path = self.path.split("?")[0]
+        if path.endswith("/count_tokens"):
+            return self._json({"input_tokens": 10})
+        if path != "/v1/messages":
+            return self._json({})
+        self.model.record(raw)
+        tool, text, delay = self.model.answer(req)
+        msg = {"id": f"msg_{next(self.model.ids):06d}", "type": "message", "role": "assistant",
+               "model": req.get("model", "claude"), "content": [], "stop_reason": None,
+               "stop_sequence": None, "usage": USAGE}
+        block = tool or {"type": "text", "text": text}
+        stop = "tool_use" if tool else "end_turn"
+        if not req.get("stream"):
+            time.sleep(delay)
+            return self._json(dict(msg, content=[block], stop_reason=stop))
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("cache-control", "no-cache")
+        self.end_headers()              # HTTP/1.0: the stream ends when we close
+        self._event("message_start", message=msg)
+        if tool:
+            self._event("content_block_start", index=0, content_block=dict(tool, input={}))
+            self._event("content_block_delta", index=0, delta={
+                "type": "input_json_delta", "partial_json": json.dumps(tool["input"])})
+        else:
+            self._event("content_block_start", index=0, content_block={"type": "text", "text": ""})
+            self._event("content_block_delta", index=0, delta={"type": "text_delta", "text": text})
+        time.sleep(delay)       # the CLI shows the turn as generating meanwhile
+        self._event("content_block_stop", index=0)
+        self._event("message_delta", delta={"stop_reason": stop, "stop_sequence": None},
+                    usage={"output_tokens": 2})
+        self._event("message_stop")
+
+    def _event(self, name, **data):
+        data = {"type": name, **data}
+        self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
+
+    def _json(self, obj):
+        body = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def serve(port=0, log=None, script=None, reply="ok", announce=sys.stdout):
+    Handler.model = Model(log, script, reply)
+    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    server.daemon_threads = True
+    print(f"port {server.server_address[1]}", file=announce, flush=True)
+    server.serve_forever()
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--log", help="append every request body here")
+    p.add_argument("--script", help="scripted answers, one a line, consumed in order")
+    p.add_argument("--reply", default="ok", help="the text reply otherwise")
+    a = p.parse_args(argv)
+    try:
+        serve(a.port, a.log, a.script, a.reply)
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == "__main__":
+    main()
