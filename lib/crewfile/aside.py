@@ -24,7 +24,7 @@ before the decision (and counts) or after it.
 """
 import os
 
-from . import logfile, paths, records, reports
+from . import logfile, paths, records, reports, window
 from .errors import BadInput, CrewfileError, Refused, SystemFailure
 from .locks import acquire
 from .sessions import STATE_SCAN_BYTES, Session, register
@@ -175,8 +175,6 @@ def open_aside(crew, name, topic=None, cmd=None, tmux_session=None, primary=None
     window, then its pane id and process go into meta. A window that cannot
     be opened ends the registration with `closed: window not opened: ...`.
     """
-    from . import tmux
-    from .liveness import process_start
     from .names import check_name
     check_name(name, "aside name")
     if primary:
@@ -188,21 +186,11 @@ def open_aside(crew, name, topic=None, cmd=None, tmux_session=None, primary=None
         raise Refused(f"{name!r} is already open")
     extra = {k: v for k, v in (("primary", primary), ("topic", topic)) if v}
     sess = register(crew, name, kind="aside", cwd=cwd, extra=extra)
-    env = {"CREWFILE_DIR": crew.root, "CREWFILE_SESSION": name}
-    if os.environ.get("CREWFILE_TMUX"):
-        env["CREWFILE_TMUX"] = os.environ["CREWFILE_TMUX"]
     try:
-        pane, target = tmux.new_window(cmd, session=tmux_session, name=name, env=env, cwd=cwd,
-                                       keep_dead=True)
-        table = tmux.panes() or {}
-        pid = table[pane][1] if pane in table else None
+        target = window.open_agent(sess, cmd, tmux_session=tmux_session, cwd=cwd)
     except CrewfileError as e:
         sess.append("closed", f"window not opened: {e}")
         raise
-    fields = {"tmux": pane, "tmux_target": target}
-    if pid:
-        fields.update(pid=pid, pid_start=process_start(pid))
-    sess.update_meta(**fields)
     sess.append_lines([records.new_line("opened", topic or ""),
                        records.new_line("paused", "awaiting captain")])
     return target
@@ -263,22 +251,6 @@ class Reconciled:
         self.killed = self.already = False
 
 
-def _our_pane(meta, table):
-    """The aside's pane id if it is still on the server and still its process."""
-    pane = meta.get("tmux")
-    if not pane or pane not in table:
-        return None
-    pid = meta.get("pid")
-    if pid and table[pane][1] != pid:     # a restarted server reuses pane ids
-        return None
-    return pane
-
-
-def _scrollback(tmux, pane):
-    """The pane's whole history and screen, without the screen's empty bottom rows."""
-    return tmux.capture(pane, history=True).rstrip("\n") + "\n"
-
-
 def reconcile(crew, name):
     """Take in aside NAME's report, keep its scrollback, close it, then kill its window.
 
@@ -289,7 +261,6 @@ def reconcile(crew, name):
     written, and `closed` only once the report and scrollback are in cur/.
     """
     from . import tmux
-    from .atomic import replace
     sess = aside_session(crew, name)
     out = Reconciled()
     with acquire(sess.lock_path):
@@ -297,14 +268,14 @@ def reconcile(crew, name):
         table = tmux.panes()
         if table is None:
             raise SystemFailure("tmux is not installed: cannot save the window's scrollback")
-        pane = _our_pane(sess.meta, table)
+        pane = window.our_pane(sess.meta, table)
         if st.state == CLOSED:
             out.already = True
             out.report = st.closed.text if os.path.isabs(st.closed.text) else None
             if out.report:
                 out.scrollback = reports.scrollback_path(out.report)
                 if pane and not os.path.lexists(out.scrollback):
-                    replace(out.scrollback, _scrollback(tmux, pane))
+                    window.save_scrollback(pane, out.scrollback)
         elif st.state != CONCLUDED:
             why = ("the captain concluded it but the agent has not handed over its report"
                    if st.state == CAPTAIN_CONCLUDED else NOT_CONCLUDED.split(";")[0])
@@ -316,7 +287,7 @@ def reconcile(crew, name):
             checkpoint("reconcile:moved")
             out.scrollback = reports.scrollback_path(out.report)
             if pane:
-                replace(out.scrollback, _scrollback(tmux, pane))
+                window.save_scrollback(pane, out.scrollback)
             elif not os.path.lexists(out.scrollback):
                 out.scrollback = None
                 out.warning = ("the window was already gone: no scrollback to save"
