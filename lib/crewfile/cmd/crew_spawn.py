@@ -1,0 +1,46 @@
+HELP = """\
+crew-spawn NAME
+Start crew session NAME in a tree of its own: a git worktree on a new branch
+crew/NAME (from REF, default HEAD) beside the repository, at
+<main tree>/../<main tree's name>.crew/NAME; a tmux window named NAME there
+with the agent started in it (CREWFILE_DIR and CREWFILE_SESSION=NAME in its
+environment); the session registered (kind crew, its tree, its pane). The
+agent's first hook records its process and conversation. Prints `window:`,
+`tree:` and `branch:` lines.
+
+  --agent AGENT          claude, codex or gemini (default: claude)
+  --cmd COMMAND          the agent's shell command (default: $CREWFILE_AGENT_CMD,
+                         else the agent's name)
+  --from REF             the commit the branch starts at (default: HEAD); refused
+                         if REF is checked out somewhere with uncommitted changes
+  --tmux-session SESSION   the tmux session for the window (created if missing;
+                         default: tmux's current session)
+  --prompt TEXT          type TEXT as the first prompt once the agent is idle
+                         (through the one safe delivery path)
+  --no-worktree          no worktree or branch: the session works in the current
+                         directory (refused if another live session holds it)
+
+Refused (exit 1): a name registered and not ended, an existing branch or
+worktree path, a dirty REF, a tree another live session holds, a prompt that
+could not be delivered (the worker is running; stderr says why). Exit 2: a
+bad name or agent, not in a git repository, a repository with no commits;
+3: no such REF. Nothing is left behind by a refusal.
+
+Example: crew-spawn builder --from main --tmux-session crew --prompt "run the tests and fix what fails"
+"""
+
+
+def run(args):
+    import sys
+    from ..cli import crew
+    from ..errors import Refused
+    from ..spawn import spawn
+    out = spawn(crew(args), args.name, agent=args.agent or "claude", ref=args["from"],
+                tmux_session=args.tmux_session, prompt=args.prompt,
+                worktree=not args.no_worktree, cmd=args.cmd)
+    sys.stdout.write(f"window: {out.target}\ntree: {out.tree}\nbranch: {out.branch or '-'}\n")
+    if out.prompt is not None and not out.prompt[0]:
+        sys.stdout.flush()
+        raise Refused(f"{args.name} is running, but its first prompt was not delivered:"
+                      f" {out.prompt[1]}")
+    return 0

@@ -1,0 +1,263 @@
+"""crew-spawn, crew-retire, crew-respawn against real git, real tmux (a private
+server) and fake agents; every refusal leaves nothing behind."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import BIN, REPO, cmd, wait_for
+from crewfile import worktree
+from crewfile.logfile import TailStats
+from crewfile.sessions import Session, register
+
+FAKE = os.path.join(REPO, "tests", "fake-agent")
+AGENT = f"{sys.executable} {FAKE} --conversation"
+
+
+def sh(*args, cwd, check=True):
+    proc = subprocess.run(args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{args}: {proc.stderr}")
+    return proc.stdout
+
+
+def crewcmd(name, *args, cwd, env=None):
+    """Run bin/NAME in directory *cwd* (where the captain stands)."""
+    full = dict(os.environ, **(env or {}))
+    proc = subprocess.run([sys.executable, os.path.join(BIN, name), *args], cwd=cwd, env=full,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+    return proc
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A git repository with one commit, at tmp_path/src/app."""
+    for key in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{key}_NAME", "Tester")
+        monkeypatch.setenv(f"GIT_{key}_EMAIL", "tester@example.org")
+    monkeypatch.setenv("CREWFILE_AGENT_CMD", AGENT)
+    path = tmp_path / "src" / "app"
+    path.mkdir(parents=True)
+    sh("git", "init", "-q", "-b", "main", cwd=path)
+    (path / "README").write_text("app\n")
+    sh("git", "add", "README", cwd=path)
+    sh("git", "commit", "-q", "-m", "init", cwd=path)
+    return str(path)
+
+
+def place(repo, name):
+    return os.path.join(os.path.dirname(repo), "app.crew", name)
+
+
+def branches(repo):
+    return sh("git", "branch", "--format=%(refname:short)", cwd=repo).split()
+
+
+def windows(tmux):
+    return tmux("list-windows", "-a", "-F", "#{window_name}", check=False).split()
+
+
+def records(crew, name):
+    return [(r.kind, r.text) for r in Session(crew, name).last_records(1000, TailStats())]
+
+
+def spawned(crew, tmux, repo, name, *extra):
+    r = crewcmd("crew-spawn", name, "--tmux-session", "crew", *extra, cwd=repo)
+    assert r.returncode == 0, r.stderr
+    meta = Session(crew, name).meta
+    tmux.wait_screen(meta["tmux"], "ready>")
+    wait_for(lambda: ("started", "") in records(crew, name), what=f"{name} started")
+    return r, Session(crew, name).meta
+
+
+def assert_nothing_left(crew, tmux, repo, name, session=False):
+    """No branch, worktree, window or live registration for NAME."""
+    assert f"crew/{name}" not in branches(repo)
+    assert not os.path.lexists(place(repo, name))
+    assert place(repo, name) not in sh("git", "worktree", "list", cwd=repo)
+    assert name not in windows(tmux)
+    sess = Session(crew, name)
+    assert sess.ended() if session else not sess.exists()
+
+
+# --- crew-spawn -------------------------------------------------------------------
+
+def test_two_workers_two_trees_two_windows_and_a_nudge_to_each(crew, tmux, repo):
+    # The primary works in the repository itself, live: the workers' trees are not its.
+    tmux("new-session", "-d", "-s", "crew", "-n", "firstmate", "-x", "150", "-y", "40",
+         "-e", f"CREWFILE_DIR={crew.root}", "-e", "CREWFILE_SESSION=firstmate", "-c", repo, FAKE)
+    register(crew, "firstmate", kind="primary", tmux="crew:firstmate", cwd=repo)
+    for name in ("builder", "tester"):
+        r, meta = spawned(crew, tmux, repo, name)
+        tree = place(repo, name)
+        assert r.stdout == f"window: {meta['tmux_target']}\ntree: {tree}\nbranch: crew/{name}\n"
+        assert meta["cwd"] == tree and meta["kind"] == "crew" and meta["branch"] == f"crew/{name}"
+        assert meta["agent"] == "claude" and meta["agent_cmd"] == AGENT
+        assert meta["repo"] == repo and meta["worktree"] == tree
+        assert meta["agent_session_id"]            # recorded by the agent's start, like a hook
+        assert sh("git", "rev-parse", "--abbrev-ref", "HEAD", cwd=tree).strip() == f"crew/{name}"
+        # The agent runs in its own tree.
+        assert tmux("display-message", "-p", "-t", meta["tmux"],
+                    "#{pane_current_path}").strip() == tree
+    assert sorted(windows(tmux)) == ["builder", "firstmate", "tester"]
+    assert {"crew/builder", "crew/tester", "main"} <= set(branches(repo))
+    for name in ("builder", "tester"):
+        r = cmd("nudge-add", "--session", name, "--every", "60", "--message", f"go on {name}")
+        assert r.returncode == 0, r.stderr
+    # The schedules were just made: move their floor into the past, as time would.
+    from test_nudge import make_due
+    for sid in os.listdir(crew.sub("nudges")):
+        make_due(crew, sid)
+    r = cmd("nudge-tick")
+    assert r.returncode == 0, r.stderr
+    for name in ("builder", "tester"):
+        wait_for(lambda: ("captain", f"go on {name}") in records(crew, name),
+                 what=f"the nudge reaching {name}")
+        assert [k for k, _ in records(crew, name) if k.startswith("nudge")] == ["nudge"]
+
+
+def test_spawn_types_the_first_prompt_once(crew, tmux, repo):
+    r, meta = spawned(crew, tmux, repo, "w1", "--prompt", "read the README")
+    assert [t for k, t in records(crew, "w1") if k == "captain"] == ["read the README"]
+    tmux.wait_screen(meta["tmux"], "agent: ok")
+
+
+def test_spawn_without_a_worktree_works_where_it_stands(crew, tmux, repo):
+    r, meta = spawned(crew, tmux, repo, "here", "--no-worktree")
+    assert r.stdout.endswith(f"tree: {repo}\nbranch: -\n")
+    assert meta["cwd"] == repo and "branch" not in meta and "worktree" not in meta
+    assert "crew/here" not in branches(repo)
+
+
+def test_spawn_from_a_ref(crew, tmux, repo):
+    first = sh("git", "rev-parse", "HEAD", cwd=repo).strip()
+    sh("git", "commit", "-q", "--allow-empty", "-m", "two", cwd=repo)
+    spawned(crew, tmux, repo, "old", "--from", first)
+    assert sh("git", "rev-parse", "HEAD", cwd=place(repo, "old")).strip() == first
+
+
+def test_a_spawn_from_inside_a_worker_tree_goes_beside_the_main_tree(crew, tmux, repo):
+    spawned(crew, tmux, repo, "w1")
+    r = crewcmd("crew-spawn", "w2", "--tmux-session", "crew", "--from", "main",
+                cwd=place(repo, "w1"))
+    assert r.returncode == 0, r.stderr
+    assert Session(crew, "w2").meta["cwd"] == place(repo, "w2")
+
+
+def _no_commits(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    sh("git", "init", "-q", cwd=empty)
+    return str(empty)
+
+
+@pytest.mark.parametrize("case, args, code, message", [
+    ("bad name", ["a/b"], 2, "crew-spawn: bad session name 'a/b': use letters, digits and"
+                              " . _ @ + - (not first: . -), no '/' or '..'"),
+    ("dotdot", ["a..b"], 2, None),
+    ("branch name git refuses", ["x.lock"], 2, "crew-spawn: 'crew/x.lock' is not a valid git"
+                                               " branch name"),
+    ("bad agent", ["w", "--agent", "vim"], 2, "crew-spawn: bad agent 'vim': one of claude,"
+                                              " codex, gemini"),
+    ("no such ref", ["w", "--from", "nope"], 3, "crew-spawn: no commit 'nope' in {repo}"),
+    ("ref like an option", ["w", "--from=-h"], 2, "crew-spawn: bad REF '-h'"),
+    ("prompt with a newline", ["w", "--prompt", "a\nb"], 2,
+     "crew-spawn: message contains a control character or newline (it would be typed as a key)"),
+    ("--from without a worktree", ["w", "--no-worktree", "--from", "main"], 2,
+     "crew-spawn: --from needs a worktree: not with --no-worktree"),
+])
+def test_bad_input_is_one_line_and_leaves_nothing(crew, tmux, repo, case, args, code, message):
+    r = crewcmd("crew-spawn", *args, "--tmux-session", "crew", cwd=repo)
+    assert r.returncode == code, r.stderr
+    assert r.stdout == ""
+    if message:
+        assert r.stderr.splitlines()[0] == message.format(repo=repo)
+    assert r.stderr.count("\n") <= 2        # one line (a usage error adds its hint)
+    assert sorted(branches(repo)) == ["main"]
+    assert not os.path.exists(os.path.dirname(place(repo, "w")))
+    assert not os.path.exists(crew.sub("sessions"))
+    assert windows(tmux) == []
+
+
+def test_a_repository_with_no_commits_is_refused(crew, tmux, tmp_path):
+    empty = _no_commits(tmp_path)
+    r = crewcmd("crew-spawn", "w", "--tmux-session", "crew", cwd=empty)
+    assert (r.returncode, r.stderr) == (
+        2, f"crew-spawn: the repository {empty} has no commits yet: commit something first\n")
+    assert not os.path.exists(str(tmp_path / "empty.crew"))
+    assert not os.path.exists(crew.sub("sessions")) and windows(tmux) == []
+
+
+def test_outside_a_repository_is_refused(crew, tmux, tmp_path):
+    r = crewcmd("crew-spawn", "w", "--tmux-session", "crew", cwd=str(tmp_path))
+    assert (r.returncode, r.stderr) == (
+        2, f"crew-spawn: {tmp_path} is not in a git work tree (use --no-worktree)\n")
+    assert not os.path.exists(crew.sub("sessions"))
+
+
+def test_an_existing_worktree_path_is_refused(crew, tmux, repo):
+    os.makedirs(place(repo, "w"))
+    r = crewcmd("crew-spawn", "w", "--tmux-session", "crew", cwd=repo)
+    assert (r.returncode, r.stderr) == (
+        1, f"crew-spawn: {place(repo, 'w')} exists: remove it or choose another name\n")
+    assert os.listdir(place(repo, "w")) == []
+    assert branches(repo) == ["main"] and not os.path.exists(crew.sub("sessions"))
+
+
+def test_an_existing_branch_is_refused_and_kept(crew, tmux, repo):
+    sh("git", "branch", "crew/w", cwd=repo)
+    r = crewcmd("crew-spawn", "w", "--tmux-session", "crew", cwd=repo)
+    assert (r.returncode, r.stderr) == (1, "crew-spawn: branch crew/w exists (an earlier"
+                                           " worker's?): delete it or choose another name\n")
+    assert sorted(branches(repo)) == ["crew/w", "main"]
+    assert not os.path.lexists(place(repo, "w")) and not os.path.exists(crew.sub("sessions"))
+
+
+@pytest.mark.parametrize("ref", [None, "main"])
+def test_a_dirty_ref_is_refused(crew, tmux, repo, ref):
+    (open(os.path.join(repo, "README"), "a")).write("more\n")
+    open(os.path.join(repo, "new.txt"), "w").write("x\n")
+    r = crewcmd("crew-spawn", "w", "--tmux-session", "crew", *(["--from", ref] if ref else []),
+                cwd=repo)
+    assert (r.returncode, r.stderr) == (
+        1, f"crew-spawn: {ref or 'HEAD'} has uncommitted changes in {repo} that the new branch"
+           " would not get (README, new.txt): commit or stash them first\n")
+    assert_nothing_left(crew, tmux, repo, "w")
+    # A commit names no one's uncommitted work.
+    head = sh("git", "rev-parse", "HEAD", cwd=repo).strip()
+    assert crewcmd("crew-spawn", "w", "--tmux-session", "crew", "--from", head,
+                   cwd=repo).returncode == 0
+
+
+def test_a_name_in_use_is_refused(crew, tmux, repo):
+    spawned(crew, tmux, repo, "w")
+    before = (branches(repo), windows(tmux), records(crew, "w"))
+    r = crewcmd("crew-spawn", "w", "--tmux-session", "crew", "--from", "main", cwd=repo)
+    assert (r.returncode, r.stderr) == (1, "crew-spawn: 'w' is already registered and not ended\n")
+    assert (branches(repo), windows(tmux), records(crew, "w")) == before
+
+
+def test_a_tree_another_live_session_holds_is_refused(crew, tmux, repo):
+    spawned(crew, tmux, repo, "w1")
+    r = crewcmd("crew-spawn", "w2", "--no-worktree", "--tmux-session", "crew",
+                cwd=place(repo, "w1"))
+    assert (r.returncode, r.stderr) == (
+        1, f"crew-spawn: the tree {place(repo, 'w1')} is held: w1 is live in {place(repo, 'w1')}\n")
+    assert not Session(crew, "w2").exists() and "w2" not in windows(tmux)
+    # A subdirectory of its tree is its tree too.
+    os.mkdir(os.path.join(place(repo, "w1"), "sub"))
+    r = crewcmd("crew-spawn", "w2", "--no-worktree", cwd=os.path.join(place(repo, "w1"), "sub"))
+    assert r.returncode == 1 and "is held: w1 is live" in r.stderr
+
+
+def test_a_window_that_cannot_open_takes_everything_back(crew, tmux, repo):
+    # No tmux server runs and no session is named: tmux new-window fails.
+    r = crewcmd("crew-spawn", "w", cwd=repo)
+    assert r.returncode == 111 and r.stderr.startswith("crew-spawn: tmux new-window")
+    assert r.stderr.count("\n") == 1
+    assert_nothing_left(crew, tmux, repo, "w", session=True)
+    assert records(crew, "w")[-1][0] == "ended"
+    assert not os.path.exists(os.path.dirname(place(repo, "w")))
+    # The name is free again.
+    spawned(crew, tmux, repo, "w")
