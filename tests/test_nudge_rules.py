@@ -190,8 +190,9 @@ def test_unreadable_schedule_is_skipped_and_named(crew):
     with open(os.path.join(crew.root, "nudges", "ngarbage"), "w") as f:
         f.write("{not json")
     p = cmd("nudge-ls")
-    assert p.returncode == 0 and "ngarbage" in p.stderr and len(p.stdout.splitlines()) == 2
-    assert cmd("nudge-tick").returncode == 0
+    assert p.returncode == 5 and "ngarbage" in p.stderr and len(p.stdout.splitlines()) == 3
+    assert "error: " in p.stdout.splitlines()[-1]
+    assert cmd("nudge-tick").returncode == 5
 
 
 def test_no_pane_registered_disarms(crew):

@@ -30,3 +30,88 @@ def test_finding_01_truncated_cursor_is_exit_2_one_line(crew, tmp_path):
     assert r.returncode == 2
     _one_line(r.stderr, "crew-watch")
     assert str(cursor) in r.stderr
+
+
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def test_finding_02_bad_sessions_marked_good_ones_listed(crew):
+    for name in ("a", "b", "c", "d"):
+        cmd("session-add", name, check=True)
+    sessions = os.path.join(crew.root, "sessions")
+    _write(os.path.join(sessions, "a", "meta"), "garbage")
+    _write(os.path.join(sessions, "c", "meta"), '{"name": ["c"]}')
+    os.rename(os.path.join(sessions, "d", "status"), os.path.join(sessions, "d", "status.real"))
+    os.symlink("status.real", os.path.join(sessions, "d", "status"))
+    r = cmd("session-ls")
+    assert r.returncode == 5, r.stderr
+    rows = {line.split()[0]: line for line in r.stdout.splitlines()[1:]}
+    assert set(rows) == {"a", "b", "c", "d"}
+    assert "registered" in rows["b"] and "error" not in rows["b"]
+    for bad in ("a", "c", "d"):
+        assert "error: " in rows[bad], rows[bad]
+    assert sorted(line.split(":")[1].strip() for line in r.stderr.splitlines()) == ["a", "c", "d"]
+    assert "Traceback" not in r.stderr
+    import json
+    r = cmd("session-ls", "--json")
+    assert r.returncode == 5
+    got = {row["name"]: row for row in json.loads(r.stdout)}
+    assert got["b"]["kind"] == "crew" and "error" in got["a"] and "error" in got["c"]
+
+
+def test_finding_02_job_ls_and_report_ls_mark_the_bad_entry(crew):
+    import json
+    for i in range(2):
+        cmd("job-exec", "--handle", f"j{i}", "true", check=True)
+    for i in range(2):
+        assert cmd("job-wait", f"j{i}").returncode == 0
+    _write(os.path.join(crew.root, "jobs", "j0", "result"), '{"code": 999}')
+    r = cmd("job-ls")
+    assert r.returncode == 5
+    rows = {line.split()[0]: line for line in r.stdout.splitlines()[1:]}
+    assert "damaged" in rows["j0"] and "exited" in rows["j1"]
+    _one_line(r.stderr, "job-ls")
+    assert json.loads(cmd("job-ls", "--json").stdout)[0]["handle"] in ("j0", "j1")
+    new = os.path.join(crew.root, "reports", "new")
+    os.makedirs(new)
+    os.mkdir(os.path.join(new, "w1,1700000000.M000001P1Q1.host"))
+    _write(os.path.join(new, "w1,1700000001.M000001P1Q1.host"), "a report")
+    r = cmd("report-ls")
+    assert r.returncode == 5
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2 and "error: " in lines[0] and "error" not in lines[1]
+    _one_line(r.stderr, "report-ls")
+
+
+def _due_now(path):
+    """Move a schedule's base an hour back, so it is due (no sleeping)."""
+    import json
+    with open(path) as f:
+        sched = json.load(f)
+    sched["base"]["wall"] -= 3600
+    sched["base"]["mono"] -= 3600
+    _write(path, json.dumps(sched))
+
+
+def test_finding_03_nudge_tick_reports_a_wrong_shape_schedule_and_goes_on(crew):
+    """A valid schedule beside a wrong-shaped one is still acted on (here: the
+    session has no pane, so it is refused and disarmed: acted on, recorded)."""
+    cmd("session-add", "w", check=True)
+    good = cmd("nudge-add", "--session", "w", "--every", "60", "--message", "go on",
+               check=True).stdout.strip()
+    nudges = os.path.join(crew.root, "nudges")
+    _due_now(os.path.join(nudges, good))
+    _write(os.path.join(nudges, "n0000000000"), '{"id":"n0000000000","every":1,"armed":true}')
+    r = cmd("nudge-tick")
+    assert r.returncode == 5, (r.stdout, r.stderr)
+    assert r.returncode != 1          # 1 means "another tick is running"
+    _one_line(r.stderr, "nudge-tick")
+    assert "nudges/n0000000000" in r.stderr
+    assert f"{good} w disarmed" in r.stdout
+    r = cmd("nudge-ls")
+    assert r.returncode == 5
+    rows = {line.split()[0]: line for line in r.stdout.splitlines()[1:]}
+    assert "error: " in rows["n0000000000"] and "error" not in rows[good]
+    _one_line(r.stderr, "nudge-ls")

@@ -8,6 +8,8 @@ OK = 0
 REFUSED = 1      # understood and declined: the expected "no"
 USAGE = 2        # wrong usage or bad input
 NOT_FOUND = 3    # the named thing does not exist
+DAMAGED = 4      # a file in the crew directory is not JSON or not of its shape
+PARTIAL = 5      # done for every good entry; a bad one was named on stderr (and marked)
 SYSTEM = 111     # a system call failed (disk full, permission, ...)
 
 
@@ -39,3 +41,12 @@ class Refused(CrewfileError):
 class SystemFailure(CrewfileError):
     """The machine failed us: I/O error, full disk, missing tool."""
     exit_code = SYSTEM
+
+
+class BadFile(CrewfileError):
+    """A crew file that is not what the protocol says (not JSON, wrong shape)."""
+    exit_code = DAMAGED
+
+    def __init__(self, path, why):
+        super().__init__(f"{path}: {why}")
+        self.path, self.why = path, why

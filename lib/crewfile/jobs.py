@@ -23,8 +23,8 @@ import os
 import time
 
 from . import jsonio, paths, records
-from .atomic import read_json, replace
-from .errors import BadInput, NotFound, Refused, SystemFailure
+from .atomic import replace
+from .errors import BadInput, CrewfileError, NotFound, Refused, SystemFailure
 from .locks import acquire, is_held
 
 OUTPUT_LIMIT = 1 << 20            # bytes of output kept (plus one marker line)
@@ -70,11 +70,10 @@ def output_limit(env=None):
     return max(value, MIN_OUTPUT_LIMIT)
 
 
-def _json(path):
-    try:
-        return read_json(path)
-    except ValueError:
-        return None          # a replaced file is whole; garbage is someone else's: ignore
+def _json(path, kind):
+    """A job file checked for its shape (None if absent; BadFile if damaged)."""
+    from .shapes import load
+    return load(path, kind)
 
 
 def dump_json(obj):
@@ -102,22 +101,22 @@ class Job:
         return self
 
     def spec(self):
-        spec = _json(self.spec_path)
+        spec = _json(self.spec_path, "job-spec")
         if spec is None:
             raise NotFound(f"no job {self.handle!r}")
         return spec
 
     def pids(self):
-        return _json(self.pids_path)
+        return _json(self.pids_path, "job-pids")
 
     def result(self):
-        return _json(self.result_path)
+        return _json(self.result_path, "job-result")
 
     def heard(self):
-        return _json(self.heard_path)
+        return _json(self.heard_path, "job-heard")
 
     def notice(self):
-        return _json(self.notice_path)
+        return _json(self.notice_path, "job-notice")
 
     def watcher_alive(self):
         return is_held(self.alive_path)
@@ -308,11 +307,14 @@ def list_jobs(crew, now=None):
             out.append(info(Job(crew, handle), now))
         except (NotFound, BadInput):
             continue                 # mid-creation or mid-sweep
+        except CrewfileError as e:   # damaged or unsafe: listed, marked
+            out.append({"handle": handle, "error": str(e), "created": None})
     out.sort(key=lambda r: (r["created"] or "", r["handle"]))
     return out
 
 
-def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION, now=None):
+def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION, now=None,
+          bad=None):
     """Remove heard outcomes older than *older_than* (since heard), unheard ones
     (and lost jobs) older than *unheard_older_than* (since they ended, or were
     created). Running jobs are never removed. Returns the removed handles."""
@@ -344,10 +346,13 @@ def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION
                 os.rename(job.dir, trash)
         except (FileNotFoundError, NotFound):
             continue                 # swept by someone else meanwhile
-        except SystemFailure:
+        except CrewfileError as e:   # damaged or unsafe: kept, named in *bad*
             if not os.path.isdir(job.dir):
                 continue
-            raise
+            if bad is None:
+                raise
+            bad.append(e)
+            continue
         shutil.rmtree(trash, ignore_errors=True)
         removed.append(handle)
     try:

@@ -11,6 +11,15 @@ _FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 _REST = _FIRST | frozenset(".-")
 
 
+def is_name(name):
+    """check_name's verdict as a bool."""
+    try:
+        check_name(name)
+    except BadInput:
+        return False
+    return True
+
+
 def check_name(name, what="name"):
     """Return *name* if it is a safe path component, else raise BadInput."""
     if not isinstance(name, str) or not name:

@@ -41,8 +41,8 @@ import os
 import time
 
 from . import paths, records
-from .atomic import read_json, replace
-from .errors import BadInput, NotFound, Refused, SystemFailure
+from .atomic import replace
+from .errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
 from .locks import acquire
 
 DEFAULT_MAX = 100
@@ -97,14 +97,12 @@ def _path(crew, sid):
 
 
 def _read(path):
-    """The schedule in *path*; None if absent, False if it is not a schedule."""
-    try:
-        obj = read_json(path)
-    except ValueError:
-        return False
-    if obj is None:
-        return None
-    return obj if isinstance(obj, dict) and obj.get("id") else False
+    """The schedule in *path*, None if absent; BadFile if it is not a schedule."""
+    from .shapes import load
+    obj = load(path, "schedule")
+    if obj is not None and obj["id"] != os.path.basename(path):
+        raise BadFile(path, f"id {obj['id']!r} is not the file's name")
+    return obj
 
 
 def _write(crew, sched):
@@ -112,7 +110,8 @@ def _write(crew, sched):
 
 
 def load_all(crew, bad=None):
-    """Every schedule, sorted by id; unreadable files are skipped (named in *bad*)."""
+    """Every schedule, sorted by id. A file that is not a schedule (damaged,
+    unreadable, a link) is skipped, and (its name, the error) appended to *bad*."""
     try:
         names = os.listdir(crew.sub(paths.NUDGES))
     except FileNotFoundError:
@@ -122,10 +121,11 @@ def load_all(crew, bad=None):
     for name in names:
         if name.startswith("."):
             continue
-        obj = _read(os.path.join(base, name))
-        if obj is False or (obj and obj["id"] != name):
+        try:
+            obj = _read(os.path.join(base, name))
+        except CrewfileError as e:
             if bad is not None:
-                bad.append(name)
+                bad.append((name, e))
             continue
         if obj:
             out.append(obj)
@@ -231,7 +231,10 @@ def remove(crew, sid):
 def _update(crew, sched, changes):
     """Apply *changes* to the stored schedule if it is still the one we read."""
     with _lock(crew):
-        cur = _read(_path(crew, sched["id"]))
+        try:
+            cur = _read(_path(crew, sched["id"]))
+        except CrewfileError:
+            return None          # damaged meanwhile: the next tick names it
         if not cur or cur.get("rev") != sched.get("rev"):
             return None          # removed or replaced meanwhile: theirs wins
         cur.update(changes)
@@ -255,6 +258,7 @@ class World:
         self.crew = crew
         self.look = Look()
         self._metas = None
+        self.damaged = {}        # session name -> why its meta cannot be used
         self._ended = {}
         self._trees = {}
 
@@ -268,8 +272,10 @@ class World:
             for name in names(self.crew):
                 try:
                     self._metas[name] = Session(self.crew, name).meta
-                except (NotFound, SystemFailure):
+                except NotFound:
                     continue
+                except CrewfileError as e:
+                    self.damaged[name] = str(e)
         return self._metas
 
     def index(self):
@@ -375,13 +381,16 @@ def due(sched, now):
     return sched.get("armed") and elapsed(sched["base"], now) >= sched["every"]
 
 
-def tick(crew, world=None):
-    """One pass over the schedules (caller holds the tick lock); returns [Outcome]."""
+def tick(crew, world=None, bad=None):
+    """One pass over the schedules (caller holds the tick lock); returns [Outcome].
+
+    A damaged schedule file is skipped ((name, error) appended to *bad*); the
+    others are acted on all the same."""
     world = world or World(crew)
     now = world.now()
     out = []
     nudged = set()
-    for sched in load_all(crew):
+    for sched in load_all(crew, bad):
         if not sched.get("armed"):
             continue
         if elapsed(sched["base"], now) < 0:
@@ -405,6 +414,9 @@ def _find(world, sched):
             names.update(index.get((key, sched[key]), ()))
     metas = world.metas()
     found = sorted(name for name in names if matches(sched, metas[name]))
+    if not found and world.damaged:
+        # A damaged meta may be the one it targets: never disarm on a damaged file.
+        return None, f"damaged: {', '.join(sorted(world.damaged))}: session metadata unreadable"
     if not found:
         return None, "not-live: no registered session matches"
     if len(found) > 1:
@@ -419,7 +431,7 @@ def _decide(crew, world, sched, now, nudged):
     from .delivery import code_of
     name, why = _find(world, sched)
     if name is None:
-        if why.startswith("ambiguous"):
+        if why.startswith(("ambiguous", "damaged")):
             return _refuse(crew, world, sched, None, why)
         return _disarm(crew, world, sched, None, why, refused=True)
     if not world.metas()[name].get("tmux"):

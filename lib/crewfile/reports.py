@@ -27,15 +27,19 @@ _counter = 0
 
 class Report:
     """One report file: which aside, when, where (state 'new' or 'cur')."""
-    __slots__ = ("aside", "time", "state", "path", "scrollback", "size")
+    __slots__ = ("aside", "time", "state", "path", "scrollback", "size", "error")
 
-    def __init__(self, aside, time_, state, path, scrollback, size):
+    def __init__(self, aside, time_, state, path, scrollback, size, error=None):
         self.aside, self.time, self.state = aside, time_, state
         self.path, self.scrollback, self.size = path, scrollback, size
+        self.error = error      # why the file cannot be a report (a link, a directory), or None
 
     def as_dict(self):
-        return {"state": self.state, "aside": self.aside, "time": records.timestamp(self.time),
-                "path": self.path, "scrollback": self.scrollback, "size": self.size}
+        out = {"state": self.state, "aside": self.aside, "time": records.timestamp(self.time),
+               "path": self.path, "scrollback": self.scrollback, "size": self.size}
+        if self.error:
+            out["error"] = self.error
+        return out
 
 
 def _host():
@@ -57,15 +61,20 @@ def parse_name(base):
     """(aside, time) of a report file name, or None if it is not one."""
     if base.startswith(".") or base.endswith(paths.SCROLLBACK_SUFFIX):
         return None
+    from .names import is_name
     aside, comma, unique = base.partition(",")
     parts = unique.split(".")
-    if not comma or len(parts) != 3 or not parts[0].isdigit() or not parts[1].startswith("M"):
+    if not comma or len(parts) != 3 or not parts[1].startswith("M") or not is_name(aside):
         return None
-    try:
-        usecs = int(parts[1][1:parts[1].index("P")])
-    except ValueError:
+    usecs = parts[1][1:].partition("P")[0]
+    # ASCII digits only, and a time a clock can show (year < 10000).
+    if not (_digits(parts[0], 11) and _digits(usecs, 6)) or int(parts[0]) >= 253402300800:
         return None
-    return aside, int(parts[0]) + usecs / 1e6
+    return aside, int(parts[0]) + int(usecs) / 1e6
+
+
+def _digits(text, most):
+    return 0 < len(text) <= most and all("0" <= c <= "9" for c in text)
 
 
 def box(crew, which):
@@ -144,13 +153,15 @@ def listing(crew, aside=None, states=(paths.REPORT_NEW, paths.REPORT_CUR)):
                 continue
             path = os.path.join(d, base)
             try:
-                size = os.lstat(path).st_size
+                st = os.lstat(path)
             except FileNotFoundError:       # moved to cur/ while we looked
                 continue
+            import stat
+            error = None if stat.S_ISREG(st.st_mode) else "not a regular file (a link is not followed)"
             sb = scrollback_path(path) if state == paths.REPORT_CUR else None
             if sb and not os.path.lexists(sb):
                 sb = None
-            out.append(Report(parsed[0], parsed[1], state, path, sb, size))
+            out.append(Report(parsed[0], parsed[1], state, path, sb, st.st_size, error))
     out.sort(key=lambda r: (r.time, r.path))
     return out
 

@@ -9,8 +9,8 @@ import os
 import time
 
 from . import logfile, paths, records
-from .atomic import read_json, replace
-from .errors import BadInput, NotFound, Refused, SystemFailure
+from .atomic import replace
+from .errors import BadFile, BadInput, NotFound, Refused, SystemFailure
 from .locks import acquire
 
 KINDS = ("crew", "aside", "primary")
@@ -37,10 +37,8 @@ class Session:
     @property
     def meta(self):
         if self._meta is None:
-            try:
-                self._meta = read_json(self.meta_path)
-            except ValueError:
-                raise SystemFailure(f"{self.meta_path} is not valid JSON") from None
+            from .shapes import load
+            self._meta = load(self.meta_path, "meta")
             if self._meta is None:
                 raise NotFound(f"no session {self.name!r} (register it with session-add)")
         return self._meta
@@ -139,9 +137,10 @@ def names(crew):
         entries = os.listdir(crew.sub(paths.SESSIONS))
     except FileNotFoundError:
         return []
+    from .names import is_name
     out = []
     for name in entries:
-        if name.startswith("."):
+        if not is_name(name):
             continue
         if os.path.lexists(os.path.join(crew.sub(paths.SESSIONS), name, paths.META)):
             out.append(name)
@@ -153,7 +152,7 @@ def find(crew, agent_session_id=None, session_key=None):
     for name in names(crew):
         try:
             meta = Session(crew, name).meta
-        except (NotFound, SystemFailure):
+        except (NotFound, BadFile, SystemFailure):
             continue
         if agent_session_id and meta.get("agent_session_id") == agent_session_id:
             return Session(crew, name)

@@ -186,13 +186,13 @@ HELD_WHILE_PAUSED_B = frozenset(k.encode() for k in HELD_WHILE_PAUSED)
 
 
 def _class_of(meta_path):
-    from .atomic import read_json
     from .errors import CrewfileError
+    from .shapes import load
     try:
-        meta = read_json(meta_path)
-    except (ValueError, CrewfileError):
+        meta = load(meta_path, "meta")
+    except CrewfileError:
         return UNKNOWN
-    if not isinstance(meta, dict):
+    if meta is None:
         return UNKNOWN
     if meta.get("kind") == "primary":
         return PRIMARY

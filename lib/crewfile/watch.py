@@ -115,21 +115,25 @@ class Watcher:
         return events
 
     def _load_cursor(self):
-        from .atomic import read_json
+        from .errors import BadFile, BadInput, CrewfileError
+        from .names import is_name
+        from .shapes import check, load
         try:
-            data = read_json(self.cursor)
+            data = load(self.cursor, "cursor")
             if data is None:
                 return
             saved = data["sessions"]
-        except (ValueError, KeyError, TypeError):
-            from .errors import BadInput
-            raise BadInput(f"cursor {self.cursor} is not a crew-watch cursor") from None
+            for name, d in saved.items():
+                if not is_name(name):
+                    raise BadFile(self.cursor, f"bad session name {name!r}")
+                check("cursor-entry", d, self.cursor)
+        except BadFile as e:
+            raise BadInput(f"cursor {e.path} is not a crew-watch cursor: {e.why}") from None
+        except CrewfileError as e:
+            raise BadInput(f"cursor {self.cursor}: {e}") from None
         self._cursor_known = True
         for name, d in saved.items():
-            try:
-                sdir = self.crew.session_dir(name)
-            except Exception:
-                continue
+            sdir = self.crew.session_dir(name)
             tail = Tail(name, sdir)
             tail.restore(d)
             self.tails[name] = tail
@@ -381,11 +385,11 @@ class Watcher:
             return None
         key = (st.st_ino, st.st_mtime_ns, st.st_size)
         if key != tail.meta_key:
-            from .atomic import read_json
             from .errors import CrewfileError
+            from .shapes import load
             try:
-                tail.meta = read_json(path)
-            except (ValueError, CrewfileError):
+                tail.meta = load(path, "meta")
+            except CrewfileError:
                 tail.meta = None
             tail.meta_key = key
         return tail.meta if isinstance(tail.meta, dict) else None

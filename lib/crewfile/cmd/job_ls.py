@@ -9,7 +9,9 @@ was killed: the fate is unknown; the command's process group is reported
 alive or gone). CODE: the exit code, 128+N for signal N, - while running.
 HEARD: wait, notice, or no; `no!` when the announcement found nobody to tell
 (the owning session was not live, had ended, or there was none). AGE: since
-the job ended (since it was created while it runs).
+the job ended (since it was created while it runs). A job whose files are
+damaged is listed with STATE `damaged`, `?` elsewhere and LABEL `error: <why>`
+(in --json: {"handle", "error"}), named on stderr; the exit code is then 5.
 
 Example: job-ls | awk '$5 == "no" || $5 == "no!"'    # outcomes nobody heard
 """
@@ -18,16 +20,24 @@ Example: job-ls | awk '$5 == "no" || $5 == "no!"'    # outcomes nobody heard
 def run(args):
     import sys
     from ..cli import crew
+    from ..errors import PARTIAL
     from ..jobs import list_jobs
     rows = list_jobs(crew(args))
+    bad = [r for r in rows if "error" in r]
+    sys.stderr.write("".join(f"job-ls: {r['error']}\n" for r in bad))
+    code = PARTIAL if bad else 0
     if args.json:
         from ..jsonio import dumps
-        sys.stdout.write(dumps(rows) + "\n")
-        return 0
+        sys.stdout.write(dumps([{k: v for k, v in r.items() if k != "created" or "error" not in r}
+                                for r in rows]) + "\n")
+        return code
     out = [["HANDLE", "SESSION", "STATE", "CODE", "HEARD", "AGE", "LABEL"]]
     if rows:
         from ..sessions import age_text
     for r in rows:
+        if "error" in r:
+            out.append([r["handle"], "?", "damaged", "?", "?", "?", "error: " + r["error"]])
+            continue
         heard = r["heard"] or ("no!" if r["announced"] is False else "no")
         state = r["state"]
         if state == "lost":
@@ -39,4 +49,4 @@ def run(args):
     widths = [max(len(row[i]) for row in out) for i in range(len(out[0]) - 1)]
     sys.stdout.write("".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1]
                              + "\n" for row in out))
-    return 0
+    return code

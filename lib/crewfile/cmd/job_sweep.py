@@ -7,7 +7,8 @@ Remove finished jobs whose outcome was heard, once past their retention.
 
 An outcome nobody heard is kept much longer (7 days) and job-ls keeps showing
 it; a running job is never removed. A removed job goes whole: spec, output,
-result, locks. Prints the removed handles, one per line.
+result, locks. Prints the removed handles, one per line. A job whose files
+are damaged is kept and named on stderr (exit 5).
 
 Example: job-sweep --older-than 1h
 """
@@ -20,6 +21,9 @@ def run(args):
     older = parse_duration(args.older_than) if args.older_than is not None else HEARD_RETENTION
     unheard = (parse_duration(args.unheard_older_than) if args.unheard_older_than is not None
                else UNHEARD_RETENTION)
-    removed = sweep(crew(args), older, unheard)
+    from ..errors import PARTIAL
+    bad = []
+    removed = sweep(crew(args), older, unheard, bad=bad)
     sys.stdout.write("".join(h + "\n" for h in removed))
-    return 0
+    sys.stderr.write("".join(f"job-sweep: kept {e}\n" for e in bad))
+    return PARTIAL if bad else 0

@@ -7,7 +7,9 @@ List nudge schedules, one per line.
 
 Columns: ID USER SESSION EVERY ATTEMPTS (n/max) ARMED LAST (last attempt's
 time, or -) OUTCOME (delivered, failed, refused, disarmed, or -) and REASON
-(last on the line).
+(last on the line). A file in nudges/ that is not a schedule (damaged, a
+symlink) is listed with `?` in every column and REASON `error: <why>` (in
+--json: {"id", "error"}), named on stderr, and the exit code is 5.
 
 Example: nudge-ls | awk '$6 == "no"'     # disarmed schedules
 """
@@ -16,17 +18,24 @@ Example: nudge-ls | awk '$6 == "no"'     # disarmed schedules
 def run(args):
     import sys
     from ..cli import crew
+    from ..errors import PARTIAL
     from ..nudge import load_all
     bad = []
     rows = [s for s in load_all(crew(args), bad) if not args.user or s.get("user") == args.user]
-    for name in bad:
-        sys.stderr.write(f"nudge-ls: skipped unreadable schedule file {name}\n")
+    for name, e in bad:
+        sys.stderr.write(f"nudge-ls: {e}\n")
+    errors = [{"id": name, "error": str(e)} for name, e in bad]
+    rows = sorted(rows + errors, key=lambda s: s["id"])
+    code = PARTIAL if bad else 0
     if args.json:
         import json
         sys.stdout.write(json.dumps(rows) + "\n")
-        return 0
+        return code
     out = [["ID", "USER", "SESSION", "EVERY", "ATTEMPTS", "ARMED", "LAST", "OUTCOME", "REASON"]]
     for s in rows:
+        if "error" in s:
+            out.append([s["id"]] + ["?"] * 7 + ["error: " + s["error"]])
+            continue
         session = s.get("session") or s.get("session_key") or s.get("agent_session_id") or "-"
         out.append([s["id"], s.get("user") or "-", session, f"{s['every']}s",
                     f"{s['attempts']}/{s['max']}", "yes" if s.get("armed") else "no",
@@ -35,4 +44,4 @@ def run(args):
     widths = [max(len(r[i]) for r in out) for i in range(len(out[0]) - 1)]
     sys.stdout.write("".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] + "\n"
                              for r in out))
-    return 0
+    return code

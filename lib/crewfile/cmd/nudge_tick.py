@@ -9,7 +9,9 @@ Run every due nudge schedule once (from cron), or keep doing it with --watch.
 Prints one line per schedule acted on: `<timestamp> ID SESSION OUTCOME: REASON`,
 OUTCOME one of delivered, failed, refused, disarmed. Exit 0 after a tick;
 exit 1 at once, doing nothing and printing nothing, when another nudge-tick
-holds locks/nudge-tick.
+holds locks/nudge-tick. A file in nudges/ that is not a schedule (damaged,
+a symlink) is named on stderr and skipped; the other schedules are acted on,
+then the exit code is 5.
 
 Example: * * * * * /path/to/crewfile/bin/nudge-tick --quiet
 """
@@ -32,9 +34,12 @@ def run(args):
     if args.watch:
         watch(c, emit)
         return 0
+    from ..errors import PARTIAL, REFUSED
     lock = tick_lock(c)
     if lock is None:
-        return 1
+        return REFUSED
+    bad = []
     with lock:
-        emit(tick(c))
-    return 0
+        emit(tick(c, bad=bad))
+    sys.stderr.write("".join(f"nudge-tick: skipped {e}\n" for _, e in bad))
+    return PARTIAL if bad else 0

@@ -4,6 +4,10 @@ List aside reports, oldest first, one line each:
 `STATE ASIDE TIME PATH`, STATE `new` (delivered, not yet reconciled) or
 `cur` (reconciled; its scrollback is PATH.scrollback).
 
+A file in new/ or cur/ that is not a regular file (a symlink, a directory)
+is listed with ` error: <why>` after its PATH (in --json: an "error" field),
+named on stderr, and the exit code is 5.
+
   --json         one JSON object per line (state, aside, time, path, scrollback, size)
   --new          only reports not yet reconciled
   --aside NAME   only the reports of aside NAME
@@ -18,11 +22,15 @@ def run(args):
     from ..cli import crew
     from ..reports import listing
     states = (paths.REPORT_NEW,) if args.new else (paths.REPORT_NEW, paths.REPORT_CUR)
+    from ..errors import PARTIAL
     found = listing(crew(args), aside=args.aside, states=states)
+    bad = [r for r in found if r.error]
+    sys.stderr.write("".join(f"report-ls: {r.path}: {r.error}\n" for r in bad))
     if args.json:
         import json
         out = [json.dumps(r.as_dict()) + "\n" for r in found]
     else:
-        out = [f"{r.state} {r.aside} {records.timestamp(r.time)} {r.path}\n" for r in found]
+        out = [f"{r.state} {r.aside} {records.timestamp(r.time)} {r.path}"
+               + (f" error: {r.error}" if r.error else "") + "\n" for r in found]
     sys.stdout.write("".join(out))
-    return 0
+    return PARTIAL if bad else 0

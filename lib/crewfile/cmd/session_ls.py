@@ -7,6 +7,9 @@ The crew at a glance: one line per registered session.
 
 Columns: NAME KIND EXEMPT LIVE GEN AGE LAST (the last record's kind and text),
 then CWD. Whitespace-separated; LAST is last on the line but for CWD's tab.
+A session whose files cannot be used (damaged metadata, a symlink) is still
+listed: `?` in every column, LAST `error: <why>` (in --json: {"name", "error"}),
+the same line on stderr, and exit 5 once the others are listed.
 
 Example: session-ls | awk '$4 == "no"'    # sessions whose window is gone
 """
@@ -15,13 +18,21 @@ Example: session-ls | awk '$4 == "no"'    # sessions whose window is gone
 def run(args):
     import sys
     from ..cli import crew
+    from ..errors import CrewfileError, PARTIAL
     from ..liveness import Probe
     from ..sessions import Session, names, state, age_text
     c = crew(args)
     probe = Probe()
     rows = []
+    bad = 0
     for name in names(c):
-        st = state(Session(c, name), probe)
+        try:
+            st = state(Session(c, name), probe)
+        except CrewfileError as e:
+            sys.stderr.write(f"session-ls: {name}: {e}\n")
+            rows.append({"name": name, "error": str(e)})
+            bad += 1
+            continue
         if st["ended"] and not args.all:
             continue
         if st["warning"]:
@@ -30,9 +41,13 @@ def run(args):
     if args.json:
         import json
         sys.stdout.write(json.dumps(rows) + "\n")
-        return 0
+        return PARTIAL if bad else 0
     out = ["NAME\tKIND\tEXEMPT\tLIVE\tGEN\tAGE\tLAST\tCWD"]
     for st in rows:
+        if "error" in st:
+            out.append("\t".join([st["name"], "?", "?", "?", "?", "?",
+                                  "error: " + st["error"].replace("\t", " "), "?"]))
+            continue
         last = st["last_kind"] or "-"
         if st["last_text"]:
             last += ": " + st["last_text"]
@@ -40,7 +55,7 @@ def run(args):
                               st["live"], st["generating"], age_text(st["age"]),
                               last.replace("\t", " ")[:60], st["cwd"] or "-"]))
     sys.stdout.write(_columns(out))
-    return 0
+    return PARTIAL if bad else 0
 
 
 def _columns(lines):

@@ -1,0 +1,138 @@
+"""The shape of every JSON file crewfile reads, checked in one place per kind.
+
+A file that parses is not yet a file we can use: `{"every": "x"}` in a
+schedule would surface much later as a KeyError or TypeError far from the
+file. load() reads a file and checks it against its kind's table below
+(types and ranges of the fields crewfile uses; other fields are kept as
+they are), so a damaged file is one named error, BadFile, at the moment it
+is read: "<path>: <why>". protocol.md's "File shapes" section is this table.
+"""
+from .errors import BadFile
+
+MAX_INT = 2 ** 53          # any count, size, offset or pid: what a JSON number holds exactly
+
+
+def _str(v):
+    return isinstance(v, str)
+
+
+def _bool(v):
+    return v is True or v is False
+
+
+def _int(lo, hi=MAX_INT):
+    def check(v):
+        return type(v) is int and lo <= v <= hi
+    check.doc = f"a whole number from {lo} to {hi}"
+    return check
+
+
+def _num(v):
+    return type(v) in (int, float) and v == v and abs(v) <= 1e15
+
+
+def _ts(v):
+    from .records import is_timestamp
+    return isinstance(v, str) and is_timestamp(v)
+
+
+def _one_of(*values):
+    def check(v):
+        return isinstance(v, str) and v in values
+    check.doc = "one of " + ", ".join(values)
+    return check
+
+
+def _list_of_str(v):
+    return isinstance(v, list) and len(v) > 0 and all(isinstance(x, str) for x in v)
+
+
+def _prompt(v):
+    return isinstance(v, str) or _list_of_str(v)
+
+
+def _clock(v):
+    return (isinstance(v, dict) and _num(v.get("wall"))
+            and (v.get("mono") is None or _num(v["mono"]))
+            and (v.get("boot") is None or _str(v["boot"])))
+
+
+for _f, _doc in ((_str, "a string"), (_bool, "true or false"), (_num, "a finite number"),
+                 (_ts, "a record timestamp (YYYY-MM-DDTHH:MM:SS.mmmZ)"),
+                 (_list_of_str, "a non-empty array of strings"),
+                 (_prompt, "a string or a non-empty array of strings"),
+                 (_clock, 'an object {"wall": seconds, "mono": seconds, "boot": id}')):
+    _f.doc = _doc
+
+REQ, OPT = True, False       # OPT: may be absent or null
+
+# kind -> {field: (required, check)}
+SHAPES = {
+    "meta": {
+        "name": (REQ, _str), "kind": (OPT, _one_of("crew", "aside", "primary")),
+        "exempt": (OPT, _bool), "created": (OPT, _ts), "user": (OPT, _str),
+        "cwd": (OPT, _str), "tmux": (OPT, _str), "tmux_target": (OPT, _str),
+        "pid": (OPT, _int(1, 2 ** 31)), "pid_start": (OPT, _int(0)),
+        "session_key": (OPT, _str), "agent_session_id": (OPT, _str), "prompt": (OPT, _prompt),
+    },
+    "schedule": {
+        "id": (REQ, _str), "user": (OPT, _str), "session": (OPT, _str),
+        "session_key": (OPT, _str), "agent_session_id": (OPT, _str),
+        "every": (REQ, _int(1, 10 ** 9)), "message": (REQ, _str),
+        "max": (REQ, _int(1, 10 ** 9)), "attempts": (REQ, _int(0, 10 ** 9)),
+        "armed": (REQ, _bool), "base": (REQ, _clock), "rev": (OPT, _str),
+        "created": (OPT, _ts), "last_attempt": (OPT, _ts), "last_outcome": (OPT, _str),
+        "last_code": (OPT, _str), "last_reason": (OPT, _str), "last_change": (OPT, _ts),
+    },
+    "job-spec": {
+        "argv": (REQ, _list_of_str), "label": (OPT, _str), "session": (OPT, _str),
+        "cwd": (OPT, _str), "created": (REQ, _ts), "output_limit": (OPT, _int(1)),
+        "exec_pid": (OPT, _int(1, 2 ** 31)), "exec_start": (OPT, _int(0)),
+    },
+    "job-pids": {
+        "watcher": (OPT, _int(1, 2 ** 31)), "watcher_start": (OPT, _int(0)),
+        "pid": (OPT, _int(1, 2 ** 31)), "pgid": (OPT, _int(1, 2 ** 31)), "started": (OPT, _ts),
+    },
+    "job-result": {
+        "exit": (OPT, _int(0, 255)), "signal": (OPT, _int(1, 255)), "code": (REQ, _int(0, 255)),
+        "started": (OPT, _ts), "ended": (OPT, _ts), "seconds": (OPT, _num),
+    },
+    "job-heard": {"by": (REQ, _one_of("wait", "notice")), "at": (OPT, _ts)},
+    "job-notice": {"posted": (REQ, _bool), "reason": (OPT, _str), "at": (OPT, _ts)},
+    "cursor": {"version": (REQ, _int(1, 1)), "sessions": (REQ, lambda v: isinstance(v, dict))},
+    "cursor-entry": {
+        "ino": (OPT, _int(0, 2 ** 64)), "off": (OPT, _int(0)), "last": (OPT, _num),
+        "last_kind": (OPT, _str), "turn": (OPT, _str),
+        "ended": (OPT, _bool), "stale": (OPT, _bool), "lost": (OPT, _bool),
+    },
+}
+SHAPES["cursor"]["sessions"][1].doc = "an object of session name to position"
+
+
+def check(kind, obj, path):
+    """*obj* if it has *kind*'s shape; BadFile naming *path* and the first fault."""
+    if not isinstance(obj, dict):
+        raise BadFile(path, f"not a JSON object ({kind})")
+    for field, (required, ok) in SHAPES[kind].items():
+        value = obj.get(field)
+        if value is None:
+            if required:
+                raise BadFile(path, f"field {field!r} missing ({kind})")
+            continue
+        if not ok(value):
+            raise BadFile(path, f"field {field!r} must be {ok.doc} ({kind})")
+    return obj
+
+
+def load(path, kind):
+    """The file at *path* checked as *kind*; None if it does not exist.
+
+    BadFile if it is not UTF-8 JSON or not of that shape; SystemFailure if it
+    cannot be read (a link, a directory, a FIFO, no permission).
+    """
+    from .atomic import read_json
+    try:
+        obj = read_json(path)
+    except ValueError as e:
+        raise BadFile(path, f"not JSON ({str(e).split(':', 1)[0]})") from None
+    return None if obj is None else check(kind, obj, path)
