@@ -261,3 +261,88 @@ def test_a_window_that_cannot_open_takes_everything_back(crew, tmux, repo):
     assert not os.path.exists(os.path.dirname(place(repo, "w")))
     # The name is free again.
     spawned(crew, tmux, repo, "w")
+
+
+# --- crew-retire ------------------------------------------------------------------
+
+def test_retire_refuses_uncommitted_work_then_retires_after_a_commit(crew, tmux, repo):
+    r, meta = spawned(crew, tmux, repo, "w1", "--prompt", "write the parser")
+    tree = place(repo, "w1")
+    open(os.path.join(tree, "parser.py"), "w").write("print('parsed')\n")
+    r = crewcmd("crew-retire", "w1", cwd=repo)
+    assert (r.returncode, r.stdout, r.stderr) == (
+        1, "", f"crew-retire: w1's worktree {tree} has uncommitted changes (parser.py): commit"
+               " them, keep the tree (--keep-worktree), or --force to throw them away\n")
+    assert os.path.exists(os.path.join(tree, "parser.py")) and "w1" in windows(tmux)
+    assert not Session(crew, "w1").ended()
+    sh("git", "add", "parser.py", cwd=tree)
+    sh("git", "commit", "-q", "-m", "parser", cwd=tree)
+    head = sh("git", "rev-parse", "HEAD", cwd=tree).strip()
+    r = crewcmd("crew-retire", "w1", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[1:] == [f"worktree: removed {tree}", f"branch: crew/w1 {head}"]
+    saved = lines[0].split(": ", 1)[1]
+    assert os.path.dirname(saved) == Session(crew, "w1").dir
+    text = open(saved).read()
+    assert "ready> write the parser" in text and "agent: ok" in text
+    assert ("ended", "retired") in records(crew, "w1")
+    assert "w1" not in windows(tmux) and not os.path.lexists(tree)
+    assert "crew/w1" in branches(repo)
+    assert sh("git", "show", "crew/w1:parser.py", cwd=repo) == "print('parsed')\n"
+    assert tree not in sh("git", "worktree", "list", cwd=repo)
+    # A rerun finds nothing left to do, and says so.
+    r = crewcmd("crew-retire", "w1", cwd=repo)
+    assert r.returncode == 0
+    assert r.stdout == f"scrollback: -\nworktree: -\nbranch: crew/w1 {head}\n"
+    assert r.stderr == "crew-retire: w1: the window was already gone: no scrollback to save\n"
+
+
+def test_retire_refuses_while_generating_and_force_says_what_it_cuts(crew, tmux, repo):
+    r, meta = spawned(crew, tmux, repo, "w1")
+    tmux("send-keys", "-t", meta["tmux"], "-l", "SLOW: 600")
+    tmux("send-keys", "-t", meta["tmux"], "Enter")
+    wait_for(lambda: records(crew, "w1")[-1][0] == "turn-started", what="a turn")
+    r = crewcmd("crew-retire", "w1", cwd=repo)
+    assert (r.returncode, r.stderr) == (
+        1, "crew-retire: w1 is busy: a turn is running (--force cuts it off)\n")
+    assert "w1" in windows(tmux) and os.path.isdir(place(repo, "w1"))
+    open(os.path.join(place(repo, "w1"), "half.txt"), "w").write("half\n")
+    r = crewcmd("crew-retire", "w1", "--force", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert r.stderr == (f"crew-retire: --force: threw away uncommitted changes in"
+                        f" {place(repo, 'w1')} (half.txt); the agent's work in progress"
+                        " (a turn is running)\n")
+    assert ("ended", "retired --force") in records(crew, "w1")
+    assert not os.path.lexists(place(repo, "w1")) and "crew/w1" in branches(repo)
+    assert "w1" not in windows(tmux)
+
+
+def test_retire_keeping_the_worktree_keeps_uncommitted_work(crew, tmux, repo):
+    spawned(crew, tmux, repo, "w1")
+    open(os.path.join(place(repo, "w1"), "notes.txt"), "w").write("keep me\n")
+    r = crewcmd("crew-retire", "w1", "--keep-worktree", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert f"worktree: kept {place(repo, 'w1')}\n" in r.stdout
+    assert open(os.path.join(place(repo, "w1"), "notes.txt")).read() == "keep me\n"
+    assert "w1" not in windows(tmux) and Session(crew, "w1").ended()
+
+
+def test_retire_of_what_is_not_a_crew_session(crew, tmux, repo):
+    register(crew, "a1", kind="aside")
+    r = crewcmd("crew-retire", "a1", cwd=repo)
+    assert (r.returncode, r.stderr) == (
+        2, "crew-retire: 'a1' is not a crew session (kind aside); an aside ends with"
+           " aside-reconcile\n")
+    r = crewcmd("crew-retire", "nobody", cwd=repo)
+    assert r.returncode == 3 and r.stderr.startswith("crew-retire: no session 'nobody'")
+    assert crewcmd("crew-retire", "../x", cwd=repo).returncode == 2
+
+
+def test_retire_of_a_session_without_a_worktree_leaves_its_tree(crew, tmux, repo):
+    spawned(crew, tmux, repo, "here", "--no-worktree")
+    open(os.path.join(repo, "dirty.txt"), "w").write("x\n")
+    r = crewcmd("crew-retire", "here", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[1:] == ["worktree: -", "branch: -"]
+    assert os.path.exists(os.path.join(repo, "dirty.txt"))

@@ -8,6 +8,7 @@
       sessions/NAME/inbox           pending notices for the session (records)
       sessions/NAME/inbox.read      notices already drained (records)
       sessions/NAME/deliver.lock    flock held while text is typed into NAME's pane
+      sessions/NAME/scrollback.TS   a retired crew session's window scrollback (crew-retire)
       reports/{tmp,new,cur}/        aside reports, maildir style:
       reports/new/ASIDE,UNIQUE      a delivered report, not yet reconciled
       reports/cur/ASIDE,UNIQUE      a reconciled report, and beside it
@@ -39,6 +40,7 @@ SESSIONS, REPORTS, NUDGES, JOBS, LOCKS = "sessions", "reports", "nudges", "jobs"
 META, STATUS, LOCK, INBOX, INBOX_READ = "meta", "status", "lock", "inbox", "inbox.read"
 REPORT_TMP, REPORT_NEW, REPORT_CUR = "tmp", "new", "cur"     # under REPORTS
 SCROLLBACK_SUFFIX = ".scrollback"
+SCROLLBACK = "scrollback"         # sessions/NAME/scrollback.TS, TS a record timestamp
 DELIVER_LOCK = "deliver.lock"
 NUDGES_LOCK, NUDGE_TICK_LOCK = "nudges", "nudge-tick"     # files under locks/
 JOB_SPEC, JOB_PIDS, JOB_OUTPUT, JOB_RESULT = "spec", "pids", "output", "result"
