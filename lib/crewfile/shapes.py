@@ -74,6 +74,9 @@ SHAPES = {
         "cwd": (OPT, _str), "tmux": (OPT, _str), "tmux_target": (OPT, _str),
         "pid": (OPT, _int(1, 2 ** 31)), "pid_start": (OPT, _int(0)),
         "session_key": (OPT, _str), "agent_session_id": (OPT, _str), "prompt": (OPT, _prompt),
+        "agent": (OPT, _one_of("claude", "codex", "gemini")), "agent_cmd": (OPT, _str),
+        "tmux_session": (OPT, _str), "branch": (OPT, _str), "worktree": (OPT, _str),
+        "repo": (OPT, _str),
     },
     "schedule": {
         "id": (REQ, _str), "user": (OPT, _str), "session": (OPT, _str),
