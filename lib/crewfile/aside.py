@@ -24,9 +24,8 @@ before the decision (and counts) or after it.
 """
 import os
 
-from . import logfile, paths, records, reports, window
+from . import logfile, paths, records, reports, spool, window
 from .errors import BadInput, CrewfileError, Refused, SystemFailure
-from .locks import acquire
 from .sessions import STATE_SCAN_BYTES, Session, register
 
 CAPTAIN, CAPTAIN_DONE = "captain", "captain-done"
@@ -214,7 +213,7 @@ def conclude(crew, name, data):
         raise BadInput("the report is empty")
     if len(data) > MAX_REPORT:
         raise BadInput(f"the report is larger than {MAX_REPORT} bytes")
-    with acquire(sess.lock_path):
+    with spool.lock(sess.dir):
         st = scan(sess)
         if st.state == CLOSED:
             raise Refused(f"aside {name!r} is closed")
@@ -263,7 +262,7 @@ def reconcile(crew, name):
     from . import tmux
     sess = aside_session(crew, name)
     out = Reconciled()
-    with acquire(sess.lock_path):
+    with spool.lock(sess.dir):
         st = scan(sess)
         table = tmux.panes()
         if table is None:

@@ -1,6 +1,12 @@
 """The agent hook adapter: Claude Code hook events (and Codex's notify) become
 crewfile records, captain inputs and model-facing notices.
 
+A hook waits for locks HOOK_LOCK_WAIT seconds at most in all: a write to
+a session whose lock is stuck is kept in the session's spool (spool.py)
+and appended when the lock frees; notices that cannot be drained stay in
+the inbox for the next event. Either way one line on stderr names the
+lock's holder.
+
 One function per event; each gets a Context and returns a Reply (exit code,
 stdout, stderr). Every reply is exit 0: blocking (a primary's wake at Stop,
 the guard at PreToolUse) is done with Claude Code's JSON output, so no exit
@@ -29,6 +35,7 @@ NOTICE_HEADER = ("crewfile notices (machine reports from the crew's tools;"
                  " not written by the user):")
 WAKE_HEADER = "crewfile wake: new events for the primary (machine reports, not the user's words):"
 PRIMARY = "primary"
+HOOK_LOCK_WAIT = 1.0     # seconds; protocol.md, "Spool"
 
 
 class Reply:
@@ -107,10 +114,15 @@ def _with_kind(n):
 
 def drain_notices(ctx, event):
     """Drain the session's inbox into additionalContext output ('' if empty)."""
+    from .locks import LockBusy
     sess = ctx.session
     if sess is None:
         return ""
-    notices, garbage = inbox.drain(ctx.crew, sess.name)
+    try:
+        notices, garbage = inbox.drain(ctx.crew, sess.name)
+    except LockBusy as e:
+        ctx.notes.append(f"{sess.name}: notices left in the inbox for the next event: {e}")
+        return ""
     if garbage:
         ctx.notes.append(f"{sess.name}: skipped {garbage} malformed inbox line(s)")
     return _context_output(event, notices_text(notices)) if notices else ""
@@ -249,7 +261,12 @@ def stop(ctx):
     if (ctx.payload.get("stop_hook_active") is not True
             and any(n.kind == "wake" for n in inbox.pending(ctx.crew, sess.name))
             and sess.meta.get("kind") == PRIMARY):
-        notices, garbage = inbox.drain(ctx.crew, sess.name)
+        from .locks import LockBusy
+        try:
+            notices, garbage = inbox.drain(ctx.crew, sess.name)
+        except LockBusy as e:
+            ctx.notes.append(f"{sess.name}: wakes left in the inbox: {e}")
+            notices, garbage = [], 0
         if garbage:
             ctx.notes.append(f"{sess.name}: skipped {garbage} malformed inbox line(s)")
         if notices:
@@ -310,11 +327,15 @@ def codex_notify(ctx):
 
 # ---------------------------------------------------------------- entry
 
-def handle(raw, env=None, crew=None, codex=False):
-    """Run the hook for one payload (bytes or str); always a Reply, exit 0."""
+def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT):
+    """Run the hook for one payload (bytes or str); always a Reply, exit 0.
+
+    Every lock wait is bounded by *lock_wait* seconds meanwhile."""
+    from . import locks, spool
     env = os.environ if env is None else env
     event = "?"
     ctx = None
+    bound = locks.bound_waits(lock_wait, total=True)
     try:
         try:
             payload = jsonio.loads(raw)
@@ -335,7 +356,10 @@ def handle(raw, env=None, crew=None, codex=False):
         reply = Reply(err=f"{event}: {e}")
     except Exception as e:       # a bug of ours must not become the agent's problem
         reply = Reply(err=f"{event}: internal error: {type(e).__name__}: {e}")
-    notes = ctx.notes if ctx else []
+    finally:
+        locks.restore_waits(bound)
+    notes = list(dict.fromkeys((ctx.notes if ctx else []) + spool.kept))   # each once
+    spool.kept.clear()
     if notes:
         reply.err = "; ".join(([reply.err] if reply.err else []) + notes)
     reply.err = reply.err.replace("\n", "\\n")     # one line, whatever a message held

@@ -10,9 +10,8 @@ loses one: its id lets a reader see the repeat.
 import os
 import time
 
-from . import logfile, paths, records
+from . import logfile, paths, records, spool
 from .errors import NotFound, SystemFailure
-from .locks import acquire
 
 _counter = 0
 
@@ -44,9 +43,9 @@ def _paths(crew, name):
 
 def post(crew, name, kind, text):
     """Append one notice to NAME's inbox; return its id."""
-    inbox, _read, lock = _paths(crew, name)
+    _paths(crew, name)
     nid = new_id()
-    logfile.append(inbox, lock, [records.new_line(kind, f"{nid} {text}")])
+    spool.append(crew.session_dir(name), paths.INBOX, [records.new_line(kind, f"{nid} {text}")])
     return nid
 
 
@@ -69,8 +68,8 @@ def pending(crew, name):
 
 def drain(crew, name):
     """Take every pending notice out of NAME's inbox; (notices, skipped garbage)."""
-    inbox, read, lock = _paths(crew, name)
-    with acquire(lock):
+    inbox, read, _lock = _paths(crew, name)
+    with spool.lock(crew.session_dir(name)):
         try:
             fd = os.open(inbox, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
         except FileNotFoundError:

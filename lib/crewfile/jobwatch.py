@@ -166,6 +166,9 @@ def notice_text(job, spec, result):
     return f"job {job.handle}{label} {ended_text(result)}; last output: {last}"
 
 
+POST_WAIT = 1.0
+
+
 def announce(job, result):
     """Post the outcome to the owning session's inbox: (True, notice id), or
     (False, why not) when there is nobody to tell."""
@@ -182,7 +185,14 @@ def announce(job, result):
         return False, f"session {name} has ended"
     if Probe().live(sess.meta) == NO:
         return False, f"session {name} is not live"
-    return True, inbox.post(job.crew, name, "job", notice_text(job, spec, result))
+    # Under the job's lock a job-wait may be waiting for: a session lock
+    # stuck past POST_WAIT keeps the notice in the session's spool instead.
+    from . import locks
+    old = locks.bound_waits(POST_WAIT)
+    try:
+        return True, inbox.post(job.crew, name, "job", notice_text(job, spec, result))
+    finally:
+        locks.restore_waits(old)
 
 
 class BoundedOutput:

@@ -14,7 +14,7 @@ import fcntl
 import os
 import time
 
-from .errors import SystemFailure
+from .errors import Refused, SystemFailure
 
 _FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
 
@@ -45,13 +45,59 @@ class Lock:
         self.release()
 
 
+# The longest this process waits for a lock it was asked to wait for
+# (timeout=None); None: as long as it takes. A process somebody waits on
+# sets it (bound_waits): the hook (its agent waits: a total for the whole
+# call), nudge-tick (the other sessions' nudges wait), wake-send (the rest
+# of the pipe waits).
+WAIT = None
+_DEADLINE = None         # monotonic time after which waits are one try (a total bound)
+
+
+class LockBusy(Refused):
+    """A lock still held by another process when this process's bound ran out."""
+
+    def __init__(self, path):
+        super().__init__(f"{path} is held by {holder(path)}")
+        self.path = path
+
+
+def bound_waits(seconds, total=False):
+    """From now on no lock wait of this process lasts more than *seconds*
+    (with total: all of them together); None lifts the bound. Returns the
+    bound it replaces, for restore_waits."""
+    global WAIT, _DEADLINE
+    old = (WAIT, _DEADLINE)
+    WAIT = seconds
+    _DEADLINE = time.monotonic() + seconds if total and seconds is not None else None
+    return old
+
+
+def restore_waits(old):
+    global WAIT, _DEADLINE
+    WAIT, _DEADLINE = old
+
+
+def _bound():
+    if _DEADLINE is None:
+        return WAIT
+    return max(0.0, _DEADLINE - time.monotonic())
+
+
 def acquire(path, timeout=None, shared=False):
-    """Lock *path*. Blocks in the kernel when timeout is None.
+    """Lock *path*. Blocks in the kernel when timeout is None (and no bound is set).
 
     Returns a Lock, or None when the lock is busy (timeout=0 means one try;
     a positive timeout retries with a short back-off). Busy is an ordinary
-    answer, not an exception; errors raise SystemFailure.
+    answer, not an exception; errors raise SystemFailure. Under a bound
+    (bound_waits), a wait with timeout=None that outlasts it raises LockBusy
+    instead: a caller written for a blocking wait must not get None.
     """
+    if timeout is None and WAIT is not None:
+        lock = acquire(path, _bound(), shared)
+        if lock is None:
+            raise LockBusy(path)
+        return lock
     fd = _open(path)
     op = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
@@ -91,3 +137,39 @@ def is_held(path):
         return True
     lock.release()
     return False
+
+
+def holder(path):
+    """Who holds the flock on *path*, in words: `pid 4242 (flock), started
+    2026-11-30T19:40:02Z`, from /proc/locks (a lock is matched by device and
+    inode). How long the lock itself has been held is not recorded anywhere:
+    the holder's start time is a bound on it."""
+    try:
+        st = os.stat(path)
+        with open("/proc/locks", "rb") as f:
+            table = f.read().decode("ascii", "replace")
+    except OSError:
+        return "another process (/proc/locks cannot be read)"
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in table.splitlines():
+        parts = line.split()
+        if len(parts) < 6 or parts[1] == "->" or parts[1] != "FLOCK" or parts[5] != want:
+            continue
+        return _describe(parts[4])
+    return "another process (not found in /proc/locks)"
+
+
+def _describe(pid):
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            data = f.read().decode("utf-8", "replace")
+        with open("/proc/stat", "rb") as f:
+            btime = next(int(l.split()[1]) for l in f if l.startswith(b"btime "))
+        comm = data[data.index("(") + 1:data.rindex(")")]
+        fields = data[data.rindex(")") + 2:].split()
+        since = btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return f"pid {pid}"
+    from .records import timestamp
+    stopped = ", stopped" if fields[0] in ("T", "t") else ""
+    return f"pid {pid} ({comm}{stopped}), started {timestamp(since)}"

@@ -18,6 +18,7 @@ writer caught mid-write, or killed) is skipped and counted, as are garbage
 lines; the good lines are never lost.
 """
 import os
+import stat
 
 from . import records
 from .atomic import write_all
@@ -63,9 +64,12 @@ def append(path, lock_path, lines, rotate=None):
         append_locked(path, lines, rotate)
 
 
-def append_locked(path, lines, rotate=None):
-    """append() for a caller that already holds the file's lock."""
-    data = "".join(lines).encode("utf-8")
+def append_locked(path, lines, rotate=None, before_write=None):
+    """append() for a caller that already holds the file's lock.
+
+    before_write(inode, offset) is called just before the one write(2), with
+    where it will land (the spool's journal needs it)."""
+    data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
     if not data:
         return
     try:
@@ -76,11 +80,16 @@ def append_locked(path, lines, rotate=None):
                 size = 0
             if size and size + len(data) > rotate[0]:
                 _rotate(path, rotate[1])
-        fd = os.open(path, _APPEND_FLAGS, 0o600)
+        fd = os.open(path, _APPEND_FLAGS | os.O_NONBLOCK, 0o600)
     except OSError as e:
         raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
     try:
-        before = _drop_fragment(fd, os.fstat(fd).st_size)
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SystemFailure(f"cannot append to {path}: not a regular file")
+        before = _drop_fragment(fd, st.st_size)
+        if before_write is not None:
+            before_write(st.st_ino, before)
         try:
             write_all(fd, data)
         except OSError as e:

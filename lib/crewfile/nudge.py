@@ -9,9 +9,10 @@ permission:
   1. not live at all (no matching session, pane gone or dead, session ended,
      no pane registered): refuse AND disarm: typing there could only start
      something, and a schedule is attached to a conversation, not a place.
-  2. live but busy (generating, state unknown, a permission dialog up, the
-     captain's keys in the window lately, a draft on the prompt line, no
-     prompt on the screen): refuse, keep; reconsidered at the very next tick.
+  2. live but busy (its lock stuck past LOCK_WAIT, generating, state
+     unknown, a permission dialog up, the captain's keys in the window
+     lately, a draft on the prompt line, no prompt on the screen): refuse,
+     keep; reconsidered at the very next tick.
   3. another live session (or one whose liveness is unknown) works in the
      same tree (realpath; the git top level where there is one; one inside
      the other counts), or either tree is unknown: refuse, keep.
@@ -29,6 +30,10 @@ Across a reboot only the wall clock is comparable: a forward jump makes a
 schedule due once (one attempt moves the base to now); a negative elapsed
 time (clock set back) rebases the schedule to now, so it waits one `every`
 at most.
+
+No lock wait of a tick lasts more than LOCK_WAIT: a session whose lock is
+stuck is refused (`lock-stuck`, naming the holder) and the others go on; a
+record for it is kept in its spool (spool.py).
 
 Outcomes are appended to the target's status log as records: `nudge`
 (delivered), `nudge-failed`, `nudge-refused`, `nudge-disarmed`. A refusal
@@ -53,6 +58,7 @@ WATCH_POLL = 60.0          # --watch also ticks this often, as cron would
 WATCH_RETRY = 0.25         # ... and this soon after an event if a refusal may be transient
 WATCH_RETRIES = 8
 _TRANSIENT = ("draft", "no-prompt", "delivery-busy")
+LOCK_WAIT = 1.0            # the longest a tick waits for any lock (a stuck one is skipped)
 
 _boot_id = None
 
@@ -307,6 +313,17 @@ class World:
             self._ended[name] = self.session(name).ended()
         return self._ended[name]
 
+    def stuck(self, name):
+        """None, or why the session's lock is stuck: held past LOCK_WAIT, its
+        writers' records are held up, so its log cannot say it is idle."""
+        from .locks import acquire, holder
+        lock_path = self.session(name).lock_path
+        held = acquire(lock_path, timeout=LOCK_WAIT)
+        if held is None:
+            return f"lock-stuck: {lock_path} is held by {holder(lock_path)}"
+        held.release()
+        return None
+
     def busy(self, name, screen):
         """None when idle, else a delivery reason `code: detail`."""
         from . import delivery
@@ -442,7 +459,9 @@ def _decide(crew, world, sched, now, nudged):
         return _disarm(crew, world, sched, name, "not-live: the session is not live", refused=True)
     if live != "yes":
         return _refuse(crew, world, sched, name, "live-unknown: liveness cannot be probed")
-    why = world.busy(name, screen=False)                        # question 2, cheap part
+    why = world.stuck(name)                                     # question 2: records held up
+    if not why:
+        why = world.busy(name, screen=False)                    # question 2, cheap part
     if not why:
         why = tree_conflict(world, name)                        # question 3
     if not why and name in nudged:

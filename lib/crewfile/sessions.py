@@ -8,10 +8,10 @@ status log plus a real liveness probe.
 import os
 import time
 
-from . import logfile, paths, records
+from . import logfile, paths, records, spool
 from .atomic import replace
 from .errors import BadFile, BadInput, NotFound, Refused, SystemFailure
-from .locks import acquire
+from .locks import LockBusy
 
 KINDS = ("crew", "aside", "primary")
 # The newest of these decides whether a turn is running.
@@ -56,10 +56,12 @@ class Session:
         self.append_lines([records.new_line(kind, text, now)])
 
     def append_lines(self, lines):
+        """Append under the session lock; False if the lock was stuck and the
+        lines were kept in the spool instead (spool.kept says so)."""
         if not self.exists():
             raise NotFound(f"no session {self.name!r} (register it with session-add)")
         _check_dir(self.dir)
-        logfile.append(self.status_path, self.lock_path, lines, rotate=logfile.rotate_limits())
+        return spool.append(self.dir, paths.STATUS, lines)
 
     def last_records(self, n, stats):
         return logfile.last_records(self.log_paths(), n, stats)
@@ -72,9 +74,16 @@ class Session:
         return bool(rec and LIFECYCLE[rec.kind])
 
     def update_meta(self, **fields):
-        """Merge *fields* into the metadata, atomically, under the session lock."""
+        """Merge *fields* into the metadata, atomically, under the session lock
+        (kept in the spool, to be merged later, if the lock is stuck)."""
         import json
-        with acquire(self.lock_path):
+        try:
+            held = spool.lock(self.dir)
+        except LockBusy as e:
+            fields = {k: v for k, v in fields.items() if v is not None}
+            spool.put(self.dir, paths.META, json.dumps(fields).encode("utf-8"), e)
+            return dict(self.meta, **fields)
+        with held:
             self._meta = None
             meta = dict(self.meta)
             meta.update({k: v for k, v in fields.items() if v is not None})
@@ -121,7 +130,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
         if value:
             meta[key] = value
     meta.update(extra or {})
-    with acquire(sess.lock_path):
+    with spool.lock(sess.dir):
         if sess.exists() and not sess.ended():
             raise Refused(f"session {name!r} is already registered and not ended")
         replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")

@@ -225,6 +225,7 @@ def _warn(msg):
 DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
 DEFAULT_WINDOW = 0.5
 DEFAULT_RETRY = 2.0
+LOCK_WAIT = 1.0     # the longest wake-send waits for the primary's lock (then: the spool)
 
 
 class Sender:
@@ -239,10 +240,15 @@ class Sender:
     meantime (by the primary's hook) are not announced. A refused delivery
     is retried every *retry* seconds while unannounced wakes wait; once
     announced, a wake is not announced again.
+
+    A primary whose lock is stuck (held past LOCK_WAIT) does not stop the
+    stream: its wakes are kept in its spool (said once, naming the holder)
+    and appended when the lock frees; until a post gets the lock again,
+    posts do not wait for it.
     """
 
     def __init__(self, crew, primary, window=DEFAULT_WINDOW, retry=DEFAULT_RETRY, say=DEFAULT_SAY,
-                 log=None, clock=None, deliver=None):
+                 log=None, clock=None, deliver=None, warn=None):
         import time
         from .sessions import Session
         self.crew = crew
@@ -251,6 +257,8 @@ class Sender:
         self.primary = primary
         self.window, self.retry, self.say = window, retry, say
         self.log = log or (lambda msg: None)
+        self.warn = warn or self.log
+        self.stuck = False          # the primary's lock was stuck at the last post
         self.clock = clock or time.monotonic
         self._deliver = deliver
         self.due_at = None          # when to try to announce; None: nothing to announce
@@ -264,7 +272,20 @@ class Sender:
             return None         # the primary's own events never wake it
         if len(line) > 8192:
             line = line[:8192] + " [cut]"     # a notice must stay within one record
-        nid = inbox.post(self.crew, self.primary, "wake", line)
+        from . import locks, spool
+        old = locks.bound_waits(0 if self.stuck else LOCK_WAIT)
+        try:
+            nid = inbox.post(self.crew, self.primary, "wake", line)
+        finally:
+            locks.restore_waits(old)
+        if spool.kept:
+            if not self.stuck:
+                self.warn(spool.kept[-1])
+            self.stuck = True
+            spool.kept.clear()
+        elif self.stuck:
+            self.stuck = False
+            self.warn(f"{self.primary}'s lock is free again; kept wakes appended")
         if self.due_at is None:
             self.due_at = self.clock() + self.window
         return nid

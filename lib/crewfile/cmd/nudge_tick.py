@@ -21,10 +21,16 @@ def run(args):
     import sys
     from .. import records
     from ..cli import crew
-    from ..nudge import tick, tick_lock, watch
+    from .. import locks
+    from ..nudge import LOCK_WAIT, tick, tick_lock, watch
     c = crew(args)
+    locks.bound_waits(LOCK_WAIT)
 
     def emit(outcomes):
+        from ..spool import kept
+        for line in dict.fromkeys(kept):
+            sys.stderr.write(f"nudge-tick: {line}\n")
+        kept.clear()
         if args.quiet or not outcomes:
             return
         ts = records.timestamp()

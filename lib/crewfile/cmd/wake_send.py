@@ -14,7 +14,9 @@ Every line becomes a `wake` notice at once (durable: inbox-drain PRIMARY
 shows it). The announcement is typed only when PRIMARY is live and idle
 (never while it generates; unknown counts as busy), re-checked before
 Enter, and never twice for the same wakes. Events of PRIMARY itself are
-ignored. At end of input, a last announcement is tried once.
+ignored. At end of input, a last announcement is tried once. If PRIMARY's
+lock is held for more than 1 s, wakes are kept in its spool (one line on
+stderr names the holder) and appended when it frees; the stream goes on.
 
 Example: crew-watch | wake-filter | wake-send firstmate
 """
@@ -26,14 +28,17 @@ def run(args):
     from .. import wake
     from .crew_watch import _seconds
 
+    def warn(msg):
+        sys.stderr.write(f"wake-send: {msg}\n")
+        sys.stderr.flush()
+
     def log(msg):
         if not args.quiet:
-            sys.stderr.write(f"wake-send: {msg}\n")
-            sys.stderr.flush()
+            warn(msg)
     sender = wake.Sender(crew(args), args.primary,
                          window=_seconds(args.window, "--window", wake.DEFAULT_WINDOW),
                          retry=_seconds(args.retry, "--retry", wake.DEFAULT_RETRY),
-                         say=_template(args.say or wake.DEFAULT_SAY), log=log)
+                         say=_template(args.say or wake.DEFAULT_SAY), log=log, warn=warn)
     wake.send_stream(sender)
     return 0
 
