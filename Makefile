@@ -5,7 +5,7 @@ PY     := $(CURDIR)/$(VENV)/bin/python
 STAMP  := $(VENV)/.deps-installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/bin:$(PATH)
 
-.PHONY: all deps system-deps claude-code test pytest bats demo bench install clean
+.PHONY: all deps system-deps claude-code test pytest bats demo bench install uninstall clean
 
 all: test
 
@@ -61,8 +61,25 @@ bench: deps
 	  || echo "make: task-spooler is unavailable: the jobs bench will say so" >&2; }
 	$(PY) bench/bench.py
 
+# pipx's convention: the commands get a venv of their own (so they always run
+# with the interpreter that has their dependencies), linked into ~/.local/bin.
+DATA_HOME   ?= $(or $(XDG_DATA_HOME),$(HOME)/.local/share)
+INSTALL_VENV ?= $(DATA_HOME)/crewfile/venv
+BINDIR      ?= $(HOME)/.local/bin
 install:
-	$(PYTHON) -m pip install .
+	$(PYTHON) -m venv --clear $(INSTALL_VENV)
+	$(INSTALL_VENV)/bin/python -m pip install -q --disable-pip-version-check .
+	@rm -rf build lib/*.egg-info
+	@mkdir -p $(BINDIR)
+	@for f in bin/*; do ln -sfn $(INSTALL_VENV)/bin/$${f#bin/} $(BINDIR)/$${f#bin/}; done
+	@echo "make: crewfile's commands are in $(BINDIR) (their venv: $(INSTALL_VENV))"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "make: add $(BINDIR) to your PATH";; esac
+
+uninstall:
+	@for f in bin/*; do n=$${f#bin/}; \
+	  [ "$$(readlink $(BINDIR)/$$n)" = "$(INSTALL_VENV)/bin/$$n" ] && rm -f $(BINDIR)/$$n; done; true
+	rm -rf $(INSTALL_VENV)
+	@rmdir $(DATA_HOME)/crewfile 2>/dev/null || true
 
 clean:
 	rm -rf $(VENV) .cache build lib/*.egg-info

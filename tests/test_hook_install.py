@@ -2,7 +2,10 @@
 user's other hooks and is idempotent, the dry run, the /aside files."""
 import json
 import os
+import shlex
 import stat
+import subprocess
+import sys
 
 import pytest
 
@@ -85,7 +88,25 @@ def test_settings_prints_the_block(run):
     assert json.loads(p.stdout) == claude.hooks_block("/opt/bin/crew-hook")
     p = run("crew-hook", "--settings")
     cmd = json.loads(p.stdout)["hooks"]["Stop"][0]["hooks"][0]["command"]
-    assert os.path.isabs(cmd) and cmd.endswith("/bin/crew-hook") and os.access(cmd, os.X_OK)
+    # pinned: the interpreter that ran the install, then the script; no PATH lookup
+    python, script = shlex.split(cmd)
+    assert python == sys.executable
+    assert os.path.isabs(script) and script.endswith("/bin/crew-hook") and os.access(script, os.X_OK)
+
+
+def test_the_installed_hook_runs_with_an_empty_path(run, tmp_path):
+    """The exact command written into settings.json, run by a shell whose PATH
+    has no python at all, handles a Stop event."""
+    d = tmp_path / ".claude"
+    assert run("crew-hook", "--install", str(d)).returncode == 0
+    cmd = json.loads((d / "settings.json").read_text())["hooks"]["Stop"][0]["hooks"][0]["command"]
+    crew = tmp_path / "crew"
+    payload = json.dumps({"hook_event_name": "Stop", "session_id": "u1", "cwd": str(tmp_path)})
+    p = subprocess.run(["/bin/sh", "-c", cmd], input=payload, text=True, capture_output=True,
+                       env={"PATH": "/nonexistent", "CREWFILE_DIR": str(crew),
+                            "CREWFILE_SESSION": "w1", "HOME": str(tmp_path)})
+    assert p.returncode == 0 and p.stderr == ""
+    assert "turn-ended" in (crew / "sessions" / "w1" / "status").read_text()
 
 
 def test_install_dry_run_then_install_then_again(run, tmp_path):
@@ -162,3 +183,66 @@ def test_names_agree_with_the_aside_module():
     assert os.path.join("commands", aside.CONCLUDE_COMMAND[1:] + ".md") in claude.FILES
     rule = open(os.path.join(claude.SHARE, claude.FILES[0])).read()
     assert hook.RULE_HEADING in rule
+
+
+def test_uninstall_removes_exactly_what_install_added(run, tmp_path):
+    d = tmp_path / ".claude"
+    d.mkdir()
+    settings = d / "settings.json"
+    settings.write_text(json.dumps(USER_SETTINGS, indent=4) + "\n")
+    (d / "commands").mkdir()
+    (d / "commands" / "mine.md").write_text("the user's own command\n")
+    before = json.loads(settings.read_text())
+    assert run("crew-hook", "--install", str(d)).returncode == 0
+    p = run("crew-hook", "--uninstall", str(d), "--dry-run")
+    assert p.returncode == 0, p.stderr
+    assert f"would be removed {d}/skills/aside/SKILL.md" in p.stdout
+    assert f"would be updated {settings}" in p.stdout and "-            \"command\":" in p.stdout
+    assert (d / "skills" / "aside" / "SKILL.md").exists()
+
+    p = run("crew-hook", "--uninstall", str(d))
+    assert p.returncode == 0, p.stderr
+    assert sorted(p.stdout.splitlines()) == sorted([
+        f"updated {settings}", f"removed {d}/skills/aside/SKILL.md",
+        f"removed {d}/commands/aside-done.md"])
+    # the user's old crew-hook entries went too (--install had replaced them)
+    assert json.loads(settings.read_text()) == claude.merge(before, {"hooks": {}})
+    assert not (d / "skills").exists()                         # emptied: gone
+    assert (d / "commands" / "mine.md").read_text() == "the user's own command\n"
+    p = run("crew-hook", "--uninstall", str(d))                 # again: nothing to do
+    assert p.returncode == 0 and p.stdout == f"unchanged {settings}\n"
+
+
+def test_uninstall_after_install_into_nothing_leaves_nothing(run, tmp_path):
+    d = tmp_path / "proj" / ".claude"
+    assert run("crew-hook", "--install", str(d)).returncode == 0
+    p = run("crew-hook", "--uninstall", str(d))
+    assert p.returncode == 0, p.stderr
+    assert os.listdir(d) == []
+
+
+def test_uninstall_keeps_an_edited_copy_and_a_link(run, tmp_path):
+    d = tmp_path / ".claude"
+    real = tmp_path / "dotfiles-settings.json"
+    real.write_text("{}")
+    d.mkdir()
+    (d / "settings.json").symlink_to(real)
+    assert run("crew-hook", "--install", str(d)).returncode == 0
+    edited = d / "commands" / "aside-done.md"
+    edited.write_text(edited.read_text() + "my note\n")
+    p = run("crew-hook", "--uninstall", str(d))
+    assert p.returncode == 0, p.stderr
+    assert f"kept {edited} (edited: not crewfile's copy)" in p.stdout
+    assert edited.exists() and os.path.islink(d / "settings.json")
+    assert json.loads(real.read_text()) == {}
+
+
+def test_uninstall_refuses_invalid_settings_untouched(run, tmp_path):
+    d = tmp_path / ".claude"
+    d.mkdir()
+    (d / "settings.json").write_text('{"hooks": oops')
+    p = run("crew-hook", "--uninstall", str(d))
+    assert p.returncode == 2 and "is not valid JSON" in p.stderr
+    assert (d / "settings.json").read_text() == '{"hooks": oops'
+    p = run("crew-hook", "--install", str(d), "--uninstall", str(d))
+    assert p.returncode == 2 and "exclude each other" in p.stderr

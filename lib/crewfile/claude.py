@@ -37,8 +37,10 @@ def hooks_block(command):
 
 
 def default_command(argv0):
-    """The hook command for a crew-hook run as *argv0*: its absolute path, quoted."""
-    return shlex.quote(os.path.abspath(argv0))
+    """The hook command for a crew-hook run as *argv0*: pinned to this
+    interpreter (crewfile.pinned says why)."""
+    from .pinned import command_line
+    return command_line(argv0)
 
 
 def is_ours(hook):
@@ -98,43 +100,101 @@ class Change:
 
     @property
     def verb(self):
-        return "unchanged" if self.old == self.new else "created" if self.old is None else "updated"
+        if self.old == self.new:
+            return "unchanged"
+        return "created" if self.old is None else "removed" if self.new is None else "updated"
 
     def diff(self):
         import difflib
         return "".join(difflib.unified_diff(
-            (self.old or "").splitlines(True), self.new.splitlines(True),
-            fromfile=self.path if self.old is not None else "/dev/null", tofile=self.path))
+            (self.old or "").splitlines(True), (self.new or "").splitlines(True),
+            fromfile=self.path if self.old is not None else "/dev/null",
+            tofile=self.path if self.new is not None else "/dev/null"))
+
+
+def _settings(claude_dir):
+    """(path, text or None, parsed dict, mode) of *claude_dir*/settings.json."""
+    path = os.path.realpath(os.path.join(claude_dir, "settings.json"))
+    old = read_text(path)
+    if old is None:
+        return path, None, {}, 0o600
+    try:
+        current = json.loads(old) if old.strip() else {}
+    except ValueError as e:
+        raise BadInput(f"{path} is not valid JSON ({e}); nothing changed") from None
+    return path, old, current, os.stat(path).st_mode & 0o777
+
+
+def _shipped(rel):
+    with open(os.path.join(SHARE, rel), encoding="utf-8") as f:
+        return f.read()
 
 
 def plan(claude_dir, command):
     """The changes that installing into *claude_dir* (e.g. ~/.claude) makes."""
-    settings_path = os.path.realpath(os.path.join(claude_dir, "settings.json"))
-    old = read_text(settings_path)
-    mode = 0o600
-    if old is None:
-        current = {}
-    else:
-        mode = os.stat(settings_path).st_mode & 0o777
-        try:
-            current = json.loads(old) if old.strip() else {}
-        except ValueError as e:
-            raise BadInput(f"{settings_path} is not valid JSON ({e}); nothing changed") from None
+    settings_path, old, current, mode = _settings(claude_dir)
     merged = merge(current, hooks_block(command))
     new = old if old is not None and merged == current else dumps(merged)
     changes = [Change(settings_path, old, new, mode)]
     for rel in FILES:
-        with open(os.path.join(SHARE, rel), encoding="utf-8") as f:
-            body = f.read()
         path = os.path.join(claude_dir, rel)
-        changes.append(Change(path, read_text(path), body, 0o644))
+        changes.append(Change(path, read_text(path), _shipped(rel), 0o644))
     return changes
 
 
-def apply(changes):
-    """Write the changed files (atomically, parents created)."""
+def plan_uninstall(claude_dir):
+    """(changes, kept) that removing crewfile from *claude_dir* makes: its
+    hooks out of settings.json (a `hooks` object or a settings.json left
+    empty by that goes too), the skill and command files if they are still
+    crewfile's copies. *kept*: the paths of edited copies, left alone."""
+    settings_path, old, current, mode = _settings(claude_dir)
+    changes, kept = [], []
+    if old is not None:
+        merged = merge(current, {"hooks": {}})
+        if merged == dict(current, hooks=current.get("hooks", {})):
+            merged = current                          # none of ours were there
+        elif not merged["hooks"]:
+            del merged["hooks"]
+        new = old if merged == current else dumps(merged) if merged else None
+        if new is None and os.path.islink(os.path.join(claude_dir, "settings.json")):
+            new = dumps({})                           # a dotfiles manager's link stays
+        changes.append(Change(settings_path, old, new, mode))
+    for rel in FILES:
+        path = os.path.join(claude_dir, rel)
+        text = read_text(path)
+        if text is None:
+            continue
+        if text == _shipped(rel):
+            changes.append(Change(path, text, None, 0o644))
+        else:
+            kept.append(path)
+    return changes, kept
+
+
+def apply(changes, root=None):
+    """Write the changed files (atomically, parents created); remove the
+    ones whose new content is None, and the directories that leaves empty
+    below *root*."""
     for ch in changes:
         if ch.old == ch.new:
             continue
+        if ch.new is None:
+            os.unlink(ch.path)
+            _prune(os.path.dirname(ch.path), root)
+            continue
         os.makedirs(os.path.dirname(ch.path), mode=0o755, exist_ok=True)
         replace(ch.path, ch.new, mode=ch.mode)
+
+
+def _prune(directory, root):
+    """Remove *directory* and its parents while empty, stopping at *root*."""
+    if root is None:
+        return
+    root = os.path.abspath(root)
+    directory = os.path.abspath(directory)
+    while directory != root and directory.startswith(root + os.sep):
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return
+        directory = os.path.dirname(directory)

@@ -10,9 +10,13 @@ As a hook it always exits 0 (a problem is one line on stderr).
   --install DIR       merge the hooks into DIR/settings.json and install the
                       /aside skill and /aside-done command under DIR (a
                       .claude directory: ~/.claude or PROJECT/.claude)
-  --dry-run           with --install: show the changes, write nothing
+  --uninstall DIR     remove what --install put there: crew-hook's hooks
+                      from DIR/settings.json, the skill and the command
+                      (an edited copy is kept and named); nothing else
+  --dry-run           with --install or --uninstall: show the changes,
+                      write nothing
   --command CMD       the hook command written into the settings (default:
-                      this crew-hook's absolute path)
+                      this interpreter and this crew-hook's absolute path)
 
 Example: crew-hook --install ~/.claude --dry-run
 """
@@ -20,7 +24,7 @@ Example: crew-hook --install ~/.claude --dry-run
 
 def run(args):
     import sys
-    if args.settings or args.install:
+    if args.settings or args.install or args.uninstall:
         return _install(args)
     if args.payload is not None:
         raw = args.payload
@@ -45,18 +49,26 @@ def run(args):
 def _install(args):
     import sys
     from .. import claude
-    command = args.command or claude.default_command(sys.argv[0])
-    if args.settings:
-        sys.stdout.write(claude.dumps(claude.hooks_block(command)))
-        return 0
-    changes = claude.plan(args.install, command)
+    if args.install and args.uninstall:
+        from ..errors import UsageError
+        raise UsageError("--install and --uninstall exclude each other")
+    kept = []
+    if args.uninstall:
+        changes, kept = claude.plan_uninstall(args.uninstall)
+    else:
+        command = args.command or claude.default_command(sys.argv[0])
+        if args.settings:
+            sys.stdout.write(claude.dumps(claude.hooks_block(command)))
+            return 0
+        changes = claude.plan(args.install, command)
     out = []
     for ch in changes:
         if args.dry_run and ch.old != ch.new:
             out.append(ch.diff())
         verb = ch.verb if not args.dry_run or ch.verb == "unchanged" else f"would be {ch.verb}"
         out.append(f"{verb} {ch.path}\n")
+    out += [f"kept {path} (edited: not crewfile's copy)\n" for path in kept]
     if not args.dry_run:
-        claude.apply(changes)
+        claude.apply(changes, root=args.uninstall)
     sys.stdout.write("".join(out))
     return 0

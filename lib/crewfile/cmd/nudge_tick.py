@@ -2,9 +2,11 @@ HELP = """\
 nudge-tick
 Run every due nudge schedule once (from cron), or keep doing it with --watch.
 
-  --watch   stay running: tick when a session's status log or a schedule
-            changes (inotify), and at least every 60 s
-  --quiet   print nothing (errors still go to stderr)
+  --watch    stay running: tick when a session's status log or a schedule
+             changes (inotify), and at least every 60 s
+  --quiet    print nothing (errors still go to stderr)
+  --crontab  print the crontab line that runs the tick every minute for
+             this crew directory and tmux server, pinned to this Python
 
 Prints one line per schedule acted on: `<timestamp> ID SESSION OUTCOME: REASON`,
 OUTCOME one of delivered, failed, refused, disarmed. Exit 0 after a tick;
@@ -13,7 +15,7 @@ holds locks/nudge-tick. A file in nudges/ that is not a schedule (damaged,
 a symlink) is named on stderr and skipped; the other schedules are acted on,
 then the exit code is 5.
 
-Example: * * * * * /path/to/crewfile/bin/nudge-tick --quiet
+Example: (crontab -l; nudge-tick --crontab) | crontab -
 """
 
 
@@ -24,6 +26,9 @@ def run(args):
     from .. import locks
     from ..nudge import LOCK_WAIT, tick, tick_lock, watch
     c = crew(args)
+    if args.crontab:
+        sys.stdout.write(_crontab_line(c))
+        return 0
     locks.bound_waits(LOCK_WAIT)
 
     def emit(outcomes):
@@ -49,3 +54,15 @@ def run(args):
         emit(tick(c, bad=bad))
     sys.stderr.write("".join(f"nudge-tick: skipped {e}\n" for _, e in bad))
     return PARTIAL if bad else 0
+
+
+def _crontab_line(c):
+    """Cron has neither $TMUX nor the user's PATH: name the server's socket
+    (CREWFILE_TMUX, else the one this client is attached to, else tmux's
+    default) and the interpreter."""
+    import os
+    import sys
+    from ..pinned import crontab_line
+    server = os.environ.get("CREWFILE_TMUX") or os.environ.get("TMUX", "").split(",")[0] or "default"
+    env = {"CREWFILE_DIR": os.path.abspath(c.root), "CREWFILE_TMUX": server}
+    return crontab_line(sys.argv[0], env, "--quiet")
