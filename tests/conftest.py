@@ -77,8 +77,12 @@ class TmuxServer:
         exists = subprocess.run(["tmux", "-S", self.sock, "has-session", "-t", session],
                                 capture_output=True).returncode == 0
         if not exists:
+            # exit-empty off: a test that closes the last window does not leave
+            # a server shutting down under the next new-session ("server
+            # exited unexpectedly"); kill() ends it and waits until it is gone.
             return self("new-session", "-d", "-s", session, "-n", name, "-x", "200", "-y", "50",
-                        "-P", "-F", "#{pane_id}", *envargs, command).strip()
+                        "-P", "-F", "#{pane_id}", *envargs, command,
+                        ";", "set-option", "-s", "exit-empty", "off").strip()
         return self("new-window", "-d", "-t", session, "-n", name, "-P", "-F", "#{pane_id}",
                     *envargs, command).strip()
 
@@ -101,7 +105,22 @@ class TmuxServer:
             time.sleep(0.02)
 
     def kill(self):
+        """Kill the server and wait until it no longer answers on its socket."""
         subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
+        wait_for(lambda: subprocess.run(["tmux", "-S", self.sock, "list-sessions"],
+                                        capture_output=True).returncode != 0,
+                 what="the tmux server to be gone")
+
+    def agent_window(self, crew, name, command, **meta):
+        """Register session NAME, then open *command* in a window for it: in
+        this order, so the agent's first record (its hook, at start) finds its
+        session, as aside-open does it. Returns (session, pane id)."""
+        from crewfile.sessions import register
+        sess = register(crew, name, **meta)
+        pane = self.new_window(command, name=name, env={"CREWFILE_SESSION": name,
+                                                        "CREWFILE_DIR": crew.root})
+        sess.update_meta(tmux=pane, tmux_target=pane)
+        return sess, pane
 
 
 @pytest.fixture

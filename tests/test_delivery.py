@@ -10,16 +10,14 @@ from conftest import REPO, wait_for
 from crewfile import delivery
 from crewfile.errors import BadInput
 from crewfile.logfile import TailStats
-from crewfile.sessions import Session, register
+from crewfile.sessions import Session
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 
 
 def agent(crew, tmux, name="w1", cwd=None):
     """A fake agent in its own window, registered, showing its prompt."""
-    pane = tmux.new_window(FAKE, name=name, env={"CREWFILE_SESSION": name,
-                                                 "CREWFILE_DIR": crew.root})
-    sess = register(crew, name, tmux=pane, cwd=cwd)
+    sess, pane = tmux.agent_window(crew, name, FAKE, cwd=cwd)
     tmux.wait_screen(pane, "ready>")
     wait_for(lambda: kinds(sess)[-1:] in (["started"], ["registered"]) and "started" in kinds(sess),
              what="the agent's started record")
@@ -187,9 +185,7 @@ def test_prompt_tail_on_claude_codes_screen():
 def test_never_types_into_an_aside(crew, tmux):
     """Text typed into an aside would be recorded as the captain's words; a
     nudge of `/aside-done` would even conclude it. Only the captain speaks there."""
-    pane = tmux.new_window(FAKE, name="chat", env={"CREWFILE_SESSION": "chat",
-                                                   "CREWFILE_DIR": crew.root})
-    sess = register(crew, "chat", kind="aside", tmux=pane)
+    sess, pane = tmux.agent_window(crew, "chat", FAKE, kind="aside")
     tmux.wait_screen(pane, "ready>")
     wait_for(lambda: "started" in kinds(sess), what="the aside agent's started record")
     ok, reason = delivery.deliver(sess, "/aside-done", quiet=0)

@@ -19,9 +19,7 @@ LIB = os.path.join(REPO, "lib")
 
 
 def agent(crew, tmux, name, cwd=None, **ids):
-    pane = tmux.new_window(FAKE, name=name, env={"CREWFILE_SESSION": name,
-                                                 "CREWFILE_DIR": crew.root})
-    sess = register(crew, name, tmux=pane, cwd=cwd, **ids)
+    sess, pane = tmux.agent_window(crew, name, FAKE, cwd=cwd, **ids)
     tmux.wait_screen(pane, "ready>")
     wait_for(lambda: "started" in kinds(sess), what=f"{name}'s started record")
     return sess, pane

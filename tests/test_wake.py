@@ -159,9 +159,8 @@ def test_pipeline_on_the_reference_trace(tmp_path):
 # -- wake-send -------------------------------------------------------------------------
 
 def primary(crew, tmux, name="boss"):
-    pane = tmux.new_window(os.path.join(REPO, "tests", "fake-agent"), name=name,
-                           env={"CREWFILE_SESSION": name, "CREWFILE_DIR": crew.root})
-    register(crew, name, kind="primary", tmux=pane)
+    _, pane = tmux.agent_window(crew, name, os.path.join(REPO, "tests", "fake-agent"),
+                                kind="primary")
     tmux.wait_screen(pane, "ready>")
     wait_for(lambda: Session(crew, name).last_records(1, _stats())[0].kind == "started",
              what="the fake primary's started record")
