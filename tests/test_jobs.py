@@ -126,7 +126,7 @@ def test_empty_command_and_bad_options_are_usage_errors(crew, run):
 def test_wait_errors_exit_125_with_nothing_on_stdout(crew, run):
     for args, msg in ((["nope"], "job-wait: no job 'nope'\n"),
                       (["../x"], "bad job handle"),
-                      (["nope", "--timeout", "soon"], "bad duration 'soon'"),
+                      (["nope", "--timeout", "soon"], "bad --timeout 'soon'"),
                       ([], "job-wait: missing HANDLE")):
         proc = run("job-wait", *args)
         assert proc.returncode == 125, (args, proc.stderr)
@@ -145,15 +145,16 @@ def test_caller_reading_the_handle_through_a_pipe_is_not_held_up(crew, run, tmp_
 
 
 def test_duration_parser():
-    assert jobs.parse_duration("30s") == 30
-    assert jobs.parse_duration("10m") == 600
-    assert jobs.parse_duration("2h") == 7200
-    assert jobs.parse_duration("7d") == 7 * 86400
-    assert jobs.parse_duration("1.5") == 1.5
-    assert jobs.parse_duration("0") == 0
+    from crewfile.durations import parse_duration
+    assert parse_duration("30s", "--x") == 30
+    assert parse_duration("10m", "--x") == 600
+    assert parse_duration("2h", "--x") == 7200
+    assert parse_duration("7d", "--x") == 7 * 86400
+    assert parse_duration("1.5", "--x") == 1.5
+    assert parse_duration("0", "--x", positive=False) == 0
     for bad in ("", "m", "-1s", "10x", "1e400", "nan", "+5m", "5 m"):
         with pytest.raises(BadInput):
-            jobs.parse_duration(bad)
+            parse_duration(bad, "--x")
 
 
 # -- heard exactly once ----------------------------------------------------------------
@@ -369,7 +370,7 @@ def test_sweep_removes_only_heard_outcomes_past_retention(crew, run, tmp_path):
     assert jobs.handles(crew) == [running]                        # running: never
     assert [e for e in os.listdir(crew.sub("jobs")) if e.startswith(".")] == []
     proc = run("job-sweep", "--older-than", "ten")
-    assert proc.returncode == 2 and "bad duration 'ten'" in proc.stderr
+    assert proc.returncode == 2 and "bad --older-than 'ten'" in proc.stderr
     release(go)
 
 

@@ -115,3 +115,38 @@ def test_finding_03_nudge_tick_reports_a_wrong_shape_schedule_and_goes_on(crew):
     rows = {line.split()[0]: line for line in r.stdout.splitlines()[1:]}
     assert "error: " in rows["n0000000000"] and "error" not in rows[good]
     _one_line(r.stderr, "nudge-ls")
+
+
+def test_finding_04_numbers_are_ascii_digits_and_bounded(crew):
+    cmd("session-add", "w", check=True)
+    for every in ("9" * 400, " 60", "\u0663", "1_000", "+5", "1e3", "60 ", "367d", "1.5", "0"):
+        r = cmd("nudge-add", "--session", "w", "--every", every, "--message", "go")
+        assert r.returncode == 2, (every, r.stderr)
+        assert r.stderr.startswith("nudge-add: bad --every "), r.stderr
+        assert len(r.stderr.splitlines()[0]) < 200
+    assert not os.path.exists(os.path.join(crew.root, "nudges")) or not [
+        n for n in os.listdir(os.path.join(crew.root, "nudges")) if not n.startswith(".")]
+    for argv in (["status-show", "w", "--last", "\u0663"], ["status-show", "w", "--last", "+1"],
+                 ["session-add", "x", "--pid", "1" + "0" * 30],
+                 ["nudge-add", "--session", "w", "--every", "60", "--message", "m", "--max", "0"],
+                 ["crew-watch", "--once", "--probe", "1e400"], ["job-wait", "j", "--tail", "-1"]):
+        r = cmd(*argv)
+        assert r.returncode == (125 if argv[0] == "job-wait" else 2), (argv, r.stderr)
+        assert "Traceback" not in r.stderr and f"bad {argv[-2]} " in r.stderr, (argv, r.stderr)
+
+
+def test_issue_14_one_duration_grammar_for_every_time_flag(crew):
+    import json
+    cmd("session-add", "w", check=True)
+    sid = cmd("nudge-add", "--session", "w", "--every", "1h30m", "--message", "go",
+              check=True).stdout.strip()
+    with open(os.path.join(crew.root, "nudges", sid)) as f:
+        assert json.load(f)["every"] == 5400
+    assert cmd("nudge-add", "--session", "w", "--every", "2d", "--message", "go",
+               "--replace").returncode == 0
+    assert cmd("crew-watch", "--once", "--stale", "30m", "--probe", "90s", "--poll", "1.5").returncode == 0
+    assert cmd("job-sweep", "--older-than", "1h30m", "--unheard-older-than", "2d").returncode == 0
+    h = cmd("job-exec", "true", check=True).stdout.strip()
+    assert cmd("job-wait", h, "--timeout", "1m30s").returncode == 0
+    r = cmd("wake-send", "nobody", "--window", "1m", "--retry", "2s", input="")
+    assert "bad --" not in r.stderr

@@ -35,18 +35,6 @@ MAX_LABEL = 200
 LAST_LINE_CHARS = 200
 TIMEOUT_EXIT = 124                # job-wait: timed out (like timeout(1))
 ERROR_EXIT = 125                  # job-wait: its own failure (like timeout(1))
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text):
-    """Seconds in '30s', '10m', '2h', '7d', '1.5' (bare: seconds). No signs, no exponents."""
-    t = text or ""
-    unit = 1
-    if t and t[-1] in _UNITS:
-        unit, t = _UNITS[t[-1]], t[:-1]
-    if (not t or t.count(".") > 1 or t.strip("0123456789.") or t == "."):
-        raise BadInput(f"bad duration {text!r}: a number with s, m, h or d (e.g. 30s, 10m, 2h, 7d)")
-    return float(t) * unit
 
 
 def duration_text(seconds):

@@ -189,7 +189,8 @@ def _wait_registered(job, ino, registration, timeout, t0):
             if deadline is None:
                 ms = None
             else:
-                ms = int((deadline - time.monotonic()) * 1000) + 1
+                # At most a day per poll(2): its timeout is a C int of ms.
+                ms = min(int((deadline - time.monotonic()) * 1000) + 1, 86400000)
                 if ms <= 0:
                     with acquire(job.lock_path):
                         res = job.result()

@@ -217,13 +217,11 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
 
 
 def _positive(value, what):
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        raise BadInput(f"bad {what} {value!r}: a whole number") from None
-    if n < 1:
-        raise BadInput(f"bad {what} {value!r}: at least 1")
-    return n
+    """A library caller's int (the command line parses through durations)."""
+    from .durations import MAX_SECONDS
+    if type(value) is not int or not 1 <= value <= MAX_SECONDS:
+        raise BadInput(f"bad {what} {value!r}: a whole number from 1 to {MAX_SECONDS}")
+    return value
 
 
 def remove(crew, sid):

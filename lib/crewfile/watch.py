@@ -470,7 +470,8 @@ class Watcher:
         return wait
 
     def _inotify_step(self, wait):
-        evs = self.inotify.read(timeout=int(wait * 1000) + 1)
+        # At most a day per poll(2): its timeout is a C int of ms.
+        evs = self.inotify.read(timeout=min(int(wait * 1000) + 1, 86400000))
         if not evs:
             return []
         f = self._flags

@@ -56,7 +56,7 @@ settled() {    # the watcher wrote the result and let go of its life lock
   assert_failure 125
   run job-wait x --timeout forever
   assert_failure 125
-  assert_output --partial "bad duration 'forever'"
+  assert_output --partial "bad --timeout 'forever'"
 }
 
 @test "an empty command is refused; a missing one still gets a handle and exit 127" {

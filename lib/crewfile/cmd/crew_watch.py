@@ -6,11 +6,11 @@ Print one event line `<ts> <session> <kind>[: <text>]` per new status record.
   --once             exit when caught up (default: follow for ever)
   --cursor FILE      resume after the last event a previous run emitted, and
                      save the position there after each batch
-  --poll SECONDS     re-read the logs every SECONDS instead of using inotify
+  --poll DURATION    re-read the logs this often instead of using inotify
                      (for file systems without it, such as NFS)
-  --stale SECONDS    a generating session silent this long is `stale`
-                     (default: 600)
-  --probe SECONDS    how often liveness is probed for `lost` (default: 5)
+  --stale DURATION   a generating session silent this long is `stale`
+                     (default: 10m)
+  --probe DURATION   how often liveness is probed for `lost` (default: 5s)
 
 Sessions registered while it runs are followed from their first record.
 Synthesized events: `stale` (generating and silent too long, once per
@@ -24,9 +24,9 @@ def run(args):
     from ..cli import crew
     from ..watch import Watcher, DEFAULT_STALE, DEFAULT_PROBE
     w = Watcher(crew(args), from_start=args.from_start, cursor=args.cursor,
-                stale_after=_seconds(args.stale, "--stale", DEFAULT_STALE),
-                probe_every=_seconds(args.probe, "--probe", DEFAULT_PROBE),
-                poll=_seconds(args.poll, "--poll", None))
+                stale_after=_duration(args.stale, "--stale", DEFAULT_STALE),
+                probe_every=_duration(args.probe, "--probe", DEFAULT_PROBE),
+                poll=_duration(args.poll, "--poll", None))
     if args.once:
         w.run_once()
         return 0
@@ -38,14 +38,7 @@ def run(args):
         w.close()
 
 
-def _seconds(text, flag, default):
-    from ..errors import BadInput
-    if text is None:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1
-    if not value > 0:
-        raise BadInput(f"bad {flag} {text!r}: a number of seconds above 0")
-    return value
+
+def _duration(text, flag, default):
+    from ..durations import parse_duration
+    return default if text is None else parse_duration(text, flag)

@@ -17,10 +17,12 @@ Example: job-sweep --older-than 1h
 def run(args):
     import sys
     from ..cli import crew
-    from ..jobs import HEARD_RETENTION, UNHEARD_RETENTION, parse_duration, sweep
-    older = parse_duration(args.older_than) if args.older_than is not None else HEARD_RETENTION
-    unheard = (parse_duration(args.unheard_older_than) if args.unheard_older_than is not None
-               else UNHEARD_RETENTION)
+    from ..durations import parse_duration
+    from ..jobs import HEARD_RETENTION, UNHEARD_RETENTION, sweep
+    older = (parse_duration(args.older_than, "--older-than", positive=False)
+             if args.older_than is not None else HEARD_RETENTION)
+    unheard = (parse_duration(args.unheard_older_than, "--unheard-older-than", positive=False)
+               if args.unheard_older_than is not None else UNHEARD_RETENTION)
     from ..errors import PARTIAL
     bad = []
     removed = sweep(crew(args), older, unheard, bad=bad)

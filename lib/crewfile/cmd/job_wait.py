@@ -2,8 +2,8 @@ HELP = """\
 job-wait HANDLE
 Wait for job HANDLE to end; print a result line, then the output's tail.
 
-  --timeout DURATION   give up after DURATION (seconds, or 30s 10m 2h); exit 124
-  --tail N   how many lines of output to print (default: 10)
+  --timeout DURATION   give up after DURATION (e.g. 90, 30s, 10m, 1h30m); exit 124
+  --tail N   how many lines of output to print (default: 10, at most 1000000)
   --all      print all the output kept (instead of the tail)
 
 Exits with the job's code: its exit status, or 128+N if signal N killed it.
@@ -25,15 +25,11 @@ ERROR_EXIT = 125
 def run(args):
     import sys
     from ..cli import crew
-    from ..errors import BadInput
-    from ..jobs import parse_duration
+    from ..durations import parse_count, parse_duration
     from ..jobwait import wait
-    timeout = parse_duration(args.timeout) if args.timeout is not None else None
-    tail = 10
-    if args.tail is not None:
-        if not args.tail.isdigit():
-            raise BadInput(f"bad --tail {args.tail!r}")
-        tail = int(args.tail)
+    timeout = (parse_duration(args.timeout, "--timeout", positive=False)
+               if args.timeout is not None else None)
+    tail = 10 if args.tail is None else parse_count(args.tail, "--tail")
     sys.stdout.flush()
     outcome = wait(crew(args), args.handle, timeout, exiting=True)
     lines = [outcome.line() + "\n"]

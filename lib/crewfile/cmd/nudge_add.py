@@ -5,9 +5,10 @@ Schedule a nudge: TEXT typed into a session's pane when it is due and safe.
   --session NAME           the session, by name
   --session-key KEY        ... or by the orchestrator's handle
   --agent-session-id ID    ... or by the agent's own session id
-  --every SECONDS          the floor between attempts (whole seconds, at least 1)
+  --every DURATION         the floor between attempts (e.g. 90, 30m, 1h30m, 2d;
+                           a whole number of seconds, at least 1)
   --message TEXT           what to type (one line, no control characters)
-  --max N                  disarm after N attempts (default: 100)
+  --max N                  disarm after N attempts (default: 100, at most 1000000)
   --user USER              whose schedule (default: $USER)
   --replace                replace the user's schedule for that session
 
@@ -24,10 +25,13 @@ def run(args):
     from ..cli import crew
     from ..errors import UsageError
     from ..nudge import add
+    from ..durations import parse_count, parse_duration
     if not args.every or not args.message:
         raise UsageError("--every and --message are required")
-    sched = add(crew(args), args.every, args.message, session=args.session,
+    every = parse_duration(args.every, "--every", whole=True)
+    max_attempts = None if args.max is None else parse_count(args.max, "--max", 1)
+    sched = add(crew(args), every, args.message, session=args.session,
                 session_key=args.session_key, agent_session_id=args.agent_session_id,
-                max_attempts=args.max, user=args.user, replace_existing=args.replace)
+                max_attempts=max_attempts, user=args.user, replace_existing=args.replace)
     sys.stdout.write(sched["id"] + "\n")
     return 0

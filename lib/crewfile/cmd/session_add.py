@@ -26,8 +26,7 @@ def run(args):
              user=args.user)
 
 
+
 def _pid(text):
-    from ..errors import BadInput
-    if not text.isdigit():
-        raise BadInput(f"bad pid {text!r}")
-    return int(text)
+    from ..durations import parse_count
+    return parse_count(text, "--pid", 1, 1 << 22)      # the kernel's PID_MAX_LIMIT

@@ -3,7 +3,7 @@ status-show NAME
 Show NAME's current state: last record, its age, live, generating.
 
   --json   one JSON object instead of `key: value` lines
-  --last N   also print the last N records (default: none)
+  --last N   also print the last N records (default: none, at most 1000000)
 
 live comes from a real probe (tmux pane, else process with its start time);
 generating from the newest turn record. Each is yes, no or unknown.
@@ -16,16 +16,12 @@ def run(args):
     import sys
     from ..cli import crew
     from ..sessions import Session, state, age_text
-    from ..errors import BadInput
+    from ..durations import parse_count
     sess = Session(crew(args), args.name)
     st = state(sess)
     if st["warning"]:
         sys.stderr.write(f"status-show: {args.name}: {st['warning']}\n")
-    last_n = 0
-    if args.last:
-        if not args.last.isdigit():
-            raise BadInput(f"bad --last {args.last!r}")
-        last_n = int(args.last)
+    last_n = 0 if args.last is None else parse_count(args.last, "--last")
     if args.json:
         import json
         st = dict(st)

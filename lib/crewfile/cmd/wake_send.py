@@ -2,9 +2,9 @@ HELP = """\
 wake-send PRIMARY [options]
 Post each wake line on stdin to PRIMARY's inbox, then tell PRIMARY in its pane.
 
-  --window SECONDS   wakes arriving within SECONDS of the first are announced
-                     together (default: 0.5)
-  --retry SECONDS    retry a refused announcement this often (default: 2)
+  --window DURATION  wakes arriving within DURATION of the first are
+                     announced together (default: 0.5s)
+  --retry DURATION   retry a refused announcement this often (default: 2s)
   --say TEMPLATE     the line typed; {n} "3 wakes", {count}, {from} the
                      sessions, {primary} (default: "crewfile: {n} waiting
                      from {from}; run: inbox-drain {primary}")
@@ -26,7 +26,7 @@ def run(args):
     import sys
     from ..cli import crew
     from .. import wake
-    from .crew_watch import _seconds
+    from .crew_watch import _duration
 
     def warn(msg):
         sys.stderr.write(f"wake-send: {msg}\n")
@@ -36,8 +36,8 @@ def run(args):
         if not args.quiet:
             warn(msg)
     sender = wake.Sender(crew(args), args.primary,
-                         window=_seconds(args.window, "--window", wake.DEFAULT_WINDOW),
-                         retry=_seconds(args.retry, "--retry", wake.DEFAULT_RETRY),
+                         window=_duration(args.window, "--window", wake.DEFAULT_WINDOW),
+                         retry=_duration(args.retry, "--retry", wake.DEFAULT_RETRY),
                          say=_template(args.say or wake.DEFAULT_SAY), log=log, warn=warn)
     wake.send_stream(sender)
     return 0
