@@ -68,6 +68,8 @@ def spawned(crew, tmux, repo, name, *extra):
     meta = Session(crew, name).meta
     tmux.wait_screen(meta["tmux"], "ready>")
     wait_for(lambda: ("started", "") in records(crew, name), what=f"{name} started")
+    if "--prompt" in extra:      # delivered means Enter was pressed: wait for the turn
+        wait_for(lambda: records(crew, name)[-1][0] == "turn-ended", what=f"{name}'s turn")
     return r, Session(crew, name).meta
 
 
@@ -346,3 +348,132 @@ def test_retire_of_a_session_without_a_worktree_leaves_its_tree(crew, tmux, repo
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[1:] == ["worktree: -", "branch: -"]
     assert os.path.exists(os.path.join(repo, "dirty.txt"))
+
+
+# --- crew-respawn -----------------------------------------------------------------
+
+def screen_of(tmux, crew, name):
+    return tmux.screen(Session(crew, name).meta["tmux"])
+
+
+def test_a_reboot_then_respawn_brings_back_each_live_session_in_its_tree(crew, tmux, repo):
+    ids = {}
+    for name in ("w1", "w2", "done"):
+        r, meta = spawned(crew, tmux, repo, name, "--prompt", f"task of {name}")
+        ids[name] = meta["agent_session_id"]
+    tmux("kill-window", "-t", Session(crew, "done").meta["tmux"])
+    assert crewcmd("crew-retire", "done", cwd=repo).returncode == 0     # ended on purpose
+    sid = cmd("nudge-add", "--session", "w1", "--every", "60", "--message", "continue w1").stdout
+    tmux.kill()                                                   # the "reboot"
+    assert all(Session(crew, n).meta.get("tmux") for n in ("w1", "w2"))
+    r = crewcmd("crew-respawn", "--dry-run", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    lines = sorted(r.stdout.splitlines())
+    assert lines[0] == "done ended it ended on purpose: not respawned"
+    for line, name in zip(lines[1:], ("w1", "w2")):
+        assert line == (f"{name} would-respawn in {place(repo, name)}:"
+                        f" {AGENT} --resume {ids[name]}")
+    assert windows(tmux) == []                                    # a dry run changes nothing
+    r = crewcmd("crew-respawn", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert sorted(line.split()[1] for line in r.stdout.splitlines()) == [
+        "ended", "respawned", "respawned"]
+    for name in ("w1", "w2"):
+        meta = Session(crew, name).meta
+        tmux.wait_screen(meta["tmux"], f"resumed {ids[name]}")
+        tmux.wait_screen(meta["tmux"], "ready>")
+        assert meta["agent_session_id"] == ids[name]              # its own conversation
+        assert tmux("display-message", "-p", "-t", meta["tmux"],
+                    "#{pane_current_path}").strip() == place(repo, name)
+        wait_for(lambda: ("started", "resume") in records(crew, name), what="the resume")
+        assert ("respawned", f"resume {ids[name]}") in records(crew, name)
+    assert sorted(windows(tmux)) == ["w1", "w2"]                  # the ended one stays ended
+    assert Session(crew, "done").ended()
+    # The nudge scheduled before the reboot reaches the same conversation.
+    from test_nudge import make_due
+    make_due(crew, sid.strip())
+    r = cmd("nudge-tick")
+    assert r.returncode == 0 and "delivered" in r.stdout, r.stdout + r.stderr
+    wait_for(lambda: ("captain", "continue w1") in records(crew, "w1"), what="the nudge")
+    # Everything is back: a second respawn finds nothing to do.
+    r = crewcmd("crew-respawn", "w1", "w2", cwd=repo)
+    assert r.returncode == 0
+    assert [line.split()[:2] for line in r.stdout.splitlines()] == [["w1", "live"],
+                                                                    ["w2", "live"]]
+
+
+def test_respawn_after_the_agent_crashed_keeps_the_dead_windows_scrollback(crew, tmux, repo):
+    import signal
+    r, meta = spawned(crew, tmux, repo, "w1", "--prompt", "before the crash")
+    os.kill(meta["pid"], signal.SIGKILL)
+    wait_for(lambda: tmux("display-message", "-p", "-t", meta["tmux"],
+                          "#{pane_dead}").strip() == "1", what="the dead pane")
+    r = crewcmd("crew-respawn", "w1", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    saved = [f for f in os.listdir(Session(crew, "w1").dir) if f.startswith("scrollback.")]
+    assert len(saved) == 1
+    assert "ready> before the crash" in open(os.path.join(Session(crew, "w1").dir,
+                                                          saved[0])).read()
+    new = Session(crew, "w1").meta
+    assert new["pid"] != meta["pid"] and windows(tmux) == ["w1"]
+    tmux.wait_screen(new["tmux"], f"resumed {meta['agent_session_id']}")
+
+
+def _gone_session(crew, tmux, repo, name, **meta):
+    spawned(crew, tmux, repo, name)
+    sess = Session(crew, name)
+    tmux("kill-window", "-t", sess.meta["tmux"])
+    if meta:
+        sess.update_meta(**meta)
+    return sess
+
+
+@pytest.mark.parametrize("case", ["codex", "gemini", "no conversation", "not spawned",
+                                  "tree gone", "transcript gone", "tree held"])
+def test_respawn_refusals_say_why_and_open_nothing(crew, tmux, repo, case):
+    if case in ("codex", "gemini"):
+        sess = _gone_session(crew, tmux, repo, "w1", agent=case)
+        why = (f"cannot resume a {case} conversation: crewfile"
+               + ("'s Codex hook (notify) records no conversation id to resume, and starting"
+                  " codex again would begin a new conversation" if case == "codex" else
+                  " has no Gemini CLI hook that records a conversation id to resume, and"
+                  " starting gemini again would begin a new conversation"))
+    elif case == "no conversation":
+        sess = _gone_session(crew, tmux, repo, "w1")
+        import json
+        meta = dict(sess.meta)
+        del meta["agent_session_id"]
+        from crewfile.atomic import replace
+        replace(sess.meta_path, json.dumps(meta))
+        why = ("no conversation id is recorded (its agent never ran its SessionStart hook):"
+               " starting the agent would begin a new conversation")
+    elif case == "not spawned":
+        register(crew, "w1", tmux="%99", cwd=repo)
+        why = "its agent is not recorded (it was not started by crew-spawn): start it by hand"
+    elif case == "tree gone":
+        sess = _gone_session(crew, tmux, repo, "w1")
+        sh("git", "worktree", "remove", place(repo, "w1"), cwd=repo)
+        why = f"its tree {place(repo, 'w1')} is gone"
+    elif case == "transcript gone":
+        sess = _gone_session(crew, tmux, repo, "w1", transcript_path="/nonexistent/t.jsonl")
+        why = ("its transcript /nonexistent/t.jsonl is gone: resuming would start a new"
+               " conversation")
+    else:
+        sess = _gone_session(crew, tmux, repo, "w1")
+        r = crewcmd("crew-spawn", "intruder", "--no-worktree", "--tmux-session", "crew",
+                    cwd=place(repo, "w1"))
+        assert r.returncode == 0, r.stderr
+        why = f"the tree {place(repo, 'w1')} is held: intruder is live in {place(repo, 'w1')}"
+    before = windows(tmux)
+    r = crewcmd("crew-respawn", "w1", cwd=repo)
+    assert (r.returncode, r.stdout, r.stderr) == (1, "", f"crew-respawn: w1: {why}\n")
+    assert windows(tmux) == before
+    assert "respawned" not in [k for k, _ in records(crew, "w1")]
+
+
+def test_respawn_bad_names(crew, tmux, repo):
+    r = crewcmd("crew-respawn", "nobody", cwd=repo)
+    assert r.returncode == 3 and r.stderr.startswith("crew-respawn: no session 'nobody'")
+    assert crewcmd("crew-respawn", "../x", cwd=repo).returncode == 2
+    r = crewcmd("crew-respawn", cwd=repo)                    # an empty crew: nothing to do
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")

@@ -146,3 +146,113 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
         if ok or delivery.code_of(reason) in final or time.monotonic() > deadline:
             return ok, reason
         time.sleep(PROMPT_POLL)
+
+
+# --- crew-respawn -------------------------------------------------------------------
+
+RESPAWNED, WOULD, LIVE, ENDED, REFUSED = "respawned", "would-respawn", "live", "ended", "refused"
+
+
+class Respawn:
+    """What crew-respawn did (or would do) with one session."""
+    __slots__ = ("name", "action", "detail")
+
+    def __init__(self, name, action, detail=""):
+        self.name, self.action, self.detail = name, action, detail
+
+
+def _gone(meta, table):
+    """yes, no or unknown: is the session's agent gone? With a pane: gone when
+    the pane is not there, is another process's (a restarted server reuses
+    pane ids) or is dead. Without one: its process, if recorded."""
+    from .liveness import NO, YES, UNKNOWN, Probe
+    if meta.get("tmux"):
+        pane = window.our_pane(meta, table)
+        return YES if pane is None or table[pane][0] else NO
+    live = Probe().live(meta)
+    return {NO: YES, YES: NO}.get(live, UNKNOWN)
+
+
+def _plan(crew, name, table):
+    """(action, detail, command) for one session, decided from files and one tmux look."""
+    sess = Session(crew, name)
+    meta = sess.meta
+    if sess.ended():
+        return ENDED, "it ended on purpose: not respawned", None
+    gone = _gone(meta, table)
+    if gone == "no":
+        return LIVE, f"its agent is live in {meta.get('tmux') or meta.get('pid')}", None
+    if gone != "yes":
+        return REFUSED, "whether its agent is live is unknown (no pane or process recorded)", None
+    agent = meta.get("agent")
+    if not agent or not meta.get("agent_cmd"):
+        return REFUSED, ("its agent is not recorded (it was not started by crew-spawn):"
+                         " start it by hand"), None
+    try:
+        command = agents.resume_command(agent, meta["agent_cmd"], meta.get("agent_session_id"))
+    except CrewfileError as e:
+        return REFUSED, str(e), None
+    tree = meta.get("cwd")
+    if not tree or not os.path.isdir(tree):
+        return REFUSED, f"its tree {tree or '(none recorded)'} is gone", None
+    transcript = meta.get("transcript_path")
+    if transcript and not os.path.exists(transcript):
+        return REFUSED, (f"its transcript {transcript} is gone: resuming would start a new"
+                         " conversation"), None
+    held = holders(crew, tree, exclude=name)
+    if held:
+        return REFUSED, f"the tree {tree} is held: {held[0][1]}", None
+    return WOULD, f"in {tree}: {command}", command
+
+
+def respawn(crew, names=None, dry_run=False):
+    """Bring back registered sessions whose agent is gone, each resuming its own
+    conversation in its recorded tree; return a Respawn per session considered.
+
+    The captain's explicit act: nothing else calls this. Every session is
+    decided before any window opens (a new window may take a pane id that an
+    old registration still names). A window the agent died in (kept by
+    remain-on-exit) has its scrollback saved as sessions/NAME/scrollback.TS
+    before it is closed. Each session is brought back under its
+    deliver.lock, so nothing is typed into it while its agent starts.
+    """
+    from . import paths, records, tmux
+    from .errors import SystemFailure
+    from .locks import acquire
+    from .names import check_name
+    from .sessions import names as all_names
+    if names:
+        for name in names:
+            check_name(name, "session name")
+            Session(crew, name).meta           # NotFound before anything is done
+    table = tmux.panes()
+    if table is None:
+        raise SystemFailure("tmux is not installed")
+    plans = []
+    for name in names or all_names(crew):
+        try:
+            plans.append((name,) + _plan(crew, name, table))
+        except CrewfileError as e:           # one bad file never stops the others
+            plans.append((name, REFUSED, str(e), None))
+    out = []
+    for name, action, detail, command in plans:
+        if action != WOULD or dry_run:
+            out.append(Respawn(name, action, detail))
+            continue
+        sess = Session(crew, name)
+        lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
+        if lock is None:
+            out.append(Respawn(name, REFUSED, "a delivery or respawn is in progress"))
+            continue
+        with lock:
+            meta = sess.meta
+            dead = window.our_pane(meta, table)
+            if dead:
+                window.save_scrollback(dead, os.path.join(
+                    sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}"))
+                tmux.kill_window(dead)
+            target = window.open_agent(sess, command, tmux_session=meta.get("tmux_session"),
+                                       cwd=meta["cwd"])
+            sess.append("respawned", f"resume {meta['agent_session_id']}")
+        out.append(Respawn(name, RESPAWNED, f"window {target} in {meta['cwd']}: {command}"))
+    return out
