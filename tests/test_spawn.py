@@ -104,9 +104,17 @@ def test_two_workers_two_trees_two_windows_and_a_nudge_to_each(crew, tmux, repo)
                     "#{pane_current_path}").strip() == tree
     assert sorted(windows(tmux)) == ["builder", "firstmate", "tester"]
     assert {"crew/builder", "crew/tester", "main"} <= set(branches(repo))
-    for name in ("builder", "tester"):
-        r = cmd("nudge-add", "--session", name, "--every", "60", "--message", f"go on {name}")
-        assert r.returncode == 0, r.stderr
+    # README, "Use it with Claude Code", step 3: its nudge line, word for word, for builder.
+    readme = open(os.path.join(REPO, "README.md")).read()
+    line = ("nudge-add --session builder --every 1800 --message 'continue; record blockers in"
+            " NOTES.md' --max 20")
+    assert "    " + line + "\n" in readme
+    messages = {"builder": "continue; record blockers in NOTES.md", "tester": "go on tester"}
+    r = subprocess.run(line, shell=True, env=dict(os.environ, PATH=BIN + ":" + os.environ["PATH"]),
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert r.returncode == 0, r.stderr
+    r = cmd("nudge-add", "--session", "tester", "--every", "60", "--message", "go on tester")
+    assert r.returncode == 0, r.stderr
     # The schedules were just made: move their floor into the past, as time would.
     from test_nudge import make_due
     for sid in os.listdir(crew.sub("nudges")):
@@ -114,7 +122,7 @@ def test_two_workers_two_trees_two_windows_and_a_nudge_to_each(crew, tmux, repo)
     r = cmd("nudge-tick")
     assert r.returncode == 0, r.stderr
     for name in ("builder", "tester"):
-        wait_for(lambda: ("captain", f"go on {name}") in records(crew, name),
+        wait_for(lambda: ("captain", messages[name]) in records(crew, name),
                  what=f"the nudge reaching {name}")
         assert [k for k, _ in records(crew, name) if k.startswith("nudge")] == ["nudge"]
 
