@@ -150,3 +150,60 @@ def test_issue_14_one_duration_grammar_for_every_time_flag(crew):
     assert cmd("job-wait", h, "--timeout", "1m30s").returncode == 0
     r = cmd("wake-send", "nobody", "--window", "1m", "--retry", "2s", input="")
     assert "bad --" not in r.stderr
+
+
+HOSTILE = "a\nFAKE row\x1b[31m\x9b2J\u2028\tz"
+
+
+def _clean(out):
+    """No control character but the newline ending each line, no C1, no U+2028."""
+    bad = [c for c in out if (ord(c) < 32 and c != "\n") or 0x7F <= ord(c) < 0xA0
+           or c in "\u2028\u2029"]
+    return not bad
+
+
+def test_finding_05_human_output_is_escaped_everywhere(crew, tmp_path):
+    cmd("session-add", "x", "--cwd", str(tmp_path), check=True)
+    cmd("status-append", "x", "note", HOSTILE, check=True)
+    # A hand-written line (the shell recipe allows any writer) with raw controls.
+    with open(os.path.join(crew.root, "sessions", "x", "status"), "a") as f:
+        f.write("2026-11-30T10:00:00.000Z note: raw\x1b]0;title\x07 \x9b end\n")
+    r = cmd("session-ls")
+    assert r.returncode == 0 and _clean(r.stdout) and len(r.stdout.splitlines()) == 2, r.stdout
+    for argv in (["status-show", "x", "--last", "5"], ["crew-watch", "--from-start", "--once"]):
+        r = cmd(*argv)
+        assert r.returncode == 0 and _clean(r.stdout), (argv, r.stdout)
+        assert "FAKE" not in "".join(line.split(" ", 1)[0] for line in r.stdout.splitlines())
+    events = cmd("crew-watch", "--from-start", "--once").stdout.splitlines()
+    assert [e.split(" ")[1] for e in events] == ["x"] * 3
+    assert any(e.endswith("note: raw\\x1b]0;title\\x07 \\x9b end") for e in events), events
+    # The escaped event still says the same: unescaping gives the writer's text.
+    from crewfile import records
+    texts = [records.parse(e.replace(" x ", " ", 1)).text for e in events]
+    assert HOSTILE in texts
+    cmd("job-exec", "--session", "x", "--label", "l\x1bab", "--", "true")
+    sid = cmd("nudge-add", "--session", "x", "--every", "60", "--message", "go",
+              check=True).stdout.strip()
+    _write(os.path.join(crew.root, "nudges", "n\x1b[2Jbad"), "{}")
+    new = os.path.join(crew.root, "reports", "new")
+    os.makedirs(new)
+    _write(os.path.join(new, "x,1700000000.M000001P1Q1.h\x1b[2J"), "r")
+    for argv in (["job-ls"], ["nudge-ls"], ["report-ls"], ["inbox-drain", "x"]):
+        r = cmd(*argv)
+        assert _clean(r.stdout) and _clean(r.stderr), (argv, r.stdout, r.stderr)
+    assert sid in cmd("nudge-ls").stdout
+
+
+def test_finding_09_year_0000_record_gives_well_formed_events(crew):
+    cmd("session-add", "a", check=True)
+    with open(os.path.join(crew.root, "sessions", "a", "status"), "a") as f:
+        f.write("0000-01-01T00:00:00.000Z turn-started\n0000-01-01T00:00:01.000Z note: x\n")
+    r = cmd("crew-watch", "--from-start", "--once")
+    assert r.returncode == 0
+    from crewfile import records
+    for line in r.stdout.splitlines():
+        ts, name, rest = line.split(" ", 2)
+        assert records.is_timestamp(ts) and name == "a", line
+    assert "0000-01-01T00:10:01.000Z a stale: silent for 10m since note" in r.stdout.splitlines()
+    assert records.timestamp(-1e15) == "0000-01-01T00:00:00.000Z"
+    assert records.timestamp(1e15) == "9999-12-31T23:59:59.999Z"

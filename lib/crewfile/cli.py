@@ -133,7 +133,8 @@ def dispatch(name, module, argv):
             return 0
         return module.run(args) or 0
     except CrewfileError as e:
-        sys.stderr.write(f"{name}: {e}\n")
+        from .records import escape      # a name or path in a message must not reach the terminal raw
+        sys.stderr.write(f"{name}: {escape(str(e))}\n")
         if isinstance(e, UsageError):
             sys.stderr.write(f"Try '{name} --help'.\n")
         return own or e.exit_code
@@ -146,8 +147,9 @@ def dispatch(name, module, argv):
     except KeyboardInterrupt:
         return 130
     except OSError as e:
+        from .records import escape
         where = f" {e.filename}" if e.filename else ""
-        sys.stderr.write(f"{name}: {e.strerror or e}{where}\n")
+        sys.stderr.write(f"{name}: {escape(f'{e.strerror or e}{where}')}\n")
         return own or 111
 
 

@@ -384,7 +384,8 @@ class Outcome:
         self.sched, self.session, self.outcome, self.reason = sched, session, outcome, reason
 
     def line(self, ts):
-        return f"{ts} {self.sched} {self.session or '-'} {self.outcome}: {self.reason}\n"
+        from .records import escape      # a reason may quote a screen or a file
+        return f"{ts} {self.sched} {self.session or '-'} {self.outcome}: {escape(self.reason)}\n"
 
 
 def tick_lock(crew):

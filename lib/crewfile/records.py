@@ -22,12 +22,21 @@ _TS_DIGITS = (0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18, 20, 21, 22)
 # re is not used: importing it costs ~6 ms of a command's ~20 ms budget.
 
 
+_MIN_MS, _MAX_MS = -62167219200000, 253402300799999     # 0000-01-01 .. 9999-12-31
+
+
 def timestamp(now=None):
-    """RFC 3339 UTC with milliseconds, e.g. 2026-11-29T22:01:17.123Z."""
+    """RFC 3339 UTC with milliseconds, e.g. 2026-11-29T22:01:17.123Z.
+
+    Always 24 characters: the year is four digits (strftime's %Y gives `0`
+    for year 0000, which once shifted a session name into an event's kind),
+    and a moment outside years 0000..9999 is clamped to the nearest end."""
     if now is None:
         now = time.time()
-    ms = int(now * 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + ".%03dZ" % (ms % 1000)
+    ms = min(max(int(now * 1000), _MIN_MS), _MAX_MS)
+    t = time.gmtime(ms // 1000)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (
+        t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, ms % 1000)
 
 
 def parse_timestamp(ts):
@@ -46,8 +55,33 @@ def parse_timestamp(ts):
 
 
 def escape(text):
-    """Make *text* one printable line; reversible with unescape()."""
+    """Make *text* one printable line; reversible with unescape().
+
+    Also the one escaper for the terminal: every human-readable output
+    (listings, status-show, event lines, error messages) passes what it did
+    not write itself through this, so a record, a file name or a metadata
+    value can neither forge a row nor reach the terminal as a control
+    sequence."""
     return text.translate(_ESCAPE_TABLE)
+
+
+_RAW_CONTROLS = bytes([*range(0x20), 0x7F])
+
+
+def printable_line(raw):
+    """A record line (bytes, no newline) whose text is escaped as escape()
+    would: itself when it already is (the common case, checked on bytes),
+    else re-encoded from its fields (unescape() gives the same text back).
+    A hand-written line may hold raw control characters; they never pass."""
+    if len(raw.translate(None, _RAW_CONTROLS)) == len(raw) and (
+            raw.isascii() or (b"\xc2" not in raw and b"\xe2\x80\xa8" not in raw
+                              and b"\xe2\x80\xa9" not in raw)):
+        return raw
+    rec = parse(raw)
+    if rec is None:
+        return raw.decode("utf-8", "replace").translate(_ESCAPE_TABLE).encode()
+    text = escape(rec.text)
+    return f"{rec.ts} {rec.kind}: {text}".encode() if text else f"{rec.ts} {rec.kind}".encode()
 
 
 def unescape(text):
@@ -63,7 +97,8 @@ def unescape(text):
         e = text[i + 1]
         width = 2 if e == "x" else 4 if e == "u" else 0
         digits = text[i + 2:i + 2 + width]
-        if width and len(digits) == width and set(digits) <= _HEX:
+        if (width and len(digits) == width and set(digits) <= _HEX
+                and not 0xD800 <= int(digits, 16) <= 0xDFFF):     # a lone surrogate is no text
             out.append(chr(int(digits, 16)))
             i += 2 + width
         else:

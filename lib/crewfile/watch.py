@@ -4,7 +4,8 @@ An event is the record with the session's name inserted after the timestamp:
 
     <ts> <session> <kind>[: <text>]
 
-The text stays escaped exactly as in the log, so an event is one line too.
+The text stays escaped as in the log (re-escaped where a hand-written line
+holds a raw control character), so an event is one line too.
 Two kinds are synthesized, because no record can say them:
 
 - `stale`: the session is generating (its newest turn record is
@@ -336,6 +337,7 @@ class Watcher:
                 tail.lost = False
                 tail.meta_key = None
         name = tail.name.encode()
+        raw = records.printable_line(raw.rstrip(b"\n"))
         events.append((rec.ts, raw[:24] + b" " + name + raw[24:] + b"\n"))
 
     def _stale_event(self, tail):

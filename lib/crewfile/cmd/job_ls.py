@@ -22,9 +22,10 @@ def run(args):
     from ..cli import crew
     from ..errors import PARTIAL
     from ..jobs import list_jobs
+    from ..records import escape
     rows = list_jobs(crew(args))
     bad = [r for r in rows if "error" in r]
-    sys.stderr.write("".join(f"job-ls: {r['error']}\n" for r in bad))
+    sys.stderr.write("".join(f"job-ls: {escape(r['error'])}\n" for r in bad))
     code = PARTIAL if bad else 0
     if args.json:
         from ..jsonio import dumps
@@ -36,16 +37,16 @@ def run(args):
         from ..sessions import age_text
     for r in rows:
         if "error" in r:
-            out.append([r["handle"], "?", "damaged", "?", "?", "?", "error: " + r["error"]])
+            out.append([r["handle"], "?", "damaged", "?", "?", "?", "error: " + escape(r["error"])])
             continue
         heard = r["heard"] or ("no!" if r["announced"] is False else "no")
         state = r["state"]
         if state == "lost":
             state = "lost(" + {True: "group-alive", False: "group-gone",
                                None: "group-unknown"}[r.get("group_alive")] + ")"
-        out.append([r["handle"], r["session"] or "-", state,
+        out.append([r["handle"], escape(r["session"] or "-"), state,
                     "-" if r["code"] is None else str(r["code"]), heard, age_text(r["age"]),
-                    r["label"] or "-"])
+                    escape(r["label"] or "-")])
     widths = [max(len(row[i]) for row in out) for i in range(len(out[0]) - 1)]
     sys.stdout.write("".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1]
                              + "\n" for row in out))

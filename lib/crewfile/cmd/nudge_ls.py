@@ -20,10 +20,11 @@ def run(args):
     from ..cli import crew
     from ..errors import PARTIAL
     from ..nudge import load_all
+    from ..records import escape
     bad = []
     rows = [s for s in load_all(crew(args), bad) if not args.user or s.get("user") == args.user]
     for name, e in bad:
-        sys.stderr.write(f"nudge-ls: {e}\n")
+        sys.stderr.write(f"nudge-ls: {escape(str(e))}\n")
     errors = [{"id": name, "error": str(e)} for name, e in bad]
     rows = sorted(rows + errors, key=lambda s: s["id"])
     code = PARTIAL if bad else 0
@@ -34,13 +35,14 @@ def run(args):
     out = [["ID", "USER", "SESSION", "EVERY", "ATTEMPTS", "ARMED", "LAST", "OUTCOME", "REASON"]]
     for s in rows:
         if "error" in s:
-            out.append([s["id"]] + ["?"] * 7 + ["error: " + s["error"]])
+            out.append([escape(s["id"])] + ["?"] * 7 + ["error: " + escape(s["error"])])
             continue
         session = s.get("session") or s.get("session_key") or s.get("agent_session_id") or "-"
-        out.append([s["id"], s.get("user") or "-", session, f"{s['every']}s",
-                    f"{s['attempts']}/{s['max']}", "yes" if s.get("armed") else "no",
-                    s.get("last_attempt") or "-", s.get("last_outcome") or "-",
-                    (s.get("last_reason") or "-").replace("\n", " ")])
+        out.append([escape(c) for c in (
+            s["id"], s.get("user") or "-", session, f"{s['every']}s",
+            f"{s['attempts']}/{s['max']}", "yes" if s.get("armed") else "no",
+            s.get("last_attempt") or "-", s.get("last_outcome") or "-",
+            s.get("last_reason") or "-")])
     widths = [max(len(r[i]) for r in out) for i in range(len(out[0]) - 1)]
     sys.stdout.write("".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] + "\n"
                              for r in out))

@@ -19,6 +19,7 @@ def run(args):
         try:
             remove(c, sid)
         except NotFound as e:
-            sys.stderr.write(f"nudge-rm: {e}\n")
+            from ..records import escape
+            sys.stderr.write(f"nudge-rm: {escape(str(e))}\n")
             missing += 1
     return 3 if missing else 0

@@ -52,7 +52,7 @@ def run(args):
     bad = []
     with lock:
         emit(tick(c, bad=bad))
-    sys.stderr.write("".join(f"nudge-tick: skipped {e}\n" for _, e in bad))
+    sys.stderr.write("".join(f"nudge-tick: skipped {records.escape(str(e))}\n" for _, e in bad))
     return PARTIAL if bad else 0
 
 

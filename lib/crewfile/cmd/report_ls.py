@@ -23,14 +23,15 @@ def run(args):
     from ..reports import listing
     states = (paths.REPORT_NEW,) if args.new else (paths.REPORT_NEW, paths.REPORT_CUR)
     from ..errors import PARTIAL
+    from ..records import escape
     found = listing(crew(args), aside=args.aside, states=states)
     bad = [r for r in found if r.error]
-    sys.stderr.write("".join(f"report-ls: {r.path}: {r.error}\n" for r in bad))
+    sys.stderr.write("".join(f"report-ls: {escape(r.path)}: {r.error}\n" for r in bad))
     if args.json:
         import json
         out = [json.dumps(r.as_dict()) + "\n" for r in found]
     else:
-        out = [f"{r.state} {r.aside} {records.timestamp(r.time)} {r.path}"
+        out = [f"{r.state} {r.aside} {records.timestamp(r.time)} {escape(r.path)}"
                + (f" error: {r.error}" if r.error else "") + "\n" for r in found]
     sys.stdout.write("".join(out))
     return PARTIAL if bad else 0

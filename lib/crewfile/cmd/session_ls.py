@@ -7,6 +7,7 @@ The crew at a glance: one line per registered session.
 
 Columns: NAME KIND EXEMPT LIVE GEN AGE LAST (the last record's kind and text),
 then CWD. Whitespace-separated; LAST is last on the line but for CWD's tab.
+Text from records and metadata is escaped as records are (\\n, \\t, \\xHH).
 A session whose files cannot be used (damaged metadata, a symlink) is still
 listed: `?` in every column, LAST `error: <why>` (in --json: {"name", "error"}),
 the same line on stderr, and exit 5 once the others are listed.
@@ -20,6 +21,7 @@ def run(args):
     from ..cli import crew
     from ..errors import CrewfileError, PARTIAL
     from ..liveness import Probe
+    from ..records import escape
     from ..sessions import Session, names, state, age_text
     c = crew(args)
     probe = Probe()
@@ -29,14 +31,14 @@ def run(args):
         try:
             st = state(Session(c, name), probe)
         except CrewfileError as e:
-            sys.stderr.write(f"session-ls: {name}: {e}\n")
+            sys.stderr.write(f"session-ls: {name}: {escape(str(e))}\n")
             rows.append({"name": name, "error": str(e)})
             bad += 1
             continue
         if st["ended"] and not args.all:
             continue
         if st["warning"]:
-            sys.stderr.write(f"session-ls: {name}: {st['warning']}\n")
+            sys.stderr.write(f"session-ls: {name}: {escape(st['warning'])}\n")
         rows.append(st)
     if args.json:
         import json
@@ -46,14 +48,14 @@ def run(args):
     for st in rows:
         if "error" in st:
             out.append("\t".join([st["name"], "?", "?", "?", "?", "?",
-                                  "error: " + st["error"].replace("\t", " "), "?"]))
+                                  "error: " + escape(st["error"]), "?"]))
             continue
         last = st["last_kind"] or "-"
         if st["last_text"]:
             last += ": " + st["last_text"]
         out.append("\t".join([st["name"], st["kind"], "yes" if st["exempt"] else "no",
                               st["live"], st["generating"], age_text(st["age"]),
-                              last.replace("\t", " ")[:60], st["cwd"] or "-"]))
+                              escape(last)[:60], escape(st["cwd"] or "-")]))
     sys.stdout.write(_columns(out))
     return PARTIAL if bad else 0
 

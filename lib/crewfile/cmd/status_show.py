@@ -17,10 +17,11 @@ def run(args):
     from ..cli import crew
     from ..sessions import Session, state, age_text
     from ..durations import parse_count
+    from ..records import escape
     sess = Session(crew(args), args.name)
     st = state(sess)
     if st["warning"]:
-        sys.stderr.write(f"status-show: {args.name}: {st['warning']}\n")
+        sys.stderr.write(f"status-show: {args.name}: {escape(st['warning'])}\n")
     last_n = 0 if args.last is None else parse_count(args.last, "--last")
     if args.json:
         import json
@@ -35,7 +36,7 @@ def run(args):
            f"last: {st['last'] or '-'}", f"age: {age_text(st['age'])}",
            f"live: {st['live']}", f"generating: {st['generating']}",
            f"ended: {'yes' if st['ended'] else 'no'}",
-           f"cwd: {st['cwd'] or '-'}", f"tmux: {st['tmux'] or '-'}"]
+           f"cwd: {escape(st['cwd'] or '-')}", f"tmux: {escape(st['tmux'] or '-')}"]
     if last_n:
         from ..logfile import TailStats
         out += [r.line().rstrip("\n") for r in sess.last_records(last_n, TailStats())]
