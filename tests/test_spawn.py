@@ -373,11 +373,15 @@ def test_a_reboot_then_respawn_brings_back_each_live_session_in_its_tree(crew, t
     assert crewcmd("crew-retire", "done", cwd=repo).returncode == 0     # ended on purpose
     sid = cmd("nudge-add", "--session", "w1", "--every", "60", "--message", "continue w1").stdout
     tmux.kill()                                                   # the "reboot"
+    # What Claude Code's SessionEnd hook writes when its tmux server goes away:
+    # not an end on purpose, even after a retirement (which stays one).
+    Session(crew, "w2").append("ended", "other")
+    Session(crew, "done").append("ended", "other")
     assert all(Session(crew, n).meta.get("tmux") for n in ("w1", "w2"))
     r = crewcmd("crew-respawn", "--dry-run", cwd=repo)
     assert r.returncode == 0, r.stderr
     lines = sorted(r.stdout.splitlines())
-    assert lines[0] == "done ended it ended on purpose: not respawned"
+    assert lines[0] == "done ended it ended on purpose (ended: retired): not respawned"
     for line, name in zip(lines[1:], ("w1", "w2")):
         assert line == (f"{name} would-respawn in {place(repo, name)}:"
                         f" {AGENT} --resume {ids[name]}")
@@ -395,6 +399,7 @@ def test_a_reboot_then_respawn_brings_back_each_live_session_in_its_tree(crew, t
                     "#{pane_current_path}").strip() == place(repo, name)
         wait_for(lambda: ("started", "resume") in records(crew, name), what="the resume")
         assert ("respawned", f"resume {ids[name]}") in records(crew, name)
+        assert not Session(crew, name).ended()            # a new life for w2
     assert sorted(windows(tmux)) == ["w1", "w2"]                  # the ended one stays ended
     assert Session(crew, "done").ended()
     # The nudge scheduled before the reboot reaches the same conversation.

@@ -155,18 +155,10 @@ def session_start(ctx):
 
 def _restart(ctx, sess):
     """An ended crew session or primary whose agent starts again in its name
-    (/exit, then claude again in the same window) begins a new life: it is
-    registered again with its metadata, so it is live, wakeable and watched.
-    An aside is never revived this way: its life ends with the captain."""
-    old = dict(sess.meta)
-    keep = {k: v for k, v in old.items()
-            if k not in ("name", "kind", "exempt", "created", "user", "pid", "pid_start")}
-    try:
-        return sessions.register(ctx.crew, sess.name, kind=old.get("kind", "crew"),
-                                 exempt=old.get("exempt"), user=old.get("user"),
-                                 tmux=ctx.env.get("TMUX_PANE") or None, extra=keep)
-    except Refused:              # a parallel hook did it first
-        return sessions.Session(ctx.crew, sess.name)
+    (/exit, then claude again in the same window) begins a new life
+    (sessions.register_again). An aside is never revived this way: its life
+    ends with the captain."""
+    return sessions.register_again(sess, tmux=ctx.env.get("TMUX_PANE") or None)
 
 
 RULE_HEADING = "## The rule for the aside's agent\n"

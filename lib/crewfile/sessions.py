@@ -140,6 +140,22 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     return sess
 
 
+def register_again(sess, tmux=None):
+    """A new life for an ended session whose agent starts again in its name:
+    registered again with its metadata (but not the old process), so it is
+    live, wakeable and watched. Returns the session; a parallel
+    re-registration that came first is fine."""
+    old = dict(sess.meta)
+    drop = ("name", "kind", "exempt", "created", "user", "pid", "pid_start")
+    drop += ("tmux", "tmux_target") if tmux else ()      # a new pane is not the old one
+    keep = {k: v for k, v in old.items() if k not in drop}
+    try:
+        return register(sess.crew, sess.name, kind=old.get("kind", "crew"),
+                        exempt=old.get("exempt"), user=old.get("user"), tmux=tmux, extra=keep)
+    except Refused:
+        return Session(sess.crew, sess.name)
+
+
 def names(crew):
     """Registered session names, sorted (directories without meta are skipped)."""
     try:

@@ -151,6 +151,12 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
 # --- crew-respawn -------------------------------------------------------------------
 
 RESPAWNED, WOULD, LIVE, ENDED, REFUSED = "respawned", "would-respawn", "live", "ended", "refused"
+# `ended` texts that are not an end on purpose: Claude Code's SessionEnd
+# reason is `other` when its process is hung up on or killed (seen when the
+# tmux server was killed), which is what a reboot or a lost server does. Its
+# deliberate ends say so: prompt_input_exit (/exit, Ctrl-D), clear, logout;
+# ours say retired or spawn failed.
+NOT_ON_PURPOSE = frozenset({"other"})
 
 
 class Respawn:
@@ -159,6 +165,24 @@ class Respawn:
 
     def __init__(self, name, action, detail=""):
         self.name, self.action, self.detail = name, action, detail
+
+
+def ended_on_purpose(sess):
+    """The record that ended the session's current life on purpose, or None.
+
+    Any `ended` or `closed` since its newest `registered` counts, unless its
+    text is in NOT_ON_PURPOSE: an agent retired (`ended: retired`) and then
+    hung up on by the window's closing writes `ended: other` after it, and
+    is still retired.
+    """
+    from .logfile import TailStats, records_backwards
+    from .sessions import STATE_SCAN_BYTES
+    for rec in records_backwards(sess.log_paths(), TailStats(), STATE_SCAN_BYTES):
+        if rec.kind == "registered":
+            return None
+        if rec.kind == "closed" or (rec.kind == "ended" and rec.text not in NOT_ON_PURPOSE):
+            return rec
+    return None
 
 
 def _gone(meta, table):
@@ -177,8 +201,9 @@ def _plan(crew, name, table):
     """(action, detail, command) for one session, decided from files and one tmux look."""
     sess = Session(crew, name)
     meta = sess.meta
-    if sess.ended():
-        return ENDED, "it ended on purpose: not respawned", None
+    end = ended_on_purpose(sess)
+    if end:
+        return ENDED, f"it ended on purpose ({end.kind}: {end.text}): not respawned", None
     gone = _gone(meta, table)
     if gone == "no":
         return LIVE, f"its agent is live in {meta.get('tmux') or meta.get('pid')}", None
@@ -245,6 +270,9 @@ def respawn(crew, names=None, dry_run=False):
             out.append(Respawn(name, REFUSED, "a delivery or respawn is in progress"))
             continue
         with lock:
+            if sess.ended():          # `ended: other`: a new life, as the hook would start
+                from .sessions import register_again
+                sess = register_again(sess)
             meta = sess.meta
             dead = window.our_pane(meta, table)
             if dead:

@@ -1,0 +1,129 @@
+"""crew-spawn, crew-retire and crew-respawn with the REAL Claude Code CLI, offline
+in a private tmux server against the scripted stand-in model
+(tests/model_server.py), crew-hook installed in the agent's HOME.
+
+Two workers are spawned from a real git repository, each in its own worktree
+with its first prompt typed by crew-spawn; one is retired; a nudge is
+scheduled for the other; then the "reboot": the tmux server is killed.
+crew-respawn brings back the live one only, with `claude --resume ID` in its
+tree: the SessionStart hook reports the same session id, the model sees the
+earlier conversation, and the nudge scheduled before the reboot reaches it.
+The retired one stays ended.
+
+Without the CLI (make claude-code) this test is skipped loudly.
+"""
+import json
+import os
+import shlex
+import subprocess
+import sys
+
+from conftest import cmd, wait_for
+from claude_harness import (BIN, ClaudeRig, hook_command, kinds, records, require_real_claude,
+                            watched)
+from crewfile.sessions import Session
+
+PROMPT = "FIRST-PROMPT-3141 read the README"
+NUDGE = "NUDGE-AFTER-REBOOT-2718 continue with the plan"
+
+
+def sh(*args, cwd):
+    return subprocess.run(args, cwd=cwd, check=True, capture_output=True, text=True).stdout
+
+
+def user_texts(rig):
+    out = []
+    for req in rig.main_requests():
+        for msg in req.get("messages", []):
+            if msg.get("role") == "user":
+                content = msg.get("content")
+                out += ([content] if isinstance(content, str) else
+                        [b.get("text", "") for b in content or [] if isinstance(b, dict)])
+    return out
+
+
+def test_spawn_retire_reboot_respawn_with_the_real_claude(crew, tmux, tmp_path, monkeypatch):
+    require_real_claude()
+    for key in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{key}_NAME", "Tester")
+        monkeypatch.setenv(f"GIT_{key}_EMAIL", "tester@example.org")
+    repo = tmp_path / "src" / "app"
+    repo.mkdir(parents=True)
+    sh("git", "init", "-q", "-b", "main", cwd=repo)
+    (repo / "README").write_text("app\n")
+    sh("git", "add", "README", cwd=repo)
+    sh("git", "commit", "-q", "-m", "init", cwd=repo)
+    trees = {n: str(tmp_path / "src" / "app.crew" / n) for n in ("w1", "w2")}
+
+    path = f"{os.path.dirname(sys.executable)}:{BIN}:{os.environ['PATH']}"
+    rig = ClaudeRig(tmp_path / "rig", tmux.sock, {}, env={"PATH": path}, script=[],
+                    project=repo)
+    with watched(rig, crew, "w1"):
+        rig.prepare()
+        subprocess.run([sys.executable, str(BIN / "crew-hook"), "--install",
+                        str(rig.home / ".claude"), "--command", hook_command()],
+                       check=True, capture_output=True)
+        state = json.loads((rig.home / ".claude.json").read_text())
+        for tree in trees.values():           # no trust dialog in the workers' trees
+            state["projects"][tree] = dict(state["projects"][str(repo)])
+        (rig.home / ".claude.json").write_text(json.dumps(state))
+        argv = [rig.binary, "--permission-mode", "default", "--allowedTools", "Bash"]
+        agent = ("exec env " + " ".join(shlex.quote(f"{k}={v}")
+                                        for k, v in rig.claude_env().items())
+                 + " " + " ".join(map(shlex.quote, argv)))
+
+        ids = {}
+        for name in ("w1", "w2"):
+            r = subprocess.run([sys.executable, str(BIN / "crew-spawn"), name, "--cmd", agent,
+                                "--tmux-session", "crew", "--prompt", f"{PROMPT} ({name})"],
+                               cwd=repo, capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr
+            assert f"tree: {trees[name]}\n" in r.stdout
+            wait_for(lambda: "turn-ended" in kinds(crew, name), timeout=60,
+                     what=f"{name}'s first turn")
+            meta = Session(crew, name).meta
+            ids[name] = meta["agent_session_id"]          # recorded by SessionStart
+            assert meta["cwd"] == trees[name]
+            assert ("captain", f"{PROMPT} ({name})") in records(crew, name)
+        rig.attach(Session(crew, "w1").meta["tmux"])
+        wait_for(lambda: f"{PROMPT} (w1)" in user_texts(rig), what="the first prompt")
+
+        r = cmd("crew-retire", "w2")
+        assert r.returncode == 0, r.stderr
+        assert ("ended", "retired") in records(crew, "w2")
+        sid = cmd("nudge-add", "--session", "w1", "--every", "1", "--message", NUDGE,
+                  check=True).stdout.strip()
+
+        before = len(records(crew, "w1"))
+        tmux.kill()                                       # the "reboot"
+        assert cmd("status-show", "w1", "--json").stdout.count('"live": "no"') == 1
+        # Hung up on, Claude Code runs its SessionEnd hook with reason `other`:
+        # not an end on purpose (crew-respawn brings such a session back).
+        wait_for(lambda: ("ended", "other") in records(crew, "w1")[before:], timeout=30,
+                 what="SessionEnd after the hang-up")
+
+        r = cmd("crew-respawn", "--dry-run")
+        assert r.returncode == 0, r.stderr
+        assert f"w1 would-respawn in {trees['w1']}: {agent} --resume {ids['w1']}\n" in r.stdout
+        r = cmd("crew-respawn")
+        assert r.returncode == 0, r.stderr
+        assert "w2 ended" in r.stdout and "w1 respawned" in r.stdout
+        meta = Session(crew, "w1").meta
+        rig.attach(meta["tmux"])
+        wait_for(lambda: ("started", "resume") in records(crew, "w1"), timeout=60,
+                 what="the resumed SessionStart")
+        assert Session(crew, "w1").meta["agent_session_id"] == ids["w1"]   # its own conversation
+        assert not Session(crew, "w1").ended()
+        assert tmux("display-message", "-p", "-t", meta["tmux"],
+                    "#{pane_current_path}").strip() == trees["w1"]
+        assert tmux("list-windows", "-a", "-F", "#{window_name}").split() == ["w1"]
+        assert Session(crew, "w2").ended()
+
+        def ticked():
+            cmd("nudge-tick", "--quiet")
+            return [t for k, t in records(crew, "w1") if k == "nudge"]
+        wait_for(ticked, timeout=60, what="the nudge scheduled before the reboot")
+        wait_for(lambda: NUDGE in user_texts(rig), timeout=60, what="the nudge at the model")
+        last = [r for r in rig.main_requests() if NUDGE in json.dumps(r)][-1]
+        assert f"{PROMPT} (w1)" in json.dumps(last)      # the same conversation goes on
+        assert sid
