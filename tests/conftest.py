@@ -148,3 +148,40 @@ def wait_for(predicate, timeout=20, what="condition"):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.01)
+
+
+def captain_types(crew, name, text):
+    """The captain submits *text* to session NAME's agent, as Claude Code does
+    it: the prompt hook first (record_captain_input with a prompt id), then
+    the prompt in the agent's transcript (meta transcript_path; one is made
+    and recorded if the session has none). Returns the kind recorded."""
+    import uuid
+    from crewfile import aside
+    from crewfile.sessions import Session
+    from transcript import append_prompt
+    sess = Session(crew, name)
+    path = sess.meta.get("transcript_path")
+    if not path:
+        path = os.path.join(os.path.dirname(crew.root), f"transcript-{name}.jsonl")
+        sess.update_meta(transcript_path=path)
+    prompt_id = str(uuid.uuid4())
+    kind = aside.record_captain_input(crew, name, text, prompt_id, path)
+    append_prompt(path, text, prompt_id)
+    return kind
+
+
+def captain_runs(tmux, *argv, env=None):
+    """Run bin/ARGV[0] as the captain's key binding does: by the tmux server
+    itself (run-shell), outside every agent. Returns (exit code, stdout+stderr)."""
+    import shlex
+    import tempfile
+    words = [sys.executable, os.path.join(BIN, argv[0]), *map(str, argv[1:])]
+    full = {k: os.environ[k] for k in ("CREWFILE_DIR", "CREWFILE_TMUX") if k in os.environ}
+    full.update(env or {})
+    with tempfile.NamedTemporaryFile("r") as out:
+        line = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in full.items()) + " "
+        line += " ".join(map(shlex.quote, words)) + f" >{shlex.quote(out.name)} 2>&1"
+        # tmux 3.3 passes the command's exit status on to this client
+        proc = subprocess.run(["tmux", "-S", tmux.sock, "run-shell", line],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return proc.returncode, out.read()

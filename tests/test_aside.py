@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, wait_for
+from conftest import REPO, captain_runs, captain_types, wait_for
 from crewfile import aside, paths, records, reports
 from crewfile.logfile import TailStats
 from crewfile.sessions import Session, register
@@ -73,7 +73,7 @@ def test_long_captain_input_is_clipped_and_still_recorded(crew, a1):
 def test_a_captain_input_that_is_not_utf8_is_still_recorded(crew, a1):
     assert aside.record_captain_input(crew, "a1", "caf\udce9 /aside-done") == "captain"
     assert a1.last_records(1, TailStats())[0].text == "caf\\udce9 /aside-done"
-    assert aside.record_captain_input(crew, "a1", "/aside-done \ud800") == "captain-done"
+    assert captain_types(crew, "a1", "/aside-done \ud800") == "captain-done"
 
 
 def test_record_captain_input_works_for_any_session_and_needs_one(crew):
@@ -90,18 +90,18 @@ def test_scan_follows_the_captains_latest_act(crew, a1):
     assert state() == aside.OPEN                           # no act yet
     aside.record_captain_input(crew, "a1", "hello")
     assert state() == aside.OPEN
-    aside.record_captain_input(crew, "a1", "/aside-done")
+    captain_types(crew, "a1", "/aside-done")
     assert state() == aside.CAPTAIN_CONCLUDED
     aside.record_captain_input(crew, "a1", "wait")          # typed again: void
     assert state() == aside.OPEN
-    aside.record_captain_input(crew, "a1", "/aside-done ok")
+    captain_types(crew, "a1", "/aside-done ok")
     a1.append("concluded", "/x/reports/new/a1,1.M1P1Q1.h")
     assert state() == aside.CONCLUDED
-    aside.record_captain_input(crew, "a1", "/aside-done")   # repeated: the same conclusion
+    captain_types(crew, "a1", "/aside-done")   # repeated: the same conclusion
     assert state() == aside.CONCLUDED
     a1.append("closed", "/x")
     assert state() == aside.CLOSED
-    aside.record_captain_input(crew, "a1", "/aside-done")
+    captain_types(crew, "a1", "/aside-done")
     assert state() == aside.CLOSED
     aside.record_captain_input(crew, "a1", "late")   # typed into the window before the kill
     assert state() == aside.OPEN
@@ -138,7 +138,7 @@ def test_conclude_with_no_captain_act_at_all_is_refused(crew, a1, run, report):
 
 
 def test_conclude_after_the_captain_delivers_once(crew, a1, run, report):
-    run("aside-done", "a1", "--note", "ship it", check=True)
+    captain_types(crew, "a1", "/aside-done ship it")
     r = run("aside-conclude", "a1", "--report", report)
     assert r.returncode == 0, r.stderr
     path = r.stdout.strip()
@@ -158,14 +158,14 @@ def test_conclude_after_the_captain_delivers_once(crew, a1, run, report):
 
 
 def test_conclude_from_stdin(crew, a1, run):
-    aside.record_captain_input(crew, "a1", "/aside-done")
+    captain_types(crew, "a1", "/aside-done")
     r = run("aside-conclude", "a1", "--report", "-", input="from stdin\n")
     assert r.returncode == 0
     assert open(r.stdout.strip()).read() == "from stdin\n"
 
 
 def test_a_captain_input_after_the_conclusion_voids_it(crew, a1, run, report):
-    aside.record_captain_input(crew, "a1", "/aside-done")
+    captain_types(crew, "a1", "/aside-done")
     aside.record_captain_input(crew, "a1", "one more thing")
     r = run("aside-conclude", "a1", "--report", report)
     assert r.returncode == 1 and "has not concluded" in r.stderr
@@ -173,10 +173,10 @@ def test_a_captain_input_after_the_conclusion_voids_it(crew, a1, run, report):
 
 
 def test_reopened_and_concluded_again_gives_a_second_report(crew, a1, run, report):
-    aside.record_captain_input(crew, "a1", "/aside-done")
+    captain_types(crew, "a1", "/aside-done")
     first = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
     aside.record_captain_input(crew, "a1", "actually, one more thing")
-    aside.record_captain_input(crew, "a1", "/aside-done")
+    captain_types(crew, "a1", "/aside-done")
     second = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
     assert first != second
     assert len(box(crew, "new")) == 2
@@ -187,7 +187,7 @@ def test_reopened_and_concluded_again_gives_a_second_report(crew, a1, run, repor
                                   "blank", "directory", "no-report-option"])
 def test_conclude_bad_input_changes_nothing(crew, a1, run, tmp_path, case):
     register(crew, "w1")
-    aside.record_captain_input(crew, "a1", "/aside-done")
+    captain_types(crew, "a1", "/aside-done")
     before = status_bytes(crew, "a1")
     empty = tmp_path / "empty"
     empty.write_text("")
@@ -212,12 +212,114 @@ def test_conclude_bad_input_changes_nothing(crew, a1, run, tmp_path, case):
 
 # --- aside-say, aside-done -------------------------------------------------------
 
-def test_aside_say_records_like_the_hook(crew, a1, run):
-    r = run("aside-say", "a1", "what", "about", "TTL?")
-    assert (r.returncode, r.stdout) == (0, "captain\n")
-    r = run("aside-say", "a1", "--", "/aside-done", "looks", "good")
-    assert (r.returncode, r.stdout) == (0, "captain-done\n")
-    assert kinds(crew, "a1") == [("captain", "what about TTL?"), ("captain-done", "looks good")]
+def test_aside_say_and_done_record_the_captains_acts_with_evidence(crew, tmux, opened, run):
+    """Run as the captain's key binding runs them (by the tmux server, outside the agent)."""
+    assert captain_runs(tmux, "aside-say", "a1", "what", "about", "TTL?") == (0, "captain\n")
+    assert captain_runs(tmux, "aside-say", "a1", "--", "/aside-done", "looks", "good") == (
+        0, "captain-done\n")
+    assert captain_runs(tmux, "aside-done", "a1", "--note", "ship it") == (0, "")
+    assert kinds(crew, "a1")[-3:] == [("captain", "what about TTL?"),
+                                      ("captain-done", "looks good"), ("captain-done", "ship it")]
+    sess = Session(crew, "a1")
+    acts = open(crew.session_file("a1", paths.ACTS)).read().splitlines()
+    assert [a.split("\t")[1] for a in acts] == ["caller tmux", "caller tmux"]
+    assert aside.believed(sess, aside.scan(sess)) is None
+
+
+def test_captain_acts_from_inside_or_outside_tmux_are_refused_and_surfaced(
+        crew, tmux, opened, run):
+    """The agent's own shell (RUN: in the fake agent), a detached process, a
+    process outside the aside's tmux server: refused, a problem record each,
+    nothing recorded as the captain's."""
+    aside_done = f"{sys.executable} {os.path.join(REPO, 'bin', 'aside-done')}"
+    aside_say = f"{sys.executable} {os.path.join(REPO, 'bin', 'aside-say')}"
+    tmux("send-keys", "-t", opened, "-l", f"RUN: {aside_done} a1; {aside_say} a1 hi")
+    tmux("send-keys", "-t", opened, "Enter")
+    tmux.wait_screen(opened, "agent: ran, exit 1")
+    screen = tmux.screen(opened)
+    assert "aside-done: not believed to be the captain: it was run by the aside's own agent" in screen
+    r = run("aside-done", "a1")          # from the test: not below the aside's tmux server
+    assert r.returncode == 1 and "not run from a tmux window or key binding" in r.stderr
+    r = run("aside-say", "a1", "hello")
+    assert r.returncode == 1
+    problems = [t for k, t in kinds(crew, "a1") if k == "problem"]
+    assert problems == [
+        "self-conclusion refused: aside-done: it was run by the aside's own agent",
+        "captain input refused: aside-say: it was run by the aside's own agent",
+        "self-conclusion refused: aside-done: it was not run from a tmux window or key binding"
+        " of the aside's tmux server (a detached process has no captain behind it)",
+        "captain input refused: aside-say: it was not run from a tmux window or key binding"
+        " of the aside's tmux server (a detached process has no captain behind it)"]
+    assert "captain-done" not in [k for k, _ in kinds(crew, "a1")]
+    assert ("captain", "hi") not in kinds(crew, "a1") and ("captain", "hello") not in kinds(crew, "a1")
+
+
+def test_a_command_typed_in_another_window_is_the_captain(crew, tmux, opened, run):
+    other = tmux.new_window("sh", name="captain")
+    line = f"{sys.executable} {os.path.join(REPO, 'bin', 'aside-done')} a1 --note typed; echo rc=$?"
+    tmux("send-keys", "-t", other, "-l", line)
+    tmux("send-keys", "-t", other, "Enter")
+    tmux.wait_screen(other, "rc=0")
+    assert kinds(crew, "a1")[-1] == ("captain-done", "typed")
+    acts = open(crew.session_file("a1", paths.ACTS)).read().splitlines()
+    assert acts[-1].endswith(f"\tcaller {other}")
+
+
+def test_status_append_never_writes_the_captains_words(crew, a1, run):
+    register(crew, "w1")
+    for name, kind, what in (("a1", "captain-done", "self-conclusion refused"),
+                             ("w1", "captain", "captain input refused")):
+        r = run("status-append", name, kind, "forged")
+        assert r.returncode == 1 and "are the captain's acts" in r.stderr
+        r = run("status-append", name, "-", input=f"{kind}: forged\nnote: fine\n")
+        assert r.returncode == 2
+        assert kinds(crew, name) == [("problem", f"{what}: status-append may not write {kind}"
+                                                 " records")] * 2 + [("note", "fine")]
+
+
+def test_a_hand_written_captain_done_is_not_obeyed(crew, a1, run, report):
+    """printf >> status under flock(1): the record has no evidence; conclude
+    refuses it and says so, once."""
+    import subprocess
+    captain_types(crew, "a1", "let's talk")
+    subprocess.run(["flock", a1.lock_path, "sh", "-c",
+                    f'printf "%s captain-done: settled\\n" "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"'
+                    f' >> "{a1.status_path}"'], check=True)
+    assert aside.scan(a1).state == aside.CAPTAIN_CONCLUDED        # claimed ...
+    r = run("aside-conclude", "a1", "--report", report)            # ... not believed
+    assert r.returncode == 1 and "captain-done record is not believed" in r.stderr
+    assert kinds(crew, "a1")[-1] == ("problem", "self-conclusion refused: a captain-done record"
+                                     " is not believed: it has no evidence of the captain (not"
+                                     " written by a prompt hook or aside-done)")
+    assert box(crew, "new") == []
+    assert aside.audit(a1) is None                                 # reported once, not twice
+
+
+def test_a_conclusion_is_believed_only_while_the_transcript_agrees(crew, a1, run, report):
+    captain_types(crew, "a1", "/aside-done")
+    sess = Session(crew, "a1")
+    assert aside.believed(sess, aside.scan(sess)) is None
+    # A prompt the hook did not see (its record lost): the transcript is newer.
+    from transcript import append_prompt
+    append_prompt(sess.meta["transcript_path"], "hmm, wait", "a-later-prompt")
+    why = aside.believed(sess, aside.scan(sess))
+    assert why == "the agent's transcript has a newer prompt than that /aside-done"
+    assert run("aside-conclude", "a1", "--report", report).returncode == 1
+
+
+def test_a_prompt_hook_refuses_a_conclusion_it_cannot_check(crew, a1):
+    captain_types(crew, "a1", "hello")
+    path = Session(crew, "a1").meta["transcript_path"]
+    assert aside.record_captain_input(crew, "a1", "/aside-done") == "problem"     # no prompt id
+    assert aside.record_captain_input(crew, "a1", "/aside-done", "p1", "/tmp/x.jsonl") == "problem"
+    newest = [l for l in open(path).read().splitlines()][-1]
+    replayed = newest.split('"promptId":"')[1].split('"')[0]
+    assert aside.record_captain_input(crew, "a1", "/aside-done", replayed, path) == "problem"
+    assert [t.split(": ", 2)[2] for k, t in kinds(crew, "a1") if k == "problem"] == [
+        "no prompt id: it cannot be checked against the agent's transcript",
+        "the payload names another transcript than the agent's",
+        "the agent's transcript already holds that prompt (a replayed payload)"]
+    assert "captain-done" not in [k for k, _ in kinds(crew, "a1")]
 
 
 def test_aside_done_and_say_refuse_non_asides_and_closed_ones(crew, a1, run):
@@ -256,7 +358,7 @@ def test_clean_tmp_removes_only_old_leftovers(crew):
 def test_report_ls(crew, a1, run, report):
     register(crew, "b2", kind="aside")
     for name in ("a1", "b2"):
-        aside.record_captain_input(crew, name, "/aside-done")
+        captain_types(crew, name, "/aside-done")
         run("aside-conclude", name, "--report", report, check=True)
     os.makedirs(crew.sub("reports", "new", ".stray"), exist_ok=True)   # ignored
     r = run("report-ls")
@@ -334,7 +436,7 @@ def test_reconcile_refuses_until_concluded(crew, tmux, opened, run, report):
     r = run("aside-reconcile", "a1")
     assert (r.returncode, r.stderr) == (
         1, "aside-reconcile: 'a1' is not concluded: the captain has not concluded this aside\n")
-    run("aside-done", "a1", check=True)
+    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
     r = run("aside-reconcile", "a1")
     assert r.returncode == 1 and "agent has not handed over its report" in r.stderr
     assert opened in tmux("list-panes", "-a", "-F", "#{pane_id}")
@@ -346,7 +448,7 @@ def test_reconcile_keeps_everything_then_kills_the_window(crew, tmux, opened, ru
     tmux("send-keys", "-t", opened, "Enter")
     wait_for(lambda: ("captain", "remember the TTL") in kinds(crew, "a1"), what="captain record")
     tmux.wait_screen(opened, "agent: ok")
-    run("aside-done", "a1", check=True)
+    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
     new = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
     r = run("aside-reconcile", "a1")
     assert r.returncode == 0, r.stderr
@@ -369,17 +471,17 @@ def test_reconcile_keeps_everything_then_kills_the_window(crew, tmux, opened, ru
 
 
 def test_reconcile_takes_reports_of_voided_conclusions_too(crew, tmux, opened, run, report):
-    run("aside-done", "a1", check=True)
+    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
     run("aside-conclude", "a1", "--report", report, check=True)
-    run("aside-say", "a1", "wait, one more", check=True)
-    run("aside-done", "a1", check=True)
+    assert captain_runs(tmux, "aside-say", "a1", "wait, one more")[0] == 0
+    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
     run("aside-conclude", "a1", "--report", report, check=True)
     run("aside-reconcile", "a1", check=True)
     assert box(crew, "new") == [] and len(reports.listing(crew, aside="a1")) == 2
 
 
 def test_reconcile_when_the_window_is_already_gone(crew, tmux, opened, run, report):
-    run("aside-done", "a1", check=True)
+    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
     run("aside-conclude", "a1", "--report", report, check=True)
     tmux("kill-window", "-t", opened)
     r = run("aside-reconcile", "a1")
@@ -390,7 +492,7 @@ def test_reconcile_when_the_window_is_already_gone(crew, tmux, opened, run, repo
 
 
 def test_reconcile_of_an_aside_without_a_window(crew, a1, run, report):
-    run("aside-done", "a1", check=True)
+    captain_types(crew, "a1", "/aside-done")
     run("aside-conclude", "a1", "--report", report, check=True)
     r = run("aside-reconcile", "a1")
     assert r.returncode == 0
@@ -400,7 +502,7 @@ def test_reconcile_of_an_aside_without_a_window(crew, a1, run, report):
 
 def test_reconcile_never_kills_a_pane_that_is_no_longer_the_asides(crew, tmux, opened, run,
                                                                    report):
-    run("aside-done", "a1", check=True)
+    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
     run("aside-conclude", "a1", "--report", report, check=True)
     Session(crew, "a1").update_meta(pid=1)     # as if the server restarted and reused %N
     r = run("aside-reconcile", "a1")
@@ -415,7 +517,7 @@ def test_the_scrollback_survives_the_agent_exiting(crew, tmux, opened, run, repo
     wait_for(lambda: ("ended", "eof") in kinds(crew, "a1"), what="ended")
     wait_for(lambda: tmux("display-message", "-p", "-t", opened, "#{pane_dead}").strip() == "1",
              what="dead pane")
-    run("aside-done", "a1", check=True)
+    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
     run("aside-conclude", "a1", "--report", report, check=True)
     out = run("aside-reconcile", "a1", check=True).stdout
     sb = out.split("scrollback: ")[1].strip()
@@ -426,7 +528,7 @@ def test_the_scrollback_survives_the_agent_exiting(crew, tmux, opened, run, repo
 def test_concurrent_conclusions_deliver_exactly_one_report(crew, a1, report):
     import subprocess
     from conftest import BIN
-    aside.record_captain_input(crew, "a1", "/aside-done")
+    captain_types(crew, "a1", "/aside-done")
     procs = [subprocess.Popen([sys.executable, os.path.join(BIN, "aside-conclude"), "a1",
                                "--report", str(report)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(6)]
@@ -439,7 +541,7 @@ def test_concurrent_conclusions_deliver_exactly_one_report(crew, a1, report):
 def test_a_shell_writers_captain_record_counts(crew, a1, run, report):
     """A captain record appended with flock(1), as protocol.md shows, voids a conclusion."""
     import subprocess
-    aside.record_captain_input(crew, "a1", "/aside-done")
+    captain_types(crew, "a1", "/aside-done")
     subprocess.run(["flock", a1.lock_path, "sh", "-c",
                     f'printf "%s captain: typed in a shell\\n" "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"'
                     f' >> "{a1.status_path}"'], check=True)

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import BIN, REPO
+from conftest import BIN, REPO, captain_runs, captain_types
 from crewfile import aside, paths, reports
 from crewfile.logfile import TailStats
 from crewfile.sessions import Session, register
@@ -32,7 +32,7 @@ def killed(proc):
 @pytest.mark.parametrize("step", ["conclude:written", "conclude:delivered"])
 def test_conclude_killed_then_rerun_delivers_exactly_one_report(crew, run, tmp_path, step):
     register(crew, "a1", kind="aside")
-    aside.record_captain_input(crew, "a1", "/aside-done")
+    captain_types(crew, "a1", "/aside-done")
     first = tmp_path / "first"
     first.write_text("the first run's report\n")
     second = tmp_path / "second"
@@ -62,13 +62,13 @@ def test_conclude_killed_then_rerun_delivers_exactly_one_report(crew, run, tmp_p
 
 def test_an_orphan_of_a_voided_conclusion_is_not_adopted(crew, run, tmp_path):
     register(crew, "a1", kind="aside")
-    aside.record_captain_input(crew, "a1", "/aside-done")
+    captain_types(crew, "a1", "/aside-done")
     old = tmp_path / "old"
     old.write_text("old\n")
     r = run("aside-conclude", "a1", "--report", old, env={"CREWFILE_CRASH_AT": "conclude:delivered"})
     assert killed(r)
     aside.record_captain_input(crew, "a1", "not done yet")        # the captain reopens
-    aside.record_captain_input(crew, "a1", "/aside-done")
+    captain_types(crew, "a1", "/aside-done")
     new = tmp_path / "new"
     new.write_text("new\n")
     path = run("aside-conclude", "a1", "--report", new, check=True).stdout.strip()
@@ -90,7 +90,7 @@ def test_reconcile_killed_at_each_step_then_rerun(crew, tmux, run, tmp_path, ste
     tmux.wait_screen(pane, "agent: ok")
     report = tmp_path / "r"
     report.write_text("report\n")
-    run("aside-done", "a1", check=True)
+    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
     new = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
     cur = new.replace("/reports/new/", "/reports/cur/")
     panes = lambda: tmux("list-panes", "-a", "-F", "#{pane_id}").split()
@@ -123,7 +123,7 @@ def test_the_window_is_never_gone_before_the_scrollback_is_saved(crew, tmux, run
     run("aside-open", "a1", "--cmd", AGENT, "--tmux-session", "crew", check=True)
     pane = Session(crew, "a1").meta["tmux"]
     tmux.wait_screen(pane, "ready>")
-    run("aside-done", "a1", check=True)
+    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
     report = tmp_path / "r"
     report.write_text("report\n")
     cur = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip().replace(

@@ -7,13 +7,16 @@ own tmux window. Its status log carries, besides an agent's usual records:
     paused: awaiting captain    aside-open
     captain: TEXT               every captain input (record_captain_input)
     captain-done[: NOTE]        the captain's conclusion (/aside-done, aside-done)
-    problem: self-conclusion refused   aside-conclude before the captain concluded
+    problem: self-conclusion refused[: WHY]   an attempt to conclude without the captain
     concluded: REPORT           aside-conclude: the report is in reports/new/
     closed: REPORT              aside-reconcile: report in cur/, scrollback beside it
 
 The hard rule (seed 000): an aside never concludes on its own judgment. The
 captain's latest act is the newest `captain` or `captain-done` record; the
-agent may hand over its report only while that is `captain-done`. A captain
+agent may hand over its report only while that is `captain-done` AND the
+record is believed: it has evidence from outside the agent (evidence.py: the
+agent CLI's own transcript of the prompt, or a caller that is not the
+agent). A record without it is reported (`problem`), never obeyed. A captain
 who types again has reopened the conversation. A run of `captain-done`
 records with no `captain` between them is one conclusion, so repeating
 /aside-done does not void a report already handed over.
@@ -24,17 +27,18 @@ before the decision (and counts) or after it.
 """
 import os
 
-from . import logfile, paths, records, reports, spool, window
+from . import evidence, logfile, paths, records, reports, spool, window
 from .errors import BadInput, CrewfileError, Refused, SystemFailure
+from .evidence import CAPTAIN, CAPTAIN_DONE, SELF_CONCLUSION
 from .sessions import STATE_SCAN_BYTES, Session, register
 
-CAPTAIN, CAPTAIN_DONE = "captain", "captain-done"
 CONCLUDE_COMMAND = "/aside-done"
 CAPTAIN_TEXT_MAX = 2048           # characters kept of one captain input (escaped, < 16 KiB)
 MAX_REPORT = 16 << 20
 DEFAULT_AGENT_CMD = "claude"
 NOT_CONCLUDED = "the captain has not concluded this aside; keep the conversation going"
-SELF_CONCLUSION = "self-conclusion refused"
+CAPTAIN_INPUT_REFUSED = "captain input refused"
+PROBLEM = "problem"
 # The states scan() derives.
 OPEN, CAPTAIN_CONCLUDED, CONCLUDED, CLOSED = "open", "captain-done", "concluded", "closed"
 
@@ -74,25 +78,57 @@ def _clip(text):
     return text[:CAPTAIN_TEXT_MAX] + f" [... {len(text) - CAPTAIN_TEXT_MAX} more characters]"
 
 
-def record_captain_input(crew, name, text):
+def record_captain_input(crew, name, text, prompt_id=None, transcript=None):
     """Record what the captain typed into session NAME; return the kind appended.
 
-    THE entry point for prompt hooks: `captain-done` for the conclusion
-    command, `captain` for anything else. Works for any kind of session (a
-    crew session's captain input is recorded the same way). Raises NotFound
-    for an unregistered session, like every append.
+    THE entry point for prompt hooks: `captain` for an ordinary input;
+    `captain-done` for the conclusion command, written with its evidence
+    (`prompt PROMPT_ID`, checked against the agent's transcript whenever the
+    conclusion is acted on). A conclusion that cannot be such a prompt is
+    refused at once and becomes a `problem: self-conclusion refused` record
+    (kind `problem` returned): no prompt id, a payload naming another
+    transcript than the session's, or a prompt id the transcript already
+    holds as its newest prompt (the CLI writes a prompt to its transcript
+    only after the hook: a payload replayed from inside a turn). Works for
+    any kind of session. Raises NotFound for an unregistered session.
     """
     kind, note = parse_captain_input(text)
-    Session(crew, name).append(kind, note)
-    return kind
+    sess = Session(crew, name)
+    if kind == CAPTAIN:
+        sess.append(kind, note)
+        return kind
+    why = _not_a_prompt(sess, prompt_id, transcript)
+    if why:
+        sess.append(PROBLEM, f"{SELF_CONCLUSION}: /aside-done not recorded: {why}")
+        return PROBLEM
+    evidence.record_act(sess, CAPTAIN_DONE, note, f"{evidence.PROMPT} {prompt_id}")
+    return CAPTAIN_DONE
+
+
+def _not_a_prompt(sess, prompt_id, transcript):
+    if not isinstance(prompt_id, str) or not prompt_id or any(c.isspace() for c in prompt_id):
+        return "no prompt id: it cannot be checked against the agent's transcript"
+    mine = sess.meta.get("transcript_path")
+    if not mine:
+        return "the agent's transcript is not recorded (no SessionStart)"
+    if transcript and transcript != mine:
+        return "the payload names another transcript than the agent's"
+    if evidence.newest_prompt(mine) == prompt_id:
+        return "the agent's transcript already holds that prompt (a replayed payload)"
+    return None
 
 
 class Scan:
-    """Where an aside stands, from the tail of its status log."""
-    __slots__ = ("state", "act", "concluded", "closed", "since")
+    """Where an aside stands, from the tail of its status log.
+
+    `acts`: the captain-done records of the current run, newest first (they
+    are claims; `believed` judges them).
+    """
+    __slots__ = ("state", "act", "acts", "concluded", "closed", "since")
 
     def __init__(self):
         self.state, self.act, self.concluded, self.closed, self.since = OPEN, None, None, None, None
+        self.acts = []
 
 
 def scan(sess, stats=None):
@@ -118,6 +154,7 @@ def scan(sess, stats=None):
             break
         if kind == CAPTAIN_DONE:
             out.act = out.act or rec
+            out.acts.append(rec)
         elif kind == "concluded" and out.concluded is None:
             out.concluded = rec
     if out.closed:
@@ -129,6 +166,43 @@ def scan(sess, stats=None):
     else:
         out.state = CAPTAIN_CONCLUDED
     return out
+
+
+def believed(sess, st):
+    """None if a captain-done record of the scan's current run is believed, else why not."""
+    why = None
+    for rec in st.acts:
+        w = evidence.verdict(sess, rec)
+        if w is None:
+            return None
+        why = why or w
+    return why or "there is no captain-done record"
+
+
+def _not_believed(name, why):
+    return (f"the captain has not concluded this aside: its captain-done record is not"
+            f" believed ({why}); keep the conversation going")
+
+
+def audit(sess):
+    """Report a captain-done record of this turn that is not believed; return why, or None.
+
+    Run by the agent's own hooks after each tool call, at the end of a turn
+    and before a prompt: a record appended by hand (printf >> status) is
+    then a `problem: self-conclusion refused` record at once, whether or
+    not the agent goes on to call aside-conclude. One problem per attempt:
+    the walk back stops at the newest such problem.
+    """
+    if not evidence.unjudged(sess):
+        return None
+    with spool.lock(sess.dir):
+        for rec in evidence.unjudged(sess):
+            why = evidence.verdict(sess, rec)
+            if why:
+                _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record"
+                                               f" is not believed: {why}"))
+                return why
+    return None
 
 
 def aside_session(crew, name):
@@ -153,16 +227,36 @@ def _open_aside_session(crew, name):
     return sess
 
 
+def _refuse_caller(sess, kind, command):
+    """Refused (and a problem record) unless this process may act as the captain; else WHERE."""
+    why, where = evidence.caller_verdict(sess.meta)
+    if why:
+        what = SELF_CONCLUSION if kind == CAPTAIN_DONE else CAPTAIN_INPUT_REFUSED
+        sess.append(PROBLEM, f"{what}: {command}: {why}")
+        raise Refused(f"not believed to be the captain: {why}")
+    return where
+
+
 def say(crew, name, text):
-    """A captain input to aside NAME, for agents without a prompt hook; the kind recorded."""
-    _open_aside_session(crew, name)
-    return record_captain_input(crew, name, text)
+    """A captain input to aside NAME from a command (an agent without a prompt hook); the kind.
+
+    Believed only from a process that is not the aside's agent (evidence.caller_verdict).
+    """
+    sess = _open_aside_session(crew, name)
+    kind, note = parse_captain_input(text)
+    where = _refuse_caller(sess, kind, "aside-say")
+    if kind == CAPTAIN:
+        sess.append(kind, note)
+    else:
+        evidence.record_act(sess, kind, note, f"{evidence.CALLER} {where}")
+    return kind
 
 
 def captain_done(crew, name, note=None):
-    """The captain's explicit conclusion of aside NAME."""
+    """The captain's explicit conclusion of aside NAME, from a command outside the agent."""
     sess = _open_aside_session(crew, name)
-    sess.append(CAPTAIN_DONE, _clip(note or ""))
+    where = _refuse_caller(sess, CAPTAIN_DONE, "aside-done")
+    evidence.record_act(sess, CAPTAIN_DONE, _clip(note or ""), f"{evidence.CALLER} {where}")
 
 
 # --- opening ------------------------------------------------------------------
@@ -220,8 +314,13 @@ def conclude(crew, name, data):
         if st.state == CONCLUDED:
             raise Refused(f"already concluded: the report is {st.concluded.text}")
         if st.state == OPEN:
-            _append_locked(sess, ("problem", SELF_CONCLUSION))
+            _append_locked(sess, (PROBLEM, SELF_CONCLUSION))
             raise Refused(NOT_CONCLUDED)
+        why = believed(sess, st)
+        if why:
+            _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is not"
+                                           f" believed: {why}"))
+            raise Refused(_not_believed(name, why))
         path, adopted = _orphan(crew, name, st.since), True
         if path is None:
             path, adopted = reports.deliver(crew, name, data,
@@ -280,6 +379,12 @@ def reconcile(crew, name):
                    if st.state == CAPTAIN_CONCLUDED else NOT_CONCLUDED.split(";")[0])
             raise Refused(f"{name!r} is not concluded: {why}")
         else:
+            why = believed(sess, st)
+            if why:
+                _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is"
+                                               f" not believed: {why}"))
+                raise Refused(f"{name!r} is not concluded: its captain-done record is not"
+                              f" believed ({why})")
             for r in reports.listing(crew, aside=name, states=(paths.REPORT_NEW,)):
                 reports.accept(crew, r.path)       # reports of voided conclusions, too
             out.report = reports.accept(crew, st.concluded.text)

@@ -182,21 +182,37 @@ def user_prompt_submit(ctx):
     if sess is None:
         return _no_session(ctx)
     prompt = ctx.field("prompt")
+    audit(ctx, sess)
     if prompt is not None:
         try:
             from .aside import record_captain_input
         except ImportError:      # asides not installed: a plain captain record
             record_captain_input = _plain_captain_record
         try:
-            record_captain_input(ctx.crew, sess.name, prompt)
+            record_captain_input(ctx.crew, sess.name, prompt, ctx.field("prompt_id"),
+                                 ctx.field("transcript_path"))
         except CrewfileError as e:   # recorded or not, the turn goes on
             ctx.notes.append(f"{sess.name}: captain input not recorded: {e}")
     sess.append("turn-started")
     return Reply(drain_notices(ctx, "UserPromptSubmit"))
 
 
-def _plain_captain_record(crew, name, text):
+def _plain_captain_record(crew, name, text, *_evidence):
     sessions.Session(crew, name).append("captain", text)
+
+
+def audit(ctx, sess):
+    """A captain-done record appended since the turn began without evidence of
+    the captain (printf >> status, a forged payload) becomes a `problem` record
+    now, whether or not the agent goes on to call aside-conclude. Cheap when
+    there is none: the walk back ends at the turn's start."""
+    try:
+        from .evidence import unjudged
+        if unjudged(sess):
+            from .aside import audit as audit_acts
+            audit_acts(sess)
+    except CrewfileError as e:
+        ctx.notes.append(f"{sess.name}: captain acts not audited: {e}")
 
 
 def names_captain_only(command):
@@ -235,6 +251,7 @@ def post_tool_use(ctx):
     sess = ctx.session
     if sess is None:
         return Reply()
+    audit(ctx, sess)
     # A tool ran, so no permission dialog is up any more: a `waiting` record
     # would keep saying so until the turn ends.
     from .logfile import TailStats
@@ -249,6 +266,7 @@ def stop(ctx):
     sess = ctx.session
     if sess is None:
         return _no_session(ctx)
+    audit(ctx, sess)
     # Pending wakes first: reading meta costs a JSON parse that most Stops never need.
     if (ctx.payload.get("stop_hook_active") is not True
             and any(n.kind == "wake" for n in inbox.pending(ctx.crew, sess.name))

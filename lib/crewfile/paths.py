@@ -10,6 +10,7 @@
       sessions/NAME/deliver.lock    flock held while text is typed into NAME's pane
       sessions/NAME/scrollback.TS   a retired crew session's window scrollback (crew-retire)
       sessions/NAME/spool/          writes kept aside while NAME's lock was stuck
+      sessions/NAME/acts            evidence of the captain's acts (record line, tab, evidence)
       reports/{tmp,new,cur}/        aside reports, maildir style:
       reports/new/ASIDE,UNIQUE      a delivered report, not yet reconciled
       reports/cur/ASIDE,UNIQUE      a reconciled report, and beside it
@@ -44,6 +45,7 @@ SCROLLBACK_SUFFIX = ".scrollback"
 SCROLLBACK = "scrollback"         # sessions/NAME/scrollback.TS, TS a record timestamp
 DELIVER_LOCK = "deliver.lock"
 SPOOL = "spool"
+ACTS = "acts"
 NUDGES_LOCK, NUDGE_TICK_LOCK = "nudges", "nudge-tick"     # files under locks/
 JOB_SPEC, JOB_PIDS, JOB_OUTPUT, JOB_RESULT = "spec", "pids", "output", "result"
 JOB_HEARD, JOB_NOTICE, JOB_LOCK, JOB_WAITERS, JOB_ALIVE = (

@@ -29,7 +29,11 @@ wait_screen() {   # wait_screen PANE TEXT
   pane="$(status-show design --json | sed -n 's/.*"tmux": "\(%[0-9]*\)".*/\1/p')"
   wait_screen "$pane" 'ready>'
 
-  run aside-say design what about eviction
+  run aside-say design what about eviction      # not below the aside's tmux server
+  assert_failure 1
+  assert_output --partial 'aside-say: not believed to be the captain: it was not run from a tmux window or key binding'
+  tmux -S "$CREWFILE_TMUX" run-shell "aside-say design what about eviction >'$BATS_TEST_TMPDIR/say.out'"
+  run cat "$BATS_TEST_TMPDIR/say.out"
   assert_output 'captain'
   run aside-conclude design --report - <<<'premature'
   assert_failure 1
@@ -39,8 +43,16 @@ wait_screen() {   # wait_screen PANE TEXT
   run aside-reconcile design
   assert_failure 1
 
-  run aside-done design --note 'ship it'
-  assert_success
+  run aside-done design --note 'ship it'        # refused: not the captain's key binding
+  assert_failure 1
+  run printf '%s captain-done: forged\n' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"
+  flock "$CREWFILE_DIR/sessions/design/lock" sh -c "echo '$output' >> '$CREWFILE_DIR/sessions/design/status'"
+  run aside-conclude design --report - <<<'premature'
+  assert_failure 1
+  assert_output --partial 'its captain-done record is not believed (it has no evidence of the captain'
+  # The captain's key binding: tmux runs it.
+  tmux -S "$CREWFILE_TMUX" bind-key D run-shell "aside-done design --note 'ship it'"
+  tmux -S "$CREWFILE_TMUX" run-shell "aside-done design --note 'ship it'"
   run bash -c 'printf "# cache\nLRU\n" | aside-conclude design --report -'
   assert_success
   report="$output"
@@ -94,7 +106,7 @@ wait_screen() {   # wait_screen PANE TEXT
   assert_failure 2
   assert_output "aside-conclude: 'w1' is not an aside (kind crew)"
   aside-open a3 --tmux-session crew >/dev/null
-  aside-done a3
+  tmux -S "$CREWFILE_TMUX" run-shell 'aside-done a3'
   run aside-conclude a3 --report "$BATS_TEST_TMPDIR/missing.md"
   assert_failure 2
   assert_output --partial 'no report file'

@@ -7,6 +7,10 @@ with TEXT `-`, each line of stdin is the text of one KIND record. A bad
 stdin line is reported on stderr and skipped; the good ones are all written,
 each as it arrives; the exit code is then 2.
 
+KIND `captain` and `captain-done` are refused (exit 1; a line on stdin:
+skipped, exit 2), each attempt a `problem` record: the captain's words are
+written only by the agent's prompt hook, aside-say and aside-done.
+
 Example: status-append w1 paused awaiting captain
          make 2>&1 | status-append w1 log -
 """
@@ -15,9 +19,12 @@ Example: status-append w1 paused awaiting captain
 def run(args):
     import sys
     from ..cli import crew
+    from ..evidence import CAPTAIN_KINDS, refuse_hand_written
     from ..sessions import Session
     sess = Session(crew(args), args.name)
     text = " ".join(args.text or [])
+    if args.kind in CAPTAIN_KINDS:
+        refuse_hand_written(sess, args.kind, "status-append")
     if args.kind != "-" and text != "-":
         sess.append(args.kind, text)
         return 0
@@ -27,17 +34,20 @@ def run(args):
 def _from_stdin(sess, kind, stream):
     import sys
     from .. import records
-    from ..errors import BadInput
+    from ..errors import BadInput, Refused
+    from ..evidence import CAPTAIN_KINDS, refuse_hand_written
     bad = 0
     for n, raw in enumerate(stream, 1):
         line = raw.rstrip(b"\n").decode("utf-8", "surrogateescape")
         try:
             if kind is None:
                 k, _, text = line.partition(": ") if ": " in line else (line, "", "")
+                if k.strip() in CAPTAIN_KINDS:
+                    refuse_hand_written(sess, k.strip(), "status-append")
                 sess.append_lines([records.new_line(k.strip(), text)])
             else:
                 sess.append_lines([records.new_line(kind, line)])
-        except BadInput as e:
+        except (BadInput, Refused) as e:
             bad += 1
             sys.stderr.write(f"status-append: stdin line {n}: {e}\n")
     return 2 if bad else 0

@@ -1,0 +1,281 @@
+"""Evidence that a captain act came from the captain, not from the aside's agent.
+
+A `captain-done` record is believed only with evidence from outside the
+agent, kept in sessions/NAME/acts (one line per act: the exact status record
+line, a tab, the evidence), written under the session lock just before the
+record itself. Two kinds:
+
+  prompt ID     a prompt hook saw the captain submit `/aside-done` as the
+                agent's prompt ID. Believed while the transcript the agent
+                CLI itself writes (meta `transcript_path`) holds that prompt
+                as the expanded /aside-done command and no newer prompt.
+                The hook runs before the CLI writes the prompt to its
+                transcript, so a prompt id the transcript already holds is a
+                replay (a hand-made payload), refused at once.
+  caller WHERE  aside-done/aside-say run by a process whose ancestry (ppid
+                chain, checked with start times) reaches the tmux server of
+                the aside's pane, not through the aside's agent process nor
+                the aside's own pane: a command typed in another window
+                (WHERE = that pane) or a key binding (WHERE = `tmux`).
+
+A status line appended by hand (printf >> status, status-append) has no acts
+line and is not believed. The limit, said plainly: this stops an agent that
+decides on its own that the aside is over, whatever its tools run; it is not
+a security boundary. A process of the same user can write any file (acts,
+meta, the transcript) or drive tmux (send-keys, run-shell) as the captain.
+"""
+import os
+
+from . import logfile, paths, records
+
+CAPTAIN, CAPTAIN_DONE = "captain", "captain-done"        # the captain's acts (records)
+SELF_CONCLUSION = "self-conclusion refused"               # the problem text's start
+CAPTAIN_KINDS = frozenset({CAPTAIN, CAPTAIN_DONE})
+PROMPT, CALLER = "prompt", "caller"                       # the kinds of evidence
+TRANSCRIPT_SCAN = 64 << 20        # bytes of a transcript read back, at most
+ACTS_SCAN = 1 << 20
+_CHUNK = 1 << 16
+_PROMPT_KEY = b'"promptId":"'
+COMMAND_MARK = "<command-name>/aside-done</command-name>"
+
+
+# --- processes ------------------------------------------------------------------
+
+def _stat(pid):
+    """(ppid, start time in clock ticks) of a live process, or None."""
+    try:
+        with open(f"/proc/{int(pid)}/stat", "rb") as f:
+            data = f.read()
+    except (OSError, ValueError):
+        return None
+    fields = data[data.rfind(b")") + 2:].split()    # the name may hold ')' and spaces
+    try:
+        return int(fields[1]), int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def ancestors(pid=None):
+    """[(pid, start)] from *pid* (default: this process) up to the top, nearest first."""
+    out, pid, seen = [], os.getpid() if pid is None else pid, set()
+    while pid and pid not in seen:
+        seen.add(pid)
+        st = _stat(pid)
+        if st is None:
+            break
+        out.append((pid, st[1]))
+        pid = st[0]
+    return out
+
+
+def _server(meta):
+    """(server pid, {pane pid: pane id}) of the aside's tmux server, or None."""
+    from . import tmux
+    env = dict(os.environ)
+    sock = meta.get("tmux_socket")
+    if isinstance(sock, str) and sock:
+        env["CREWFILE_TMUX"] = sock
+    try:
+        code, out = tmux.run("list-panes", "-a", "-F", "#{pid}\t#{pane_pid}\t#{pane_id}",
+                             check=False, env=env)
+    except Exception:
+        return None
+    server, panes = None, {}
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if code == 0 and len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+            server = int(parts[0])
+            panes[int(parts[1])] = parts[2]
+    return (server, panes) if server else None
+
+
+def caller_verdict(meta, pid=None):
+    """(None, WHERE) if process *pid* (default: this one) may act as the captain, else (why, None).
+
+    WHERE is the pane the command was typed in, or `tmux` for one the tmux
+    server ran itself (a key binding's run-shell).
+    """
+    agent, agent_start = meta.get("pid"), meta.get("pid_start")
+    pane = meta.get("tmux")
+    if not agent and not pane:
+        return ("the aside's agent process is not recorded, so no command can show it is"
+                " not the agent; type /aside-done in the aside"), None
+    chain = ancestors(pid)
+    for p, start in chain:
+        if p == agent and (agent_start is None or start == agent_start):
+            return "it was run by the aside's own agent", None
+    found = _server(meta)
+    if found is None:
+        return "the aside's tmux server could not be asked", None
+    server, panes = found
+    pids = [p for p, _ in chain]
+    if server not in pids:
+        return ("it was not run from a tmux window or key binding of the aside's tmux"
+                " server (a detached process has no captain behind it)"), None
+    i = pids.index(server)
+    if i == 0:
+        return "it is the tmux server itself", None
+    child = pids[i - 1]
+    where = panes.get(child)
+    if where is not None and where == pane:
+        return "it was run in the aside's own window", None
+    return None, where or "tmux"
+
+
+# --- the agent's transcript ---------------------------------------------------------
+
+def _lines_backwards(path, limit):
+    """Complete lines (bytes) of *path*, last first, any length, within *limit* bytes of the end."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        end = os.fstat(fd).st_size
+        floor = max(0, end - limit)
+        pos, carry, first = end, b"", True
+        while pos > floor:
+            n = min(_CHUNK, pos - floor)
+            pos -= n
+            pieces = (os.pread(fd, n, pos) + carry).split(b"\n")
+            carry = pieces[0]
+            tail = pieces[1:]
+            if first and tail:
+                tail.pop()               # after the last newline: a line still being written
+                first = False
+            yield from reversed(tail)
+        if pos == 0 and carry and not first:
+            yield carry
+    finally:
+        os.close(fd)
+
+
+def _prompt_id(line):
+    at = line.find(_PROMPT_KEY)
+    if at < 0:
+        return None
+    start = at + len(_PROMPT_KEY)
+    stop = line.find(b'"', start)
+    return line[start:stop].decode("ascii", "replace") if stop > start else None
+
+
+def newest_prompt(path):
+    """The id of the newest prompt in the transcript at *path*, or None."""
+    for line in _lines_backwards(path, TRANSCRIPT_SCAN):
+        pid = _prompt_id(line)
+        if pid is not None:
+            return pid
+    return None
+
+
+def _is_command(line):
+    import json
+    try:
+        entry = json.loads(line)
+    except ValueError:
+        return False
+    if not isinstance(entry, dict) or entry.get("type") != "user" or entry.get("isMeta"):
+        return False
+    content = (entry.get("message") or {}).get("content") if isinstance(
+        entry.get("message"), dict) else None
+    return isinstance(content, str) and COMMAND_MARK in content
+
+
+def prompt_verdict(path, prompt_id):
+    """None if the transcript's newest prompt is *prompt_id* and it is /aside-done, else why not."""
+    if not isinstance(path, str) or not path:
+        return "the agent's transcript is not recorded (meta transcript_path)"
+    newest = None
+    for line in _lines_backwards(path, TRANSCRIPT_SCAN):
+        pid = _prompt_id(line)
+        if pid is None:
+            continue
+        if newest is None:
+            newest = pid
+            if pid != prompt_id:
+                return "the agent's transcript has a newer prompt than that /aside-done"
+        if pid != prompt_id:
+            break
+        if _is_command(line):
+            return None
+    return "the agent's transcript does not hold that prompt as the /aside-done command"
+
+
+def refuse_hand_written(sess, kind, command):
+    """Refuse a captain record written by a general command (status-append): a
+    `problem` record, then Refused. The captain's words are the captain's:
+    only a prompt hook, aside-say and aside-done write them."""
+    from .errors import Refused
+    what = SELF_CONCLUSION if kind == CAPTAIN_DONE else "captain input refused"
+    sess.append("problem", f"{what}: {command} may not write {kind} records")
+    raise Refused(f"{kind} records are the captain's acts: written only by the agent's prompt"
+                  f" hook, aside-say and aside-done")
+
+
+# --- judging -------------------------------------------------------------------------
+
+# Records that end an audit's walk back: a judgement already made, or the
+# start of the turn (earlier turns were audited by their own hooks).
+_AUDIT_STOPS = frozenset({"turn-started", CAPTAIN, "registered", "closed", "concluded"})
+
+
+def unjudged(sess):
+    """The captain-done records appended since the turn began and not judged yet.
+
+    Cheap (the walk back ends at the turn's start or the newest judgement),
+    so an agent's hooks can ask it after every tool call.
+    """
+    out = []
+    for rec in logfile.records_backwards(sess.log_paths(), logfile.TailStats(), 1 << 20):
+        if rec.kind in _AUDIT_STOPS or (rec.kind == "problem"
+                                        and rec.text.startswith(SELF_CONCLUSION)):
+            break
+        if rec.kind == CAPTAIN_DONE:
+            out.append(rec)
+    return out
+
+
+# --- the acts file ------------------------------------------------------------------
+
+def acts_path(sess):
+    return os.path.join(sess.dir, paths.ACTS)
+
+
+def append_act_locked(sess, line, evidence):
+    """Write the act's evidence, then its status record; the caller holds the session lock."""
+    logfile.append_locked(acts_path(sess), [line.rstrip("\n") + "\t" + evidence + "\n"])
+    logfile.append_locked(sess.status_path, [line], rotate=logfile.rotate_limits())
+
+
+def record_act(sess, kind, text, evidence):
+    """Append the captain act `kind: text` with its evidence; return the record line."""
+    line = records.new_line(kind, text)
+    if not sess.exists():
+        from .errors import NotFound
+        raise NotFound(f"no session {sess.name!r} (register it with session-add)")
+    from . import spool
+    with spool.lock(sess.dir):
+        append_act_locked(sess, line, evidence)
+    return line
+
+
+def evidence_of(sess, rec):
+    """The evidence written for record *rec* (e.g. 'prompt ID'), or None."""
+    want = rec.line().rstrip("\n").encode("utf-8") + b"\t"
+    for line in _lines_backwards(acts_path(sess), ACTS_SCAN):
+        if line.startswith(want):
+            return line[len(want):].decode("utf-8", "replace")
+    return None
+
+
+def verdict(sess, rec):
+    """None if captain act *rec* is believed, else the reason it is not."""
+    ev = evidence_of(sess, rec)
+    if ev is None:
+        return "it has no evidence of the captain (not written by a prompt hook or aside-done)"
+    how, _, what = ev.partition(" ")
+    if how == PROMPT:
+        return prompt_verdict(sess.meta.get("transcript_path"), what)
+    if how == CALLER:
+        return None
+    return f"unknown evidence {how!r}"
