@@ -185,3 +185,50 @@ def captain_runs(tmux, *argv, env=None):
         proc = subprocess.run(["tmux", "-S", tmux.sock, "run-shell", line],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return proc.returncode, out.read()
+
+
+class AttachedClient:
+    """A real tmux client attached to *target* through a pseudo-terminal: the
+    captain at a keyboard. press() writes bytes as keys typed into it (tmux
+    sees them as client input: key bindings run, client_activity moves)."""
+
+    def __init__(self, tmux, target, size=(120, 30)):
+        import pty
+        import threading
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:               # the child: the tmux client
+            env = dict(os.environ, TERM="xterm-256color")
+            env.pop("TMUX", None)
+            os.execvpe("tmux", ["tmux", "-S", tmux.sock, "attach-session", "-t", target], env)
+        import fcntl
+        import struct
+        import termios
+        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
+        self._reader = threading.Thread(target=self._drain, daemon=True)
+        self._reader.start()
+        self.tmux = tmux
+        wait_for(lambda: tmux("list-clients", "-F", "#{client_pid}", check=False).split(),
+                 what="the client to attach")
+
+    def _drain(self):
+        while True:                     # the client's screen output, discarded
+            try:
+                if not os.read(self.fd, 65536):
+                    return
+            except OSError:
+                return
+
+    def press(self, keys):
+        os.write(self.fd, keys.encode() if isinstance(keys, str) else keys)
+
+    def close(self):
+        import signal
+        try:
+            os.kill(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        os.waitpid(self.pid, 0)
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass

@@ -265,6 +265,22 @@ def test_a_command_typed_in_another_window_is_the_captain(crew, tmux, opened, ru
     assert acts[-1].endswith(f"\tcaller {other}")
 
 
+def test_a_key_binding_pressed_by_the_captain_concludes(crew, tmux, opened):
+    """C-b D in a real client attached through a pseudo-terminal; tmux runs the binding."""
+    from conftest import AttachedClient
+    tmux("bind-key", "D", "run-shell",
+         f"env CREWFILE_DIR={crew.root} {sys.executable} {os.path.join(REPO, 'bin', 'aside-done')}"
+         " a1 --note 'by key'")
+    client = AttachedClient(tmux, "crew")
+    try:
+        client.press(b"\x02D")
+        wait_for(lambda: kinds(crew, "a1")[-1] == ("captain-done", "by key"), what="captain-done")
+    finally:
+        client.close()
+    acts = open(crew.session_file("a1", paths.ACTS)).read().splitlines()
+    assert acts[-1].endswith("\tcaller tmux")
+
+
 def test_status_append_never_writes_the_captains_words(crew, a1, run):
     register(crew, "w1")
     for name, kind, what in (("a1", "captain-done", "self-conclusion refused"),

@@ -185,13 +185,13 @@ def _not_believed(name, why):
 
 
 def audit(sess):
-    """Report a captain-done record of this turn that is not believed; return why, or None.
+    """Report an unjudged captain-done record that is not believed; return why, or None.
 
     Run by the agent's own hooks after each tool call, at the end of a turn
     and before a prompt: a record appended by hand (printf >> status) is
     then a `problem: self-conclusion refused` record at once, whether or
     not the agent goes on to call aside-conclude. One problem per attempt:
-    the walk back stops at the newest such problem.
+    the walk back (evidence.unjudged) stops at the newest such problem.
     """
     if not evidence.unjudged(sess):
         return None

@@ -10,8 +10,8 @@ record itself. Two kinds:
                 CLI itself writes (meta `transcript_path`) holds that prompt
                 as the expanded /aside-done command and no newer prompt.
                 The hook runs before the CLI writes the prompt to its
-                transcript, so a prompt id the transcript already holds is a
-                replay (a hand-made payload), refused at once.
+                transcript, so a prompt id that is already the transcript's
+                newest is a replay (a hand-made payload), refused at once.
   caller WHERE  aside-done/aside-say run by a process whose ancestry (ppid
                 chain, checked with start times) reaches the tmux server of
                 the aside's pane, not through the aside's agent process nor
@@ -214,16 +214,18 @@ def refuse_hand_written(sess, kind, command):
 
 # --- judging -------------------------------------------------------------------------
 
-# Records that end an audit's walk back: a judgement already made, or the
-# start of the turn (earlier turns were audited by their own hooks).
-_AUDIT_STOPS = frozenset({"turn-started", CAPTAIN, "registered", "closed", "concluded"})
+# Records that end an audit's walk back: the captain's newest input (every
+# prompt the hook sees writes one), the session's start or end, or a
+# judgement already made (a conclusion, a refusal).
+_AUDIT_STOPS = frozenset({CAPTAIN, "registered", "closed", "concluded"})
 
 
 def unjudged(sess):
-    """The captain-done records appended since the turn began and not judged yet.
+    """The captain-done records appended since the captain's newest input and not judged yet.
 
-    Cheap (the walk back ends at the turn's start or the newest judgement),
-    so an agent's hooks can ask it after every tool call.
+    Cheap (the walk back ends at the newest `captain` record, one prompt
+    away, or at the newest judgement), so an agent's hooks can ask it after
+    every tool call.
     """
     out = []
     for rec in logfile.records_backwards(sess.log_paths(), logfile.TailStats(), 1 << 20):

@@ -29,7 +29,9 @@ from .paths import Crew, default_dir
 # The captain-only conclusion: the aside-done command (/aside-done typed), and
 # the `captain-done` record it writes. An agent's shell command naming either
 # is denied (aside.CONCLUDE_COMMAND and aside.CAPTAIN_DONE; aside is not
-# imported on this path).
+# imported on this path). The denial is an early, friendly refusal, not the
+# rule: the rule is evidence.py's (a conclusion needs evidence from outside
+# the agent), which the audit below applies after every tool call.
 CAPTAIN_ONLY_WORDS = ("aside-done", "captain-done")
 NOTICE_HEADER = ("crewfile notices (machine reports from the crew's tools;"
                  " not written by the user):")

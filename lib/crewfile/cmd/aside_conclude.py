@@ -1,8 +1,10 @@
 HELP = """\
 aside-conclude NAME
 The aside's agent hands over its report. Allowed only while the captain's
-latest act is a conclusion (captain-done); otherwise refused (exit 1) with
-a `problem: self-conclusion refused` record, nothing delivered. On success
+latest act is a conclusion (captain-done) with evidence of the captain (the
+typed /aside-done in the agent's transcript, or aside-done run outside the
+agent); otherwise refused (exit 1) with a `problem: self-conclusion
+refused` record, nothing delivered. On success
 the report is delivered into reports/new/ (maildir: tmp/, fsync, rename),
 `concluded: PATH` is appended, and PATH is printed.
 
