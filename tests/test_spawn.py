@@ -490,3 +490,16 @@ def test_respawn_bad_names(crew, tmux, repo):
     assert crewcmd("crew-respawn", "../x", cwd=repo).returncode == 2
     r = crewcmd("crew-respawn", cwd=repo)                    # an empty crew: nothing to do
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+
+
+def test_a_first_prompt_that_cannot_be_delivered_is_said(crew, tmux, repo):
+    # An "agent" that never shows a prompt and then exits: nothing is typed.
+    r = crewcmd("crew-spawn", "w1", "--cmd", "sleep 1", "--tmux-session", "crew",
+                "--prompt", "hello", cwd=repo)
+    assert r.returncode == 1
+    assert r.stdout.startswith("window: crew:")                 # it was spawned
+    assert r.stderr.startswith("crew-spawn: w1 is spawned, but its first prompt was not"
+                               " delivered: not-live: ")
+    assert r.stderr.count("\n") == 1
+    assert "captain" not in [k for k, _ in records(crew, "w1")]
+    assert "hello" not in tmux.screen(Session(crew, "w1").meta["tmux"])

@@ -20,7 +20,7 @@ session finishes what is left):
 import os
 
 from . import paths, records, window
-from .errors import BadInput, Refused, SystemFailure
+from .errors import BadInput, Refused
 from .locks import acquire
 from .sessions import LIFECYCLE, Session, state
 
@@ -73,9 +73,7 @@ def retire(crew, name, keep_worktree=False, force=False):
                           " (--keep-worktree), or --force to throw them away")
         if dirty:
             out.thrown.append(f"uncommitted changes in {out.worktree} ({wt.summary(dirty)})")
-    table = tmux.panes()
-    if table is None:
-        raise SystemFailure("tmux is not installed: cannot save the window's scrollback")
+    table = window.look("cannot save the window's scrollback")
     lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
     if lock is None:
         raise Refused(f"a delivery to {name} is in progress: try again")

@@ -192,7 +192,7 @@ def _gone(meta, table):
     from .liveness import NO, YES, UNKNOWN, Probe
     if meta.get("tmux"):
         pane = window.our_pane(meta, table)
-        return YES if pane is None or table[pane][0] else NO
+        return YES if pane is None or window.is_dead(table, pane) else NO
     live = Probe().live(meta)
     return {NO: YES, YES: NO}.get(live, UNKNOWN)
 
@@ -242,7 +242,6 @@ def respawn(crew, names=None, dry_run=False):
     deliver.lock, so nothing is typed into it while its agent starts.
     """
     from . import paths, records, tmux
-    from .errors import SystemFailure
     from .locks import acquire
     from .names import check_name
     from .sessions import names as all_names
@@ -250,9 +249,7 @@ def respawn(crew, names=None, dry_run=False):
         for name in names:
             check_name(name, "session name")
             Session(crew, name).meta           # NotFound before anything is done
-    table = tmux.panes()
-    if table is None:
-        raise SystemFailure("tmux is not installed")
+    table = window.look("cannot tell whose agent is gone")
     plans = []
     for name in names or all_names(crew):
         try:

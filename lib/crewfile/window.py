@@ -39,6 +39,22 @@ def open_agent(sess, cmd, tmux_session=None, cwd=None):
     return target
 
 
+def look(why):
+    """One look at the tmux server's panes (what our_pane reads); SystemFailure,
+    saying *why* it was needed, when tmux is not installed."""
+    from . import tmux
+    from .errors import SystemFailure
+    table = tmux.panes()
+    if table is None:
+        raise SystemFailure(f"tmux is not installed: {why}")
+    return table
+
+
+def is_dead(table, pane):
+    """The pane's command has exited (its window kept by remain-on-exit)."""
+    return table[pane][0]
+
+
 def our_pane(meta, table):
     """The session's pane id if it is still on the server and still its process."""
     pane = meta.get("tmux")

@@ -22,7 +22,7 @@ agent's first hook records its process and conversation. Prints `window:`,
 
 Refused (exit 1): a name registered and not ended, an existing branch or
 worktree path, a dirty REF, a tree another live session holds, a prompt that
-could not be delivered (the worker is running; stderr says why). Exit 2: a
+could not be delivered (the worker is spawned; stderr says why). Exit 2: a
 bad name or agent, not in a git repository, a repository with no commits;
 3: no such REF. Nothing is left behind by a refusal.
 
@@ -41,6 +41,6 @@ def run(args):
     sys.stdout.write(f"window: {out.target}\ntree: {out.tree}\nbranch: {out.branch or '-'}\n")
     if out.prompt is not None and not out.prompt[0]:
         sys.stdout.flush()
-        raise Refused(f"{args.name} is running, but its first prompt was not delivered:"
+        raise Refused(f"{args.name} is spawned, but its first prompt was not delivered:"
                       f" {out.prompt[1]}")
     return 0
