@@ -39,7 +39,7 @@ def _fifos(tmp, i):
 
 def run(b):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-    from crewfile import jobs, locks
+    from crewfile import jobs, jobwatch, locks
     from crewfile.paths import Crew
     crew_dir = os.path.join(b.tmp, "crew")
     env = dict(b.env, CREWFILE_DIR=crew_dir)
@@ -80,7 +80,7 @@ def run(b):
         handles, fifos = [], []
         for i in range(50):
             fifo, stamp = _fifos(b.tmp, f"p{batch}-{i}")
-            handles.append(jobs.start(crew, _job_argv(fifo, stamp)))
+            handles.append(jobwatch.start(crew, _job_argv(fifo, stamp)))
             fifos.append((fifo, stamp))
         seen = {}
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import BIN, wait_for
-from crewfile import inbox, jobs, jobwait, locks, sessions
+from crewfile import inbox, jobs, jobwait, jobwatch, locks, sessions
 from crewfile.errors import BadInput, NotFound
 
 
@@ -51,6 +51,13 @@ def settled(crew, handle):
     """The watcher has written the result and exited (its decision is made)."""
     job = jobs.Job(crew, handle)
     wait_for(lambda: job.result() is not None and not job.watcher_alive(), what="the watcher to finish")
+    return job
+
+
+def started(crew, handle):
+    """The watcher has started the command (job-exec returns before: `starting`)."""
+    job = jobs.Job(crew, handle)
+    wait_for(lambda: job.pids() is not None, what="the command to start")
     return job
 
 
@@ -139,7 +146,10 @@ def test_caller_reading_the_handle_through_a_pipe_is_not_held_up(crew, run, tmp_
     out = subprocess.run(["sh", "-c", f'h=$({sys.executable} {BIN}/job-exec -- sh -c \'read x < "$1"\' sh {go}); echo "$h"'],
                          stdout=subprocess.PIPE, timeout=20, text=True).stdout.strip()
     assert time.monotonic() - t0 < 15
-    assert jobs.info(jobs.Job(crew, out))["state"] == "running"
+    # job-exec returns before the command runs: `starting` (the watcher holds
+    # `alive`, no pids yet), then `running`; never `lost` in between.
+    assert jobs.info(jobs.Job(crew, out))["state"] in ("starting", "running")
+    wait_for(lambda: jobs.info(jobs.Job(crew, out))["state"] == "running", what="running")
     release(go)
     assert run("job-wait", out).returncode == 0
 
@@ -283,7 +293,7 @@ def test_session_defaults_to_crewfile_session(crew, run):
 def test_watcher_killed_is_fate_unknown_not_running(crew, run, tmp_path):
     go = fifo(tmp_path)
     h = exec_(run, "--", *on_cue(go))
-    job = jobs.Job(crew, h)
+    job = started(crew, h)
     pids = job.pids()
     waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h], stdout=subprocess.PIPE, text=True)
     wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count itself in")
@@ -378,7 +388,7 @@ def test_library_errors(crew):
     with pytest.raises(NotFound):
         jobwait.wait(crew, "nope", timeout=0)
     with pytest.raises(BadInput):
-        jobs.start(crew, [])
+        jobwatch.start(crew, [])
     with pytest.raises(BadInput):
         jobs.Job(crew, "a/b")
 
@@ -398,7 +408,7 @@ def test_caller_exits_and_terminal_closes_job_runs_on_and_is_announced(crew, tmu
     shell_pid = int(tmux("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
     tmux("kill-window", "-t", pane)                   # the terminal closes: SIGHUP
     wait_for(lambda: not os.path.exists(f"/proc/{shell_pid}"), what="the caller's shell to exit")
-    job = jobs.Job(crew, h)
+    job = started(crew, h)
     pids = job.pids()
     assert jobs.info(job)["state"] == "running"
     # Its own session and process group; the watcher in a session of its own

@@ -13,7 +13,7 @@ import os
 import random
 import threading
 
-from crewfile import inbox, jobs, jobwait, locks, sessions
+from crewfile import inbox, jobs, jobwait, jobwatch, locks, sessions
 from test_jobs import settled
 
 TRIALS = 500
@@ -54,7 +54,7 @@ def test_every_outcome_heard_exactly_once(crew):
         # moment. Fork only while no waiter thread runs (watchers are forked
         # from this process).
         gate = locks.acquire(barrier)
-        batch = [jobs.start(crew, ["sh", "-c", 'flock -s "$1" true; sleep "$2"', "sh", barrier,
+        batch = [jobwatch.start(crew, ["sh", "-c", 'flock -s "$1" true; sleep "$2"', "sh", barrier,
                                    f"{rng.uniform(0, 0.04):.4f}"], session="w1")
                  for _ in range(BATCH)]
         threads = []

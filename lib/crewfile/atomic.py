@@ -20,6 +20,20 @@ def fsync_dir(path):
         os.close(fd)
 
 
+def sync(path):
+    """Make a file published with replace(sync=False) durable: fsync it, then
+    its directory."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(os.path.dirname(path) or ".")
+    except OSError as e:
+        raise SystemFailure(f"cannot sync {path}: {e.strerror}") from None
+
+
 def write_all(fd, data):
     """os.write until all of *data* is written (a short write is not an error)."""
     view = memoryview(data)
@@ -28,14 +42,16 @@ def write_all(fd, data):
         view = view[n:]
 
 
-def write_new(path, data, mode=0o600):
+def write_new(path, data, mode=0o600, sync=True):
     """Create *path* (never an existing file, never through a link), write
-    *data* whole and fsync it. The first half of every atomic publication:
-    the caller renames the file into place. OSError on failure, nothing left."""
+    *data* whole and fsync it (unless not *sync*). The first half of every
+    atomic publication: the caller renames the file into place. OSError on
+    failure, nothing left."""
     fd = os.open(path, _TMP_FLAGS, mode)
     try:
         write_all(fd, data)
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     except OSError:
         os.close(fd)
         os.unlink(path)
@@ -43,20 +59,26 @@ def write_new(path, data, mode=0o600):
     os.close(fd)
 
 
-def replace(path, data, mode=0o600):
-    """Atomically make *path* contain *data* (bytes or str)."""
+def replace(path, data, mode=0o600, sync=True):
+    """Atomically make *path* contain *data* (bytes or str).
+
+    sync=False skips both fsyncs: every reader still sees the old or the new
+    content whole, but a power loss may bring back the old one (or an empty
+    file). Only for a file whose writer makes it durable later (sync()) or
+    whose loss in a crash breaks no promise; say which at the call."""
     if isinstance(data, str):
         data = data.encode("utf-8")
     directory, base = os.path.split(path)
     tmp = os.path.join(directory, f".{base}.tmp.{os.getpid()}")
     try:
         try:
-            write_new(tmp, data, mode)
+            write_new(tmp, data, mode, sync)
         except FileExistsError:      # a crashed earlier run of this pid: ours to clear
             os.unlink(tmp)
-            write_new(tmp, data, mode)
+            write_new(tmp, data, mode, sync)
         os.rename(tmp, path)
-        fsync_dir(directory or ".")
+        if sync:
+            fsync_dir(directory or ".")
     except OSError as e:
         try:
             os.unlink(tmp)

@@ -1,7 +1,9 @@
-"""Background jobs: a handle now, the outcome later, heard exactly once.
+"""Background jobs: a job's files, and reading them (listing, sweeping).
 
-A job is a directory jobs/HANDLE/ (see paths.py). job-exec writes `spec`
-and starts a watcher (jobwatch.py), double-forked into its own session, which
+A handle now, the outcome later, heard exactly once. A job is a directory
+jobs/HANDLE/ (see paths.py): this module owns its files; jobwatch.py starts
+the job and its watcher, jobwait.py waits. job-exec writes `spec` and
+starts a watcher, double-forked into its own session, which
 runs the command in its own session and process group, copies its output
 into the bounded `output` file and, when it ends, writes `result` and then
 settles who hears the outcome:
@@ -13,9 +15,10 @@ settles who hears the outcome:
   ended) or there is none, nothing is posted: `notice` records posted=false
   and the outcome stays unheard until someone waits for it.
 
-The choice is made under one lock (jobwait.py: settle() and wait()).
+The choice is made under one lock (jobwatch.settle() and jobwait.wait()).
 
-The watcher holds `alive` (exclusive) for its whole life: a result-less job
+The watcher holds `alive` (exclusive) for its whole life, and job-exec from
+before `spec` exists until the watcher has it: a result-less job
 whose `alive` lock nobody holds has lost its watcher (SIGKILL): its fate is
 unknown, and its command is found by its process group.
 """
@@ -109,17 +112,13 @@ class Job:
     def watcher_alive(self):
         return is_held(self.alive_path)
 
-    def fate(self, spec=None):
-        """'running', 'starting' or 'lost' for a job without a result."""
-        if self.pids() is not None:
-            return "running" if self.watcher_alive() else "lost"
-        spec = spec or self.spec()
+    def fate(self):
+        """'running', 'starting' or 'lost' for a job without a result.
+
+        `alive` is held from before `spec` exists (job-exec takes it and the
+        watcher inherits it), so a free `alive` means the watcher is gone."""
         if self.watcher_alive():
-            return "starting"
-        from .liveness import process_start
-        start = spec.get("exec_start")
-        if start is not None and process_start(spec.get("exec_pid", 0)) == start:
-            return "starting"           # job-exec has not started the watcher yet
+            return "running" if self.pids() is not None else "starting"
         return "lost" if self.result() is None else "ended"
 
     def group_alive(self):
@@ -178,27 +177,10 @@ def is_marker(line):
     return line.startswith(MARKER_PREFIX) and line.endswith(MARKER_SUFFIX)
 
 
-# -- starting a job ---------------------------------------------------------------
+# -- creating a job's files ---------------------------------------------------------
 
-def _new_handle(jobs_dir):
-    for _ in range(100):
-        handle = "j-" + os.urandom(3).hex()
-        try:
-            os.mkdir(os.path.join(jobs_dir, handle), 0o700)
-            return handle
-        except FileExistsError:
-            continue
-    raise SystemFailure("cannot find a free job handle")
-
-
-def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None):
-    """Start *argv* detached under a watcher; return its handle once it runs.
-
-    The watcher is forked from this process (no interpreter start-up: call
-    this from a single-threaded process) and double-forked into its own session, so it outlives its caller and the
-    caller's terminal. Returns after the watcher holds `alive` and has
-    started the command (or recorded that it could not: exit 127/126).
-    """
+def check_request(crew, argv, session=None, label=None):
+    """Refuse a job-exec request before anything is created (BadInput, NotFound)."""
     if not argv or not argv[0]:
         raise BadInput("empty command")
     if label is not None:
@@ -206,28 +188,38 @@ def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None)
             raise BadInput(f"label longer than {MAX_LABEL} characters")
         if any(ord(c) < 32 or ord(c) == 127 for c in label):
             raise BadInput("label contains a control character")
-    if session:
-        from .sessions import Session
-        if not Session(crew, session).exists():
-            raise NotFound(f"no session {session!r} (register it with session-add)")
+    if session and not os.path.lexists(os.path.join(crew.session_dir(session), paths.META)):
+        raise NotFound(f"no session {session!r} (register it with session-add)")
+
+
+def new_job(crew, handle=None):
+    """Make the job's directory (mkdir: a handle is never shared); its Job."""
     jobs_dir = crew.ensure_sub(paths.JOBS)
     if handle is None:
-        handle = _new_handle(jobs_dir)
+        for _ in range(100):
+            handle = "j-" + os.urandom(3).hex()
+            try:
+                os.mkdir(os.path.join(jobs_dir, handle), 0o700)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise SystemFailure("cannot find a free job handle")
     else:
         try:
             os.mkdir(crew.job_dir(handle), 0o700)
         except FileExistsError:
             raise Refused(f"job {handle!r} exists") from None
-    job = Job(crew, handle)
-    from .liveness import process_start
-    spec = {"handle": handle, "argv": list(argv), "label": label or "", "session": session or None,
-            "cwd": os.path.realpath(cwd or os.getcwd()), "created": records.timestamp(),
-            "output_limit": output_limit(env), "exec_pid": os.getpid(),
-            "exec_start": process_start(os.getpid())}
-    replace(job.spec_path, dump_json(spec))
-    from . import jobwatch
-    jobwatch.spawn(job, spec)
-    return handle
+    return Job(crew, handle)
+
+
+def write_spec(job, argv, session=None, label=None, cwd=None, env=None):
+    """Publish `spec` (visible at once, durable later: see jobwatch.start); return it."""
+    spec = {"handle": job.handle, "argv": list(argv), "label": label or "",
+            "session": session or None, "cwd": os.path.realpath(cwd or os.getcwd()),
+            "created": records.timestamp(), "output_limit": output_limit(env)}
+    replace(job.spec_path, dump_json(spec), sync=False)
+    return spec
 
 
 def ended_text(res):
@@ -269,7 +261,7 @@ def info(job, now=None):
         code = res.get("code")
         age = now - records.parse_timestamp(res["ended"]) if res.get("ended") else None
     else:
-        state = job.fate(spec)
+        state = job.fate()
         code = None
         age = now - records.parse_timestamp(spec["created"])
     out = {"handle": job.handle, "label": spec.get("label", ""), "session": spec.get("session"),

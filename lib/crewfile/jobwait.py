@@ -1,8 +1,8 @@
 """Waiting for a job, and the one decision: reported by a wait, or announced.
 
 See jobs.py for the job directory. The choice is made under ONE lock, the
-job's `lock`. A waiter registers by holding a shared flock on `waiters`
-(taken under `lock`), so a waiter killed by SIGKILL is deregistered by the
+job's `lock` (the watcher's half is jobwatch.settle()). A waiter registers
+by holding a shared flock on `waiters` (taken under `lock`), so a waiter killed by SIGKILL is deregistered by the
 kernel. The watcher, under `lock`, writes `result`, then tries an exclusive
 non-blocking flock on `waiters`: busy means someone waits. It then does not
 announce, but blocks until every waiter has let go and decides again: if by
@@ -18,39 +18,6 @@ from .atomic import replace
 from .errors import NotFound
 from .jobs import ERROR_EXIT, TIMEOUT_EXIT, Job, dump_json, duration_text, ended_text
 from .locks import acquire
-
-
-def settle(job, result, announce):
-    """The watcher's side: write *result*, then wait-or-announce, exactly once.
-
-    announce(job, result) posts the notice and returns (posted, id_or_reason).
-    Returns 'wait', 'notice' or 'unheard'.
-    """
-    first = True
-    while True:
-        with acquire(job.lock_path):
-            if first:
-                replace(job.result_path, dump_json(result))
-                first = False
-            heard = job.heard()
-            if heard is not None:
-                return heard.get("by", "wait")
-            nobody = acquire(job.waiters_path, timeout=0)
-            if nobody is not None:
-                try:
-                    posted, detail = announce(job, result)
-                    now = records.timestamp()
-                    if posted:
-                        replace(job.notice_path, dump_json({"posted": True, "id": detail, "at": now}))
-                        replace(job.heard_path, dump_json({"by": "notice", "at": now, "id": detail}))
-                        return "notice"
-                    replace(job.notice_path, dump_json({"posted": False, "reason": detail, "at": now}))
-                    return "unheard"
-                finally:
-                    nobody.release()
-        # Someone waits: they report it. Block until every waiter has let go
-        # (done, timed out or killed), then decide again.
-        acquire(job.waiters_path).release()
 
 
 def _hear(job, res):

@@ -1,54 +1,78 @@
-"""The watcher of one background job: a process that outlives its caller.
+"""Starting a job and its watcher: a process that outlives its caller.
+
+start() is job-exec: it makes the job's directory, takes the job's `alive`
+lock, publishes `spec` and forks; it returns the handle at once, without
+waiting for the command to start (an exec failure is the job's outcome,
+127 or 126, reported like any other). The watcher inherits the `alive`
+lock (flock(2) belongs to the open file, which fork shares), so `alive` is
+held without a gap from before `spec` exists until the watcher dies: a job
+whose `alive` is free and that has no `result` has lost its watcher.
 
 spawn() forks twice (the middle process calls setsid() and exits), so the
 watcher is nobody's child, in its own session, with no controlling
 terminal: its caller exiting or its terminal closing (SIGHUP to the
 terminal's process groups) does not reach it. Its stdin, stdout and stderr
-are /dev/null and every other inherited descriptor is closed, so a caller
-reading job-exec's output through a pipe (`h=$(job-exec ...)`) is not held
-up. The watcher takes the job's `alive` lock for its life, starts the
-command in its own session and process group (stdin /dev/null, stdout and
-stderr into one pipe), records the pids, tells job-exec it is ready, copies
-the output into the bounded `output` file, waits for the command (pidfd, so
-a grandchild keeping the pipe open does not hold the outcome up), and hands
-the result to jobwait.settle().
+are /dev/null and every other inherited descriptor but `alive` is closed,
+so a caller reading job-exec's output through a pipe (`h=$(job-exec ...)`)
+is not held up. The watcher makes `spec` durable, starts the command in its
+own session and process group (stdin /dev/null, stdout and stderr into one
+pipe), records the pids, copies the output into the bounded `output` file,
+waits for the command (pidfd, so a grandchild keeping the pipe open does
+not hold the outcome up), writes `result` and settles who hears it
+(settle(): the watcher's half of the one decision; jobwait.py has the
+waiter's).
 """
 import os
 import time
 
-from . import inbox, records
-from .atomic import replace, write_all
-from .jobs import dump_json
+from . import records
+from .atomic import fsync_dir, replace, sync, write_all
 from .errors import SystemFailure
+from .jobs import dump_json
 from .locks import acquire
 
 
-def spawn(job, spec):
-    """Start the watcher for *job*; return once it has started the command."""
-    r, w = os.pipe()
-    pid = os.fork()
+def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None, exiting=False):
+    """Start *argv* detached under a watcher; return its handle at once.
+
+    The watcher is forked from this process (no interpreter start-up: call
+    this from a single-threaded process). exiting: the caller exits at once
+    (job-exec), so it leaves the middle process of the double fork to init
+    instead of waiting for it.
+    """
+    from . import jobs
+    jobs.check_request(crew, argv, session, label)
+    job = jobs.new_job(crew, handle)
+    alive = acquire(job.alive_path)       # before `spec`: see the module docstring
+    try:
+        spec = jobs.write_spec(job, argv, session, label, cwd, env)
+        spawn(job, spec, alive, exiting)
+    finally:
+        alive.release()                   # our descriptor; the watcher's keeps the flock
+    return job.handle
+
+
+def spawn(job, spec, alive, exiting=False):
+    """Fork the watcher of *job*, handing it the held `alive` lock."""
+    try:
+        pid = os.fork()
+    except OSError as e:
+        raise SystemFailure(f"cannot start the watcher of job {job.handle!r}: {e.strerror}") from None
     if pid == 0:
         code = 1
         try:
-            os.close(r)
             os.setsid()
             if os.fork() == 0:
                 try:
-                    _watch(job, spec, w)
+                    _watch(job, spec, alive)
                     code = 0
                 finally:
                     os._exit(code)
             code = 0
         finally:
             os._exit(code)
-    os.close(w)
-    os.waitpid(pid, 0)
-    try:
-        ready = os.read(r, 1)
-    finally:
-        os.close(r)
-    if ready != b"1":
-        raise SystemFailure(f"the watcher of job {job.handle!r} failed to start")
+    if not exiting:
+        os.waitpid(pid, 0)
 
 
 def _detach(keep):
@@ -64,13 +88,20 @@ def _detach(keep):
                 pass
 
 
-def _watch(job, spec, ready_fd):
-    import _signal as signal     # the C module: `signal` imports enum (~10 ms, and job-exec waits)
-    _detach(ready_fd)
+def _watch(job, spec, alive):
+    import _signal as signal     # the C module: `signal` imports enum (~10 ms)
+    _detach(alive.fd)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, signal.SIG_DFL)
-    alive = acquire(job.alive_path)          # held until this process ends
     from .liveness import process_start
+    try:
+        # job-exec published `spec` without waiting for the disk (its caller
+        # waits on it); made durable here, with the job's directory entry,
+        # long before any outcome can be.
+        sync(job.spec_path)
+        fsync_dir(os.path.dirname(job.dir))
+    except (SystemFailure, OSError):
+        pass                     # the disk fails us: the outcome, if it can be written, says so
     out = BoundedOutput(job.output_path, spec.get("output_limit") or 1 << 20)
     pids = {"watcher": os.getpid(), "watcher_start": process_start(os.getpid()),
             "pid": None, "pgid": None}
@@ -81,8 +112,8 @@ def _watch(job, spec, ready_fd):
     env = dict(os.environ, CREWFILE_JOB=job.handle)
     try:
         os.chdir(spec.get("cwd") or "/")
-        # posix_spawn, not subprocess: job-exec waits for this moment, and
-        # importing subprocess costs more than the spawn. Signals ignored or
+        # posix_spawn, not subprocess: importing subprocess costs more
+        # than the spawn. Signals ignored or
         # blocked by Python (SIGPIPE, SIGXFSZ) are reset for the command.
         pid = os.posix_spawnp(argv[0], argv, env, setsid=True, setsigmask=(),
                               setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT,
@@ -97,20 +128,13 @@ def _watch(job, spec, ready_fd):
         os.close(wfd)
         os.close(rfd)
         replace(job.pids_path, dump_json(pids))
-        _ready(ready_fd)
         return _finish(job, out, started, t0, code)
     os.close(wfd)
     pids["pid"] = pids["pgid"] = pid
     replace(job.pids_path, dump_json(pids))
-    _ready(ready_fd)
     rc = _copy(pid, rfd, out)
     _finish(job, out, started, t0, rc)
     alive.release()
-
-
-def _ready(fd):
-    os.write(fd, b"1")
-    os.close(fd)
 
 
 def _copy(pid, rfd, out):
@@ -150,13 +174,47 @@ def _copy(pid, rfd, out):
 
 
 def _finish(job, out, started, t0, rc):
-    from . import jobwait
     seconds = time.monotonic() - t0
     out.close()
     result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
               "code": rc if rc >= 0 else 128 - rc, "started": records.timestamp(started),
               "ended": records.timestamp(), "seconds": round(seconds, 3)}
-    return jobwait.settle(job, result, announce)
+    return settle(job, result, announce)
+
+
+def settle(job, result, announce):
+    """The watcher's half of the decision: write *result* (durable: the
+    outcome is on disk before anyone can report it), then wait-or-announce,
+    exactly once (protocol.md, "The decision"; jobwait.py is the waiter's half).
+
+    announce(job, result) posts the notice and returns (posted, id_or_reason).
+    Returns 'wait', 'notice' or 'unheard'.
+    """
+    first = True
+    while True:
+        with acquire(job.lock_path):
+            if first:
+                replace(job.result_path, dump_json(result))
+                first = False
+            heard = job.heard()
+            if heard is not None:
+                return heard.get("by", "wait")
+            nobody = acquire(job.waiters_path, timeout=0)
+            if nobody is not None:
+                try:
+                    posted, detail = announce(job, result)
+                    now = records.timestamp()
+                    if posted:
+                        replace(job.notice_path, dump_json({"posted": True, "id": detail, "at": now}))
+                        replace(job.heard_path, dump_json({"by": "notice", "at": now, "id": detail}))
+                        return "notice"
+                    replace(job.notice_path, dump_json({"posted": False, "reason": detail, "at": now}))
+                    return "unheard"
+                finally:
+                    nobody.release()
+        # Someone waits: they report it. Block until every waiter has let go
+        # (done, timed out or killed), then decide again.
+        acquire(job.waiters_path).release()
 
 
 def notice_text(job, spec, result):
@@ -187,7 +245,7 @@ def announce(job, result):
         return False, f"session {name} is not live"
     # Under the job's lock a job-wait may be waiting for: a session lock
     # stuck past POST_WAIT keeps the notice in the session's spool instead.
-    from . import locks
+    from . import inbox, locks
     old = locks.bound_waits(POST_WAIT)
     try:
         return True, inbox.post(job.crew, name, "job", notice_text(job, spec, result))

@@ -22,7 +22,7 @@ def run(args):
     import os
     import sys
     from ..cli import crew
-    from ..jobs import start
+    from ..jobwatch import start
     from ..names import check_name
     session = args.session if args.session is not None else os.environ.get("CREWFILE_SESSION")
     if session:
@@ -30,6 +30,9 @@ def run(args):
     if args.handle is not None:
         check_name(args.handle, "job handle")
     handle = start(crew(args), args.command, session=session or None, label=args.label,
-                   handle=args.handle)
+                   handle=args.handle, exiting=True)
     sys.stdout.write(handle + "\n")
-    return 0
+    sys.stdout.flush()
+    # The handle is out: skip the interpreter's teardown, which the caller
+    # reading our output would sit through.
+    os._exit(0)
