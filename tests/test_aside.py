@@ -378,20 +378,27 @@ def test_report_ls(crew, a1, run, report):
         run("aside-conclude", name, "--report", report, check=True)
     os.makedirs(crew.sub("reports", "new", ".stray"), exist_ok=True)   # ignored
     r = run("report-ls")
-    lines = r.stdout.splitlines()
+    header, *lines = r.stdout.splitlines()
     assert r.returncode == 0 and len(lines) == 2
-    state, name, ts, path = lines[0].split(" ", 3)
+    assert header.split() == ["STATE", "ASIDE", "TIME", "PATH"]
+    state, name, ts, path = lines[0].split(None, 3)
     assert (state, name) == ("new", "a1") and os.path.isfile(path) and ts.endswith("Z")
-    assert [l.split()[1] for l in run("report-ls", "--aside", "b2").stdout.splitlines()] == ["b2"]
-    objs = [json.loads(l) for l in run("report-ls", "--json").stdout.splitlines()]
+    assert lines[0].index(path) == header.index("PATH")           # aligned under its name
+    assert [l.split()[1] for l in run("report-ls", "--aside", "b2").stdout.splitlines()[1:]] == ["b2"]
+    objs = json.loads(run("report-ls", "--json").stdout)           # one document
     assert [(o["state"], o["aside"], o["scrollback"]) for o in objs] == [
         ("new", "a1", None), ("new", "b2", None)]
     assert objs[0]["size"] == len(report.read_bytes())
+    assert [json.loads(l) for l in run("report-ls", "--json-lines").stdout.splitlines()] == objs
+    r = run("report-ls", "--json", "--json-lines")
+    assert (r.returncode, r.stdout) == (2, "") and "exclude each other" in r.stderr
 
 
 def test_report_ls_on_an_empty_crew(crew, run):
     r = run("report-ls")
-    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "STATE  ASIDE  TIME  PATH\n", "")
+    assert run("report-ls", "--json").stdout == "[]\n"
+    assert run("report-ls", "--json-lines").stdout == ""
 
 
 # --- on real tmux: open, reconcile -----------------------------------------------
@@ -476,8 +483,8 @@ def test_reconcile_keeps_everything_then_kills_the_window(crew, tmux, opened, ru
     assert kinds(crew, "a1")[-1] == ("closed", cur)
     st = json.loads(run("status-show", "a1", "--json").stdout)
     assert st["ended"] is True and st["live"] == "no"
-    assert [l.split()[0] for l in run("report-ls").stdout.splitlines()] == ["cur"]
-    assert json.loads(run("report-ls", "--json").stdout)["scrollback"] == cur + ".scrollback"
+    assert [l.split()[0] for l in run("report-ls").stdout.splitlines()[1:]] == ["cur"]
+    assert json.loads(run("report-ls", "--json").stdout)[0]["scrollback"] == cur + ".scrollback"
     # Again: nothing left to do, nothing doubled.
     before = status_bytes(crew, "a1")
     assert run("aside-reconcile", "a1").stdout == r.stdout

@@ -90,7 +90,7 @@ def test_the_aside_story(crew, tmux, run, scenario):
                  "ran, exit 1: aside-conclude: the captain has not concluded this aside;"
                  " keep the conversation going"):
         assert said in scrollback, said
-    assert [l.split()[0] for l in run("report-ls").stdout.splitlines()] == ["cur"]
+    assert [l.split()[0] for l in run("report-ls").stdout.splitlines()[1:]] == ["cur"]
     # The status log tells the story, line by line.
     early_cmd = f"RUN: {sys.executable} {os.path.join(BIN, 'aside-conclude')} a1 --report {s['early']}"
     assert story(crew) == [

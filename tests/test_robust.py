@@ -80,7 +80,7 @@ def test_finding_02_job_ls_and_report_ls_mark_the_bad_entry(crew):
     _write(os.path.join(new, "w1,1700000001.M000001P1Q1.host"), "a report")
     r = cmd("report-ls")
     assert r.returncode == 5
-    lines = r.stdout.splitlines()
+    lines = r.stdout.splitlines()[1:]
     assert len(lines) == 2 and "error: " in lines[0] and "error" not in lines[1]
     _one_line(r.stderr, "report-ls")
 

@@ -34,6 +34,13 @@ class Out:
         return [(l.split(" ")[1], l.split(" ")[2].rstrip(":")) for l in self.lines()]
 
 
+def catches_sigterm(pid):
+    """True once the process has a handler for SIGTERM (/proc/PID/status SigCgt)."""
+    with open(f"/proc/{pid}/status") as f:
+        mask = next(l for l in f if l.startswith("SigCgt:")).split()[1]
+    return bool(int(mask, 16) & (1 << (signal.SIGTERM - 1)))
+
+
 def watcher(crew, **kw):
     out = Out()
     w = Watcher(crew, out=out, warn=out.warnings.append, **kw)
@@ -71,7 +78,20 @@ def test_event_line_is_the_record_with_the_session_inserted(crew, run):
 def test_once_without_from_start_starts_at_the_end(crew, run):
     register(crew, "w1")
     Session(crew, "w1").append("idle")
-    assert run("crew-watch", "--once").stdout == ""
+    p = run("crew-watch", "--once")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+
+
+def test_json_lines_one_object_per_event_text_unescaped(crew, run):
+    register(crew, "w1")
+    Session(crew, "w1").append("blocked", "needs a\nsecond line")
+    p = run("crew-watch", "--from-start", "--once", "--json-lines")
+    assert p.returncode == 0, p.stderr
+    objs = [json.loads(l) for l in p.stdout.splitlines()]
+    assert [(o["session"], o["kind"], o["text"]) for o in objs] == [
+        ("w1", "registered", "kind=crew"), ("w1", "blocked", "needs a\nsecond line")]
+    plain = run("crew-watch", "--from-start", "--once").stdout.splitlines()
+    assert [o["ts"] for o in objs] == [l.split()[0] for l in plain]
 
 
 def test_from_start_replays_rotated_files_oldest_first(crew, run, monkeypatch):
@@ -438,7 +458,11 @@ def test_sigterm_mid_stream_and_restarts_neither_lose_nor_repeat(crew, tmp_path)
             out = tmp_path / "out"
             with open(out, "wb") as f:
                 proc = subprocess.Popen(argv, env=env, stdout=f)
-                time.sleep(rng.uniform(0.05, 0.3))
+                # Before its handler exists the process has done nothing (the
+                # interpreter is starting): signal it from then on, at a
+                # random point in its stream.
+                wait_for(lambda: catches_sigterm(proc.pid), what="crew-watch's SIGTERM handler")
+                time.sleep(rng.uniform(0.0, 0.3))
                 proc.send_signal(signal.SIGTERM)
                 assert proc.wait(10) == 0
             got += out.read_text().splitlines()

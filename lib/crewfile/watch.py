@@ -102,8 +102,8 @@ class Watcher:
         self.next_probe = 0.0
         self._saved = None      # the cursor state last written
         self._cursor_known = False
-        self._busy = False
-        self._stop = False
+        self.busy = False               # writing a batch: a stop waits for its end
+        self.stop_after_batch = False
 
     # -- start ------------------------------------------------------------
     def start(self, follow=True):
@@ -399,15 +399,15 @@ class Watcher:
     # -- output -----------------------------------------------------------
     def emit(self, events):
         """Write a batch (sorted by time) in one go, then save the cursor."""
-        self._busy = True
+        self.busy = True
         try:
             if events:
                 events.sort(key=lambda e: e[0])
                 self.out(b"".join(line for _ts, line in events))
             self._save_cursor()
         finally:
-            self._busy = False
-        if self._stop:
+            self.busy = False
+        if self.stop_after_batch:
             raise KeyboardInterrupt
 
     def _save_cursor(self):
@@ -511,16 +511,8 @@ class Watcher:
         return events
 
     def follow(self):
-        """begin(), then step() for ever (SIGTERM and SIGINT end it cleanly)."""
-        import signal
-
-        def stop(_sig, _frame):
-            if self._busy:
-                self._stop = True
-            else:
-                raise KeyboardInterrupt
-        signal.signal(signal.SIGTERM, stop)
-        signal.signal(signal.SIGINT, stop)
+        """begin(), then step() for ever. A caller stopping it on a signal
+        sets stop_after_batch while `busy` (writing), else raises."""
         self.begin()
         while True:
             self.step()
@@ -539,6 +531,21 @@ def _event(line, name):
 def _write_stdout(data):
     from .atomic import write_all
     write_all(1, data)
+
+
+def json_lines_out(write=_write_stdout):
+    """An `out` for Watcher writing each event as one JSON object per line:
+    {"ts", "session", "kind", "text"}, the text unescaped."""
+    from .jsonio import dumps
+
+    def out(data):
+        objs = []
+        for line in data.decode("utf-8").splitlines():
+            ts, session, rest = line.split(" ", 2)
+            rec = records.parse(f"{ts} {rest}")
+            objs.append(dumps({"ts": ts, "session": session, "kind": rec.kind, "text": rec.text}))
+        write(("\n".join(objs) + "\n").encode("utf-8"))
+    return out
 
 
 def _warn(msg):

@@ -57,8 +57,8 @@ wait_screen() {   # wait_screen PANE TEXT
   assert_success
   report="$output"
   assert [ -f "$report" ]
-  run report-ls --new
-  assert_output "new design $(cut -d' ' -f3 <<<"$(report-ls)") $report"
+  run bash -c 'report-ls --new | tail -n +2'
+  assert_output --regexp "^new +design +[0-9]{4}-[0-9T:.-]+Z +$report\$"
 
   run aside-reconcile design
   assert_success
@@ -70,7 +70,7 @@ wait_screen() {   # wait_screen PANE TEXT
   run tmux -S "$CREWFILE_TMUX" list-windows -a -F '#{window_name}'
   refute_line design
   run report-ls --new
-  assert_output ''
+  assert_output 'STATE  ASIDE  TIME  PATH'
   run tail -n 1 "$CREWFILE_DIR/sessions/design/status"
   assert_output --regexp " closed: $cur\$"
 }
@@ -94,7 +94,7 @@ wait_screen() {   # wait_screen PANE TEXT
   run aside-conclude a2 --report - <<<'report'
   assert_failure 1
   assert_output --partial 'already concluded'
-  run bash -c 'report-ls | wc -l'
+  run bash -c 'report-ls | tail -n +2 | wc -l'
   assert_output 1
 }
 
@@ -120,5 +120,5 @@ wait_screen() {   # wait_screen PANE TEXT
   run aside-reconcile nobody
   assert_failure 3
   run report-ls
-  assert_output ''
+  assert_output 'STATE  ASIDE  TIME  PATH'
 }

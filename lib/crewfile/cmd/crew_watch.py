@@ -11,32 +11,59 @@ Print one event line `<ts> <session> <kind>[: <text>]` per new status record.
   --stale DURATION   a generating session silent this long is `stale`
                      (default: 10m)
   --probe DURATION   how often liveness is probed for `lost` (default: 5s)
+  --json-lines       one JSON object per event instead (ts, session, kind,
+                     text; the text unescaped)
 
 Sessions registered while it runs are followed from their first record.
 Synthesized events: `stale` (generating and silent too long, once per
 silence) and `lost` (its tmux pane or process is gone, not ended).
+SIGTERM or SIGINT ends it with exit 0, after the batch being written and
+its cursor, from the moment its arguments are read.
 
 Example: crew-watch --cursor ~/.cache/crew-watch.cursor | wake-filter | wake-send firstmate
 """
 
 
 def run(args):
-    from ..cli import crew
-    from ..watch import Watcher, DEFAULT_STALE, DEFAULT_PROBE
-    w = Watcher(crew(args), from_start=args.from_start, cursor=args.cursor,
-                stale_after=_duration(args.stale, "--stale", DEFAULT_STALE),
-                probe_every=_duration(args.probe, "--probe", DEFAULT_PROBE),
-                poll=_duration(args.poll, "--poll", None))
-    if args.once:
-        w.run_once()
-        return 0
+    stop = _Stop()          # first: a SIGTERM during start-up is a clean exit too
+    w = None
     try:
-        w.follow()
+        from ..cli import crew
+        from ..watch import Watcher, DEFAULT_STALE, DEFAULT_PROBE, json_lines_out
+        w = Watcher(crew(args), from_start=args.from_start, cursor=args.cursor,
+                    stale_after=_duration(args.stale, "--stale", DEFAULT_STALE),
+                    probe_every=_duration(args.probe, "--probe", DEFAULT_PROBE),
+                    poll=_duration(args.poll, "--poll", None),
+                    out=json_lines_out() if args.json_lines else None)
+        stop.watcher = w
+        if args.once:
+            w.run_once()
+        else:
+            w.follow()
     except KeyboardInterrupt:
-        return 0
+        pass
     finally:
-        w.close()
+        if w is not None:
+            w.close()
+    return 0
 
+
+class _Stop:
+    """The SIGTERM and SIGINT handler: a batch being written (its events,
+    then its cursor) is finished first; anywhere else the watcher stops at
+    once, which loses nothing (what is not written is read again)."""
+
+    def __init__(self):
+        import signal
+        self.watcher = None
+        signal.signal(signal.SIGTERM, self)
+        signal.signal(signal.SIGINT, self)
+
+    def __call__(self, _sig, _frame):
+        if self.watcher is not None and self.watcher.busy:
+            self.watcher.stop_after_batch = True
+        else:
+            raise KeyboardInterrupt
 
 
 def _duration(text, flag, default):

@@ -4,8 +4,9 @@ Print and remove NAME's pending notices, oldest first, one per line:
 `<timestamp> <kind>: <id> <text>`. A notice posted during the drain stays
 for the next one. Drained notices are kept in sessions/NAME/inbox.read.
 
-  --json   one JSON object per line (ts, kind, id, text)
-  --peek   print without removing
+  --json         a JSON array of objects (ts, kind, id, text)
+  --json-lines   the same objects, one per line
+  --peek         print without removing
 
 Example: inbox-drain firstmate
 """
@@ -15,6 +16,8 @@ def run(args):
     import sys
     from .. import inbox, records
     from ..cli import crew
+    from ..output import json_choice
+    json_choice(args, ())                  # a usage error before anything is drained
     c = crew(args)
     if args.peek:
         notices, garbage = inbox.pending(c, args.name), 0
@@ -22,10 +25,9 @@ def run(args):
         notices, garbage = inbox.drain(c, args.name)
     if garbage:
         sys.stderr.write(f"inbox-drain: {args.name}: skipped {garbage} malformed line(s)\n")
-    if args.json:
-        import json
-        out = [json.dumps(n.as_dict()) + "\n" for n in notices]
-    else:
-        out = [records.format_line(n.ts, n.kind, f"{n.id} {n.text}") for n in notices]
-    sys.stdout.write("".join(out))
+    from ..output import json_choice
+    out = json_choice(args, (n.as_dict() for n in notices))
+    if out is None:
+        out = "".join(records.format_line(n.ts, n.kind, f"{n.id} {n.text}") for n in notices)
+    sys.stdout.write(out)
     return 0

@@ -28,11 +28,11 @@ def run(args):
     sys.stderr.write("".join(f"job-ls: {escape(r['error'])}\n" for r in bad))
     code = PARTIAL if bad else 0
     if args.json:
-        from ..jsonio import dumps
-        sys.stdout.write(dumps([{k: v for k, v in r.items() if k != "created" or "error" not in r}
-                                for r in rows]) + "\n")
+        from ..output import json_document
+        sys.stdout.write(json_document({k: v for k, v in r.items() if k != "created" or "error" not in r}
+                                       for r in rows))
         return code
-    out = [["HANDLE", "SESSION", "STATE", "CODE", "HEARD", "AGE", "LABEL"]]
+    out = []
     if rows:
         from ..sessions import age_text
     for r in rows:
@@ -47,7 +47,6 @@ def run(args):
         out.append([r["handle"], escape(r["session"] or "-"), state,
                     "-" if r["code"] is None else str(r["code"]), heard, age_text(r["age"]),
                     escape(r["label"] or "-")])
-    widths = [max(len(row[i]) for row in out) for i in range(len(out[0]) - 1)]
-    sys.stdout.write("".join("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[-1]
-                             + "\n" for row in out))
+    from ..output import table
+    sys.stdout.write(table(("HANDLE", "SESSION", "STATE", "CODE", "HEARD", "AGE", "LABEL"), out))
     return code

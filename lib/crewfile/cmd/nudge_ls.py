@@ -29,10 +29,10 @@ def run(args):
     rows = sorted(rows + errors, key=lambda s: s["id"])
     code = PARTIAL if bad else 0
     if args.json:
-        import json
-        sys.stdout.write(json.dumps(rows) + "\n")
+        from ..output import json_document
+        sys.stdout.write(json_document(rows))
         return code
-    out = [["ID", "USER", "SESSION", "EVERY", "ATTEMPTS", "ARMED", "LAST", "OUTCOME", "REASON"]]
+    out = []
     for s in rows:
         if "error" in s:
             out.append([escape(s["id"])] + ["?"] * 7 + ["error: " + escape(s["error"])])
@@ -43,7 +43,7 @@ def run(args):
             f"{s['attempts']}/{s['max']}", "yes" if s.get("armed") else "no",
             s.get("last_attempt") or "-", s.get("last_outcome") or "-",
             s.get("last_reason") or "-")])
-    widths = [max(len(r[i]) for r in out) for i in range(len(out[0]) - 1)]
-    sys.stdout.write("".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] + "\n"
-                             for r in out))
+    from ..output import table
+    sys.stdout.write(table(("ID", "USER", "SESSION", "EVERY", "ATTEMPTS", "ARMED", "LAST",
+                            "OUTCOME", "REASON"), out))
     return code

@@ -1,18 +1,19 @@
 HELP = """\
 report-ls
-List aside reports, oldest first, one line each:
-`STATE ASIDE TIME PATH`, STATE `new` (delivered, not yet reconciled) or
+List aside reports, oldest first, one line each under a header line:
+STATE ASIDE TIME PATH, STATE `new` (delivered, not yet reconciled) or
 `cur` (reconciled; its scrollback is PATH.scrollback).
 
 A file in new/ or cur/ that is not a regular file (a symlink, a directory)
 is listed with ` error: <why>` after its PATH (in --json: an "error" field),
 named on stderr, and the exit code is 5.
 
-  --json         one JSON object per line (state, aside, time, path, scrollback, size)
+  --json         a JSON array of objects (state, aside, time, path, scrollback, size)
+  --json-lines   the same objects, one per line
   --new          only reports not yet reconciled
   --aside NAME   only the reports of aside NAME
 
-Example: report-ls --new | while read -r state aside time path; do aside-reconcile "$aside"; done
+Example: report-ls --new | tail -n +2 | while read -r state aside time path; do aside-reconcile "$aside"; done
 """
 
 
@@ -27,11 +28,11 @@ def run(args):
     found = listing(crew(args), aside=args.aside, states=states)
     bad = [r for r in found if r.error]
     sys.stderr.write("".join(f"report-ls: {escape(r.path)}: {r.error}\n" for r in bad))
-    if args.json:
-        import json
-        out = [json.dumps(r.as_dict()) + "\n" for r in found]
-    else:
-        out = [f"{r.state} {r.aside} {records.timestamp(r.time)} {escape(r.path)}"
-               + (f" error: {r.error}" if r.error else "") + "\n" for r in found]
-    sys.stdout.write("".join(out))
+    from ..output import json_choice, table
+    out = json_choice(args, (r.as_dict() for r in found))
+    if out is None:
+        out = table(("STATE", "ASIDE", "TIME", "PATH"), (
+            [r.state, r.aside, records.timestamp(r.time),
+             escape(r.path) + (f" error: {r.error}" if r.error else "")] for r in found))
+    sys.stdout.write(out)
     return PARTIAL if bad else 0

@@ -41,28 +41,22 @@ def run(args):
             sys.stderr.write(f"session-ls: {name}: {escape(st['warning'])}\n")
         rows.append(st)
     if args.json:
-        import json
-        sys.stdout.write(json.dumps(rows) + "\n")
+        from ..output import json_document
+        sys.stdout.write(json_document(rows))
         return PARTIAL if bad else 0
-    out = ["NAME\tKIND\tEXEMPT\tLIVE\tGEN\tAGE\tLAST\tCWD"]
+    out = []
     for st in rows:
         if "error" in st:
-            out.append("\t".join([st["name"], "?", "?", "?", "?", "?",
-                                  "error: " + escape(st["error"]), "?"]))
+            out.append([st["name"], "?", "?", "?", "?", "?",
+                        "error: " + escape(st["error"]), "?"])
             continue
         last = st["last_kind"] or "-"
         if st["last_text"]:
             last += ": " + st["last_text"]
-        out.append("\t".join([st["name"], st["kind"], "yes" if st["exempt"] else "no",
-                              st["live"], st["generating"], age_text(st["age"]),
-                              escape(last)[:60], escape(st["cwd"] or "-")]))
-    sys.stdout.write(_columns(out))
+        out.append([st["name"], st["kind"], "yes" if st["exempt"] else "no",
+                    st["live"], st["generating"], age_text(st["age"]),
+                    escape(last)[:60], escape(st["cwd"] or "-")])
+    from ..output import table
+    sys.stdout.write(table(("NAME", "KIND", "EXEMPT", "LIVE", "GEN", "AGE", "LAST", "CWD"), out))
     return PARTIAL if bad else 0
 
-
-def _columns(lines):
-    """Align tab-separated rows into columns (the last one left ragged)."""
-    rows = [line.split("\t") for line in lines]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return "".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] + "\n"
-                   for r in rows)
