@@ -207,3 +207,99 @@ def test_finding_09_year_0000_record_gives_well_formed_events(crew):
     assert "0000-01-01T00:10:01.000Z a stale: silent for 10m since note" in r.stdout.splitlines()
     assert records.timestamp(-1e15) == "0000-01-01T00:00:00.000Z"
     assert records.timestamp(1e15) == "9999-12-31T23:59:59.999Z"
+
+
+# Every file and directory of the protocol, made a symlink (to an identical
+# copy, so only the link itself is wrong), and a command that uses it: the
+# same answer everywhere. (path under the crew, command, exit code)
+SYMLINKED = [
+    ("sessions", ["status-append", "x", "note", "hi"], 111),
+    ("sessions", ["status-show", "x"], 111),
+    ("sessions", ["session-ls"], 111),
+    ("sessions", ["session-add", "y"], 111),
+    ("sessions", ["crew-watch", "--once"], 111),
+    ("sessions/x", ["status-append", "x", "note", "hi"], 111),
+    ("sessions/x", ["status-show", "x"], 111),
+    ("sessions/x", ["session-ls"], 5),
+    ("sessions/x", ["inbox-drain", "x"], 111),
+    ("sessions/x/meta", ["status-append", "x", "note", "hi"], 111),
+    ("sessions/x/meta", ["status-show", "x"], 111),
+    ("sessions/x/meta", ["session-ls"], 5),
+    ("sessions/x/status", ["status-append", "x", "note", "hi"], 111),
+    ("sessions/x/status", ["status-show", "x"], 111),
+    ("sessions/x/status", ["session-ls"], 5),
+    ("sessions/x/lock", ["status-append", "x", "note", "hi"], 111),
+    ("sessions/x/inbox", ["inbox-drain", "x"], 111),
+    ("nudges", ["nudge-ls"], 111),
+    ("nudges", ["nudge-add", "--session", "x", "--every", "60", "--message", "m", "--replace"], 111),
+    ("nudges/ID", ["nudge-ls"], 5),
+    ("nudges/ID", ["nudge-tick"], 5),
+    ("locks", ["nudge-tick"], 111),
+    ("locks/nudges", ["nudge-rm", "ID"], 111),
+    ("locks/nudge-tick", ["nudge-tick"], 111),
+    ("jobs", ["job-ls"], 111),
+    ("jobs", ["job-exec", "true"], 111),
+    ("jobs/j1", ["job-wait", "j1"], 125),
+    ("jobs/j1/spec", ["job-ls"], 5),
+    ("jobs/j1/result", ["job-ls"], 5),
+    ("jobs/j1/result", ["job-wait", "j1"], 125),
+    ("jobs/j1/heard", ["job-ls"], 5),
+    ("reports", ["report-ls"], 111),
+    ("reports/new", ["report-ls"], 111),
+    ("reports/new/REPORT", ["report-ls"], 5),
+]
+
+
+def _symlink_crew(crew):
+    import json
+    cmd("session-add", "x", check=True)
+    cmd("status-append", "x", "note", "hello", check=True)
+    os.makedirs(os.path.join(crew.root, "locks"), exist_ok=True)
+    sid = cmd("nudge-add", "--session", "x", "--every", "60", "--message", "m",
+              check=True).stdout.strip()
+    cmd("job-exec", "--handle", "j1", "true", check=True)
+    assert cmd("job-wait", "j1").returncode == 0
+    new = os.path.join(crew.root, "reports", "new")
+    os.makedirs(new)
+    report = "x,1700000000.M000001P1Q1.host"
+    _write(os.path.join(new, report), "report")
+    with open(os.path.join(crew.root, "sessions", "x", "inbox"), "w") as f:
+        f.write("2026-11-30T10:00:00.000Z wake: 1-1-1 hi\n")
+    for name in ("nudge-tick", "nudges"):
+        open(os.path.join(crew.root, "locks", name), "a").close()
+    return {"ID": sid, "REPORT": report}
+
+
+def test_finding_06_one_symlink_rule_for_every_file_and_directory(crew):
+    names = _symlink_crew(crew)
+    for rel, argv, code in SYMLINKED:
+        rel = "/".join(names.get(p, p) for p in rel.split("/"))
+        argv = [names.get(a, a) for a in argv]
+        path = os.path.join(crew.root, rel)
+        real = path + ".real"
+        os.rename(path, os.path.join(os.path.dirname(path), ".hidden-real"))
+        real = os.path.join(os.path.dirname(path), ".hidden-real")
+        os.symlink(real, path)
+        try:
+            r = cmd(*argv)
+            where = (rel, argv, r.returncode, r.stdout, r.stderr)
+            assert r.returncode == code, where
+            assert "Traceback" not in r.stderr, where
+            said = [line for line in r.stderr.splitlines() if "symlink is not followed" in line]
+            assert len(said) == 1 and said[0].startswith(argv[0] + ": "), where
+            assert rel in said[0], where
+        finally:
+            os.unlink(path)
+            os.rename(real, path)
+
+
+def test_finding_06_crew_watch_refuses_a_symlinked_session_once_and_goes_on(crew):
+    cmd("session-add", "a", check=True)
+    cmd("session-add", "b", check=True)
+    sessions = os.path.join(crew.root, "sessions")
+    os.rename(os.path.join(sessions, "a"), os.path.join(sessions, ".a-real"))
+    os.symlink(".a-real", os.path.join(sessions, "a"))
+    r = cmd("crew-watch", "--from-start", "--once")
+    assert r.returncode == 0
+    assert [line.split()[1] for line in r.stdout.splitlines()] == ["b"]
+    assert len(r.stderr.splitlines()) == 1 and "sessions/a: a symlink is not followed" in r.stderr

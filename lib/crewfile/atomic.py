@@ -68,6 +68,8 @@ def replace(path, data, mode=0o600, sync=True):
     whose loss in a crash breaks no promise; say which at the call."""
     if isinstance(data, str):
         data = data.encode("utf-8")
+    from .paths import check_dirs
+    check_dirs(path)
     directory, base = os.path.split(path)
     tmp = os.path.join(directory, f".{base}.tmp.{os.getpid()}")
     try:
@@ -99,12 +101,15 @@ def read_json(path):
 
 
 def read_text(path):
-    """The whole file as text, or None if it does not exist (links not followed)."""
+    """The whole file as text, or None if it does not exist (through the one
+    path opener: no link followed, only a regular file)."""
+    from .paths import open_file
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_file(path)
     except FileNotFoundError:
         return None
-    except OSError as e:
-        raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
     with os.fdopen(fd, "rb") as f:
-        return f.read().decode("utf-8", "replace")
+        try:
+            return f.read().decode("utf-8", "replace")
+        except OSError as e:
+            raise SystemFailure(f"cannot read {path}: {e.strerror}") from None

@@ -71,11 +71,9 @@ def drain(crew, name):
     inbox, read, _lock = _paths(crew, name)
     with spool.lock(crew.session_dir(name)):
         try:
-            fd = os.open(inbox, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = paths.open_file(inbox, os.O_RDWR)
         except FileNotFoundError:
             return [], 0
-        except OSError as e:
-            raise SystemFailure(f"cannot open {inbox}: {e.strerror}") from None
         try:
             with os.fdopen(os.dup(fd), "rb") as f:
                 data = f.read()

@@ -141,7 +141,7 @@ class Job:
 
     def output(self):
         try:
-            fd = os.open(self.output_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = paths.open_file(self.output_path)
         except FileNotFoundError:
             return b""
         with os.fdopen(fd, "rb") as f:
@@ -150,7 +150,7 @@ class Job:
 
 def last_line(path, limit=LAST_LINE_CHARS):
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = paths.open_file(path)
     except FileNotFoundError:
         return ""
     try:
@@ -242,7 +242,7 @@ def signal_name(n):
 
 def handles(crew):
     try:
-        entries = os.listdir(crew.sub(paths.JOBS))
+        entries = paths.list_dir(crew.sub(paths.JOBS))
     except FileNotFoundError:
         return []
     return sorted(e for e in entries if not e.startswith("."))

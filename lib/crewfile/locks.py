@@ -16,13 +16,11 @@ import time
 
 from .errors import Refused, SystemFailure
 
-_FLAGS = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW
-
-
 def _open(path):
+    from .paths import open_file
     try:
-        return os.open(path, _FLAGS, 0o600)
-    except OSError as e:
+        return open_file(path, os.O_RDWR | os.O_CREAT)
+    except FileNotFoundError as e:       # its directory is gone
         raise SystemFailure(f"cannot open lock {path}: {e.strerror}") from None
 
 

@@ -18,7 +18,6 @@ writer caught mid-write, or killed) is skipped and counted, as are garbage
 lines; the good lines are never lost.
 """
 import os
-import stat
 
 from . import records
 from .atomic import write_all
@@ -80,13 +79,12 @@ def append_locked(path, lines, rotate=None, before_write=None):
                 size = 0
             if size and size + len(data) > rotate[0]:
                 _rotate(path, rotate[1])
-        fd = os.open(path, _APPEND_FLAGS | os.O_NONBLOCK, 0o600)
+        from .paths import open_file
+        fd = open_file(path, _APPEND_FLAGS)
     except OSError as e:
         raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
     try:
         st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise SystemFailure(f"cannot append to {path}: not a regular file")
         before = _drop_fragment(fd, st.st_size)
         if before_write is not None:
             before_write(st.st_ino, before)
@@ -145,12 +143,11 @@ class TailStats:
 
 def lines_backwards(path, stats, limit_bytes=None):
     """Yield the complete lines of *path* (bytes, no newline), last first."""
+    from .paths import open_file
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = open_file(path)
     except FileNotFoundError:
         return
-    except OSError as e:
-        raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
     try:
         end = os.fstat(fd).st_size
         floor = 0 if limit_bytes is None else max(0, end - limit_bytes)

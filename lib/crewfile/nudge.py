@@ -119,7 +119,7 @@ def load_all(crew, bad=None):
     """Every schedule, sorted by id. A file that is not a schedule (damaged,
     unreadable, a link) is skipped, and (its name, the error) appended to *bad*."""
     try:
-        names = os.listdir(crew.sub(paths.NUDGES))
+        names = paths.list_dir(crew.sub(paths.NUDGES))
     except FileNotFoundError:
         return []
     out = []

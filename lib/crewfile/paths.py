@@ -32,6 +32,7 @@
 
 Nothing outside this module spells these names.
 """
+import errno
 import os
 import stat
 
@@ -62,6 +63,7 @@ def default_dir(env=None):
 
 def ensure_dir(path):
     """Create *path* 0700 if missing; refuse a symlink or a non-directory there."""
+    check_dirs(path)
     try:
         os.mkdir(path, 0o700)
         return path
@@ -71,8 +73,85 @@ def ensure_dir(path):
         raise SystemFailure(f"cannot create {path}: {e.strerror}") from None
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
-        raise SystemFailure(f"{path} is not a directory (a symlink is not followed)")
+        what = "a symlink is not followed" if stat.S_ISLNK(st.st_mode) else "not a directory"
+        raise SystemFailure(f"{path}: {what}")
     return path
+
+
+# -- the one path opener ------------------------------------------------------
+# Every file and directory under a crew directory is opened through these, so
+# one rule holds everywhere: nothing under the crew root is followed through
+# a symbolic link (the root itself is the user's choice and may be one), and
+# only a regular file is read or appended to (a FIFO would block a reader for
+# ever, a directory cannot be read). A refusal is SystemFailure (exit 111),
+# one line naming the path.
+
+_roots = set()       # crew roots this process works in (each Crew adds its own)
+_OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def check_dirs(path, inclusive=False):
+    """Refuse *path* if a directory between its crew root and it (and, if
+    *inclusive*, *path* itself) is a symbolic link or not a directory.
+    A missing one is not refused: the caller's own call then fails as usual."""
+    for root in _roots:
+        if path.startswith(root + "/"):
+            break
+    else:
+        return
+    parts = path[len(root) + 1:].split("/")
+    if not inclusive:
+        parts.pop()
+    here = root
+    for part in parts:
+        here += "/" + part
+        try:
+            st = os.lstat(here)
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            raise SystemFailure(f"cannot use {here}: {e.strerror}") from None
+        if not stat.S_ISDIR(st.st_mode):
+            what = "a symlink is not followed" if stat.S_ISLNK(st.st_mode) else "not a directory"
+            raise SystemFailure(f"{here}: {what}")
+
+
+def open_file(path, flags=os.O_RDONLY, mode=0o600):
+    """A descriptor on the regular file *path* under the crew directory.
+
+    FileNotFoundError passes through (absence is an answer); a link, a FIFO,
+    a directory or any other failure is SystemFailure naming the path."""
+    check_dirs(path)
+    try:
+        fd = os.open(path, flags | _OPEN_FLAGS, mode)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise SystemFailure(f"{path}: a symlink is not followed") from None
+        raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SystemFailure(f"{path}: not a regular file")
+        if flags & os.O_ACCMODE == os.O_RDONLY:
+            os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def list_dir(path):
+    """The entries of the directory *path* (FileNotFoundError if absent;
+    SystemFailure if it, or a directory above it, is a link)."""
+    check_dirs(path, inclusive=True)
+    try:
+        return os.listdir(path)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise SystemFailure(f"cannot list {path}: {e.strerror}") from None
 
 
 class Crew:
@@ -80,6 +159,7 @@ class Crew:
 
     def __init__(self, root=None):
         self.root = os.path.abspath(root or default_dir())
+        _roots.add(self.root)
 
     def ensure(self):
         """Create the crew directory (0700) and its parents on first use."""

@@ -144,7 +144,7 @@ def listing(crew, aside=None, states=(paths.REPORT_NEW, paths.REPORT_CUR)):
     for state in states:
         d = crew.sub(paths.REPORTS, state)
         try:
-            entries = os.listdir(d)
+            entries = paths.list_dir(d)
         except FileNotFoundError:
             continue
         for base in entries:
@@ -157,7 +157,8 @@ def listing(crew, aside=None, states=(paths.REPORT_NEW, paths.REPORT_CUR)):
             except FileNotFoundError:       # moved to cur/ while we looked
                 continue
             import stat
-            error = None if stat.S_ISREG(st.st_mode) else "not a regular file (a link is not followed)"
+            error = (None if stat.S_ISREG(st.st_mode) else "a symlink is not followed"
+                     if stat.S_ISLNK(st.st_mode) else "not a regular file")
             sb = scrollback_path(path) if state == paths.REPORT_CUR else None
             if sb and not os.path.lexists(sb):
                 sb = None
@@ -171,7 +172,7 @@ def clean_tmp(crew, max_age=TMP_MAX_AGE, now=None):
     now = time.time() if now is None else now
     d = crew.sub(paths.REPORTS, paths.REPORT_TMP)
     try:
-        entries = os.listdir(d)
+        entries = paths.list_dir(d)
     except FileNotFoundError:
         return 0
     removed = 0

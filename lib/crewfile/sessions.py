@@ -58,9 +58,8 @@ class Session:
     def append_lines(self, lines):
         """Append under the session lock; False if the lock was stuck and the
         lines were kept in the spool instead (spool.kept says so)."""
-        if not self.exists():
-            raise NotFound(f"no session {self.name!r} (register it with session-add)")
         _check_dir(self.dir)
+        self.meta        # registered, and its meta usable: the same rule as every reader
         return spool.append(self.dir, paths.STATUS, lines)
 
     def last_records(self, n, stats):
@@ -94,10 +93,7 @@ class Session:
 
 def _check_dir(path):
     """Refuse a session directory that is a planted link (exists() follows it)."""
-    import stat
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        raise SystemFailure(f"{path} is not a directory (a symlink is not followed)")
+    paths.check_dirs(path, inclusive=True)
 
 
 def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_key=None,
@@ -159,7 +155,7 @@ def register_again(sess, tmux=None):
 def names(crew):
     """Registered session names, sorted (directories without meta are skipped)."""
     try:
-        entries = os.listdir(crew.sub(paths.SESSIONS))
+        entries = paths.list_dir(crew.sub(paths.SESSIONS))
     except FileNotFoundError:
         return []
     from .names import is_name

@@ -35,6 +35,7 @@ import os
 import time
 
 from . import jsonio, logfile, paths, records
+from .errors import CrewfileError
 from .sessions import TURN_STATE
 
 # The newest of these says whether `lost` may be reported.
@@ -104,6 +105,7 @@ class Watcher:
         self._cursor_known = False
         self.busy = False               # writing a batch: a stop waits for its end
         self.stop_after_batch = False
+        self._said = set()      # refusals already reported (see _warn_once)
 
     # -- start ------------------------------------------------------------
     def start(self, follow=True):
@@ -166,9 +168,15 @@ class Watcher:
         self.wds[wd] = name
         self.watched.add(name)
 
+    def _warn_once(self, msg):
+        """A refusal that every scan would repeat is said once per run."""
+        if msg not in self._said:
+            self._said.add(msg)
+            self.warn(msg)
+
     def _names(self):
         try:
-            entries = os.listdir(self.sessions_dir)
+            entries = paths.list_dir(self.sessions_dir)
         except FileNotFoundError:
             return []
         return sorted(e for e in entries if not e.startswith("."))
@@ -193,7 +201,12 @@ class Watcher:
             sdir = self.crew.session_dir(name)
         except Exception:
             return None     # not a valid session name: not ours
-        if not os.path.isdir(sdir) or os.path.islink(sdir):
+        try:
+            paths.check_dirs(sdir, inclusive=True)
+        except CrewfileError as e:
+            self._warn_once(str(e))        # a planted link: refused, said once
+            return None
+        if not os.path.isdir(sdir):
             return None
         self._watch_session(name)     # subscribe before the first read of it
         tail = Tail(name, sdir)
@@ -209,8 +222,11 @@ class Watcher:
     def _skip_to_end(self, tail):
         """Begin a session at the end of its log; take its state from the tail."""
         try:
-            fd = os.open(tail.status, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError:
+            fd = paths.open_file(tail.status)
+        except FileNotFoundError:
+            return
+        except CrewfileError as e:
+            self._warn_once(str(e))
             return
         try:
             st = os.fstat(fd)
@@ -281,11 +297,11 @@ class Watcher:
     def _read_file(self, tail, path, ino, current, events):
         """Read complete lines of one file from tail.off. False if it is not *ino* any more."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = paths.open_file(path)
         except FileNotFoundError:
             return False
-        except OSError as e:
-            self.warn(f"{tail.name}: cannot read {path}: {e.strerror}")
+        except CrewfileError as e:
+            self._warn_once(f"{tail.name}: {e}")
             return True
         try:
             st = os.fstat(fd)
