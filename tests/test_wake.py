@@ -216,7 +216,10 @@ def test_wake_send_waits_while_the_primary_generates(crew, tmux):
     kinds = [(r.kind, r.text) for r in recs]
     typed = kinds.index(("captain", "crewfile: 1 wake waiting from w1; run: inbox-drain boss"))
     assert kinds.index(("turn-ended", "")) < typed     # never typed into a running turn
-    assert b"held 1 new wake(s) for boss: generating" in proc.stderr.read()
+    err = proc.stderr.read()
+    # retried every 0.1 s for 1.5 s, said once: once per change of state
+    assert err.count(b"holding the announcement") == 1, err
+    assert b"1 wake(s) for boss (they are in its inbox): generating" in err
 
 
 def test_sender_announces_each_wake_once_and_not_what_was_drained(crew):
@@ -229,6 +232,8 @@ def test_sender_announces_each_wake_once_and_not_what_was_drained(crew):
                deliver=lambda sess, text: (said.append(text) or answers.pop(0), "generating: x"))
     s.wake(ev("w1", "blocked").strip())
     s.wake(ev("w2", "done").strip())
+    assert s.due() is None and inbox.pending(crew, "boss") == []     # taken, not yet posted
+    assert s.flush() is True
     assert s.due() == 0.5
     assert s.tick() is False and s.due() == 2.0           # refused: retried later
     now[0] = 2.0
@@ -236,6 +241,7 @@ def test_sender_announces_each_wake_once_and_not_what_was_drained(crew):
     assert said[-1] == "crewfile: 2 wakes waiting from w1, w2; run: inbox-drain boss"
     assert s.tick() is False and len(said) == 2           # announced already: not again
     s.wake(ev("w3", "lost").strip())
+    s.flush()
     inbox.drain(crew, "boss")                             # the primary's hook took them
     assert s.tick() is False and len(said) == 2
 
@@ -244,8 +250,29 @@ def test_wake_send_to_a_primary_without_a_pane_keeps_every_wake(crew, run):
     register(crew, "boss", kind="primary")
     p = run("wake-send", "boss", "--window", "0.05", input=ev("w1", "blocked") + ev("w2", "done"))
     assert p.returncode == 0
-    assert "held 2 new wake(s) for boss: not-live" in p.stderr
+    assert "holding the announcement of 2 wake(s) for boss (they are in its inbox): not-live" \
+        in p.stderr
     assert [n.text for n in inbox.pending(crew, "boss")] == [ev("w1", "blocked").strip(),
                                                               ev("w2", "done").strip()]
     p = run("wake-send", "nobody", input="")
-    assert p.returncode == 3 and p.stderr.startswith("wake-send: no session 'nobody'")
+    assert p.returncode == 0 and p.stderr == ""       # nothing to hold: nothing to wait for
+    p = run("wake-send", "no/body", input="")
+    assert p.returncode == 2 and p.stderr.startswith("wake-send: ")
+
+
+def test_wake_send_holds_wakes_for_a_primary_registered_later(crew):
+    """The issue's walkthrough: wake-send started before the primary exists."""
+    proc = subprocess.Popen([sys.executable, os.path.join(BIN, "wake-send"), "boss", "--window",
+                             "0.05", "--retry", "0.05"], stdin=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={**os.environ, "CREWFILE_DIR": crew.root})
+    proc.stdin.write((ev("w1", "done", "shipped") + ev("w2", "blocked")).encode())
+    proc.stdin.flush()
+    line = proc.stderr.readline()
+    assert line == b"wake-send: boss is not registered; holding 2 wake(s) until it is\n"
+    register(crew, "boss", kind="primary")
+    wait_for(lambda: len(inbox.pending(crew, "boss")) == 2, what="the held wakes posted")
+    proc.stdin.close()
+    assert proc.wait(10) == 0
+    err = proc.stderr.read()
+    assert b"not registered" not in err           # said once, not once per retry
+    assert b"posting to boss's inbox again" in err

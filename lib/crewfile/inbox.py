@@ -43,10 +43,35 @@ def _paths(crew, name):
 
 def post(crew, name, kind, text):
     """Append one notice to NAME's inbox; return its id."""
+    return post_many(crew, name, [(kind, None, text)])[0]
+
+
+def post_many(crew, name, notices):
+    """Append notices [(kind, id or None for a new one, text)] in one write; their ids.
+
+    A caller that gives ids (wake-send: the event's own id) can tell a
+    notice it posted before a crash from a new one (see ids())."""
     _paths(crew, name)
-    nid = new_id()
-    spool.append(crew.session_dir(name), paths.INBOX, [records.new_line(kind, f"{nid} {text}")])
-    return nid
+    out, lines = [], []
+    for kind, nid, text in notices:
+        nid = nid or new_id()
+        out.append(nid)
+        lines.append(records.new_line(kind, f"{nid} {text}"))
+    spool.append(crew.session_dir(name), paths.INBOX, lines)
+    return out
+
+
+def ids(crew, name, limit_bytes=1 << 22):
+    """The ids of the notices pending in NAME's inbox and of the newest drained
+    ones (inbox.read, inbox.read.1; at most limit_bytes of each)."""
+    inbox, read, _lock = _paths(crew, name)
+    found = set()
+    for path in (inbox, read, logfile.rotated(read, 1)):
+        for raw in logfile.lines_backwards(path, logfile.TailStats(), limit_bytes):
+            n = _parse(raw)
+            if n is not None:
+                found.add(n.id)
+    return found
 
 
 def _parse(raw):

@@ -80,6 +80,12 @@ class Filter:
         normal, exempt = self.normal, self.exempt
         keeps_pause, held_paused = KEEPS_PAUSE_B, HELD_WHILE_PAUSED_B
         for line in lines:
+            token = None
+            if b"\t" in line:      # a positioned line: `event TAB token` or `TAB token`
+                line, _, token = line.partition(b"\t")
+                if not line:
+                    keep(b"\t" + token)        # an acknowledgement only: pass it on
+                    continue
             parts = line.split(b" ", 3)
             n = len(parts)
             if n == 4:
@@ -100,6 +106,9 @@ class Filter:
                 if st is None:
                     self._bad(line, keep)
                     continue
+            if token is not None and not self._context(st, kind, token):
+                self._bad(line + b"\t" + token, keep)
+                continue
             # slots: 0 class, 1 meta identity, 2 chunk checked, 3 last kind, 4 paused
             cls = st[0]
             if cls == 1:        # NORMAL
@@ -121,12 +130,30 @@ class Filter:
             else:
                 ok = True
             st[3] = kind
-            if ok:
+            if token is not None:
+                keep(line + b"\t" + token if ok else b"\t" + token)
+            elif ok:
                 keep(line)
         if not out:
             return b""
         out.append(b"")
         return b"\n".join(out)
+
+    def _context(self, st, kind, token):
+        """Take the fold and pause context from a position token (False: not one).
+
+        The watcher says what came before this event in the session, so the
+        judgement does not depend on what this process happened to see: a
+        filter restarted mid-stream judges exactly as one that saw it all."""
+        from .jsonio import loads
+        try:
+            tok = loads(token)
+            prev, paused = tok["prev"], tok["paused"]
+        except (ValueError, TypeError, KeyError):
+            return False
+        st[_LAST] = kind if prev is not None and prev.encode() == kind else None
+        st[_PAUSED] = bool(paused)
+        return True
 
     def _kind(self, word, has_text):
         """Validate a kind word once and cache it (None: not a kind)."""
@@ -226,20 +253,34 @@ DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
 DEFAULT_WINDOW = 0.5
 DEFAULT_RETRY = 2.0
 LOCK_WAIT = 1.0     # the longest wake-send waits for the primary's lock (then: the spool)
+MAX_HELD = 10000            # wakes held in memory before input is no longer read
+MAX_TEXT = 8192             # a notice must stay within one record
 
 
 class Sender:
-    """Post each wake to the primary's inbox at once; announce bursts in its pane.
+    """Post wakes to the primary's inbox; acknowledge them; announce bursts in its pane.
 
-    wake(line) appends the event line as a `wake` notice (durable first:
-    nothing is lost if typing fails). tick() is called when due(): a window
-    after the first wake of a burst, it types one line (through
-    delivery.deliver: live, idle, no dialog, no captain typing, re-checked
-    before Enter) naming how many wake notices wait in the inbox and from
-    whom. The count is read from the inbox itself, so wakes drained in the
-    meantime (by the primary's hook) are not announced. A refused delivery
+    wake(line) takes one input line; flush() posts what was taken, all in one
+    append, then (with a cursor) writes the acknowledged position: the
+    position a restart resumes from never passes a wake that is not in the
+    inbox. A positioned line (`event TAB token`, see protocol.md) posts its
+    wake under the event's own id; ids already in the inbox or among the
+    newest drained notices (a crash between the append and the cursor) are
+    not posted again. A line `TAB token` acknowledges a filtered-out event.
+
+    The primary not registered yet, or the inbox not writable: the wakes are
+    held (in memory, and, with a cursor, unacknowledged in the status logs,
+    so a restart replays them) and flush() is retried; input is not read
+    while MAX_HELD wait. Each change of that state is logged once.
+
+    tick() is called when due(): a window after the first wake of a burst, it
+    types one line (through delivery.deliver: live, idle, no dialog, no
+    captain typing, re-checked before Enter) naming how many wake notices
+    wait in the inbox and from whom. The count is read from the inbox
+    itself, so wakes drained meanwhile are not announced. A refused delivery
     is retried every *retry* seconds while unannounced wakes wait; once
-    announced, a wake is not announced again.
+    announced, a wake is not announced again. Refusals are logged once per
+    change of reason.
 
     A primary whose lock is stuck (held past LOCK_WAIT) does not stop the
     stream: its wakes are kept in its spool (said once, naming the holder)
@@ -248,12 +289,13 @@ class Sender:
     """
 
     def __init__(self, crew, primary, window=DEFAULT_WINDOW, retry=DEFAULT_RETRY, say=DEFAULT_SAY,
-                 log=None, clock=None, deliver=None, warn=None):
+                 log=None, clock=None, deliver=None, warn=None, cursor=None):
         import time
+        from .names import check_name
         from .sessions import Session
+        check_name(primary)
         self.crew = crew
         self.sess = Session(crew, primary)
-        self.sess.meta      # NotFound for an unknown primary
         self.primary = primary
         self.window, self.retry, self.say = window, retry, say
         self.log = log or (lambda msg: None)
@@ -262,20 +304,93 @@ class Sender:
         self.clock = clock or time.monotonic
         self._deliver = deliver
         self.due_at = None          # when to try to announce; None: nothing to announce
+        self.retry_at = None        # when to try flush() again; None: nothing held
         self.announced = set()      # ids of wake notices already announced
+        self.held = []              # [(id or None, text)] not yet in the inbox
+        self.acks = []              # [(session, state)] to acknowledge once held is posted
+        self.cursor = cursor
+        self.known = None           # ids found in the inbox before our first post
+        self.said = {}              # topic -> the state last logged
+        self.acked = {}
+        if cursor:
+            from .atomic import read_json
+            from .errors import BadInput
+            try:
+                data = read_json(cursor) or {"sessions": {}}
+                self.acked = dict(data["sessions"])
+            except (ValueError, KeyError, TypeError):
+                raise BadInput(f"cursor {cursor} is not a crew-watch cursor") from None
+
+    def say_once(self, topic, state, msg):
+        """Log *msg* if *topic*'s state changed since it was last logged."""
+        if self.said.get(topic) != state:
+            self.said[topic] = state
+            self.log(msg)
 
     def wake(self, line):
-        """Post one event line (str, no newline) as a wake notice."""
-        from . import inbox
-        name = line.split(" ", 2)[1] if line.count(" ") >= 2 else ""
+        """Take one input line (str, no newline); flush() posts it."""
+        body, tab, token = line.partition("\t")
+        eid = None
+        if tab:
+            from .jsonio import loads
+            try:
+                tok = loads(token)
+                eid, sname, state = tok["id"], tok["s"], tok["at"]
+                if not (isinstance(eid, str) and " " not in eid and isinstance(state, dict)):
+                    raise ValueError
+                self.acks.append((sname, state))
+            except (ValueError, TypeError, KeyError):
+                self.log(f"not a position token, taken as text: {token[:80]!r}")
+                body, eid = line, None
+        if not body:
+            return
+        name = body.split(" ", 2)[1] if body.count(" ") >= 2 else ""
         if name == self.primary:
-            return None         # the primary's own events never wake it
-        if len(line) > 8192:
-            line = line[:8192] + " [cut]"     # a notice must stay within one record
-        from . import locks, spool
+            return              # the primary's own events never wake it
+        if len(body) > MAX_TEXT:
+            body = body[:MAX_TEXT] + " [cut]"
+        self.held.append((eid, body))
+
+    def holding(self):
+        """True if so many wakes wait for the inbox that input should not be read."""
+        return len(self.held) >= MAX_HELD
+
+    def flush(self):
+        """Post the held wakes, then acknowledge; True if nothing is left held."""
+        from . import inbox
+        from .errors import CrewfileError, NotFound
+        if self.held:
+            try:
+                if self.known is None:
+                    self.known = inbox.ids(self.crew, self.primary)
+                fresh = [("wake", eid, text) for eid, text in self.held
+                         if eid is None or eid not in self.known]
+                if fresh:
+                    self._post(fresh)
+            except NotFound:
+                self.say_once("inbox", "absent", f"{self.primary} is not registered; holding"
+                              f" {len(self.held)} wake(s) until it is")
+                self.retry_at = self.clock() + self.retry
+                return False
+            except CrewfileError as e:
+                self.say_once("inbox", "failing", f"cannot post to {self.primary}'s inbox ({e});"
+                              f" holding {len(self.held)} wake(s), retrying")
+                self.retry_at = self.clock() + self.retry
+                return False
+            if self.said.get("inbox") not in (None, "ok"):
+                self.say_once("inbox", "ok", f"posting to {self.primary}'s inbox again")
+            self.held = []
+            if fresh and self.due_at is None:
+                self.due_at = self.clock() + self.window
+        self.retry_at = None
+        self._acknowledge()
+        return True
+
+    def _post(self, fresh):
+        from . import inbox, locks, spool
         old = locks.bound_waits(0 if self.stuck else LOCK_WAIT)
         try:
-            nid = inbox.post(self.crew, self.primary, "wake", line)
+            inbox.post_many(self.crew, self.primary, fresh)
         finally:
             locks.restore_waits(old)
         if spool.kept:
@@ -286,18 +401,34 @@ class Sender:
         elif self.stuck:
             self.stuck = False
             self.warn(f"{self.primary}'s lock is free again; kept wakes appended")
-        if self.due_at is None:
-            self.due_at = self.clock() + self.window
-        return nid
+
+    def _acknowledge(self):
+        if not self.acks:
+            return
+        for sname, state in self.acks:
+            old = self.acked.get(sname)
+            if old is None or int(state.get("n") or 0) >= int(old.get("n") or 0):
+                self.acked[sname] = state
+        self.acks = []
+        if self.cursor:
+            from . import jsonio
+            from .atomic import replace
+            replace(self.cursor, jsonio.dumps({"version": 1, "sessions": self.acked}) + "\n")
 
     def due(self):
-        return self.due_at
+        """When tick() or flush() wants to run next (monotonic), or None."""
+        times = [t for t in (self.due_at, self.retry_at) if t is not None]
+        return min(times) if times else None
 
     def tick(self):
         """Announce what waits, if the primary can take it now. True if typed."""
         from . import inbox
+        from .errors import NotFound
         self.due_at = None
-        waiting = [n for n in inbox.pending(self.crew, self.primary) if n.kind == "wake"]
+        try:
+            waiting = [n for n in inbox.pending(self.crew, self.primary) if n.kind == "wake"]
+        except NotFound:
+            return False            # flush() says so; nothing can be waiting
         fresh = [n for n in waiting if n.id not in self.announced]
         self.announced &= {n.id for n in waiting}
         if not fresh:
@@ -309,10 +440,14 @@ class Sender:
         ok, reason = deliver(self.sess, text)
         if ok:
             self.announced |= {n.id for n in waiting}
+            self.said.pop("announce", None)
             self.log(f"announced {len(waiting)} wake(s) to {self.primary}: {text}")
         else:
+            from .delivery import code_of
             self.due_at = self.clock() + self.retry
-            self.log(f"held {len(fresh)} new wake(s) for {self.primary}: {reason}")
+            self.say_once("announce", code_of(reason),
+                          f"holding the announcement of {len(fresh)} wake(s) for {self.primary}"
+                          f" (they are in its inbox): {reason}")
         return ok
 
     def message(self, waiting):
@@ -329,28 +464,42 @@ class Sender:
 
 
 def send_stream(sender, fd_in=0):
-    """Feed event lines from fd_in to *sender*; announce when due; return at end of input."""
+    """Feed lines from fd_in to *sender*, posting and acknowledging each chunk
+    before the next read; announce when due. At end of input: post what is
+    held (retrying while the primary cannot take it), one last announcement,
+    return."""
     import select
     import time
     carry = b""
     eof = False
-    while not eof:
+    while True:
         due = sender.due()
         timeout = None if due is None else max(0.0, due - sender.clock())
-        ready, _, _ = select.select([fd_in], [], [], timeout)
+        if eof or sender.holding():
+            if due is None:
+                break
+            time.sleep(timeout)
+            ready = []
+        else:
+            ready, _, _ = select.select([fd_in], [], [], timeout)
         if ready:
             data = os.read(fd_in, _CHUNK)
             if not data:
                 eof = True
             lines = (carry + data).split(b"\n")
             carry = lines.pop() if data else b""
-            if eof and lines and lines[-1] == b"":
-                lines.pop()
             for raw in lines:
                 if raw:
                     sender.wake(raw.decode("utf-8", "replace"))
-        due = sender.due()
-        if due is not None and (eof or sender.clock() >= due):
-            if eof and sender.clock() < due:
-                time.sleep(due - sender.clock())
+            sender.flush()
+        now = sender.clock()
+        if sender.retry_at is not None and now >= sender.retry_at:
+            sender.flush()
+        if sender.due_at is not None and (now >= sender.due_at or (eof and not sender.held)):
+            if eof and now < sender.due_at:
+                time.sleep(sender.due_at - now)
             sender.tick()
+            if eof and not sender.held:
+                break
+        if eof and not sender.held and sender.due_at is None:
+            break

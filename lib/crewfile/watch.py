@@ -48,7 +48,7 @@ _READ_CHUNK = 1 << 20
 class Tail:
     """Where one session's log has been read up to, and what it last said."""
     __slots__ = ("name", "dir", "status", "ino", "off", "last", "last_kind", "turn", "ended",
-                 "stale", "lost", "meta", "meta_key")
+                 "stale", "lost", "meta", "meta_key", "n", "prev", "paused")
 
     def __init__(self, name, sdir):
         self.name, self.dir = name, sdir
@@ -63,16 +63,24 @@ class Tail:
         self.lost = False       # a lost event was emitted since the last registration
         self.meta = None
         self.meta_key = None
+        self.n = 0              # events emitted for this session (orders positions)
+        self.prev = None        # kind of the newest event emitted (wake-filter's fold)
+        self.paused = False     # a `paused` event not yet followed by other activity
 
     def saved(self):
         return {"ino": self.ino, "off": self.off, "last": self.last, "last_kind": self.last_kind,
-                "turn": self.turn, "ended": self.ended, "stale": self.stale, "lost": self.lost}
+                "turn": self.turn, "ended": self.ended, "stale": self.stale, "lost": self.lost,
+                "n": self.n, "prev": self.prev, "paused": self.paused}
 
     def restore(self, d):
         self.ino, self.off = d.get("ino"), int(d.get("off") or 0)
         self.last, self.last_kind = d.get("last"), d.get("last_kind")
         self.turn = d.get("turn") or "unknown"
         self.ended, self.stale, self.lost = (bool(d.get(k)) for k in ("ended", "stale", "lost"))
+        self.n = int(d.get("n") or 0)
+        prev = d.get("prev")
+        self.prev = prev if isinstance(prev, str) else None
+        self.paused = bool(d.get("paused"))
 
 
 class Watcher:
@@ -83,8 +91,15 @@ class Watcher:
     """
 
     def __init__(self, crew, from_start=False, cursor=None, stale_after=DEFAULT_STALE,
-                 probe_every=DEFAULT_PROBE, poll=None, out=None, warn=None, now=time.time):
+                 probe_every=DEFAULT_PROBE, poll=None, out=None, warn=None, now=time.time,
+                 positions=False, resume=None):
         self.crew = crew
+        # resume: a cursor the consumer writes (wake-send --cursor) once the
+        # events are safe; we only read it (and create it when absent).
+        self.resume = resume
+        self.positions = positions or resume is not None
+        if resume is not None:
+            cursor = resume
         self.sessions_dir = crew.sub(paths.SESSIONS)
         self.from_start = from_start
         self.cursor = cursor
@@ -114,8 +129,21 @@ class Watcher:
             self._load_cursor()
         if follow and self.poll is None:
             self._subscribe()
+        if self.resume is not None and not self._cursor_known:
+            self._first_position()
         events = self._scan()
         return events
+
+    def _first_position(self):
+        """Write the starting position into an absent resume cursor before
+        any event goes out: a restart before the first acknowledgement then
+        resumes here, and nothing appended since is skipped."""
+        for name in self._names():
+            self._tail(name)
+        state = {name: t.saved() for name, t in self.tails.items()}
+        from .atomic import replace
+        replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
+        self._cursor_known = True
 
     def _load_cursor(self):
         from .errors import BadFile, BadInput, CrewfileError
@@ -250,6 +278,7 @@ class Watcher:
                 tail.ended, seen_life = LIFE[rec.kind], True
             if seen_turn and seen_life:
                 break
+        tail.prev, tail.paused = tail.last_kind, tail.last_kind == "paused"
 
     # -- reading ----------------------------------------------------------
     def _files(self, tail):
@@ -326,24 +355,25 @@ class Watcher:
                         self.warn(f"{tail.name}: skipped a partial last line in {path}")
                         tail.off = size
                     break
-                chunk = data[:nl]
-                tail.off += nl + 1
-                for raw in chunk.split(b"\n"):
-                    self._record(tail, raw, events)
+                for raw in data[:nl].split(b"\n"):
+                    self._record(tail, raw, len(raw) + 1, events)
         finally:
             os.close(fd)
         return True
 
-    def _record(self, tail, raw, events):
+    def _record(self, tail, raw, size, events):
+        """One line of the log, *size* bytes with its newline, at tail.off."""
         rec = records.parse(raw)
         if rec is None:
+            tail.off += size
             if raw:
                 self.warn(f"{tail.name}: skipped a malformed line: {raw[:80]!r}")
             return
         t = rec.time
         if (tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None
                 and t - tail.last >= self.stale_after):
-            events.append(self._stale_event(tail))
+            events.append(self._stale_event(tail))      # positioned before this record
+        tail.off += size
         tail.last, tail.last_kind, tail.stale = t, rec.kind, False
         if rec.kind in TURN_STATE:
             tail.turn = TURN_STATE[rec.kind]
@@ -354,7 +384,7 @@ class Watcher:
                 tail.meta_key = None
         name = tail.name.encode()
         raw = records.printable_line(raw.rstrip(b"\n"))
-        events.append((rec.ts, raw[:24] + b" " + name + raw[24:] + b"\n"))
+        events.append((rec.ts, self._line(tail, rec.kind, raw[:24] + b" " + name + raw[24:])))
 
     def _stale_event(self, tail):
         tail.stale = True
@@ -362,7 +392,28 @@ class Watcher:
         ts = records.timestamp(tail.last + self.stale_after)
         line = records.format_line(ts, "stale", f"silent for {age_text(self.stale_after)}"
                                                 f" since {tail.last_kind}")
-        return (ts, _event(line, tail.name))
+        return (ts, self._line(tail, "stale", _event(line, tail.name), synth=True))
+
+    def _line(self, tail, kind, line, synth=False):
+        """The event line (bytes, newline added) for *kind*, emitted now for *tail*.
+
+        Keeps the per-session bookkeeping a restart needs (count, previous
+        kind, human wait); with positions, appends TAB and the position token
+        (see protocol.md, Event lines): the event's id, the filter's context
+        before it, and the cursor state after it."""
+        prev, paused = tail.prev, tail.paused
+        tail.n += 1
+        tail.prev = kind
+        if kind == "paused":
+            tail.paused = True
+        elif paused and kind not in _keeps_pause():
+            tail.paused = False
+        if not self.positions:
+            return line + b"\n"
+        eid = f"{tail.name}:{tail.ino}:{tail.off}" + (":" + kind if synth else "")
+        token = jsonio.dumps({"id": eid, "s": tail.name, "prev": prev, "paused": paused,
+                              "at": tail.saved()})
+        return line + b"\t" + token.encode("utf-8") + b"\n"
 
     # -- synthesized events -----------------------------------------------
     def _timers(self, probe):
@@ -392,7 +443,8 @@ class Watcher:
             what = (f"tmux pane {meta['tmux']} is gone" if meta.get("tmux")
                     else f"process {meta.get('pid')} is gone")
             ts = records.timestamp(now)
-            events.append((ts, _event(records.format_line(ts, "lost", what), tail.name)))
+            line = _event(records.format_line(ts, "lost", what), tail.name)
+            events.append((ts, self._line(tail, "lost", line, synth=True)))
         return events
 
     def _meta(self, tail):
@@ -418,7 +470,8 @@ class Watcher:
         self.busy = True
         try:
             if events:
-                events.sort(key=lambda e: e[0])
+                if not self.positions:      # with positions, each session's log order
+                    events.sort(key=lambda e: e[0])
                 self.out(b"".join(line for _ts, line in events))
             self._save_cursor()
         finally:
@@ -427,7 +480,7 @@ class Watcher:
             raise KeyboardInterrupt
 
     def _save_cursor(self):
-        if not self.cursor:
+        if not self.cursor or self.resume is not None:
             return
         state = {name: t.saved() for name, t in self.tails.items()}
         text = jsonio.dumps(state)
@@ -540,8 +593,13 @@ class Watcher:
 
 
 def _event(line, name):
-    """An event line (bytes) from a record line (str, with newline) and a session name."""
-    return (line[:24] + " " + name + line[24:]).encode("utf-8")
+    """An event line (bytes, no newline) from a record line (str, with newline) and a name."""
+    return (line[:24] + " " + name + line[24:-1]).encode("utf-8")
+
+
+def _keeps_pause():
+    from .wake import KEEPS_PAUSE
+    return KEEPS_PAUSE
 
 
 def _write_stdout(data):

@@ -6,6 +6,11 @@ Print one event line `<ts> <session> <kind>[: <text>]` per new status record.
   --once             exit when caught up (default: follow for ever)
   --cursor FILE      resume after the last event a previous run emitted, and
                      save the position there after each batch
+  --resume FILE      resume from the position the consumer acknowledged in
+                     FILE (wake-send --cursor FILE); never write it after
+                     creating it; implies --positions
+  --positions        end each line with TAB and its position token (an id
+                     and the cursor state after it; see protocol.md)
   --poll DURATION    re-read the logs this often instead of using inotify
                      (for file systems without it, such as NFS)
   --stale DURATION   a generating session silent this long is `stale`
@@ -20,7 +25,7 @@ silence) and `lost` (its tmux pane or process is gone, not ended).
 SIGTERM or SIGINT ends it with exit 0, after the batch being written and
 its cursor, from the moment its arguments are read.
 
-Example: crew-watch --cursor ~/.cache/crew-watch.cursor | wake-filter | wake-send firstmate
+Example: crew-watch --resume C | wake-filter | wake-send firstmate --cursor C
 """
 
 
@@ -30,11 +35,17 @@ def run(args):
     try:
         from ..cli import crew
         from ..watch import Watcher, DEFAULT_STALE, DEFAULT_PROBE, json_lines_out
+        from ..errors import UsageError
+        if args.resume and args.cursor:
+            raise UsageError("--cursor and --resume name two different writers; give one")
+        if args.json_lines and (args.resume or args.positions):
+            raise UsageError("--json-lines has no positions; use event lines")
         w = Watcher(crew(args), from_start=args.from_start, cursor=args.cursor,
                     stale_after=_duration(args.stale, "--stale", DEFAULT_STALE),
                     probe_every=_duration(args.probe, "--probe", DEFAULT_PROBE),
                     poll=_duration(args.poll, "--poll", None),
-                    out=json_lines_out() if args.json_lines else None)
+                    out=json_lines_out() if args.json_lines else None,
+                    positions=args.positions, resume=args.resume)
         stop.watcher = w
         if args.once:
             w.run_once()

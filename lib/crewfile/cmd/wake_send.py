@@ -8,17 +8,23 @@ Post each wake line on stdin to PRIMARY's inbox, then tell PRIMARY in its pane.
   --say TEMPLATE     the line typed; {n} "3 wakes", {count}, {from} the
                      sessions, {primary} (default: "crewfile: {n} waiting
                      from {from}; run: inbox-drain {primary}")
+  --cursor FILE      acknowledge positioned lines (crew-watch --resume FILE)
+                     by writing FILE once their wakes are in the inbox;
+                     FILE.lock is held while it runs (a second wake-send on
+                     FILE waits for the first to end)
   --quiet            do not log announcements on stderr
 
 Every line becomes a `wake` notice at once (durable: inbox-drain PRIMARY
-shows it). The announcement is typed only when PRIMARY is live and idle
-(never while it generates; unknown counts as busy), re-checked before
-Enter, and never twice for the same wakes. Events of PRIMARY itself are
-ignored. At end of input, a last announcement is tried once. If PRIMARY's
+shows it). A PRIMARY not registered yet: the wakes wait and are posted when
+it is (said once on stderr). The announcement is typed only when PRIMARY is
+live and idle (never while it generates; unknown counts as busy),
+re-checked before Enter, and never twice for the same wakes. Events of
+PRIMARY itself are ignored. At end of input, what waits is posted (waiting
+for PRIMARY if need be) and a last announcement is tried once. If PRIMARY's
 lock is held for more than 1 s, wakes are kept in its spool (one line on
 stderr names the holder) and appended when it frees; the stream goes on.
 
-Example: crew-watch | wake-filter | wake-send firstmate
+Example: crew-watch --resume C | wake-filter | wake-send firstmate --cursor C
 """
 
 
@@ -35,11 +41,20 @@ def run(args):
     def log(msg):
         if not args.quiet:
             warn(msg)
-    sender = wake.Sender(crew(args), args.primary,
-                         window=_duration(args.window, "--window", wake.DEFAULT_WINDOW),
-                         retry=_duration(args.retry, "--retry", wake.DEFAULT_RETRY),
-                         say=_template(args.say or wake.DEFAULT_SAY), log=log, warn=warn)
-    wake.send_stream(sender)
+    window = _duration(args.window, "--window", wake.DEFAULT_WINDOW)
+    retry = _duration(args.retry, "--retry", wake.DEFAULT_RETRY)
+    say = _template(args.say or wake.DEFAULT_SAY)
+    hold = None
+    if args.cursor:         # the cursor is read after the lock: one writer at a time
+        from ..locks import acquire
+        hold = acquire(args.cursor + ".lock")
+    try:
+        sender = wake.Sender(crew(args), args.primary, window=window, retry=retry, say=say,
+                             log=log, warn=warn, cursor=args.cursor)
+        wake.send_stream(sender)
+    finally:
+        if hold is not None:
+            hold.release()
     return 0
 
 

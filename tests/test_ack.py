@@ -1,0 +1,149 @@
+"""End-to-end acknowledgement: crew-watch --resume C | wake-filter | wake-send P --cursor C.
+
+The position a restart resumes from is the one whose wakes are in the
+inbox (or were filtered out); a replayed event is recognised by its id."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+from conftest import BIN, wait_for
+from crewfile import inbox
+from crewfile.sessions import Session, register
+
+
+def py(name):
+    return f"{sys.executable} {os.path.join(BIN, name)}"
+
+
+def pipeline(cursor, primary="boss", once=True, watch_args="", quiet=True):
+    """The acknowledged pipe as a shell line."""
+    return (f"{py('crew-watch')} --resume {cursor} {'--once' if once else ''} {watch_args}"
+            f" | {py('wake-filter')} | {py('wake-send')} {primary} --cursor {cursor}"
+            f" --window 0.01 --retry 0.05 {'--quiet' if quiet else ''}")
+
+
+def run_pipe(crew, cursor, **kw):
+    p = subprocess.run(["bash", "-c", "set -o pipefail; " + pipeline(cursor, **kw)],
+                       env={**os.environ, "CREWFILE_DIR": crew.root},
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+def wakes(crew, name="boss"):
+    """Every wake notice's event text, pending and drained, in order."""
+    got = []
+    for path in (Session(crew, name).dir + "/inbox.read", Session(crew, name).dir + "/inbox"):
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                got += [line.split(" ", 3)[3].rstrip("\n") for line in f if " wake: " in line]
+    return got
+
+
+def expected(crew):
+    """What `crew-watch --from-start --once | wake-filter` lists."""
+    p = subprocess.run(["bash", "-c", f"{py('crew-watch')} --from-start --once | {py('wake-filter')}"],
+                       env={**os.environ, "CREWFILE_DIR": crew.root},
+                       stdout=subprocess.PIPE, text=True, timeout=60, check=True)
+    return p.stdout.splitlines()
+
+
+def say(crew, name, kind, text=""):
+    Session(crew, name).append(kind, text)
+
+
+def test_positions_are_a_trailing_field_the_plain_filter_passes_on(crew, run):
+    register(crew, "w1")
+    say(crew, "w1", "done", "shipped")
+    plain = run("crew-watch", "--from-start", "--once").stdout.splitlines()
+    positioned = run("crew-watch", "--from-start", "--once", "--positions").stdout.splitlines()
+    assert [l.partition("\t")[0] for l in positioned] == plain
+    token = json.loads(positioned[-1].partition("\t")[2])
+    assert token["s"] == "w1" and token["prev"] == "registered" and token["paused"] is False
+    assert token["id"] == f"w1:{token['at']['ino']}:{token['at']['off']}"
+    out = run("wake-filter", input="\n".join(positioned) + "\n").stdout.splitlines()
+    # the held `registered` goes on as an acknowledgement only; the wake keeps its token
+    assert out == ["\t" + positioned[0].partition("\t")[2], positioned[1]]
+
+
+def test_the_issue_walkthrough_primary_registered_after_the_pipeline(crew, tmp_path):
+    """wake-send before the primary exists, killed; the done wake is not lost."""
+    cur = str(tmp_path / "cursor")
+    register(crew, "w1")
+    err = tmp_path / "err"
+    with open(err, "wb") as f:
+        proc = subprocess.Popen(["bash", "-c", pipeline(cur, once=False, quiet=False)],
+                                env={**os.environ, "CREWFILE_DIR": crew.root}, stderr=f,
+                                start_new_session=True)
+    try:
+        wait_for(lambda: os.path.exists(cur), what="the first position written")
+        say(crew, "w1", "done", "shipped")
+        say(crew, "w1", "turn-started")
+        # wake-send holds the wake (no primary), so the position stays before it
+        wait_for(lambda: b"not registered" in err.read_bytes(), what="wake-send holding")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    register(crew, "boss", kind="primary")
+    run_pipe(crew, cur)
+    assert [w.split(" ", 2)[2] for w in wakes(crew)] == ["done: shipped"]
+    assert wakes(crew) == expected(crew)
+
+
+def test_a_replay_after_a_crash_before_the_cursor_is_not_posted_twice(crew, tmp_path):
+    cur = str(tmp_path / "cursor")
+    register(crew, "boss", kind="primary")
+    register(crew, "w1")
+    run_pipe(crew, cur)
+    before = str(tmp_path / "cursor.before")
+    shutil.copy(cur, before)
+    for i in range(5):
+        say(crew, "w1", "blocked", f"db {i}")
+        say(crew, "w1", "turn-started")
+    run_pipe(crew, cur)
+    assert len(wakes(crew)) == 5
+    inbox.drain(crew, "boss")                     # some were even read meanwhile
+    say(crew, "w1", "done")
+    shutil.copy(before, cur)                      # as if killed after the append, before the cursor
+    run_pipe(crew, cur)
+    assert wakes(crew) == expected(crew) and len(wakes(crew)) == 6
+
+
+def test_a_fold_is_kept_across_a_restart(crew, tmp_path):
+    """blocked, restart, blocked again: the repeat is still folded into the first."""
+    cur = str(tmp_path / "cursor")
+    register(crew, "boss", kind="primary")
+    register(crew, "w1")
+    run_pipe(crew, cur)
+    say(crew, "w1", "paused", "awaiting captain")
+    say(crew, "w1", "blocked", "db")
+    run_pipe(crew, cur)
+    say(crew, "w1", "blocked", "db again")
+    say(crew, "w1", "idle")
+    run_pipe(crew, cur, watch_args="")
+    assert wakes(crew) == expected(crew)
+    assert [w.split(" ", 2)[2] for w in wakes(crew)] == ["blocked: db"]
+
+
+def test_filtered_out_events_advance_the_cursor(crew, tmp_path):
+    cur = str(tmp_path / "cursor")
+    register(crew, "boss", kind="primary")
+    register(crew, "w1")
+    run_pipe(crew, cur)
+    for _ in range(3):
+        say(crew, "w1", "turn-started")
+        say(crew, "boss", "turn-started")
+    run_pipe(crew, cur)
+    with open(cur) as f:
+        state = json.load(f)["sessions"]
+    assert state["w1"]["off"] == os.path.getsize(Session(crew, "w1").status_path)
+    assert state["boss"]["off"] == os.path.getsize(Session(crew, "boss").status_path)
+    assert wakes(crew) == []
+
+
+def test_resume_and_cursor_together_is_a_usage_error(crew, run, tmp_path):
+    p = run("crew-watch", "--resume", tmp_path / "a", "--cursor", tmp_path / "b")
+    assert p.returncode == 2 and p.stderr.startswith("crew-watch: --cursor and --resume")
