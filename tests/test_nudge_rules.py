@@ -6,6 +6,7 @@ import pytest
 
 from conftest import cmd
 from crewfile import nudge
+from crewfile.names import current_user
 from crewfile.errors import BadInput, NotFound, Refused
 from crewfile.sessions import register
 
@@ -175,7 +176,7 @@ def test_commands(crew):
     ls = cmd("nudge-ls").stdout.splitlines()
     assert ls[0].split() == ["ID", "USER", "SESSION", "EVERY", "ATTEMPTS", "ARMED", "LAST",
                              "OUTCOME", "REASON"]
-    assert ls[1].split()[:8] == [sid, os.environ.get("USER") or str(os.getuid()), "w1", "60s",
+    assert ls[1].split()[:8] == [sid, current_user(), "w1", "60s",
                                  "0/100", "yes", "-", "-"]
     [obj] = json.loads(cmd("nudge-ls", "--json").stdout)
     assert obj["message"] == "again" and obj["id"] == sid

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from conftest import cmd
+from conftest import BIN, cmd
 from crewfile import records
 from crewfile.atomic import read_text, replace
 from crewfile.sessions import Session, register, state
@@ -201,3 +201,64 @@ def test_atomic_replace_refuses_to_write_through_a_planted_temp_link(tmp_path):
     os.symlink(tmp_path / "victim", tmp_path / f".f.tmp.{os.getpid()}")
     replace(str(target), "two")
     assert target.read_text() == "two" and not (tmp_path / "victim").exists()
+
+
+# -- session-rm -----------------------------------------------------------------
+
+def test_session_rm_archives_an_ended_session_and_frees_the_name(crew, run):
+    register(crew, "w1", cwd="/tmp")
+    Session(crew, "w1").append("ended", "exit")
+    p = run("session-rm", "w1")
+    assert p.returncode == 0, p.stderr
+    dest = p.stdout.strip()
+    assert os.path.dirname(dest) == crew.sub("archive", "sessions", "w1")
+    assert sorted(os.listdir(dest)) >= ["lock", "meta", "status"]
+    assert "ended: exit" in open(os.path.join(dest, "status")).read()
+    assert not os.path.exists(crew.sub("sessions", "w1"))
+    assert run("session-ls", "--all").stdout.splitlines()[1:] == []
+    assert run("session-add", "w1").returncode == 0              # the name is free again
+    Session(crew, "w1").append("ended")
+    second = run("session-rm", "w1").stdout.strip()
+    assert second != dest and os.path.isdir(dest) and os.path.isdir(second)
+
+
+def test_session_rm_refuses_a_live_or_unknown_session_unless_forced(crew, run, tmux):
+    pane = tmux.new_window("sleep 600", name="w1")
+    register(crew, "w1", tmux=pane)
+    register(crew, "nopane")                                     # liveness unknown
+    for name, why in (("w1", "is live"), ("nopane", "is perhaps live")):
+        p = run("session-rm", name)
+        assert (p.returncode, p.stdout) == (1, ""), p.stderr
+        assert p.stderr.startswith(f"session-rm: session {name!r} {why}")
+        assert os.path.exists(crew.sub("sessions", name, "meta"))
+    p = run("session-rm", "w1", "--force")
+    assert p.returncode == 0 and os.path.isdir(p.stdout.strip())
+    assert not os.path.exists(crew.sub("sessions", "w1"))
+
+
+def test_session_rm_of_a_session_whose_pane_is_gone(crew, run, tmux):
+    pane = tmux.new_window("sleep 600", name="w1")
+    tmux.new_window("sleep 600", name="keep")
+    register(crew, "w1", tmux=pane)
+    tmux("kill-pane", "-t", pane)
+    assert run("session-rm", "w1").returncode == 0
+
+
+def test_session_rm_errors(crew, run, tmp_path):
+    p = run("session-rm", "nobody")
+    assert (p.returncode, p.stderr) == (3, "session-rm: no session 'nobody'\n")
+    p = run("session-rm", "../x")
+    assert p.returncode == 2 and p.stdout == ""
+    os.makedirs(crew.sub("sessions"))
+    os.symlink(tmp_path, crew.sub("sessions", "planted"))
+    p = run("session-rm", "planted", "--force")
+    assert p.returncode == 111 and os.path.islink(crew.sub("sessions", "planted"))
+
+
+def test_user_comes_from_the_password_database_without_USER(crew, run):
+    import pwd
+    env = {k: v for k, v in os.environ.items() if k != "USER"}
+    p = subprocess.run([sys.executable, os.path.join(BIN, "session-add"), "w1"], env=env,
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert Session(crew, "w1").meta["user"] == pwd.getpwuid(os.getuid()).pw_name

@@ -32,3 +32,18 @@ def check_name(name, what="name"):
         raise BadInput(f"bad {what} {name!r}: use letters, digits and . _ @ + -"
                        f" (not first: . -), no '/' or '..'")
     return name
+
+
+def current_user(env=None):
+    """Whose session or schedule this is by default: $USER, else the password
+    database's name for our uid (cron and `env -i` leave $USER unset), else
+    the uid as a number."""
+    import os
+    env = os.environ if env is None else env
+    if env.get("USER"):
+        return env["USER"]
+    import pwd
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())

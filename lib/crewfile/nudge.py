@@ -184,7 +184,8 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
     every = _positive(every, "--every")
     max_attempts = DEFAULT_MAX if max_attempts is None else _positive(max_attempts, "--max")
     delivery.check_text(message)
-    user = user or os.environ.get("USER") or str(os.getuid())
+    from .names import current_user
+    user = user or current_user()
     if session:
         sess = sessions.Session(crew, session)
         meta = sess.meta

@@ -40,6 +40,7 @@ from .errors import SystemFailure
 from .names import check_name
 
 SESSIONS, REPORTS, NUDGES, JOBS, LOCKS = "sessions", "reports", "nudges", "jobs", "locks"
+ARCHIVE = "archive"               # archive/sessions/NAME/TS: what session-rm removed
 META, STATUS, LOCK, INBOX, INBOX_READ = "meta", "status", "lock", "inbox", "inbox.read"
 REPORT_TMP, REPORT_NEW, REPORT_CUR = "tmp", "new", "cur"     # under REPORTS
 SCROLLBACK_SUFFIX = ".scrollback"

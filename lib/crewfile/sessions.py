@@ -12,6 +12,7 @@ from . import logfile, paths, records, spool
 from .atomic import replace
 from .errors import BadFile, BadInput, NotFound, Refused, SystemFailure
 from .locks import LockBusy
+from .names import current_user
 
 KINDS = ("crew", "aside", "primary")
 # The newest of these decides whether a turn is running.
@@ -109,7 +110,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     crew.ensure_sub(paths.SESSIONS, name)
     meta = {"name": name, "kind": kind, "exempt": bool(exempt or kind == "aside"),
             "created": records.timestamp(),
-            "user": user or os.environ.get("USER") or str(os.getuid())}
+            "user": user or current_user()}
     if cwd:
         meta["cwd"] = os.path.realpath(cwd)
     if tmux:
@@ -150,6 +151,40 @@ def register_again(sess, tmux=None):
                         exempt=old.get("exempt"), user=old.get("user"), tmux=tmux, extra=keep)
     except Refused:
         return Session(sess.crew, sess.name)
+
+
+def archive(crew, name, force=False, probe=None):
+    """Take session NAME out of the crew: move its directory, whole, to
+    archive/sessions/NAME/TS (kept, never deleted); return that path.
+
+    Refused while the session may be live: not ended and its probe not a
+    sure `no` (unknown is never permission), unless *force*. Decided and
+    moved under the session lock; a writer already waiting for that lock
+    then appends to the archived log, never to a new session's.
+    """
+    sess = Session(crew, name)
+    if not os.path.lexists(sess.dir):
+        raise NotFound(f"no session {name!r}")
+    _check_dir(sess.dir)
+    with spool.lock(sess.dir):
+        if not force:
+            st = state(sess, probe)
+            if not st["ended"] and st["live"] != "no":
+                why = "live" if st["live"] == "yes" else "perhaps live (its liveness is unknown)"
+                raise Refused(f"session {name!r} is {why} and not ended; end it first, "
+                              "or use --force")
+        parent = crew.ensure_sub(paths.ARCHIVE, paths.SESSIONS, name)
+        dest = os.path.join(parent, records.timestamp())
+        while os.path.lexists(dest):            # two removals within a millisecond
+            dest += "+"
+        try:
+            os.rename(sess.dir, dest)
+        except OSError as e:
+            raise SystemFailure(f"cannot move {sess.dir} to {dest}: {e.strerror}") from None
+        from .atomic import fsync_dir
+        fsync_dir(parent)
+        fsync_dir(crew.sub(paths.SESSIONS))
+    return dest
 
 
 def names(crew):

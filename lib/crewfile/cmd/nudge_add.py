@@ -9,7 +9,8 @@ Schedule a nudge: TEXT typed into a session's pane when it is due and safe.
                            a whole number of seconds, at least 1)
   --message TEXT           what to type (one line, no control characters)
   --max N                  disarm after N attempts (default: 100, at most 1000000)
-  --user USER              whose schedule (default: $USER)
+  --user USER              whose schedule (default: $USER, else the
+                           password database's name for your uid)
   --replace                replace the user's schedule for that session
 
 Exactly one of --session, --session-key, --agent-session-id. One schedule per

@@ -9,7 +9,8 @@ Register a session: write its metadata and a `registered` record.
   --cwd DIR                  its working tree
   --session-key KEY          the orchestrator's handle for its conversation
   --agent-session-id ID      the agent's own session id (e.g. Claude Code's)
-  --user USER                whose session it is (default: $USER)
+  --user USER                whose session it is (default: $USER, else
+                             the password database's name for your uid)
 
 A name already registered and not ended is refused (exit 1).
 
