@@ -38,7 +38,12 @@ def run(d):
           " nobody, and the captain never sees it as typed words):")
     d.sh("inbox-drain deployer --peek")
     d.sh("job-ls")
-    d.say("Asking later still gives the outcome; it is not heard a second time:")
+    d.say("The agent asks before that boundary: job-wait takes the notice back from the inbox"
+          " and reports the outcome itself, so the model hears it once, not twice:")
+    d.sh(f"job-wait {handle}")
+    d.sh("inbox-drain deployer --peek; job-ls")
+    d.say("Asking again repeats it only to whoever asks (a notice the model was handed is"
+          " never repeated: job-wait then says so in one line, exit 122):")
     d.sh(f"job-wait {handle}")
     d.say("A job whose session has gone quiet (its window was closed): nothing is posted, and"
           " the outcome stays listed as unheard (no!) until someone asks:")

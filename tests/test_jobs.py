@@ -198,9 +198,62 @@ def test_nobody_waiting_announces_one_line_notice(crew, run, tmp_path):
     assert text.endswith("; last output: all done: 3 hosts")
     assert job.heard() == {"by": "notice", "at": job.heard()["at"], "id": notices[0].id}
     assert job.notice()["posted"] is True
+
+
+# -- heard exactly once at the model: a wait after the announcement -----------------
+
+def test_wait_before_the_notice_is_drained_takes_the_outcome_over(crew, run):
+    live_session(crew)
+    sessions.register(crew, "w2", pid=os.getpid())
+    inbox.post(crew, "w1", "wake", "before")
+    h = exec_(run, "--session", "w1", "--", "sh", "-c", "echo hi; exit 3")
+    job = settled(crew, h)
+    inbox.post(crew, "w1", "wake", "after")
+    nid = job.heard()["id"]
     proc = run("job-wait", h)
-    assert proc.returncode == 4 and "heard already by notice" in proc.stdout
-    assert len(job_notices(crew)) == 1
+    assert proc.returncode == 3
+    assert proc.stdout.startswith(f"{h} exited 3 after ")
+    assert proc.stdout.endswith("; heard by this wait\nhi\n")
+    # Withdrawn under the inbox's lock: the other notices stay, in order.
+    assert [(n.kind, n.text) for n in inbox.pending(crew, "w1")] == [("wake", "before"),
+                                                                     ("wake", "after")]
+    assert job.heard()["by"] == "wait" and job.heard()["withdrawn"] == nid
+    assert "wait" in run("job-ls").stdout.splitlines()[1].split()
+    again = run("job-wait", h)             # asked twice: told twice, as before
+    assert again.returncode == 3 and "heard already by wait" in again.stdout
+    assert inbox.drain(crew, "w1")[0][-1].text == "after"
+
+
+def test_wait_after_the_notice_reached_the_model_does_not_repeat_it(crew, run):
+    live_session(crew)
+    h = exec_(run, "--session", "w1", "--", "sh", "-c", "echo secret-output; exit 3")
+    job = settled(crew, h)
+    nid = job.heard()["id"]
+    drained = run("inbox-drain", "w1").stdout          # handed to the model
+    assert f"job {h} exited 3" in drained
+    proc = run("job-wait", h)
+    assert proc.returncode == jobs.HEARD_EXIT == 122
+    assert proc.stdout == f"{h} heard already by notice {nid}: not repeated\n"
+    assert job.heard()["by"] == "notice"
+    assert run("job-wait", h, "--all").stdout == proc.stdout
+
+
+def test_a_stuck_session_lock_keeps_the_notice_and_the_wait_does_not_repeat_it(crew, run):
+    live_session(crew)
+    h = exec_(run, "--session", "w1", "--", "sh", "-c", "echo hi; exit 3")
+    job = settled(crew, h)
+    holder = subprocess.Popen(["flock", os.path.join(crew.session_dir("w1"), "lock"),
+                               "sh", "-c", "echo held; exec sleep 60"], stdout=subprocess.PIPE,
+                              start_new_session=True)
+    try:
+        assert holder.stdout.readline() == b"held\n"
+        proc = run("job-wait", h)
+    finally:
+        os.killpg(holder.pid, signal.SIGKILL)
+        holder.wait()
+    assert proc.returncode == 122 and "not repeated" in proc.stdout
+    notices = job_notices(crew)
+    assert len(notices) == 1 and notices[0].text.startswith(f"job {h} exited 3 after ")
 
 
 def test_timeout_leaves_job_running_and_it_is_announced(crew, run, tmp_path):

@@ -11,7 +11,7 @@ import os
 import time
 
 from . import logfile, paths, records, spool
-from .errors import NotFound, SystemFailure
+from .errors import NotFound
 
 _counter = 0
 
@@ -120,3 +120,28 @@ def drain(crew, name):
         finally:
             os.close(fd)
     return notices, garbage
+
+
+def withdraw(crew, name, nid, timeout=None):
+    """Take notice *nid* back out of NAME's inbox if it is still pending;
+    True if it was (and is now gone for good), False if it was drained (or
+    never there). Under the session lock (spool appended first; LockBusy
+    after *timeout* seconds), so a drain either handed it over before or
+    will never see it. The inbox without it is an atomic, durable replace:
+    a crash never brings it back."""
+    from .atomic import replace
+    inbox = _paths(crew, name)[0]
+    with spool.lock(crew.session_dir(name), timeout):
+        try:
+            fd = paths.open_file(inbox)
+        except FileNotFoundError:
+            return False
+        with os.fdopen(fd, "rb") as f:
+            lines = f.read().split(b"\n")
+        for i, raw in enumerate(lines[:-1]):        # complete lines only
+            n = _parse(raw)
+            if n is not None and n.id == nid:
+                replace(inbox, b"\n".join(lines[:i] + lines[i + 1:]))
+                return True
+    return False
+

@@ -16,22 +16,56 @@ import time
 from . import records
 from .atomic import replace
 from .errors import NotFound
-from .jobs import ERROR_EXIT, TIMEOUT_EXIT, Job, dump_json, duration_text, ended_text
+from .jobs import (ERROR_EXIT, HEARD_EXIT, POST_WAIT, TIMEOUT_EXIT, Job, dump_json, duration_text,
+                   ended_text)
 from .locks import acquire
 
 
 def _hear(job, res):
-    """Under `lock`: mark the outcome heard by this wait unless already heard."""
+    """Under `lock`: this wait reports the outcome, unless it was heard already.
+
+    Announced but still pending in the inbox (the model has not been handed
+    it): the notice is withdrawn and this wait reports the outcome as its
+    own. Handed over (drained) already: the model has it, and the wait says
+    so without repeating it (state 'heard').
+
+    `heard` by=wait is written without fsync: its reader that matters, the
+    watcher deciding whether to announce, is alive and reads the page cache;
+    a power loss kills that watcher too, so nothing can announce the outcome
+    again, and the worst a lost `heard` does is list the (durable) outcome
+    as unheard. The outcome itself was durable before we could read it.
+    """
     heard = job.heard()
+    taken = None
     if heard is not None:
-        return Outcome(job, "done", res, False, heard)
+        if heard.get("by") == "notice" and _withdraw(job, heard.get("id")):
+            taken = heard["id"]
+        elif heard.get("by") == "notice":
+            return Outcome(job, "heard", res, False, heard)
+        else:
+            return Outcome(job, "done", res, False, heard)
     heard = {"by": "wait", "at": records.timestamp(), "pid": os.getpid()}
-    replace(job.heard_path, dump_json(heard))
+    if taken:
+        heard["withdrawn"] = taken
+    replace(job.heard_path, dump_json(heard), sync=False)
     return Outcome(job, "done", res, True, heard)
 
 
+def _withdraw(job, nid):
+    """Withdraw the job's pending notice *nid*: True if it had not reached the model."""
+    from . import inbox
+    from .errors import CrewfileError
+    try:
+        session = job.spec().get("session")
+        return bool(session and isinstance(nid, str)
+                    and inbox.withdraw(job.crew, session, nid, timeout=POST_WAIT))
+    except CrewfileError:
+        return False        # session gone, or its lock stuck: the notice stays, and will be read
+
+
 class Outcome:
-    """What a wait found: state 'done', 'timeout' or 'lost'."""
+    """What a wait found: state 'done', 'timeout', 'lost', or 'heard' (the
+    notice has reached the model: the outcome is not repeated)."""
 
     def __init__(self, job, state, result=None, heard_here=False, heard=None, waited=0.0):
         self.job, self.state, self.result = job, state, result
@@ -43,6 +77,8 @@ class Outcome:
             return TIMEOUT_EXIT
         if self.state == "lost":
             return ERROR_EXIT
+        if self.state == "heard":
+            return HEARD_EXIT
         return self.result.get("code", ERROR_EXIT)
 
     def line(self):
@@ -56,6 +92,8 @@ class Outcome:
             pg = (self.job.pids() or {}).get("pgid")
             return (f"{h} lost: fate unknown (watcher lost); process group "
                     f"{pg if pg else '-'} {where}")
+        if self.state == "heard":
+            return f"{h} heard already by notice {self.heard.get('id')}: not repeated"
         by = self.heard.get("by", "?") if self.heard else "?"
         heard = "heard by this wait" if self.heard_here else f"heard already by {by}"
         return f"{h} {ended_text(self.result)}; {heard}"

@@ -28,7 +28,7 @@ import time
 from . import records
 from .atomic import fsync_dir, replace, sync, write_all
 from .errors import SystemFailure
-from .jobs import dump_json
+from .jobs import POST_WAIT, dump_json
 from .locks import acquire
 
 
@@ -222,9 +222,6 @@ def notice_text(job, spec, result):
     label = f" ({spec['label']})" if spec.get("label") else ""
     last = job.last_line() or "(no output)"
     return f"job {job.handle}{label} {ended_text(result)}; last output: {last}"
-
-
-POST_WAIT = 1.0
 
 
 def announce(job, result):

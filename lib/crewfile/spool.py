@@ -41,11 +41,14 @@ def spool_dir(sdir):
     return os.path.join(sdir, paths.SPOOL)
 
 
-def lock(sdir):
+def lock(sdir, timeout=None):
     """Hold sessions/NAME/lock with the spool appended: how a writer takes it.
 
-    LockBusy when this process's bound runs out first."""
-    held = acquire(os.path.join(sdir, paths.LOCK))
+    LockBusy when this process's bound (or *timeout*, seconds) runs out first."""
+    path = os.path.join(sdir, paths.LOCK)
+    held = acquire(path, timeout)
+    if held is None:
+        raise LockBusy(path)
     try:
         flush(sdir)
     except Exception as e:          # a spool we cannot append must not stop this writer

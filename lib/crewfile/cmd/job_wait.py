@@ -9,9 +9,13 @@ Wait for job HANDLE to end; print a result line, then the output's tail.
 Exits with the job's code: its exit status, or 128+N if signal N killed it.
 An outcome that lands while this waits is heard by this wait and is not
 announced; on a timeout the job keeps running and is announced if nobody
-waits when it ends. The first line tells every case apart:
-  HANDLE exited N after T; heard by this wait | heard already by wait|notice
+waits when it ends. An announced outcome whose notice has not reached the
+model yet is taken back from the inbox and heard by this wait; once the
+notice has reached it, the outcome is not repeated (exit 122; job-ls has it).
+The first line tells every case apart:
+  HANDLE exited N after T; heard by this wait | heard already by wait
   HANDLE killed by SIGNAME (N) after T; ...
+  HANDLE heard already by notice ID: not repeated                  (exit 122)
   HANDLE running: timed out after waiting T                        (exit 124)
   HANDLE lost: fate unknown (watcher lost); process group PGID ... (exit 125)
 job-wait's own failures (usage, no such job, system) exit 125 with a message
