@@ -303,3 +303,68 @@ def test_finding_06_crew_watch_refuses_a_symlinked_session_once_and_goes_on(crew
     assert r.returncode == 0
     assert [line.split()[1] for line in r.stdout.splitlines()] == ["b"]
     assert len(r.stderr.splitlines()) == 1 and "sessions/a: a symlink is not followed" in r.stderr
+
+
+def test_finding_07_job_exec_failing_early_leaves_no_job_directory(crew):
+    import subprocess
+    import sys
+    from conftest import BIN
+    os.makedirs(os.path.join(crew.root, "jobs"), mode=0o700, exist_ok=True)
+    r = subprocess.run(["sh", "-c", f'ulimit -f 0; exec "$0" "$1" --handle early -- true',
+                        sys.executable, os.path.join(BIN, "job-exec")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 111 and "Traceback" not in r.stderr, r.stderr
+    assert [e for e in os.listdir(os.path.join(crew.root, "jobs"))] == []
+    assert cmd("job-exec", "--handle", "early", "true").returncode == 0     # the handle is free
+    assert cmd("job-wait", "early").returncode == 0
+
+
+def test_finding_07_abandoned_job_directory_is_swept(crew):
+    import time
+    from crewfile import jobs
+    orphan = os.path.join(crew.root, "jobs", "j-dead00")
+    os.makedirs(orphan)
+    open(os.path.join(orphan, "alive"), "w").close()
+    assert cmd("job-ls").stdout.count("\n") == 1            # never listed
+    assert jobs.sweep(crew, now=time.time()) == []          # too young: may be mid-creation
+    old = time.time() - jobs.ORPHAN_AGE - 60
+    os.utime(orphan, (old, old))
+    jobs.sweep(crew)
+    assert not os.path.exists(orphan)
+
+
+def test_finding_08_status_append_reads_stdin_lines_in_constant_memory(crew):
+    """A 64 MB line without a newline, then a good line: the long one is
+    skipped as it is read (peak memory far below its size), the good one kept."""
+    import subprocess
+    import sys
+    from conftest import BIN
+    cmd("session-add", "w", check=True)
+    code = (
+        "import resource, subprocess, sys, threading\n"
+        "p = subprocess.Popen([sys.executable, sys.argv[1], 'w', 'log', '-'],"
+        " stdin=subprocess.PIPE, stderr=subprocess.PIPE)\n"
+        "def feed():\n"
+        "    chunk = b'x' * (1 << 20)\n"
+        "    for _ in range(64):\n"
+        "        p.stdin.write(chunk)\n"
+        "    p.stdin.write(b'\\nafter the long one\\n')\n"
+        "    p.stdin.close()\n"
+        "t = threading.Thread(target=feed); t.start()\n"
+        "err = p.stderr.read(); p.wait(); t.join()\n"
+        "print(p.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "sys.stderr.write(err.decode())\n")
+    r = subprocess.run([sys.executable, "-c", code, os.path.join(BIN, "status-append")],
+                       capture_output=True, text=True, timeout=300)
+    rc, peak_kb = map(int, r.stdout.split())
+    assert rc == 2 and "stdin line 1: longer than 16384 bytes" in r.stderr, r.stderr
+    assert peak_kb < 48 * 1024, f"peak {peak_kb} kB for a 64 MB line"
+    assert cmd("status-show", "w").stdout.count("log: after the long one") == 1
+
+
+def test_finding_08_wake_filter_drops_an_overlong_line_in_bounded_memory(crew):
+    cmd("session-add", "w", check=True)
+    good = "2026-11-30T10:00:00.000Z w blocked: need input\n"
+    r = cmd("wake-filter", input="x" * (4 << 20) + "\n" + good)
+    assert r.stdout == good
+    assert "longer than" in r.stderr and len(r.stderr.splitlines()) == 1

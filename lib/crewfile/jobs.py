@@ -34,6 +34,7 @@ OUTPUT_LIMIT = 1 << 20            # bytes of output kept (plus one marker line)
 MIN_OUTPUT_LIMIT = 4096
 HEARD_RETENTION = 600             # job-sweep's default --older-than: 10 minutes
 UNHEARD_RETENTION = 7 * 86400     # an outcome nobody heard is kept 7 days
+ORPHAN_AGE = 600                  # a jobs/HANDLE without `spec` this old is abandoned
 MAX_LABEL = 200
 LAST_LINE_CHARS = 200
 TIMEOUT_EXIT = 124                # job-wait: timed out (like timeout(1))
@@ -215,6 +216,17 @@ def new_job(crew, handle=None):
     return Job(crew, handle)
 
 
+def discard(job):
+    """Remove a job directory nothing was started from (gone at once: one rename)."""
+    import shutil
+    trash = os.path.join(os.path.dirname(job.dir), f".swept-{job.handle}-{os.getpid()}")
+    try:
+        os.rename(job.dir, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
 def write_spec(job, argv, session=None, label=None, cwd=None, env=None):
     """Publish `spec` (visible at once, durable later: see jobwatch.start); return it."""
     spec = {"handle": job.handle, "argv": list(argv), "label": label or "",
@@ -311,6 +323,15 @@ def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION
         try:
             with acquire(job.lock_path):
                 if not os.path.lexists(job.spec_path):
+                    # A job-exec killed before it wrote `spec` (job-exec itself
+                    # removes what it made when it fails): never listed, and
+                    # removed once surely abandoned.
+                    if (now - os.lstat(job.dir).st_mtime < ORPHAN_AGE
+                            or job.watcher_alive()):
+                        continue
+                    trash = os.path.join(root, f".swept-{handle}-{os.getpid()}")
+                    os.rename(job.dir, trash)
+                    shutil.rmtree(trash, ignore_errors=True)
                     continue
                 res, heard = job.result(), job.heard()
                 if heard is not None:

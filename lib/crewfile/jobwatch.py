@@ -43,12 +43,19 @@ def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None,
     from . import jobs
     jobs.check_request(crew, argv, session, label)
     job = jobs.new_job(crew, handle)
-    alive = acquire(job.alive_path)       # before `spec`: see the module docstring
+    alive = None
     try:
+        alive = acquire(job.alive_path)   # before `spec`: see the module docstring
         spec = jobs.write_spec(job, argv, session, label, cwd, env)
         spawn(job, spec, alive, exiting)
+    except BaseException:
+        # Nothing was started (a full disk, `ulimit -f 0`, no fork): leave no
+        # empty jobs/HANDLE behind, and the handle free for another try.
+        jobs.discard(job)
+        raise
     finally:
-        alive.release()                   # our descriptor; the watcher's keeps the flock
+        if alive is not None:
+            alive.release()               # our descriptor; the watcher's keeps the flock
     return job.handle
 
 

@@ -180,3 +180,22 @@ def is_timestamp(ts):
     """True for `YYYY-MM-DDTHH:MM:SS.mmmZ` exactly."""
     return (len(ts) == 24 and ts[4] == ts[7] == "-" and ts[10] == "T" and ts[13] == ts[16] == ":"
             and ts[19] == "." and ts[23] == "Z" and all("0" <= ts[i] <= "9" for i in _TS_DIGITS))
+
+
+def bounded_lines(stream, limit=MAX_LINE):
+    """The lines of a binary stream (newline stripped), each read with at most
+    *limit* + 1 bytes in memory: a longer line is skipped as it is read (its
+    rest drained in chunks) and yielded as None. Constant memory on any input,
+    a 200 MB line without a newline included."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if line.endswith(b"\n"):
+            yield line[:-1]
+        elif len(line) <= limit:
+            yield line                    # the last line, without a newline
+        else:
+            while line and not line.endswith(b"\n"):
+                line = stream.readline(1 << 16)
+            yield None

@@ -27,6 +27,11 @@ PYTHONUNBUFFERED.
 import os
 
 from . import paths
+from .records import MAX_LINE
+
+# An event line at most: a record, a session name (64 at most) and a space, a
+# TAB and a position token (a small JSON object; 4096 is far above any).
+MAX_EVENT = MAX_LINE + 65 + 4096
 
 EXEMPT_PASS = frozenset({"concluded", "problem", "blocked", "error", "lost"})
 NORMAL_PASS = frozenset({"turn-ended", "done", "concluded", "blocked", "problem", "error",
@@ -53,6 +58,7 @@ class Filter:
         self.state = {}
         self.gen = 0
         self.carry = b""
+        self.overlong = False       # inside a line too long to be an event: drop until newline
         self.bad = 0
         # kind word as read (b"idle", b"blocked:") -> the kind, one object per kind
         self._bare, self._texted, self._canon = {}, {}, {}
@@ -61,6 +67,15 @@ class Filter:
         data = self.carry + data
         lines = data.split(b"\n")
         self.carry = lines.pop()
+        if self.overlong:              # the rest of a line too long to be an event
+            self.overlong = bool(not lines)
+            if lines:
+                lines.pop(0)
+            if self.overlong:
+                self.carry = b""
+        if len(self.carry) > MAX_EVENT:
+            self.warn(f"a line longer than {MAX_EVENT} bytes, dropped: {self.carry[:80]!r}")
+            self.carry, self.overlong = b"", True      # memory stays bounded
         return self._lines(lines)
 
     def finish(self):
@@ -488,6 +503,8 @@ def send_stream(sender, fd_in=0):
                 eof = True
             lines = (carry + data).split(b"\n")
             carry = lines.pop() if data else b""
+            if len(carry) > MAX_EVENT:
+                carry = carry[:MAX_EVENT]     # a wake is one line: what follows adds nothing
             for raw in lines:
                 if raw:
                     sender.wake(raw.decode("utf-8", "replace"))

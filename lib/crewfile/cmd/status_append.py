@@ -37,8 +37,13 @@ def _from_stdin(sess, kind, stream):
     from ..errors import BadInput, Refused
     from ..evidence import CAPTAIN_KINDS, refuse_hand_written
     bad = 0
-    for n, raw in enumerate(stream, 1):
-        line = raw.rstrip(b"\n").decode("utf-8", "surrogateescape")
+    for n, raw in enumerate(records.bounded_lines(stream), 1):
+        if raw is None:
+            bad += 1
+            sys.stderr.write(f"status-append: stdin line {n}: longer than {records.MAX_LINE}"
+                             " bytes, skipped\n")
+            continue
+        line = raw.decode("utf-8", "surrogateescape")
         try:
             if kind is None:
                 k, _, text = line.partition(": ") if ": " in line else (line, "", "")
