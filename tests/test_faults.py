@@ -177,3 +177,210 @@ def test_finding10_spool_recovery_after_a_killed_flusher_is_exactly_once(crew):
     sess.append("idle")
     assert [k for k, _ in records(sess)] == ["registered", "note", "idle", "note", "idle"]
     assert os.listdir(d) == []
+
+
+# -- finding 11: inotify exhausted or missing ------------------------------------
+
+HOG = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+fds = []
+while len(fds) < 100000:
+    fd = libc.inotify_init1(os.O_CLOEXEC)
+    if fd < 0:
+        break
+    fds.append(fd)
+print(len(fds), ctypes.get_errno(), flush=True)
+sys.stdin.read()
+"""
+HOG_LIMIT = 8
+
+
+class Proc:
+    """A long-running command: its stdout and stderr read line by line."""
+
+    def __init__(self, *argv, env=None, prefix=()):
+        full = dict(os.environ, **(env or {}))
+        self.p = subprocess.Popen([*prefix, sys.executable, os.path.join(REPO, "bin", argv[0]),
+                                   *argv[1:]],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=full)
+        os.set_blocking(self.p.stdout.fileno(), False)
+        os.set_blocking(self.p.stderr.fileno(), False)
+        self.out, self.err = b"", b""
+
+    def _pump(self):
+        for name, f in (("out", self.p.stdout), ("err", self.p.stderr)):
+            try:
+                data = f.read()
+            except (BlockingIOError, ValueError):
+                data = None
+            if data:
+                setattr(self, name, getattr(self, name) + data)
+
+    def wait_out(self, text, what=None):
+        def found():
+            self._pump()
+            return text.encode() in self.out
+        wait_for(found, what=what or f"{text!r} on stdout")
+
+    def wait_err(self, text, what=None):
+        def found():
+            self._pump()
+            return text.encode() in self.err
+        wait_for(found, what=what or f"{text!r} on stderr")
+
+    def running(self):
+        return self.p.poll() is None
+
+    def exit_code(self, timeout=20):
+        rc = self.p.wait(timeout=timeout)
+        self._pump()
+        return rc
+
+    def stop(self):
+        if self.p.poll() is None:
+            self.p.terminate()
+            try:
+                self.p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.p.wait()
+        self._pump()
+
+
+@pytest.fixture
+def procs():
+    made = []
+
+    def start(*argv, env=None, prefix=()):
+        p = Proc(*argv, env=env, prefix=prefix)
+        made.append(p)
+        return p
+    yield start
+    for p in made:
+        p.stop()
+
+
+@pytest.fixture
+def inotify_exhausted():
+    """A user namespace whose inotify instances are all in use: its limit
+    (/proc/sys/user/max_inotify_instances, per user namespace) set to
+    HOG_LIMIT and every one of them taken by a child process. Commands run
+    in it through the prefix this yields (nsenter); the rest of the machine
+    keeps its instances."""
+    hog = subprocess.Popen(["unshare", "-U", "-r", "sh", "-c",
+                            f"echo {HOG_LIMIT} > /proc/sys/user/max_inotify_instances"
+                            f" && exec {sys.executable} -c '{HOG}'"],
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        count, err = hog.stdout.readline().split()
+        assert (int(count), int(err)) == (HOG_LIMIT, 24), (count, err)   # EMFILE at the limit
+        yield ["nsenter", "-t", str(hog.pid), "-U", "--preserve-credentials"]
+    finally:
+        hog.stdin.close()
+        hog.wait()
+
+
+def test_finding11_inotify_exhausted_every_waiting_command_polls(crew, procs, inotify_exhausted,
+                                                                 tmp_path):
+    register(crew, "a")
+    go = tmp_path / "go"
+    handle = cmd("job-exec", "--", "sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done",
+                 check=True).stdout.strip()
+    ns = inotify_exhausted
+    probe = subprocess.run([*ns, sys.executable, "-c", "import inotify_simple as i; i.INotify()"],
+                           capture_output=True, text=True)
+    assert "Too many open files" in probe.stderr           # the condition is real
+    wait = procs("job-wait", handle, prefix=ns)
+    watch = procs("crew-watch", "--from-start", prefix=ns)
+    tick = procs("nudge-tick", "--watch", prefix=ns)
+    for p, name in ((wait, "job-wait"), (watch, "crew-watch"), (tick, "nudge-tick")):
+        p.wait_err(f"{name}: inotify instances are exhausted", what=f"{name}'s fallback line")
+        assert b"fs.inotify.max_user_instances" in p.err and b"polling every 1 s" in p.err
+        assert b"sysctl fs.inotify.max_user_instances=" in p.err
+    Session(crew, "a").append("note", "heard by polling")
+    watch.wait_out(" a note: heard by polling")
+    sid = cmd("nudge-add", "--session", "a", "--every", "600", "--message", "hi",
+              check=True).stdout.strip()
+    from test_nudge import make_due
+    make_due(crew, sid)
+    tick.wait_out(f"{sid} a disarmed")
+    go.write_text("")
+    assert wait.exit_code() == 0, wait.err
+    assert b"exited 0" in wait.out
+    for p in (watch, tick):
+        assert p.running()
+        assert p.err.count(b"\n") == 1, p.err         # said once, not once per poll
+
+
+def test_finding11_inotify_simple_missing_polls(crew, procs, tmp_path):
+    fake = tmp_path / "noinotify"
+    fake.mkdir()
+    (fake / "inotify_simple.py").write_text("raise ImportError('not here')\n")
+    env = {"PYTHONPATH": str(fake)}
+    register(crew, "a")
+    watch = procs("crew-watch", "--from-start", env=env)
+    watch.wait_err("crew-watch: inotify is not available (the inotify_simple package is not"
+                   " installed); polling every 1 s instead")
+    Session(crew, "a").append("note", "polled")
+    watch.wait_out(" a note: polled")
+    handle = cmd("job-exec", "--", "sh", "-c", "exit 3", check=True).stdout.strip()
+    out = cmd("job-wait", handle, env=env)
+    assert out.returncode == 3
+    assert watch.running()
+
+
+# -- finding 12: a watcher that goes deaf ------------------------------------------
+
+def test_finding12_crew_directory_replaced_is_followed_and_gone_exits_6(crew, procs):
+    register(crew, "a")
+    watch = procs("crew-watch", "--from-start", "--probe", "0.2")
+    Session(crew, "a").append("note", "before")
+    watch.wait_out(" a note: before")
+    os.rename(crew.root, crew.root + ".old")
+    register(crew, "b")
+    Session(crew, "b").append("note", "after")
+    watch.wait_err("was replaced; following the new one")
+    watch.wait_out(" b note: after")
+    assert b" b registered: kind=crew\n" in watch.out       # the new crew from its start
+    # A session directory replaced under it: followed from its first record.
+    os.rename(os.path.join(crew.root, "sessions", "b"), os.path.join(crew.root, "b.old"))
+    register(crew, "b")
+    Session(crew, "b").append("note", "third")
+    watch.wait_out(" b note: third")
+    assert watch.out.count(b" b registered: kind=crew\n") == 2
+    import shutil
+    shutil.rmtree(crew.root)
+    assert watch.exit_code() == 6
+    assert watch.err.decode().splitlines()[-1] == (
+        f"crew-watch: the crew directory {crew.root} is gone (deleted or unmounted, or its"
+        " sessions/ removed); exiting so that a supervisor restarts crew-watch")
+
+
+def test_finding12_nudge_watch_follows_a_replaced_crew(crew, procs):
+    from test_nudge import make_due
+    register(crew, "a")
+    tick = procs("nudge-tick", "--watch")
+    wait_for(lambda: os.path.isdir(os.path.join(crew.root, "nudges")), what="nudges/")
+    os.rename(crew.root, crew.root + ".old")
+    register(crew, "a")
+    tick.wait_err("nudge-tick: the crew directory", what="the replaced line")
+    sid = cmd("nudge-add", "--session", "a", "--every", "600", "--message", "hi",
+              check=True).stdout.strip()
+    make_due(crew, sid)
+    tick.wait_out(f"{sid} a disarmed")
+    assert tick.running()
+
+
+def test_finding11_inotify_watches_exhausted_crew_watch_polls(crew, procs):
+    """One watch allowed (this user namespace's max_inotify_watches): sessions/
+    takes it, session a's directory finds none left."""
+    register(crew, "a")
+    watch = procs("crew-watch", "--from-start", prefix=[
+        "unshare", "-U", "-r", "sh", "-c",
+        'echo 1 > /proc/sys/user/max_inotify_watches && exec "$0" "$@"'])
+    watch.wait_err("crew-watch: inotify watches are exhausted")
+    assert b"sysctl fs.inotify.max_user_watches=" in watch.err
+    Session(crew, "a").append("note", "polled")
+    watch.wait_out(" a note: polled")
+    assert watch.err.count(b"\n") == 1 and watch.running()

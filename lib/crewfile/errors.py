@@ -10,6 +10,7 @@ USAGE = 2        # wrong usage or bad input
 NOT_FOUND = 3    # the named thing does not exist
 DAMAGED = 4      # a file in the crew directory is not JSON or not of its shape
 PARTIAL = 5      # done for every good entry; a bad one was named on stderr (and marked)
+GONE = 6         # a watched directory was deleted or unmounted: restart the watcher
 SYSTEM = 111     # a system call failed (disk full, permission, ...)
 
 
@@ -50,3 +51,8 @@ class BadFile(CrewfileError):
     def __init__(self, path, why):
         super().__init__(f"{path}: {why}")
         self.path, self.why = path, why
+
+
+class Gone(CrewfileError):
+    """A directory a watcher follows is gone (deleted, unmounted): only a restart can help."""
+    exit_code = GONE

@@ -100,7 +100,8 @@ class Outcome:
 
 
 def wait(crew, handle, timeout=None, exiting=False):
-    """Wait for the job's outcome (inotify, not polling); return an Outcome.
+    """Wait for the job's outcome (inotify; polling when it cannot be had,
+    see notify.py); return an Outcome.
 
     The waiter counts itself in (shared flock on `waiters`, taken under
     `lock`) and out; an outcome that lands while it waits is its to report.
@@ -111,23 +112,28 @@ def wait(crew, handle, timeout=None, exiting=False):
     t0 = time.monotonic()
     res = job.result()
     ino = None
-    if res is None:
-        from inotify_simple import INotify, flags    # only a real wait pays for it
-        ino = INotify()
-        # Subscribe before looking: an outcome landing from now on wakes us.
-        # Every file we publish is renamed into place (MOVED_TO); CLOSE_WRITE
-        # is left out: opening a lock file to probe it would wake us.
-        ino.add_watch(job.dir, flags.MOVED_TO | flags.DELETE_SELF
-                      | flags.MOVE_SELF)
-        if exiting:
-            _share_with_helper(ino)
+    waiting = res is None
+    if waiting:
+        from . import notify        # only a real wait pays for inotify
+        ino = notify.open_inotify()
+        if ino is not None:
+            from inotify_simple import flags
+            # Subscribe before looking: an outcome landing from now on wakes us.
+            # Every file we publish is renamed into place (MOVED_TO); CLOSE_WRITE
+            # is left out: opening a lock file to probe it would wake us.
+            if notify.add_watch(ino, job.dir, flags.MOVED_TO | flags.DELETE_SELF
+                                | flags.MOVE_SELF) is None:
+                ino.close()
+                ino = None
+            elif exiting:
+                _share_with_helper(ino)
     registration = None
     try:
         with acquire(job.lock_path):
             res = job.result()
             if res is not None:
                 return _hear(job, res)
-            if ino is None:
+            if not waiting:
                 raise NotFound(f"no job {handle!r}")
             registration = acquire(job.waiters_path, shared=True)
         return _wait_registered(job, ino, registration, timeout, t0)
@@ -170,8 +176,10 @@ def _share_with_helper(ino):
 
 def _wait_registered(job, ino, registration, timeout, t0):
     import select
+    from .notify import POLL
     poller = select.poll()
-    poller.register(ino.fileno(), select.POLLIN)
+    if ino is not None:
+        poller.register(ino.fileno(), select.POLLIN)
     pidfd = None
     deadline = None if timeout is None else t0 + timeout
     try:
@@ -204,8 +212,10 @@ def _wait_registered(job, ino, registration, timeout, t0):
                         # Count out under the lock: from here on the watcher announces.
                         registration.release()
                         return Outcome(job, "timeout", waited=time.monotonic() - t0)
+            if ino is None:         # polling: look again every POLL seconds
+                ms = int(POLL * 1000) if ms is None else min(ms, int(POLL * 1000))
             events = poller.poll(ms)
-            if any(fd == ino.fileno() for fd, _ in events):
+            if ino is not None and any(fd == ino.fileno() for fd, _ in events):
                 ino.read(timeout=0)
     finally:
         if pidfd is not None:

@@ -57,6 +57,7 @@ KIND = {DELIVERED: "nudge", FAILED: "nudge-failed", REFUSED: "nudge-refused",
 WATCH_POLL = 60.0          # --watch also ticks this often, as cron would
 WATCH_RETRY = 0.25         # ... and this soon after an event if a refusal may be transient
 WATCH_RETRIES = 8
+WATCH_PROBE = 5.0          # how often --watch checks its directories are still the ones it watches
 _TRANSIENT = ("draft", "no-prompt", "delivery-busy")
 LOCK_WAIT = 1.0            # the longest a tick waits for any lock (a stuck one is skipped)
 
@@ -524,50 +525,65 @@ def _record(crew, world, sched, name, outcome, reason, code, **extra):
 
 # -- watch ----------------------------------------------------------------------
 
-def watch(crew, emit, world_factory=World, stop=lambda: False):
+def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
     """Tick whenever a target's status log or a schedule changes, and every WATCH_POLL.
 
-    *emit* gets each tick's outcomes. Runs until *stop*() is true.
+    *emit* gets each tick's outcomes. Runs until *stop*() is true. Changes
+    come from inotify, or from polling when it cannot be had (notify.py).
+    The crew directory replaced under it (moved away and made again, a
+    restore) is noticed within WATCH_PROBE seconds and the new one
+    followed: all that a tick knows is read from the directory afresh.
     """
-    from inotify_simple import INotify, flags
-    ino = INotify()
-    mask = flags.MODIFY | flags.CLOSE_WRITE | flags.MOVED_TO | flags.CREATE | flags.DELETE
-    watched = {}
-    nudges_dir = _dir(crew)
-    sessions_dir = crew.ensure_sub(paths.SESSIONS)
-    for d in (nudges_dir, sessions_dir):
-        watched[d] = ino.add_watch(d, mask)
+    from . import notify
+    warn = warn or notify.warn_stderr
+    changes = notify.DirWatch(warn)
+    roots = (crew.root, crew.sub(paths.SESSIONS), crew.sub(paths.NUDGES))
+    seen = None
     retries = 0
-    while not stop():
-        outcomes = None
-        lock = acquire(os.path.join(crew.ensure_sub(paths.LOCKS), paths.NUDGE_TICK_LOCK),
-                       timeout=10)
-        if lock is not None:
-            with lock:
-                outcomes = tick(crew, world_factory(crew))
-            emit(outcomes)
-        _watch_targets(crew, ino, mask, watched, sessions_dir)
-        timeout = _next_due(crew)
-        transient = outcomes is None or any(
-            o.outcome == REFUSED and o.reason.split(":", 1)[0] in _TRANSIENT for o in outcomes)
-        if transient and retries < WATCH_RETRIES:
-            timeout = min(timeout, WATCH_RETRY)
-            retries += 1
-        events = ino.read(timeout=int(timeout * 1000))
-        if events:
-            retries = 0
-            ino.read(timeout=20)          # let a burst of writes land: one tick for them
+    try:
+        while not stop():
+            _dir(crew)
+            crew.ensure_sub(paths.SESSIONS)
+            now = [notify.identity(d) for d in roots]
+            if now != seen:
+                if seen is not None:
+                    warn(f"the crew directory {crew.root} was replaced; following the new one")
+                    changes.reset()
+                seen = now
+            outcomes = None
+            lock = acquire(os.path.join(crew.ensure_sub(paths.LOCKS), paths.NUDGE_TICK_LOCK),
+                           timeout=10)
+            if lock is not None:
+                with lock:
+                    outcomes = tick(crew, world_factory(crew))
+                emit(outcomes)
+            changes.add(roots[2])
+            changes.add(roots[1])
+            _watch_targets(crew, changes)
+            timeout = _next_due(crew)
+            transient = outcomes is None or any(
+                o.outcome == REFUSED and o.reason.split(":", 1)[0] in _TRANSIENT for o in outcomes)
+            if transient and retries < WATCH_RETRIES:
+                timeout = min(timeout, WATCH_RETRY)
+                retries += 1
+            deadline = time.monotonic() + timeout
+            while not stop():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                if changes.wait(min(left, WATCH_PROBE)):
+                    retries = 0
+                    break
+                if [notify.identity(d) for d in roots] != seen:
+                    break
+    finally:
+        changes.close()
 
 
-def _watch_targets(crew, ino, mask, watched, sessions_dir):
+def _watch_targets(crew, changes):
     from .sessions import names
     for name in names(crew):
-        d = os.path.join(sessions_dir, name)
-        if d not in watched:
-            try:
-                watched[d] = ino.add_watch(d, mask)
-            except OSError:
-                pass
+        changes.add(os.path.join(crew.sub(paths.SESSIONS), name))
 
 
 def _next_due(crew):

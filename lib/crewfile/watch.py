@@ -22,7 +22,18 @@ sessions/NAME/), never on files, so a rename-replace or a rotation cannot
 kill a watch. Subscribe first, then scan: a record written while the watcher
 starts is either found by the scan or announced by an event. On queue
 overflow every session is re-read from its saved position. Without inotify
-(`poll`), every session is re-read every `poll` seconds.
+(`poll`), every session is re-read every `poll` seconds; when inotify cannot
+be had (instances or watches exhausted, inotify_simple missing) the watcher
+polls every notify.POLL seconds and says so once.
+
+Going deaf: a watch follows an inode, not a name. At every probe (and
+every read of a session) the identity (st_dev, st_ino) of the crew
+directory, sessions/ and each session directory is compared with the one
+subscribed to. A session directory replaced is followed anew from its
+first record; the crew directory or sessions/ replaced (a restore, a tool
+that recreates it, a mount) is followed anew, every session from its first
+record, with one line on stderr; either missing at two probes in a row
+raises Gone (exit 6) so a supervisor restarts the watcher.
 
 Position: per session (inode, offset) of the next unread byte. A rotation
 (status -> status.1 under the session lock) is followed by finding the inode
@@ -48,7 +59,7 @@ _READ_CHUNK = 1 << 20
 class Tail:
     """Where one session's log has been read up to, and what it last said."""
     __slots__ = ("name", "dir", "status", "ino", "off", "last", "last_kind", "turn", "ended",
-                 "stale", "lost", "meta", "meta_key", "n", "prev", "paused")
+                 "stale", "lost", "meta", "meta_key", "n", "prev", "paused", "dir_id")
 
     def __init__(self, name, sdir):
         self.name, self.dir = name, sdir
@@ -66,6 +77,8 @@ class Tail:
         self.n = 0              # events emitted for this session (orders positions)
         self.prev = None        # kind of the newest event emitted (wake-filter's fold)
         self.paused = False     # a `paused` event not yet followed by other activity
+        from .notify import identity
+        self.dir_id = identity(sdir)
 
     def saved(self):
         return {"ino": self.ino, "off": self.off, "last": self.last, "last_kind": self.last_kind,
@@ -113,7 +126,8 @@ class Watcher:
         self.tails = {}
         self.inotify = None
         self.wds = {}           # watch descriptor -> session name ('' for sessions/)
-        self.watched = set()
+        self.watched = {}       # session name -> its watch descriptor
+        self.roots = None       # identities of the crew directory and sessions/
         self.overflows = 0
         self.next_probe = 0.0
         self._saved = None      # the cursor state last written
@@ -127,6 +141,7 @@ class Watcher:
         """Subscribe (when following with inotify), restore the cursor, scan."""
         if self.cursor:
             self._load_cursor()
+        self.roots = self._root_ids()
         if follow and self.poll is None:
             self._subscribe()
         if self.resume is not None and not self._cursor_known:
@@ -144,6 +159,10 @@ class Watcher:
         from .atomic import replace
         replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
         self._cursor_known = True
+
+    def _root_ids(self):
+        from .notify import identity
+        return (identity(self.crew.root), identity(self.sessions_dir))
 
     def _load_cursor(self):
         from .errors import BadFile, BadInput, CrewfileError
@@ -171,30 +190,89 @@ class Watcher:
         self._saved = jsonio.dumps(saved)
 
     def _subscribe(self):
-        try:
-            from inotify_simple import INotify, flags
-        except ImportError:
-            self.warn("inotify_simple is not installed; polling every second instead")
-            self.poll = 1.0
-            return
-        self._flags = flags
-        self.inotify = INotify()
+        from . import notify
         self.crew.ensure_sub(paths.SESSIONS)
-        wd = self.inotify.add_watch(self.sessions_dir, flags.CREATE | flags.MOVED_TO | flags.ONLYDIR)
+        self.roots = self._root_ids()
+        self.inotify = notify.open_inotify(self.warn)
+        if self.inotify is None:
+            self._to_polling()
+            return
+        from inotify_simple import flags
+        self._flags = flags
+        wd = notify.add_watch(self.inotify, self.sessions_dir,
+                              flags.CREATE | flags.MOVED_TO | flags.ONLYDIR, self.warn)
+        if wd is None:
+            self._to_polling()
+            return
         self.wds[wd] = ""
+
+    def _to_polling(self):
+        """inotify cannot be had (said already): re-read everything every POLL s."""
+        from .notify import POLL
+        if self.inotify is not None:
+            self.inotify.close()
+            self.inotify = None
+        self.wds.clear()
+        self.watched.clear()
+        self.poll = POLL
+        self._poll_at = time.monotonic()
 
     def _watch_session(self, name):
         if self.inotify is None or name in self.watched:
             return
+        from . import notify
         f = self._flags
         try:
-            wd = self.inotify.add_watch(os.path.join(self.sessions_dir, name),
-                                        f.MODIFY | f.CREATE | f.MOVED_TO | f.MOVED_FROM
-                                        | f.DELETE_SELF | f.ONLYDIR | f.DONT_FOLLOW)
+            wd = notify.add_watch(self.inotify, os.path.join(self.sessions_dir, name),
+                                  f.MODIFY | f.CREATE | f.MOVED_TO | f.MOVED_FROM
+                                  | f.DELETE_SELF | f.ONLYDIR | f.DONT_FOLLOW, self.warn)
         except OSError:
             return          # gone already, or not a directory: the scan says so
+        if wd is None:
+            self._to_polling()
+            return
         self.wds[wd] = name
-        self.watched.add(name)
+        self.watched[name] = wd
+
+    def _unwatch_session(self, name):
+        wd = self.watched.pop(name, None)
+        if wd is None:
+            return
+        self.wds.pop(wd, None)
+        try:
+            self.inotify.rm_watch(wd)
+        except OSError:
+            pass            # the directory went with its watch
+
+    _missing = False
+
+    def _check_roots(self):
+        """Follow a replaced crew directory from its start; Gone if it is
+        missing at two probes in a row."""
+        now = self._root_ids()
+        if None not in now:
+            self._missing = False
+        if now == self.roots:
+            return []
+        from .errors import Gone
+        if None in now:
+            if not self._missing:           # a restore may be half-way: look once more
+                self._missing = True
+                return []
+            raise Gone(f"the crew directory {self.crew.root} is gone (deleted or unmounted,"
+                       f" or its sessions/ removed); exiting so that a supervisor restarts"
+                       f" crew-watch")
+        self.warn(f"the crew directory {self.crew.root} was replaced; following the new one,"
+                  f" every session from its first record")
+        self.tails.clear()
+        if self.inotify is not None:
+            self.inotify.close()
+            self.inotify = None
+            self.wds.clear()
+            self.watched.clear()
+            self._subscribe()
+        self.roots = now
+        return self._scan()
 
     def _warn_once(self, msg):
         """A refusal that every scan would repeat is said once per run."""
@@ -221,6 +299,12 @@ class Watcher:
 
     def _tail(self, name):
         tail = self.tails.get(name)
+        if tail is not None and tail.dir_id is not None:
+            from .notify import identity
+            if identity(tail.dir) != tail.dir_id:    # replaced: a new session from its start
+                self._unwatch_session(name)
+                del self.tails[name]
+                tail = None
         if tail is not None:
             if name not in self.watched:
                 self._watch_session(name)     # restored from a cursor: subscribe first
@@ -524,8 +608,20 @@ class Watcher:
         probe = time.monotonic() >= self.next_probe
         if probe:
             self.next_probe = time.monotonic() + self.probe_every
+            events += self._check_roots()
+            events += self._check_sessions()
         events += self._timers(probe)
         self.emit(events)
+
+    def _check_sessions(self):
+        """Read again every session whose directory was replaced (same name,
+        new inode): without an event from its new directory it would go unheard."""
+        from .notify import identity
+        events = []
+        for name, tail in list(self.tails.items()):
+            if tail.dir_id is not None and identity(tail.dir) != tail.dir_id:
+                events += self._read_session(name)
+        return events
 
     _poll_at = 0.0
 
@@ -561,8 +657,10 @@ class Watcher:
             if ev.mask & (f.DELETE_SELF | f.IGNORED):
                 if ev.mask & f.IGNORED:
                     del self.wds[ev.wd]
-                    self.watched.discard(name)
-                self.tails.pop(name, None)
+                    if self.watched.get(name) == ev.wd:
+                        del self.watched[name]
+                if self.watched.get(name) in (ev.wd, None):
+                    self.tails.pop(name, None)
                 continue
             if ev.name.startswith(paths.STATUS):
                 dirty.add(name)

@@ -25,6 +25,11 @@ silence) and `lost` (its tmux pane or process is gone, not ended).
 SIGTERM or SIGINT ends it with exit 0, after the batch being written and
 its cursor, from the moment its arguments are read.
 
+The crew directory or a session directory replaced under it is followed
+anew from its start; gone (deleted, unmounted): it exits 6, so that a
+supervisor restarts it. Without inotify (exhausted, not installed) it polls
+every second and says so.
+
 Example: crew-watch --resume C | wake-filter | wake-send firstmate --cursor C
 """
 

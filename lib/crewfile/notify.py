@@ -1,0 +1,166 @@
+"""inotify, or polling when it cannot be had: the one way a waiting command
+subscribes to changes.
+
+inotify is a scarce kernel resource: 128 instances per user is a common
+default (fs.inotify.max_user_instances), and editors and file watchers take
+them; watches are limited too (fs.inotify.max_user_watches); and a Python
+without inotify_simple has none. A watcher must not fail for that, nor go
+quiet: it falls back to polling every POLL seconds and says so in one line,
+with how to raise the limit.
+"""
+import errno
+import os
+
+POLL = 1.0
+_SYSCTL = {"instances": "fs.inotify.max_user_instances",
+           "watches": "fs.inotify.max_user_watches"}
+_RAISE_TO = {"instances": 1024, "watches": 524288}
+
+
+def warn_stderr(msg):
+    """The default: one line on stderr, prefixed with the command's name."""
+    import sys
+    sys.stderr.write(f"{os.path.basename(sys.argv[0] or 'crewfile')}: {msg}\n")
+    sys.stderr.flush()
+
+
+def open_inotify(warn=warn_stderr):
+    """An inotify_simple.INotify, or None after saying why we poll instead."""
+    try:
+        from inotify_simple import INotify
+    except ImportError:
+        warn(f"inotify is not available (the inotify_simple package is not installed);"
+             f" polling every {POLL:g} s instead (install it: pip install inotify-simple)")
+        return None
+    try:
+        return INotify()
+    except OSError as e:
+        warn(fallback_text(e, "instances"))
+        return None
+
+
+def add_watch(ino, path, mask, warn=warn_stderr):
+    """ino.add_watch, or None when the kernel has no watch left (said once
+    by the caller's fallback: it must poll from now on). Other errors
+    (the directory is gone) raise as usual."""
+    try:
+        return ino.add_watch(path, mask)
+    except OSError as e:
+        if e.errno != errno.ENOSPC:
+            raise
+        warn(fallback_text(e, "watches"))
+        return None
+
+
+def fallback_text(err, what):
+    """One line: what ran out, that we poll, how to raise the limit."""
+    if err.errno in (errno.EMFILE, errno.ENOSPC, errno.ENFILE):
+        setting = _SYSCTL[what]
+        try:
+            with open("/proc/sys/" + setting.replace(".", "/")) as f:
+                limit = f.read().strip()
+        except OSError:
+            limit = "?"
+        why = (f"inotify {what} are exhausted ({err.strerror}; {setting} = {limit})"
+               if err.errno != errno.ENFILE else f"no file descriptors left ({err.strerror})")
+        return (f"{why}; polling every {POLL:g} s instead; raise the limit:"
+                f" sysctl {setting}={_RAISE_TO[what]}")
+    return f"inotify failed ({err.strerror}); polling every {POLL:g} s instead"
+
+
+def snapshot(dirs, files=()):
+    """What polling compares: each directory's entries with their identity
+    and size, and the same for single files. Equal snapshots: nothing to do."""
+    seen = []
+    for d in dirs:
+        try:
+            names = sorted(os.listdir(d))
+        except OSError:
+            seen.append((d, None))
+            continue
+        for name in names:
+            seen.append((d, name, _ident(os.path.join(d, name))))
+    for path in files:
+        seen.append((path, _ident(path)))
+    return seen
+
+
+def _ident(path):
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+class DirWatch:
+    """Wake on any change in a set of directories: inotify on each (never on
+    files, so a rename-replace cannot kill a watch), else polling snapshots.
+    wait(timeout) -> True if something changed."""
+
+    def __init__(self, warn=warn_stderr):
+        self.warn = warn
+        self.dirs = []
+        self.ino = open_inotify(warn)
+        self._last = None
+        if self.ino is not None:
+            from inotify_simple import flags
+            self.mask = (flags.MODIFY | flags.CLOSE_WRITE | flags.MOVED_TO | flags.MOVED_FROM
+                         | flags.CREATE | flags.DELETE | flags.ONLYDIR | flags.DONT_FOLLOW)
+
+    def add(self, d):
+        if d in self.dirs:
+            return
+        self.dirs.append(d)
+        if self.ino is None:
+            return
+        try:
+            wd = add_watch(self.ino, d, self.mask, self.warn)
+        except OSError:
+            return                      # gone, or not a directory: polling it says nothing either
+        if wd is None:                  # no watch left: poll everything from now on
+            self.ino.close()
+            self.ino = None
+
+    def reset(self):
+        """Forget every directory (they were replaced): add them again."""
+        self.dirs = []
+        self._last = None
+        if self.ino is not None:
+            self.ino.close()
+            self.ino = open_inotify(self.warn)
+
+    def wait(self, timeout):
+        import time
+        if self.ino is not None:
+            events = self.ino.read(timeout=int(timeout * 1000))
+            if events:
+                self.ino.read(timeout=20)      # let a burst of writes land: one wake for them
+            return bool(events)
+        if self._last is None:
+            self._last = snapshot(self.dirs)
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            time.sleep(min(POLL, left))
+            now = snapshot(self.dirs)
+            if now != self._last:
+                self._last = now
+                return True
+
+    def close(self):
+        if self.ino is not None:
+            self.ino.close()
+            self.ino = None
+
+
+def identity(path):
+    """(st_dev, st_ino) of *path*, or None if it is not there: a directory
+    replaced, deleted or unmounted under a watcher changes it."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
