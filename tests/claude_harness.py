@@ -57,6 +57,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Union
 
 READY_RE = re.compile(r"\? for shortcuts")
+INPUT_MARK = "\u276f"      # the input line's marker (then a no-break space)
 BUSY_RE = re.compile(r"esc to interrupt")
 # printed under every finished turn, e.g. "✻ Crunched for 0s", "✻ Churned for 3s"
 DONE_RE = re.compile(r"^\s*✻ \S+ for \d+(?:m \d+)?s\s*$", re.M)
@@ -250,10 +251,13 @@ class ClaudeRig:
         return self
 
     # ---------------------------------------------------------------- driving
-    def send(self, text: str, enter: bool = True) -> None:
+    def send(self, text: str, enter: bool = True, timeout: float = 30) -> None:
+        """Type *text*; with *enter*, press Enter once the TUI shows it on its
+        input line (an Enter that overtakes the text submits half of it)."""
         self._tmux("send-keys", "-t", self.pane, "-l", text)
         if enter:
-            time.sleep(0.15)  # let the TUI take the text before Enter
+            tail = "".join(text.split())[-16:]
+            self.wait_screen(lambda s: tail in _input_line(s), timeout)
             self._tmux("send-keys", "-t", self.pane, "Enter")
 
     def keys(self, *keys: str) -> None:
@@ -371,6 +375,13 @@ class ClaudeRig:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def _input_line(screen: str) -> str:
+    """What follows the TUI's lowest input marker (prompts echoed above it are
+    older), without any whitespace: a long line wraps anywhere."""
+    at = screen.rfind(INPUT_MARK)
+    return "".join(screen[at + 1:].split()) if at >= 0 else ""
 
 
 def have_tmux() -> bool:
