@@ -24,6 +24,38 @@ def run(b):
         t, base = interleaved(b.cmd("crew-hook"), [b.python, "-c", "pass"], path, env)
         b.figure(f"crew-hook {event} wall time", t, base, budget=1.5,
                  base_label="python -c pass")
+    installed(b, env)
+
+
+def installed(b, env):
+    """Stop as Claude Code runs it: the exact command `crew-hook --install`
+    wrote into settings.json, through sh -c; against `python -c pass` of the
+    same interpreter, and against the same hook reached through a shell-level
+    `python3` lookup on the user's PATH (a version manager's shim, if any)."""
+    import shlex
+    import shutil
+    claude_dir = os.path.join(b.tmp, "dot-claude")
+    subprocess.run(b.cmd("crew-hook") + ["--install", claude_dir], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    with open(os.path.join(claude_dir, "settings.json")) as f:
+        command = json.load(f)["hooks"]["Stop"][0]["hooks"][0]["command"]
+    python = shlex.split(command)[0]
+    hook = shlex.split(command)[1]
+    b.note(f"installed Stop command: {command}")
+    path = os.path.join(b.tmp, "Stop.json")
+    user_env = dict(env, PATH=os.environ["PATH"])
+    t, base = interleaved(["sh", "-c", command], ["sh", "-c", f"{shlex.quote(python)} -c pass"],
+                          path, user_env)
+    b.figure("crew-hook Stop, the installed command", t, base, budget=1.5,
+             base_label="the same python -c pass")
+    looked_up = shutil.which("python3", path=os.environ["PATH"])
+    if looked_up is None:
+        b.note("no python3 on PATH: the lookup figure is skipped")
+        return
+    t_path, t_pinned = interleaved(["sh", "-c", f"python3 {shlex.quote(hook)}"],
+                                   ["sh", "-c", command], path, user_env)
+    b.figure(f"crew-hook Stop via `python3` on PATH ({looked_up})", t_path, t_pinned,
+             base_label="the installed command")
 
 
 def interleaved(argv, base_argv, path, env, n=40, warmup=3):
