@@ -368,3 +368,47 @@ def test_finding_08_wake_filter_drops_an_overlong_line_in_bounded_memory(crew):
     r = cmd("wake-filter", input="x" * (4 << 20) + "\n" + good)
     assert r.stdout == good
     assert "longer than" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def _recipe():
+    """protocol.md's shell writer (the indented block after `# append-record`)."""
+    text = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "protocol.md")).read()
+    start = text.index("    # append-record DIR LINE")
+    block = []
+    for line in text[start:].splitlines():
+        if line and not line.startswith("    "):
+            break
+        block.append(line[4:])
+    return "\n".join(block).strip() + "\n"
+
+
+def test_finding_13_shell_recipe_cuts_a_fragment_and_writes_once(crew, tmp_path):
+    """A killed writer's fragment is cut, not glued onto; a 16 KB record is
+    one write(2) (counted with strace when it is installed)."""
+    import shutil
+    import subprocess
+    cmd("session-add", "w", check=True)
+    sdir = os.path.join(crew.root, "sessions", "w")
+    script = tmp_path / "append-record"
+    script.write_text(_recipe())
+    with open(os.path.join(sdir, "status"), "a") as f:
+        f.write("2026-11-30T10:00:01.000Z turn-started: half a rec")        # killed mid-write
+    big = "x" * 16000
+    argv = ["dash", str(script), sdir, f"2026-11-30T10:00:02.000Z note: {big}"]
+    if shutil.which("strace"):
+        trace = tmp_path / "trace"
+        subprocess.run(["strace", "-f", "-e", "trace=write", "-o", str(trace), *argv], check=True)
+        writes = [line for line in trace.read_text().splitlines()
+                  if "write(" in line and "= 16032" in line]
+        assert len(writes) == 1 and writes[0].split()[0] != "", trace.read_text()[-2000:]
+    else:
+        subprocess.run(argv, check=True)
+    subprocess.run(["dash", str(script), sdir, "2026-11-30T10:00:03.000Z idle"], check=True)
+    with open(os.path.join(sdir, "status"), "rb") as f:
+        lines = f.read().split(b"\n")
+    assert lines[-1] == b"" and b"half a rec" not in b"".join(lines)
+    assert lines[-3] == f"2026-11-30T10:00:02.000Z note: {big}".encode()
+    assert lines[-2] == b"2026-11-30T10:00:03.000Z idle"
+    st = cmd("status-show", "w")
+    assert "generating: no" in st.stdout and st.stderr == ""
