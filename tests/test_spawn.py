@@ -503,3 +503,24 @@ def test_a_first_prompt_that_cannot_be_delivered_is_said(crew, tmux, repo):
     assert r.stderr.count("\n") == 1
     assert "captain" not in [k for k, _ in records(crew, "w1")]
     assert "hello" not in tmux.screen(Session(crew, "w1").meta["tmux"])
+
+
+@pytest.mark.parametrize("step", ["spawn:registered", "spawn:worktree"])
+def test_a_spawn_killed_midway_leaves_what_crew_retire_finishes(crew, tmux, repo, step):
+    tmux("new-session", "-d", "-s", "crew")
+    r = crewcmd("crew-spawn", "w1", "--tmux-session", "crew", cwd=repo,
+                env={"CREWFILE_CRASH_AT": step})
+    assert r.returncode == -9                                   # a real SIGKILL
+    sess = Session(crew, "w1")
+    assert sess.exists() and not sess.ended()                   # known to crewfile
+    assert "w1" not in windows(tmux)
+    assert os.path.isdir(place(repo, "w1")) == (step == "spawn:worktree")
+    r = crewcmd("crew-retire", "w1", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    assert not os.path.lexists(place(repo, "w1")) and Session(crew, "w1").ended()
+    assert place(repo, "w1") not in sh("git", "worktree", "list", cwd=repo)
+    if step == "spawn:worktree":                                # its branch is kept
+        r = crewcmd("crew-spawn", "w1", "--tmux-session", "crew", cwd=repo)
+        assert r.returncode == 1 and "branch crew/w1 exists" in r.stderr
+        sh("git", "branch", "-D", "crew/w1", cwd=repo)
+    spawned(crew, tmux, repo, "w1")                             # the name is free again

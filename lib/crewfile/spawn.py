@@ -2,13 +2,15 @@
 
 Every check comes first (the name, the agent, the prompt's text, the
 repository, REF, the branch, the worktree's path, the tree, the session name),
-so a refusal leaves nothing behind. Then, in order: the worktree (branch
-`crew/NAME` from REF), the registration, the window. A step that fails takes
-back the steps before it: a refused registration (a racing spawn of the same
-name) removes the worktree and branch; a window that cannot be opened ends the
-registration (`ended: spawn failed: ...`, so the name is free again) and
-removes the worktree and branch. The branch is only ever deleted right after
-this spawn created it, before any agent could commit to it.
+so a refusal leaves nothing behind. Then, in order: the registration (a
+racing spawn of the same name is refused there, before it made anything), the
+worktree (branch `crew/NAME` from REF), the window. A step that fails ends
+the registration (`ended: spawn failed: ...`, so the name is free again) and
+takes back the worktree and branch if this spawn made them; the branch is only
+ever deleted right after this spawn created it, before any agent could commit
+to it. Killed in between (kill -9), a spawn leaves a registration that
+crew-retire finishes off like any other: everything it made is known to
+crewfile, never an orphan worktree.
 
 The first prompt, if any, goes through delivery.deliver, the one path that
 types into a pane, tried until the agent shows an idle prompt.
@@ -70,6 +72,7 @@ def spawn(crew, name, agent=agents.CLAUDE, ref=None, tmux_session=None, prompt=N
           worktree=True, cmd=None, cwd=None, prompt_wait=PROMPT_WAIT):
     """Start crew session NAME in a new worktree and window; return a Spawned."""
     from . import delivery, worktree as wt
+    from .aside import checkpoint
     from .names import check_name
     check_name(name, "session name")
     agents.check(agent)
@@ -102,28 +105,22 @@ def spawn(crew, name, agent=agents.CLAUDE, ref=None, tmux_session=None, prompt=N
         tree = here
     refuse_held(crew, tree, exclude=name, exact=worktree)
 
-    made_parent = False
-    if worktree:
-        made_parent = not os.path.isdir(os.path.dirname(tree))
-        wt.add(repo, tree, branch, commit)
-        tree = os.path.realpath(tree)
-
-    def undo():
+    sess = register(crew, name, kind="crew", cwd=tree, extra=extra)   # a racing spawn: Refused
+    checkpoint("spawn:registered")
+    made_parent = worktree and not os.path.isdir(os.path.dirname(tree))
+    added = False
+    try:
         if worktree:
-            wt.undo_add(repo, tree, branch, made_parent)
-
-    try:
-        sess = register(crew, name, kind="crew", cwd=tree, extra=extra)
-    except BaseException:
-        undo()
-        raise
-    try:
+            wt.add(repo, tree, branch, commit)
+            added = True
+        checkpoint("spawn:worktree")
         target = window.open_agent(sess, cmd, tmux_session=tmux_session, cwd=tree)
     except BaseException as e:
         try:
             sess.append("ended", f"spawn failed: {e}")
         finally:
-            undo()
+            if added:
+                wt.undo_add(repo, tree, branch, made_parent)
         raise
     out = Spawned(target, tree, branch)
     if prompt is not None:
