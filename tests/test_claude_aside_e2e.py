@@ -133,3 +133,94 @@ def test_the_aside_cannot_conclude_itself_and_the_captain_still_can(crew, tmux, 
         assert r.returncode == 0, r.stderr
         assert [w.split(":")[0] for w in wakes(crew)] == ["problem"] * len(ATTEMPTS) + [
             "concluded"] * 3
+
+
+def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, tmp_path):
+    """An aside opened by /aside in the primary, concluded with /aside-done; a draft on
+    the aside's prompt line holds aside-reconcile; --wait stops when the captain sends
+    it; the next conclusion's report is reconciled once the draft is cleared."""
+    import shlex
+    import subprocess
+    from claude_harness import ClaudeRig
+    from crewfile.sessions import register
+    require_real_claude()
+    rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
+    register(crew, "firstmate", kind="primary")
+    with watched(rig, crew, "design"):
+        agent = rig.prepare()
+        primary = agent.replace(" && exec env ", " && exec env " + " ".join(map(shlex.quote, (
+            "CREWFILE_SESSION=firstmate", f"CREWFILE_AGENT_CMD={agent}"))) + " ", 1)
+        rig.attach(tmux.new_window(primary, name="firstmate", session="crew"))
+        rig.set_script(["RUN: aside-open design --topic pagination --primary firstmate"
+                        " --tmux-session crew"])
+        rig.turn("/aside pagination")
+        wait_for(lambda: Session(crew, "design").exists()
+                 and "tmux" in Session(crew, "design").meta, what="aside-open's window")
+        pane = Session(crew, "design").meta["tmux"]
+        rig.attach(pane)
+        wait_for(lambda: "started" in kinds(crew, "design"), what="SessionStart")
+
+        def turn(text, script=()):
+            ended = kinds(crew, "design").count("turn-ended")
+            rig.set_script(list(script))
+            rig.turn(text)
+            wait_for(lambda: kinds(crew, "design").count("turn-ended") > ended,
+                     what=f"turn-ended of {text!r}")
+
+        def conclude(report):
+            n = kinds(crew, "design").count("concluded")
+            turn("/aside-done", [f"RUN: printf '{report}\\n' | aside-conclude design --report -"])
+            wait_for(lambda: kinds(crew, "design").count("concluded") > n, what="concluded")
+
+        def disk():
+            with open(crew.session_file("design", "status"), "rb") as f:
+                return f.read(), sorted(os.listdir(crew.sub("reports", "new")))
+
+        def draft(text):
+            rig.send(text, enter=False)
+            rig.wait_screen(lambda s: f"\u276f\u00a0{text}" in s)
+
+        def waiting(**env):
+            proc = subprocess.Popen([sys.executable, os.path.join(BIN, "aside-reconcile"),
+                                     "design", "--wait", "120"], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True,
+                                    env=dict(os.environ, **env))
+            line = proc.stderr.readline()
+            assert "waiting: " in line and "(draft: " in line, line
+            return proc
+
+        turn("cursor or offset pagination?")
+        conclude("first report")
+        draft("wait, one more thing about pagination")
+        before = disk()
+        r = cmd("aside-reconcile", "design")
+        assert r.returncode == 7 and "draft: the prompt line holds 'wait, one more" in r.stderr
+        assert disk() == before and rig.alive()
+
+        # --wait, and the captain sends the draft: the conclusion is void.
+        proc = waiting()
+        ended = kinds(crew, "design").count("turn-ended")
+        rig.keys("Enter")
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 1 and "'design' was reopened" in err, err
+        assert disk()[1] == before[1] and "closed" not in kinds(crew, "design") and rig.alive()
+        wait_for(lambda: kinds(crew, "design").count("turn-ended") > ended, what="its turn")
+        assert ("captain", "wait, one more thing about pagination") in records(crew, "design")
+
+        # Concluded again; a new draft; --wait reconciles once it is cleared.
+        conclude("second report")
+        draft("and the page size")
+        proc = waiting(CREWFILE_CAPTAIN_QUIET="1")
+        assert proc.poll() is None and rig.alive()
+        rig.keys("C-u")
+        rig.wait_screen(lambda s: "and the page size" not in s.split("\u276f\u00a0")[-1])
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        cur = crew.sub("reports", "cur")
+        reports = sorted(f for f in os.listdir(cur) if not f.endswith(".scrollback"))
+        assert [open(os.path.join(cur, f)).read() for f in reports] == [
+            "first report\n", "second report\n"]
+        current = [t for k, t in records(crew, "design") if k == "concluded"][-1]
+        assert out.startswith(f"report: {current.replace('/new/', '/cur/')}\n")
+        wait_for(lambda: pane not in tmux("list-panes", "-a", "-F", "#{pane_id}", check=False),
+                 what="the window killed")

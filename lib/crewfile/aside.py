@@ -26,9 +26,10 @@ lock every captain record is appended under, so a captain input is either
 before the decision (and counts) or after it.
 """
 import os
+import time
 
 from . import evidence, logfile, paths, records, reports, spool, window
-from .errors import BadInput, CrewfileError, Refused, SystemFailure
+from .errors import BadInput, CaptainPresent, CrewfileError, Refused, SystemFailure
 from .evidence import CAPTAIN, CAPTAIN_DONE, SELF_CONCLUSION
 from .sessions import STATE_SCAN_BYTES, Session, register
 
@@ -349,7 +350,33 @@ class Reconciled:
         self.killed = self.already = False
 
 
-def reconcile(crew, name):
+def captain_at_window(sess, pane, table, since=None, quiet=None):
+    """None when the captain is surely not at the aside's window, else why (for people).
+
+    The one captain check (delivery.captain_at): a draft on the prompt line,
+    a key pressed there by an attached client in the last *quiet* seconds
+    or at or after epoch second *since*; a prompt line that cannot be seen
+    counts as present (unsure: refuse). A dead pane takes no keys: never.
+    """
+    from .delivery import captain_at
+    if not pane or table.get(pane, (True,))[0]:
+        return None
+    code, detail = captain_at(pane, sess.meta, quiet=quiet, since=since)
+    return None if code is None else f"{code}: {detail}"
+
+
+def _held(name, why, what="nothing changed"):
+    return CaptainPresent(f"the captain may be about to reopen {name!r} ({why}): {what};"
+                          f" aside-reconcile --wait does it once the window is quiet")
+
+
+def _after(rec):
+    """The first whole second after record *rec*: keys from then on came after it
+    (client_activity has one-second resolution; the act's own Enter is before)."""
+    return None if rec is None else int(rec.time) + 1
+
+
+def reconcile(crew, name, quiet=None, since_act=True):
     """Take in aside NAME's report, keep its scrollback, close it, then kill its window.
 
     Steps, each safe to redo after a crash: (1) every report of NAME in new/
@@ -357,6 +384,11 @@ def reconcile(crew, name):
     concluded report (atomic replace); (3) `closed: REPORT` is appended;
     (4) the window is killed. The window is killed only once `closed` is
     written, and `closed` only once the report and scrollback are in cur/.
+    Nothing is done while the captain is at the window (captain_at_window,
+    asked before the first step and again just before the kill):
+    CaptainPresent, the conversation may be about to reopen. Keys count
+    from the captain's conclusion on (since_act) or, once a wait has seen
+    the window quiet, only in the last *quiet* seconds.
     """
     from . import tmux
     sess = aside_session(crew, name)
@@ -368,6 +400,10 @@ def reconcile(crew, name):
             raise SystemFailure("tmux is not installed: cannot save the window's scrollback")
         pane = window.our_pane(sess.meta, table)
         if st.state == CLOSED:
+            since = _after(st.closed) if since_act else None
+            why = captain_at_window(sess, pane, table, since, quiet)
+            if why:
+                raise _held(name, why, "it is closed, its window left open")
             out.already = True
             out.report = st.closed.text if os.path.isabs(st.closed.text) else None
             if out.report:
@@ -385,6 +421,10 @@ def reconcile(crew, name):
                                                f" not believed: {why}"))
                 raise Refused(f"{name!r} is not concluded: its captain-done record is not"
                               f" believed ({why})")
+            since = _after(st.act) if since_act else None
+            why = captain_at_window(sess, pane, table, since, quiet)
+            if why:
+                raise _held(name, why)
             for r in reports.listing(crew, aside=name, states=(paths.REPORT_NEW,)):
                 reports.accept(crew, r.path)       # reports of voided conclusions, too
             out.report = reports.accept(crew, st.concluded.text)
@@ -401,5 +441,71 @@ def reconcile(crew, name):
             _append_locked(sess, ("closed", out.report))
             checkpoint("reconcile:closed")
     if pane:
+        why = captain_at_window(sess, pane, tmux.panes() or {}, since, quiet)
+        if why:        # the captain came back in the last moment: the window stays
+            raise _held(name, why, f"it is closed (report {out.report}), its window left open")
         out.killed = tmux.kill_window(pane)
     return out
+
+
+WAIT_DEFAULT = 600.0              # seconds aside-reconcile --wait waits at most
+WAIT_INTERVAL = 1.0               # seconds between looks at the window while waiting
+
+
+def reconcile_wait(crew, name, timeout=WAIT_DEFAULT, quiet=None, say=None):
+    """reconcile() as soon as the captain has left the window alone for *quiet* seconds.
+
+    While the captain is at the window (CaptainPresent), it waits: on the
+    session directory (notify.DirWatch: a record arriving, the captain sent
+    the draft or the agent moved) and, every WAIT_INTERVAL, one look at the
+    window (tmux clients and the prompt line; never a tight loop). The
+    captain's absence must hold for *quiet* seconds in a row. If the
+    conversation is reopened meanwhile (the captain submitted text), the
+    conclusion is void: Refused, nothing moved or killed. CaptainPresent
+    again after *timeout* seconds. *say* gets each new reason to wait.
+    """
+    from .delivery import captain_quiet
+    quiet = captain_quiet() if quiet is None else quiet
+    deadline = time.monotonic() + timeout
+    said = None
+    while True:
+        try:
+            return reconcile(crew, name, quiet, since_act=said is None)
+        except CaptainPresent as e:
+            if time.monotonic() >= deadline:
+                raise
+            if say and str(e) != said:
+                say(str(e))
+                said = str(e)
+        except Refused as e:
+            if said is not None and scan(aside_session(crew, name)).state == OPEN:
+                raise Refused(f"{name!r} was reopened: the captain sent input after the"
+                              f" conclusion, which is void; nothing moved or killed") from None
+            raise
+        _await_quiet(aside_session(crew, name), deadline, quiet)
+
+
+def _await_quiet(sess, deadline, quiet):
+    """Return once the captain has been away from the window *quiet* seconds in a
+    row, the log changed in a way that ends the wait (not concluded any more), or
+    the deadline passed."""
+    from . import tmux
+    from .notify import DirWatch
+    watch = DirWatch()
+    watch.add(sess.dir)
+    try:
+        away_since = None
+        while time.monotonic() < deadline:
+            changed = watch.wait(min(WAIT_INTERVAL, max(0.0, deadline - time.monotonic())))
+            if changed and scan(sess).state not in (CONCLUDED, CLOSED):
+                return
+            table = tmux.panes() or {}
+            pane = window.our_pane(sess.meta, table)
+            if captain_at_window(sess, pane, table, quiet=quiet):
+                away_since = None
+            elif away_since is None:
+                away_since = time.monotonic()
+            elif time.monotonic() - away_since >= quiet:
+                return
+    finally:
+        watch.close()

@@ -9,13 +9,14 @@ and again, afresh, just before Enter:
   idle        sessions.state generating == "no" ("yes" and "unknown" are busy)
   no dialog   the newest turn record is not `waiting` (typed text would
               answer a permission dialog)
-  captain     no attached tmux client whose active pane is the target pressed
-              a key in the last CAPTAIN_QUIET seconds (tmux `client_activity`;
-              send-keys does not move it, so our own typing never counts)
-  no draft    the pane shows a prompt line (the lowest screen line holding a
-              prompt marker, PROMPT_MARKERS or meta `prompt`) with nothing
-              typed after the marker: a half-written captain message is
-              never completed by our Enter
+  captain     captain_at(), the one captain check (aside-reconcile asks it
+              too): no attached tmux client whose active pane is the target
+              pressed a key in the last CAPTAIN_QUIET seconds (tmux
+              `client_activity`; send-keys does not move it, so our own
+              typing never counts), and the pane shows a prompt line (the
+              lowest screen line holding a prompt marker, PROMPT_MARKERS or
+              meta `prompt`) with nothing typed after the marker: a
+              half-written captain message is never completed by our Enter
 
 Limits of the captain check, by design on the safe side: client_activity has
 one-second resolution and covers any key of that client (a key in another
@@ -203,8 +204,26 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True):
         return STATE_UNKNOWN, "no turn record says whether it is generating"
     if not screen:
         return None, pane
+    code, detail = captain_at(pane, meta, look, now, quiet, typed=typed)
+    return (code, detail) if code else (None, pane)
+
+
+def captain_at(pane, meta, look=None, now=None, quiet=None, since=None, typed=None):
+    """Is the captain at *pane*? (None, None) if not, else (code, detail).
+
+    The one captain check, asked by delivery before typing and by
+    aside-reconcile before tearing a window down. CAPTAIN: an attached
+    client looking at the pane pressed a key in the last *quiet* seconds,
+    or at or after epoch second *since*; DRAFT: the prompt line holds text
+    (with *typed*: more than the typed text); NO_PROMPT: no prompt line on
+    the screen (the captain cannot be ruled out); FAILED: the pane could not
+    be read. *meta* gives the prompt markers (meta `prompt`).
+    """
+    look = look or Look()
+    now = time.time() if now is None else now
+    quiet = captain_quiet() if quiet is None else quiet
     key = look.last_key(pane)
-    if key is not None and now - key < quiet:
+    if key is not None and (now - key < quiet or (since is not None and key >= since)):
         return CAPTAIN, f"a key was pressed in its window {max(0, int(now - key))}s ago"
     try:
         screen = tmux.capture(pane)
@@ -219,7 +238,7 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True):
             return DRAFT, f"the prompt line holds {found[0][:40]!r}"
     elif not shows_typed(screen, typed, markers):
         return DRAFT, "the prompt line holds more than the typed text"
-    return None, pane
+    return None, None
 
 
 def deliver(sess, text, look=None, now=None, quiet=None):

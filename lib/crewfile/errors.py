@@ -11,6 +11,7 @@ NOT_FOUND = 3    # the named thing does not exist
 DAMAGED = 4      # a file in the crew directory is not JSON or not of its shape
 PARTIAL = 5      # done for every good entry; a bad one was named on stderr (and marked)
 GONE = 6         # a watched directory was deleted or unmounted: restart the watcher
+HELD = 7         # the captain is at the window (a draft, keys): nothing changed, try later
 SYSTEM = 111     # a system call failed (disk full, permission, ...)
 
 
@@ -37,6 +38,11 @@ class NotFound(CrewfileError):
 class Refused(CrewfileError):
     """The request was understood and declined (a rule says no)."""
     exit_code = REFUSED
+
+
+class CaptainPresent(Refused):
+    """The captain may be mid-reply in the window: nothing was changed."""
+    exit_code = HELD
 
 
 class SystemFailure(CrewfileError):

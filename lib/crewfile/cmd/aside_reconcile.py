@@ -1,5 +1,5 @@
 HELP = """\
-aside-reconcile NAME
+aside-reconcile NAME [DURATION]
 The primary takes in concluded aside NAME: moves its report from
 reports/new/ to reports/cur/, saves the window's whole scrollback beside it
 (REPORT.scrollback), appends `closed: REPORT`, and only then kills the
@@ -7,15 +7,35 @@ window. Safe to rerun after a crash at any step; rerun on a closed aside,
 it finishes what is left (the kill). Prints `report: PATH` and
 `scrollback: PATH`.
 
-Example: aside-reconcile api-design && cat "$(report-ls --aside api-design | awk 'END {print $4}')"
+While the captain is at the window (a draft on its prompt line, keys
+pressed there since the conclusion or in the last few seconds) it changes
+nothing and exits 7: the conversation may be about to reopen.
+
+  --wait   wait (at most DURATION, default 10m) until the captain has left
+           the window alone for a few seconds, then reconcile; if the
+           captain sends input meanwhile, the conclusion is void: exit 1
+
+Example: aside-reconcile api-design --wait 15m && cat "$(report-ls --aside api-design | awk 'END {print $4}')"
 """
 
 
 def run(args):
     import sys
-    from ..aside import reconcile
+    from ..aside import WAIT_DEFAULT, reconcile, reconcile_wait
     from ..cli import crew
-    out = reconcile(crew(args), args.name)
+    from ..errors import UsageError
+    if args.duration is not None and not args.wait:
+        raise UsageError("a DURATION needs --wait")
+    if args.wait:
+        timeout = WAIT_DEFAULT
+        if args.duration is not None:
+            from ..durations import parse_duration
+            timeout = parse_duration(args.duration, "DURATION")
+        from ..records import escape
+        out = reconcile_wait(crew(args), args.name, timeout, say=lambda why: sys.stderr.write(
+            escape(f"aside-reconcile: {args.name}: waiting: {why}") + "\n"))
+    else:
+        out = reconcile(crew(args), args.name)
     if out.warning:
         sys.stderr.write(f"aside-reconcile: {args.name}: {out.warning}\n")
     sys.stdout.write(f"report: {out.report or '-'}\nscrollback: {out.scrollback or '-'}\n")
