@@ -232,7 +232,8 @@ def test_wait_after_the_notice_reached_the_model_does_not_repeat_it(crew, run):
     drained = run("inbox-drain", "w1").stdout          # handed to the model
     assert f"job {h} exited 3" in drained
     proc = run("job-wait", h)
-    assert proc.returncode == jobs.HEARD_EXIT == 122
+    from crewfile.errors import JOB_HEARD
+    assert proc.returncode == JOB_HEARD == 122
     assert proc.stdout == f"{h} heard already by notice {nid}: not repeated\n"
     assert job.heard()["by"] == "notice"
     assert run("job-wait", h, "--all").stdout == proc.stdout

@@ -412,3 +412,23 @@ def test_finding_13_shell_recipe_cuts_a_fragment_and_writes_once(crew, tmp_path)
     assert lines[-2] == b"2026-11-30T10:00:03.000Z idle"
     st = cmd("status-show", "w")
     assert "generating: no" in st.stdout and st.stderr == ""
+
+
+def test_exit_codes_protocol_table_is_errors_py():
+    """Issue 12: every exit code comes from errors.py, and protocol.md's table
+    lists exactly those codes; no command module returns a literal code."""
+    import re
+    from crewfile import errors
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    text = open(os.path.join(root, "protocol.md")).read()
+    section = text[text.index("\n## Exit codes\n"):]
+    section = section[:section.index("\n## ", 5)]
+    documented = {int(m) for m in re.findall(r"^\| (\d+) \|", section, re.M)}
+    defined = {v for k, v in vars(errors).items() if k.isupper() and type(v) is int}
+    assert documented == defined
+    literal = re.compile(r"(return|_exit\(|exit\()\s*(?!0\b)\d+|return \d+ if|(EXIT|CODE)\s*=\s*\d+")
+    for d in ("lib/crewfile", "lib/crewfile/cmd"):
+        for name in os.listdir(os.path.join(root, d)):
+            if name.endswith(".py") and name != "errors.py":
+                src = open(os.path.join(root, d, name)).read()
+                assert not literal.search(src), (name, literal.search(src).group(0))

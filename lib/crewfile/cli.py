@@ -9,7 +9,7 @@ it costs 10 ms of start-up in commands that run in hooks and pipelines.
 import os
 import sys
 
-from .errors import CrewfileError, UsageError
+from .errors import BROKEN_PIPE, INTERRUPTED, SYSTEM, CrewfileError, UsageError
 
 COMMON = """
   --dir DIR   crew directory (default: $CREWFILE_DIR, else $XDG_STATE_HOME/crewfile,
@@ -143,13 +143,13 @@ def dispatch(name, module, argv):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         except OSError:
             pass
-        return 141
+        return BROKEN_PIPE
     except KeyboardInterrupt:
-        return 130
+        return INTERRUPTED
     except OSError as e:
         from .records import escape
         where = f" {e.filename}" if e.filename else ""
         sys.stderr.write(f"{name}: {escape(f'{e.strerror or e}{where}')}\n")
-        return own or 111
+        return own or SYSTEM
 
 

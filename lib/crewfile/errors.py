@@ -1,7 +1,9 @@
 """One exception base and one table from exception to exit code.
 
 Library code raises these; only the command layer (cli.py) turns them into
-an exit status and a one-line message on stderr.
+an exit status and a one-line message on stderr. Every exit code any
+command returns is a constant here, and protocol.md's "Exit codes" table
+lists exactly these (tests/test_robust.py checks that they agree).
 """
 
 OK = 0
@@ -13,6 +15,17 @@ PARTIAL = 5      # done for every good entry; a bad one was named on stderr (and
 GONE = 6         # a watched directory was deleted or unmounted: restart the watcher
 HELD = 7         # the captain is at the window (a draft, keys): nothing changed, try later
 SYSTEM = 111     # a system call failed (disk full, permission, ...)
+INTERRUPTED = 130   # SIGINT (128 + 2)
+BROKEN_PIPE = 141   # the reader of our output went away (128 + SIGPIPE)
+
+# job-wait's own answers (timeout(1)'s numbering), beside the job's own code
+# which it passes through: 126/127 are what a shell gives, and job-exec
+# records, for a command found but not runnable / not found.
+JOB_HEARD = 122     # its outcome was announced to the session already: not repeated
+JOB_TIMEOUT = 124   # the job is still running when --timeout ran out
+JOB_ERROR = 125     # job-wait's own failure (usage, no such job, system), or the job's fate is lost
+NOT_RUNNABLE = 126
+NO_COMMAND = 127
 
 
 class CrewfileError(Exception):

@@ -37,9 +37,6 @@ UNHEARD_RETENTION = 7 * 86400     # an outcome nobody heard is kept 7 days
 ORPHAN_AGE = 600                  # a jobs/HANDLE without `spec` this old is abandoned
 MAX_LABEL = 200
 LAST_LINE_CHARS = 200
-TIMEOUT_EXIT = 124                # job-wait: timed out (like timeout(1))
-ERROR_EXIT = 125                  # job-wait: its own failure (like timeout(1))
-HEARD_EXIT = 122                  # job-wait: its notice reached the model; not repeated
 POST_WAIT = 1.0                   # seconds a job's lock holder waits for a session's lock
 
 

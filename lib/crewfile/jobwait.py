@@ -15,9 +15,9 @@ import time
 
 from . import records
 from .atomic import replace
+from .errors import JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXIT, JOB_TIMEOUT as TIMEOUT_EXIT
 from .errors import NotFound
-from .jobs import (ERROR_EXIT, HEARD_EXIT, POST_WAIT, TIMEOUT_EXIT, Job, dump_json, duration_text,
-                   ended_text)
+from .jobs import POST_WAIT, Job, dump_json, duration_text, ended_text
 from .locks import acquire
 
 

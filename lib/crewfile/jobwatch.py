@@ -130,7 +130,8 @@ def _watch(job, spec, alive):
                                             (os.POSIX_SPAWN_DUP2, wfd, 2)])
     except OSError as e:
         # Like a shell: 127 not found, 126 found but not runnable.
-        code = 127 if isinstance(e, FileNotFoundError) else 126
+        from .errors import NO_COMMAND, NOT_RUNNABLE
+        code = NO_COMMAND if isinstance(e, FileNotFoundError) else NOT_RUNNABLE
         out.write(f"job-exec: {e.filename or argv[0]}: {e.strerror}\n".encode())
         os.close(wfd)
         os.close(rfd)

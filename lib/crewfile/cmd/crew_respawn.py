@@ -30,4 +30,5 @@ def run(args):
             sys.stderr.write(f"crew-respawn: {r.name}: {r.detail}\n")
         else:
             sys.stdout.write(f"{r.name} {r.action} {r.detail}\n")
-    return 1 if refused else 0
+    from ..errors import REFUSED as REFUSED_EXIT
+    return REFUSED_EXIT if refused else 0

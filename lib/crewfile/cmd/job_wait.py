@@ -23,7 +23,7 @@ on stderr and nothing on stdout.
 
 Example: job-wait j-4f2a9c --timeout 10m || echo "deploy failed: $?"
 """
-ERROR_EXIT = 125
+from ..errors import JOB_ERROR as ERROR_EXIT     # noqa: E402 (cli.py reads it)
 
 
 def run(args):

@@ -22,4 +22,5 @@ def run(args):
             from ..records import escape
             sys.stderr.write(f"nudge-rm: {escape(str(e))}\n")
             missing += 1
-    return 3 if missing else 0
+    from ..errors import NOT_FOUND
+    return NOT_FOUND if missing else 0

@@ -55,4 +55,5 @@ def _from_stdin(sess, kind, stream):
         except (BadInput, Refused) as e:
             bad += 1
             sys.stderr.write(f"status-append: stdin line {n}: {e}\n")
-    return 2 if bad else 0
+    from ..errors import USAGE
+    return USAGE if bad else 0
