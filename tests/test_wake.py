@@ -237,13 +237,28 @@ def test_sender_announces_each_wake_once_and_not_what_was_drained(crew):
     assert s.due() == 0.5
     assert s.tick() is False and s.due() == 2.0           # refused: retried later
     now[0] = 2.0
-    assert s.tick() is True and s.due() is None
+    assert s.tick() is True and s.due() == 4.0           # then it watches for a partial take
     assert said[-1] == "crewfile: 2 wakes waiting from w1, w2; run: inbox-drain boss"
     assert s.tick() is False and len(said) == 2           # announced already: not again
     s.wake(ev("w3", "lost").strip())
     s.flush()
     inbox.drain(crew, "boss")                             # the primary's hook took them
-    assert s.tick() is False and len(said) == 2
+    assert s.tick() is False and len(said) == 2 and s.due() is None
+
+
+def test_the_rest_of_a_partly_taken_backlog_is_announced_again(crew):
+    register(crew, "boss", kind="primary")
+    said = []
+    s = Sender(crew, "boss", clock=lambda: 0.0,
+               deliver=lambda sess, text: (said.append(text) or True, "delivered"))
+    for i in range(5):
+        s.wake(ev(f"w{i}", "done").strip())
+    s.flush()
+    assert s.tick() is True and len(said) == 1
+    assert s.tick() is False and len(said) == 1           # nothing taken: not again
+    inbox.drain(crew, "boss", take=lambda notices: 2)     # the hook showed two of five
+    assert s.tick() is True and said[-1].startswith("crewfile: 3 wakes waiting from w2, w3, w4")
+    assert len(inbox.pending(crew, "boss")) == 3
 
 
 def test_wake_send_to_a_primary_without_a_pane_keeps_every_wake(crew, run):

@@ -102,11 +102,83 @@ def _context_output(event, text):
                                               "additionalContext": text}}) + "\n"
 
 
-def notices_text(notices):
-    """Notices as model-facing facts, one line each, under a header."""
-    lines = [NOTICE_HEADER]
-    lines += [f"crewfile notice: {_with_kind(n)} (posted {n.ts}, id {n.id})" for n in notices]
-    return "\n".join(lines)
+# Claude Code hands a hook's additionalContext to the model inline up to this
+# many characters; one more and it saves the text to a file and passes the
+# model a 2 KB preview (measured with the real CLI, 2.1.x: 10,000 inline,
+# 10,001 persisted; tests/test_claude_wakes_e2e.py). Counted here in UTF-8
+# bytes, never fewer than the characters.
+INLINE_LIMIT = 10000
+SHOWN_SENDERS = 5
+
+
+def notices_text(notices, header=NOTICE_HEADER, rest=()):
+    """Notices as model-facing facts, one line each, under a header, grouped
+    by session and kind (in the order each group first appears); then one
+    line for the *rest* still pending, if any."""
+    return "\n".join([header] + [_notice_line(n) for n in _grouped(notices)]
+                     + ([_rest_line(rest)] if rest else []))
+
+
+def _notice_line(n):
+    return f"crewfile notice: {_with_kind(n)} (posted {n.ts}, id {n.id})"
+
+
+def _group_key(n):
+    """(who, kind): a wake's session and event kind; for other notices their kind."""
+    if n.kind == "wake":
+        parts = n.text.split(" ", 3)
+        if len(parts) >= 3:
+            return parts[1], parts[2].rstrip(":")
+    return n.kind, ""
+
+
+def _grouped(notices):
+    groups = {}
+    for n in notices:
+        groups.setdefault(_group_key(n), []).append(n)
+    return [n for group in groups.values() for n in group]
+
+
+def _rest_line(rest):
+    who = []
+    for n in rest:
+        w = _group_key(n)[0]
+        if w not in who:
+            who.append(w)
+    shown = ", ".join(who[:SHOWN_SENDERS])
+    if len(who) > SHOWN_SENDERS:
+        shown += f" and {len(who) - SHOWN_SENDERS} more"
+    return (f"crewfile: {len(rest)} more notice{'s' if len(rest) != 1 else ''} wait in the inbox"
+            f" (from {shown}); they follow at the next prompt or tool call, oldest first.")
+
+
+def inline_part(header):
+    """take() for inbox.drain: how many of the oldest pending notices fit,
+    with the header and the line for the rest, within INLINE_LIMIT (at
+    least one: a notice too long for it alone is cut in the text, kept
+    whole in inbox.read)."""
+    def take(notices):
+        size = len(header.encode()) + 1
+        k = 0
+        while k < len(notices):
+            line = len(_notice_line(notices[k]).encode()) + 1
+            rest = notices[k + 1:]
+            tail = len(_rest_line(rest).encode()) + 1 if rest else 0
+            if size + line + tail > INLINE_LIMIT:
+                break
+            size += line
+            k += 1
+        return max(k, 1)
+    return take
+
+
+def inline_text(header, taken, rest):
+    """notices_text() within INLINE_LIMIT (see inline_part)."""
+    text = notices_text(taken, header, rest)
+    if len(text.encode()) > INLINE_LIMIT:
+        note = " [cut here: too long to show inline; inbox.read keeps it whole]"
+        text = text.encode()[:INLINE_LIMIT - len(note.encode())].decode("utf-8", "ignore") + note
+    return text
 
 
 def _with_kind(n):
@@ -121,13 +193,16 @@ def drain_notices(ctx, event):
     if sess is None:
         return ""
     try:
-        notices, garbage = inbox.drain(ctx.crew, sess.name)
+        notices, rest, garbage = inbox.drain_part(ctx.crew, sess.name,
+                                                  inline_part(NOTICE_HEADER))
     except LockBusy as e:
         ctx.notes.append(f"{sess.name}: notices left in the inbox for the next event: {e}")
         return ""
     if garbage:
         ctx.notes.append(f"{sess.name}: skipped {garbage} malformed inbox line(s)")
-    return _context_output(event, notices_text(notices)) if notices else ""
+    if not notices:
+        return ""
+    return _context_output(event, inline_text(NOTICE_HEADER, notices, rest))
 
 
 def _no_session(ctx):
@@ -275,20 +350,18 @@ def stop(ctx):
             and sess.meta.get("kind") == PRIMARY):
         from .locks import LockBusy
         try:
-            notices, garbage = inbox.drain(ctx.crew, sess.name)
+            notices, rest, garbage = inbox.drain_part(ctx.crew, sess.name,
+                                                      inline_part(WAKE_HEADER))
         except LockBusy as e:
             ctx.notes.append(f"{sess.name}: wakes left in the inbox: {e}")
-            notices, garbage = [], 0
+            notices, rest, garbage = [], [], 0
         if garbage:
             ctx.notes.append(f"{sess.name}: skipped {garbage} malformed inbox line(s)")
         if notices:
-            lines = [WAKE_HEADER]
-            lines += [f"crewfile notice: {_with_kind(n)} (posted {n.ts}, id {n.id})"
-                      for n in notices]
             # additionalContext, not decision/reason: both continue the turn, but a
             # reason reaches the model as user text and the screen as "Stop hook
             # error"; context is a system reminder, shown as "Stop hook feedback".
-            return Reply(_context_output("Stop", "\n".join(lines)))
+            return Reply(_context_output("Stop", inline_text(WAKE_HEADER, notices, rest)))
     sess.append("turn-ended")
     return Reply()
 

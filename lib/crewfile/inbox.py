@@ -91,21 +91,36 @@ def pending(crew, name):
     return out
 
 
-def drain(crew, name):
-    """Take every pending notice out of NAME's inbox; (notices, skipped garbage)."""
+def drain(crew, name, take=None):
+    """Take the pending notices out of NAME's inbox; (notices, skipped garbage).
+
+    take: None for all, or a callable given the pending notices (oldest
+    first) that returns how many of the oldest to take; the rest stay
+    pending, in order (see drain_part)."""
+    taken, _rest, garbage = drain_part(crew, name, take)
+    return taken, garbage
+
+
+def drain_part(crew, name, take=None):
+    """drain() that also returns the notices left pending: (taken, rest, garbage).
+
+    Under the session lock: the taken ones are appended to inbox.read, then
+    the inbox is emptied (all taken) or atomically replaced by the rest. A
+    crash between the two can hand a notice over twice (same id), never
+    lose one."""
     inbox, read, _lock = _paths(crew, name)
     with spool.lock(crew.session_dir(name)):
         try:
             fd = paths.open_file(inbox, os.O_RDWR)
         except FileNotFoundError:
-            return [], 0
+            return [], [], 0
         try:
             with os.fdopen(os.dup(fd), "rb") as f:
                 data = f.read()
             lines = data.split(b"\n")
             if lines and lines[-1]:
                 lines[-1] = b""         # unfinished line: no writer holds the lock, so garbage
-            notices, garbage, keep = [], 0, []
+            notices, garbage, raws = [], 0, []
             for raw in lines:
                 if not raw:
                     continue
@@ -114,12 +129,19 @@ def drain(crew, name):
                     garbage += 1
                 else:
                     notices.append(n)
-                    keep.append(raw.decode("utf-8") + "\n")
-            logfile.append_locked(read, keep, rotate=logfile.rotate_limits())
-            os.ftruncate(fd, 0)
+                    raws.append(raw.decode("utf-8") + "\n")
+            k = len(notices) if take is None else max(0, min(len(notices), take(notices)))
+            if k == 0 and not garbage:
+                return [], notices, 0
+            logfile.append_locked(read, raws[:k], rotate=logfile.rotate_limits())
+            if k == len(notices):
+                os.ftruncate(fd, 0)
+            else:
+                from .atomic import replace
+                replace(inbox, "".join(raws[k:]))
         finally:
             os.close(fd)
-    return notices, garbage
+    return notices[:k], notices[k:], garbage
 
 
 def withdraw(crew, name, nid, timeout=None):

@@ -294,7 +294,9 @@ class Sender:
     wait in the inbox and from whom. The count is read from the inbox
     itself, so wakes drained meanwhile are not announced. A refused delivery
     is retried every *retry* seconds while unannounced wakes wait; once
-    announced, a wake is not announced again. Refusals are logged once per
+    announced, a wake is not announced again, unless the primary took only
+    part of what waited (its hook shows a turn what fits inline): then the
+    rest is announced once more. Refusals are logged once per
     change of reason.
 
     A primary whose lock is stuck (held past LOCK_WAIT) does not stop the
@@ -321,6 +323,7 @@ class Sender:
         self.due_at = None          # when to try to announce; None: nothing to announce
         self.retry_at = None        # when to try flush() again; None: nothing held
         self.announced = set()      # ids of wake notices already announced
+        self.seen = set()           # the wakes waiting at the last announcement
         self.held = []              # [(id or None, text)] not yet in the inbox
         self.acks = []              # [(session, state)] to acknowledge once held is posted
         self.cursor = cursor
@@ -444,9 +447,15 @@ class Sender:
             waiting = [n for n in inbox.pending(self.crew, self.primary) if n.kind == "wake"]
         except NotFound:
             return False            # flush() says so; nothing can be waiting
+        ids = {n.id for n in waiting}
         fresh = [n for n in waiting if n.id not in self.announced]
-        self.announced &= {n.id for n in waiting}
-        if not fresh:
+        self.announced &= ids
+        # The primary's hook took part of what was announced and left the rest
+        # (more than it can show in one turn): announce the rest once more.
+        partly = bool(waiting) and ids < self.seen
+        if not fresh and not partly:
+            if waiting:
+                self.due_at = self.clock() + self.retry     # watch for a partial take
             return False
         text = self.message(waiting)
         deliver = self._deliver
@@ -454,7 +463,9 @@ class Sender:
             from .delivery import deliver
         ok, reason = deliver(self.sess, text)
         if ok:
-            self.announced |= {n.id for n in waiting}
+            self.announced |= ids
+            self.seen = ids
+            self.due_at = self.clock() + self.retry
             self.said.pop("announce", None)
             self.log(f"announced {len(waiting)} wake(s) to {self.primary}: {text}")
         else:
