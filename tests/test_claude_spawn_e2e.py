@@ -102,12 +102,15 @@ def test_spawn_retire_reboot_respawn_with_the_real_claude(crew, tmux, tmp_path, 
         wait_for(lambda: ("ended", "other") in records(crew, "w1")[before:], timeout=30,
                  what="SessionEnd after the hang-up")
 
-        r = cmd("crew-respawn", "--dry-run")
+        r = cmd("crew-respawn", "--dry-run", "--json")
         assert r.returncode == 0, r.stderr
-        assert f"w1 would-respawn in {trees['w1']}: {agent} --resume {ids['w1']}\n" in r.stdout
-        r = cmd("crew-respawn")
+        plan = {x["name"]: (x["action"], x["detail"]) for x in json.loads(r.stdout)}
+        assert plan["w1"] == ("would-respawn", f"in {trees['w1']}: {agent} --resume {ids['w1']}")
+        assert plan["w2"][0] == "ended"
+        r = cmd("crew-respawn", "--json")
         assert r.returncode == 0, r.stderr
-        assert "w2 ended" in r.stdout and "w1 respawned" in r.stdout
+        assert {x["name"]: x["action"] for x in json.loads(r.stdout)} == {
+            "w1": "respawned", "w2": "ended"}
         meta = Session(crew, "w1").meta
         rig.attach(meta["tmux"])
         wait_for(lambda: ("started", "resume") in records(crew, "w1"), timeout=60,

@@ -1,5 +1,6 @@
 """crew-spawn, crew-retire, crew-respawn against real git, real tmux (a private
 server) and fake agents; every refusal leaves nothing behind."""
+import json
 import os
 import subprocess
 import sys
@@ -378,18 +379,21 @@ def test_a_reboot_then_respawn_brings_back_each_live_session_in_its_tree(crew, t
     Session(crew, "w2").append("ended", "other")
     Session(crew, "done").append("ended", "other")
     assert all(Session(crew, n).meta.get("tmux") for n in ("w1", "w2"))
-    r = crewcmd("crew-respawn", "--dry-run", cwd=repo)
+    r = crewcmd("crew-respawn", "--dry-run", "--json", cwd=repo)
     assert r.returncode == 0, r.stderr
-    lines = sorted(r.stdout.splitlines())
-    assert lines[0] == "done ended it ended on purpose (ended: retired): not respawned"
-    for line, name in zip(lines[1:], ("w1", "w2")):
-        assert line == (f"{name} would-respawn in {place(repo, name)}:"
-                        f" {AGENT} --resume {ids[name]}")
+    assert json.loads(r.stdout) == [
+        {"name": "done", "action": "ended",
+         "detail": "it ended on purpose (ended: retired): not respawned"}] + [
+        {"name": name, "action": "would-respawn",
+         "detail": f"in {place(repo, name)}: {AGENT} --resume {ids[name]}"}
+        for name in ("w1", "w2")]
     assert windows(tmux) == []                                    # a dry run changes nothing
     r = crewcmd("crew-respawn", cwd=repo)
     assert r.returncode == 0, r.stderr
-    assert sorted(line.split()[1] for line in r.stdout.splitlines()) == [
-        "ended", "respawned", "respawned"]
+    lines = r.stdout.splitlines()
+    assert lines[0].split() == ["NAME", "ACTION", "DETAIL"]
+    assert [line.split()[:2] for line in lines[1:]] == [
+        ["done", "ended"], ["w1", "respawned"], ["w2", "respawned"]]
     for name in ("w1", "w2"):
         meta = Session(crew, name).meta
         tmux.wait_screen(meta["tmux"], f"resumed {ids[name]}")
@@ -409,10 +413,10 @@ def test_a_reboot_then_respawn_brings_back_each_live_session_in_its_tree(crew, t
     assert r.returncode == 0 and "delivered" in r.stdout, r.stdout + r.stderr
     wait_for(lambda: ("captain", "continue w1") in records(crew, "w1"), what="the nudge")
     # Everything is back: a second respawn finds nothing to do.
-    r = crewcmd("crew-respawn", "w1", "w2", cwd=repo)
+    r = crewcmd("crew-respawn", "w1", "w2", "--json", cwd=repo)
     assert r.returncode == 0
-    assert [line.split()[:2] for line in r.stdout.splitlines()] == [["w1", "live"],
-                                                                    ["w2", "live"]]
+    assert [(x["name"], x["action"]) for x in json.loads(r.stdout)] == [("w1", "live"),
+                                                                       ("w2", "live")]
 
 
 def test_respawn_after_the_agent_crashed_keeps_the_dead_windows_scrollback(crew, tmux, repo):
@@ -479,7 +483,8 @@ def test_respawn_refusals_say_why_and_open_nothing(crew, tmux, repo, case):
         why = f"the tree {place(repo, 'w1')} is held: intruder is live in {place(repo, 'w1')}"
     before = windows(tmux)
     r = crewcmd("crew-respawn", "w1", cwd=repo)
-    assert (r.returncode, r.stdout, r.stderr) == (1, "", f"crew-respawn: w1: {why}\n")
+    assert (r.returncode, r.stderr) == (1, f"crew-respawn: w1: {why}\n")
+    assert r.stdout.splitlines()[1].split()[:2] == ["w1", "refused"]
     assert windows(tmux) == before
     assert "respawned" not in [k for k, _ in records(crew, "w1")]
 
@@ -524,3 +529,15 @@ def test_a_spawn_killed_midway_leaves_what_crew_retire_finishes(crew, tmux, repo
         assert r.returncode == 1 and "branch crew/w1 exists" in r.stderr
         sh("git", "branch", "-D", "crew/w1", cwd=repo)
     spawned(crew, tmux, repo, "w1")                             # the name is free again
+
+
+def test_respawn_names_a_damaged_meta_and_goes_on(crew, tmux, repo):
+    spawned(crew, tmux, repo, "w1")
+    register(crew, "bad", kind="crew")
+    with open(Session(crew, "bad").meta_path, "w") as f:
+        f.write('{"name": "bad", "kind": "crew", "pid": "x"}')
+    r = crewcmd("crew-respawn", "--json", cwd=repo)
+    assert r.returncode == 5
+    got = {x["name"]: x["action"] for x in json.loads(r.stdout)}
+    assert got == {"bad": "damaged", "w1": "live"}
+    assert r.stderr.startswith("crew-respawn: bad: ") and r.stderr.count("\n") == 1

@@ -19,7 +19,7 @@ import os
 import time
 
 from . import agents, window
-from .errors import CrewfileError, Refused, UsageError
+from .errors import BadFile, CrewfileError, Refused, UsageError
 from .sessions import Session, register
 
 PROMPT_WAIT = 60.0        # seconds to wait for the agent's first idle prompt
@@ -147,7 +147,8 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
 
 # --- crew-respawn -------------------------------------------------------------------
 
-RESPAWNED, WOULD, LIVE, ENDED, REFUSED = "respawned", "would-respawn", "live", "ended", "refused"
+RESPAWNED, WOULD, LIVE, ENDED, REFUSED, DAMAGED = (
+    "respawned", "would-respawn", "live", "ended", "refused", "damaged")
 # `ended` texts that are not an end on purpose: Claude Code's SessionEnd
 # reason is `other` when its process is hung up on or killed (seen when the
 # tmux server was killed), which is what a reboot or a lost server does. Its
@@ -251,7 +252,9 @@ def respawn(crew, names=None, dry_run=False):
     for name in names or all_names(crew):
         try:
             plans.append((name,) + _plan(crew, name, table))
-        except CrewfileError as e:           # one bad file never stops the others
+        except BadFile as e:                 # one bad file never stops the others
+            plans.append((name, DAMAGED, str(e), None))
+        except CrewfileError as e:
             plans.append((name, REFUSED, str(e), None))
     out = []
     for name, action, detail, command in plans:

@@ -52,8 +52,8 @@ pane_of() { status-show "$1" --json | sed -n 's/.*"tmux": "\(%[0-9]*\)".*/\1/p';
   tmux -S "$CREWFILE_TMUX" kill-server
   run crew-respawn
   assert_success
-  assert_line --regexp '^builder ended '
-  assert_line --regexp '^tester respawned window crew:[0-9]+ in '
+  assert_line --regexp '^builder +ended +it ended on purpose'
+  assert_line --regexp '^tester +respawned +window crew:[0-9]+ in '
   wait_for screen_has "$(pane_of tester)" 'resumed '
   run tmux -S "$CREWFILE_TMUX" list-windows -a -F '#{window_name}'
   assert_output "tester"

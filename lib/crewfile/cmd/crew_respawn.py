@@ -5,14 +5,17 @@ a schedule or a nudge): for each registered session (or each NAME) whose
 agent is gone and that did not end on purpose, open its window again in its
 recorded tree, resuming its own conversation (Claude Code: `--resume ID`,
 meta agent_session_id), so a schedule attached to it still belongs to it.
-One line per session on stdout, `NAME ACTION DETAIL`, ACTION one of
-respawned, would-respawn, live, ended; refusals go to stderr as
-`crew-respawn: NAME: why` (an agent that cannot resume by id, no
-conversation id, its tree gone or held by another live session).
+A table on stdout, `NAME ACTION DETAIL`, one row per session, ACTION one of
+respawned, would-respawn, live, ended, refused, damaged; each refusal is
+also a line on stderr, `crew-respawn: NAME: why` (an agent that cannot
+resume by id, no conversation id, its tree gone or held by another live
+session).
 
   --dry-run   say what would be done; change nothing
+  --json      one JSON array of {"name", "action", "detail"} instead
 
-Exit: 0; 1 some session was refused; 2 bad name; 3 no such session; 111.
+Exit: 0; 1 some session was refused; 2 bad name; 3 no such session; 5 a
+damaged meta file was named and skipped (the others were done); 111.
 
 Example: crew-respawn --dry-run && crew-respawn
 """
@@ -21,14 +24,19 @@ Example: crew-respawn --dry-run && crew-respawn
 def run(args):
     import sys
     from ..cli import crew
-    from ..spawn import REFUSED, respawn
-    refused = 0
-    for r in respawn(crew(args), args.name, dry_run=args.dry_run):
-        if r.action == REFUSED:
-            refused += 1
-            sys.stdout.flush()
-            sys.stderr.write(f"crew-respawn: {r.name}: {r.detail}\n")
-        else:
-            sys.stdout.write(f"{r.name} {r.action} {r.detail}\n")
-    from ..errors import REFUSED as REFUSED_EXIT
-    return REFUSED_EXIT if refused else 0
+    from ..errors import PARTIAL, REFUSED as REFUSED_EXIT
+    from ..output import json_document, table
+    from ..records import escape
+    from ..spawn import DAMAGED, REFUSED, respawn
+    done = respawn(crew(args), args.name, dry_run=args.dry_run)
+    for r in done:
+        if r.action in (REFUSED, DAMAGED):
+            sys.stderr.write(f"crew-respawn: {r.name}: {escape(r.detail)}\n")
+    if args.json:
+        sys.stdout.write(json_document({"name": r.name, "action": r.action, "detail": r.detail}
+                                       for r in done))
+    elif done:
+        sys.stdout.write(table(("NAME", "ACTION", "DETAIL"),
+                               ([r.name, r.action, escape(r.detail)] for r in done)))
+    actions = {r.action for r in done}
+    return REFUSED_EXIT if REFUSED in actions else PARTIAL if DAMAGED in actions else 0

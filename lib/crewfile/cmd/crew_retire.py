@@ -25,12 +25,14 @@ def run(args):
     from ..cli import crew
     from ..retire import retire
     out = retire(crew(args), args.name, keep_worktree=args.keep_worktree, force=args.force)
+    from ..records import escape
     for warning in out.warnings:
-        sys.stderr.write(f"crew-retire: {args.name}: {warning}\n")
+        sys.stderr.write(f"crew-retire: {args.name}: {escape(warning)}\n")
     if out.thrown:
-        sys.stderr.write(f"crew-retire: --force: threw away {'; '.join(out.thrown)}\n")
+        sys.stderr.write(f"crew-retire: --force: threw away {escape('; '.join(out.thrown))}\n")
     tree = (f"removed {out.worktree}" if out.removed else
             f"kept {out.worktree}" if out.worktree and os.path.lexists(out.worktree) else "-")
     branch = f"{out.branch} {out.head}" if out.branch and out.head else out.branch or "-"
-    sys.stdout.write(f"scrollback: {out.scrollback or '-'}\nworktree: {tree}\nbranch: {branch}\n")
+    sys.stdout.write(f"scrollback: {escape(out.scrollback or '-')}\nworktree: {escape(tree)}\n"
+                     f"branch: {escape(branch)}\n")
     return 0

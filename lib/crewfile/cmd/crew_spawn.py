@@ -38,7 +38,9 @@ def run(args):
     out = spawn(crew(args), args.name, agent=args.agent or "claude", ref=args["from"],
                 tmux_session=args.tmux_session, prompt=args.prompt,
                 worktree=not args.no_worktree, cmd=args.cmd)
-    sys.stdout.write(f"window: {out.target}\ntree: {out.tree}\nbranch: {out.branch or '-'}\n")
+    from ..records import escape
+    sys.stdout.write(f"window: {escape(out.target)}\ntree: {escape(out.tree)}\n"
+                     f"branch: {escape(out.branch or '-')}\n")
     if out.prompt is not None and not out.prompt[0]:
         sys.stdout.flush()
         raise Refused(f"{args.name} is spawned, but its first prompt was not delivered:"
