@@ -21,7 +21,7 @@ system-deps:
 
 $(STAMP): setup.cfg
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check 'inotify-simple>=1.3' 'pytest>=7' 'hypothesis>=6'
+	$(PY) -m pip install -q --disable-pip-version-check 'inotify-simple>=1.3' 'python-dateutil>=2.8' 'pytest>=7' 'hypothesis>=6'
 	touch $@
 
 # Byte-compile the package: with PYTHONDONTWRITEBYTECODE=1 (set on this

@@ -432,3 +432,51 @@ def test_exit_codes_protocol_table_is_errors_py():
             if name.endswith(".py") and name != "errors.py":
                 src = open(os.path.join(root, d, name)).read()
                 assert not literal.search(src), (name, literal.search(src).group(0))
+
+
+def test_issue_14_moments_until_and_since(crew):
+    import json
+    cmd("session-add", "w", check=True)
+    status = os.path.join(crew.root, "sessions", "w", "status")
+    with open(status, "a") as f:
+        f.write("2026-01-01T08:00:00.000Z note: old\n2026-01-02T08:00:00.000Z note: newer\n")
+    r = cmd("status-show", "w", "--since", "2026-01-02 00:00")
+    assert r.returncode == 0
+    assert "note: newer" in r.stdout and "note: old" not in r.stdout
+    # Read back from the newest record to the first older one.
+    assert r.stdout.splitlines()[-1].endswith("note: newer") and "registered" not in r.stdout
+    cmd("status-append", "w", "note", "now", check=True)
+    assert [line.split(" ", 1)[1] for line in json.loads(
+        cmd("status-show", "w", "--json", "--since", "1h").stdout)["records"]] == ["note: now"]
+    events = cmd("crew-watch", "--once", "--since", "2026-01-01T12:00Z").stdout.splitlines()
+    assert [e.split(" ", 2)[2] for e in events] == ["note: newer", "registered: kind=crew",
+                                                    "note: now"]
+    assert cmd("crew-watch", "--once", "--since", "1h", "--cursor", "c").returncode == 2
+    for bad in ("tomorrowish", "2026-13-01", "99999-01-01"):
+        r = cmd("status-show", "w", "--since", bad)
+        assert r.returncode == 2 and r.stderr.startswith("status-show: bad --since"), r.stderr
+    sid = cmd("nudge-add", "--session", "w", "--every", "60", "--message", "go",
+              "--until", "2099-01-01 08:00", check=True).stdout.strip()
+    path = os.path.join(crew.root, "nudges", sid)
+    with open(path) as f:
+        sched = json.load(f)
+    assert sched["until"] > 4e9
+    assert cmd("nudge-add", "--session", "w", "--every", "60", "--message", "go", "--replace",
+               "--until", "2020-01-01").returncode == 2          # already past
+    sched["until"] = 1.0                                       # the captain is back
+    _write(path, json.dumps(sched))
+    r = cmd("nudge-tick")
+    assert r.returncode == 0 and f"{sid} - disarmed: until:" in r.stdout, r.stdout
+    with open(path) as f:
+        assert json.load(f)["armed"] is False
+
+
+def test_issue_14_dateutil_only_imported_when_a_moment_is_given():
+    import subprocess
+    import sys
+    code = ("import sys; sys.path.insert(0, 'lib'); from crewfile.cli import parse; "
+            "from crewfile.cmd import nudge_add, status_show, crew_watch; "
+            "print('dateutil' in sys.modules)")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
+    assert r.stdout.strip() == "False", r.stderr

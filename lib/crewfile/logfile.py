@@ -207,6 +207,18 @@ def last_records(paths, n, stats):
     return out
 
 
+def records_since(paths, since, stats, most=None):
+    """The records from the newest back to the first one older than *since*
+    (seconds since the epoch), at most *most* of them, oldest first."""
+    out = []
+    for rec in records_backwards(paths, stats):
+        if rec.time < since or (most is not None and len(out) >= most):
+            break
+        out.append(rec)
+    out.reverse()
+    return out
+
+
 def last_of_kinds(paths, kinds, stats, limit_bytes=None):
     """The newest record whose kind is in *kinds*, or None."""
     for rec in records_backwards(paths, stats, limit_bytes):

@@ -176,8 +176,11 @@ def matches(sched, meta):
 
 
 def add(crew, every, message, session=None, session_key=None, agent_session_id=None,
-        max_attempts=None, user=None, replace_existing=False, now=None):
-    """Create (or with replace_existing, re-create) the schedule for (user, session)."""
+        max_attempts=None, user=None, replace_existing=False, now=None, until=None):
+    """Create (or with replace_existing, re-create) the schedule for (user, session).
+
+    until: a wall-clock moment (seconds since the epoch) after which the
+    schedule disarms itself instead of nudging (the captain is back)."""
     from . import delivery, sessions
     if sum(bool(x) for x in (session, session_key, agent_session_id)) != 1:
         raise BadInput("name the session with exactly one of --session, --session-key,"
@@ -200,6 +203,8 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
         raise Refused(f"{meta.get('name')} is an aside: only the captain speaks into it")
     ids = _target_ids(meta)
     now = now or clock_now()
+    if until is not None and until <= now["wall"]:
+        raise BadInput(f"bad --until {records.timestamp(until)}: already past")
     _dir(crew)
     with _lock(crew):
         existing = [s for s in load_all(crew) if s.get("user") == user and matches(s, meta)]
@@ -212,7 +217,7 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
         sched = {"id": sid, "user": user, **ids, "every": every, "message": message,
                  "max": max_attempts, "attempts": 0, "armed": True,
                  "created": records.timestamp(now["wall"]), "rev": os.urandom(6).hex(),
-                 "base": now, "last_attempt": None, "last_outcome": None, "last_code": None,
+                 "base": now, "until": until, "last_attempt": None, "last_outcome": None, "last_code": None,
                  "last_reason": None, "last_change": None}
         _write(crew, sched)
     return sched
@@ -410,6 +415,11 @@ def tick(crew, world=None, bad=None):
     nudged = set()
     for sched in load_all(crew, bad):
         if not sched.get("armed"):
+            continue
+        if sched.get("until") is not None and now["wall"] >= sched["until"]:
+            out.append(_disarm(crew, world, sched, None,
+                               f"until: its --until moment {records.timestamp(sched['until'])}"
+                               " has passed"))
             continue
         if elapsed(sched["base"], now) < 0:
             # The wall clock went back across a reboot: restart the floor from now.

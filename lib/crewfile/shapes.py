@@ -83,7 +83,7 @@ SHAPES = {
         "session_key": (OPT, _str), "agent_session_id": (OPT, _str),
         "every": (REQ, _int(1, 10 ** 9)), "message": (REQ, _str),
         "max": (REQ, _int(1, 10 ** 9)), "attempts": (REQ, _int(0, 10 ** 9)),
-        "armed": (REQ, _bool), "base": (REQ, _clock), "rev": (OPT, _str),
+        "armed": (REQ, _bool), "base": (REQ, _clock), "rev": (OPT, _str), "until": (OPT, _num),
         "created": (OPT, _ts), "last_attempt": (OPT, _ts), "last_outcome": (OPT, _str),
         "last_code": (OPT, _str), "last_reason": (OPT, _str), "last_change": (OPT, _ts),
     },

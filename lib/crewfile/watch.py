@@ -107,6 +107,7 @@ class Watcher:
                  probe_every=DEFAULT_PROBE, poll=None, out=None, warn=None, now=time.time,
                  positions=False, resume=None):
         self.crew = crew
+        self.since_ts = None    # a record timestamp: events before it are not written
         # resume: a cursor the consumer writes (wake-send --cursor) once the
         # events are safe; we only read it (and create it when absent).
         self.resume = resume
@@ -553,6 +554,8 @@ class Watcher:
         """Write a batch (sorted by time) in one go, then save the cursor."""
         self.busy = True
         try:
+            if self.since_ts is not None:       # --since: the replay starts at that moment
+                events = [e for e in events if e[0] >= self.since_ts]
             if events:
                 if not self.positions:      # with positions, each session's log order
                     events.sort(key=lambda e: e[0])

@@ -3,6 +3,8 @@ crew-watch [options]
 Print one event line `<ts> <session> <kind>[: <text>]` per new status record.
 
   --from-start       replay every record of every log from the beginning
+  --since MOMENT     replay from that moment: '2026-11-30 09:00', '09:00',
+                     2h (ago); the records before it are read, not printed
   --once             exit when caught up (default: follow for ever)
   --cursor FILE      resume after the last event a previous run emitted, and
                      save the position there after each batch
@@ -45,12 +47,23 @@ def run(args):
             raise UsageError("--cursor and --resume name two different writers; give one")
         if args.json_lines and (args.resume or args.positions):
             raise UsageError("--json-lines has no positions; use event lines")
-        w = Watcher(crew(args), from_start=args.from_start, cursor=args.cursor,
+        since = None
+        if args.since is not None:
+            if args.resume or args.cursor:
+                raise UsageError("--since replays from a moment, a cursor from a position;"
+                                 " give one")
+            from ..moments import parse_moment      # dateutil: only when asked for
+            since = parse_moment(args.since, "--since", future=False)
+        w = Watcher(crew(args), from_start=args.from_start or since is not None,
+                    cursor=args.cursor,
                     stale_after=_duration(args.stale, "--stale", DEFAULT_STALE),
                     probe_every=_duration(args.probe, "--probe", DEFAULT_PROBE),
                     poll=_duration(args.poll, "--poll", None),
                     out=json_lines_out() if args.json_lines else None,
                     positions=args.positions, resume=args.resume)
+        if since is not None:
+            from ..records import timestamp
+            w.since_ts = timestamp(since)
         stop.watcher = w
         if args.once:
             w.run_once()

@@ -9,13 +9,16 @@ Schedule a nudge: TEXT typed into a session's pane when it is due and safe.
                            a whole number of seconds, at least 1)
   --message TEXT           what to type (one line, no control characters)
   --max N                  disarm after N attempts (default: 100, at most 1000000)
+  --until MOMENT           stop then (the captain is back): it disarms instead of
+                           nudging; e.g. '2026-12-01 08:00', '08:00' (the next
+                           one), 3h (from now)
   --user USER              whose schedule (default: $USER, else the
                            password database's name for your uid)
   --replace                replace the user's schedule for that session
 
 Exactly one of --session, --session-key, --agent-session-id. One schedule per
 (user, session): a second is refused (exit 1) unless --replace. Prints the
-schedule id. The first attempt is due SECONDS after now.
+schedule id. The first attempt is due --every after now.
 
 Example: nudge-add --session builder --every 1800 --message 'continue; record blockers'
 """
@@ -31,8 +34,12 @@ def run(args):
         raise UsageError("--every and --message are required")
     every = parse_duration(args.every, "--every", whole=True)
     max_attempts = None if args.max is None else parse_count(args.max, "--max", 1)
+    until = None
+    if args.until is not None:
+        from ..moments import parse_moment      # dateutil: only when asked for
+        until = parse_moment(args.until, "--until", future=True)
     sched = add(crew(args), every, args.message, session=args.session,
                 session_key=args.session_key, agent_session_id=args.agent_session_id,
-                max_attempts=max_attempts, user=args.user, replace_existing=args.replace)
+                max_attempts=max_attempts, until=until, user=args.user, replace_existing=args.replace)
     sys.stdout.write(sched["id"] + "\n")
     return 0

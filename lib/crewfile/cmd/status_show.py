@@ -4,6 +4,8 @@ Show NAME's current state: last record, its age, live, generating.
 
   --json   one JSON object instead of `key: value` lines
   --last N   also print the last N records (default: none, at most 1000000)
+  --since MOMENT   also print the records since MOMENT ('2026-11-30 09:00',
+                   '09:00', 2h ago); with --last N, at most the last N of them
 
 live comes from a real probe (tmux pane, else process with its start time);
 generating from the newest turn record. Each is yes, no or unknown.
@@ -22,13 +24,22 @@ def run(args):
     st = state(sess)
     if st["warning"]:
         sys.stderr.write(f"status-show: {args.name}: {escape(st['warning'])}\n")
-    last_n = 0 if args.last is None else parse_count(args.last, "--last")
+    last_n = None if args.last is None else parse_count(args.last, "--last")
+    recs = None
+    if args.since is not None:
+        from ..logfile import TailStats, records_since
+        from ..moments import parse_moment      # dateutil: only when asked for
+        since = parse_moment(args.since, "--since", future=False)
+        recs = records_since(sess.log_paths(), since, TailStats(), most=last_n)
+    elif last_n:
+        from ..logfile import TailStats
+        recs = sess.last_records(last_n, TailStats())
+    lines = [r.line().rstrip("\n") for r in recs or ()]
     if args.json:
         import json
         st = dict(st)
-        if last_n:
-            from ..logfile import TailStats
-            st["records"] = [r.line().rstrip("\n") for r in sess.last_records(last_n, TailStats())]
+        if recs is not None:
+            st["records"] = lines
         sys.stdout.write(json.dumps(st) + "\n")
         return 0
     out = [f"name: {st['name']}", f"kind: {st['kind']}",
@@ -37,8 +48,6 @@ def run(args):
            f"live: {st['live']}", f"generating: {st['generating']}",
            f"ended: {'yes' if st['ended'] else 'no'}",
            f"cwd: {escape(st['cwd'] or '-')}", f"tmux: {escape(st['tmux'] or '-')}"]
-    if last_n:
-        from ..logfile import TailStats
-        out += [r.line().rstrip("\n") for r in sess.last_records(last_n, TailStats())]
+    out += lines
     sys.stdout.write("\n".join(out) + "\n")
     return 0
