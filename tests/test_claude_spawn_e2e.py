@@ -7,7 +7,8 @@ with its first prompt typed by crew-spawn; one is retired; a nudge is
 scheduled for the other; then the "reboot": the tmux server is killed.
 crew-respawn brings back the live one only, with `claude --resume ID` in its
 tree: the SessionStart hook reports the same session id, the model sees the
-earlier conversation, and the nudge scheduled before the reboot reaches it.
+earlier conversation, and the nudge scheduled before the reboot (disarmed by
+a tick during the outage, armed again by the respawn) reaches it.
 The retired one stays ended.
 
 Without the CLI (make claude-code) this test is skipped loudly.
@@ -101,6 +102,11 @@ def test_spawn_retire_reboot_respawn_with_the_real_claude(crew, tmux, tmp_path, 
         # not an end on purpose (crew-respawn brings such a session back).
         wait_for(lambda: ("ended", "other") in records(crew, "w1")[before:], timeout=30,
                  what="SessionEnd after the hang-up")
+        # cron ticks during the outage: the schedule is disarmed (not live).
+        from test_nudge import make_due
+        make_due(crew, sid)
+        r = cmd("nudge-tick")
+        assert "disarmed" in r.stdout, r.stdout + r.stderr
 
         r = cmd("crew-respawn", "--dry-run", "--json")
         assert r.returncode == 0, r.stderr
@@ -109,8 +115,9 @@ def test_spawn_retire_reboot_respawn_with_the_real_claude(crew, tmux, tmp_path, 
         assert plan["w2"][0] == "ended"
         r = cmd("crew-respawn", "--json")
         assert r.returncode == 0, r.stderr
-        assert {x["name"]: x["action"] for x in json.loads(r.stdout)} == {
-            "w1": "respawned", "w2": "ended"}
+        done = {x["name"]: x for x in json.loads(r.stdout)}
+        assert {n: x["action"] for n, x in done.items()} == {"w1": "respawned", "w2": "ended"}
+        assert done["w1"]["detail"].endswith(f"(schedules armed again: {sid})")
         meta = Session(crew, "w1").meta
         rig.attach(meta["tmux"])
         wait_for(lambda: ("started", "resume") in records(crew, "w1"), timeout=60,
@@ -129,4 +136,3 @@ def test_spawn_retire_reboot_respawn_with_the_real_claude(crew, tmux, tmp_path, 
         wait_for(lambda: NUDGE in user_texts(rig), timeout=60, what="the nudge at the model")
         last = [r for r in rig.main_requests() if NUDGE in json.dumps(r)][-1]
         assert f"{PROMPT} (w1)" in json.dumps(last)      # the same conversation goes on
-        assert sid

@@ -374,6 +374,11 @@ def test_a_reboot_then_respawn_brings_back_each_live_session_in_its_tree(crew, t
     assert crewcmd("crew-retire", "done", cwd=repo).returncode == 0     # ended on purpose
     sid = cmd("nudge-add", "--session", "w1", "--every", "60", "--message", "continue w1").stdout
     tmux.kill()                                                   # the "reboot"
+    from test_nudge import make_due
+    make_due(crew, sid.strip())
+    r = cmd("nudge-tick")                                         # cron, during the outage
+    assert "disarmed" in r.stdout and "not-live" in r.stdout, r.stdout + r.stderr
+    assert cmd("nudge-ls", "--json").stdout.count('"armed": false') == 1
     # What Claude Code's SessionEnd hook writes when its tmux server goes away:
     # not an end on purpose, even after a retirement (which stays one).
     Session(crew, "w2").append("ended", "other")
@@ -394,6 +399,8 @@ def test_a_reboot_then_respawn_brings_back_each_live_session_in_its_tree(crew, t
     assert lines[0].split() == ["NAME", "ACTION", "DETAIL"]
     assert [line.split()[:2] for line in lines[1:]] == [
         ["done", "ended"], ["w1", "respawned"], ["w2", "respawned"]]
+    assert lines[2].endswith(f"(schedules armed again: {sid.strip()})")
+    assert "armed again" not in lines[3]
     for name in ("w1", "w2"):
         meta = Session(crew, name).meta
         tmux.wait_screen(meta["tmux"], f"resumed {ids[name]}")
@@ -402,11 +409,14 @@ def test_a_reboot_then_respawn_brings_back_each_live_session_in_its_tree(crew, t
         assert tmux("display-message", "-p", "-t", meta["tmux"],
                     "#{pane_current_path}").strip() == place(repo, name)
         wait_for(lambda: ("started", "resume") in records(crew, name), what="the resume")
-        assert ("respawned", f"resume {ids[name]}") in records(crew, name)
+        rearmed = f"; schedules armed again: {sid.strip()}" if name == "w1" else ""
+        assert ("respawned", f"resume {ids[name]}{rearmed}") in records(crew, name)
         assert not Session(crew, name).ended()            # a new life for w2
     assert sorted(windows(tmux)) == ["w1", "w2"]                  # the ended one stays ended
     assert Session(crew, "done").ended()
-    # The nudge scheduled before the reboot reaches the same conversation.
+    # The nudge scheduled before the reboot was disarmed by a tick during the
+    # outage (not live: nudging could only start an agent); bringing back the
+    # same conversation armed it again, and it reaches that conversation.
     from test_nudge import make_due
     make_due(crew, sid.strip())
     r = cmd("nudge-tick")

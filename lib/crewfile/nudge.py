@@ -239,6 +239,29 @@ def remove(crew, sid):
         os.unlink(path)
 
 
+def rearm(crew, meta):
+    """Arm again the schedules of the session whose metadata is *meta* that a
+    tick disarmed because it was not live; return their ids.
+
+    crew-respawn's act, once it has brought back that same conversation
+    (matches() holds on its ids): the outage is over, and the schedule
+    belongs to the conversation, not to the outage. Schedules spent at their
+    maximum, or disarmed for anything else, stay disarmed.
+    """
+    done = []
+    for sched in load_all(crew):
+        if (sched.get("armed") or sched["attempts"] >= sched["max"]
+                or "not-live" not in (sched.get("last_reason") or "")
+                or not matches(sched, meta)):
+            continue
+        changes = {"armed": True, "last_outcome": "rearmed", "last_code": "respawned",
+                   "last_reason": "armed again: crew-respawn resumed its conversation",
+                   "last_change": records.timestamp()}
+        if _update(crew, sched, changes) is not None:
+            done.append(sched["id"])
+    return done
+
+
 def _update(crew, sched, changes):
     """Apply *changes* to the stored schedule if it is still the one we read."""
     with _lock(crew):

@@ -239,7 +239,7 @@ def respawn(crew, names=None, dry_run=False):
     before it is closed. Each session is brought back under its
     deliver.lock, so nothing is typed into it while its agent starts.
     """
-    from . import paths, records, tmux
+    from . import nudge, paths, records, tmux
     from .locks import acquire
     from .names import check_name
     from .sessions import names as all_names
@@ -278,6 +278,11 @@ def respawn(crew, names=None, dry_run=False):
                 tmux.kill_window(dead)
             target = window.open_agent(sess, command, tmux_session=meta.get("tmux_session"),
                                        cwd=meta["cwd"])
-            sess.append("respawned", f"resume {meta['agent_session_id']}")
-        out.append(Respawn(name, RESPAWNED, f"window {target} in {meta['cwd']}: {command}"))
+            rearmed = nudge.rearm(crew, sess.meta)
+            sess.append("respawned", f"resume {meta['agent_session_id']}"
+                        + (f"; schedules armed again: {' '.join(rearmed)}" if rearmed else ""))
+        detail = f"window {target} in {meta['cwd']}: {command}"
+        if rearmed:
+            detail += f" (schedules armed again: {' '.join(rearmed)})"
+        out.append(Respawn(name, RESPAWNED, detail))
     return out
