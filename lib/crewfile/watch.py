@@ -693,6 +693,19 @@ class Watcher:
             self.inotify = None
 
 
+def first_position(crew, cursor):
+    """Create an absent resume cursor at the end of every log now, so that
+    whatever starts the pipe later (and however often it dies before its
+    first acknowledgement) delivers every record appended from now on."""
+    if os.path.lexists(cursor):
+        return False
+    w = Watcher(crew, resume=cursor, out=lambda data: None)
+    w._load_cursor()
+    if not w._cursor_known:
+        w._first_position()
+    return True
+
+
 def _event(line, name):
     """An event line (bytes, no newline) from a record line (str, with newline) and a name."""
     return (line[:24] + " " + name + line[24:-1]).encode("utf-8")

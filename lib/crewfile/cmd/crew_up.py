@@ -1,0 +1,56 @@
+HELP = """\
+crew-up PRIMARY [options]
+Start and supervise the crew's wake pipeline, nudge-tick --watch and job-sweep.
+
+  --sweep DURATION         run job-sweep this often (default: 10m)
+  --backoff-max DURATION   longest wait before restarting a stage that
+                           died (default: 30s; the first wait is 0.25s)
+  --status                 print what runs, since when, restarts and the
+                           last error, and exit (3: crew-up is not running)
+  --systemd                print a systemd user unit running crew-up for
+                           this crew and PRIMARY, and exit
+
+Runs in the foreground until SIGTERM or SIGINT (or crew-down), then stops
+every stage and exits 0. One crew-up per crew: a second exits at once with
+code 1. Stages: crew-watch --resume C | wake-filter | wake-send PRIMARY
+--cursor C (C = crew-up/cursor: a wake is neither lost nor repeated when
+any stage dies), nudge-tick --watch, job-sweep. A stage that dies is
+restarted with backoff; every start, end and line a stage writes on stderr
+is a record in crew-up/log in the crew directory.
+
+Example: crew-up firstmate --systemd > ~/.config/systemd/user/crew-up.service
+"""
+
+
+def run(args):
+    import sys
+    from ..cli import crew
+    from .. import crewup
+    from ..durations import parse_duration
+    c = crew(args)
+    if args.systemd:
+        sys.stdout.write(crewup.systemd_unit(c, args.primary, sys.argv[0]))
+        return 0
+    if args.status:
+        return _status(c)
+    sweep = parse_duration(args.sweep, "--sweep") if args.sweep else crewup.DEFAULT_SWEEP
+    backoff = (parse_duration(args.backoff_max, "--backoff-max") if args.backoff_max
+               else crewup.BACKOFF_MAX)
+    crewup.Supervisor(c, args.primary, sweep=sweep, backoff_max=backoff).run()
+    return 0
+
+
+def _status(c):
+    import sys
+    from .. import crewup
+    from ..records import escape
+    got = crewup.status_lines(c)
+    if got is None:
+        sys.stderr.write(f"crew-up: not running for {c.root}\n")
+        return 3
+    head, rows = got
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    out = [escape(head)]
+    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) + "  " + escape(r[-1]) for r in rows]
+    sys.stdout.write("\n".join(out) + "\n")
+    return 0

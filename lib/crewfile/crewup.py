@@ -1,0 +1,390 @@
+"""crew-up: the crew's supervision as one unit, for one crew and one primary.
+
+Stages, each a crewfile command run by this interpreter:
+  wake    crew-watch --resume C | wake-filter | wake-send PRIMARY --cursor C
+          (three processes; C is crew-up/cursor, acknowledged end to end, so
+          a stage killed at any moment loses and repeats nothing). If one of
+          the three ends, the other two are stopped and the pipe is started
+          again as a whole: a pipe cannot be mended in the middle.
+  nudge   nudge-tick --watch
+  sweep   job-sweep, every `sweep` seconds (a one-shot; a failure is logged)
+
+One instance per crew: crew-up/lock (flock) is held for its whole life; a
+second crew-up finds it busy and exits at once (Refused). Children die with
+it even when it is SIGKILLed (PR_SET_PDEATHSIG), and wake-send holds the
+cursor's lock, so a new generation never runs beside a dying one.
+
+A stage that ends is started again after a backoff (BACKOFF_FIRST doubling
+up to backoff_max; back to the first once it ran RESET_AFTER seconds). Each
+start, end and restart is a record in crew-up/log (the status-log format,
+rotated like one), and each line a stage writes on stderr too. crew-up/state
+(JSON, atomic replace) says what runs, since when, restarts, last error:
+`crew-up --status` reads it. SIGTERM or SIGINT (or crew-down) stops every
+stage (SIGTERM, then SIGKILL after STOP_GRACE) and exits 0.
+"""
+import os
+import signal
+import time
+
+from . import paths
+
+DIR = "crew-up"
+LOCK, STATE, LOG, CURSOR = "lock", "state", "log", "cursor"
+BACKOFF_FIRST = 0.25
+BACKOFF_MAX = 30.0
+RESET_AFTER = 10.0
+STOP_GRACE = 5.0
+DEFAULT_SWEEP = 600.0
+PIPE = ("crew-watch", "wake-filter", "wake-send")
+PR_SET_PDEATHSIG = 1
+
+
+def files(crew):
+    d = crew.sub(DIR)
+    return {k: os.path.join(d, k) for k in (LOCK, STATE, LOG, CURSOR)}
+
+
+def bin_path(name):
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+        os.path.abspath(__file__)))), "bin", name)
+
+
+def _die_with_parent():
+    """In the child, before exec: SIGTERM when crew-up dies, even by SIGKILL."""
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:       # the parent died before prctl: follow it now
+        os._exit(0)
+
+
+class Proc:
+    """One running child: its name, Popen, start time, and a carry for stderr."""
+
+    def __init__(self, name, popen):
+        self.name, self.popen, self.since, self.carry = name, popen, time.time(), b""
+
+
+class Stage:
+    """A restartable unit: the bookkeeping --status shows."""
+
+    def __init__(self, name):
+        self.name = name
+        self.procs = []
+        self.since = None
+        self.restarts = 0
+        self.last_error = None
+        self.backoff = BACKOFF_FIRST
+        self.start_at = 0.0         # monotonic: when it may (re)start
+
+    def running(self):
+        return bool(self.procs)
+
+
+class Supervisor:
+    def __init__(self, crew, primary, sweep=DEFAULT_SWEEP, backoff_max=BACKOFF_MAX, env=None):
+        from .names import check_name
+        check_name(primary)
+        self.crew, self.primary = crew, primary
+        self.sweep = sweep
+        self.backoff_max = backoff_max
+        self.files = files(crew)
+        self.env = dict(os.environ if env is None else env)
+        self.env["CREWFILE_DIR"] = os.path.abspath(crew.root)
+        self.stages = {n: Stage(n) for n in ("wake", "nudge", "sweep")}
+        self.stop = False
+        self.started = time.time()
+        self.lock = None
+        self.next_sweep = 0.0
+
+    # -- records ------------------------------------------------------------
+    def log(self, kind, text=""):
+        from . import logfile, records
+        line = records.new_line(kind, text)
+        logfile.append(self.files[LOG], self.files[LOG] + ".lock", [line],
+                       rotate=logfile.rotate_limits())
+
+    def save_state(self):
+        from . import jsonio, records
+        from .atomic import replace
+        stages = {}
+        for s in self.stages.values():
+            stages[s.name] = {
+                "running": s.running(),
+                "pids": {p.name: p.popen.pid for p in s.procs},
+                "since": records.timestamp(s.since) if s.since else None,
+                "restarts": s.restarts, "last_error": s.last_error}
+        replace(self.files[STATE], jsonio.dumps({
+            "version": 1, "pid": os.getpid(), "primary": self.primary,
+            "started": records.timestamp(self.started), "stages": stages}) + "\n")
+
+    # -- life ---------------------------------------------------------------
+    def acquire(self):
+        """Take the crew's crew-up lock, or Refused if another crew-up holds it."""
+        from .errors import Refused
+        from .locks import acquire
+        paths.ensure_dir(self.crew.sub(DIR))
+        self.lock = acquire(self.files[LOCK], timeout=0)
+        if self.lock is None:
+            pid = read_state(self.crew).get("pid", "?")
+            raise Refused(f"crew-up already runs for {self.crew.root} (pid {pid})")
+
+    def run(self):
+        """Supervise until SIGTERM/SIGINT; then stop every stage."""
+        def on_signal(_sig, _frame):
+            self.stop = True
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        self.acquire()
+        try:
+            from .watch import first_position
+            first_position(self.crew, self.files[CURSOR])   # from now on, nothing is missed
+            self.log("up", f"pid {os.getpid()} primary {self.primary}")
+            self.save_state()
+            while not self.stop:
+                self.step()
+        finally:
+            self.shutdown()
+
+    def step(self, wait=0.2):
+        import select
+        now = time.monotonic()
+        for stage in self.stages.values():
+            if not stage.running() and now >= stage.start_at and not self.stop:
+                if stage.name != "sweep" or now >= self.next_sweep:
+                    self.start(stage)
+        fds = {p.popen.stderr.fileno(): p for s in self.stages.values() for p in s.procs
+               if p.popen.stderr is not None}
+        try:
+            ready, _, _ = select.select(list(fds), [], [], wait)
+        except InterruptedError:
+            ready = []
+        for fd in ready:
+            self.read_stderr(fds[fd])
+        changed = False
+        for stage in self.stages.values():
+            if stage.procs and any(p.popen.poll() is not None for p in stage.procs):
+                self.ended(stage)
+                changed = True
+        if changed:
+            self.save_state()
+
+    def start(self, stage):
+        import subprocess
+        argv = {"nudge": [["nudge-tick", "--watch", "--quiet"]],
+                "sweep": [["job-sweep"]],
+                "wake": [["crew-watch", "--resume", self.files[CURSOR]], ["wake-filter"],
+                         ["wake-send", self.primary, "--cursor", self.files[CURSOR]]]}[stage.name]
+        import sys
+        stage.procs = []
+        stdin = subprocess.DEVNULL
+        try:
+            for i, words in enumerate(argv):
+                last = i == len(argv) - 1
+                p = subprocess.Popen([sys.executable, bin_path(words[0]), *words[1:]],
+                                     stdin=stdin,
+                                     stdout=subprocess.DEVNULL if last else subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=self.env,
+                                     preexec_fn=_die_with_parent, close_fds=True)
+                if stdin is not subprocess.DEVNULL:
+                    stdin.close()           # the next stage holds it now
+                stdin = p.stdout
+                stage.procs.append(Proc(words[0], p))
+        except OSError as e:
+            stage.last_error = f"cannot start {words[0]}: {e.strerror}"
+            self.log("stage-failed", f"{stage.name}: {stage.last_error}")
+            self.kill(stage)
+            self.schedule(stage)
+            return
+        stage.since = time.time()
+        self.log("stage-started", f"{stage.name}: " + ", ".join(
+            f"{p.name} pid {p.popen.pid}" for p in stage.procs))
+        self.save_state()
+
+    def read_stderr(self, proc):
+        try:
+            data = os.read(proc.popen.stderr.fileno(), 65536)
+        except OSError:
+            data = b""
+        if not data:
+            if proc.carry:
+                self._said(proc, proc.carry)
+                proc.carry = b""
+            return
+        lines = (proc.carry + data).split(b"\n")
+        proc.carry = lines.pop()
+        if len(proc.carry) > 4096:
+            lines.append(proc.carry)
+            proc.carry = b""
+        for line in lines:
+            if line:
+                self._said(proc, line)
+
+    def _said(self, proc, line):
+        text = line.decode("utf-8", "replace")[:2000]
+        if text.startswith(proc.name + ": "):
+            text = text[len(proc.name) + 2:]
+        self.log("said", f"{proc.name}: {text}")
+        for s in self.stages.values():
+            if proc in s.procs:
+                s.last_error = text
+
+    def ended(self, stage):
+        """One process of the stage ended: stop the rest, log, schedule a restart."""
+        what = []
+        for p in stage.procs:
+            code = p.popen.poll()
+            if code is not None:
+                what.append(f"{p.name} pid {p.popen.pid} {describe(code)}")
+        self.kill(stage)
+        ran = time.time() - (stage.since or time.time())
+        if stage.name == "sweep" and all(p.popen.returncode == 0 for p in stage.procs):
+            stage.procs = []
+            self.next_sweep = time.monotonic() + self.sweep
+            self.log("stage-done", f"sweep: {', '.join(what)}; next in {self.sweep:g}s")
+            return
+        if stage.name == "sweep":
+            self.next_sweep = time.monotonic() + self.sweep
+        stage.procs = []
+        stage.restarts += 1
+        if ran >= RESET_AFTER:
+            stage.backoff = BACKOFF_FIRST
+        delay = self.schedule(stage)
+        self.log("stage-exited", f"{stage.name}: {', '.join(what)} after {ran:.1f}s;"
+                                 f" restart {stage.restarts} in {delay:g}s")
+        stage.last_error = "; ".join(what)
+
+    def schedule(self, stage):
+        delay = min(stage.backoff, self.backoff_max)
+        stage.start_at = time.monotonic() + delay
+        stage.backoff = min(stage.backoff * 2, self.backoff_max)
+        return delay
+
+    def kill(self, stage, grace=STOP_GRACE):
+        """Stop every process of the stage: SIGTERM, then SIGKILL after *grace*."""
+        for p in stage.procs:
+            if p.popen.poll() is None:
+                try:
+                    p.popen.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + grace
+        for p in stage.procs:
+            try:
+                p.popen.wait(max(0.0, deadline - time.monotonic()))
+            except Exception:
+                p.popen.kill()
+                p.popen.wait()
+            for f in (p.popen.stdout, p.popen.stderr):
+                if f is not None:
+                    if f is p.popen.stderr:
+                        self.read_rest(p)
+                    f.close()
+
+    def read_rest(self, proc):
+        try:
+            while True:
+                import select
+                r, _, _ = select.select([proc.popen.stderr.fileno()], [], [], 0)
+                if not r:
+                    break
+                data = os.read(proc.popen.stderr.fileno(), 65536)
+                if not data:
+                    break
+                proc.carry += data
+        except (OSError, ValueError):
+            pass
+        for line in proc.carry.split(b"\n"):
+            if line:
+                self._said(proc, line)
+        proc.carry = b""
+
+    def shutdown(self):
+        for stage in self.stages.values():
+            if stage.procs:
+                self.kill(stage)
+                stage.procs = []
+        if self.lock is not None:
+            self.log("down", f"pid {os.getpid()}")
+            try:
+                os.unlink(self.files[STATE])
+            except FileNotFoundError:
+                pass
+            self.lock.release()
+            self.lock = None
+
+
+def describe(code):
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
+
+
+def read_state(crew):
+    """crew-up/state as a dict ({} when absent or damaged)."""
+    from .atomic import read_json
+    try:
+        data = read_json(files(crew)[STATE])
+    except (ValueError, Exception):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def running(crew):
+    """True if a crew-up holds this crew's lock."""
+    from .locks import is_held
+    return is_held(files(crew)[LOCK])
+
+
+def down(crew, timeout=30.0):
+    """SIGTERM the crew's crew-up and wait until its lock is free. False if none ran."""
+    from .errors import SystemFailure
+    if not running(crew):
+        return False
+    pid = read_state(crew).get("pid")
+    if not isinstance(pid, int) or pid <= 1:
+        raise SystemFailure("crew-up holds the lock but its state names no pid")
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + timeout
+    while running(crew):
+        if time.monotonic() > deadline:
+            raise SystemFailure(f"crew-up (pid {pid}) did not stop within {timeout:g}s")
+        time.sleep(0.05)
+    return True
+
+
+def status_lines(crew):
+    """The table --status prints (header first), or None if not running."""
+    if not running(crew):
+        return None
+    st = read_state(crew)
+    rows = [("STAGE", "RUNNING", "PIDS", "SINCE", "RESTARTS", "LAST-ERROR")]
+    for name, s in sorted((st.get("stages") or {}).items()):
+        pids = ",".join(f"{k}={v}" for k, v in (s.get("pids") or {}).items()) or "-"
+        rows.append((name, "yes" if s.get("running") else "no", pids, s.get("since") or "-",
+                     str(s.get("restarts", 0)), s.get("last_error") or "-"))
+    head = f"crew-up pid {st.get('pid')} primary {st.get('primary')} since {st.get('started')}"
+    return head, rows
+
+
+def systemd_unit(crew, primary, argv0):
+    """A systemd user unit running crew-up in the foreground for this crew."""
+    from .pinned import command_line
+    root = os.path.abspath(crew.root)
+    tmux = os.environ.get("CREWFILE_TMUX") or os.environ.get("TMUX", "").split(",")[0]
+    env = f'Environment="CREWFILE_DIR={root}"\n'
+    if tmux:
+        env += f'Environment="CREWFILE_TMUX={tmux}"\n'
+    return (f"[Unit]\nDescription=crewfile supervision of {root} for {primary}\n\n"
+            f"[Service]\nType=simple\n{env}"
+            f"ExecStart={command_line(argv0, primary, '--dir', root)}\n"
+            "KillMode=mixed\nTimeoutStopSec=15\nRestart=on-failure\nRestartSec=5\n\n"
+            "[Install]\nWantedBy=default.target\n")
