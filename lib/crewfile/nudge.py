@@ -3,19 +3,10 @@
 A schedule is a file nudges/ID (JSON, atomic replace under locks/nudges),
 one per (user, session). nudge-tick (from cron, or --watch) takes
 locks/nudge-tick with one try (busy: exit at once, do nothing) and, for each
-armed schedule that is due, asks three questions; only one answer is
-permission:
-
-  1. not live at all (no matching session, pane gone or dead, session ended,
-     no pane registered): refuse AND disarm: typing there could only start
-     something, and a schedule is attached to a conversation, not a place.
-  2. live but busy (its lock stuck past LOCK_WAIT, generating, state
-     unknown, a permission dialog up, the captain's keys in the window
-     lately, a draft on the prompt line, no prompt on the screen): refuse,
-     keep; reconsidered at the very next tick.
-  3. another live session (or one whose liveness is unknown) works in the
-     same tree (realpath; the git top level where there is one; one inside
-     the other counts), or either tree is unknown: refuse, keep.
+armed schedule that is due, asks the three questions stated once, in
+protocol.md's "nudge-tick" section (not live: refuse and disarm; busy:
+refuse, keep; another session in the same tree: refuse, keep): _decide
+below is that list, in that order.
 
 Then the attempt is counted and stored (before any key is typed, so a crash
 mid-delivery cannot repeat it) and delivery.deliver types the message.
