@@ -46,8 +46,9 @@ def _status(c):
     from ..records import escape
     got = crewup.status_lines(c)
     if got is None:
+        from ..errors import NOT_FOUND
         sys.stderr.write(f"crew-up: not running for {c.root}\n")
-        return 3
+        return NOT_FOUND
     head, rows = got
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     out = [escape(head)]
