@@ -1,6 +1,7 @@
-"""Jobs: latency from a job's last statement to job-wait returning, against 2 s polling and tsp -w.
+"""Jobs: job-exec start-up, job-ls over 1,000 jobs, and the latency from a job's last statement to job-wait returning, against 2 s polling and tsp -w.
 
-Each trial: a job blocks on a FIFO; the waiter is started and has counted
+Each figure against its baseline run alternately in the same run. job-wait:
+each trial: a job blocks on a FIFO; the waiter is started and has counted
 itself in; the FIFO is written; the job's last statement records the time
 (`date +%s.%N`) and the job exits; the latency is the moment the waiter
 returned minus that time. Medians over 200 trials each.
@@ -46,17 +47,18 @@ def run(b):
     env.pop("CREWFILE_SESSION", None)
     crew = Crew(crew_dir)
 
-    base = b.wall([b.python, "-c", "pass"], n=30, env=env)
-    t = b.wall(b.cmd("job-ls"), n=30, env=env)
-    b.figure("job-ls start-up (no jobs)", t, base, budget=1.5, base_label="python -c pass")
-    t = b.wall(b.cmd("job-exec") + ["--", "true"], n=30, env=env)
-    b.figure("job-exec wall time (returns once the command runs)", t, base,
-             base_label="python -c pass")
-    t = b.wall(b.cmd("job-ls"), n=30, env=env)
-    b.figure(f"job-ls wall time ({len(jobs.handles(crew))} jobs)", t, base,
+    pybase = [b.python, "-c", "pass"]
+    t, base = b.wall_pair(b.cmd("job-exec") + ["--", "true"], pybase, n=30, env=env)
+    b.figure("job-exec wall time (returns once the watcher is forked)", t, base, budget=1.5,
              base_label="python -c pass")
     subprocess.run(b.cmd("job-sweep") + ["--older-than", "0s", "--unheard-older-than", "0s"],
                    env=env, stdout=subprocess.DEVNULL)
+    empty_env = dict(env, CREWFILE_DIR=os.path.join(b.tmp, "empty"))
+    t, base = b.wall_pair(b.cmd("job-ls"), pybase, n=30, env=empty_env)
+    b.figure("job-ls start-up (no jobs)", t, base, budget=1.5, base_label="python -c pass")
+    many_env = dict(env, CREWFILE_DIR=_many_jobs(b, 1000))
+    t_many, t_empty = _wall_pair_envs(b, b.cmd("job-ls"), many_env, empty_env)
+    b.figure("job-ls, 1,000 ended jobs", t_many, t_empty, budget=3, base_label="job-ls, no jobs")
 
     # job-wait (the real command, already waiting when the job ends).
     lat = []
@@ -126,4 +128,85 @@ def run(b):
     finally:
         subprocess.run([tsp, "-K"], env=tenv, capture_output=True)
     tw = statistics.median(lat)
-    b.figure(f"job end -> job-wait returns (median of {TRIALS})", jw, tw, base_label="tsp -w")
+    b.figure(f"job end -> job-wait returns (median of {TRIALS})", jw, tw, budget=2,
+             base_label="tsp -w")
+    _breakdown(b, crew)
+
+
+def _many_jobs(b, n):
+    """A crew directory with *n* ended jobs: a third heard by a notice, a third
+    by a wait, a third nobody heard (no session), each a copy of a real one."""
+    import json
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+    from crewfile import jobs, jobwatch, sessions
+    from crewfile.paths import Crew
+    crew = Crew(os.path.join(b.tmp, "many"))
+    sessions.register(crew, "w1", pid=os.getpid())
+    made = [jobwatch.start(crew, ["sh", "-c", f"echo {i}; exit {i}"], session=s, label="bench")
+            for i, s in ((1, "w1"), (2, None), (3, None))]
+    for h in made:
+        job = jobs.Job(crew, h)
+        while job.result() is None or job.watcher_alive():
+            time.sleep(0.001)
+    jobwait_env = dict(b.env, CREWFILE_DIR=crew.root)
+    subprocess.run(b.cmd("job-wait") + [made[1]], env=jobwait_env, stdout=subprocess.DEVNULL)
+    root = crew.sub("jobs")
+    for i in range(n):
+        src = jobs.Job(crew, made[i % 3])
+        dst = os.path.join(root, f"j-b{i:05x}")
+        shutil.copytree(src.dir, dst)
+        with open(os.path.join(dst, "spec")) as f:
+            spec = json.load(f)
+        spec["handle"] = os.path.basename(dst)
+        with open(os.path.join(dst, "spec"), "w") as f:
+            json.dump(spec, f)
+    for h in made:
+        shutil.rmtree(jobs.Job(crew, h).dir)
+    return crew.root
+
+
+def _wall_pair_envs(b, argv, env_a, env_b, n=30):
+    """b.wall_pair for one command in two environments (alternately)."""
+    times = ([], [])
+    for i in range(n + 3):
+        for env, out in ((env_a, times[0]), (env_b, times[1])):
+            t0 = time.perf_counter()
+            subprocess.run(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+            if i >= 3:
+                out.append(time.perf_counter() - t0)
+    return statistics.median(times[0]), statistics.median(times[1])
+
+
+def _breakdown(b, crew):
+    """What job end -> job-wait costs that tsp -w does not pay, measured here:
+    the durable `result` (its fsyncs: the outcome is on disk before anyone can
+    report it), and a Python waiter's wake-up and exit against a C one's."""
+    from crewfile.atomic import replace
+    d = crew.ensure_sub("jobs")
+    t = []
+    for i in range(100):
+        t0 = time.perf_counter()
+        replace(os.path.join(d, ".bench-result"), '{"code": 0}\n')
+        t.append(time.perf_counter() - t0)
+    os.unlink(os.path.join(d, ".bench-result"))
+    durable = statistics.median(t)
+
+    def wake_exit(argv):
+        """From a byte written to a process blocked in read(2) (it said so) to its exit."""
+        lat = []
+        for i in range(60):
+            p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            p.stdout.read(1)
+            t0 = time.perf_counter()
+            p.stdin.write(b"x\n")
+            p.stdin.close()
+            p.wait()
+            lat.append(time.perf_counter() - t0)
+            p.stdout.close()
+        return statistics.median(lat[5:])
+    py = wake_exit([b.python, "-c", "import os; os.write(1, b'r'); os.read(0, 1); os._exit(0)"])
+    c = wake_exit(["sh", "-c", "printf r; read x"])
+    b.note(f"of job-wait's path: the durable `result` (write, fsync, rename, fsync dir) "
+           f"{durable * 1000:.2f} ms; a Python process woken and exiting {py * 1000:.2f} ms "
+           f"vs a C one (sh) {c * 1000:.2f} ms")

@@ -196,7 +196,10 @@ def test_nobody_waiting_announces_one_line_notice(crew, run, tmp_path):
     text = notices[0].text
     assert text.startswith(f"job {h} (deploy app) exited 4 after ")
     assert text.endswith("; last output: all done: 3 hosts")
-    assert job.heard() == {"by": "notice", "at": job.heard()["at"], "id": notices[0].id}
+    heard = job.heard()
+    row = {"label": "deploy app", "session": "w1", "created": job.spec()["created"], "code": 4,
+           "signal": None, "ended": job.result()["ended"]}     # what job-ls prints, copied
+    assert heard == {"by": "notice", "at": heard["at"], "id": notices[0].id, **row}
     assert job.notice()["posted"] is True
 
 
@@ -331,7 +334,9 @@ def test_job_without_session_is_unheard_until_waited(crew, run, monkeypatch):
     monkeypatch.delenv("CREWFILE_SESSION", raising=False)
     h = exec_(run, "--", "true")
     job = settled(crew, h)
-    assert job.notice() == {"posted": False, "reason": "no owning session", "at": job.notice()["at"]}
+    notice = job.notice()
+    assert {k: notice[k] for k in ("posted", "reason")} == {"posted": False,
+                                                            "reason": "no owning session"}
     assert job.heard() is None
 
 
@@ -409,6 +414,38 @@ def test_job_ls_columns_and_json(crew, run, tmp_path):
     assert data[done]["code"] == 2 and data[done]["heard"] == "notice"
     assert data[running]["state"] == "running" and data[running]["pgid"] > 0
     release(go)
+
+
+def test_the_table_from_one_file_per_ended_job_says_what_all_the_files_say(crew, run, tmp_path):
+    """job-ls (no --json) reads `heard`, or `notice`, of an ended job, where
+    what it prints was copied: every kind of job, listed both ways, agrees."""
+    live_session(crew)
+    sessions.register(crew, "gone", pid=os.getpid())
+    go, go2 = fifo(tmp_path), fifo(tmp_path, "go2")
+    running = exec_(run, "--session", "w1", "--", *on_cue(go))
+    lost = exec_(run, "--", *on_cue(go2))
+    os.kill(started(crew, lost).pids()["watcher"], signal.SIGKILL)
+    notice = exec_(run, "--session", "w1", "--label", "by notice", "--", "sh", "-c", "exit 2")
+    taken = exec_(run, "--session", "w1", "--", "sh", "-c", "exit 3")
+    nobody = exec_(run, "--", "sh", "-c", "kill -TERM $$")
+    settled(crew, notice), settled(crew, taken), settled(crew, nobody)
+    assert run("job-wait", taken).returncode == 3           # takes the notice back
+    waited = exec_(run, "--", "sh", "-c", "exit 5")
+    assert run("job-wait", waited).returncode == 5
+    wait_for(lambda: not jobs.Job(crew, lost).watcher_alive(), what="the watcher's death")
+    keys = ("handle", "label", "session", "state", "code", "signal", "heard", "created", "ended")
+
+    def table(rows):        # job-ls's HEARD column: `announced` counts only when nobody heard
+        return [{"HEARD": r["heard"] or ("no!" if r["announced"] is False else "no"),
+                 **{k: r.get(k) for k in keys}} for r in rows]
+    quick = table(jobs.list_jobs(crew, full=False))
+    assert quick == table(jobs.list_jobs(crew)) and len(quick) == 6
+    states = {r["handle"]: (r["state"], r["code"], r["HEARD"]) for r in quick}
+    assert states == {running: ("running", None, "no"), lost: ("lost", None, "no"),
+                      notice: ("exited", 2, "notice"), taken: ("exited", 3, "wait"),
+                      nobody: ("killed", 143, "no!"), waited: ("exited", 5, "wait")}
+    release(go)
+    os.killpg(jobs.Job(crew, lost).pids()["pgid"], signal.SIGKILL)
 
 
 def test_sweep_removes_only_heard_outcomes_past_retention(crew, run, tmp_path):

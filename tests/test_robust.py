@@ -67,7 +67,10 @@ def test_finding_02_job_ls_and_report_ls_mark_the_bad_entry(crew):
         cmd("job-exec", "--handle", f"j{i}", "true", check=True)
     for i in range(2):
         assert cmd("job-wait", f"j{i}").returncode == 0
+    # The table reads `heard` of a heard job (what it prints is copied there),
+    # --json every file: each finds its damaged file.
     _write(os.path.join(crew.root, "jobs", "j0", "result"), '{"code": 999}')
+    _write(os.path.join(crew.root, "jobs", "j0", "heard"), '{"by": "nobody"}')
     r = cmd("job-ls")
     assert r.returncode == 5
     rows = {line.split()[0]: line for line in r.stdout.splitlines()[1:]}
@@ -240,8 +243,8 @@ SYMLINKED = [
     ("jobs", ["job-ls"], 111),
     ("jobs", ["job-exec", "true"], 111),
     ("jobs/j1", ["job-wait", "j1"], 125),
-    ("jobs/j1/spec", ["job-ls"], 5),
-    ("jobs/j1/result", ["job-ls"], 5),
+    ("jobs/j1/spec", ["job-ls", "--json"], 5),      # (the table reads `heard` of a heard job)
+    ("jobs/j1/result", ["job-ls", "--json"], 5),
     ("jobs/j1/result", ["job-wait", "j1"], 125),
     ("jobs/j1/heard", ["job-ls"], 5),
     ("reports", ["report-ls"], 111),

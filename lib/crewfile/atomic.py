@@ -108,8 +108,15 @@ def read_text(path):
         fd = open_file(path)
     except FileNotFoundError:
         return None
-    with os.fdopen(fd, "rb") as f:
-        try:
-            return f.read().decode("utf-8", "replace")
-        except OSError as e:
-            raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
+    chunks = []
+    try:
+        while True:             # os.read, not a file object: listings read thousands of these
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    except OSError as e:
+        raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")

@@ -2,8 +2,8 @@
 
 See jobs.py for the job directory. The choice is made under ONE lock, the
 job's `lock` (the watcher's half is jobwatch.settle()). A waiter registers
-by holding a shared flock on `waiters` (taken under `lock`), so a waiter killed by SIGKILL is deregistered by the
-kernel. The watcher, under `lock`, writes `result`, then tries an exclusive
+by holding a shared flock on `waiters` (taken under `lock`), so a waiter
+killed by SIGKILL is deregistered by the kernel. The watcher, under `lock`, writes `result`, then tries an exclusive
 non-blocking flock on `waiters`: busy means someone waits. It then does not
 announce, but blocks until every waiter has let go and decides again: if by
 then nobody wrote `heard` (the waiter was killed after the result landed),
@@ -13,11 +13,10 @@ it announces. Lock order is always `lock` -> `waiters` (non-blocking), or
 import os
 import time
 
-from . import records
 from .atomic import replace
 from .errors import JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXIT, JOB_TIMEOUT as TIMEOUT_EXIT
 from .errors import NotFound
-from .jobs import POST_WAIT, Job, dump_json, duration_text, ended_text
+from .jobs import POST_WAIT, Job, dump_json, duration_text, ended_text, heard_record
 from .locks import acquire
 
 
@@ -44,7 +43,7 @@ def _hear(job, res):
             return Outcome(job, "heard", res, False, heard)
         else:
             return Outcome(job, "done", res, False, heard)
-    heard = {"by": "wait", "at": records.timestamp(), "pid": os.getpid()}
+    heard = heard_record("wait", job.spec(), res, pid=os.getpid())
     if taken:
         heard["withdrawn"] = taken
     replace(job.heard_path, dump_json(heard), sync=False)

@@ -28,7 +28,7 @@ import time
 from . import records
 from .atomic import fsync_dir, replace, sync, write_all
 from .errors import SystemFailure
-from .jobs import POST_WAIT, dump_json
+from .jobs import POST_WAIT, dump_json, row_fields
 from .locks import acquire
 
 
@@ -212,11 +212,15 @@ def settle(job, result, announce):
                 try:
                     posted, detail = announce(job, result)
                     now = records.timestamp()
+                    row = row_fields(job.spec(), result)
                     if posted:
-                        replace(job.notice_path, dump_json({"posted": True, "id": detail, "at": now}))
-                        replace(job.heard_path, dump_json({"by": "notice", "at": now, "id": detail}))
+                        replace(job.notice_path, dump_json({"posted": True, "id": detail, "at": now,
+                                                            **row}))
+                        replace(job.heard_path, dump_json({"by": "notice", "at": now, "id": detail,
+                                                           **row}))
                         return "notice"
-                    replace(job.notice_path, dump_json({"posted": False, "reason": detail, "at": now}))
+                    replace(job.notice_path, dump_json({"posted": False, "reason": detail, "at": now,
+                                                        **row}))
                     return "unheard"
                 finally:
                     nobody.release()

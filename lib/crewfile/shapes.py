@@ -66,6 +66,10 @@ for _f, _doc in ((_str, "a string"), (_bool, "true or false"), (_num, "a finite 
 
 REQ, OPT = True, False       # OPT: may be absent or null
 
+# what job-ls prints of an ended job, copied into `heard` and `notice` (jobs.row_fields)
+_JOB_ROW = {"label": (OPT, _str), "session": (OPT, _str), "created": (OPT, _ts),
+            "code": (OPT, _int(0, 255)), "signal": (OPT, _int(1, 255)), "ended": (OPT, _ts)}
+
 # kind -> {field: (required, check)}
 SHAPES = {
     "meta": {
@@ -100,8 +104,14 @@ SHAPES = {
         "exit": (OPT, _int(0, 255)), "signal": (OPT, _int(1, 255)), "code": (REQ, _int(0, 255)),
         "started": (OPT, _ts), "ended": (OPT, _ts), "seconds": (OPT, _num),
     },
-    "job-heard": {"by": (REQ, _one_of("wait", "notice")), "at": (OPT, _ts)},
-    "job-notice": {"posted": (REQ, _bool), "reason": (OPT, _str), "at": (OPT, _ts)},
+    "job-heard": {
+        "by": (REQ, _one_of("wait", "notice")), "at": (OPT, _ts), "id": (OPT, _str),
+        "withdrawn": (OPT, _str), **_JOB_ROW,
+    },
+    "job-notice": {
+        "posted": (REQ, _bool), "reason": (OPT, _str), "at": (OPT, _ts), "id": (OPT, _str),
+        **_JOB_ROW,
+    },
     "cursor": {"version": (REQ, _int(1, 1)), "sessions": (REQ, lambda v: isinstance(v, dict))},
     "cursor-entry": {
         "ino": (OPT, _int(0, 2 ** 64)), "off": (OPT, _int(0)), "last": (OPT, _num),

@@ -23,7 +23,7 @@ def run(args):
     from ..errors import PARTIAL
     from ..jobs import list_jobs
     from ..records import escape
-    rows = list_jobs(crew(args))
+    rows = list_jobs(crew(args), full=bool(args.json))
     bad = [r for r in rows if "error" in r]
     sys.stderr.write("".join(f"job-ls: {escape(r['error'])}\n" for r in bad))
     code = PARTIAL if bad else 0
