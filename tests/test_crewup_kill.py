@@ -1,0 +1,147 @@
+"""The random-kill test: while records are appended, one stage (crew-watch,
+wake-filter, wake-send, or crew-up itself) is killed with SIGKILL at a random
+moment, TRIALS times; crew-up restarts the pipe (a new crew-up is started when
+crew-up itself was the victim), and the primary's hook sometimes drains the
+inbox meanwhile. Afterwards every wake that `crew-watch --from-start --once |
+wake-filter` lists is in the primary's inbox (pending or drained) exactly once,
+and nothing else is."""
+import collections
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+from conftest import BIN, REPO, wait_for
+from crewfile import crewup, inbox
+from crewfile.sessions import register
+
+TRIALS = int(os.environ.get("CREWFILE_KILL_TRIALS", "200"))
+VICTIMS = ("crew-watch", "wake-filter", "wake-send", "crew-up")
+KINDS = ["done", "blocked", "turn-started", "turn-ended", "idle", "paused", "error", "note",
+         "waiting", "problem", "blocked"]
+
+WRITER = """
+import random, sys, time
+sys.path.insert(0, {lib!r})
+from crewfile.paths import Crew
+from crewfile.sessions import Session
+crew = Crew({root!r})
+names, kinds = {names!r}, {kinds!r}
+rng = random.Random({seed})
+i = 0
+while True:
+    try:
+        open({stop!r}).close()
+        break
+    except FileNotFoundError:
+        pass
+    Session(crew, rng.choice(names)).append(rng.choice(kinds), "r%06d" % i)
+    i += 1
+    time.sleep(rng.uniform(0, 0.01))
+print(i)
+"""
+
+
+def start_up(crew, env):
+    return subprocess.Popen([sys.executable, os.path.join(BIN, "crew-up"), "boss",
+                             "--backoff-max", "0.2s", "--sweep", "1h"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def pipe_pids(crew, up):
+    """The wake pipe's pids once all three run under this crew-up, else None."""
+    st = crewup.read_state(crew)
+    if st.get("pid") != up.pid:
+        return None
+    wake = (st.get("stages") or {}).get("wake") or {}
+    pids = wake.get("pids") or {}
+    if not wake.get("running") or set(pids) != set(VICTIMS[:3]):
+        return None
+    if not all(_alive(p) for p in pids.values()):
+        return None
+    return pids
+
+
+def _alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def wake_texts(crew):
+    out = []
+    d = crew.session_dir("boss")
+    for name in sorted(os.listdir(d)):
+        if name.startswith("inbox"):
+            with open(os.path.join(d, name), encoding="utf-8") as f:
+                out += [l.rstrip("\n").split(" ", 3)[3] for l in f if " wake: " in l]
+    return out
+
+
+def test_random_kills_lose_and_repeat_no_wake(crew, tmp_path):
+    env = {**os.environ, "CREWFILE_DIR": crew.root, "CREWFILE_ROTATE_BYTES": "16384"}
+    names = [f"w{i}" for i in range(6)]
+    register(crew, "boss", kind="primary")
+    for n in names:
+        register(crew, n)
+    register(crew, "side", kind="aside")
+    stop = tmp_path / "stop-writing"
+    up = start_up(crew, env)
+    rng = random.Random(int(os.environ.get("CREWFILE_KILL_SEED", "13")))
+    killed = collections.Counter()
+    drains = 0
+    writer = None
+    try:
+        wait_for(lambda: pipe_pids(crew, up), timeout=60, what="crew-up's pipe running")
+        writer = subprocess.Popen([sys.executable, "-c", WRITER.format(
+            lib=os.path.join(REPO, "lib"), root=crew.root, names=names + ["boss", "side"],
+            kinds=KINDS, seed=rng.randrange(1 << 30), stop=str(stop))],
+            env=env, stdout=subprocess.PIPE, text=True)
+        for trial in range(TRIALS):
+            pids = wait_for(lambda: pipe_pids(crew, up), timeout=60,
+                            what=f"the pipe running again (trial {trial})")
+            victim = rng.choice(VICTIMS)
+            time.sleep(rng.uniform(0, 0.25))        # a random moment, not an ordering
+            pid = up.pid if victim == "crew-up" else pids[victim]
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            killed[victim] += 1
+            if victim == "crew-up":
+                up.wait()
+                up = start_up(crew, env)
+            if rng.random() < 0.1:
+                inbox.drain(crew, "boss")           # the primary's hook took some
+                drains += 1
+        stop.touch()
+        records = int(writer.communicate(timeout=60)[0])
+        expected = subprocess.run(
+            f"{sys.executable} {BIN}/crew-watch --from-start --once | {sys.executable} {BIN}/wake-filter",
+            shell=True, env=env, stdout=subprocess.PIPE, text=True, check=True).stdout.splitlines()
+        wait_for(lambda: len(wake_texts(crew)) >= len(expected), timeout=120,
+                 what="every wake in the inbox")
+        # a last moment for anything still in flight to show a doubling
+        pipe_pids(crew, up) and wait_for(lambda: pipe_pids(crew, up), timeout=60, what="pipe")
+        got = collections.Counter(wake_texts(crew))
+        want = collections.Counter(expected)
+        missing = want - got
+        extra = got - want
+        print(f"\n{TRIALS} trials, killed {dict(killed)}, {drains} drains, {records} records"
+              f" appended, {len(expected)} wakes expected, {sum(got.values())} in the inbox,"
+              f" {len(missing)} missing, {len(extra)} extra", file=sys.stderr)
+        assert not missing, list(missing)[:5]
+        assert not extra, list(extra)[:5]
+        assert all(c == 1 for c in got.values())
+        assert all(killed[v] > TRIALS // 10 for v in VICTIMS)
+    finally:
+        stop.touch()
+        if writer is not None and writer.poll() is None:
+            writer.kill()
+        if up.poll() is None:
+            up.send_signal(signal.SIGTERM)
+            up.wait(30)
