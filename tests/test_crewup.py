@@ -53,8 +53,11 @@ def alive(pid):
     except ProcessLookupError:
         return False
     # a zombie is gone for our purpose
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().split(")")[-1].split()[0] != "Z"
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def stop(proc):
