@@ -5,7 +5,7 @@ PY     := $(CURDIR)/$(VENV)/bin/python
 STAMP  := $(VENV)/.deps-installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/bin:$(PATH)
 
-.PHONY: all deps system-deps claude-code test pytest bats demo bench install uninstall clean
+.PHONY: all deps system-deps claude-code sshd test pytest bats demo bench install uninstall clean
 
 all: test
 
@@ -42,9 +42,17 @@ claude-code:
 	  || echo "make: WARNING: npm install of Claude Code failed: the end-to-end tests with the real CLI will be SKIPPED" >&2; \
 	fi
 
+# Debian's openssh-server for the multi-machine test (a private sshd on
+# localhost); where it cannot be installed that test is skipped, loudly.
+sshd:
+	@[ -x /usr/sbin/sshd ] || { echo "make: installing Debian's openssh-server for the multi-machine test"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server >/dev/null \
+	  || echo "make: WARNING: openssh-server is unavailable: the multi-machine test will be SKIPPED" >&2; }
+
 # pytest and bats both run; then, last of all, one loud line if any end-to-end
 # test with the real Claude Code was skipped (tests/claude_harness.skip_loudly).
-test: deps claude-code
+test: deps claude-code sshd
 	@rc=0; $(PY) -m pytest -q || rc=$$?; bats tests/bats || rc=$$?; \
 	if [ -s .cache/e2e-skipped ]; then \
 	  echo "make: WARNING: $$(wc -l < .cache/e2e-skipped) END-TO-END TESTS WITH THE REAL CLAUDE CODE WERE SKIPPED: $$(sort -u .cache/e2e-skipped | paste -sd';')" >&2; \

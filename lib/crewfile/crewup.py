@@ -84,7 +84,8 @@ class Stage:
 
 
 class Supervisor:
-    def __init__(self, crew, primary, sweep=DEFAULT_SWEEP, backoff_max=BACKOFF_MAX, env=None):
+    def __init__(self, crew, primary, sweep=DEFAULT_SWEEP, backoff_max=BACKOFF_MAX, env=None,
+                 remotes=None):
         from .names import check_name
         check_name(primary)
         self.crew, self.primary = crew, primary
@@ -93,7 +94,9 @@ class Supervisor:
         self.files = files(crew)
         self.env = dict(os.environ if env is None else env)
         self.env["CREWFILE_DIR"] = os.path.abspath(crew.root)
-        self.stages = {n: Stage(n) for n in ("wake", "nudge", "sweep")}
+        self.remotes = dict(remotes or {})      # host -> its crew directory there
+        names = ["wake", "nudge", "sweep"] + [f"wake@{h}" for h in self.remotes]
+        self.stages = {n: Stage(n) for n in names}
         self.stop = False
         self.started = time.time()
         self.lock = None
@@ -141,6 +144,8 @@ class Supervisor:
         try:
             from .watch import first_position
             first_position(self.crew, self.files[CURSOR])   # from now on, nothing is missed
+            for host, rdir in self.remotes.items():
+                self.remote_first_position(host, rdir)
             self.log("up", f"pid {os.getpid()} primary {self.primary}")
             self.save_state()
             while not self.stop:
@@ -171,29 +176,48 @@ class Supervisor:
         if changed:
             self.save_state()
 
+    def commands(self, stage):
+        """[(name, argv, first line for its stdin or None)] of a stage's processes."""
+        import sys
+
+        def local(name, *args):
+            return (name, [sys.executable, bin_path(name), *args], None)
+        if stage.name == "nudge":
+            return [local("nudge-tick", "--watch", "--quiet")]
+        if stage.name == "sweep":
+            return [local("job-sweep")]
+        if stage.name == "wake":
+            return [local("crew-watch", "--resume", self.files[CURSOR]), local("wake-filter"),
+                    local("wake-send", self.primary, "--cursor", self.files[CURSOR])]
+        host = stage.name.partition("@")[2]
+        remote_dir = self.remotes[host]
+        cursor = remote_cursor(self.crew, host)
+        from .atomic import read_text
+        doc = (read_text(cursor) or "").strip()
+        return [("ssh", ssh_argv(host, remote_pipe(remote_dir)), doc + "\n"),
+                local("wake-send", self.primary, "--cursor", cursor, "--host", host)]
+
     def start(self, stage):
         import subprocess
-        argv = {"nudge": [["nudge-tick", "--watch", "--quiet"]],
-                "sweep": [["job-sweep"]],
-                "wake": [["crew-watch", "--resume", self.files[CURSOR]], ["wake-filter"],
-                         ["wake-send", self.primary, "--cursor", self.files[CURSOR]]]}[stage.name]
-        import sys
         stage.procs = []
         stdin = subprocess.DEVNULL
         try:
-            for i, words in enumerate(argv):
-                last = i == len(argv) - 1
-                p = subprocess.Popen([sys.executable, bin_path(words[0]), *words[1:]],
-                                     stdin=stdin,
+            cmds = self.commands(stage)
+            for i, (name, argv, first) in enumerate(cmds):
+                last = i == len(cmds) - 1
+                p = subprocess.Popen(argv, stdin=subprocess.PIPE if first is not None else stdin,
                                      stdout=subprocess.DEVNULL if last else subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=self.env,
                                      preexec_fn=_die_with_parent, close_fds=True)
+                if first is not None:       # kept open: its end is the remote's end
+                    p.stdin.write(first.encode())
+                    p.stdin.flush()
                 if stdin is not subprocess.DEVNULL:
                     stdin.close()           # the next stage holds it now
                 stdin = p.stdout
-                stage.procs.append(Proc(words[0], p))
+                stage.procs.append(Proc(name, p))
         except OSError as e:
-            stage.last_error = f"cannot start {words[0]}: {e.strerror}"
+            stage.last_error = f"cannot start {stage.name}: {e.strerror}"
             self.log("stage-failed", f"{stage.name}: {stage.last_error}")
             self.kill(stage)
             self.schedule(stage)
@@ -202,6 +226,33 @@ class Supervisor:
         self.log("stage-started", f"{stage.name}: " + ", ".join(
             f"{p.name} pid {p.popen.pid}" for p in stage.procs))
         self.save_state()
+
+    def remote_first_position(self, host, rdir):
+        """first_position() for a remote crew: ask its crew-watch where each log
+        ends now (one acknowledgement line per session) and keep that as its
+        cursor here. Unreachable now: the pipe does it when it first connects."""
+        import subprocess
+        from . import jsonio
+        from .atomic import replace
+        cursor = remote_cursor(self.crew, host)
+        if os.path.lexists(cursor):
+            return
+        try:
+            out = subprocess.run(ssh_argv(host, remote_pipe(rdir, once=True)), input=b"\n",
+                                 capture_output=True, env=self.env, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            self.log("said", f"ssh {host}: first position not taken: {e}")
+            return
+        if out.returncode != 0:
+            self.log("said", f"ssh {host}: first position not taken: exit {out.returncode}: "
+                             + out.stderr.decode("utf-8", "replace").strip()[-300:])
+            return
+        state = {}
+        for line in out.stdout.split(b"\n"):
+            if line.startswith(b"\t"):
+                tok = jsonio.loads(line[1:].decode())
+                state[tok["s"]] = tok["at"]
+        replace(cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
 
     def read_stderr(self, proc):
         try:
@@ -277,7 +328,7 @@ class Supervisor:
             except Exception:
                 p.popen.kill()
                 p.popen.wait()
-            for f in (p.popen.stdout, p.popen.stderr):
+            for f in (p.popen.stdin, p.popen.stdout, p.popen.stderr):
                 if f is not None:
                     if f is p.popen.stderr:
                         self.read_rest(p)
@@ -314,6 +365,34 @@ class Supervisor:
                 pass
             self.lock.release()
             self.lock = None
+
+
+def remote_cursor(crew, host):
+    return os.path.join(crew.sub(DIR), f"{CURSOR}@{host}")
+
+
+def ssh_argv(host, command):
+    """ssh (or $CREWFILE_SSH, split like a shell would) to *host*, running *command*.
+
+    Keepalives make a dead connection end within ~15 s on our side; on the
+    far side crew-watch --resume - ends as soon as its stdin (the connection)
+    does."""
+    import shlex
+    base = shlex.split(os.environ.get("CREWFILE_SSH") or "ssh")
+    return base + ["-o", "BatchMode=yes", "-o", "ServerAliveInterval=5",
+                   "-o", "ServerAliveCountMax=3", "--", host, command]
+
+
+def remote_pipe(remote_dir, once=False):
+    """The remote half of a remote crew's wake pipe, as one shell command line:
+    the remote crew's own crew-watch and wake-filter (each machine classifies
+    its sessions by its own meta). crewfile is expected at the same path there."""
+    import shlex
+    import sys
+    py = shlex.quote(sys.executable)
+    watch = f"{py} {shlex.quote(bin_path('crew-watch'))} --resume -" + (" --once" if once else "")
+    return (f"CREWFILE_DIR={shlex.quote(remote_dir)} {watch}"
+            f" | CREWFILE_DIR={shlex.quote(remote_dir)} {py} {shlex.quote(bin_path('wake-filter'))}")
 
 
 def describe(code):

@@ -306,12 +306,13 @@ class Sender:
     """
 
     def __init__(self, crew, primary, window=DEFAULT_WINDOW, retry=DEFAULT_RETRY, say=DEFAULT_SAY,
-                 log=None, clock=None, deliver=None, warn=None, cursor=None):
+                 log=None, clock=None, deliver=None, warn=None, cursor=None, host=None):
         import time
         from .names import check_name
         from .sessions import Session
         check_name(primary)
         self.crew = crew
+        self.host = host            # the events come from this host's crew (see wake())
         self.sess = Session(crew, primary)
         self.primary = primary
         self.window, self.retry, self.say = window, retry, say
@@ -363,7 +364,15 @@ class Sender:
         if not body:
             return
         name = body.split(" ", 2)[1] if body.count(" ") >= 2 else ""
-        if name == self.primary:
+        if self.host:
+            # Another machine's crew: its session names (and ids) qualified by
+            # host, so its w1 is never ours, nor ever taken for the primary.
+            if name:
+                ts, _, rest = body.partition(" ")
+                body = f"{ts} {self.host}:{rest}"
+            if eid is not None:
+                eid = f"{self.host}:{eid}"
+        elif name == self.primary:
             return              # the primary's own events never wake it
         if len(body) > MAX_TEXT:
             body = body[:MAX_TEXT] + " [cut]"

@@ -110,10 +110,13 @@ class Watcher:
         self.since_ts = None    # a record timestamp: events before it are not written
         # resume: a cursor the consumer writes (wake-send --cursor) once the
         # events are safe; we only read it (and create it when absent).
+        # resume "-": the cursor comes from the consumer over stdin (a remote
+        # crew-watch under ssh): resume_doc, the parsed document or None.
         self.resume = resume
+        self.resume_doc = None
         self.positions = positions or resume is not None
         if resume is not None:
-            cursor = resume
+            cursor = None if resume == "-" else resume
         self.sessions_dir = crew.sub(paths.SESSIONS)
         self.from_start = from_start
         self.cursor = cursor
@@ -140,15 +143,16 @@ class Watcher:
     # -- start ------------------------------------------------------------
     def start(self, follow=True):
         """Subscribe (when following with inotify), restore the cursor, scan."""
-        if self.cursor:
+        if self.cursor or self.resume == "-":
             self._load_cursor()
         self.roots = self._root_ids()
         if follow and self.poll is None:
             self._subscribe()
+        acks = []
         if self.resume is not None and not self._cursor_known:
-            self._first_position()
+            acks = self._first_position()
         events = self._scan()
-        return events
+        return acks + events
 
     def _first_position(self):
         """Write the starting position into an absent resume cursor before
@@ -156,10 +160,16 @@ class Watcher:
         resumes here, and nothing appended since is skipped."""
         for name in self._names():
             self._tail(name)
+        self._cursor_known = True
+        if self.resume == "-":
+            # No file of ours: the consumer acknowledges these, one per session.
+            return [("", b"\t" + jsonio.dumps({
+                "id": f"{t.name}:start", "s": t.name, "prev": t.prev, "paused": t.paused,
+                "at": t.saved()}).encode() + b"\n") for t in self.tails.values()]
         state = {name: t.saved() for name, t in self.tails.items()}
         from .atomic import replace
         replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
-        self._cursor_known = True
+        return []
 
     def _root_ids(self):
         from .notify import identity
@@ -170,7 +180,12 @@ class Watcher:
         from .names import is_name
         from .shapes import check, load
         try:
-            data = load(self.cursor, "cursor")
+            if self.resume == "-":
+                data = self.resume_doc
+                if data is not None:
+                    check("cursor", data, "(stdin)")
+            else:
+                data = load(self.cursor, "cursor")
             if data is None:
                 return
             saved = data["sessions"]

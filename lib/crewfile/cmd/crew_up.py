@@ -5,6 +5,10 @@ Start and supervise the crew's wake pipeline, nudge-tick --watch and job-sweep.
   --sweep DURATION         run job-sweep this often (default: 10m)
   --backoff-max DURATION   longest wait before restarting a stage that
                            died (default: 30s; the first wait is 0.25s)
+  --remote HOST:DIR...     also supervise the crew in DIR on HOST, over
+                           ssh ($CREWFILE_SSH, default ssh): its wakes reach
+                           PRIMARY as HOST:NAME (crewfile at the same path
+                           there)
   --status                 print what runs, since when, restarts and the
                            last error, and exit (3: crew-up is not running)
   --systemd                print a systemd user unit running crew-up for
@@ -36,7 +40,8 @@ def run(args):
     sweep = parse_duration(args.sweep, "--sweep") if args.sweep else crewup.DEFAULT_SWEEP
     backoff = (parse_duration(args.backoff_max, "--backoff-max") if args.backoff_max
                else crewup.BACKOFF_MAX)
-    crewup.Supervisor(c, args.primary, sweep=sweep, backoff_max=backoff).run()
+    crewup.Supervisor(c, args.primary, sweep=sweep, backoff_max=backoff,
+                      remotes=_remotes(args.remote)).run()
     return 0
 
 
@@ -55,3 +60,15 @@ def _status(c):
     out += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) + "  " + escape(r[-1]) for r in rows]
     sys.stdout.write("\n".join(out) + "\n")
     return 0
+
+
+def _remotes(words):
+    from ..errors import BadInput
+    from .wake_send import _host
+    out = {}
+    for w in words or ():
+        host, colon, rdir = w.partition(":")
+        if not colon or not rdir.startswith("/"):
+            raise BadInput(f"bad --remote {w!r}: HOST:DIR, DIR an absolute path")
+        out[_host(host)] = rdir
+    return out

@@ -10,7 +10,12 @@ Print one event line `<ts> <session> <kind>[: <text>]` per new status record.
                      save the position there after each batch
   --resume FILE      resume from the position the consumer acknowledged in
                      FILE (wake-send --cursor FILE); never write it after
-                     creating it; implies --positions
+                     creating it; implies --positions. FILE `-`: the
+                     cursor is the first line of stdin (empty: none; then
+                     one acknowledgement line per session says where it
+                     starts), and the end of stdin ends crew-watch (for
+                     ssh HOST crew-watch --resume -: a dropped
+                     connection stops it at once)
   --positions        end each line with TAB and its position token (an id
                      and the cursor state after it; see protocol.md)
   --poll DURATION    re-read the logs this often instead of using inotify
@@ -64,6 +69,10 @@ def run(args):
         if since is not None:
             from ..records import timestamp
             w.since_ts = timestamp(since)
+        if args.resume == "-":
+            w.resume_doc = _stdin_cursor()
+            if not args.once:
+                _exit_at_end_of_stdin()
         stop.watcher = w
         if args.once:
             w.run_once()
@@ -98,3 +107,40 @@ class _Stop:
 def _duration(text, flag, default):
     from ..durations import parse_duration
     return default if text is None else parse_duration(text, flag)
+
+
+def _stdin_cursor():
+    """The cursor document on stdin's first line (None for an empty line)."""
+    import os
+    from ..errors import BadInput
+    from ..jsonio import loads
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = os.read(0, 1)       # byte by byte: what follows is not ours to read
+        if not chunk:
+            break
+        data += chunk
+        if len(data) > 64 << 20:
+            raise BadInput("the cursor on stdin is longer than 64 MiB")
+    if not data.strip():
+        return None
+    try:
+        return loads(data.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError):
+        raise BadInput("the first line of stdin is not a crew-watch cursor") from None
+
+
+def _exit_at_end_of_stdin():
+    """A thread that waits for the end of stdin, then stops us as SIGTERM does."""
+    import os
+    import signal
+    import threading
+
+    def wait():
+        try:
+            while os.read(0, 65536):
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=wait, daemon=True).start()

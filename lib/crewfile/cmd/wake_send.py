@@ -12,6 +12,9 @@ Post each wake line on stdin to PRIMARY's inbox, then tell PRIMARY in its pane.
                      by writing FILE once their wakes are in the inbox;
                      FILE.lock is held while it runs (a second wake-send on
                      FILE waits for the first to end)
+  --host HOST        the events come from HOST's crew (ssh HOST crew-watch
+                     ...): session names and event ids are posted as
+                     HOST:NAME, and none is taken for PRIMARY
   --quiet            do not log announcements on stderr
 
 Every line becomes a `wake` notice at once (durable: inbox-drain PRIMARY
@@ -50,7 +53,7 @@ def run(args):
         hold = acquire(args.cursor + ".lock")
     try:
         sender = wake.Sender(crew(args), args.primary, window=window, retry=retry, say=say,
-                             log=log, warn=warn, cursor=args.cursor)
+                             log=log, warn=warn, cursor=args.cursor, host=_host(args.host))
         wake.send_stream(sender)
     finally:
         if hold is not None:
@@ -64,4 +67,13 @@ def _template(text):
         text.format(n="1 wake", count=1, primary="p", **{"from": "w"})
     except (KeyError, IndexError, ValueError) as e:
         raise BadInput(f"bad --say template: {e}") from None
+    return text
+
+
+def _host(text):
+    from ..errors import BadInput
+    if text is None:
+        return None
+    if not text or len(text) > 253 or any(c.isspace() or c in ":/\\" for c in text):
+        raise BadInput(f"bad --host {text!r}: a host name without spaces, ':' or '/'")
     return text
