@@ -13,9 +13,12 @@ def run(b):
         subprocess.run(b.cmd("session-add") + [name, "--kind", "aside"], env=env, check=True)
 
     # aside-say runs once per captain input (where there is no prompt hook).
+    # Run here, outside any tmux server, each run is refused (not the
+    # captain: evidence.caller_verdict) and writes its `problem` record.
     base = b.wall([b.python, "-c", "pass"], n=40, env=env)
     say = b.wall(b.cmd("aside-say") + ["small", "hello"], n=40, env=env)
-    b.figure("aside-say wall time", say, base, budget=1.5, base_label="python -c pass")
+    b.figure("aside-say wall time (refused: not run by the captain)", say, base, budget=1.5,
+             base_label="python -c pass")
 
     # The conclusion check on a conversation of 6 MiB (five rotated logs full)
     # whose captain last typed 200 agent records ago, against a fresh aside.

@@ -16,6 +16,8 @@ def run(b):
     subprocess.run([b.python, "-m", "compileall", "-q", lib], stdout=subprocess.DEVNULL, check=True)
     for event, fields in (("UserPromptSubmit", {"prompt": "fix the build"}),
                           ("Stop", {"stop_hook_active": False}),
+                          ("PostToolUse", {"tool_name": "Bash", "tool_input": {"command": "ls"},
+                                           "tool_response": {"stdout": ""}}),
                           ("PreToolUse", {"tool_name": "Bash", "tool_input": {"command": "ls"}})):
         path = os.path.join(b.tmp, f"{event}.json")
         with open(path, "w") as f:

@@ -26,7 +26,8 @@ wait_for_file() {   # wait_for_file FILE TEXT
   session-add w1
   session-add design --kind aside
   for i in 1 2 3; do
-    status-append design captain "question $i"
+    # the captain's input, as a prompt hook writes it (status-append refuses captain kinds)
+    flock "$CREWFILE_DIR/sessions/design/lock" sh -c 'printf "%s captain: question %s\n" "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" "$1" >> "$2"' - "$i" "$CREWFILE_DIR/sessions/design/status"
     status-append design turn-started
     status-append design turn-ended
     status-append design paused awaiting captain
