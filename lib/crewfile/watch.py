@@ -424,7 +424,10 @@ class Watcher:
         return events
 
     def _read_file(self, tail, path, ino, current, events):
-        """Read complete lines of one file from tail.off. False if it is not *ino* any more."""
+        """Read complete lines of one file from tail.off. False if it is not *ino* any more.
+
+        Whatever was wrong with the file is said in one line per read (not
+        one per line: a file of garbage is one bad file)."""
         try:
             fd = paths.open_file(path)
         except FileNotFoundError:
@@ -432,6 +435,8 @@ class Watcher:
         except CrewfileError as e:
             self._warn_once(f"{tail.name}: {e}")
             return True
+        notes = []
+        self._malformed = 0
         try:
             st = os.fstat(fd)
             if st.st_ino != ino:
@@ -439,7 +444,7 @@ class Watcher:
             tail.ino = ino
             size = st.st_size
             if size < tail.off:
-                self.warn(f"{tail.name}: {path} was truncated; reading it again from its start")
+                notes.append("was truncated: read again from its start")
                 tail.off = 0
             while tail.off < size:
                 data = os.pread(fd, min(_READ_CHUNK, size - tail.off), tail.off)
@@ -448,18 +453,27 @@ class Watcher:
                 nl = data.rfind(b"\n")
                 if nl < 0:
                     if len(data) > records.MAX_LINE:
-                        self.warn(f"{tail.name}: skipped an overlong line in {path}")
+                        notes.append("skipped an overlong line")
                         tail.off += len(data)
                         continue
                     if not current:
-                        self.warn(f"{tail.name}: skipped a partial last line in {path}")
+                        notes.append("skipped a partial last line")
                         tail.off = size
                     break
                 for raw in data[:nl].split(b"\n"):
                     self._record(tail, raw, len(raw) + 1, events)
+            if self._malformed:
+                n = self._malformed
+                notes.append(f"skipped {n} malformed line{'s' if n != 1 else ''}"
+                             f" (the first: {self._first_bad!r})")
         finally:
             os.close(fd)
+            if notes:
+                self.warn(f"{tail.name}: {path}: {'; '.join(dict.fromkeys(notes))}")
         return True
+
+    _malformed = 0
+    _first_bad = b""
 
     def _record(self, tail, raw, size, events):
         """One line of the log, *size* bytes with its newline, at tail.off."""
@@ -467,7 +481,9 @@ class Watcher:
         if rec is None:
             tail.off += size
             if raw:
-                self.warn(f"{tail.name}: skipped a malformed line: {raw[:80]!r}")
+                self._malformed += 1
+                if self._malformed == 1:
+                    self._first_bad = raw[:80]
             return
         t = rec.time
         if (tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None
@@ -531,10 +547,10 @@ class Watcher:
         from .liveness import Probe
         probe = Probe()
         events = []
-        for tail in self.tails.values():
+        for tail in list(self.tails.values()):
+            meta = self._meta(tail, now, events)
             if tail.ended or tail.lost or tail.last is None:
                 continue
-            meta = self._meta(tail)
             if not meta:
                 continue
             if probe.live(meta) != "no":
@@ -547,21 +563,33 @@ class Watcher:
             events.append((ts, self._line(tail, "lost", line, synth=True)))
         return events
 
-    def _meta(self, tail):
+    def _meta(self, tail, now=None, events=None):
+        """The session's metadata (None if absent or bad), re-read when the
+        file's identity changes. A bad one is said once per identity: one
+        line on stderr and, with *events*, an `error: meta unreadable` event
+        for the session (it passes wake-filter: the primary can act on it)."""
         path = os.path.join(tail.dir, paths.META)
         try:
             st = os.lstat(path)
         except OSError:
             return None
-        key = (st.st_ino, st.st_mtime_ns, st.st_size)
+        key = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode)
         if key != tail.meta_key:
             from .errors import CrewfileError
             from .shapes import load
+            tail.meta_key = key
             try:
                 tail.meta = load(path, "meta")
-            except CrewfileError:
+            except CrewfileError as e:
                 tail.meta = None
-            tail.meta_key = key
+                self.warn(f"{tail.name}: {e}")
+                if events is not None:
+                    ts = records.timestamp(self.now() if now is None else now)
+                    why = str(e).replace(path, "meta").replace("meta: ", "", 1)[:200]
+                    why = why.encode("utf-8", "replace").decode("utf-8")
+                    line = _event(records.format_line(ts, "error", f"meta unreadable: {why}"),
+                                  tail.name)
+                    events.append((ts, self._line(tail, "error", line, synth=True)))
         return tail.meta if isinstance(tail.meta, dict) else None
 
     # -- output -----------------------------------------------------------
