@@ -28,6 +28,7 @@ _APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOE
 BLOCK = 65536
 DEFAULT_ROTATE_BYTES = 1 << 20
 DEFAULT_KEEP = 5
+MAX_KEEP = 1000
 
 
 def rotate_limits(env=None):
@@ -38,7 +39,9 @@ def rotate_limits(env=None):
         keep = int(env.get("CREWFILE_ROTATE_KEEP") or DEFAULT_KEEP)
     except ValueError:
         size, keep = DEFAULT_ROTATE_BYTES, DEFAULT_KEEP
-    return max(size, records.MAX_LINE), max(keep, 1)
+    # Bounded: a stray huge CREWFILE_ROTATE_KEEP would make every reader list
+    # that many file names.
+    return max(size, records.MAX_LINE), min(max(keep, 1), MAX_KEEP)
 
 
 def rotated(path, i):
