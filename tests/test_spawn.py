@@ -551,3 +551,24 @@ def test_respawn_names_a_damaged_meta_and_goes_on(crew, tmux, repo):
     got = {x["name"]: x["action"] for x in json.loads(r.stdout)}
     assert got == {"bad": "damaged", "w1": "live"}
     assert r.stderr.startswith("crew-respawn: bad: ") and r.stderr.count("\n") == 1
+
+
+def test_spawn_in_the_current_tmux_session_records_it_for_respawn(crew, tmux, repo):
+    tmux("new-session", "-d", "-s", "mine")
+    client_env = {"TMUX": f"{tmux.sock},0,0"}        # as if run inside that session
+    r = crewcmd("crew-spawn", "w1", cwd=repo, env=client_env)
+    assert r.returncode == 0, r.stderr
+    assert Session(crew, "w1").meta["tmux_session"] == "mine"
+
+
+def test_a_respawn_that_fails_for_one_session_goes_on_with_the_others(crew, tmux, repo):
+    for name in ("w1", "w2"):
+        spawned(crew, tmux, repo, name)
+    Session(crew, "w1").update_meta(tmux_session="")    # no session named, no server: refused
+    tmux.kill()
+    r = crewcmd("crew-respawn", "--json", cwd=repo)
+    assert r.returncode == 1
+    got = {x["name"]: x for x in json.loads(r.stdout)}
+    assert got["w1"]["action"] == "refused" and "not respawned: tmux" in got["w1"]["detail"]
+    assert got["w2"]["action"] == "respawned"
+    assert r.stderr.startswith("crew-respawn: w1: not respawned: tmux")

@@ -115,6 +115,8 @@ def spawn(crew, name, agent=agents.CLAUDE, ref=None, tmux_session=None, prompt=N
             added = True
         checkpoint("spawn:worktree")
         target = window.open_agent(sess, cmd, tmux_session=tmux_session, cwd=tree)
+        if not tmux_session:     # the current one, named, so crew-respawn finds it again
+            sess.update_meta(tmux_session=target.rpartition(":")[0])
     except BaseException as e:
         try:
             sess.append("ended", f"spawn failed: {e}")
@@ -239,8 +241,6 @@ def respawn(crew, names=None, dry_run=False):
     before it is closed. Each session is brought back under its
     deliver.lock, so nothing is typed into it while its agent starts.
     """
-    from . import nudge, paths, records, tmux
-    from .locks import acquire
     from .names import check_name
     from .sessions import names as all_names
     if names:
@@ -261,28 +261,37 @@ def respawn(crew, names=None, dry_run=False):
         if action != WOULD or dry_run:
             out.append(Respawn(name, action, detail))
             continue
-        sess = Session(crew, name)
-        lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
-        if lock is None:
-            out.append(Respawn(name, REFUSED, "a delivery or respawn is in progress"))
-            continue
-        with lock:
-            if sess.ended():          # `ended: other`: a new life, as the hook would start
-                from .sessions import register_again
-                sess = register_again(sess)
-            meta = sess.meta
-            dead = window.our_pane(meta, table)
-            if dead:
-                window.save_scrollback(dead, os.path.join(
-                    sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}"))
-                tmux.kill_window(dead)
-            target = window.open_agent(sess, command, tmux_session=meta.get("tmux_session"),
-                                       cwd=meta["cwd"])
-            rearmed = nudge.rearm(crew, sess.meta)
-            sess.append("respawned", f"resume {meta['agent_session_id']}"
-                        + (f"; schedules armed again: {' '.join(rearmed)}" if rearmed else ""))
-        detail = f"window {target} in {meta['cwd']}: {command}"
-        if rearmed:
-            detail += f" (schedules armed again: {' '.join(rearmed)})"
-        out.append(Respawn(name, RESPAWNED, detail))
+        try:
+            out.append(_respawn_one(crew, name, command, table))
+        except CrewfileError as e:          # one session's failure never stops the others
+            out.append(Respawn(name, REFUSED, f"not respawned: {e}"))
     return out
+
+
+def _respawn_one(crew, name, command, table):
+    """Bring back one session decided WOULD: the act, under its deliver.lock."""
+    from . import nudge, paths, records, tmux
+    from .locks import acquire
+    sess = Session(crew, name)
+    lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
+    if lock is None:
+        return Respawn(name, REFUSED, "a delivery or respawn is in progress")
+    with lock:
+        if sess.ended():          # `ended: other`: a new life, as the hook would start
+            from .sessions import register_again
+            sess = register_again(sess)
+        meta = sess.meta
+        dead = window.our_pane(meta, table)
+        if dead:
+            window.save_scrollback(dead, os.path.join(
+                sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}"))
+            tmux.kill_window(dead)
+        target = window.open_agent(sess, command, tmux_session=meta.get("tmux_session"),
+                                   cwd=meta["cwd"])
+        rearmed = nudge.rearm(crew, sess.meta)
+        sess.append("respawned", f"resume {meta['agent_session_id']}"
+                    + (f"; schedules armed again: {' '.join(rearmed)}" if rearmed else ""))
+    detail = f"window {target} in {meta['cwd']}: {command}"
+    if rearmed:
+        detail += f" (schedules armed again: {' '.join(rearmed)})"
+    return Respawn(name, RESPAWNED, detail)
