@@ -73,11 +73,13 @@ def dump_json(obj):
 
 
 class Job:
-    """One job directory: its paths and the files in it (read fresh each time)."""
+    """One job directory: its paths and the files in it (read fresh each time,
+    but `spec`)."""
 
     def __init__(self, crew, handle):
         self.crew = crew
         self.handle = handle
+        self._spec = None
         self.dir = crew.job_dir(handle)
         for attr, name in (("spec_path", paths.JOB_SPEC), ("pids_path", paths.JOB_PIDS),
                            ("output_path", paths.JOB_OUTPUT), ("result_path", paths.JOB_RESULT),
@@ -92,10 +94,12 @@ class Job:
         return self
 
     def spec(self):
-        spec = _json(self.spec_path, "job-spec")
-        if spec is None:
-            raise NotFound(f"no job {self.handle!r}")
-        return spec
+        """`spec`, read once: it never changes once published."""
+        if self._spec is None:
+            self._spec = _json(self.spec_path, "job-spec")
+            if self._spec is None:
+                raise NotFound(f"no job {self.handle!r}")
+        return self._spec
 
     def pids(self):
         return _json(self.pids_path, "job-pids")

@@ -108,6 +108,7 @@ def wait(crew, handle, timeout=None, exiting=False):
     _share_with_helper().
     """
     job = Job(crew, handle).check()
+    job.spec()              # read now, off the path from the job's end to our answer
     t0 = time.monotonic()
     res = job.result()
     ino = None
