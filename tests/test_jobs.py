@@ -368,6 +368,32 @@ def test_watcher_killed_is_fate_unknown_not_running(crew, run, tmp_path):
     wait_for(lambda: "lost(group-gone)" in run("job-ls").stdout, what="the group to be gone")
 
 
+def test_alive_is_held_from_before_spec_so_a_job_is_starting_or_lost_never_stuck(crew, run):
+    """job-exec takes `alive` before `spec` and the watcher inherits it: a job
+    with a spec, no pids and `alive` held (here by flock(1), as a shell
+    watcher would) is starting; the moment nobody holds it, it is lost."""
+    job = jobs.new_job(crew, "j-manual")
+    jobs.write_spec(job, ["true"])
+    holder = subprocess.Popen(["flock", job.alive_path, "sh", "-c", "echo held; exec cat"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert holder.stdout.readline() == b"held\n"
+    assert jobs.info(jobs.Job(crew, "j-manual"))["state"] == "starting"
+    holder.stdin.close()
+    holder.wait()
+    assert jobs.info(jobs.Job(crew, "j-manual"))["state"] == "lost"
+    assert run("job-wait", "j-manual").returncode == 125
+
+
+def test_an_exec_failure_nobody_waits_for_is_announced_like_any_outcome(crew, run):
+    live_session(crew)
+    h = exec_(run, "--session", "w1", "--", "no-such-command-crewfile")
+    settled(crew, h)
+    [notice] = job_notices(crew)
+    assert notice.text.startswith(f"job {h} exited 127 after ")
+    assert notice.text.endswith("last output: job-exec: no-such-command-crewfile: "
+                                "No such file or directory")
+
+
 # -- output ----------------------------------------------------------------------------
 
 def test_output_past_the_limit_is_bounded_with_marker_and_tail(crew, run):
