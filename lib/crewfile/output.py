@@ -10,6 +10,17 @@
 from .jsonio import dumps
 
 
+def age_text(seconds):
+    """An AGE column: '-', '42s', '5m', '3h', '2d'."""
+    if seconds is None:
+        return "-"
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
 def table(header, rows):
     """The text of an aligned table, header first (rows: lists of strings)."""
     rows = [list(header)] + [list(r) for r in rows]

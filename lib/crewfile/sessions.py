@@ -12,6 +12,7 @@ from . import logfile, paths, records, spool
 from .atomic import replace
 from .errors import BadFile, BadInput, NotFound, Refused, SystemFailure
 from .locks import LockBusy
+from .output import age_text  # noqa: F401 (here for its older callers)
 from .names import current_user
 
 KINDS = ("crew", "aside", "primary")
@@ -215,16 +216,6 @@ def find(crew, agent_session_id=None, session_key=None):
         if session_key and meta.get("session_key") == session_key:
             return Session(crew, name)
     return None
-
-
-def age_text(seconds):
-    if seconds is None:
-        return "-"
-    seconds = max(0, int(seconds))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
 
 
 def state(sess, probe=None, now=None):

@@ -8,6 +8,7 @@ they are), so a damaged file is one named error, BadFile, at the moment it
 is read: "<path>: <why>". protocol.md's "File shapes" section is this table.
 """
 from .errors import BadFile
+from .records import is_timestamp
 
 MAX_INT = 2 ** 53          # any count, size, offset or pid: what a JSON number holds exactly
 
@@ -32,7 +33,6 @@ def _num(v):
 
 
 def _ts(v):
-    from .records import is_timestamp
     return isinstance(v, str) and is_timestamp(v)
 
 

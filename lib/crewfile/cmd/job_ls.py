@@ -32,9 +32,8 @@ def run(args):
         sys.stdout.write(json_document({k: v for k, v in r.items() if k != "created" or "error" not in r}
                                        for r in rows))
         return code
+    from ..output import age_text, table
     out = []
-    if rows:
-        from ..sessions import age_text
     for r in rows:
         if "error" in r:
             out.append([r["handle"], "?", "damaged", "?", "?", "?", "error: " + escape(r["error"])])
@@ -47,6 +46,5 @@ def run(args):
         out.append([r["handle"], escape(r["session"] or "-"), state,
                     "-" if r["code"] is None else str(r["code"]), heard, age_text(r["age"]),
                     escape(r["label"] or "-")])
-    from ..output import table
     sys.stdout.write(table(("HANDLE", "SESSION", "STATE", "CODE", "HEARD", "AGE", "LABEL"), out))
     return code
