@@ -540,6 +540,23 @@ def test_caller_exits_and_terminal_closes_job_runs_on_and_is_announced(crew, tmu
     assert notices[0].text.endswith("; last output: survived")
 
 
+def test_a_hangup_right_after_the_handle_does_not_lose_the_job(crew, run):
+    """job-exec returns before its watcher has left its process group (the
+    middle process calls setsid() after the fork): a terminal closing at that
+    moment (SIGHUP to the group) must not kill the watcher's parent. 20 jobs,
+    each hung up the moment its handle is read."""
+    for _ in range(20):
+        proc = subprocess.Popen([sys.executable, f"{BIN}/job-exec", "--", "true"],
+                                stdout=subprocess.PIPE, start_new_session=True)
+        h = proc.stdout.readline().decode().strip()
+        try:
+            os.killpg(proc.pid, signal.SIGHUP)
+        except ProcessLookupError:
+            pass                # everyone in the group had left it already
+        proc.wait()
+        assert run("job-wait", h).returncode == 0, jobs.info(jobs.Job(crew, h))
+
+
 def test_a_grandchild_holding_the_output_pipe_does_not_hold_up_the_outcome(crew, run):
     h = exec_(run, "--", "sh", "-c", "sleep 600 & echo started; exit 6")
     proc = run("job-wait", h, timeout=20)

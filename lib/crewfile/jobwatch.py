@@ -59,12 +59,30 @@ def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None,
     return job.handle
 
 
+_TERMINAL_SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT")
+
+
 def spawn(job, spec, alive, exiting=False):
-    """Fork the watcher of *job*, handing it the held `alive` lock."""
+    """Fork the watcher of *job*, handing it the held `alive` lock.
+
+    Until the middle process has called setsid() it is in its caller's
+    process group, which a closing terminal (SIGHUP) or a ^C reaches, and
+    job-exec does not wait for that moment. So the fork happens with the
+    terminal's signals ignored (the child inherits that); the parent's
+    handlers are put back at once, the watcher sets its own.
+    """
+    import _signal as signal     # the C module: `signal` imports enum
+    saved = []
+    try:
+        for name in _TERMINAL_SIGNALS:
+            sig = getattr(signal, name)
+            saved.append((sig, signal.signal(sig, signal.SIG_IGN)))
+    except ValueError:
+        pass                     # not the main thread: no terminal to fear from here
     try:
         pid = os.fork()
     except OSError as e:
-        raise SystemFailure(f"cannot start the watcher of job {job.handle!r}: {e.strerror}") from None
+        pid, error = None, e
     if pid == 0:
         code = 1
         try:
@@ -78,6 +96,10 @@ def spawn(job, spec, alive, exiting=False):
             code = 0
         finally:
             os._exit(code)
+    for sig, old in saved:
+        signal.signal(sig, signal.SIG_DFL if old is None else old)
+    if pid is None:
+        raise SystemFailure(f"cannot start the watcher of job {job.handle!r}: {error.strerror}")
     if not exiting:
         os.waitpid(pid, 0)
 
@@ -98,7 +120,7 @@ def _detach(keep):
 def _watch(job, spec, alive):
     import _signal as signal     # the C module: `signal` imports enum (~10 ms)
     _detach(alive.fd)
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
     from .liveness import process_start
     try:
