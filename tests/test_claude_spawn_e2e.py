@@ -43,8 +43,7 @@ def user_texts(rig):
     return out
 
 
-def test_spawn_retire_reboot_respawn_with_the_real_claude(crew, tmux, tmp_path, monkeypatch):
-    require_real_claude()
+def _repo(tmp_path, monkeypatch):
     for key in ("AUTHOR", "COMMITTER"):
         monkeypatch.setenv(f"GIT_{key}_NAME", "Tester")
         monkeypatch.setenv(f"GIT_{key}_EMAIL", "tester@example.org")
@@ -54,25 +53,35 @@ def test_spawn_retire_reboot_respawn_with_the_real_claude(crew, tmux, tmp_path, 
     (repo / "README").write_text("app\n")
     sh("git", "add", "README", cwd=repo)
     sh("git", "commit", "-q", "-m", "init", cwd=repo)
-    trees = {n: str(tmp_path / "src" / "app.crew" / n) for n in ("w1", "w2")}
+    return repo
 
+
+def _rig(tmp_path, tmux, repo, trusted):
+    """A rig whose HOME has crew-hook installed and trusts *trusted* folders;
+    returns (rig, the agent's command line for crew-spawn --cmd)."""
     path = f"{os.path.dirname(sys.executable)}:{BIN}:{os.environ['PATH']}"
     rig = ClaudeRig(tmp_path / "rig", tmux.sock, {}, env={"PATH": path}, script=[],
                     project=repo)
-    with watched(rig, crew, "w1"):
-        rig.prepare()
-        subprocess.run([sys.executable, str(BIN / "crew-hook"), "--install",
-                        str(rig.home / ".claude"), "--command", hook_command()],
-                       check=True, capture_output=True)
-        state = json.loads((rig.home / ".claude.json").read_text())
-        for tree in trees.values():           # no trust dialog in the workers' trees
-            state["projects"][tree] = dict(state["projects"][str(repo)])
-        (rig.home / ".claude.json").write_text(json.dumps(state))
-        argv = [rig.binary, "--permission-mode", "default", "--allowedTools", "Bash"]
-        agent = ("exec env " + " ".join(shlex.quote(f"{k}={v}")
-                                        for k, v in rig.claude_env().items())
+    rig.prepare()
+    subprocess.run([sys.executable, str(BIN / "crew-hook"), "--install",
+                    str(rig.home / ".claude"), "--command", hook_command()],
+                   check=True, capture_output=True)
+    state = json.loads((rig.home / ".claude.json").read_text())
+    trust = state["projects"][str(repo)]
+    state["projects"] = {str(t): dict(trust) for t in trusted}
+    (rig.home / ".claude.json").write_text(json.dumps(state))
+    argv = [rig.binary, "--permission-mode", "default", "--allowedTools", "Bash"]
+    return rig, ("exec env " + " ".join(shlex.quote(f"{k}={v}")
+                                         for k, v in rig.claude_env().items())
                  + " " + " ".join(map(shlex.quote, argv)))
 
+
+def test_spawn_retire_reboot_respawn_with_the_real_claude(crew, tmux, tmp_path, monkeypatch):
+    require_real_claude()
+    repo = _repo(tmp_path, monkeypatch)
+    trees = {n: str(tmp_path / "src" / "app.crew" / n) for n in ("w1", "w2")}
+    rig, agent = _rig(tmp_path, tmux, repo, [repo, *trees.values()])
+    with watched(rig, crew, "w1"):
         ids = {}
         for name in ("w1", "w2"):
             r = subprocess.run([sys.executable, str(BIN / "crew-spawn"), name, "--cmd", agent,
@@ -136,3 +145,23 @@ def test_spawn_retire_reboot_respawn_with_the_real_claude(crew, tmux, tmp_path, 
         wait_for(lambda: NUDGE in user_texts(rig), timeout=60, what="the nudge at the model")
         last = [r for r in rig.main_requests() if NUDGE in json.dumps(r)][-1]
         assert f"{PROMPT} (w1)" in json.dumps(last)      # the same conversation goes on
+
+
+def test_the_first_prompt_never_answers_claudes_trust_dialog(crew, tmux, tmp_path, monkeypatch):
+    """Nothing trusted: Claude Code asks whether to trust the new worktree. Its
+    `❯ 1. Yes, I trust this folder` reads as a draft: nothing is typed."""
+    require_real_claude()
+    repo = _repo(tmp_path, monkeypatch)
+    rig, agent = _rig(tmp_path, tmux, repo, [])
+    with watched(rig, crew, "w1"):
+        r = subprocess.run([sys.executable, str(BIN / "crew-spawn"), "w1", "--cmd", agent,
+                            "--tmux-session", "crew", "--prompt", "PROMPT-NEVER-TYPED",
+                            "--wait", "8s"], cwd=repo, capture_output=True, text=True,
+                           timeout=120)
+        rig.pane = Session(crew, "w1").meta["tmux"]
+        assert r.returncode == 1, r.stderr
+        assert r.stderr == ("crew-spawn: w1 is spawned, but its first prompt was not delivered:"
+                            " draft: the prompt line holds '1. Yes, I trust this folder'\n")
+        screen = rig.screen()
+        assert "trust this folder" in screen and "PROMPT-NEVER-TYPED" not in screen
+        assert "captain" not in kinds(crew, "w1")

@@ -17,6 +17,8 @@ agent's first hook records its process and conversation. Prints `window:`,
                          default: tmux's current session)
   --prompt TEXT          type TEXT as the first prompt once the agent is idle
                          (through the one safe delivery path)
+  --wait DURATION        how long --prompt waits for the agent's idle, empty
+                         prompt line (default: 60s)
   --no-worktree          no worktree or branch: the session works in the current
                          directory (refused if another live session holds it)
 
@@ -35,9 +37,12 @@ def run(args):
     from ..cli import crew
     from ..errors import Refused
     from ..spawn import spawn
+    from ..durations import parse_duration
+    from ..spawn import PROMPT_WAIT
+    wait = parse_duration(args.wait, "--wait") if args.wait is not None else PROMPT_WAIT
     out = spawn(crew(args), args.name, agent=args.agent or "claude", ref=args["from"],
                 tmux_session=args.tmux_session, prompt=args.prompt,
-                worktree=not args.no_worktree, cmd=args.cmd)
+                worktree=not args.no_worktree, cmd=args.cmd, prompt_wait=wait)
     from ..records import escape
     sys.stdout.write(f"window: {escape(out.target)}\ntree: {escape(out.tree)}\n"
                      f"branch: {escape(out.branch or '-')}\n")
