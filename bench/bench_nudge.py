@@ -15,7 +15,7 @@ DUE_SHARE = 100          # one schedule in DUE_SHARE is due (its target is busy)
 
 def build(b, crew, n_schedules, pane):
     """1,000 busy sessions in one live pane; n schedules, 1% of them due."""
-    from crewfile import nudge, records
+    from crewfile import clocks, nudge, records
     from crewfile.paths import Crew
     c = Crew(crew)
     sessions = os.path.join(c.ensure_sub("sessions"))
@@ -33,7 +33,7 @@ def build(b, crew, n_schedules, pane):
     nd = c.ensure_sub("nudges")
     for name in os.listdir(nd):
         os.unlink(os.path.join(nd, name))
-    now = nudge.clock_now()
+    now = clocks.clock_now()
     for j in range(n_schedules):
         i = j % SESSIONS
         base = dict(now)

@@ -86,6 +86,10 @@ class TmuxServer:
         return self("new-window", "-d", "-t", session, "-n", name, "-P", "-F", "#{pane_id}",
                     *envargs, command).strip()
 
+    def pane_pid(self, pane):
+        """The pid of the process the pane runs (its first process)."""
+        return int(self("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
+
     def screen(self, pane, history=False):
         args = ["capture-pane", "-p", "-J", "-t", pane]
         if history:
@@ -115,11 +119,11 @@ class TmuxServer:
         """Register session NAME, then open *command* in a window for it: in
         this order, so the agent's first record (its hook, at start) finds its
         session, as aside-open does it. Returns (session, pane id)."""
-        from crewfile.sessions import register
+        from crewfile.sessions import pane_fields, register
         sess = register(crew, name, **meta)
         pane = self.new_window(command, name=name, env={"CREWFILE_SESSION": name,
                                                         "CREWFILE_DIR": crew.root})
-        sess.update_meta(tmux=pane, tmux_target=pane)
+        sess.update_meta(**pane_fields(pane, {"CREWFILE_TMUX": self.sock}))
         return sess, pane
 
 

@@ -16,7 +16,7 @@ register the crew session with its pane ($TMUX_PANE).
 
 What the real screen showed (Claude Code 2.1.197): the input line is
 "\u276f" + a NO-BREAK SPACE between two rules; past prompts above it echo as
-"\u276f text" with a plain space. delivery.prompt_tail accepts both.
+"\u276f text" with a plain space. prompt.prompt_tail accepts both.
 
 Without the CLI (make claude-code) these tests are skipped loudly.
 """
@@ -24,7 +24,7 @@ import json
 
 from conftest import cmd, wait_for
 from claude_harness import kinds, make_rig, records, require_real_claude, watched
-from crewfile import delivery, inbox
+from crewfile import delivery, inbox, prompt
 from crewfile.sessions import Session, register
 
 NUDGE = "NUDGE-MARK-2718 continue with the plan"
@@ -48,7 +48,7 @@ def user_texts(rig):
 
 def input_line(rig):
     """What is typed on claude's input line ('' when empty), per delivery's own reading."""
-    found = delivery.prompt_tail(rig.screen())
+    found = prompt.prompt_tail(rig.screen())
     assert found is not None, "no prompt line on claude's screen:\n" + rig.screen()
     return found[0]
 
@@ -105,7 +105,7 @@ def test_a_nudge_waits_for_the_turn_then_goes_out(crew, tmux, tmp_path):
         wait_for(lambda: "turn-started" in kinds(crew, "w1"), what="turn-started")
         cmd("nudge-add", "--session", "w1", "--every", "1", "--message", NUDGE, check=True)
         refused = tick_until(crew, "w1", "nudge-refused", "the refusal")
-        assert delivery.code_of(refused[0].split(" ", 1)[1]) == "generating", refused
+        assert refused[0].split(" ", 1)[1].split(":", 1)[0] == "generating", refused
         assert "turn-ended" not in kinds(crew, "w1")   # the turn was still running
         assert NUDGE not in rig.screen() and input_line(rig) == ""
         assert NUDGE not in json.dumps(rig.requests())
@@ -124,10 +124,10 @@ def test_a_captains_draft_is_never_completed(crew, tmux, tmp_path):
     with watched(rig, crew, "w1"):
         start(rig, crew)
         rig.send(DRAFT, enter=False)
-        rig.wait_screen(lambda s: (delivery.prompt_tail(s) or ("",))[0] == DRAFT)
+        rig.wait_screen(lambda s: (prompt.prompt_tail(s) or ("",))[0] == DRAFT)
         cmd("nudge-add", "--session", "w1", "--every", "1", "--message", NUDGE, check=True)
         refused = tick_until(crew, "w1", "nudge-refused", "the refusal")
-        assert delivery.code_of(refused[0].split(" ", 1)[1]) == "draft", refused
+        assert refused[0].split(" ", 1)[1].split(":", 1)[0] == "draft", refused
         assert input_line(rig) == DRAFT                 # left intact ...
         assert "turn-started" not in kinds(crew, "w1")  # ... and not submitted
         assert NUDGE not in rig.screen()
@@ -159,4 +159,4 @@ def test_wake_send_prompts_a_claude_primary(crew, tmux, tmp_path):
         assert ("captain", say) in records(crew, "firstmate")
         assert kinds(crew, "firstmate").count("turn-started") == 1
         rig.wait_ready()
-        assert delivery.prompt_tail(rig.screen())[0] == ""
+        assert prompt.prompt_tail(rig.screen())[0] == ""

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from conftest import REPO, wait_for
-from crewfile import delivery
+from crewfile import delivery, prompt
 from crewfile.errors import BadInput
 from crewfile.logfile import TailStats
 from crewfile.sessions import Session
@@ -49,7 +49,7 @@ TRICKY = [
 def test_delivers_literally(crew, tmux, text):
     sess, pane = agent(crew, tmux)
     ok, reason = delivery.deliver(sess, text, quiet=0)
-    assert (ok, reason) == (True, "delivered")
+    assert ok and reason.code == "delivered", reason
     wait_for(lambda: kinds(sess)[-1] == "turn-ended", what="the nudged turn")
     assert captain_lines(sess) == [text]
     assert not os.path.exists("/tmp/crewfile-pwned")
@@ -61,7 +61,7 @@ def test_refuses_while_generating_and_types_nothing(crew, tmux):
     tmux("send-keys", "-t", pane, "Enter")
     wait_for(lambda: kinds(sess)[-1] == "turn-started", what="turn-started")
     ok, reason = delivery.deliver(sess, "nudge text", quiet=0)
-    assert not ok and delivery.code_of(reason) == "generating"
+    assert not ok and reason.code == "generating"
     assert "nudge text" not in tmux.screen(pane)
 
 
@@ -69,7 +69,7 @@ def test_refuses_permission_dialog(crew, tmux):
     sess, pane = agent(crew, tmux)
     sess.append("waiting", "permission")
     ok, reason = delivery.deliver(sess, "yes", quiet=0)
-    assert not ok and delivery.code_of(reason) == "permission-dialog"
+    assert not ok and reason.code == "permission-dialog"
     assert "yes" not in tmux.screen(pane)
 
 
@@ -78,7 +78,7 @@ def test_unknown_state_is_busy(crew, tmux):
     with open(sess.status_path, "w") as f:      # a log with no turn record at all
         f.write("2026-11-29T22:00:00.000Z note: nothing about turns\n")
     ok, reason = delivery.deliver(sess, "hello", quiet=0)
-    assert not ok and delivery.code_of(reason) == "state-unknown"
+    assert not ok and reason.code == "state-unknown"
 
 
 def test_refuses_gone_pane(crew, tmux):
@@ -86,14 +86,14 @@ def test_refuses_gone_pane(crew, tmux):
     tmux.new_window("sleep 600", name="other")       # keep the server up
     tmux("kill-pane", "-t", pane)
     ok, reason = delivery.deliver(sess, "hello", quiet=0)
-    assert not ok and delivery.code_of(reason) == "not-live"
+    assert not ok and reason.code == "not-live"
 
 
 def test_refuses_ended_session_even_if_pane_lives(crew, tmux):
     sess, pane = agent(crew, tmux)
     sess.append("ended", "agent exited, a shell remains")
     ok, reason = delivery.deliver(sess, "hello", quiet=0)
-    assert not ok and delivery.code_of(reason) == "not-live"
+    assert not ok and reason.code == "not-live"
 
 
 def test_never_completes_a_captains_draft(crew, tmux):
@@ -101,7 +101,7 @@ def test_never_completes_a_captains_draft(crew, tmux):
     tmux("send-keys", "-t", pane, "-l", "half a thought")
     tmux.wait_screen(pane, "ready> half a thought")
     ok, reason = delivery.deliver(sess, "nudge", quiet=0)
-    assert not ok and delivery.code_of(reason) == "draft"
+    assert not ok and reason.code == "draft"
     assert "half a thought" in tmux.screen(pane) and "nudge" not in tmux.screen(pane)
     assert captain_lines(sess) == []
 
@@ -119,7 +119,7 @@ def test_captain_keys_in_the_window_hold_delivery(crew, tmux):
         os.write(master, b"\x7f")             # and deletes it: no draft left behind
         tmux.wait_screen(pane, lambda s: "ready> x" not in s)
         ok, reason = delivery.deliver(sess, "nudge", quiet=60)
-        assert not ok and delivery.code_of(reason) == "captain-typing", reason
+        assert not ok and reason.code == "captain-typing", reason
         assert "nudge" not in tmux.screen(pane)
     finally:
         client.kill()
@@ -139,7 +139,7 @@ def test_recheck_failure_leaves_text_unsent(crew, tmux, monkeypatch):
 
     monkeypatch.setattr(delivery, "check", captain_arrives_before_enter)
     ok, reason = delivery.deliver(sess, "nudge me", quiet=0)
-    assert not ok and delivery.code_of(reason) == "aborted" and "generating" in reason
+    assert not ok and reason.code == "aborted" and "generating" in reason.detail
     assert "ready> nudge me" in tmux.screen(pane)      # visible, unsent
     assert captain_lines(sess) == []
 
@@ -149,7 +149,7 @@ def test_concurrent_delivery_is_refused(crew, tmux):
     sess, pane = agent(crew, tmux)
     with acquire(os.path.join(sess.dir, "deliver.lock")):
         ok, reason = delivery.deliver(sess, "hello", quiet=0)
-    assert not ok and delivery.code_of(reason) == "delivery-busy"
+    assert not ok and reason.code == "delivery-busy"
 
 
 @pytest.mark.parametrize("text", ["", "   ", "two\nlines", "tab\there", "x" * 5000])
@@ -159,14 +159,14 @@ def test_bad_text(crew, text):
 
 
 def test_prompt_tail():
-    assert delivery.prompt_tail("ready> a > b\nagent: ok\nready>\n") == ("", [])
-    assert delivery.prompt_tail("ready> half\n\n") == ("half", [])
+    assert prompt.prompt_tail("ready> a > b\nagent: ok\nready>\n") == ("", [])
+    assert prompt.prompt_tail("ready> half\n\n") == ("half", [])
     screen = "\u2500" * 20 + "\n\u276f \n" + "\u2500" * 20 + "\n  ? for shortcuts\n"
-    assert delivery.prompt_tail(screen)[0] == ""
-    assert delivery.prompt_tail("no prompt here\n") is None
-    assert delivery.shows_typed("ready> hello world\n", "hello world")
-    assert not delivery.shows_typed("ready> xhello world\n", "hello world")
-    assert delivery.shows_typed("\u276f hello wo\n  rld\n\u2500\u2500\n", "hello world")
+    assert prompt.prompt_tail(screen)[0] == ""
+    assert prompt.prompt_tail("no prompt here\n") is None
+    assert prompt.shows_typed("ready> hello world\n", "hello world")
+    assert not prompt.shows_typed("ready> xhello world\n", "hello world")
+    assert prompt.shows_typed("\u276f hello wo\n  rld\n\u2500\u2500\n", "hello world")
 
 
 def test_prompt_tail_on_claude_codes_screen():
@@ -175,11 +175,11 @@ def test_prompt_tail_on_claude_codes_screen():
     rule = "\u2500" * 40
     screen = ("\u276f slow one\n\u25cf ok\n\u273b Crunched for 3s\n\n" + rule
               + "\n\u276f\u00a0" + " " * 30 + "\n" + rule + "\n  ? for shortcuts\n")
-    assert delivery.prompt_tail(screen)[0] == ""
+    assert prompt.prompt_tail(screen)[0] == ""
     typed = screen.replace("\u276f\u00a0", "\u276f\u00a0half typed")
-    assert delivery.prompt_tail(typed)[0] == "half typed"
-    assert delivery.shows_typed(typed, "half typed")
-    assert delivery.prompt_tail("\u276f\u00a0" + " " * 10 + "\n")[0] == ""
+    assert prompt.prompt_tail(typed)[0] == "half typed"
+    assert prompt.shows_typed(typed, "half typed")
+    assert prompt.prompt_tail("\u276f\u00a0" + " " * 10 + "\n")[0] == ""
 
 
 def test_never_types_into_an_aside(crew, tmux):
@@ -189,6 +189,6 @@ def test_never_types_into_an_aside(crew, tmux):
     tmux.wait_screen(pane, "ready>")
     wait_for(lambda: "started" in kinds(sess), what="the aside agent's started record")
     ok, reason = delivery.deliver(sess, "/aside-done", quiet=0)
-    assert not ok and delivery.code_of(reason) == "aside"
+    assert not ok and reason.code == "aside"
     assert "/aside-done" not in tmux.screen(pane)
     assert "captain-done" not in kinds(sess)

@@ -54,11 +54,12 @@ def test_crontab_line_runs_with_cron_s_bare_environment(crew, tmp_path):
     assert p.returncode == 0, p.stderr
     line = p.stdout
     assert line.endswith("\n") and line.count("\n") == 1
-    assert line.startswith(f"* * * * * CREWFILE_DIR={crew.root} CREWFILE_TMUX=/tmp/t-0/default ")
+    assert line.startswith(f"* * * * * CREWFILE_DIR={crew.root} ")
+    assert "CREWFILE_TMUX" not in line           # each pane is reached on its own server
     assert line.endswith(f" {shlex.quote(sys.executable)} {os.path.join(REPO, 'bin', 'nudge-tick')} --quiet\n")
     # what cron does: sh -c with next to nothing in the environment
     p = subprocess.run(["/bin/sh", "-c", line.split(" ", 5)[5]], env={"PATH": "/nonexistent"},
                        capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     p = cmd("nudge-tick", "--crontab", "--dir", str(tmp_path / "50%"), env={"CREWFILE_TMUX": "mine"})
-    assert "CREWFILE_DIR=" + str(tmp_path / "50\\%") in p.stdout and "CREWFILE_TMUX=mine " in p.stdout
+    assert "CREWFILE_DIR=" + str(tmp_path / "50\\%") in p.stdout and "CREWFILE_TMUX" not in p.stdout

@@ -215,7 +215,7 @@ def test_restart_survival_counts_carry_on(crew, tmux, tmp_path):
 
 def test_no_prompt_on_screen_refuses_and_keeps(crew, tmux, tmp_path):
     pane = tmux.new_window("clear; printf 'a full-screen view'; exec sleep 600", name="view")
-    sess = register(crew, "w1", tmux=pane, cwd=str(tmp_path))
+    sess = register(crew, "w1", tmux=pane, cwd=str(tmp_path), pid=tmux.pane_pid(pane))
     sess.append("idle")                                   # a hook that says idle regardless
     sid = add("--session", "w1", "--every", "60", "--message", "next")
     tmux.wait_screen(pane, "a full-screen view")
@@ -227,7 +227,7 @@ def test_no_prompt_on_screen_refuses_and_keeps(crew, tmux, tmp_path):
 def test_failed_delivery_counts_and_never_presses_enter(crew, tmux, tmp_path):
     # A pane that shows a prompt but never echoes what is typed: the text never shows.
     pane = tmux.new_window("stty -echo; printf 'ready> '; exec cat > /dev/null", name="mute")
-    sess = register(crew, "mute", tmux=pane, cwd=str(tmp_path))
+    sess = register(crew, "mute", tmux=pane, cwd=str(tmp_path), pid=tmux.pane_pid(pane))
     sess.append("idle")
     tmux.wait_screen(pane, "ready>")
     sid = add("--session", "mute", "--every", "60", "--message", "next", "--max", "2")

@@ -15,13 +15,21 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant,
                                  rule)
 
-from crewfile import nudge
+from crewfile import nudge, verdict
+from crewfile.verdict import Answer
 from crewfile.paths import Crew
 from crewfile.sessions import register
 
-STATES = ["gone", "idle", "generating", "unknown", "dialog", "captain"]
-BUSY = {"generating": "generating: a turn is running", "unknown": "state-unknown: no record",
-        "dialog": "permission-dialog: up", "captain": "captain-typing: keys 1s ago"}
+# gone: the pane and agent gone; agent-gone: the agent process died, its pane
+# lives on (a shell took it back); stopped: SIGSTOP/Ctrl-Z; background: the
+# agent runs but another process holds its pane's terminal.
+STATES = ["gone", "agent-gone", "idle", "generating", "unknown", "dialog", "captain",
+          "stopped", "background"]
+NOT_LIVE = {"gone", "agent-gone"}
+BUSY = {"generating": Answer("generating", "a turn is running"),
+        "unknown": Answer("state-unknown", "no record"),
+        "dialog": Answer("permission-dialog", "up"), "captain": Answer("captain-typing", "keys 1s ago"),
+        "stopped": Answer("stopped", "SIGSTOP"), "background": Answer("not-foreground", "a shell")}
 # cwd choices (relative to the machine's root) and the tree each lies in, by hand:
 # repo/ is a git repository; plain/ and plain/inner are not; None is unknown.
 CWDS = ["repo", "repo/a", "repo/b", "plain", "plain/inner", "other", None]
@@ -48,26 +56,33 @@ class ModelWorld(nudge.World):
         return self.m.clock()
 
     def live(self, name):
-        return "no" if self.m.state[name] == "gone" else "yes"
+        return verdict.NOT_LIVE if self.m.state[name] in NOT_LIVE else verdict.LIVE
+
+    def live_why(self, name):
+        return "agent-gone: model"
 
     def busy(self, name, screen):
         return BUSY.get(self.m.state[name])
 
     def deliver(self, name, text):
         m = self.m
+        # The invariant: nothing is ever typed unless the recorded agent is
+        # live and in the foreground of its pane (delivery asks the verdict).
+        m.typed_while[m.state[name]] = m.typed_while.get(m.state[name], 0) + 1
         if m.state[name] != "idle":          # delivery's own re-check
-            code = "not-live: gone" if m.state[name] == "gone" else BUSY[m.state[name]]
-            return False, code
+            why = (Answer("not-live", "gone") if m.state[name] in NOT_LIVE
+                   else BUSY[m.state[name]])
+            return False, why
         # The invariants, at the moment of delivery:
         for other in m.cwd:
-            assert other == name or m.state[other] == "gone" or not conflict(m.cwd[name], m.cwd[other]), \
+            assert other == name or m.state[other] in NOT_LIVE or not conflict(m.cwd[name], m.cwd[other]), \
                 f"delivered to {name} with {other} live in an overlapping tree"
         if m.fail_next:
             m.fail_next = False
-            return False, "failed: injected delivery failure"
+            return False, Answer("failed", "injected delivery failure")
         sched = m.sched[name]
         m.deliveries.append((name, sched["gen"], sched["every"], m.clock(), m.true))
-        return True, "delivered"
+        return True, Answer("delivered")
 
 
 class NudgeMachine(RuleBasedStateMachine):
@@ -81,6 +96,7 @@ class NudgeMachine(RuleBasedStateMachine):
         self.true, self.offset, self.boot, self.boot_start = 1000.0, 1.8e9, 0, 0.0
         self.fail_next = False
         self.deliveries = []
+        self.typed_while = {}   # model state -> deliveries attempted in it
         self.sched = {}         # name -> model of its schedule: every, max, base, armed, attempts
 
     def teardown(self):
@@ -91,7 +107,8 @@ class NudgeMachine(RuleBasedStateMachine):
                 "boot": f"boot{self.boot}"}
 
     @initialize(cwds=st.lists(st.sampled_from(CWDS), min_size=len(NAMES), max_size=len(NAMES)),
-                states=st.lists(st.sampled_from(["idle", "gone", "generating"]),
+                states=st.lists(st.sampled_from(["idle", "gone", "agent-gone", "generating",
+                                                 "stopped"]),
                                 min_size=len(NAMES), max_size=len(NAMES)))
     def sessions(self, cwds, states):
         for i, (name, cwd, state) in enumerate(zip(NAMES, cwds, states)):
@@ -156,10 +173,10 @@ class NudgeMachine(RuleBasedStateMachine):
             if e < s["every"]:
                 continue
             before[name] = s
-            if self.state[name] == "gone":
+            if self.state[name] in NOT_LIVE:
                 expect_disarm.add(name)
             elif self.state[name] == "idle" and not any(
-                    o != name and self.state[o] != "gone" and conflict(self.cwd[name], self.cwd[o])
+                    o != name and self.state[o] not in NOT_LIVE and conflict(self.cwd[name], self.cwd[o])
                     for o in NAMES):
                 expect_delivery.add(name)
         n = len(self.deliveries)
@@ -194,6 +211,10 @@ class NudgeMachine(RuleBasedStateMachine):
             assert stored[name]["attempts"] == s["attempts"], name
 
     # -- always -----------------------------------------------------------------
+    @invariant()
+    def nothing_typed_unless_live_and_in_front(self):
+        assert set(self.typed_while) <= {"idle"}, self.typed_while
+
     @invariant()
     def attempts_never_exceed_max(self):
         for s in nudge.load_all(self.crew):

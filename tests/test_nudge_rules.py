@@ -5,7 +5,7 @@ import os
 import pytest
 
 from conftest import cmd
-from crewfile import nudge
+from crewfile import nudge, verdict
 from crewfile.names import current_user
 from crewfile.errors import BadInput, NotFound, Refused
 from crewfile.sessions import register
@@ -22,14 +22,14 @@ class Clocked(nudge.World):
         return dict(self.clock)
 
     def live(self, name):
-        return "yes"
+        return verdict.LIVE
 
     def busy(self, name, screen):
         return None
 
     def deliver(self, name, text):
         self.sent.append((dict(self.clock), text))
-        return True, "delivered"
+        return True, verdict.Answer("delivered")
 
 
 @pytest.fixture
@@ -150,12 +150,12 @@ def test_trees(tmp_path):
     (repo / "a" / "b").mkdir(parents=True)
     (tmp_path / "plain" / "in").mkdir(parents=True)
     os.symlink(repo / "a", tmp_path / "link")
-    assert nudge.tree_of(str(repo / "a" / "b")) == str(repo)
-    assert nudge.tree_of(str(tmp_path / "link")) == str(repo)
-    assert nudge.tree_of(str(tmp_path / "plain" / "in")) == str(tmp_path / "plain" / "in")
-    assert nudge.tree_of(None) is None
-    assert nudge.overlap("/a/b", "/a") and nudge.overlap("/a", "/a/b") and nudge.overlap("/a", "/a")
-    assert not nudge.overlap("/a/b", "/a/bc")
+    assert verdict.tree_of(str(repo / "a" / "b")) == str(repo)
+    assert verdict.tree_of(str(tmp_path / "link")) == str(repo)
+    assert verdict.tree_of(str(tmp_path / "plain" / "in")) == str(tmp_path / "plain" / "in")
+    assert verdict.tree_of(None) is None
+    assert verdict.overlap("/a/b", "/a") and verdict.overlap("/a", "/a/b") and verdict.overlap("/a", "/a")
+    assert not verdict.overlap("/a/b", "/a/bc")
 
 
 def test_commands(crew):

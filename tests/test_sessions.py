@@ -161,12 +161,16 @@ def test_metadata_rewrites_are_never_seen_partial(crew):
 
 def test_session_ls_lists_live_tmux_sessions(crew, tmux):
     pane = tmux.new_window("sleep 600", name="w1")
-    cmd("session-add", "w1", "--tmux", pane, check=True)
+    cmd("session-add", "w1", "--tmux", pane, "--pid", tmux.pane_pid(pane), check=True)
     cmd("session-add", "w2", "--tmux", "crew:gone", check=True)
+    cmd("session-add", "w3", "--tmux", pane, check=True)          # no agent process recorded
     out = cmd("session-ls", "--json")
     rows = {r["name"]: r for r in json.loads(out.stdout)}
     assert rows["w1"]["live"] == "yes" and rows["w1"]["tmux"] == pane
+    assert rows["w1"]["tmux_socket"] == tmux.sock
     assert rows["w2"]["live"] == "no"
+    assert rows["w3"]["live"] == "unknown" and rows["w3"]["why"] == "agent-unknown"
+    assert "w3: live unknown: agent-unknown" in out.stderr and "--pid" in out.stderr
     tmux("kill-pane", "-t", pane)
     rows = {r["name"]: r for r in json.loads(cmd("session-ls", "--json").stdout)}
     assert rows["w1"]["live"] == "no"
@@ -224,7 +228,7 @@ def test_session_rm_archives_an_ended_session_and_frees_the_name(crew, run):
 
 def test_session_rm_refuses_a_live_or_unknown_session_unless_forced(crew, run, tmux):
     pane = tmux.new_window("sleep 600", name="w1")
-    register(crew, "w1", tmux=pane)
+    register(crew, "w1", tmux=pane, pid=tmux.pane_pid(pane))
     register(crew, "nopane")                                     # liveness unknown
     for name, why in (("w1", "is live"), ("nopane", "is perhaps live")):
         p = run("session-rm", name)

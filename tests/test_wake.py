@@ -9,6 +9,7 @@ from conftest import BIN, REPO, wait_for
 from crewfile import inbox
 from crewfile.paths import Crew
 from crewfile.sessions import Session, register
+from crewfile.verdict import Answer
 from crewfile.wake import Filter, Sender
 
 TS = "2026-11-29T22:01:17.123Z"
@@ -229,7 +230,7 @@ def test_sender_announces_each_wake_once_and_not_what_was_drained(crew):
     answers = [False, True, True]
     now = [0.0]
     s = Sender(crew, "boss", window=0.5, retry=2.0, clock=lambda: now[0],
-               deliver=lambda sess, text: (said.append(text) or answers.pop(0), "generating: x"))
+               deliver=lambda sess, text: (said.append(text) or answers.pop(0), Answer("generating", "x")))
     s.wake(ev("w1", "blocked").strip())
     s.wake(ev("w2", "done").strip())
     assert s.due() is None and inbox.pending(crew, "boss") == []     # taken, not yet posted

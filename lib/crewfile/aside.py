@@ -353,16 +353,20 @@ class Reconciled:
 def captain_at_window(sess, pane, table, since=None, quiet=None):
     """None when the captain is surely not at the aside's window, else why (for people).
 
-    The one captain check (delivery.captain_at): a draft on the prompt line,
+    The one captain check (verdict.captain_at): a draft on the prompt line,
     a key pressed there by an attached client in the last *quiet* seconds
     or at or after epoch second *since*; a prompt line that cannot be seen
     counts as present (unsure: refuse). A dead pane takes no keys: never.
     """
-    from .delivery import captain_at
+    from .delivery import captain_quiet
+    from .prompt import markers_of
+    from .verdict import NO, captain_at
     if not pane or table.get(pane, (True,))[0]:
         return None
-    code, detail = captain_at(pane, sess.meta, quiet=quiet, since=since)
-    return None if code is None else f"{code}: {detail}"
+    who, why = captain_at(pane, sess.meta.get("tmux_socket"),
+                          within=captain_quiet() if quiet is None else quiet, since=since,
+                          markers=markers_of(sess.meta))
+    return None if who == NO else str(why)
 
 
 def _held(name, why, what="nothing changed"):

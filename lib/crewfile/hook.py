@@ -82,7 +82,7 @@ def find_session(crew, env, payload):
             return sessions.register(
                 crew, name, kind="crew", cwd=cwd if isinstance(cwd, str) and cwd else None,
                 tmux=env.get("TMUX_PANE") or None, agent_session_id=sid,
-                extra=_transcript(payload))
+                extra=_transcript(payload), env=tmux_env(env), agent_from=os.getpid())
         except Refused:          # a parallel hook registered it first
             return sess
     if not sid:
@@ -90,6 +90,39 @@ def find_session(crew, env, payload):
     if not os.path.isdir(crew.root):
         return None
     return sessions.find(crew, agent_session_id=sid)
+
+
+def tmux_env(env):
+    """The environment that names the hook's own tmux server: $TMUX wins over
+    CREWFILE_TMUX, because $TMUX_PANE is a pane of $TMUX's server."""
+    if env.get("TMUX"):
+        return {k: v for k, v in env.items() if k != "CREWFILE_TMUX"}
+    return env
+
+
+def record_agent(ctx, sess):
+    """Record, or repair, the agent process and its pane (with the pane's server).
+
+    Only in a tmux pane ($TMUX_PANE): the agent is the hook's ancestor in
+    that pane (liveness.agent_of). Nothing is asked of tmux while the
+    recorded agent is alive, is this hook's ancestor and sits in this pane.
+    """
+    pane = ctx.env.get("TMUX_PANE")
+    if not pane or not ctx.env.get("TMUX") or sess.meta.get("kind") == "aside":
+        return
+    from .liveness import alive, descends_from
+    meta = sess.meta
+    pid, start = meta.get("pid"), meta.get("pid_start")
+    if (isinstance(pid, int) and alive(pid, start) and descends_from(os.getpid(), pid)
+            and meta.get("tmux") == pane and meta.get("tmux_socket") and meta.get("tmux_server")):
+        return
+    fields = sessions.pane_fields(pane, tmux_env(ctx.env), agent_from=os.getpid())
+    if fields.get("pid") is None:
+        ctx.notes.append(f"{sess.name}: the agent process was not found among the hook's"
+                         f" ancestors in pane {pane}")
+    changed = {k: v for k, v in fields.items() if meta.get(k) != v}
+    if changed:
+        sess.update_meta(**changed)
 
 
 def _transcript(payload):
@@ -218,8 +251,11 @@ def session_start(ctx):
     sess = ctx.session
     if sess is None:
         return _no_session(ctx)
+    if sess.meta.get("kind") != "aside" and not sess.ended() and _agent_gone(sess):
+        sess.append("ended", "agent process gone")      # it crashed: no SessionEnd ran
     if sess.meta.get("kind") != "aside" and sess.ended():
         sess = _restart(ctx, sess)
+    _repair(ctx, sess)
     cwd = ctx.field("cwd")
     sess.update_meta(agent_session_id=ctx.field("session_id") or None,
                      cwd=os.path.realpath(cwd) if cwd else None,
@@ -230,12 +266,21 @@ def session_start(ctx):
     return Reply()
 
 
+def _agent_gone(sess):
+    """The recorded agent process is gone (so this SessionStart is a new agent's)."""
+    from .liveness import alive
+    pid, start = sess.meta.get("pid"), sess.meta.get("pid_start")
+    return isinstance(pid, int) and not alive(pid, start)
+
+
 def _restart(ctx, sess):
     """An ended crew session or primary whose agent starts again in its name
     (/exit, then claude again in the same window) begins a new life
-    (sessions.register_again). An aside is never revived this way: its life
-    ends with the captain."""
-    return sessions.register_again(sess, tmux=ctx.env.get("TMUX_PANE") or None)
+    (sessions.register_again), in the hook's pane on the hook's server, with
+    the hook's agent. An aside is never revived this way: its life ends with
+    the captain."""
+    return sessions.register_again(sess, tmux=ctx.env.get("TMUX_PANE") or None,
+                                   env=tmux_env(ctx.env), agent_from=os.getpid())
 
 
 RULE_HEADING = "## The rule for the aside's agent\n"
@@ -271,7 +316,15 @@ def user_prompt_submit(ctx):
         except CrewfileError as e:   # recorded or not, the turn goes on
             ctx.notes.append(f"{sess.name}: captain input not recorded: {e}")
     sess.append("turn-started")
+    _repair(ctx, sess)
     return Reply(drain_notices(ctx, "UserPromptSubmit"))
+
+
+def _repair(ctx, sess):
+    try:                         # a turn goes on whether or not the repair works
+        record_agent(ctx, sess)
+    except CrewfileError as e:
+        ctx.notes.append(f"{sess.name}: agent not recorded: {e}")
 
 
 def _plain_captain_record(crew, name, text, *_evidence):
@@ -377,6 +430,7 @@ def notification(ctx):
     if sess is None:
         return _no_session(ctx)
     sess.append(*what)
+    _repair(ctx, sess)
     return Reply()
 
 

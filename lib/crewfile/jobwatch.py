@@ -261,7 +261,7 @@ def notice_text(job, spec, result):
 def announce(job, result):
     """Post the outcome to the owning session's inbox: (True, notice id), or
     (False, why not) when there is nobody to tell."""
-    from .liveness import NO, Probe
+    from . import verdict
     from .sessions import Session
     spec = job.spec()
     name = spec.get("session")
@@ -270,10 +270,9 @@ def announce(job, result):
     sess = Session(job.crew, name)
     if not sess.exists():
         return False, f"session {name} is not registered"
-    if sess.ended():
-        return False, f"session {name} has ended"
-    if Probe().live(sess.meta) == NO:
-        return False, f"session {name} is not live"
+    v = verdict.of(sess)
+    if v.live == verdict.NOT_LIVE:
+        return False, f"session {name} is not live: {v.why}"
     # Under the job's lock a job-wait may be waiting for: a session lock
     # stuck past POST_WAIT keeps the notice in the session's spool instead.
     from . import inbox, locks

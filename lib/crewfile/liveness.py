@@ -1,65 +1,94 @@
-"""Is a session's agent still there? A real probe, never the last record.
+"""Processes as /proc shows them: start times, parents, stopped, foreground.
 
-In order: the session's tmux pane (alive and not dead), else its process
-(pid checked against its start time, so a recycled pid is not mistaken for
-it), else unknown. One Probe asks tmux once, however many sessions it checks.
+A process is named by (pid, start time in clock ticks since boot, field 22
+of /proc/PID/stat), so a recycled pid is never taken for the process it
+replaced. What a *session* is (live, stopped, in the foreground of its pane)
+is decided in verdict.py from these facts; nothing here reads the crew.
 """
-YES, NO, UNKNOWN = "yes", "no", "unknown"
 
 
-def process_start(pid):
-    """The process's start time in clock ticks since boot, or None if gone."""
+class Stat:
+    """The fields of /proc/PID/stat that crewfile uses."""
+    __slots__ = ("pid", "state", "ppid", "pgrp", "tpgid", "start")
+
+    def __init__(self, pid, state, ppid, pgrp, tpgid, start):
+        self.pid, self.state, self.ppid, self.pgrp = pid, state, ppid, pgrp
+        self.tpgid, self.start = tpgid, start
+
+    @property
+    def stopped(self):
+        """Stopped by a signal (Ctrl-Z, SIGSTOP) or by a tracer."""
+        return self.state in ("T", "t")
+
+    @property
+    def gone(self):
+        return self.state in ("Z", "X", "x")
+
+
+def stat(pid):
+    """The process's Stat, or None if there is no such process (or it is unreadable)."""
     try:
         with open(f"/proc/{int(pid)}/stat", "rb") as f:
             data = f.read()
-    except (OSError, ValueError):
+    except (OSError, ValueError, OverflowError):
         return None
     # The command name (field 2) may hold spaces and ')': split after the last ')'.
     fields = data[data.rfind(b")") + 2:].split()
     try:
-        return int(fields[19])
+        return Stat(int(pid), fields[0].decode("ascii", "replace"), int(fields[1]),
+                    int(fields[2]), int(fields[5]), int(fields[19]))
     except (IndexError, ValueError):
         return None
 
 
-class Probe:
-    """Liveness answers for many sessions from one look at tmux."""
+def process_start(pid):
+    """The process's start time in clock ticks since boot, or None if gone."""
+    st = stat(pid)
+    return st.start if st is not None else None
 
-    def __init__(self):
-        self._panes = False     # not asked yet (None means tmux is missing)
 
-    def panes(self):
-        if self._panes is False:
-            from . import tmux
-            self._panes = tmux.panes()
-        return self._panes
+def alive(pid, start):
+    """The process *pid* exists, is not a zombie, and started at *start*."""
+    st = stat(pid)
+    return st is not None and not st.gone and st.start == start
 
-    def pane_of(self, meta):
-        """The live pane id of the session's tmux target, or None."""
-        target = meta.get("tmux")
-        panes = self.panes() if target else None
-        if not panes:
-            return None
-        if target in panes:
-            return None if panes[target][0] else target
-        for pane_id, (dead, _pid, where, _win) in panes.items():
-            if where == target and not dead:
-                return pane_id
-        return None
 
-    def live(self, meta):
-        target = meta.get("tmux")
-        if target:
-            panes = self.panes()
-            if panes is None:
-                return UNKNOWN
-            return YES if self.pane_of(meta) else NO
-        pid = meta.get("pid")
-        if pid:
-            start = process_start(pid)
-            if start is None:
-                return NO
-            want = meta.get("pid_start")
-            return YES if want is None or want == start else NO
-        return UNKNOWN
+def ancestors(pid, limit=64):
+    """Stats of *pid*'s parent, grandparent, ... up to (not including) pid 1."""
+    out = []
+    st = stat(pid)
+    while st is not None and st.ppid > 1 and len(out) < limit:
+        st = stat(st.ppid)
+        if st is not None:
+            out.append(st)
+    return out
 
+
+def descends_from(pid, ancestor):
+    """*pid* is *ancestor* or one of its descendants (by the parent chain now)."""
+    if int(pid) == int(ancestor):
+        return True
+    return any(a.pid == int(ancestor) for a in ancestors(pid))
+
+
+def agent_of(pid, pane_pid=None):
+    """The agent process among *pid*'s ancestors: (pid, start) or None.
+
+    A hook runs as a child (or grandchild, through sh -c) of the agent. The
+    agent is the leader of the terminal's foreground job that the hook sits
+    in: the nearest ancestor that leads its own process group and that group
+    holds its terminal (a shell starts each job as a group; tmux starts a
+    pane's command as a session). A hook started in a group of its own is
+    not in the foreground of the agent's terminal, so it is passed over.
+    Without a terminal: the ancestor whose parent is the pane's process, or
+    the pane's process itself.
+    """
+    chain = ancestors(pid)
+    for st in chain:
+        if st.pid == st.pgrp == st.tpgid:
+            return st.pid, st.start
+    if pane_pid:
+        for st in chain:
+            if st.ppid == int(pane_pid) or st.pid == int(pane_pid):
+                return st.pid, st.start
+    return None

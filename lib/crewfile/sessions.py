@@ -45,6 +45,11 @@ class Session:
                 raise NotFound(f"no session {self.name!r} (register it with session-add)")
         return self._meta
 
+    def reread(self):
+        """Forget the metadata read so far: the next use reads it afresh."""
+        self._meta = None
+        return self
+
     def exists(self):
         return os.path.lexists(self.meta_path)
 
@@ -93,16 +98,54 @@ class Session:
         return meta
 
 
+def pane_fields(target, env=None, agent_from=None):
+    """Meta fields naming a pane with its server: tmux, tmux_target, tmux_socket, tmux_server.
+
+    The socket is always recorded: a pane id without its server could later
+    name any pane of any server. A target no server shows is kept as given.
+    agent_from: a pid (a hook's own) whose ancestor in that pane is the agent
+    (liveness.agent_of): pid and pid_start are added when it is found.
+    """
+    from . import tmux
+    socket = tmux.socket_path(env)
+    try:
+        found = tmux.pane_info(target, socket=socket)
+    except SystemFailure:        # tmux is missing: the pane is named, never found
+        found = None
+    if found is None:            # not (yet) there: named on its socket, so never another's
+        return {"tmux": target, "tmux_target": target, "tmux_socket": socket}
+    pane, path = found
+    fields = {"tmux": pane.id, "tmux_target": target, "tmux_socket": os.path.abspath(path),
+              "tmux_server": pane.server}
+    if agent_from and pane.pid:
+        from .liveness import agent_of, descends_from
+        agent = agent_of(agent_from, pane.pid)
+        if agent and descends_from(agent[0], pane.pid):
+            fields.update(pid=agent[0], pid_start=agent[1])
+    return fields
+
+
+def agent_fields(pid):
+    """Meta fields naming the agent process: pid and its start time."""
+    from .liveness import process_start
+    start = process_start(pid)
+    if start is None:
+        raise BadInput(f"no process {pid}")
+    return {"pid": int(pid), "pid_start": start}
+
+
 def _check_dir(path):
     """Refuse a session directory that is a planted link (exists() follows it)."""
     paths.check_dirs(path, inclusive=True)
 
 
 def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_key=None,
-             agent_session_id=None, user=None, pid=None, extra=None):
+             agent_session_id=None, user=None, pid=None, extra=None, env=None, agent_from=None):
     """Create (or re-create, once ended) a session; return it.
 
-    Refused if a session of that name exists and has not ended.
+    Refused if a session of that name exists and has not ended. *tmux* is
+    resolved on the server *env* names (tmux.socket_path) and recorded with
+    it (pane_fields); *pid* is the agent process (agent_fields).
     """
     import json
     if kind not in KINDS:
@@ -115,15 +158,9 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     if cwd:
         meta["cwd"] = os.path.realpath(cwd)
     if tmux:
-        from . import tmux as tmux_mod
-        meta["tmux"] = tmux_mod.resolve_pane(tmux) or tmux
-        meta["tmux_target"] = tmux
+        meta.update(pane_fields(tmux, env, agent_from))
     if pid:
-        from .liveness import process_start
-        start = process_start(pid)
-        if start is None:
-            raise BadInput(f"no process {pid}")
-        meta["pid"], meta["pid_start"] = int(pid), start
+        meta.update(agent_fields(pid))
     for key, value in (("session_key", session_key), ("agent_session_id", agent_session_id)):
         if value:
             meta[key] = value
@@ -138,23 +175,26 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     return sess
 
 
-def register_again(sess, tmux=None):
+def register_again(sess, tmux=None, env=None, agent_from=None):
     """A new life for an ended session whose agent starts again in its name:
     registered again with its metadata (but not the old process), so it is
-    live, wakeable and watched. Returns the session; a parallel
+    live, wakeable and watched. *tmux*, *env*, *agent_from*: as register's,
+    for the new pane and agent. Returns the session; a parallel
     re-registration that came first is fine."""
     old = dict(sess.meta)
     drop = ("name", "kind", "exempt", "created", "user", "pid", "pid_start")
-    drop += ("tmux", "tmux_target") if tmux else ()      # a new pane is not the old one
+    if tmux:                     # a new pane is not the old one
+        drop += ("tmux", "tmux_target", "tmux_socket", "tmux_server")
     keep = {k: v for k, v in old.items() if k not in drop}
     try:
         return register(sess.crew, sess.name, kind=old.get("kind", "crew"),
-                        exempt=old.get("exempt"), user=old.get("user"), tmux=tmux, extra=keep)
+                        exempt=old.get("exempt"), user=old.get("user"), tmux=tmux, extra=keep,
+                        env=env, agent_from=agent_from)
     except Refused:
         return Session(sess.crew, sess.name)
 
 
-def archive(crew, name, force=False, probe=None):
+def archive(crew, name, force=False, look=None):
     """Take session NAME out of the crew: move its directory, whole, to
     archive/sessions/NAME/TS (kept, never deleted); return that path.
 
@@ -169,7 +209,7 @@ def archive(crew, name, force=False, probe=None):
     _check_dir(sess.dir)
     with spool.lock(sess.dir):
         if not force:
-            st = state(sess, probe)
+            st = state(sess, look)
             if not st["ended"] and st["live"] != "no":
                 why = "live" if st["live"] == "yes" else "perhaps live (its liveness is unknown)"
                 raise Refused(f"session {name!r} is {why} and not ended; end it first, "
@@ -218,18 +258,16 @@ def find(crew, agent_session_id=None, session_key=None):
     return None
 
 
-def state(sess, probe=None, now=None):
-    """The session's current state as a dict (what status-show prints)."""
-    from .liveness import Probe
-    probe = probe or Probe()
+def state(sess, look=None, now=None):
+    """The session's current state as a dict (what status-show and session-ls print)."""
+    from . import verdict
     now = time.time() if now is None else now
     stats = logfile.TailStats()
     meta = sess.meta
     last = sess.last_records(1, stats)
     last = last[0] if last else None
-    turn = sess.last_of(TURN_STATE, stats)
-    life = sess.last_of(LIFECYCLE, stats)
-    out = {
+    v = verdict.of(sess, look, stats)
+    return {
         "name": sess.name,
         "kind": meta.get("kind", "crew"),
         "exempt": bool(meta.get("exempt")),
@@ -237,12 +275,20 @@ def state(sess, probe=None, now=None):
         "last_kind": last.kind if last else None,
         "last_text": last.text if last else None,
         "age": (now - last.time) if last else None,
-        "live": probe.live(meta),
-        "generating": TURN_STATE[turn.kind] if turn else "unknown",
-        "waiting": bool(turn and turn.kind == "waiting"),
-        "ended": bool(life and LIFECYCLE[life.kind]),
+        "live": LIVE_WORD[v.live],
+        "why": v.why.code if v.why else None,
+        "why_detail": v.why.detail if v.why else None,
+        "stopped": v.stopped,
+        "foreground": v.foreground,
+        "generating": v.generating,
+        "waiting": v.dialog == verdict.YES,
+        "ended": v.ended,
         "cwd": meta.get("cwd"),
         "tmux": meta.get("tmux"),
+        "tmux_socket": meta.get("tmux_socket"),
+        "pid": meta.get("pid"),
         "warning": stats.warning(),
     }
-    return out
+
+
+LIVE_WORD = {"live": "yes", "not-live": "no", "unknown": "unknown"}

@@ -76,6 +76,7 @@ SHAPES = {
         "name": (REQ, _str), "kind": (OPT, _one_of("crew", "aside", "primary")),
         "exempt": (OPT, _bool), "created": (OPT, _ts), "user": (OPT, _str),
         "cwd": (OPT, _str), "tmux": (OPT, _str), "tmux_target": (OPT, _str),
+        "tmux_socket": (OPT, _str), "tmux_server": (OPT, _str),
         "pid": (OPT, _int(1, 2 ** 31)), "pid_start": (OPT, _int(0)),
         "session_key": (OPT, _str), "agent_session_id": (OPT, _str), "prompt": (OPT, _prompt),
         "agent": (OPT, _one_of("claude", "codex", "gemini")), "agent_cmd": (OPT, _str),

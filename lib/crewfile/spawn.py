@@ -39,10 +39,10 @@ def holders(crew, tree, exclude=None, exact=False):
     their liveness unknown), working in it, above it or inside it. *tree* is
     taken as it is with exact=True (a worktree about to be made, whose
     parents' git top level is not its own), else as its git top level."""
-    from .liveness import NO, Probe
-    from .nudge import overlap, tree_of
+    from . import verdict
+    from .verdict import overlap, tree_of
     from .sessions import names
-    mine, probe, found = (tree if exact else tree_of(tree)), Probe(), []
+    mine, look, found = (tree if exact else tree_of(tree)), verdict.Look(), []
     for name in names(crew):
         if name == exclude:
             continue
@@ -54,10 +54,10 @@ def holders(crew, tree, exclude=None, exact=False):
         theirs = tree_of(meta.get("cwd"))
         if theirs is None or not overlap(mine, theirs):
             continue
-        live = probe.live(meta)
-        if live == NO or sess.ended():
+        live = verdict.liveness(meta, look).live
+        if live == verdict.NOT_LIVE or sess.ended():
             continue
-        found.append((name, f"{name} is live in {theirs}" if live != "unknown" else
+        found.append((name, f"{name} is live in {theirs}" if live == verdict.LIVE else
                       f"{name} works in {theirs} and its liveness is unknown"))
     return found
 
@@ -142,7 +142,7 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
     deadline = time.monotonic() + wait
     while True:
         ok, reason = delivery.deliver(sess, text)
-        if ok or delivery.code_of(reason) in final or time.monotonic() > deadline:
+        if ok or reason.code in final or time.monotonic() > deadline:
             return ok, reason
         time.sleep(PROMPT_POLL)
 
@@ -186,15 +186,11 @@ def ended_on_purpose(sess):
 
 
 def _gone(meta, table):
-    """yes, no or unknown: is the session's agent gone? With a pane: gone when
-    the pane is not there, is another process's (a restarted server reuses
-    pane ids) or is dead. Without one: its process, if recorded."""
-    from .liveness import NO, YES, UNKNOWN, Probe
-    if meta.get("tmux"):
-        pane = window.our_pane(meta, table)
-        return YES if pane is None or window.is_dead(table, pane) else NO
-    live = Probe().live(meta)
-    return {NO: YES, YES: NO}.get(live, UNKNOWN)
+    """yes, no or unknown: is the session's agent gone? The verdict's liveness
+    (the agent process, in its pane on its own server), turned around."""
+    from . import verdict
+    live = verdict.liveness(meta).live
+    return {verdict.NOT_LIVE: "yes", verdict.LIVE: "no"}.get(live, "unknown")
 
 
 def _plan(crew, name, table):

@@ -1,8 +1,14 @@
-"""Talking to tmux: the server is CREWFILE_TMUX's, else the current client's.
+"""Talking to tmux: a session's own server, else CREWFILE_TMUX's, else the current client's.
 
-CREWFILE_TMUX=NAME means `tmux -L NAME`; a value containing '/' is a socket
-path (`tmux -S PATH`). Unset, tmux finds the server the way it always does
-($TMUX, then the default socket). Tests always set it to a private server.
+A pane id (%N) means something only on one server, and a server restarted
+on the same socket numbers its panes from %0 again. So a session records
+the server's socket path and identity (its pid and start time) beside its
+pane id, and every later probe, capture and key for that session goes to
+that socket (`socket=`), whatever the environment of the process asking.
+
+Where no socket is given: CREWFILE_TMUX=NAME means `tmux -L NAME`; a value
+containing '/' is a socket path (`tmux -S PATH`). Unset, tmux finds the
+server the way it always does ($TMUX, then the default socket).
 """
 import os
 import subprocess
@@ -10,7 +16,9 @@ import subprocess
 from .errors import SystemFailure
 
 
-def base_command(env=None):
+def base_command(env=None, socket=None):
+    if socket:
+        return ["tmux", "-S", socket]
     env = os.environ if env is None else env
     sock = env.get("CREWFILE_TMUX")
     cmd = ["tmux"]
@@ -19,44 +27,123 @@ def base_command(env=None):
     return cmd
 
 
-def run(*args, check=True, env=None):
+def socket_path(env=None):
+    """The socket path of the server a bare `tmux` (as base_command) would talk to."""
+    env = os.environ if env is None else env
+    sock = env.get("CREWFILE_TMUX")
+    if sock and "/" in sock:
+        return os.path.abspath(sock)
+    if not sock and env.get("TMUX"):
+        return os.path.abspath(env["TMUX"].split(",", 1)[0])
+    tmpdir = env.get("TMUX_TMPDIR") or "/tmp"
+    return os.path.join(tmpdir, f"tmux-{os.getuid()}", sock or "default")
+
+
+def run(*args, check=True, env=None, socket=None):
     """Run one tmux command; return (exit code, stdout)."""
+    code, out, err = _run(args, env, socket)
+    if check and code != 0:
+        err = err.strip().splitlines()
+        raise SystemFailure(f"tmux {args[0]}: {err[0] if err else 'failed'}")
+    return code, out
+
+
+def _run(args, env, socket):
     try:
-        proc = subprocess.run(base_command(env) + list(args), stdin=subprocess.DEVNULL,
+        proc = subprocess.run(base_command(env, socket) + list(args), stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except FileNotFoundError:
         raise SystemFailure("tmux is not installed") from None
-    out = proc.stdout.decode("utf-8", "replace")
-    if check and proc.returncode != 0:
-        err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise SystemFailure(f"tmux {args[0]}: {err[0] if err else 'failed'}")
-    return proc.returncode, out
+    return (proc.returncode, proc.stdout.decode("utf-8", "replace"),
+            proc.stderr.decode("utf-8", "replace"))
 
 
-def panes():
+_GONE = ("no server running", "error connecting", "server exited", "lost server")
+_EMPTY = ("no current target", "no sessions")
+
+
+class Server:
+    """One look at one tmux server: its identity and its panes.
+
+    state is UP, GONE (nothing answers on the socket: no server, a stale
+    socket file) or UNKNOWN (tmux missing, or an answer we cannot read).
+    panes: {pane id: Pane}; identity: 'PID@START' of the server process.
+    """
+    UP, GONE, UNKNOWN = "up", "gone", "unknown"
+
+    def __init__(self, socket=None):
+        self.socket = socket
+        self.state, self.identity, self.panes, self.error = self.UNKNOWN, None, {}, ""
+        try:
+            code, out, err = _run(("list-panes", "-a", "-F", _PANE_FORMAT), None, socket)
+        except SystemFailure as e:
+            self.error = str(e)
+            return
+        if code != 0:
+            self.error = err.strip()
+            if any(g in err for g in _GONE):
+                self.state = self.GONE
+            elif any(e in err for e in _EMPTY):
+                self.state = self.UP      # answering, with no session left: no pane at all
+            return
+        self.state = self.UP
+        for line in out.splitlines():
+            pane = Pane.parse(line)
+            if pane is not None:
+                self.panes[pane.id] = pane
+                self.identity = pane.server
+
+
+_PANE_FORMAT = ("#{pane_id}\t#{pane_dead}\t#{pane_pid}\t"
+                "#{session_name}:#{window_index}.#{pane_index}\t#{window_id}\t#{pid}@#{start_time}")
+
+
+class Pane:
+    __slots__ = ("id", "dead", "pid", "where", "window", "server")
+
+    def __init__(self, id, dead, pid, where, window, server):
+        self.id, self.dead, self.pid, self.where = id, dead, pid, where
+        self.window, self.server = window, server
+
+    @classmethod
+    def parse(cls, line):
+        parts = line.split("\t")
+        if len(parts) != 6 or not parts[0].startswith("%"):
+            return None
+        pid = int(parts[2]) if parts[2].isdigit() else None
+        return cls(parts[0], parts[1] == "1", pid, parts[3], parts[4], parts[5])
+
+
+def pane_info(target, env=None, socket=None):
+    """The Pane for *target* ('sess:win.0', '%3') with its server's socket, or None if gone.
+
+    Returns (Pane, socket path): the socket is asked of the server itself,
+    so a name (-L) or $TMUX is recorded as the path it stands for.
+    """
+    # display-message quietly falls back to the current pane for a target that
+    # does not exist; list-panes fails for it, so ask that first.
+    if run("list-panes", "-t", target, "-F", "#{pane_id}", check=False, env=env,
+           socket=socket)[0] != 0:
+        return None
+    code, out = run("display-message", "-p", "-t", target, _PANE_FORMAT + "\t#{socket_path}",
+                    check=False, env=env, socket=socket)
+    line, _, sock = out.rstrip("\n").rpartition("\t")
+    pane = Pane.parse(line) if code == 0 else None
+    return (pane, sock) if pane and sock else None
+
+
+def panes(socket=None):
     """{pane id: (dead, pid, 'session:window.pane', window id)} for every pane on the server.
 
     Empty when no server runs (so every pane is gone); None if tmux is missing.
     """
-    try:
-        code, out = run("list-panes", "-a", "-F",
-                        "#{pane_id}\t#{pane_dead}\t#{pane_pid}\t"
-                        "#{session_name}:#{window_index}.#{pane_index}\t#{window_id}",
-                        check=False)
-    except SystemFailure:
-        return None
-    table = {}
-    if code != 0:
-        return table
-    for line in out.splitlines():
-        parts = line.split("\t")
-        if len(parts) == 5:
-            pid = int(parts[2]) if parts[2].isdigit() else None
-            table[parts[0]] = (parts[1] == "1", pid, parts[3], parts[4])
-    return table
+    server = Server(socket)
+    if server.state == Server.UNKNOWN and not server.panes:
+        return None if "not installed" in server.error else {}
+    return {p.id: (p.dead, p.pid, p.where, p.window) for p in server.panes.values()}
 
 
-def clients():
+def clients(socket=None):
     """[(last key press, epoch seconds; active pane id)] for every attached client.
 
     client_activity is when the client last sent a key (send-keys does not
@@ -65,7 +152,8 @@ def clients():
     tmux is missing.
     """
     try:
-        code, out = run("list-clients", "-F", "#{client_activity}\t#{pane_id}", check=False)
+        code, out = run("list-clients", "-F", "#{client_activity}\t#{pane_id}", check=False,
+                        socket=socket)
     except SystemFailure:
         return []
     table = []
@@ -78,40 +166,35 @@ def clients():
     return table
 
 
-def resolve_pane(target):
+def resolve_pane(target, socket=None):
     """The pane id (%N) of a target such as 'sess:win.0' or '%3', or None if gone."""
-    # display-message quietly falls back to the current pane for a target that
-    # does not exist; list-panes fails for it, so ask that first.
-    if run("list-panes", "-t", target, "-F", "#{pane_id}", check=False)[0] != 0:
-        return None
-    code, out = run("display-message", "-p", "-t", target, "#{pane_id}", check=False)
-    out = out.strip()
-    return out if code == 0 and out.startswith("%") else None
+    found = pane_info(target, socket=socket)
+    return found[0].id if found else None
 
 
-def type_literally(pane, text):
+def type_literally(pane, text, socket=None):
     """Type *text* into *pane* as keys, never interpreted (no Enter)."""
     # -l: literal; '--' so a leading '-' is text. tmux drops a trailing ';'
     # (its command separator) unless escaped.
     if text.endswith(";"):
         text = text[:-1] + "\\;"
-    run("send-keys", "-t", pane, "-l", "--", text)
+    run("send-keys", "-t", pane, "-l", "--", text, socket=socket)
 
 
-def press_enter(pane):
-    run("send-keys", "-t", pane, "Enter")
+def press_enter(pane, socket=None):
+    run("send-keys", "-t", pane, "Enter", socket=socket)
 
 
-def capture(pane, history=False):
+def capture(pane, history=False, socket=None):
     """The pane's screen (or whole scrollback with history=True) as text."""
     args = ["capture-pane", "-p", "-J", "-t", pane]
     if history:
         args[1:1] = ["-S", "-", "-E", "-"]
-    return run(*args)[1]
+    return run(*args, socket=socket)[1]
 
 
-def kill_window(target):
-    return run("kill-window", "-t", target, check=False)[0] == 0
+def kill_window(target, socket=None):
+    return run("kill-window", "-t", target, check=False, socket=socket)[0] == 0
 
 
 def new_window(command, session=None, name=None, env=None, cwd=None, keep_dead=False):

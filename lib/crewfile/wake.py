@@ -478,9 +478,8 @@ class Sender:
             self.said.pop("announce", None)
             self.log(f"announced {len(waiting)} wake(s) to {self.primary}: {text}")
         else:
-            from .delivery import code_of
             self.due_at = self.clock() + self.retry
-            self.say_once("announce", code_of(reason),
+            self.say_once("announce", reason.code,
                           f"holding the announcement of {len(fresh)} wake(s) for {self.primary}"
                           f" (they are in its inbox): {reason}")
         return ok

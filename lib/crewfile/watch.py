@@ -544,8 +544,8 @@ class Watcher:
         return events
 
     def _probe(self, now):
-        from .liveness import Probe
-        probe = Probe()
+        from . import verdict
+        look = verdict.Look()
         events = []
         for tail in list(self.tails.values()):
             meta = self._meta(tail, now, events)
@@ -553,11 +553,11 @@ class Watcher:
                 continue
             if not meta:
                 continue
-            if probe.live(meta) != "no":
+            life = verdict.liveness(meta, look)
+            if life.live != verdict.NOT_LIVE:
                 continue
             tail.lost = True
-            what = (f"tmux pane {meta['tmux']} is gone" if meta.get("tmux")
-                    else f"process {meta.get('pid')} is gone")
+            what = life.why.detail
             ts = records.timestamp(now)
             line = _event(records.format_line(ts, "lost", what), tail.name)
             events.append((ts, self._line(tail, "lost", line, synth=True)))

@@ -21,8 +21,9 @@ def open_agent(sess, cmd, tmux_session=None, cwd=None):
     """Start shell *cmd* in a new window named after *sess*; record it in meta.
 
     The pane keeps its scrollback when the agent exits (remain-on-exit). Meta
-    gets `tmux` (pane id), `tmux_target` (session:index) and the pane's
-    process (`pid`, `pid_start`). Returns the target. A window that cannot
+    gets `tmux` (pane id), `tmux_target` (session:index), its server
+    (`tmux_socket`, `tmux_server`) and the pane's process (`pid`,
+    `pid_start`: the agent, which the pane's shell runs or execs). Returns the target. A window that cannot
     be opened raises (CrewfileError) and meta is left as it was: the caller
     says how the registration ends.
     """
@@ -30,9 +31,10 @@ def open_agent(sess, cmd, tmux_session=None, cwd=None):
     from .liveness import process_start
     pane, target = tmux.new_window(cmd, session=tmux_session, name=sess.name,
                                    env=agent_env(sess.crew, sess.name), cwd=cwd, keep_dead=True)
+    from .sessions import pane_fields
     table = tmux.panes() or {}
     pid = table[pane][1] if pane in table else None
-    fields = {"tmux": pane, "tmux_target": target}
+    fields = {**pane_fields(pane), "tmux_target": target}      # the pane with its server
     if pid:
         fields.update(pid=pid, pid_start=process_start(pid))
     sess.update_meta(**fields)

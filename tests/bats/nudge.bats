@@ -17,7 +17,8 @@ agent() {   # agent NAME: a fake agent in a window, registered; prints its pane
   local pane
   pane="$(tmux -S "$CREWFILE_TMUX" new-window -d -t crew -n "$1" -P -F '#{pane_id}' \
     -e "CREWFILE_SESSION=$1" -e "CREWFILE_DIR=$CREWFILE_DIR" "$BATS_TEST_DIRNAME/../fake-agent")"
-  session-add "$1" --tmux "$pane" --cwd "$BATS_TEST_TMPDIR" >/dev/null
+  session-add "$1" --tmux "$pane" --cwd "$BATS_TEST_TMPDIR" \
+    --pid "$(tmux -S "$CREWFILE_TMUX" display -p -t "$pane" '#{pane_pid}')" >/dev/null
   wait_screen "$pane" 'ready>'
   echo "$pane"
 }

@@ -64,7 +64,8 @@ wait_for_file() {   # wait_for_file FILE TEXT
   tmux -S "$CREWFILE_TMUX" -f /dev/null new-session -d -s crew -x 160 -y 30 \
     -e CREWFILE_SESSION=boss -e CREWFILE_DIR="$CREWFILE_DIR" "$BATS_TEST_DIRNAME/../fake-agent"
   pane="$(tmux -S "$CREWFILE_TMUX" list-panes -a -F '#{pane_id}')"
-  session-add boss --kind primary --tmux "$pane"
+  session-add boss --kind primary --tmux "$pane" \
+    --pid "$(tmux -S "$CREWFILE_TMUX" display -p -t "$pane" '#{pane_pid}')"
   session-add w1
   for _ in $(seq 500); do
     tmux -S "$CREWFILE_TMUX" capture-pane -p -t "$pane" | grep -qF 'ready>' && break

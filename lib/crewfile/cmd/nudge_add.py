@@ -28,7 +28,7 @@ def run(args):
     import sys
     from ..cli import crew
     from ..errors import UsageError
-    from ..nudge import add
+    from ..schedules import add
     from ..durations import parse_count, parse_duration
     if not args.every or not args.message:
         raise UsageError("--every and --message are required")

@@ -19,7 +19,7 @@ def run(args):
     import sys
     from ..cli import crew
     from ..errors import PARTIAL
-    from ..nudge import load_all
+    from ..schedules import load_all
     from ..records import escape
     bad = []
     rows = [s for s in load_all(crew(args), bad) if not args.user or s.get("user") == args.user]

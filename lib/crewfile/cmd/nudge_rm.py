@@ -12,7 +12,7 @@ def run(args):
     import sys
     from ..cli import crew
     from ..errors import NotFound
-    from ..nudge import remove
+    from ..schedules import remove
     c = crew(args)
     missing = 0
     for sid in args.id:

@@ -6,7 +6,9 @@ Run every due nudge schedule once (from cron), or keep doing it with --watch.
              changes (inotify), and at least every 60 s
   --quiet    print nothing (errors still go to stderr)
   --crontab  print the crontab line that runs the tick every minute for
-             this crew directory and tmux server, pinned to this Python
+             this crew directory, pinned to this Python (no tmux server:
+             each session's pane is reached on the server it was
+             registered on)
 
 Prints one line per schedule acted on: `<timestamp> ID SESSION OUTCOME: REASON`,
 OUTCOME one of delivered, failed, refused, disarmed. Exit 0 after a tick;
@@ -24,7 +26,8 @@ def run(args):
     from .. import records
     from ..cli import crew
     from .. import locks
-    from ..nudge import LOCK_WAIT, tick, tick_lock, watch
+    from ..nudge import LOCK_WAIT, tick, tick_lock
+    from ..nudgewatch import watch
     c = crew(args)
     if args.crontab:
         sys.stdout.write(_crontab_line(c))
@@ -57,12 +60,10 @@ def run(args):
 
 
 def _crontab_line(c):
-    """Cron has neither $TMUX nor the user's PATH: name the server's socket
-    (CREWFILE_TMUX, else the one this client is attached to, else tmux's
-    default) and the interpreter."""
+    """Cron lacks the user's PATH: name the crew directory and the interpreter.
+    No tmux server: every session's pane is reached on its recorded one."""
     import os
     import sys
     from ..pinned import crontab_line
-    server = os.environ.get("CREWFILE_TMUX") or os.environ.get("TMUX", "").split(",")[0] or "default"
-    env = {"CREWFILE_DIR": os.path.abspath(c.root), "CREWFILE_TMUX": server}
+    env = {"CREWFILE_DIR": os.path.abspath(c.root)}
     return crontab_line(sys.argv[0], env, "--quiet")

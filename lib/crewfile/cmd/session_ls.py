@@ -11,6 +11,11 @@ Text from records and metadata is escaped as records are (\\n, \\t, \\xHH).
 A session whose files cannot be used (damaged metadata, a symlink) is still
 listed: `?` in every column, LAST `error: <why>` (in --json: {"name", "error"}),
 the same line on stderr, and exit 5 once the others are listed.
+LIVE is yes, no, unknown (verdict.py: the recorded agent process, in its
+pane on its own tmux server) or stopped (live, but SIGSTOP/Ctrl-Z). For a
+session with a pane whose LIVE is unknown because its agent process or its
+server was not recorded (nothing is typed into it), stderr says so and what
+fixes it.
 
 Example: session-ls | awk '$4 == "no"'    # sessions whose window is gone
 """
@@ -20,16 +25,16 @@ def run(args):
     import sys
     from ..cli import crew
     from ..errors import CrewfileError, PARTIAL
-    from ..liveness import Probe
+    from ..verdict import Look
     from ..records import escape
     from ..sessions import Session, names, state, age_text
     c = crew(args)
-    probe = Probe()
+    look = Look()
     rows = []
     bad = 0
     for name in names(c):
         try:
-            st = state(Session(c, name), probe)
+            st = state(Session(c, name), look)
         except CrewfileError as e:
             sys.stderr.write(f"session-ls: {name}: {escape(str(e))}\n")
             rows.append({"name": name, "error": str(e)})
@@ -39,6 +44,9 @@ def run(args):
             continue
         if st["warning"]:
             sys.stderr.write(f"session-ls: {name}: {escape(st['warning'])}\n")
+        if st["why"] in FIXABLE:
+            sys.stderr.write(f"session-ls: {name}: live unknown: {st['why']}:"
+                             f" {escape(st['why_detail'] or '')}\n")
         rows.append(st)
     if args.json:
         from ..output import json_document
@@ -54,9 +62,15 @@ def run(args):
         if st["last_text"]:
             last += ": " + st["last_text"]
         out.append([st["name"], st["kind"], "yes" if st["exempt"] else "no",
-                    st["live"], st["generating"], age_text(st["age"]),
+                    _live(st), st["generating"], age_text(st["age"]),
                     escape(last)[:60], escape(st["cwd"] or "-")])
     from ..output import table
     sys.stdout.write(table(("NAME", "KIND", "EXEMPT", "LIVE", "GEN", "AGE", "LAST", "CWD"), out))
     return PARTIAL if bad else 0
 
+
+FIXABLE = ("agent-unknown", "server-unknown")     # verdict.AGENT_UNKNOWN, SERVER_UNKNOWN
+
+
+def _live(st):
+    return "stopped" if st["live"] == "yes" and st["stopped"] == "yes" else st["live"]

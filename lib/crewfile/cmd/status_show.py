@@ -7,8 +7,10 @@ Show NAME's current state: last record, its age, live, generating.
   --since MOMENT   also print the records since MOMENT ('2026-11-30 09:00',
                    '09:00', 2h ago); with --last N, at most the last N of them
 
-live comes from a real probe (tmux pane, else process with its start time);
-generating from the newest turn record. Each is yes, no or unknown.
+live, why, stopped and foreground come from verdict.py (the recorded agent
+process, alive with its start time, in its pane on its own tmux server);
+generating from the newest turn record. Each is yes, no or unknown; why
+names the reason when live is not yes, with what to do about it.
 
 Example: status-show w1 --json | jq .generating
 """
@@ -45,7 +47,10 @@ def run(args):
     out = [f"name: {st['name']}", f"kind: {st['kind']}",
            f"exempt: {'yes' if st['exempt'] else 'no'}",
            f"last: {st['last'] or '-'}", f"age: {age_text(st['age'])}",
-           f"live: {st['live']}", f"generating: {st['generating']}",
+           f"live: {st['live']}",
+           f"why: {st['why'] + ': ' + st['why_detail'] if st['why'] else '-'}",
+           f"stopped: {st['stopped']}", f"foreground: {st['foreground']}",
+           f"generating: {st['generating']}",
            f"ended: {'yes' if st['ended'] else 'no'}",
            f"cwd: {escape(st['cwd'] or '-')}", f"tmux: {escape(st['tmux'] or '-')}"]
     out += lines

@@ -1,0 +1,34 @@
+"""The clocks a schedule keeps: wall time, CLOCK_BOOTTIME and the boot id.
+
+Within one boot, elapsed time is measured on CLOCK_BOOTTIME, which no clock
+setting moves: a wall clock set forwards does not make anything due early,
+one set backwards does not stall anything. Across a reboot only the wall
+clock is comparable (it may go negative: the caller rebases).
+"""
+import time
+
+_boot_id = None
+
+
+def boot_id():
+    global _boot_id
+    if _boot_id is None:
+        try:
+            with open("/proc/sys/kernel/random/boot_id") as f:
+                _boot_id = f.read().strip()
+        except OSError:
+            _boot_id = "unknown"
+    return _boot_id
+
+
+def clock_now():
+    """This moment on the three clocks a schedule keeps."""
+    return {"wall": time.time(), "mono": time.clock_gettime(time.CLOCK_BOOTTIME),
+            "boot": boot_id()}
+
+
+def elapsed(base, now):
+    """Seconds from *base* to *now*: CLOCK_BOOTTIME within a boot, else wall (may be < 0)."""
+    if base.get("boot") == now["boot"] and base.get("mono") is not None:
+        return now["mono"] - base["mono"]
+    return now["wall"] - base.get("wall", now["wall"])

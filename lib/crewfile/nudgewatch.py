@@ -1,0 +1,90 @@
+"""nudge-tick --watch: tick whenever a target's status log or a schedule
+changes (inotify on the directories, or polling: notify.py), at the next
+due time, and at least every WATCH_POLL seconds; look again soon after a
+refusal that a redraw may lift."""
+import os
+import time
+
+from . import paths
+from .clocks import clock_now, elapsed
+from .delivery import TRANSIENT
+from .locks import acquire
+from .nudge import REFUSED, World, tick
+from .schedules import _dir, load_all
+
+WATCH_POLL = 60.0          # --watch also ticks this often, as cron would
+WATCH_RETRY = 0.25         # ... and this soon after an event if a refusal may be transient
+WATCH_RETRIES = 8
+WATCH_PROBE = 5.0          # how often --watch checks its directories are still the ones it watches
+
+
+def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
+    """Tick whenever a target's status log or a schedule changes, and every WATCH_POLL.
+
+    *emit* gets each tick's outcomes. Runs until *stop*() is true. Changes
+    come from inotify, or from polling when it cannot be had (notify.py).
+    The crew directory replaced under it (moved away and made again, a
+    restore) is noticed within WATCH_PROBE seconds and the new one
+    followed: all that a tick knows is read from the directory afresh.
+    """
+    from . import notify
+    warn = warn or notify.warn_stderr
+    changes = notify.DirWatch(warn)
+    roots = (crew.root, crew.sub(paths.SESSIONS), crew.sub(paths.NUDGES))
+    seen = None
+    retries = 0
+    try:
+        while not stop():
+            _dir(crew)
+            crew.ensure_sub(paths.SESSIONS)
+            now = [notify.identity(d) for d in roots]
+            if now != seen:
+                if seen is not None:
+                    warn(f"the crew directory {crew.root} was replaced; following the new one")
+                    changes.reset()
+                seen = now
+            outcomes = None
+            lock = acquire(os.path.join(crew.ensure_sub(paths.LOCKS), paths.NUDGE_TICK_LOCK),
+                           timeout=10)
+            if lock is not None:
+                with lock:
+                    outcomes = tick(crew, world_factory(crew))
+                emit(outcomes)
+            changes.add(roots[2])
+            changes.add(roots[1])
+            _watch_targets(crew, changes)
+            timeout = _next_due(crew)
+            transient = outcomes is None or any(
+                o.outcome == REFUSED and o.why.code in TRANSIENT for o in outcomes)
+            if transient and retries < WATCH_RETRIES:
+                timeout = min(timeout, WATCH_RETRY)
+                retries += 1
+            deadline = time.monotonic() + timeout
+            while not stop():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                if changes.wait(min(left, WATCH_PROBE)):
+                    retries = 0
+                    break
+                if [notify.identity(d) for d in roots] != seen:
+                    break
+    finally:
+        changes.close()
+
+
+def _watch_targets(crew, changes):
+    from .sessions import names
+    for name in names(crew):
+        changes.add(os.path.join(crew.sub(paths.SESSIONS), name))
+
+
+def _next_due(crew):
+    now = clock_now()
+    wait = WATCH_POLL
+    for sched in load_all(crew):
+        if sched.get("armed"):
+            left = sched["every"] - elapsed(sched["base"], now)
+            if left > 0:
+                wait = min(wait, left + 0.01)
+    return wait

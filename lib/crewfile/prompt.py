@@ -1,0 +1,69 @@
+"""Reading an agent's prompt line off its pane's screen.
+
+The prompt line is the lowest screen line holding a prompt marker followed
+by a space (plain or no-break) or the line's end; what follows the first
+such marker on it is the draft. A session may name its own markers (meta
+`prompt`, a string or a list).
+"""
+import re
+
+PROMPT_MARKERS = ("\u276f", "\u203a", ">")     # Claude Code, Codex, most REPLs
+_BOX = " \t\u2502\u2503|\u00a0"
+
+
+def markers_of(meta):
+    custom = meta.get("prompt") if isinstance(meta, dict) else None
+    if isinstance(custom, str) and custom:
+        return (custom,)
+    if isinstance(custom, list) and custom:
+        return tuple(m for m in custom if isinstance(m, str) and m) or PROMPT_MARKERS
+    return PROMPT_MARKERS
+
+
+def _marker_re(markers):
+    # Claude Code draws its input line as "\u276f\u00a0" (a no-break space), while
+    # the echo of past prompts above it is "\u276f " (a plain space).
+    return re.compile("(?:" + "|".join(re.escape(m.rstrip()) for m in markers)
+                      + ")(?:[ \u00a0]|$)")
+
+
+def prompt_tail(screen, markers=PROMPT_MARKERS):
+    """(draft, lines below) of the prompt line, or None when no line holds a prompt.
+
+    draft is stripped of blanks and box-drawing edges.
+    """
+    rx = _marker_re(markers)
+    lines = screen.rstrip("\n").split("\n")
+    for i in range(len(lines) - 1, -1, -1):
+        m = rx.search(lines[i])
+        if m:
+            return lines[i][m.end():].strip(_BOX), lines[i + 1:]
+    return None
+
+
+def _squash(text):
+    return "".join(text.split())
+
+
+def shows_typed(screen, text, markers=PROMPT_MARKERS):
+    """True when the prompt line holds exactly *text* from its start (wrapping allowed)."""
+    found = prompt_tail(screen, markers)
+    if found is None:
+        return False
+    draft, below = found
+    want = _squash(text)
+    have = _squash(draft)
+    if have == want:
+        return True
+    # An agent's own input box wraps long text onto the lines below it.
+    region = have + "".join(_squash(line.strip(_BOX)) for line in below)
+    return len(have) > 0 and want.startswith(have) and region.startswith(want)
+
+
+def still_holds(screen, text, markers=PROMPT_MARKERS):
+    """After Enter: the prompt line still starts with (a part of) *text*, so it was not taken."""
+    found = prompt_tail(screen, markers)
+    if found is None:
+        return False
+    have, want = _squash(found[0]), _squash(text)
+    return bool(have) and (want.startswith(have) or have.startswith(want))
