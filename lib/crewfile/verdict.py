@@ -45,7 +45,7 @@ NOT_IN_PANE = "agent-not-in-pane"      # the pane's processes do not hold the ag
 AGENT_UNKNOWN = "agent-unknown"        # no agent process recorded
 SERVER_UNKNOWN = "server-unknown"      # a pane without its server's socket recorded
 TMUX_UNKNOWN = "tmux-unknown"          # tmux missing or its answer unreadable
-NOTHING = "nothing-registered"         # neither pane nor process
+NOTHING = "no-pane-or-process"         # neither pane nor process
 
 FIX_AGENT = ("record the agent: its next crew-hook event does, or session-add NAME --pid PID"
              " (after the session ends)")
@@ -121,7 +121,7 @@ def liveness(meta, look=None):
     if not pane_id:
         if agent is not None:
             return Life(LIVE, agent=agent)
-        return Life(UNKNOWN, Answer(NOTHING, "neither a tmux pane nor a process is registered"))
+        return Life(UNKNOWN, Answer(NOTHING, "neither a tmux pane nor an agent process is recorded"))
     socket = meta.get("tmux_socket")
     if not socket:
         return Life(UNKNOWN, Answer(SERVER_UNKNOWN, f"pane {pane_id} was registered without"
