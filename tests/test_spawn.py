@@ -572,3 +572,32 @@ def test_a_respawn_that_fails_for_one_session_goes_on_with_the_others(crew, tmux
     assert got["w1"]["action"] == "refused" and "not respawned: tmux" in got["w1"]["detail"]
     assert got["w2"]["action"] == "respawned"
     assert r.stderr.startswith("crew-respawn: w1: not respawned: tmux")
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_racing_spawns_of_one_name_make_one_worker(crew, tmux, repo, trial):
+    tmux("new-session", "-d", "-s", "crew")
+    full = dict(os.environ)
+    procs = [subprocess.Popen([sys.executable, os.path.join(BIN, "crew-spawn"), "w1",
+                               "--tmux-session", "crew"], cwd=repo, env=full,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    results = [(p.wait(120), p.stdout.read(), p.stderr.read()) for p in procs]
+    for p in procs:
+        p.stdout.close()
+        p.stderr.close()
+    codes = sorted(code for code, _, _ in results)
+    assert codes == [0, 1, 1, 1], results
+    for code, out, err in results:
+        if code:
+            assert out == "" and err.count("\n") == 1
+            assert err in ("crew-spawn: 'w1' is already registered and not ended\n",
+                           "crew-spawn: session 'w1' is already registered and not ended\n",
+                           f"crew-spawn: branch crew/w1 exists (an earlier worker's?): delete it"
+                           " or choose another name\n",
+                           f"crew-spawn: {place(repo, 'w1')} exists: remove it or choose another"
+                           " name\n"), err
+    assert windows(tmux).count("w1") == 1
+    assert branches(repo).count("crew/w1") == 1
+    assert sh("git", "worktree", "list", cwd=repo).count(place(repo, "w1")) == 1
+    assert [k for k, _ in records(crew, "w1")].count("registered") == 1
