@@ -86,6 +86,11 @@ class Rig:
 
 
 def run(b):
+    beside_the_pipe(b)
+    thousand_sessions(b)
+
+
+def beside_the_pipe(b):
     up, pipe = Rig(b, "crewup", "crew-up"), Rig(b, "pipe", "pipe")
     rng = random.Random(5)
     t_up, t_pipe = [], []
@@ -111,3 +116,54 @@ def run(b):
              statistics.median(t_pipe), base_label=base)
     b.figure("append -> wake in inbox through crew-up (p90)", p90(t_up), p90(t_pipe),
              base_label=base)
+
+
+CHURN = """
+import random, sys, time
+sys.path.insert(0, {lib!r})
+from crewfile.paths import Crew
+from crewfile.sessions import Session
+crew = Crew({root!r})
+rng = random.Random(1)
+sessions = [Session(crew, "s%04d" % i) for i in range({n})]
+period = 1.0 / {rate}
+next_t = time.monotonic()
+while True:
+    rng.choice(sessions).append(rng.choice(["turn-started", "idle", "note"]), "churn")
+    next_t += period
+    time.sleep(max(0.0, next_t - time.monotonic()))
+"""
+
+
+def thousand_sessions(b, n=1000, rate=200, samples=300):
+    """crew-up keeps up with 1,000 sessions appending: wake latency p99 while
+    the crew churns (rate records a second, held by the filter) beside the
+    same crew idle."""
+    rig = Rig(b, "thousand", "crew-up")
+    for i in range(n):
+        register(rig.crew, "s%04d" % i)
+    churn = None
+    try:
+        idle = [rig.once(0.005) for _ in range(samples // 3)]
+        churn = subprocess.Popen([b.python, "-c", CHURN.format(
+            lib=os.path.join(REPO, "lib"), root=rig.crew.root, n=n, rate=rate)], env=b.env)
+        loaded = []
+        for i in range(samples):
+            loaded.append(rig.once(0.005))
+            if i % 50 == 49:
+                from crewfile import inbox
+                inbox.drain(rig.crew, "boss")
+    finally:
+        if churn is not None:
+            churn.kill()
+            churn.wait()
+        rig.close()
+
+    def p99(xs):
+        return sorted(xs)[min(len(xs) - 1, int(len(xs) * 0.99))]
+    b.note(f"{n} sessions, {rate} records/s of churn: append -> wake in the inbox through crew-up"
+           f" median {statistics.median(loaded) * 1000:.2f} ms, p99 {p99(loaded) * 1000:.2f} ms"
+           f" over {samples} (idle crew: median {statistics.median(idle) * 1000:.2f} ms,"
+           f" p99 {p99(idle) * 1000:.2f} ms)")
+    b.figure(f"wake latency p99 with {n} sessions appending", p99(loaded), p99(idle),
+             base_label="the same crew idle")

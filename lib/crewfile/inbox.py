@@ -62,11 +62,12 @@ def post_many(crew, name, notices):
 
 
 def ids(crew, name, limit_bytes=1 << 22):
-    """The ids of the notices pending in NAME's inbox and of the newest drained
-    ones (inbox.read, inbox.read.1; at most limit_bytes of each)."""
+    """The ids of the notices pending in NAME's inbox and of the drained ones
+    (inbox.read and its rotations; at most limit_bytes of each)."""
     inbox, read, _lock = _paths(crew, name)
     found = set()
-    for path in (inbox, read, logfile.rotated(read, 1)):
+    keep = logfile.rotate_limits()[1]
+    for path in [inbox] + [logfile.rotated(read, i) for i in range(keep + 1)]:
         for raw in logfile.lines_backwards(path, logfile.TailStats(), limit_bytes):
             n = _parse(raw)
             if n is not None:

@@ -268,6 +268,11 @@ DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
 DEFAULT_WINDOW = 0.5
 DEFAULT_RETRY = 2.0
 LOCK_WAIT = 1.0     # the longest wake-send waits for the primary's lock (then: the spool)
+# The cursor is written at most this long after the first wake it covers was
+# posted, not after every chunk: its write (the whole crew's positions, fsync)
+# must not stand between the next append and its wake. What a crash loses of
+# it is replayed, and recognised by id.
+ACK_DELAY = 0.2
 MAX_HELD = 10000            # wakes held in memory before input is no longer read
 MAX_TEXT = 8192             # a notice must stay within one record
 
@@ -323,6 +328,7 @@ class Sender:
         self._deliver = deliver
         self.due_at = None          # when to try to announce; None: nothing to announce
         self.retry_at = None        # when to try flush() again; None: nothing held
+        self.ack_at = None          # when to write the cursor; None: nothing to acknowledge
         self.announced = set()      # ids of wake notices already announced
         self.seen = set()           # the wakes waiting at the last announcement
         self.held = []              # [(id or None, text)] not yet in the inbox
@@ -410,7 +416,10 @@ class Sender:
             if fresh and self.due_at is None:
                 self.due_at = self.clock() + self.window
         self.retry_at = None
-        self._acknowledge()
+        if not self.cursor:
+            self.acks = []
+        elif self.acks and self.ack_at is None:
+            self.ack_at = self.clock() + ACK_DELAY
         return True
 
     def _post(self, fresh):
@@ -429,8 +438,11 @@ class Sender:
             self.stuck = False
             self.warn(f"{self.primary}'s lock is free again; kept wakes appended")
 
-    def _acknowledge(self):
-        if not self.acks:
+    def acknowledge(self):
+        """Write the cursor for everything posted so far (see ACK_DELAY); not
+        while wakes are held (their acknowledgements wait for them)."""
+        self.ack_at = None
+        if not self.acks or self.held:
             return
         for sname, state in self.acks:
             old = self.acked.get(sname)
@@ -444,7 +456,7 @@ class Sender:
 
     def due(self):
         """When tick() or flush() wants to run next (monotonic), or None."""
-        times = [t for t in (self.due_at, self.retry_at) if t is not None]
+        times = [t for t in (self.due_at, self.retry_at, self.ack_at) if t is not None]
         return min(times) if times else None
 
     def tick(self):
@@ -498,10 +510,19 @@ class Sender:
 
 
 def send_stream(sender, fd_in=0):
-    """Feed lines from fd_in to *sender*, posting and acknowledging each chunk
-    before the next read; announce when due. At end of input: post what is
-    held (retrying while the primary cannot take it), one last announcement,
-    return."""
+    """Feed lines from fd_in to *sender*, posting each chunk before the next
+    read and acknowledging within ACK_DELAY; announce when due. At end of
+    input: post what is held (retrying while the primary cannot take it), one
+    last announcement, acknowledge, return."""
+    try:
+        _send_loop(sender, fd_in)
+    finally:
+        # Stopped (SIGTERM as KeyboardInterrupt, end of input): acknowledge what
+        # is posted; with wakes still held, their acks wait too (replayed).
+        sender.acknowledge()
+
+
+def _send_loop(sender, fd_in):
     import select
     import time
     carry = b""
@@ -531,6 +552,8 @@ def send_stream(sender, fd_in=0):
         now = sender.clock()
         if sender.retry_at is not None and now >= sender.retry_at:
             sender.flush()
+        if sender.ack_at is not None and (now >= sender.ack_at or eof):
+            sender.acknowledge()
         if sender.due_at is not None and (now >= sender.due_at or (eof and not sender.held)):
             if eof and now < sender.due_at:
                 time.sleep(sender.due_at - now)

@@ -47,6 +47,11 @@ def run(args):
     window = _duration(args.window, "--window", wake.DEFAULT_WINDOW)
     retry = _duration(args.retry, "--retry", wake.DEFAULT_RETRY)
     say = _template(args.say or wake.DEFAULT_SAY)
+    import signal
+
+    def stop(_sig, _frame):
+        raise KeyboardInterrupt         # send_stream acknowledges what is posted
+    signal.signal(signal.SIGTERM, stop)
     hold = None
     if args.cursor:         # the cursor is read after the lock: one writer at a time
         from ..locks import acquire
