@@ -601,3 +601,40 @@ def test_racing_spawns_of_one_name_make_one_worker(crew, tmux, repo, trial):
     assert branches(repo).count("crew/w1") == 1
     assert sh("git", "worktree", "list", cwd=repo).count(place(repo, "w1")) == 1
     assert [k for k, _ in records(crew, "w1")].count("registered") == 1
+
+
+def test_any_name_is_spawned_whole_or_refused_with_nothing_made(crew, tmux, repo):
+    """Hypothesis: whatever the name, crew-spawn makes a whole worker (window, branch,
+    worktree, registration) or refuses in one line (exit 2) having made nothing."""
+    from hypothesis import HealthCheck, given, settings, strategies as st
+    tmux("new-session", "-d", "-s", "crew")
+    alphabet = st.sampled_from(list("abcXYZ019._-@+/:~^?*[]{} \\\t\n\x7f\u00e9\u2028") + ["a"] * 8)
+    seen, outcomes = set(), []
+
+    @settings(max_examples=60, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.text(alphabet, min_size=0, max_size=70))
+    def check(name):
+        if name in seen:
+            return
+        seen.add(name)
+        r = crewcmd("crew-spawn", "--cmd", "sleep 600", "--tmux-session", "crew", "--", name,
+                    cwd=repo)
+        outcomes.append(r.returncode)
+        if r.returncode == 0:
+            assert name in windows(tmux) and f"crew/{name}" in branches(repo)
+            assert os.path.isdir(place(repo, name)) and not Session(crew, name).ended()
+            r = crewcmd("crew-retire", name, "--force", cwd=repo)
+            assert r.returncode == 0, r.stderr
+            sh("git", "branch", "-D", f"crew/{name}", cwd=repo)
+        else:
+            assert r.returncode == 2, (name, r.returncode, r.stderr)
+            assert r.stdout == "" and r.stderr.count("\n") in (1, 2), r.stderr
+            assert r.stderr.startswith("crew-spawn: ")
+        assert branches(repo) == ["main"]
+        assert windows(tmux) == [] or set(windows(tmux)) <= {"bash", "sleep", "zsh", "sh"}
+        assert not os.listdir(os.path.dirname(place(repo, "x"))) if os.path.isdir(
+            os.path.dirname(place(repo, "x"))) else True
+
+    check()
+    assert 0 in outcomes and 2 in outcomes          # both ways were taken
