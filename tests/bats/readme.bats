@@ -1,0 +1,57 @@
+#!/usr/bin/env bats
+# The README's walkthrough, run literally top to bottom (commands extracted by
+# tests/readme_walkthrough.py, so the two cannot drift), in a sandbox: HOME a
+# temporary directory with ~/src/app a git repository, a private tmux server
+# behind `tmux`, and stand-ins on PATH for what a test must never touch or
+# cannot have: `claude` (tests/fake-agent), `crontab` (a file), `tail -f`.
+
+load common
+
+setup() {
+  bats_load_library bats-support
+  bats_load_library bats-assert
+  REPO="$(cd "$BATS_TEST_DIRNAME/../.." && pwd)"
+  PY="$(command -v python3)"
+  [ -x "$REPO/.venv/bin/python" ] && PY="$REPO/.venv/bin/python"
+  export HOME="$BATS_TEST_TMPDIR/home"
+  unset TMUX TMUX_PANE CREWFILE_SESSION CREWFILE_DIR CREWFILE_TMUX XDG_STATE_HOME XDG_DATA_HOME \
+        CREWFILE_AGENT_CMD CREWFILE_PRIMARY
+  SOCKDIR="$(mktemp -d /tmp/cf-XXXX)"
+  STUBS="$BATS_TEST_TMPDIR/stubs"
+  mkdir -p "$STUBS" "$HOME/src/app"
+  printf '#!/bin/bash\nsock=default; if [ "$1" = -L ]; then sock=$2; shift 2; fi\nexec %s -S %s/$sock -f /dev/null "$@"\n' "$(command -v tmux)" "$SOCKDIR" > "$STUBS/tmux"
+  printf '#!/bin/sh\nexec %s %s/tests/fake-agent "$@"\n' "$PY" "$REPO" > "$STUBS/claude"
+  cat > "$STUBS/crontab" <<'STUB'
+#!/bin/sh
+case "$1" in
+  -l) [ -f "$HOME/.crontab" ] && exec cat "$HOME/.crontab"; echo "no crontab for you" >&2; exit 1 ;;
+  -) exec cat > "$HOME/.crontab" ;;
+esac
+exit 2
+STUB
+  printf '#!/bin/bash\nargs=(); for a; do [ "$a" = -f ] || args+=("$a"); done\nexec %s "${args[@]}"\n' \
+    "$(command -v tail)" > "$STUBS/tail"
+  chmod +x "$STUBS"/*
+  export PATH="$STUBS:$REPO/bin:$(dirname "$PY"):$PATH"
+  git config --global user.name captain
+  git config --global user.email captain@example.org
+  git config --global init.defaultBranch main
+  cd "$HOME/src/app"
+  git init -q
+  printf 'test:\n\t@echo 412 passed\n' > Makefile
+  git add Makefile && git commit -qm "the app"
+}
+
+teardown() {
+  for sock in "$SOCKDIR"/*; do [ -S "$sock" ] && tmux -S "$sock" kill-server 2>/dev/null; done
+  rm -rf "$SOCKDIR"
+}
+
+@test "the README walkthrough, followed literally, runs to its end" {
+  "$PY" "$REPO/tests/readme_walkthrough.py" "$REPO/README.md" > "$BATS_TEST_TMPDIR/walkthrough.sh"
+  run timeout 240 bash "$BATS_TEST_TMPDIR/walkthrough.sh"
+  assert_success
+  assert_output --partial "the walkthrough ran to its end"
+  run crontab -l
+  assert_output --partial "nudge-tick --quiet"
+}
