@@ -6,8 +6,9 @@ top to bottom (tests/bats/readme.bats runs it, so the two cannot drift).
 
 Every indented code block between `## Walkthrough` and the next `## `
 heading is shell, run in one bash process in the order written, except a
-block right after an HTML comment `<!-- walkthrough: not shell -->` (text
-typed into an agent, a sample of output). A line continued with `\\` is one
+block right after an HTML comment `<!-- walkthrough: not shell -->` or
+`<!-- walkthrough: not shell: why -->` (text typed into an agent, a command
+that runs in the foreground for ever). A line continued with `\\` is one
 command. A command must exit 0, or N when its comment says `(exit N)`. A
 command ending in `&` runs in the background: it must still run at the end,
 where it is killed.
@@ -15,13 +16,13 @@ where it is killed.
 The script expects the sandbox readme.bats makes: HOME a temporary
 directory, a private tmux server behind a `tmux` on PATH, and stand-ins on
 PATH for what a test must never touch or cannot have: `claude` (the fake
-agent), `crontab` (a file in HOME), `tail -f` (without -f).
+agent), `crontab` and `systemctl` (files in HOME), `tail -f` (without -f).
 """
 import re
 import shlex
 import sys
 
-NOT_SHELL = "<!-- walkthrough: not shell -->"
+NOT_SHELL = "<!-- walkthrough: not shell"     # then `-->`, or `: why -->`
 EXPECT = re.compile(r"\(exit (\d+)\)")
 
 
@@ -33,7 +34,7 @@ def blocks(text):
     out, i, skip = [], start + 1, False
     while i < end:
         line = lines[i]
-        if line.strip() == NOT_SHELL:
+        if line.strip().startswith(NOT_SHELL):
             skip = True
         elif line.startswith("    ") and not lines[i - 1].strip():
             first, body = i, []

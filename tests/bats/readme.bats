@@ -3,7 +3,8 @@
 # tests/readme_walkthrough.py, so the two cannot drift), in a sandbox: HOME a
 # temporary directory with ~/src/app a git repository, a private tmux server
 # behind `tmux`, and stand-ins on PATH for what a test must never touch or
-# cannot have: `claude` (tests/fake-agent), `crontab` (a file), `tail -f`.
+# cannot have: `claude` (tests/fake-agent), `crontab` and `systemctl` (files
+# in that HOME), `tail -f` (without -f).
 
 load common
 
@@ -29,6 +30,7 @@ case "$1" in
 esac
 exit 2
 STUB
+  printf '#!/bin/sh\necho "systemctl $*" >> "$HOME/.systemctl"\n' > "$STUBS/systemctl"
   printf '#!/bin/bash\nargs=(); for a; do [ "$a" = -f ] || args+=("$a"); done\nexec %s "${args[@]}"\n' \
     "$(command -v tail)" > "$STUBS/tail"
   chmod +x "$STUBS"/*
@@ -54,4 +56,6 @@ teardown() {
   assert_output --partial "the walkthrough ran to its end"
   run crontab -l
   assert_output --partial "nudge-tick --quiet"
+  run cat "$HOME/.config/systemd/user/crew-up.service"
+  assert_output --partial "crew-up"
 }
