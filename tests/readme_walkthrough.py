@@ -14,7 +14,7 @@ command ending in `&` runs in the background: it must still run at the end,
 where it is killed.
 
 The script expects the sandbox readme.bats makes: HOME a temporary
-directory, a private tmux server behind a `tmux` on PATH, and stand-ins on
+directory, private tmux servers (TMUX_TMPDIR), and stand-ins on
 PATH for what a test must never touch or cannot have: `claude` (the fake
 agent), `crontab` and `systemctl` (files in HOME), `tail -f` (without -f).
 """

@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # The README's walkthrough, run literally top to bottom (commands extracted by
 # tests/readme_walkthrough.py, so the two cannot drift), in a sandbox: HOME a
-# temporary directory with ~/src/app a git repository, a private tmux server
-# behind `tmux`, and stand-ins on PATH for what a test must never touch or
+# temporary directory with ~/src/app a git repository, private tmux servers
+# (TMUX_TMPDIR), and stand-ins on PATH for what a test must never touch or
 # cannot have: `claude` (tests/fake-agent), `crontab` and `systemctl` (files
 # in that HOME), `tail -f` (without -f).
 
@@ -20,8 +20,14 @@ setup() {
   SOCKDIR="$(mktemp -d /tmp/cf-XXXX)"
   STUBS="$BATS_TEST_TMPDIR/stubs"
   mkdir -p "$STUBS" "$HOME/src/app"
-  printf '#!/bin/bash\nsock=default; if [ "$1" = -L ]; then sock=$2; shift 2; fi\nexec %s -S %s/$sock -f /dev/null "$@"\n' "$(command -v tmux)" "$SOCKDIR" > "$STUBS/tmux"
-  printf '#!/bin/sh\nexec %s %s/tests/fake-agent "$@"\n' "$PY" "$REPO" > "$STUBS/claude"
+  export TMUX_TMPDIR="$SOCKDIR"     # every tmux server, default or -L NAME, is private
+  # claude: first what its SessionStart hook does (crew-hook records the
+  # agent's process: this one, which then becomes the fake agent), then the agent
+  cat > "$STUBS/claude" <<STUB
+#!/bin/sh
+[ -n "\${CREWFILE_SESSION:-}" ] && printf '{"hook_event_name":"SessionStart","session_id":"fake-%s","source":"startup","cwd":"%s"}' "\$\$" "\$PWD" | crew-hook
+exec $PY $REPO/tests/fake-agent "\$@"
+STUB
   cat > "$STUBS/crontab" <<'STUB'
 #!/bin/sh
 case "$1" in
@@ -35,6 +41,9 @@ STUB
     "$(command -v tail)" > "$STUBS/tail"
   chmod +x "$STUBS"/*
   export PATH="$STUBS:$REPO/bin:$(dirname "$PY"):$PATH"
+  # tmux windows run login shells, which reset PATH from /etc/profile: the
+  # commands reach them the way a user's own profile puts them on PATH
+  printf 'export PATH=%q\n' "$PATH" > "$HOME/.profile"
   git config --global user.name captain
   git config --global user.email captain@example.org
   git config --global init.defaultBranch main
@@ -45,7 +54,7 @@ STUB
 }
 
 teardown() {
-  for sock in "$SOCKDIR"/*; do [ -S "$sock" ] && tmux -S "$sock" kill-server 2>/dev/null; done
+  for sock in "$SOCKDIR"/tmux-*/*; do [ -S "$sock" ] && tmux -S "$sock" kill-server 2>/dev/null; done
   rm -rf "$SOCKDIR"
 }
 
