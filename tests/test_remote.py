@@ -66,7 +66,7 @@ def sshd(tmp_path):
         proc.wait(10)
 
 
-def remote_watchers(root):
+def remote_watchers(root, marker=b"crew-watch\0--resume\0-"):
     """Pids of crew-watch processes serving the crew at *root* (on 'the remote')."""
     out = []
     for pid in os.listdir("/proc"):
@@ -79,7 +79,7 @@ def remote_watchers(root):
                 env = f.read()
         except OSError:
             continue
-        if b"crew-watch\0--resume\0-" in cmd and f"CREWFILE_DIR={root}\0".encode() in env:
+        if marker in cmd and f"CREWFILE_DIR={root}\0".encode() in env:
             out.append(int(pid))
     return out
 
@@ -125,6 +125,19 @@ def test_two_machines_one_primary_distinguished_and_a_dropped_connection(crew, s
             return all(st.get(f"wake@{h}", {}).get("running") for h in HOSTS) \
                 and all(remote_watchers(c.root) for c in machines.values())
         wait_for(running, timeout=60, what="both remote pipes running")
+
+        # each machine's nudges are delivered there, by its own nudge-tick
+        # through ssh, which ends with its connection
+        tick = b"nudge-tick\0--watch"
+        wait_for(lambda: all(remote_watchers(c.root, tick) for c in machines.values()),
+                 timeout=60, what="a nudge-tick on each machine")
+        before = remote_watchers(machines["machine-a"].root, tick)
+        os.kill(crewup.read_state(crew)["stages"]["nudge@machine-a"]["pids"]["ssh"],
+                signal.SIGKILL)
+        wait_for(lambda: not set(before) & set(remote_watchers(machines["machine-a"].root, tick)),
+                 timeout=30, what="the remote nudge-tick gone with its connection")
+        wait_for(lambda: remote_watchers(machines["machine-a"].root, tick), timeout=60,
+                 what="the remote nudge-tick started again")
         Session(crew, "w1").append("blocked", "db here")
         Session(crew, "w9").append("done", "local aside churn")      # exempt: held
         for h, c in machines.items():
@@ -173,5 +186,6 @@ def test_two_machines_one_primary_distinguished_and_a_dropped_connection(crew, s
     finally:
         up.send_signal(signal.SIGTERM)
         assert up.wait(30) == 0
-    wait_for(lambda: not any(remote_watchers(c.root) for c in machines.values()), timeout=30,
-             what="no remote crew-watch left after crew-up stopped")
+    wait_for(lambda: not any(remote_watchers(c.root) or remote_watchers(c.root, b"nudge-tick\0")
+                             for c in machines.values()), timeout=30,
+             what="no remote crew-watch or nudge-tick left after crew-up stopped")

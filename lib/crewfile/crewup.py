@@ -95,7 +95,8 @@ class Supervisor:
         self.env = dict(os.environ if env is None else env)
         self.env["CREWFILE_DIR"] = os.path.abspath(crew.root)
         self.remotes = dict(remotes or {})      # host -> its crew directory there
-        names = ["wake", "nudge", "sweep"] + [f"wake@{h}" for h in self.remotes]
+        names = ["wake", "nudge", "sweep"] + [f"{k}@{h}" for h in self.remotes
+                                                for k in ("wake", "nudge")]
         self.stages = {n: Stage(n) for n in names}
         self.stop = False
         self.started = time.time()
@@ -189,8 +190,12 @@ class Supervisor:
         if stage.name == "wake":
             return [local("crew-watch", "--resume", self.files[CURSOR]), local("wake-filter"),
                     local("wake-send", self.primary, "--cursor", self.files[CURSOR])]
-        host = stage.name.partition("@")[2]
+        kind, _, host = stage.name.partition("@")
         remote_dir = self.remotes[host]
+        if kind == "nudge":
+            # Its schedules are delivered there, by its own nudge-tick, which
+            # asks that machine's tmux and logs; it ends with the connection.
+            return [("ssh", ssh_argv(host, remote_nudge(remote_dir)), "")]
         cursor = remote_cursor(self.crew, host)
         from .atomic import read_text
         doc = (read_text(cursor) or "").strip()
@@ -393,6 +398,16 @@ def remote_pipe(remote_dir, once=False):
     watch = f"{py} {shlex.quote(bin_path('crew-watch'))} --resume -" + (" --once" if once else "")
     return (f"CREWFILE_DIR={shlex.quote(remote_dir)} {watch}"
             f" | CREWFILE_DIR={shlex.quote(remote_dir)} {py} {shlex.quote(bin_path('wake-filter'))}")
+
+
+def remote_nudge(remote_dir):
+    """`nudge-tick --watch` for the remote crew, stopped when its ssh
+    connection (stdin) ends: nudge-tick writes nothing that would fail."""
+    import shlex
+    import sys
+    tick = (f"CREWFILE_DIR={shlex.quote(remote_dir)} {shlex.quote(sys.executable)}"
+            f" {shlex.quote(bin_path('nudge-tick'))} --watch --quiet")
+    return f"{tick} </dev/null & p=$!; cat >/dev/null; kill $p; wait $p"
 
 
 def describe(code):
