@@ -138,7 +138,11 @@ def wait(crew, handle, timeout=None, exiting=False):
             registration = acquire(job.waiters_path, shared=True)
         return _wait_registered(job, ino, registration, timeout, t0)
     finally:
-        if registration is not None:
+        # A waiter that exits with the answer (job-wait) counts itself out by
+        # exiting: letting go here would wake the watcher (and its exit) to
+        # compete for the CPU with our printing the answer. `heard` is
+        # written, or we failed: either way the watcher decides right.
+        if registration is not None and not exiting:
             registration.release()
         if ino is not None:
             if exiting:
