@@ -55,10 +55,9 @@ def _status(c):
         sys.stderr.write(f"crew-up: not running for {c.root}\n")
         return NOT_FOUND
     head, rows = got
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    out = [escape(head)]
-    out += ["  ".join(v.ljust(w) for v, w in zip(r, widths)) + "  " + escape(r[-1]) for r in rows]
-    sys.stdout.write("\n".join(out) + "\n")
+    from ..output import table
+    sys.stdout.write(escape(head) + "\n"
+                     + table(rows[0], [list(r[:-1]) + [escape(r[-1])] for r in rows[1:]]))
     return 0
 
 
