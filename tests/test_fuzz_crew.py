@@ -337,3 +337,29 @@ def test_every_command_survives_any_damaged_file(crew, tmp_path, monkeypatch, ca
         with capsys.disabled():
             print(f"\ntest_fuzz_crew: {examples[0]} examples run; damages:"
                   f" {sorted(kinds.items())}; files: {len(damaged)} of {len(world.victims)}")
+
+
+EVENT_PART = st.sampled_from([b"2026-11-30T10:00:00.000Z", b"0000-01-01T00:00:00.000Z", b"a",
+                              b"boss", b"nobody", b"../x", b"done", b"done:", b"registered",
+                              b"paused", b"idle", b"\x1b[2J", b"\xff", b"", b"\t{}", b"x" * 9000])
+LINE = st.one_of(st.binary(max_size=120),
+                 st.lists(EVENT_PART, min_size=1, max_size=6).map(b" ".join))
+
+
+def test_wake_filter_and_wake_send_survive_any_input_line(crew):
+    register(crew, "a")
+    register(crew, "boss", kind="primary")
+    examples = [0]
+
+    @settings(max_examples=EXAMPLES, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(lines=st.lists(LINE, max_size=12), end=st.sampled_from([b"", b"\n"]))
+    def one(lines, end):
+        examples[0] += 1
+        data = b"\n".join(lines) + end
+        rc, passed, err = run_forked("wake-filter", [], stdin=data)
+        check_run("wake-filter", rc, passed, err, "\0", {0})
+        rc, out, err = run_forked("wake-send", ["boss", "--quiet", "--window", "0.01"], stdin=data)
+        check_run("wake-send", rc, out, err, "\0", {0})
+    one()
+    print(f"\ntest_fuzz_crew: {examples[0]} input examples run")

@@ -32,6 +32,7 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
     changes = notify.DirWatch(warn)
     roots = (crew.root, crew.sub(paths.SESSIONS), crew.sub(paths.NUDGES))
     seen = None
+    said = {}
     retries = 0
     try:
         while not stop():
@@ -47,9 +48,11 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
             lock = acquire(os.path.join(crew.ensure_sub(paths.LOCKS), paths.NUDGE_TICK_LOCK),
                            timeout=10)
             if lock is not None:
+                world, bad = world_factory(crew), []
                 with lock:
-                    outcomes = tick(crew, world_factory(crew))
+                    outcomes = tick(crew, world, bad=bad)
                 emit(outcomes)
+                said = _say_damaged(warn, said, bad, world)
             changes.add(roots[2])
             changes.add(roots[1])
             _watch_targets(crew, changes)
@@ -71,6 +74,17 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
                     break
     finally:
         changes.close()
+
+
+def _say_damaged(warn, said, bad, world):
+    """Name each damaged schedule or meta once while it stays the same (not
+    once per tick); return what is said now."""
+    now = {name: str(e) for name, e in bad}
+    now.update({f"meta of {name}": why for name, why in getattr(world, "damaged", {}).items()})
+    for key, why in now.items():
+        if said.get(key) != why:
+            warn(f"skipped {why}")
+    return now
 
 
 def _watch_targets(crew, changes):

@@ -26,7 +26,7 @@ PYTHONUNBUFFERED.
 """
 import os
 
-from . import paths
+from . import paths, records
 from .records import MAX_LINE
 
 # An event line at most: a record, a session name (64 at most) and a space, a
@@ -500,7 +500,9 @@ class Sender:
         senders = []
         for n in waiting:
             parts = n.text.split(" ", 2)
-            who = parts[1] if len(parts) > 1 else "?"
+            # Whatever a line named as its session is typed into the pane:
+            # escaped (no control character reaches the keys), and short.
+            who = records.escape(parts[1])[:40] if len(parts) > 1 and parts[1] else "?"
             if who not in senders:
                 senders.append(who)
         shown = ", ".join(senders[:5]) + (f" and {len(senders) - 5} more" if len(senders) > 5 else "")
