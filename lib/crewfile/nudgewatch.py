@@ -13,8 +13,9 @@ from .nudge import REFUSED, World, tick
 from .schedules import _dir, load_all
 
 WATCH_POLL = 60.0          # --watch also ticks this often, as cron would
-WATCH_RETRY = 0.25         # ... and this soon after an event if a refusal may be transient
-WATCH_RETRIES = 8
+WATCH_RETRY = 0.25         # ... and this soon after an event if a refusal may be transient,
+WATCH_RETRY_MAX = 4.0      # doubling up to this: an agent slow to redraw its prompt on a
+WATCH_RETRIES = 8          # loaded machine is still reached within ~20 s, not at the next poll
 WATCH_PROBE = 5.0          # how often --watch checks its directories are still the ones it watches
 
 
@@ -60,7 +61,7 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
             transient = outcomes is None or any(
                 o.outcome == REFUSED and o.why.code in TRANSIENT for o in outcomes)
             if transient and retries < WATCH_RETRIES:
-                timeout = min(timeout, WATCH_RETRY)
+                timeout = min(timeout, WATCH_RETRY * 2 ** retries, WATCH_RETRY_MAX)
                 retries += 1
             deadline = time.monotonic() + timeout
             while not stop():
