@@ -373,14 +373,10 @@ def test_bad_session_name_in_environment_is_one_line_exit_0(crew, run):
 
 def test_internal_failure_is_exit_0_one_line(crew, run):
     register(crew, "w1")
-    os.chmod(crew.session_dir("w1"), 0o500)     # status log cannot be created
-    os.unlink(crew.session_file("w1", "status"))
-    try:
-        if os.access(crew.session_dir("w1"), os.W_OK):
-            pytest.skip("running as root: permissions are not enforced")
-        p = hook(run, payload("Stop"))
-    finally:
-        os.chmod(crew.session_dir("w1"), 0o700)
+    status = crew.session_file("w1", "status")
+    os.unlink(status)
+    os.mkdir(status)              # the status log cannot be appended to, even by root
+    p = hook(run, payload("Stop"))
     assert p.returncode == 0 and p.stdout == ""
     assert p.stderr.startswith("crew-hook: Stop: ") and p.stderr.count("\n") == 1
 
