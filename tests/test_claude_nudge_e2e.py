@@ -87,7 +87,9 @@ def test_a_due_nudge_reaches_an_idle_claude(crew, tmux, tmp_path):
         wait_for(lambda: NUDGE in user_texts(rig), what="the nudge to reach the model")
         wait_for(lambda: "turn-ended" in kinds(crew, "w1"), what="the nudge's turn to end")
         got = kinds(crew, "w1")
-        assert got[got.index("nudge"):].count("turn-started") == 1
+        # Delivered means taken: `nudge` is written once the input line cleared,
+        # before or after the prompt hook's records.
+        assert got[got.index("captain"):].count("turn-started") == 1
         # The prompt hook cannot tell typed-by-nudge from typed-by-the-captain.
         assert ("captain", NUDGE) in records(crew, "w1")
         assert "nudge-refused" not in got and "nudge-failed" not in got
@@ -160,3 +162,44 @@ def test_wake_send_prompts_a_claude_primary(crew, tmux, tmp_path):
         assert kinds(crew, "firstmate").count("turn-started") == 1
         rig.wait_ready()
         assert prompt.prompt_tail(rig.screen())[0] == ""
+
+
+def test_claude_killed_in_a_bash_pane_nothing_is_typed_into_the_shell(crew, tmux, tmp_path):
+    """The real Claude Code started from an interactive bash (prompt `❯ `, as
+    starship and pure draw it), registered by its own SessionStart hook with
+    its process; kill -9 (no SessionEnd): the due nudge is refused and
+    disarmed, the shell runs nothing, crew-watch says lost."""
+    require_real_claude()
+    import os
+    import shlex
+    import signal
+    from crewfile import verdict
+    rig = crew_rig(crew, tmux, tmp_path)
+    command = rig.prepare().replace(" && exec env ", " && env ", 1)
+    rc = tmp_path / "bashrc"
+    rc.write_text("PS1='\u276f '\nunset PROMPT_COMMAND\n", encoding="utf-8")
+    pane = tmux.new_window(f"bash --rcfile {shlex.quote(str(rc))} -i", name="w1",
+                           env={"LANG": "C.UTF-8"})
+    tmux.wait_screen(pane, lambda s: s.rstrip().endswith("\u276f"))
+    tmux("send-keys", "-t", pane, "-l", command)
+    tmux("send-keys", "-t", pane, "Enter")
+    with watched(rig, crew, "w1"):
+        rig.attach(pane)
+        wait_for(lambda: Session(crew, "w1").exists() and "started" in kinds(crew, "w1")
+                 and Session(crew, "w1").meta.get("pid"), what="w1 registered with its agent")
+        meta = Session(crew, "w1").meta
+        pid = meta["pid"]
+        assert pid != tmux.pane_pid(pane)                 # the agent, not the shell
+        assert meta["tmux"] == pane and meta["tmux_socket"] == tmux.sock
+        assert verdict.of(Session(crew, "w1")).live == verdict.LIVE
+        sentinel = tmp_path / "SENTINEL"
+        sid = cmd("nudge-add", "--session", "w1", "--every", "600", "--message",
+                  f"touch {sentinel}", check=True).stdout.split()[0]
+        from test_verdict import make_due, shell_ran_nothing
+        make_due(crew, sid)
+        os.kill(pid, signal.SIGKILL)
+        tmux.wait_screen(pane, "Killed", timeout=30)     # bash says so; its prompt, amid claude's screen
+        out = cmd("nudge-tick").stdout
+        assert f"{sid} w1 disarmed: refused and disarmed: not-live: agent-gone" in out, out
+        shell_ran_nothing(tmux, pane, str(sentinel))
+        assert f"w1 lost: agent process {pid} is gone" in cmd("crew-watch", "--once").stdout
