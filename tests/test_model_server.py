@@ -1,0 +1,102 @@
+"""tests/model_server.py, the stand-in model, spoken to as Claude Code does
+(Messages API, streamed and not): script lines taken in order by the
+agent's turns only, RUN/SLOW directives, tool results answered with text,
+every request logged. Runs without Claude Code or npm."""
+import http.client
+import json
+import os
+import select
+import subprocess
+import sys
+import time
+
+import pytest
+
+from conftest import REPO
+
+SERVER = os.path.join(REPO, "tests", "model_server.py")
+TOOLS = [{"name": "Bash", "input_schema": {"type": "object"}}]
+
+
+@pytest.fixture
+def server(tmp_path):
+    log, script = tmp_path / "log", tmp_path / "script"
+    proc = subprocess.Popen([sys.executable, SERVER, "--log", str(log), "--script", str(script),
+                             "--reply", "fine"], stdout=subprocess.PIPE)
+    try:
+        assert select.select([proc.stdout], [], [], 30)[0], "the server did not say its port"
+        line = proc.stdout.readline().decode()
+        assert line.startswith("port ")
+        yield int(line.split()[1]), log, script
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+
+def ask(port, messages, tools=TOOLS, stream=True):
+    """(content blocks, stop_reason) of one Messages request."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    body = {"model": "m", "messages": messages, "stream": stream}
+    if tools:
+        body["tools"] = tools
+    conn.request("POST", "/v1/messages", json.dumps(body), {"content-type": "application/json"})
+    resp = conn.getresponse()
+    raw = resp.read().decode()
+    conn.close()
+    if not stream:
+        msg = json.loads(raw)
+        return msg["content"], msg["stop_reason"]
+    events = [json.loads(l[6:]) for l in raw.splitlines() if l.startswith("data: ")]
+    assert events[0]["type"] == "message_start" and events[-1]["type"] == "message_stop"
+    block = next(e["content_block"] for e in events if e["type"] == "content_block_start")
+    delta = next(e["delta"] for e in events if e["type"] == "content_block_delta")
+    if block["type"] == "tool_use":
+        block = dict(block, input=json.loads(delta["partial_json"]))
+    else:
+        block = dict(block, text=delta["text"])
+    stop = next(e["delta"]["stop_reason"] for e in events if e["type"] == "message_delta")
+    return [block], stop
+
+
+def user(text):
+    return [{"role": "user", "content": text}]
+
+
+def test_directives_in_the_prompt_and_tool_results(server):
+    port, log, _ = server
+    for stream in (True, False):
+        (block,), stop = ask(port, user("please\nRUN: echo hi"), stream=stream)
+        assert (block["type"], block["name"], block["input"]["command"], stop) == (
+            "tool_use", "Bash", "echo hi", "tool_use")
+        result = user("x") + [{"role": "assistant", "content": [block]},
+                              {"role": "user", "content": [{"type": "tool_result",
+                                                            "tool_use_id": block["id"]}]}]
+        (block,), stop = ask(port, result, stream=stream)
+        assert (block, stop) == ({"type": "text", "text": "fine"}, "end_turn")
+    (block,), _ = ask(port, user("RUN: echo hi"), tools=None)     # a side request: no tool
+    assert block["type"] == "text"
+    bodies = [json.loads(l) for l in log.read_text().splitlines()]
+    assert len(bodies) == 5 and "RUN: echo hi" in json.dumps(bodies[0])
+
+
+def test_script_lines_go_to_turns_in_order(server):
+    port, _, script = server
+    script.write_text("SAY: one\nRUN: ls\nSLOW: 1\n")
+    assert ask(port, user("a"), tools=None)[0][0]["text"] == "fine"   # not a turn: not taken
+    assert ask(port, user("a"))[0][0]["text"] == "one"
+    assert ask(port, user("a"))[0][0]["input"]["command"] == "ls"
+    t0 = time.monotonic()
+    assert ask(port, user("a"))[0][0]["text"] == "fine"
+    assert time.monotonic() - t0 >= 1                               # streamed for 1 s
+    assert script.read_text() == ""
+    assert ask(port, user("RUN: pwd"))[0][0]["input"]["command"] == "pwd"   # script empty
+
+
+def test_count_tokens_and_other_paths(server):
+    port = server[0]
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("POST", "/v1/messages/count_tokens", "{}")
+    assert json.loads(conn.getresponse().read()) == {"input_tokens": 10}
+    conn.request("GET", "/anything")
+    assert json.loads(conn.getresponse().read()) == {}
