@@ -13,7 +13,8 @@ def run(d):
                       "-e", f"CREWFILE_SESSION={name}", "-e", f"CREWFILE_DIR={d.crew}",
                       "-c", tree, FAKE).strip()
         d.say(f"A fake agent `{name}` runs in tmux pane {pane}; the captain registers it:")
-        d.sh(f"session-add {name} --tmux {pane} --cwd {tree}")
+        agent = d.tmux("display", "-p", "-t", pane, "#{pane_pid}").strip()
+        d.sh(f"session-add {name} --tmux {pane} --cwd {tree} --pid {agent}")
         d.wait(lambda: "ready>" in d.tmux("capture-pane", "-p", "-t", pane), what=f"{name}'s prompt")
         d.__dict__[f"pane_{name}"] = pane
     d.say("The captain types to `builder` (its prompt hook writes the records):")

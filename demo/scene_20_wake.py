@@ -12,7 +12,8 @@ def run(d):
                   "-e", "CREWFILE_SESSION=firstmate", "-e", f"CREWFILE_DIR={d.crew}", FAKE).strip()
     screen = lambda: d.tmux("capture-pane", "-p", "-J", "-t", pane)
     d.say(f"The primary (a fake agent standing in for the supervising agent) runs in pane {pane}:")
-    d.sh(f"session-add firstmate --kind primary --tmux {pane}")
+    agent = d.tmux("display", "-p", "-t", pane, "#{pane_pid}").strip()
+    d.sh(f"session-add firstmate --kind primary --tmux {pane} --pid {agent}")
     d.wait(lambda: "ready>" in screen(), what="the primary's prompt")
     d.say("An interactive session the captain drives (exempt from wake supervision, as every aside):")
     d.sh("session-add chat --kind aside")
@@ -28,8 +29,12 @@ def run(d):
     try:
         d.say("Ordinary churn: the captain talks with `chat` for three turns; `builder` works.")
         for i in range(1, 4):
-            for rec in (f"captain question {i}", "turn-started", "turn-ended",
-                        "paused awaiting captain", "idle"):
+            # the captain's input, as the aside's prompt hook writes it (status-append
+            # refuses captain records: they are the captain's acts)
+            d.sh('flock "$CREWFILE_DIR/sessions/chat/lock" sh -c \'printf "%s captain: question %s\\n"'
+                 ' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" "$1" >> "$CREWFILE_DIR/sessions/chat/status"\''
+                 f" - {i}", show=(i == 1))
+            for rec in ("turn-started", "turn-ended", "paused awaiting captain", "idle"):
                 d.sh(f"status-append chat {rec}", show=(i == 1))
         d.tmux("send-keys", "-t", d.pane_builder, "-l", "run the tests")
         d.tmux("send-keys", "-t", d.pane_builder, "Enter")

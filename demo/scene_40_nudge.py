@@ -71,6 +71,7 @@ def _agent(d, crew, name, cwd):
     pane = d.tmux("new-window", "-d", "-t", "crew:", "-n", name, "-P", "-F", "#{pane_id}",
                   "-e", f"CREWFILE_SESSION={name}", "-e", f"CREWFILE_DIR={crew}",
                   "-c", cwd, FAKE).strip()
-    d.sh(f"session-add {name} --tmux {pane} --cwd {cwd}")
+    agent = d.tmux("display", "-p", "-t", pane, "#{pane_pid}").strip()
+    d.sh(f"session-add {name} --tmux {pane} --cwd {cwd} --pid {agent}")
     d.wait(lambda: "ready>" in d.tmux("capture-pane", "-p", "-t", pane), what=f"{name}'s prompt")
     return pane

@@ -13,7 +13,8 @@ def run(d):
                   "-e", "CREWFILE_SESSION=deployer", "-e", f"CREWFILE_DIR={d.crew}",
                   f"{sys.executable} {FAKE}").strip()
     d.say(f"A fake agent `deployer` runs in pane {pane}; the captain registers it:")
-    d.sh(f"session-add deployer --tmux {pane}")
+    agent = d.tmux("display", "-p", "-t", pane, "#{pane_pid}").strip()
+    d.sh(f"session-add deployer --tmux {pane} --pid {agent}")
     d.wait(lambda: "ready>" in d.tmux("capture-pane", "-p", "-t", pane), what="deployer's prompt")
     status = os.path.join(d.crew, "sessions", "deployer", "status")
     turns = open(status).read().count(" turn-ended")
@@ -49,7 +50,8 @@ def run(d):
           " the outcome stays listed as unheard (no!) until someone asks:")
     other = d.tmux("new-window", "-d", "-t", "crew", "-n", "scratch", "-P", "-F", "#{pane_id}",
                    "sleep 600").strip()
-    d.sh(f"session-add scratch --tmux {other}")
+    agent = d.tmux("display", "-p", "-t", other, "#{pane_pid}").strip()
+    d.sh(f"session-add scratch --tmux {other} --pid {agent}")
     d.sh(f"tmux -S \"$CREWFILE_TMUX\" kill-window -t {other}; status-show scratch | grep live")
     quiet = d.sh("job-exec --session scratch --label lint -- sh -c 'echo 2 warnings; exit 1'").strip()
     d.wait(lambda: "no!" in d.sh("job-ls", show=False), what="the quiet announcement")
