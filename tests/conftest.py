@@ -108,6 +108,16 @@ class TmuxServer:
                 raise AssertionError(f"pane {pane} never showed {predicate!r}; screen:\n{text}")
             time.sleep(0.02)
 
+    def wait_prompt(self, pane, timeout=20):
+        """Wait until the pane's agent is back at an empty prompt line (its turn
+        printed and done): what aside-reconcile needs to see before a teardown."""
+        from crewfile.delivery import prompt_tail
+
+        def empty(screen):
+            found = prompt_tail(screen)
+            return found is not None and found[0] == ""
+        return self.wait_screen(pane, empty, timeout)
+
     def kill(self):
         """Kill the server and wait until it no longer answers on its socket."""
         subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)

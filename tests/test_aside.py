@@ -470,7 +470,7 @@ def test_reconcile_keeps_everything_then_kills_the_window(crew, tmux, opened, ru
     tmux("send-keys", "-t", opened, "-l", "remember the TTL")
     tmux("send-keys", "-t", opened, "Enter")
     wait_for(lambda: ("captain", "remember the TTL") in kinds(crew, "a1"), what="captain record")
-    tmux.wait_screen(opened, "agent: ok")
+    tmux.wait_prompt(opened)
     assert captain_runs(tmux, "aside-done", "a1") == (0, "")
     new = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
     r = run("aside-reconcile", "a1")

@@ -87,7 +87,7 @@ def test_reconcile_killed_at_each_step_then_rerun(crew, tmux, run, tmp_path, ste
     tmux.wait_screen(pane, "ready>")
     tmux("send-keys", "-t", pane, "-l", "the words that must survive")
     tmux("send-keys", "-t", pane, "Enter")
-    tmux.wait_screen(pane, "agent: ok")
+    tmux.wait_prompt(pane)
     report = tmp_path / "r"
     report.write_text("report\n")
     assert captain_runs(tmux, "aside-done", "a1") == (0, "")

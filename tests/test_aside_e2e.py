@@ -70,7 +70,8 @@ def scenario(crew, tmux, run, tmp_path):
             env={"CREWFILE_SESSION": "a1"})
     assert r.returncode == 0, r.stderr
     new = r.stdout.strip()
-    # The primary reconciles.
+    # The primary reconciles, once the agent is back at its prompt.
+    tmux.wait_prompt(pane)
     r = run("aside-reconcile", "a1")
     assert r.returncode == 0, r.stderr
     return {"pane": pane, "new": new, "report": report, "early": early,

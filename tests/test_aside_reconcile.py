@@ -51,6 +51,7 @@ def concluded(crew, tmux, run, tmp_path):
         if enter:
             tmux("send-keys", "-t", pane, "Enter")
             wait_for(lambda: kinds(crew).count("turn-ended") > n, what=f"the turn of {text!r}")
+            tmux.wait_prompt(pane)
         else:
             tmux.wait_screen(pane, text)
 
