@@ -49,5 +49,4 @@ def run(d):
         d.wait(lambda: " ended:" in d.sh("status-show coder", show=False), what="ended")
         d.sh("status-show coder --last 9")
     finally:
-        if rig.fake and rig.fake.poll() is None:
-            rig.fake.terminate()
+        rig.stop_model()

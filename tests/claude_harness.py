@@ -364,11 +364,16 @@ class ClaudeRig:
             if self.pane:
                 self._tmux("kill-server", check=False)
         finally:
-            if self.fake and self.fake.poll() is None:
+            self.stop_model()
+
+    def stop_model(self) -> None:
+        """Stop the model server only (the tmux server may be someone else's)."""
+        if self.fake:
+            if self.fake.poll() is None:
                 self.fake.kill()
                 self.fake.wait()
-            if self.fake:
-                self.fake.stdout.close()
+            self.fake.stdout.close()
+            self.fake = None
 
     def __enter__(self):
         return self.start()
