@@ -147,3 +147,40 @@ def test_filtered_out_events_advance_the_cursor(crew, tmp_path):
 def test_resume_and_cursor_together_is_a_usage_error(crew, run, tmp_path):
     p = run("crew-watch", "--resume", tmp_path / "a", "--cursor", tmp_path / "b")
     assert p.returncode == 2 and p.stderr.startswith("crew-watch: --cursor and --resume")
+
+
+def test_hostile_position_tokens_never_crash_a_stage_nor_spoil_the_cursor(crew, tmp_path):
+    """A composed pipe may feed anything: each bad token is a warning, the
+    line is taken as plain text, and the cursor stays one crew-watch reads."""
+    import random
+    from crewfile.wake import Filter, Sender
+    cur = str(tmp_path / "cursor")
+    register(crew, "boss", kind="primary")
+    register(crew, "w1")
+    good = {"id": "w1:1:2", "s": "w1", "prev": None, "paused": False,
+            "at": {"ino": 1, "off": 2, "n": 1}}
+    rng = random.Random(4)
+    bad_values = [None, 1, -1, 2 ** 70, "x", "", [], {}, "a b", "../x", True, 1.5, "\u2028"]
+    lines = []
+    for _ in range(300):
+        tok = json.loads(json.dumps(good))
+        path = rng.choice([("id",), ("s",), ("prev",), ("paused",), ("at",), ("at", "ino"),
+                           ("at", "off"), ("at", "n"), ("at", "prev"), ("at", "turn")])
+        where = tok
+        for k in path[:-1]:
+            where = where[k]
+        where[path[-1]] = rng.choice(bad_values)
+        body = rng.choice(["2026-11-29T22:01:17.123Z w1 done: x", ""])
+        lines.append(body + "\t" + json.dumps(tok))
+    lines += ["\tnot json", "2026-11-29T22:01:17.123Z w1 done\t{", "\t\t\t"]
+    warnings = []
+    out = Filter(crew, warn=warnings.append).feed(("\n".join(lines) + "\n").encode())
+    s = Sender(crew, "boss", cursor=cur, log=warnings.append)
+    for line in out.decode().splitlines():
+        s.wake(line)
+    s.flush()
+    s.acknowledge()
+    from crewfile.watch import Watcher
+    w = Watcher(crew, resume=cur, out=lambda data: None)
+    w.start(follow=False)                   # the cursor reads back
+    w.close()

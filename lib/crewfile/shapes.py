@@ -118,6 +118,7 @@ SHAPES = {
         "ino": (OPT, _int(0, 2 ** 64)), "off": (OPT, _int(0)), "last": (OPT, _num),
         "last_kind": (OPT, _str), "turn": (OPT, _str),
         "ended": (OPT, _bool), "stale": (OPT, _bool), "lost": (OPT, _bool),
+        "n": (OPT, _int(0)), "prev": (OPT, _str), "paused": (OPT, _bool),
     },
 }
 SHAPES["cursor"]["sessions"][1].doc = "an object of session name to position"

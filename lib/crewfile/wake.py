@@ -164,7 +164,9 @@ class Filter:
         try:
             tok = loads(token)
             prev, paused = tok["prev"], tok["paused"]
-        except (ValueError, TypeError, KeyError):
+            if prev is not None and not isinstance(prev, str):
+                return False
+        except (ValueError, TypeError, KeyError, AttributeError):
             return False
         st[_LAST] = kind if prev is not None and prev.encode() == kind else None
         st[_PAUSED] = bool(paused)
@@ -359,12 +361,16 @@ class Sender:
         if tab:
             from .jsonio import loads
             try:
+                from .errors import BadFile
+                from .names import is_name
+                from .shapes import check
                 tok = loads(token)
                 eid, sname, state = tok["id"], tok["s"], tok["at"]
-                if not (isinstance(eid, str) and " " not in eid and isinstance(state, dict)):
+                if not (isinstance(eid, str) and eid and " " not in eid and is_name(sname)):
                     raise ValueError
+                check("cursor-entry", state, "(token)")   # what crew-watch will read back
                 self.acks.append((sname, state))
-            except (ValueError, TypeError, KeyError):
+            except (ValueError, TypeError, KeyError, AttributeError, BadFile):
                 self.log(f"not a position token, taken as text: {token[:80]!r}")
                 body, eid = line, None
         if not body:
