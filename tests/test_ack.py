@@ -184,3 +184,38 @@ def test_hostile_position_tokens_never_crash_a_stage_nor_spoil_the_cursor(crew, 
     w = Watcher(crew, resume=cur, out=lambda data: None)
     w.start(follow=False)                   # the cursor reads back
     w.close()
+
+
+def test_a_filter_restarted_anywhere_judges_as_one_that_saw_everything(crew):
+    """Positioned lines carry the fold and pause context, so fresh filters
+    over any split of the stream pass exactly what one plain filter passes
+    over the plain lines (60 random streams, 5 random splits each)."""
+    import random
+    from crewfile.watch import Watcher
+    from crewfile.wake import Filter
+    register(crew, "a1", kind="aside")
+    register(crew, "boss", kind="primary")
+    for n in ("w1", "w2"):
+        register(crew, n)
+    kinds = ["done", "blocked", "blocked", "idle", "paused", "stale", "turn-started",
+             "turn-ended", "error", "captain", "concluded", "problem", "waiting", "note"]
+    rng = random.Random(60)
+    for trial in range(60):
+        for _ in range(rng.randrange(5, 40)):
+            Session(crew, rng.choice(["a1", "boss", "w1", "w2"])).append(rng.choice(kinds), "t")
+        chunks = []
+        w = Watcher(crew, from_start=True, positions=True, out=chunks.append)
+        w.run_once()
+        w.close()
+        lines = b"".join(chunks).split(b"\n")[:-1]
+        plain = Filter(crew, warn=lambda m: None).feed(
+            b"".join(l.partition(b"\t")[0] + b"\n" for l in lines))
+        for _ in range(5):
+            cuts = sorted(rng.sample(range(len(lines) + 1), rng.randrange(1, 6)))
+            passed = b""
+            for a, b in zip([0] + cuts, cuts + [len(lines)]):
+                out = Filter(crew, warn=lambda m: None).feed(
+                    b"".join(l + b"\n" for l in lines[a:b]))
+                passed += b"".join(l.partition(b"\t")[0] + b"\n"
+                                   for l in out.split(b"\n")[:-1] if not l.startswith(b"\t"))
+            assert passed == plain, trial
