@@ -384,3 +384,26 @@ def test_finding11_inotify_watches_exhausted_crew_watch_polls(crew, procs):
     Session(crew, "a").append("note", "polled")
     watch.wait_out(" a note: polled")
     assert watch.err.count(b"\n") == 1 and watch.running()
+
+
+# -- the job watcher: a file damaged while the job runs -----------------------------
+
+@pytest.mark.parametrize("victim", ["spec", "output", "heard"])
+def test_job_watcher_still_announces_with_a_damaged_file(crew, tmp_path, victim):
+    """The watcher announces from the spec it ran, whatever the file says now."""
+    register(crew, "a")
+    go = tmp_path / "go"
+    handle = cmd("job-exec", "--session", "a", "--", "sh", "-c",
+                 f"while [ ! -e {go} ]; do sleep 0.05; done", check=True).stdout.strip()
+    path = os.path.join(crew.root, "jobs", handle, victim)
+    if os.path.exists(path):
+        os.unlink(path)
+    os.mkdir(path) if victim != "spec" else open(path, "wb").write(b'{"argv": 3')
+    go.write_text("")
+    inbox = os.path.join(crew.root, "sessions", "a", "inbox")
+    try:
+        wait_for(lambda: os.path.exists(inbox) and f"job {handle} exited 0" in open(inbox).read(),
+                 what="the job's notice in a's inbox")
+    except AssertionError:
+        d = os.path.join(crew.root, "jobs", handle)
+        raise AssertionError(f"{os.listdir(d)}; notice: {cmd('job-ls').stdout}") from None

@@ -27,7 +27,7 @@ import time
 
 from . import records
 from .atomic import fsync_dir, replace, sync, write_all
-from .errors import SystemFailure
+from .errors import CrewfileError, SystemFailure
 from .jobs import POST_WAIT, dump_json, row_fields
 from .locks import acquire
 
@@ -158,12 +158,12 @@ def _watch(job, spec, alive):
         os.close(wfd)
         os.close(rfd)
         replace(job.pids_path, dump_json(pids))
-        return _finish(job, out, started, t0, code)
+        return _finish(job, out, started, t0, code, spec)
     os.close(wfd)
     pids["pid"] = pids["pgid"] = pid
     replace(job.pids_path, dump_json(pids))
     rc = _copy(pid, rfd, out)
-    _finish(job, out, started, t0, rc)
+    _finish(job, out, started, t0, rc, spec)
     alive.release()
 
 
@@ -203,16 +203,18 @@ def _copy(pid, rfd, out):
     return os.waitstatus_to_exitcode(status)
 
 
-def _finish(job, out, started, t0, rc):
+def _finish(job, out, started, t0, rc, spec):
     seconds = time.monotonic() - t0
     out.close()
     result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
               "code": rc if rc >= 0 else 128 - rc, "started": records.timestamp(started),
               "ended": records.timestamp(), "seconds": round(seconds, 3)}
-    return settle(job, result, announce)
+    # The spec this watcher ran, not the file: a file damaged since must not
+    # silence the outcome (the session it belongs to is still told).
+    return settle(job, result, lambda j, r: announce(j, r, spec), spec)
 
 
-def settle(job, result, announce):
+def settle(job, result, announce, spec=None):
     """The watcher's half of the decision: write *result* (durable: the
     outcome is on disk before anyone can report it), then wait-or-announce,
     exactly once (protocol.md, "The decision"; jobwait.py is the waiter's half).
@@ -226,7 +228,10 @@ def settle(job, result, announce):
             if first:
                 replace(job.result_path, dump_json(result))
                 first = False
-            heard = job.heard()
+            try:
+                heard = job.heard()
+            except CrewfileError:
+                heard = None     # damaged: told again rather than never (a repeat has its id)
             if heard is not None:
                 return heard.get("by", "wait")
             nobody = acquire(job.waiters_path, timeout=0)
@@ -234,7 +239,7 @@ def settle(job, result, announce):
                 try:
                     posted, detail = announce(job, result)
                     now = records.timestamp()
-                    row = row_fields(job.spec(), result)
+                    row = row_fields(spec if spec is not None else job.spec(), result)
                     if posted:
                         replace(job.notice_path, dump_json({"posted": True, "id": detail, "at": now,
                                                             **row}))
@@ -254,16 +259,19 @@ def settle(job, result, announce):
 def notice_text(job, spec, result):
     from .jobs import ended_text
     label = f" ({spec['label']})" if spec.get("label") else ""
-    last = job.last_line() or "(no output)"
+    try:
+        last = job.last_line() or "(no output)"
+    except (CrewfileError, OSError) as e:
+        last = f"(the output cannot be read: {e})"
     return f"job {job.handle}{label} {ended_text(result)}; last output: {last}"
 
 
-def announce(job, result):
+def announce(job, result, spec=None):
     """Post the outcome to the owning session's inbox: (True, notice id), or
     (False, why not) when there is nobody to tell."""
     from . import verdict
     from .sessions import Session
-    spec = job.spec()
+    spec = job.spec() if spec is None else spec
     name = spec.get("session")
     if not name:
         return False, "no owning session"
@@ -297,7 +305,10 @@ class BoundedOutput:
     def __init__(self, path, limit):
         self.path, self.limit = path, limit
         self.body, self.dropped = 0, 0
-        self.fd = self._open()
+        try:
+            self.fd = self._open()
+        except OSError:             # damaged (a directory, a link): the outcome matters more
+            self.fd = None
 
     def _open(self):
         return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
