@@ -168,3 +168,17 @@ def test_the_walkthrough_primary_registered_after_crew_up(crew):
         assert inbox.pending(crew, "boss")[0].text.endswith(" w1 done: shipped")
     finally:
         stop(proc)
+
+
+def test_bad_remotes_are_refused_before_anything_starts(crew, run, tmp_path):
+    p = run("crew-up", "boss", "--remote", "host-without-dir")
+    assert p.returncode == 2 and "bad --remote 'host-without-dir'" in p.stderr
+    p = run("crew-up", "boss", "--remote", "a b:/x")
+    assert p.returncode == 2 and "bad --host 'a b'" in p.stderr
+    p = run("crew-up", "boss", "--remotes", tmp_path / "nope")
+    assert p.returncode == 3
+    f = tmp_path / "remotes"
+    f.write_text("# build machines\n\nrelative:dir\n")
+    p = run("crew-up", "boss", "--remotes", f)
+    assert p.returncode == 2 and "bad --remote 'relative:dir'" in p.stderr
+    assert not os.path.exists(crewup.files(crew)["state"])

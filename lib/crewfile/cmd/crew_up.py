@@ -9,6 +9,8 @@ Start and supervise the crew's wake pipeline, nudge-tick --watch and job-sweep.
                            ssh ($CREWFILE_SSH, default ssh): its wakes reach
                            PRIMARY as HOST:NAME (crewfile at the same path
                            there)
+  --remotes FILE           more HOST:DIR, one a line, from FILE (blank
+                           lines and lines starting with # skipped)
   --status                 print what runs, since when, restarts and the
                            last error, and exit (3: crew-up is not running)
   --systemd                print a systemd user unit running crew-up for
@@ -41,7 +43,7 @@ def run(args):
     backoff = (parse_duration(args.backoff_max, "--backoff-max") if args.backoff_max
                else crewup.BACKOFF_MAX)
     crewup.Supervisor(c, args.primary, sweep=sweep, backoff_max=backoff,
-                      remotes=_remotes(args.remote)).run()
+                      remotes=_remotes(list(args.remote or ()) + _remote_file(args.remotes))).run()
     return 0
 
 
@@ -71,3 +73,15 @@ def _remotes(words):
             raise BadInput(f"bad --remote {w!r}: HOST:DIR, DIR an absolute path")
         out[_host(host)] = rdir
     return out
+
+
+def _remote_file(path):
+    from ..atomic import read_text
+    from ..errors import NotFound
+    if path is None:
+        return []
+    text = read_text(path)
+    if text is None:
+        raise NotFound(f"no file {path!r}")
+    return [line.strip() for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")]
