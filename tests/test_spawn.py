@@ -638,3 +638,18 @@ def test_any_name_is_spawned_whole_or_refused_with_nothing_made(crew, tmux, repo
 
     check()
     assert 0 in outcomes and 2 in outcomes          # both ways were taken
+
+
+def test_a_worktree_git_fails_to_add_half_way_leaves_nothing(crew, tmux, repo):
+    # git 2.39 creates the branch, then fails on a worktree named '@': found by the
+    # name fuzzer above. '@' is refused up front now; a failure half-way inside
+    # git (here: the path's parent is a file) is taken back all the same.
+    r = crewcmd("crew-spawn", "@", "--tmux-session", "crew", cwd=repo)
+    assert (r.returncode, r.stderr) == (
+        2, "crew-spawn: '@' cannot name a git worktree (git reads it as HEAD)\n")
+    open(os.path.dirname(place(repo, "w")), "w").close()       # app.crew is a file
+    r = crewcmd("crew-spawn", "w", "--tmux-session", "crew", cwd=repo)
+    assert r.returncode == 1 and r.stderr.startswith("crew-spawn: git worktree add: ")
+    assert branches(repo) == ["main"] and "w" not in windows(tmux)
+    assert Session(crew, "w").ended()
+    assert os.path.isfile(os.path.dirname(place(repo, "w")))    # not ours: left alone

@@ -12,7 +12,7 @@ session finishes what is left):
      crew-watch does not call its window's closing `lost`;
   2. the window's whole scrollback saved as sessions/NAME/scrollback.TS
      (atomic replace; the pane counts only if it is still the session's,
-     window.our_pane);
+     on its own server: window.find);
   3. the window killed;
   4. the worktree removed (git worktree remove; --force only when forced);
      the branch `crew/NAME` is kept, with every commit on it.
@@ -73,7 +73,7 @@ def retire(crew, name, keep_worktree=False, force=False):
                           " (--keep-worktree), or --force to throw them away")
         if dirty:
             out.thrown.append(f"uncommitted changes in {out.worktree} ({wt.summary(dirty)})")
-    table = window.look("cannot save the window's scrollback")
+    found = window.find(meta, "cannot save the window's scrollback")
     lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
     if lock is None:
         raise Refused(f"a delivery to {name} is in progress: try again")
@@ -88,11 +88,10 @@ def retire(crew, name, keep_worktree=False, force=False):
             from .logfile import append_locked, rotate_limits
             append_locked(sess.status_path, [records.new_line(
                 "ended", "retired" + (" --force" if out.thrown else ""))], rotate=rotate_limits())
-    pane = window.our_pane(meta, table)
-    if pane:
+    if found:
         out.scrollback = os.path.join(sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}")
-        window.save_scrollback(pane, out.scrollback)
-        tmux.kill_window(pane)
+        window.save_scrollback(found.pane, out.scrollback, found.socket)
+        tmux.kill_window(found.pane, socket=found.socket)
     else:
         out.warnings.append("the window was already gone: no scrollback to save"
                             if meta.get("tmux") else "it has no tmux window: no scrollback")

@@ -111,7 +111,7 @@ def spawn(crew, name, agent=agents.CLAUDE, ref=None, tmux_session=None, prompt=N
     added = False
     try:
         if worktree:
-            wt.add(repo, tree, branch, commit)
+            wt.add(repo, tree, branch, commit, made_parent)      # takes back its own failure
             added = True
         checkpoint("spawn:worktree")
         target = window.open_agent(sess, cmd, tmux_session=tmux_session, cwd=tree)
@@ -185,26 +185,19 @@ def ended_on_purpose(sess):
     return None
 
 
-def _gone(meta, table):
-    """yes, no or unknown: is the session's agent gone? The verdict's liveness
-    (the agent process, in its pane on its own server), turned around."""
-    from . import verdict
-    live = verdict.liveness(meta).live
-    return {verdict.NOT_LIVE: "yes", verdict.LIVE: "no"}.get(live, "unknown")
-
-
-def _plan(crew, name, table):
+def _plan(crew, name, look):
     """(action, detail, command) for one session, decided from files and one tmux look."""
     sess = Session(crew, name)
     meta = sess.meta
     end = ended_on_purpose(sess)
     if end:
         return ENDED, f"it ended on purpose ({end.kind}: {end.text}): not respawned", None
-    gone = _gone(meta, table)
-    if gone == "no":
+    from . import verdict
+    life = verdict.liveness(meta, look)        # the agent process, in its pane, on its server
+    if life.live == verdict.LIVE:
         return LIVE, f"its agent is live in {meta.get('tmux') or meta.get('pid')}", None
-    if gone != "yes":
-        return REFUSED, "whether its agent is live is unknown (no pane or process recorded)", None
+    if life.live != verdict.NOT_LIVE:
+        return REFUSED, f"whether its agent is live is unknown: {life.why}", None
     agent = meta.get("agent")
     if not agent or not meta.get("agent_cmd"):
         return REFUSED, ("its agent is not recorded (it was not started by crew-spawn):"
@@ -243,11 +236,12 @@ def respawn(crew, names=None, dry_run=False):
         for name in names:
             check_name(name, "session name")
             Session(crew, name).meta           # NotFound before anything is done
-    table = window.look("cannot tell whose agent is gone")
+    from .verdict import Look
+    look = Look()
     plans = []
     for name in names or all_names(crew):
         try:
-            plans.append((name,) + _plan(crew, name, table))
+            plans.append((name,) + _plan(crew, name, look))
         except BadFile as e:                 # one bad file never stops the others
             plans.append((name, DAMAGED, str(e), None))
         except CrewfileError as e:
@@ -258,13 +252,13 @@ def respawn(crew, names=None, dry_run=False):
             out.append(Respawn(name, action, detail))
             continue
         try:
-            out.append(_respawn_one(crew, name, command, table))
+            out.append(_respawn_one(crew, name, command))
         except CrewfileError as e:          # one session's failure never stops the others
             out.append(Respawn(name, REFUSED, f"not respawned: {e}"))
     return out
 
 
-def _respawn_one(crew, name, command, table):
+def _respawn_one(crew, name, command):
     """Bring back one session decided WOULD: the act, under its deliver.lock."""
     from . import nudge, paths, records, tmux
     from .locks import acquire
@@ -277,11 +271,11 @@ def _respawn_one(crew, name, command, table):
             from .sessions import register_again
             sess = register_again(sess)
         meta = sess.meta
-        dead = window.our_pane(meta, table)
-        if dead:
-            window.save_scrollback(dead, os.path.join(
-                sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}"))
-            tmux.kill_window(dead)
+        dead = window.find(meta, "cannot save the dead window's scrollback")
+        if dead and dead.dead:
+            window.save_scrollback(dead.pane, os.path.join(
+                sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}"), dead.socket)
+            tmux.kill_window(dead.pane, socket=dead.socket)
         target = window.open_agent(sess, command, tmux_session=meta.get("tmux_session"),
                                    cwd=meta["cwd"])
         rearmed = nudge.rearm(crew, sess.meta)

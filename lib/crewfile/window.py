@@ -41,24 +41,10 @@ def open_agent(sess, cmd, tmux_session=None, cwd=None):
     return target
 
 
-def look(why):
-    """One look at the tmux server's panes (what our_pane reads); SystemFailure,
-    saying *why* it was needed, when tmux is not installed."""
-    from . import tmux
-    from .errors import SystemFailure
-    table = tmux.panes()
-    if table is None:
-        raise SystemFailure(f"tmux is not installed: {why}")
-    return table
-
-
-def is_dead(table, pane):
-    """The pane's command has exited (its window kept by remain-on-exit)."""
-    return table[pane][0]
-
-
 def our_pane(meta, table):
-    """The session's pane id if it is still on the server and still its process."""
+    """The session's pane id if it is still on the server and still its process
+    (*table*: tmux.panes() of the environment's server; find() asks the
+    session's own server)."""
     pane = meta.get("tmux")
     if not pane or pane not in table:
         return None
@@ -68,9 +54,58 @@ def our_pane(meta, table):
     return pane
 
 
-def save_scrollback(pane, path):
+def save_scrollback(pane, path, socket=None):
     """Save the pane's whole history and screen at *path* (atomic replace),
     without the screen's empty bottom rows."""
     from . import tmux
     from .atomic import replace
-    replace(path, tmux.capture(pane, history=True).rstrip("\n") + "\n")
+    replace(path, tmux.capture(pane, history=True, socket=socket).rstrip("\n") + "\n")
+
+
+class Found:
+    """The session's own pane, alive or dead, on its own server."""
+    __slots__ = ("pane", "socket", "dead")
+
+    def __init__(self, pane, socket, dead):
+        self.pane, self.socket, self.dead = pane, socket, dead
+
+
+def find(meta, why):
+    """The session's pane on the server it was registered on, or None.
+
+    The server is meta `tmux_socket` (the environment's where none was
+    recorded); a server restarted since (another `tmux_server` identity)
+    holds none of the session's panes, whatever their ids. The pane is the
+    session's when its process is the recorded agent or an ancestor of it
+    (the agent alive), or, the agent gone, when its id is on the very server
+    that recorded it (a dead pane kept by remain-on-exit). SystemFailure,
+    saying *why* it was needed, when tmux cannot be asked.
+    """
+    from . import tmux
+    from .errors import SystemFailure
+    from .liveness import descends_from
+    pane_id, socket = meta.get("tmux"), meta.get("tmux_socket")
+    if not pane_id:
+        return None
+    server = tmux.Server(socket)
+    if server.state == server.GONE:
+        return None
+    if server.state != server.UP:
+        raise SystemFailure(f"tmux could not be asked ({server.error or 'unknown'}): {why}")
+    want = meta.get("tmux_server")
+    if want and server.identity and want != server.identity:
+        return None
+    pane = server.panes.get(pane_id)
+    if pane is None:
+        return None
+    pid = meta.get("pid")
+    if pid and pane.pid and not pane.dead:
+        try:
+            ours = descends_from(pid, pane.pid)
+        except (OSError, ValueError):
+            ours = False
+        if not ours:
+            return None
+    elif not want and pid and pane.pid != pid:
+        return None                      # no identity to go by: the process must be it
+    return Found(pane_id, socket, pane.dead)

@@ -69,6 +69,8 @@ def branch_for(repo, name):
     branch = BRANCH_PREFIX + name
     if git("check-ref-format", "--branch", branch, cwd=repo.top)[0] != 0:
         raise BadInput(f"{branch!r} is not a valid git branch name")
+    if name == "@":      # git 2.39 takes a worktree named '@' for HEAD and fails half-way
+        raise BadInput("'@' cannot name a git worktree (git reads it as HEAD)")
     return branch
 
 
@@ -146,10 +148,18 @@ def refuse_dirty_ref(repo, ref):
                           f" not get ({summary(dirty)}): commit or stash them first")
 
 
-def add(repo, path, branch, commit):
-    """Create *branch* at *commit* checked out at *path* (git creates the parents)."""
+def add(repo, path, branch, commit, made_parent=False):
+    """Create *branch* at *commit* checked out at *path* (git creates the parents).
+
+    git can fail after creating the branch (or the directory): what this
+    call made is taken back before the refusal is raised, and nothing that
+    was there before (a branch made meanwhile by someone else is named in
+    git's own refusal, and then left alone).
+    """
     code, _, err = git("worktree", "add", "-q", "-b", branch, path, commit, cwd=repo.top)
     if code != 0:
+        if "already exists" not in err:
+            undo_add(repo, path, branch, made_parent)
         raise Refused(f"git worktree add: {err or 'failed'}")
 
 
@@ -164,7 +174,11 @@ def remove(repo, path, force=False):
 def undo_add(repo, path, branch, made_parent):
     """Take back a worktree and branch just made (best effort; a failed spawn's cleanup)."""
     git("worktree", "remove", "--force", path, cwd=repo.top)
-    git("branch", "-D", branch, cwd=repo.top)
+    if os.path.isdir(path) and not os.listdir(path):
+        os.rmdir(path)                   # a checkout git gave up on before registering it
+    git("worktree", "prune", cwd=repo.top)
+    if branch_exists(repo, branch):
+        git("branch", "-D", branch, cwd=repo.top)
     if made_parent:
         try:
             os.rmdir(os.path.dirname(path))
