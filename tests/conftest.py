@@ -111,7 +111,7 @@ class TmuxServer:
     def wait_prompt(self, pane, timeout=20):
         """Wait until the pane's agent is back at an empty prompt line (its turn
         printed and done): what aside-reconcile needs to see before a teardown."""
-        from crewfile.delivery import prompt_tail
+        from crewfile.prompt import prompt_tail
 
         def empty(screen):
             found = prompt_tail(screen)
