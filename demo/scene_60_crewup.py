@@ -21,7 +21,7 @@ def run(d):
             return {}
     try:
         d.wait(lambda: stages().get("wake", {}).get("running"), what="crew-up's stages")
-        d.sh("crew-up --status firstmate | cut -c1-150")
+        d.sh("crew-up --status | cut -c1-150")
         d.sh("inbox-drain firstmate > /dev/null")      # start from an empty inbox
         victim = stages()["wake"]["pids"]["wake-send"]
         d.say(f"A record, then wake-send (pid {victim}) is killed with SIGKILL, then another"

@@ -114,7 +114,7 @@ def test_stopping_leaves_no_process_behind(crew, run, how):
         proc.wait()
     wait_for(lambda: not any(alive(p) for p in children), what="every stage gone")
     if how != "SIGKILL":
-        assert run("crew-up", "--status", "boss").returncode == 3
+        assert run("crew-up", "--status").returncode == 3
     # and a new one starts cleanly on the same crew
     again = start(crew)
     stop(again)
@@ -123,7 +123,7 @@ def test_stopping_leaves_no_process_behind(crew, run, how):
 def test_status_output(crew, run):
     proc = start(crew)
     try:
-        p = run("crew-up", "--status", "boss")
+        p = run("crew-up", "--status")
         assert p.returncode == 0, p.stderr
         lines = p.stdout.splitlines()
         assert lines[0].startswith(f"crew-up pid {proc.pid} primary boss since ")
@@ -134,8 +134,10 @@ def test_status_output(crew, run):
         assert rows["nudge"][1] == "yes"
     finally:
         stop(proc)
-    p = run("crew-up", "--status", "boss")
+    p = run("crew-up", "--status")
     assert p.returncode == 3 and p.stderr == f"crew-up: not running for {crew.root}\n"
+    p = run("crew-up")
+    assert p.returncode == 2 and p.stderr.startswith("crew-up: missing PRIMARY")
 
 
 def test_systemd_unit_verifies(crew, run, tmp_path):

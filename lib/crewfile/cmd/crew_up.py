@@ -1,5 +1,5 @@
 HELP = """\
-crew-up PRIMARY [options]
+crew-up [PRIMARY] [options]
 Start and supervise the crew's wake pipeline, nudge-tick --watch and job-sweep.
 
   --sweep DURATION         run job-sweep this often (default: 10m)
@@ -34,11 +34,14 @@ def run(args):
     from .. import crewup
     from ..durations import parse_duration
     c = crew(args)
+    if args.status:
+        return _status(c)
+    if not args.primary:
+        from ..errors import UsageError
+        raise UsageError("missing PRIMARY")
     if args.systemd:
         sys.stdout.write(crewup.systemd_unit(c, args.primary, sys.argv[0]))
         return 0
-    if args.status:
-        return _status(c)
     sweep = parse_duration(args.sweep, "--sweep") if args.sweep else crewup.DEFAULT_SWEEP
     backoff = (parse_duration(args.backoff_max, "--backoff-max") if args.backoff_max
                else crewup.BACKOFF_MAX)
