@@ -20,6 +20,16 @@ def test_finding_01_truncated_meta_is_named_not_a_traceback(crew):
         r = cmd(*argv)
         assert "Traceback" not in r.stderr and "SystemError" not in r.stderr, (argv, r.stderr)
         assert "sessions/a/meta" in r.stderr, (argv, r.stderr)
+    # The watchers go on: crew-watch (its liveness probe reads every meta) and
+    # wake-filter (it reads a session's meta to class its events).
+    cmd("status-append", "b", "blocked", "need input", check=True)
+    r = cmd("crew-watch", "--from-start", "--once", "--probe", "0.1")
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    events = r.stdout
+    assert " b blocked: need input" in events and " a registered" in events
+    r = cmd("wake-filter", input=events)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert " b blocked: need input" in r.stdout
 
 
 def test_finding_01_truncated_cursor_is_exit_2_one_line(crew, tmp_path):
@@ -483,3 +493,50 @@ def test_issue_14_dateutil_only_imported_when_a_moment_is_given():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert r.stdout.strip() == "False", r.stderr
+
+
+# -- property tests of the checkers themselves ---------------------------------------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner,
+                                                                  max_size=6),
+    max_leaves=25)
+_KINDS = ["meta", "schedule", "job-spec", "job-pids", "job-result", "job-heard", "job-notice",
+          "cursor", "cursor-entry"]
+
+
+@settings(max_examples=2000)
+@given(st.sampled_from(_KINDS), _json_values, st.data())
+def test_shape_check_raises_only_badfile(kind, value, data):
+    """Any JSON value, also objects made of the kind's own keys with values
+    of any type: the answer is the value itself or BadFile, nothing else."""
+    from crewfile import shapes
+    from crewfile.errors import BadFile
+    keys = list(shapes.SHAPES[kind])
+    if data.draw(st.booleans()):
+        value = data.draw(st.dictionaries(st.sampled_from(keys), _json_values, max_size=len(keys)))
+    try:
+        assert shapes.check(kind, value, "/x") is value
+    except BadFile as e:
+        assert e.path == "/x" and "\n" not in str(e)
+
+
+@settings(max_examples=3000)
+@given(st.text(alphabet=st.sampled_from(list("0123456789.dhms +-_e\u0663 ")), max_size=14)
+       | st.text(max_size=14))
+def test_duration_and_count_parsers_raise_only_badinput(text):
+    from crewfile.durations import MAX_SECONDS, parse_count, parse_duration
+    from crewfile.errors import BadInput
+    try:
+        v = parse_duration(text, "--x", positive=False)
+        assert 0 <= v <= MAX_SECONDS and set(text) <= set("0123456789.dhms")
+    except BadInput:
+        pass
+    try:
+        n = parse_count(text, "--n")
+        assert 0 <= n <= 10 ** 6 and text.isascii() and text.isdigit()
+    except BadInput:
+        pass
