@@ -1,4 +1,5 @@
-"""Nudges: nudge-tick over 1,000 and 10,000 schedules with 1,000 sessions; --watch latency."""
+"""Nudges: nudge-tick over 1,000 and 10,000 schedules with 1,000 sessions; session-ls over
+the 1,000 beside the one before the verdict; --watch latency."""
 import json
 import os
 import subprocess
@@ -14,18 +15,24 @@ DUE_SHARE = 100          # one schedule in DUE_SHARE is due (its target is busy)
 
 
 def build(b, crew, n_schedules, pane):
-    """1,000 busy sessions in one live pane; n schedules, 1% of them due."""
-    from crewfile import clocks, nudge, records
+    """1,000 busy sessions in one live pane, each with its server and agent
+    recorded (the verdict checks all of it); n schedules, 1% of them due."""
+    from crewfile import clocks, records
     from crewfile.paths import Crew
+    from crewfile.sessions import agent_fields, pane_fields
     c = Crew(crew)
     sessions = os.path.join(c.ensure_sub("sessions"))
     if not os.path.isdir(os.path.join(sessions, "s999")):
         ts = records.timestamp()
+        where = pane_fields(pane, {"CREWFILE_TMUX": os.environ["CREWFILE_TMUX"]})
+        pid = int(subprocess.run(["tmux", "-S", where["tmux_socket"], "display", "-p", "-t", pane,
+                                  "#{pane_pid}"], capture_output=True, text=True).stdout)
+        where.update(agent_fields(pid))
         for i in range(SESSIONS):
             d = os.path.join(sessions, f"s{i}")
             os.mkdir(d, 0o700)
             meta = {"name": f"s{i}", "kind": "crew", "exempt": False, "created": ts, "user": "u",
-                    "tmux": pane, "cwd": f"/srv/tree{i}", "session_key": f"k{i}"}
+                    "cwd": f"/srv/tree{i}", "session_key": f"k{i}", **where}
             with open(os.path.join(d, "meta"), "w") as f:
                 json.dump(meta, f)
             with open(os.path.join(d, "status"), "w") as f:
@@ -60,6 +67,7 @@ def run(b):
     try:
         base = b.wall([b.python, "-c", "pass"], n=20, env=env)
         times = {}
+        os.environ["CREWFILE_TMUX"] = sock
         for n in (1000, 10000):
             crew = os.path.join(b.tmp, "crew")
             build(b, crew, n, pane)
@@ -72,10 +80,30 @@ def run(b):
                  budget=10.0, base_label="1,000")
         b.figure("nudge-tick over 10,000 schedules against the 1 s budget", times[10000], 1.0,
                  budget=1.0, base_label="budget")
+        session_ls(b, env, os.path.join(b.tmp, "crew"))
         watch_latency(b, env, sock)
     finally:
         subprocess.run(tmux + ["kill-server"], env=env, capture_output=True)
         subprocess.run(["rm", "-rf", sockdir])
+
+
+def session_ls(b, env, crew):
+    """session-ls over the 1,000 sessions, beside the session-ls of before the
+    verdict (the pane alone; git's commit 9e0bd2b), run alternately."""
+    e = dict(env, CREWFILE_DIR=crew)
+    old = os.path.join(b.tmp, "before-verdict")
+    if not os.path.isdir(old):
+        os.makedirs(old)
+        arch = subprocess.run(["git", "-C", REPO, "archive", "9e0bd2b", "bin", "lib"],
+                              capture_output=True)
+        if arch.returncode != 0:
+            b.note("session-ls beside the pre-verdict one: git archive failed, skipped")
+            return
+        subprocess.run(["tar", "-x", "-C", old], input=arch.stdout, check=True)
+    new, before = b.wall_pair(b.cmd("session-ls"), [b.python, os.path.join(old, "bin", "session-ls")],
+                              n=7, env=e, warmup=1)
+    b.figure(f"session-ls, {SESSIONS:,} sessions (agent, pane and server checked)", new, before,
+             base_label="session-ls before the verdict (pane only)")
 
 
 def watch_latency(b, env, sock):
@@ -97,7 +125,10 @@ def watch_latency(b, env, sock):
         pane = subprocess.run(tmux + ["new-window", "-d", "-t", "b:", "-P", "-F", "#{pane_id}",
                                       "-e", f"CREWFILE_DIR={crew}", "-e", "CREWFILE_SESSION=w1", fake],
                               env=e, capture_output=True, text=True).stdout.strip()
-        subprocess.run(b.cmd("session-add") + ["w1", "--tmux", pane, "--cwd", b.tmp], env=e, check=True)
+        pid = subprocess.run(tmux + ["display", "-p", "-t", pane, "#{pane_pid}"], env=e,
+                             capture_output=True, text=True).stdout.strip()
+        subprocess.run(b.cmd("session-add") + ["w1", "--tmux", pane, "--cwd", b.tmp, "--pid", pid],
+                       env=e, check=True)
         _wait(lambda: "ready>" in _screen(tmux, pane, e))
         subprocess.run(b.cmd("nudge-add") + ["--session", "w1", "--every", "1", "--message", "nudged"],
                        env=e, check=True, stdout=subprocess.DEVNULL)

@@ -101,23 +101,26 @@ def captain_quiet(env=None):
         return CAPTAIN_QUIET
 
 
-def check(sess, look=None, now=None, quiet=None, typed=None, screen=True):
+def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=None):
     """(None, Verdict) when it is safe to type (or, with *typed*, to press Enter), else (Answer, Verdict).
 
     screen=False stops after the cheap part (the verdict): no client query, no capture.
+    known: a Verdict of *sess* taken in this same look (a tick's), used instead
+    of asking again; deliver never passes one (its checks are afresh).
     """
     from .prompt import markers_of, prompt_tail, shows_typed
     look = look or verdict.Look()
     now = time.time() if now is None else now
     quiet = captain_quiet() if quiet is None else quiet
-    meta = sess.reread().meta       # afresh: a hook may have recorded the agent meanwhile
+    meta = sess.meta if known is not None else sess.reread().meta   # afresh: a hook may
+    #                                                   have recorded the agent meanwhile
     v = None
     if meta.get("kind") == "aside":
         return Answer(ASIDE, "an aside is the captain's conversation: typed text would be"
                              " recorded as the captain's words"), v
     if not meta.get("tmux"):
         return Answer(NOT_LIVE, "no tmux pane is registered for the session"), v
-    v = verdict.of(sess, look)
+    v = known if known is not None else verdict.of(sess, look)
     if v.live == verdict.NOT_LIVE:
         return Answer(NOT_LIVE, str(v.why)), v
     if v.live != verdict.LIVE:

@@ -108,8 +108,12 @@ class World:
         return self._index
 
     def session(self, name):
+        """The Session, its metadata the one this tick read (delivery reads it afresh)."""
         from .sessions import Session
-        return Session(self.crew, name)
+        sess = Session(self.crew, name)
+        if self._metas is not None and name in self._metas:
+            sess._meta = self._metas[name]
+        return sess
 
     def verdict(self, name):
         if name not in self._verdicts:
@@ -140,7 +144,8 @@ class World:
     def busy(self, name, screen):
         """None when safe to type now, else delivery's Answer."""
         from . import delivery
-        return delivery.check(self.session(name), self.look, screen=screen)[0]
+        return delivery.check(self.session(name), self.look, screen=screen,
+                              known=self.verdict(name))[0]
 
     def tree(self, name):
         if name not in self._trees:
