@@ -80,6 +80,14 @@ def run(b):
                  budget=10.0, base_label="1,000")
         b.figure("nudge-tick over 10,000 schedules against the 1 s budget", times[10000], 1.0,
                  budget=1.0, base_label="budget")
+        old = before_verdict(b)
+        if old:
+            e = dict(env, CREWFILE_DIR=os.path.join(b.tmp, "crew"))
+            now_t, old_t = b.wall_pair(b.cmd("nudge-tick") + ["--quiet"],
+                                       [b.python, os.path.join(old, "bin", "nudge-tick"), "--quiet"],
+                                       n=5, env=e, warmup=1)
+            b.figure("nudge-tick, 10,000 schedules, beside the one before the verdict", now_t, old_t,
+                     base_label="nudge-tick before the verdict (pane only)")
         session_ls(b, env, os.path.join(b.tmp, "crew"))
         watch_latency(b, env, sock)
     finally:
@@ -87,19 +95,28 @@ def run(b):
         subprocess.run(["rm", "-rf", sockdir])
 
 
-def session_ls(b, env, crew):
-    """session-ls over the 1,000 sessions, beside the session-ls of before the
-    verdict (the pane alone; git's commit 9e0bd2b), run alternately."""
-    e = dict(env, CREWFILE_DIR=crew)
+def before_verdict(b):
+    """bin/ and lib/ as they were before the verdict (git's commit 9e0bd2b:
+    liveness was the pane alone), or None without git."""
     old = os.path.join(b.tmp, "before-verdict")
     if not os.path.isdir(old):
-        os.makedirs(old)
         arch = subprocess.run(["git", "-C", REPO, "archive", "9e0bd2b", "bin", "lib"],
                               capture_output=True)
         if arch.returncode != 0:
-            b.note("session-ls beside the pre-verdict one: git archive failed, skipped")
-            return
+            b.note("beside the pre-verdict commands: git archive failed, skipped")
+            return None
+        os.makedirs(old)
         subprocess.run(["tar", "-x", "-C", old], input=arch.stdout, check=True)
+    return old
+
+
+def session_ls(b, env, crew):
+    """session-ls over the 1,000 sessions, beside the session-ls of before the
+    verdict, run alternately."""
+    e = dict(env, CREWFILE_DIR=crew)
+    old = before_verdict(b)
+    if not old:
+        return
     new, before = b.wall_pair(b.cmd("session-ls"), [b.python, os.path.join(old, "bin", "session-ls")],
                               n=7, env=e, warmup=1)
     b.figure(f"session-ls, {SESSIONS:,} sessions (agent, pane and server checked)", new, before,
