@@ -77,7 +77,7 @@ setup() {
   sockdir=$(mktemp -d /tmp/cf-XXXX)
   export CREWFILE_TMUX="$sockdir/s"
   tmux -S "$CREWFILE_TMUX" -f /dev/null new-session -d -s crew 'sleep 600'
-  session-add w1 --tmux crew:0
+  session-add w1 --tmux crew:0 --pid "$(tmux -S "$CREWFILE_TMUX" display -p -t crew:0 '#{pane_pid}')"
   run status-show w1
   assert_line 'live: yes'
   tmux -S "$CREWFILE_TMUX" kill-server
