@@ -13,7 +13,9 @@ agent's turn, as opposed to the CLI's side requests for titles and the like)
 whose newest user message is not a tool result, first match wins:
   1. the next line of the script FILE, consumed: `RUN: <shell command>` (a Bash
      tool call), `SLOW: <seconds>` (the reply keeps streaming that long: the
-     session is generating), `SAY: <text>` (a text reply). The script is for
+     session is generating), `HOLD: <path>` (the reply keeps streaming until
+     that file exists: a test ends the turn when it is ready, not after a
+     guessed time), `SAY: <text>` (a text reply). The script is for
      turns whose prompt the test does not type (a nudge, a slash command).
   2. a line `RUN: <command>` or `SLOW: <seconds>` in that user message.
   3. the reply TEXT (default "ok").
@@ -65,7 +67,8 @@ class Model:
             return lines[0]
 
     def answer(self, req: dict):
-        """(tool_call or None, text, seconds to keep streaming)."""
+        """(tool_call or None, text, seconds to keep streaming or a path to
+        wait for)."""
         text, delay = self.reply, 0.0
         if not req.get("tools") or _is_tool_result(req):
             return None, text, delay
@@ -82,9 +85,22 @@ class Model:
                     delay = min(float(arg), SLOW_CAP)
                 except ValueError:
                     pass
+            elif verb == "HOLD":
+                delay = arg
             elif verb == "SAY":
                 text = arg
         return call, text, delay
+
+
+def _pause(delay):
+    """Sleep *delay* seconds, or until the file *delay* names exists."""
+    if isinstance(delay, str):
+        import os
+        deadline = time.monotonic() + SLOW_CAP
+        while not os.path.exists(delay) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    else:
+        time.sleep(delay)
 
 
 def _newest_user(req):
@@ -138,7 +154,7 @@ class Handler(BaseHTTPRequestHandler):
         block = tool or {"type": "text", "text": text}
         stop = "tool_use" if tool else "end_turn"
         if not req.get("stream"):
-            time.sleep(delay)
+            _pause(delay)
             return self._json(dict(msg, content=[block], stop_reason=stop))
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")
@@ -152,7 +168,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._event("content_block_start", index=0, content_block={"type": "text", "text": ""})
             self._event("content_block_delta", index=0, delta={"type": "text_delta", "text": text})
-        time.sleep(delay)       # the CLI shows the turn as generating meanwhile
+        _pause(delay)           # the CLI shows the turn as generating meanwhile
         self._event("content_block_stop", index=0)
         self._event("message_delta", delta={"stop_reason": stop, "stop_sequence": None},
                     usage={"output_tokens": 2})

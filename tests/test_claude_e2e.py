@@ -133,10 +133,15 @@ def test_primary_continues_its_turn_for_a_wake(crew, tmux, tmp_path):
                                         "CREWFILE_DIR": crew.root})
     with watched(rig, crew, "firstmate"):
         rig.start()
-        rig.set_script(["SLOW: 2"])
+        gate = tmp_path / "end-of-reply"
+        rig.set_script([f"HOLD: {gate}"])
         rig.send("how is the crew?")
-        wait_for(lambda: "turn-started" in kinds(crew, "firstmate"), what="turn-started")
+        # The turn's request reached the model: UserPromptSubmit's hook is over
+        # (a wake posted before its drain would go with the prompt instead).
+        wait_for(lambda: any("how is the crew?" in json.dumps(r) for r in rig.main_requests()),
+                 what="the turn's request at the model")
         inbox.post(crew, "firstmate", "wake", f"w2 blocked: needs a database {WAKE}")
+        gate.touch()                                   # the reply ends; Stop fires
         wait_for(lambda: "turn-ended" in kinds(crew, "firstmate"), what="turn-ended")
         got = kinds(crew, "firstmate")
         assert got[got.index("turn-started"):] == ["turn-started", "turn-ended"]

@@ -102,7 +102,8 @@ def test_a_nudge_waits_for_the_turn_then_goes_out(crew, tmux, tmp_path):
     rig = crew_rig(crew, tmux, tmp_path)
     with watched(rig, crew, "w1"):
         start(rig, crew)
-        rig.set_script(["SLOW: 5"])
+        gate = tmp_path / "end-of-reply"
+        rig.set_script([f"HOLD: {gate}"])               # generating until the test says
         rig.send("work on it slowly")
         wait_for(lambda: "turn-started" in kinds(crew, "w1"), what="turn-started")
         cmd("nudge-add", "--session", "w1", "--every", "1", "--message", NUDGE, check=True)
@@ -112,6 +113,7 @@ def test_a_nudge_waits_for_the_turn_then_goes_out(crew, tmux, tmp_path):
         assert NUDGE not in rig.screen() and input_line(rig) == ""
         assert NUDGE not in json.dumps(rig.requests())
 
+        gate.touch()                                    # the turn ends
         sent = tick_until(crew, "w1", "nudge", "the nudge after the turn")
         got = kinds(crew, "w1")
         assert got.index("turn-ended") < got.index("nudge")
