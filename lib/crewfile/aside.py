@@ -336,7 +336,7 @@ def _orphan(crew, name, since):
     # Record timestamps have one fixed width: as strings they sort as times
     # (and comparing them needs no calendar import on this path).
     found = [r for r in reports.listing(crew, aside=name, states=(paths.REPORT_NEW,))
-             if since is None or records.timestamp(r.time) >= since]
+             if not r.error and (since is None or records.timestamp(r.time) >= since)]
     return found[-1].path if found else None
 
 
@@ -430,7 +430,8 @@ def reconcile(crew, name, quiet=None, since_act=True):
             if why:
                 raise _held(name, why)
             for r in reports.listing(crew, aside=name, states=(paths.REPORT_NEW,)):
-                reports.accept(crew, r.path)       # reports of voided conclusions, too
+                if not r.error:                    # a planted link stays for report-ls to show
+                    reports.accept(crew, r.path)   # reports of voided conclusions, too
             out.report = reports.accept(crew, st.concluded.text)
             checkpoint("reconcile:moved")
             out.scrollback = reports.scrollback_path(out.report)

@@ -121,6 +121,13 @@ def accept(crew, report_path):
     new = os.path.join(box(crew, paths.REPORT_NEW), base)
     cur_dir = box(crew, paths.REPORT_CUR)
     cur = os.path.join(cur_dir, base)
+    import stat
+    try:
+        if not stat.S_ISREG(os.lstat(new).st_mode):     # the one path rule: no link, no FIFO
+            raise SystemFailure(f"{new}: a symlink is not followed"
+                                if os.path.islink(new) else f"{new}: not a regular file")
+    except FileNotFoundError:
+        pass
     try:
         os.rename(new, cur)
     except FileNotFoundError:
