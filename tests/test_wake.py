@@ -198,18 +198,26 @@ def test_wake_send_types_one_line_literally_for_a_burst(crew, tmux, tmp_path, ru
     assert len(d.stdout.splitlines()) == 3 and inbox.pending(crew, "boss") == []
 
 
-def test_wake_send_waits_while_the_primary_generates(crew, tmux):
+def test_wake_send_waits_while_the_primary_generates(crew, tmux, tmp_path):
     pane = primary(crew, tmux)
     register(crew, "w1")
-    tmux("send-keys", "-t", pane, "-l", "SLOW: 1.5")
+    gate = tmp_path / "end-of-turn"
+    tmux("send-keys", "-t", pane, "-l", f"HOLD: {gate}")
     tmux("send-keys", "-t", pane, "Enter")
     wait_for(lambda: Session(crew, "boss").last_records(1, _stats())[0].kind == "turn-started",
              what="the primary generating")
-    proc = subprocess.Popen([sys.executable, os.path.join(BIN, "wake-send"), "boss", "--window", "0.1",
-                             "--retry", "0.1"], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    errfile = tmp_path / "wake-send.err"
+    with open(errfile, "wb") as errf:
+        proc = subprocess.Popen([sys.executable, os.path.join(BIN, "wake-send"), "boss",
+                                 "--window", "0.1", "--retry", "0.1"],
+                                stdin=subprocess.PIPE, stderr=errf)
     proc.stdin.write(ev("w1", "blocked", "db").encode())
     proc.stdin.flush()
     wait_for(lambda: len(inbox.pending(crew, "boss")) == 1, what="the wake in the inbox")
+    wait_for(lambda: b"holding the announcement" in errfile.read_bytes(),
+             what="wake-send to find the primary generating")
+    assert len(captain_records(crew, "boss")) == 1          # nothing typed into the turn
+    gate.touch()                                            # the turn ends
     wait_for(lambda: len(captain_records(crew, "boss")) == 2, what="the announcement")
     proc.stdin.close()
     assert proc.wait(10) == 0
@@ -217,8 +225,8 @@ def test_wake_send_waits_while_the_primary_generates(crew, tmux):
     kinds = [(r.kind, r.text) for r in recs]
     typed = kinds.index(("captain", "crewfile: 1 wake waiting from w1; run: inbox-drain boss"))
     assert kinds.index(("turn-ended", "")) < typed     # never typed into a running turn
-    err = proc.stderr.read()
-    # retried every 0.1 s for 1.5 s, said once: once per change of state
+    err = errfile.read_bytes()
+    # retried every 0.1 s while the turn ran, said once: once per change of state
     assert err.count(b"holding the announcement") == 1, err
     assert b"1 wake(s) for boss (they are in its inbox): generating" in err
 
