@@ -540,3 +540,15 @@ def test_duration_and_count_parsers_raise_only_badinput(text):
         assert 0 <= n <= 10 ** 6 and text.isascii() and text.isdigit()
     except BadInput:
         pass
+
+
+def test_finding_02_inbox_drain_delivers_the_good_notices_and_says_exit_5(crew):
+    cmd("session-add", "p", check=True)
+    with open(os.path.join(crew.root, "sessions", "p", "inbox"), "w") as f:
+        f.write("2026-11-30T10:00:00.000Z wake: 1-1-1 first\ngarbage\x1b[2J\n"
+                "2026-11-30T10:00:01.000Z wake: 1-1-2 second\n")
+    r = cmd("inbox-drain", "p")
+    assert r.returncode == 5
+    assert [line.split(" ", 3)[3] for line in r.stdout.splitlines()] == ["first", "second"]
+    _one_line(r.stderr, "inbox-drain")
+    assert cmd("inbox-drain", "p").returncode == 0

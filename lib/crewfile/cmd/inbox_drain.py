@@ -30,4 +30,5 @@ def run(args):
     if out is None:
         out = "".join(records.format_line(n.ts, n.kind, f"{n.id} {n.text}") for n in notices)
     sys.stdout.write(out)
-    return 0
+    from ..errors import PARTIAL
+    return PARTIAL if garbage else 0
