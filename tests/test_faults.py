@@ -407,3 +407,16 @@ def test_job_watcher_still_announces_with_a_damaged_file(crew, tmp_path, victim)
     except AssertionError:
         d = os.path.join(crew.root, "jobs", handle)
         raise AssertionError(f"{os.listdir(d)}; notice: {cmd('job-ls').stdout}") from None
+
+
+def test_wake_send_posts_despite_a_damaged_inbox_read(crew):
+    """inbox.read only serves the check for repeats: damaged, it holds nothing back."""
+    register(crew, "boss", kind="primary")
+    register(crew, "w1")
+    os.mkdir(os.path.join(crew.root, "sessions", "boss", "inbox.read"))
+    out = cmd("wake-send", "boss", "--window", "0.01",
+              input="2026-11-30T10:00:00.000Z w1 done: x\n", timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert "posting without that check" in out.stderr
+    inbox = open(os.path.join(crew.root, "sessions", "boss", "inbox")).read()
+    assert inbox.endswith(" 2026-11-30T10:00:00.000Z w1 done: x\n")

@@ -119,10 +119,17 @@ class Crew:
         os.mkfifo(self.fifo)
         spool = os.path.join(crew.root, "sessions", "a", "spool")
         os.makedirs(spool, exist_ok=True)
+        b = os.path.join(crew.root, "sessions", "b")
+        with open(os.path.join(b, "status.1"), "wb") as f:      # a rotated log, older
+            f.write(b"2026-11-30T09:00:00.000Z done: rotated-b\n")
+        cmd("inbox-drain", "boss", check=True)                  # an inbox.read
         self.victims = []
         for name in SESSIONS:
             for f in ("meta", "status", "inbox", "lock"):
                 self.victims.append(os.path.join(crew.root, "sessions", name, f))
+        self.victims += [os.path.join(b, "status.1"), os.path.join(b, "inbox.read"),
+                         os.path.join(crew.root, "sessions", "boss", "inbox.read"),
+                         os.path.join(crew.root, "locks", "nudges")]
         self.victims += [os.path.join(spool, "00000000000000000001.1.1.status"),
                          os.path.join(crew.root, "nudges", self.sched),
                          self.cursor, self.report]

@@ -401,7 +401,16 @@ class Sender:
         if self.held:
             try:
                 if self.known is None:
-                    self.known = inbox.ids(self.crew, self.primary)
+                    try:
+                        self.known = inbox.ids(self.crew, self.primary)
+                    except NotFound:
+                        raise
+                    except CrewfileError as e:
+                        # Only the check for repeats needs those files: a damaged
+                        # inbox.read must not hold every wake back.
+                        self.say_once("ids", "damaged", f"cannot read the notices {self.primary}"
+                                      f" already has ({e}); posting without that check")
+                        self.known = set()
                 fresh = [("wake", eid, text) for eid, text in self.held
                          if eid is None or eid not in self.known]
                 if fresh:
