@@ -194,7 +194,8 @@ def rearm(crew, meta):
     done = []
     for sched in load_all(crew):
         if (sched.get("armed") or sched["attempts"] >= sched["max"]
-                or "not-live" not in (sched.get("last_reason") or "")
+                or sched.get("last_outcome") != "disarmed"
+                or sched.get("last_code") != "not-live"        # delivery.NOT_LIVE
                 or not matches(sched, meta)):
             continue
         changes = {"armed": True, "last_outcome": "rearmed", "last_code": "respawned",
