@@ -56,14 +56,19 @@ def run(d):
         tmux("kill-server")
         d.sh("session-ls --all | cut -c1-70")
         d.say("cron's nudge-tick runs meanwhile: tester is not live, so its schedule disarms.")
-        d.wait(lambda: "disarmed" in d.sh("nudge-tick", show=False, check=False),
-               what="the disarm")
+        def disarmed():
+            d.sh("nudge-tick", show=False, check=False)
+            rows = json.loads(d.sh("nudge-ls --json", show=False, check=False) or "[]")
+            return any(r.get("session") == "tester" and not r.get("armed") for r in rows)
+        d.wait(disarmed, what="the disarm")
         d.sh("nudge-ls | cut -c1-100")
         d.sh("crew-respawn --dry-run | cut -c1-100")
         d.sh("crew-respawn | awk '{print $1, $2}'")
-        d.wait(lambda: status("tester")["last_kind"] == "started", what="tester back")
-        d.sh("session-ls | cut -c1-70")
-        d.sh("tail -n 2 $CREWFILE_DIR/sessions/tester/status | cut -c26-130")
+        d.wait(lambda: "started: resume" in d.sh("tail -n 3 $CREWFILE_DIR/sessions/tester/status",
+                                                 show=False), what="tester back")
+        d.sh("session-ls --all | cut -c1-70")
+        d.sh("grep -h -e respawned -e 'started: resume' $CREWFILE_DIR/sessions/tester/status"
+             " | cut -c26-130")
         d.say("Its own conversation again (the same id), and its schedule armed again:")
         d.sh("nudge-ls | cut -c1-100")
     finally:
