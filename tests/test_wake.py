@@ -300,3 +300,24 @@ def test_wake_send_holds_wakes_for_a_primary_registered_later(crew):
     err = proc.stderr.read()
     assert b"not registered" not in err           # said once, not once per retry
     assert b"posting to boss's inbox again" in err
+
+
+def test_refusals_are_said_once_per_change_of_state_not_per_retry(crew):
+    """A primary lost, then busy, then taking it: two lines and the announcement."""
+    from crewfile.verdict import Answer
+    register(crew, "boss", kind="primary")
+    said, logged = [], []
+    answers = ([(False, Answer("not-live", "pane gone"))] * 5
+               + [(False, Answer("generating", "a turn runs"))] * 3 + [(True, Answer("delivered"))])
+    now = [0.0]
+    s = Sender(crew, "boss", clock=lambda: now[0], log=logged.append,
+               deliver=lambda sess, text: (said.append(text) or answers.pop(0)))
+    s.wake(ev("w1", "done").strip())
+    s.flush()
+    while answers:
+        now[0] = s.due()
+        s.tick()
+    assert [l.split(": ", 1)[1] if ": " in l else l for l in logged][:2] == [
+        "not-live: pane gone", "generating: a turn runs"]
+    assert len(logged) == 3 and logged[2].startswith("announced 1 wake(s) to boss")
+    assert len(said) == 9 and len(inbox.pending(crew, "boss")) == 1      # the wake waited
