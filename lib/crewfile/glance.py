@@ -1,0 +1,92 @@
+"""The crew at a glance: each session's one word of state, for the views
+(crew-status, crew-top), from the verdict and the status log.
+
+A view must not decide liveness itself: verdict.py does, and this module
+only names what it found. The word is the first that holds of:
+
+  DAMAGED     its files cannot be used (damaged meta, a link): never a traceback
+  LOST        the verdict says not live and the session has not ended
+  DIALOG      a permission dialog is up (the verdict's dialog)
+  BLOCKED     its newest `blocked`/`problem`/`error` not yet followed by a new turn
+  PAUSED      its newest `paused` (awaiting captain) not yet followed by a new turn
+  WORKING     generating
+  IDLE        not generating
+  UNKNOWN     no turn record to tell
+Ended sessions are left out (ENDED, for a view that lists them).
+"""
+from . import logfile
+
+DAMAGED, LOST, DIALOG, BLOCKED, PAUSED = "damaged", "lost", "dialog", "blocked", "paused"
+WORKING, IDLE, UNKNOWN, ENDED = "working", "idle", "unknown", "ended"
+ORDER = (WORKING, IDLE, DIALOG, BLOCKED, PAUSED, LOST, UNKNOWN, DAMAGED)
+
+NEEDS_PRIMARY = {"blocked": BLOCKED, "problem": BLOCKED, "error": BLOCKED, "paused": PAUSED}
+# a record of these kinds after a blocked/paused one means the session moved on
+MOVES_ON = ("turn-started", "waiting", "registered", "started", "respawned", "ended", "closed")
+_SCAN = set(NEEDS_PRIMARY) | set(MOVES_ON)
+
+
+class Row:
+    """One session as the views show it: name, word, and (unless DAMAGED)
+    its sessions.state() dict; error the reason when DAMAGED."""
+    __slots__ = ("name", "word", "state", "error")
+
+    def __init__(self, name, word, state=None, error=None):
+        self.name, self.word, self.state, self.error = name, word, state, error
+
+
+def word(sess, st):
+    """The one word for a session whose sessions.state() is *st*."""
+    from .sessions import STATE_SCAN_BYTES
+    if st["ended"]:
+        return ENDED
+    if st["live"] == "no":
+        return LOST
+    if st["waiting"]:
+        return DIALOG
+    rec = logfile.last_of_kinds(sess.log_paths(), _SCAN, logfile.TailStats(), STATE_SCAN_BYTES)
+    if rec is not None and rec.kind in NEEDS_PRIMARY:
+        return NEEDS_PRIMARY[rec.kind]
+    return {"yes": WORKING, "no": IDLE}.get(st["generating"], UNKNOWN)
+
+
+def rows(crew, look=None, now=None):
+    """A Row per registered session, sorted by name (ended ones included)."""
+    from .errors import CrewfileError
+    from .sessions import Session, names, state
+    from .verdict import Look
+    look = look or Look()
+    out = []
+    for name in names(crew):
+        sess = Session(crew, name)
+        try:
+            st = state(sess, look, now)
+            out.append(Row(name, word(sess, st), st))
+        except CrewfileError as e:
+            out.append(Row(name, DAMAGED, error=str(e)))
+    return out
+
+
+def wakes_pending(crew, rows_):
+    """Wake notices waiting in the inboxes of the primary sessions (not ended),
+    and the names of those whose inbox could not be read."""
+    from .errors import CrewfileError
+    from .inbox import pending
+    total, bad = 0, []
+    for row in rows_:
+        if row.state is None or row.state["ended"] or row.state["kind"] != "primary":
+            continue
+        try:
+            total += sum(1 for n in pending(crew, row.name) if n.kind == "wake")
+        except CrewfileError:
+            bad.append(row.name)
+    return total, bad
+
+
+def counts(rows_):
+    """{word: how many} over the sessions not ended."""
+    out = {}
+    for row in rows_:
+        if row.word != ENDED:
+            out[row.word] = out.get(row.word, 0) + 1
+    return out
