@@ -1,4 +1,4 @@
-"""Agent hook: crew-hook's wall time per Claude Code event vs python -c pass."""
+"""Agent hook: crew-hook's wall time per Claude Code, Codex and Gemini CLI event vs python -c pass."""
 import json
 import os
 import statistics
@@ -26,7 +26,32 @@ def run(b):
         t, base = interleaved(b.cmd("crew-hook"), [b.python, "-c", "pass"], path, env)
         b.figure(f"crew-hook {event} wall time", t, base, budget=1.5,
                  base_label="python -c pass")
+    other_agents(b, env)
     installed(b, env)
+
+
+# Codex and Gemini CLI events (crew-hook --agent), the payloads of their docs.
+OTHERS = (("codex", "UserPromptSubmit", {"turn_id": "t-1", "prompt": "fix the build"}),
+          ("codex", "Stop", {"turn_id": "t-1", "stop_hook_active": False}),
+          ("codex", "PreToolUse", {"turn_id": "t-1", "tool_name": "Bash",
+                                   "tool_input": {"command": "ls"}}),
+          ("gemini", "BeforeAgent", {"prompt": "fix the build"}),
+          ("gemini", "AfterAgent", {"prompt": "x", "prompt_response": "y",
+                                    "stop_hook_active": False}),
+          ("gemini", "BeforeTool", {"tool_name": "run_shell_command",
+                                    "tool_input": {"command": "ls"}}))
+
+
+def other_agents(b, env):
+    for agent, event, fields in OTHERS:
+        path = os.path.join(b.tmp, f"{agent}-{event}.json")
+        with open(path, "w") as f:
+            json.dump(dict({"session_id": "s-1", "cwd": b.tmp, "hook_event_name": event,
+                            "transcript_path": "/t/s-1.jsonl"}, **fields), f)
+        t, base = interleaved(b.cmd("crew-hook") + ["--agent", agent],
+                              [b.python, "-c", "pass"], path, env, n=20)
+        b.figure(f"crew-hook --agent {agent} {event} wall time", t, base, budget=1.5,
+                 base_label="python -c pass")
 
 
 def installed(b, env):

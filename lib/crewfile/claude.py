@@ -1,6 +1,8 @@
-"""What a user installs into Claude Code: the hooks block that runs crew-hook,
-its merge into an existing settings.json, the /aside skill and the
-/aside-done command (files shipped in crewfile/claude/).
+"""What a user installs into an agent CLI: the hooks block that runs crew-hook,
+its merge into the agent's existing hooks file (settings.json, Codex's
+hooks.json), and for Claude Code the /aside skill and the /aside-done
+command (files shipped in crewfile/claude/). Which events, matchers,
+file and timeout unit: the agent's adapter (crewfile.adapters).
 
 The merge keeps every hook that is not crew-hook's (a crew-hook entry is a
 command hook whose command names an executable called `crew-hook`), puts
@@ -13,25 +15,25 @@ import json
 import os
 import shlex
 
+from .adapters import claude as CLAUDE
 from .atomic import read_text, replace
 from .errors import BadInput
 
 HOOK_NAME = "crew-hook"
-TIMEOUT = 10     # seconds; Claude Code's default is 600, SessionEnd has ~1.5 s anyway
+TIMEOUT = CLAUDE.TIMEOUT     # seconds; Claude Code's default is 600, SessionEnd has ~1.5 s
 # (event, matcher): PreToolUse only needs Bash (the guard); the rest see everything.
-EVENTS = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "Bash"),
-          ("PostToolUse", None), ("Stop", None), ("Notification", None), ("SessionEnd", None))
+EVENTS = CLAUDE.INSTALL
 SHARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "claude")
 # Installed below a .claude directory (user's ~/.claude or a project's .claude).
 FILES = (os.path.join("skills", "aside", "SKILL.md"), os.path.join("commands", "aside-done.md"))
 
 
-def hooks_block(command):
-    """The settings.json fragment {"hooks": {...}} that runs *command* for each event."""
+def hooks_block(command, agent=CLAUDE):
+    """The fragment {"hooks": {...}} that runs *command* for each of *agent*'s events."""
     hooks = {}
-    for event, matcher in EVENTS:
+    for event, matcher in agent.INSTALL:
         group = {"matcher": matcher} if matcher else {}
-        group["hooks"] = [{"type": "command", "command": command, "timeout": TIMEOUT}]
+        group["hooks"] = [{"type": "command", "command": command, "timeout": agent.TIMEOUT}]
         hooks[event] = [group]
     return {"hooks": hooks}
 
@@ -112,9 +114,9 @@ class Change:
             tofile=self.path if self.new is not None else "/dev/null"))
 
 
-def _settings(claude_dir):
-    """(path, text or None, parsed dict, mode) of *claude_dir*/settings.json."""
-    path = os.path.realpath(os.path.join(claude_dir, "settings.json"))
+def _settings(claude_dir, agent=CLAUDE):
+    """(path, text or None, parsed dict, mode) of *claude_dir*'s hooks file."""
+    path = os.path.realpath(os.path.join(claude_dir, agent.HOOKS_FILE))
     old = read_text(path)
     if old is None:
         return path, None, {}, 0o600
@@ -130,24 +132,25 @@ def _shipped(rel):
         return f.read()
 
 
-def plan(claude_dir, command):
-    """The changes that installing into *claude_dir* (e.g. ~/.claude) makes."""
-    settings_path, old, current, mode = _settings(claude_dir)
-    merged = merge(current, hooks_block(command))
+def plan(claude_dir, command, agent=CLAUDE):
+    """The changes that installing into *claude_dir* (e.g. ~/.claude, ~/.codex,
+    ~/.gemini) makes."""
+    settings_path, old, current, mode = _settings(claude_dir, agent)
+    merged = merge(current, hooks_block(command, agent))
     new = old if old is not None and merged == current else dumps(merged)
     changes = [Change(settings_path, old, new, mode)]
-    for rel in FILES:
+    for rel in FILES if agent.SHIPPED else ():
         path = os.path.join(claude_dir, rel)
         changes.append(Change(path, read_text(path), _shipped(rel), 0o644))
     return changes
 
 
-def plan_uninstall(claude_dir):
+def plan_uninstall(claude_dir, agent=CLAUDE):
     """(changes, kept) that removing crewfile from *claude_dir* makes: its
     hooks out of settings.json (a `hooks` object or a settings.json left
     empty by that goes too), the skill and command files if they are still
     crewfile's copies. *kept*: the paths of edited copies, left alone."""
-    settings_path, old, current, mode = _settings(claude_dir)
+    settings_path, old, current, mode = _settings(claude_dir, agent)
     changes, kept = [], []
     if old is not None:
         merged = merge(current, {"hooks": {}})
@@ -156,10 +159,10 @@ def plan_uninstall(claude_dir):
         elif not merged["hooks"]:
             del merged["hooks"]
         new = old if merged == current else dumps(merged) if merged else None
-        if new is None and os.path.islink(os.path.join(claude_dir, "settings.json")):
+        if new is None and os.path.islink(os.path.join(claude_dir, agent.HOOKS_FILE)):
             new = dumps({})                           # a dotfiles manager's link stays
         changes.append(Change(settings_path, old, new, mode))
-    for rel in FILES:
+    for rel in FILES if agent.SHIPPED else ():
         path = os.path.join(claude_dir, rel)
         text = read_text(path)
         if text is None:

@@ -1,5 +1,10 @@
-"""The agent hook adapter: Claude Code hook events (and Codex's notify) become
-crewfile records, captain inputs and model-facing notices.
+"""The agent hook's shared core: an agent's hook events (and Codex's notify)
+become crewfile records, captain inputs and model-facing notices.
+
+The actions here are named after Claude Code's events; each agent's module
+in crewfile.adapters maps its own events onto them and spells the replies
+(context, a denial, a turn carried on) in its own format. Only the adapter
+of the agent crew-hook runs for is imported.
 
 A hook waits for locks HOOK_LOCK_WAIT seconds at most in all: a write to
 a session whose lock is stuck is kept in the session's spool (spool.py)
@@ -7,11 +12,10 @@ and appended when the lock frees; notices that cannot be drained stay in
 the inbox for the next event. Either way one line on stderr names the
 lock's holder.
 
-One function per event; each gets a Context and returns a Reply (exit code,
-stdout, stderr). Every reply is exit 0: blocking (a primary's wake at Stop,
-the guard at PreToolUse) is done with Claude Code's JSON output, so no exit
-code ever blocks by accident (Stop's additionalContext needs Claude Code
-2.1.163 or later). `handle` turns any internal failure, a missing
+One function per action; each gets a Context and returns a Reply (exit code,
+stdout, stderr). Every reply is exit 0: blocking (a primary's wake at the
+turn's end, the guard before a tool) is done with the agent's JSON output,
+so no exit code ever blocks by accident. `handle` turns any internal failure, a missing
 crew directory or a malformed payload into exit 0 and one line on stderr: a
 hook must never harm the agent it serves.
 
@@ -50,8 +54,10 @@ class Reply:
 class Context:
     """One hook call: the crew, the environment, the payload, the session."""
 
-    def __init__(self, crew, env, payload):
+    def __init__(self, crew, env, payload, agent=None, event=None):
         self.crew, self.env, self.payload = crew, env, payload
+        self.agent = agent or load_agent(DEFAULT_AGENT)   # the adapter module
+        self.event = event or payload.get("hook_event_name")   # the agent's own name
         self.notes = []          # stderr lines: said, never fatal
         self._session = False    # not looked up yet
 
@@ -130,9 +136,26 @@ def _transcript(payload):
     return {"transcript_path": path} if isinstance(path, str) and path else None
 
 
-def _context_output(event, text):
-    return jsonio.dumps({"hookSpecificOutput": {"hookEventName": event,
-                                              "additionalContext": text}}) + "\n"
+DEFAULT_AGENT = "claude"
+
+
+def load_agent(name):
+    """The adapter module for agent *name* (BadInput if there is none)."""
+    from .errors import BadInput
+    if not isinstance(name, str) or not name.isidentifier() or not name.islower():
+        raise BadInput(f"bad agent {name!r}")
+    try:
+        return __import__(f"{__package__}.adapters.{name}", fromlist=["EVENTS"])
+    except ModuleNotFoundError:
+        raise BadInput(f"unknown agent {name!r}: no crewfile.adapters.{name}") from None
+
+
+def _json(obj):
+    return jsonio.dumps(obj) + "\n"
+
+
+def _context_output(ctx, text):
+    return _json(ctx.agent.context(ctx.event, text))
 
 
 # Claude Code hands a hook's additionalContext to the model inline up to this
@@ -219,8 +242,8 @@ def _with_kind(n):
     return n.text if n.text.startswith(n.kind + " ") else f"{n.kind} {n.text}"
 
 
-def drain_notices(ctx, event):
-    """Drain the session's inbox into additionalContext output ('' if empty)."""
+def drain_notices(ctx):
+    """Drain the session's inbox into the agent's context output ('' if empty)."""
     from .locks import LockBusy
     sess = ctx.session
     if sess is None:
@@ -235,7 +258,7 @@ def drain_notices(ctx, event):
         ctx.notes.append(f"{sess.name}: skipped {garbage} malformed inbox line(s)")
     if not notices:
         return ""
-    return _context_output(event, inline_text(NOTICE_HEADER, notices, rest))
+    return _context_output(ctx, inline_text(NOTICE_HEADER, notices, rest))
 
 
 def _no_session(ctx):
@@ -262,7 +285,7 @@ def session_start(ctx):
                      transcript_path=ctx.field("transcript_path") or None)
     sess.append("started", ctx.field("source") or "")
     if sess.meta.get("kind") == "aside":
-        return Reply(_context_output("SessionStart", aside_briefing(sess)))
+        return Reply(_context_output(ctx, aside_briefing(sess)))
     return Reply()
 
 
@@ -317,7 +340,7 @@ def user_prompt_submit(ctx):
             ctx.notes.append(f"{sess.name}: captain input not recorded: {e}")
     sess.append("turn-started")
     _repair(ctx, sess)
-    return Reply(drain_notices(ctx, "UserPromptSubmit"))
+    return Reply(drain_notices(ctx))
 
 
 def _repair(ctx, sess):
@@ -355,7 +378,7 @@ def names_captain_only(command):
 
 
 def pre_tool_use(ctx):
-    if ctx.field("tool_name") != "Bash":
+    if ctx.field("tool_name") not in ctx.agent.SHELL_TOOLS:
         return Reply()
     tool_input = ctx.field("tool_input", dict) or {}
     command = tool_input.get("command")
@@ -372,9 +395,7 @@ def pre_tool_use(ctx):
                                    " denied")
     except Exception as e:
         ctx.notes.append(f"denial not recorded: {e}")
-    return Reply(jsonio.dumps({"hookSpecificOutput": {
-        "hookEventName": "PreToolUse", "permissionDecision": "deny",
-        "permissionDecisionReason": reason}}) + "\n")
+    return Reply(_json(ctx.agent.deny(ctx.event, reason)))
 
 
 def post_tool_use(ctx):
@@ -388,7 +409,7 @@ def post_tool_use(ctx):
     last = sess.last_of(sessions.TURN_STATE, TailStats())
     if last is not None and last.kind == "waiting":
         sess.append("turn-started", "permission answered")
-    return Reply(drain_notices(ctx, "PostToolUse"))
+    return Reply(drain_notices(ctx))
 
 
 def stop(ctx):
@@ -410,26 +431,32 @@ def stop(ctx):
             notices, rest, garbage = [], [], 0
         if garbage:
             ctx.notes.append(f"{sess.name}: skipped {garbage} malformed inbox line(s)")
-        if notices:
-            # additionalContext, not decision/reason: both continue the turn, but a
-            # reason reaches the model as user text and the screen as "Stop hook
-            # error"; context is a system reminder, shown as "Stop hook feedback".
-            return Reply(_context_output("Stop", inline_text(WAKE_HEADER, notices, rest)))
+        if notices:      # each agent's own way of going on (adapters: carry_on)
+            text = inline_text(WAKE_HEADER, notices, rest)
+            return Reply(_json(ctx.agent.carry_on(ctx.event, text)))
     sess.append("turn-ended")
     return Reply()
 
 
-NOTIFICATIONS = {"idle_prompt": ("idle", ""), "permission_prompt": ("waiting", "permission")}
-
-
 def notification(ctx):
-    what = NOTIFICATIONS.get(ctx.field("notification_type"))
+    what = ctx.agent.NOTIFICATIONS.get(ctx.field("notification_type"))
     if what is None:
         return Reply()
     sess = ctx.session
     if sess is None:
         return _no_session(ctx)
     sess.append(*what)
+    _repair(ctx, sess)
+    return Reply()
+
+
+def permission_request(ctx):
+    """An agent that asks before a tool runs (Codex's PermissionRequest): waiting.
+    No decision is given: the person at the screen answers."""
+    sess = ctx.session
+    if sess is None:
+        return _no_session(ctx)
+    sess.append("waiting", "permission")
     _repair(ctx, sess)
     return Reply()
 
@@ -449,6 +476,7 @@ EVENTS = {
     "PostToolUse": post_tool_use,
     "Stop": stop,
     "Notification": notification,
+    "PermissionRequest": permission_request,
     "SessionEnd": session_end,
 }
 
@@ -466,8 +494,10 @@ def codex_notify(ctx):
 
 # ---------------------------------------------------------------- entry
 
-def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT):
-    """Run the hook for one payload (bytes or str); always a Reply, exit 0.
+def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
+           agent=DEFAULT_AGENT):
+    """Run the hook of *agent* (an adapter's name) for one payload (bytes or
+    str); always a Reply, exit 0. *codex*: the payload is Codex's notify JSON.
 
     Every lock wait is bounded by *lock_wait* seconds meanwhile."""
     from . import locks, spool
@@ -482,14 +512,16 @@ def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT):
             return Reply(err="malformed payload: not JSON")
         if not isinstance(payload, dict):
             return Reply(err="malformed payload: not a JSON object")
+        adapter = load_agent(agent)
         if codex:
             event, fn = "notify", codex_notify
         else:
             event = payload.get("hook_event_name")
-            fn = EVENTS.get(event) if isinstance(event, str) else None
+            action = adapter.EVENTS.get(event) if isinstance(event, str) else None
+            fn = EVENTS.get(action)
             if fn is None:       # an event we do not use: nothing to do
                 return Reply()
-        ctx = Context(crew or Crew(default_dir(env)), env, payload)
+        ctx = Context(crew or Crew(default_dir(env)), env, payload, adapter, event)
         reply = fn(ctx)
     except CrewfileError as e:
         reply = Reply(err=f"{event}: {e}")

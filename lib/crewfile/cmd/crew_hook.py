@@ -1,24 +1,29 @@
 HELP = """\
 crew-hook [PAYLOAD]
-The agent hook: Claude Code runs it for each hook event (the event's JSON on
-stdin); it writes the session's status records, records the captain's input,
-drains the session's notices into the model's context and guards the
+The agent hook: the agent CLI runs it for each hook event (the event's JSON
+on stdin); it writes the session's status records, records the captain's
+input, drains the session's notices into the model's context and guards the
 captain-only /aside-done. A PAYLOAD argument is Codex CLI's notify JSON.
 As a hook it always exits 0 (a problem is one line on stderr).
 
-  --settings          print the hooks block for .claude/settings.json
-  --install DIR       merge the hooks into DIR/settings.json and install the
-                      /aside skill and /aside-done command under DIR (a
-                      .claude directory: ~/.claude or PROJECT/.claude)
+  --agent NAME        whose hook protocol: claude (default), codex (hooks.json)
+                      or gemini (settings.json hooks)
+  --settings          print the hooks block for the agent's hooks file
+  --install DIR       merge the hooks into the agent's hooks file in DIR
+                      (claude: DIR/settings.json, and the /aside skill and
+                      /aside-done command under DIR, DIR being ~/.claude or
+                      PROJECT/.claude; codex: DIR/hooks.json, DIR ~/.codex
+                      or PROJECT/.codex; gemini: DIR/settings.json, DIR
+                      ~/.gemini or PROJECT/.gemini)
   --uninstall DIR     remove what --install put there: crew-hook's hooks
-                      from DIR/settings.json, the skill and the command
+                      from the hooks file, the skill and the command
                       (an edited copy is kept and named); nothing else
   --dry-run           with --install or --uninstall: show the changes,
                       write nothing
   --command CMD       the hook command written into the settings (default:
                       this interpreter and this crew-hook's absolute path)
 
-Example: crew-hook --install ~/.claude --dry-run
+Example: crew-hook --install ~/.codex --agent codex --dry-run
 """
 
 
@@ -33,11 +38,11 @@ def run(args):
         raise UsageError("expected a hook payload on stdin (see --help)")
     else:
         raw = sys.stdin.buffer.read()
-    from ..hook import handle
+    from ..hook import handle     # a bad --agent is a note and exit 0: exit 2 would block
     env = dict(__import__("os").environ)
     if args.dir:
         env["CREWFILE_DIR"] = args.dir
-    reply = handle(raw, env, codex=args.payload is not None)
+    reply = handle(raw, env, codex=args.payload is not None, agent=args.agent or "claude")
     if reply.out:
         sys.stdout.write(reply.out)
         sys.stdout.flush()
@@ -49,18 +54,22 @@ def run(args):
 def _install(args):
     import sys
     from .. import claude
+    from ..hook import DEFAULT_AGENT, load_agent
     if args.install and args.uninstall:
         from ..errors import UsageError
         raise UsageError("--install and --uninstall exclude each other")
+    agent = load_agent(args.agent or DEFAULT_AGENT)
     kept = []
     if args.uninstall:
-        changes, kept = claude.plan_uninstall(args.uninstall)
+        changes, kept = claude.plan_uninstall(args.uninstall, agent)
     else:
         command = args.command or claude.default_command(sys.argv[0])
+        if not args.command and agent.NAME != DEFAULT_AGENT:
+            command += f" --agent {agent.NAME}"
         if args.settings:
-            sys.stdout.write(claude.dumps(claude.hooks_block(command)))
+            sys.stdout.write(claude.dumps(claude.hooks_block(command, agent)))
             return 0
-        changes = claude.plan(args.install, command)
+        changes = claude.plan(args.install, command, agent)
     out = []
     for ch in changes:
         if args.dry_run and ch.old != ch.new:

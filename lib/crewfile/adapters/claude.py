@@ -1,0 +1,40 @@
+"""Claude Code: the hook events and reply shapes crew-hook was first written
+for; the shared actions in hook.py are named after these events.
+
+Source: Claude Code hooks reference (code.claude.com/docs/en/hooks; facts
+in /work/shared/reference/agent-hooks.md)."""
+
+NAME = "claude"
+# The agent's event -> the shared action (hook.EVENTS) it runs.
+EVENTS = {e: e for e in ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",
+                         "Stop", "Notification", "SessionEnd")}
+SHELL_TOOLS = ("Bash",)
+# Notification types -> the record (kind, text) they write.
+NOTIFICATIONS = {"idle_prompt": ("idle", ""), "permission_prompt": ("waiting", "permission")}
+
+# Installation (crewfile.claude): the file under DIR, the events with their
+# matchers, the timeout in the file's unit (seconds here), the files shipped.
+HOOKS_FILE = "settings.json"
+INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "Bash"),
+           ("PostToolUse", None), ("Stop", None), ("Notification", None), ("SessionEnd", None))
+TIMEOUT = 10
+SHIPPED = True       # the /aside skill and /aside-done command
+
+
+def context(event, text):
+    """Model-facing text: additionalContext, never shown as the user's words."""
+    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+
+
+def deny(event, reason):
+    """A tool call refused, the reason going to the model."""
+    return {"hookSpecificOutput": {"hookEventName": event, "permissionDecision": "deny",
+                                   "permissionDecisionReason": reason}}
+
+
+def carry_on(event, text):
+    """The turn goes on with *text* instead of ending (a primary's wakes at
+    Stop): additionalContext, not decision/reason, because a reason reaches
+    the model as user text and the screen as "Stop hook error"; context is a
+    system reminder (Claude Code 2.1.163 or later)."""
+    return context(event, text)
