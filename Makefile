@@ -5,7 +5,7 @@ PY     := $(CURDIR)/$(VENV)/bin/python
 STAMP  := $(VENV)/.deps-installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/bin:$(PATH)
 
-.PHONY: all deps system-deps claude-code sshd test pytest bats demo bench install uninstall clean
+.PHONY: all deps system-deps claude-code sshd viewers test pytest bats demo bench install uninstall clean
 
 all: test
 
@@ -50,9 +50,19 @@ sshd:
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server >/dev/null \
 	  || echo "make: WARNING: openssh-server is unavailable: the multi-machine test will be SKIPPED" >&2; }
 
+# Debian's librsvg2-bin (rsvg-convert) and chromium: the crew-timeline tests
+# render its SVG and open its HTML page with them; where they cannot be
+# installed those tests are skipped, loudly.
+viewers:
+	@command -v rsvg-convert >/dev/null && command -v chromium >/dev/null || { \
+	  echo "make: installing Debian's librsvg2-bin and chromium for the crew-timeline tests"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends librsvg2-bin chromium >/dev/null \
+	  || echo "make: WARNING: librsvg2-bin or chromium is unavailable: the timeline rendering tests will be SKIPPED" >&2; }
+
 # pytest and bats both run; then, last of all, one loud line if any end-to-end
 # test with the real Claude Code was skipped (tests/claude_harness.skip_loudly).
-test: deps claude-code sshd
+test: deps claude-code sshd viewers
 	@rc=0; $(PY) -m pytest -q || rc=$$?; bats tests/bats || rc=$$?; \
 	if [ -s .cache/e2e-skipped ]; then \
 	  echo "make: WARNING: $$(wc -l < .cache/e2e-skipped) END-TO-END TESTS WITH THE REAL CLAUDE CODE WERE SKIPPED: $$(sort -u .cache/e2e-skipped | paste -sd';')" >&2; \

@@ -103,3 +103,137 @@ def test_a_whole_crew_with_wakes_and_tmux_colours(crew):
         "#[fg=green]2 working#[default] #[fg=default]1 idle#[default]"
         " #[fg=yellow]1 dialog#[default] #[fg=magenta]1 paused#[default]"
         " #[fg=cyan]2 wakes#[default]\n")
+
+
+# -- crew-timeline ------------------------------------------------------------------
+
+import shutil                                      # noqa: E402
+import xml.etree.ElementTree as ET                 # noqa: E402
+
+from conftest import REPO, wait_for                # noqa: E402
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+HOSTILE = "<script>alert(1)</script> & \x1b[31mred \u2028"
+
+
+def load_trace():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("crewtrace", os.path.join(REPO, "tests", "trace.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def titled_crew(crew):
+    """A crew with every kind of mark the timeline draws."""
+    session(crew, "boss", "started", "idle", kind="primary")
+    session(crew, "w1", "started", "turn-started", "waiting: permission", "turn-started",
+            "blocked: " + HOSTILE, "turn-ended", "idle", "nudge: continue",
+            "nudge-refused: not idle", "turn-started", "turn-ended", "idle")
+    session(crew, "design", "opened: the retry policy", "paused: awaiting captain",
+            "turn-started", "turn-ended", "concluded: design.md", "closed: design.md",
+            kind="aside")
+    inbox.post(crew, "boss", "wake", "w1:1:2:blocked w1 blocked")
+    h = cmd("job-exec", "--session", "w1", "--label", "lint", "--", "sh", "-c", "exit 3",
+            check=True).stdout.strip()
+    cmd("job-wait", h)
+    return h
+
+
+def timeline_svg(*args):
+    r = cmd("crew-timeline", "--svg", "-", *args)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def titles(svg_text):
+    root = ET.fromstring(svg_text)                  # well-formed XML, whatever the records hold
+    return [t.text for t in root.iter(SVG_NS + "title")]
+
+
+def test_timeline_draws_every_kind_of_mark_with_hover_text(crew):
+    h = titled_crew(crew)
+    svg_text = timeline_svg()
+    all_titles = "\n".join(titles(svg_text))
+    for expected in ("w1: turn", "w1: idle", "w1: dialog", "w1: blocked", "design: paused",
+                     "nudge: continue", "nudge-refused: not idle", "wake: w1:1:2:blocked",
+                     "opened: the retry policy", "concluded: design.md", "closed: design.md",
+                     f"job {h} (lint): exited 3"):
+        assert expected in all_titles, expected
+    assert "<script" not in svg_text and "\x1b" not in svg_text and "\u2028" not in svg_text
+    assert "&lt;script&gt;" in svg_text and "\\x1b[31m" in svg_text
+    for label in ("boss (primary)", "w1", "design (aside)", "legend", "permission dialog"):
+        assert f">{label}<" in svg_text
+
+
+def test_timeline_only_named_sessions_and_a_window_of_time(crew):
+    titled_crew(crew)
+    svg_text = timeline_svg("w1")
+    assert ">w1<" in svg_text and "design" not in svg_text.split("legend")[0]
+    r = cmd("crew-timeline", "--svg", "-", "nobody")
+    assert r.returncode == 3 and r.stderr.startswith("crew-timeline: no session 'nobody'")
+    empty = timeline_svg("--since", "2000-01-01", "--until", "2000-01-02")
+    assert "no sessions in this range" not in empty          # lanes, but nothing in them
+    assert "blocked:" not in "\n".join(titles(empty))
+    r = cmd("crew-timeline", "--svg", "-", "--since", "yesterday-ish")
+    assert r.returncode == 2 and "--since" in r.stderr
+    r = cmd("crew-timeline")
+    assert r.returncode == 2 and "--svg FILE or --html FILE" in r.stderr
+
+
+def test_timeline_reads_rotated_logs_and_names_a_damaged_session(crew):
+    session(crew, "w1", "turn-started", "turn-ended: first")
+    status = os.path.join(crew.session_dir("w1"), "status")
+    os.rename(status, status + ".1")
+    session_dir = crew.session_dir("w1")
+    with open(status, "w") as f:
+        f.write("2099-01-01T00:00:00.000Z blocked: second\n")
+    session(crew, "w2", "idle")
+    with open(os.path.join(crew.session_dir("w2"), "meta"), "w") as f:
+        f.write("[]")
+    r = cmd("crew-timeline", "--svg", "-")
+    assert r.returncode == 5 and "crew-timeline: w2:" in r.stderr
+    text = "\n".join(titles(r.stdout))
+    assert "turn-ended: first" in text and "blocked: second" in text
+    assert os.path.isdir(session_dir)
+
+
+def renderer(name, hint):
+    path = shutil.which(name)
+    if path is None:
+        msg = f"{name} is not installed ({hint}): THE RENDERING TEST IS SKIPPED"
+        sys.stderr.write(f"\n*** {msg} ***\n")
+        pytest.skip(msg)
+    return path
+
+
+def test_the_reference_trace_renders_with_librsvg(crew, tmp_path):
+    rsvg = renderer("rsvg-convert", "apt-get install librsvg2-bin; make system-deps does")
+    load_trace().write(crew)
+    out = tmp_path / "t.svg"
+    r = cmd("crew-timeline", "--svg", out)
+    assert r.returncode == 0, r.stderr
+    png = tmp_path / "t.png"
+    subprocess.run([rsvg, "-o", str(png), str(out)], check=True, timeout=120)
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    assert width == 1200 and height > 200
+    svg_text = out.read_text()
+    for name in ("design (aside)", "w1", "w2", "w3"):
+        assert f">{name}<" in svg_text
+
+
+def test_the_html_page_opens_in_headless_chromium(crew, tmp_path):
+    chromium = renderer("chromium", "apt-get install chromium; make system-deps does")
+    titled_crew(crew)
+    page = tmp_path / "crew.html"
+    r = cmd("crew-timeline", "--html", page)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu",
+                        f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                        page.as_uri()], capture_output=True, text=True, timeout=180)
+    dom = r.stdout
+    assert "<svg" in dom and "</svg>" in dom, r.stderr[-2000:]
+    assert "<script" not in dom and "&lt;script&gt;" in dom
+    assert dom.count("<title>") > 10 and "nudge-refused: not idle" in dom

@@ -1,0 +1,57 @@
+HELP = """\
+crew-timeline [SESSION...]
+Draw the crew over time: one lane per session (default: every session).
+
+  --svg FILE     write the picture as SVG to FILE (- for stdout)
+  --html FILE    write one self-contained HTML page holding it (hover text)
+  --since TIME   start there (a moment: '2026-12-01 08:00', '08:00', or 2h
+                 for two hours ago; default: the first record)
+  --until TIME   end there (the same; 30m: half an hour ago; default: the
+                 last record)
+
+Spans: turns (generating), idle, permission dialogs, blocked/problem
+(until a new turn), paused (awaiting captain). Marks: nudges delivered and
+refused, wakes sent to the primary, an aside's opened, concluded, closed,
+ended, captain's turns; under the lane, each job from start to outcome.
+Built from the crew directory alone (status logs with their rotations, the
+primary's inbox and inbox.read, jobs/): a copy from another machine draws
+the same. Times are UTC. At least one of --svg and --html is needed.
+
+Example: crew-timeline --since 8h --html crew.html w1 w2 design
+"""
+
+
+def run(args):
+    import os
+    import sys
+    from ..cli import crew
+    from ..errors import PARTIAL, NotFound, UsageError
+    from ..records import escape
+    from .. import timeline
+    from ..atomic import replace
+    if not args.svg and not args.html:
+        raise UsageError("say where to draw: --svg FILE or --html FILE")
+    since = until = None
+    if args.since or args.until:
+        from ..moments import parse_moment
+        since = parse_moment(args.since, "--since", False) if args.since else None
+        until = parse_moment(args.until, "--until", False) if args.until else None
+    c = crew(args)
+    if args.session:
+        from ..sessions import names
+        known = set(names(c))
+        for name in args.session:
+            if name not in known:
+                raise NotFound(f"no session {name!r}")
+    lanes, start, end, problems = timeline.build(c, args.session or None, since, until)
+    for p in problems:
+        sys.stderr.write(f"crew-timeline: {escape(p)}\n")
+    picture = timeline.svg(lanes, start, end)
+    for path, text in ((args.svg, picture), (args.html, args.html and timeline.page(picture))):
+        if not path:
+            continue
+        if path == "-":
+            sys.stdout.write(text)
+        else:
+            replace(os.path.abspath(path), text, mode=0o644)
+    return PARTIAL if problems else 0
