@@ -420,3 +420,28 @@ def test_wake_send_posts_despite_a_damaged_inbox_read(crew):
     assert "posting without that check" in out.stderr
     inbox = open(os.path.join(crew.root, "sessions", "boss", "inbox")).read()
     assert inbox.endswith(" 2026-11-30T10:00:00.000Z w1 done: x\n")
+
+
+def test_wake_send_goes_on_when_the_primary_meta_is_damaged(crew):
+    register(crew, "boss", kind="primary")
+    register(crew, "w1")
+    meta = os.path.join(crew.root, "sessions", "boss", "meta")
+    p = subprocess.Popen([sys.executable, os.path.join(REPO, "bin", "wake-send"), "boss",
+                          "--window", "0.01", "--retry", "0.1"],
+                         stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        os.unlink(meta)
+        os.mkdir(meta)
+        p.stdin.write(b"2026-11-30T10:00:00.000Z w1 done: x\n")
+        p.stdin.flush()
+        inbox = os.path.join(crew.root, "sessions", "boss", "inbox")
+        wait_for(lambda: os.path.exists(inbox) and "w1 done: x" in open(inbox).read(),
+                 what="the wake posted")
+        p.stdin.close()
+        assert p.wait(timeout=30) == 0
+        err = p.stderr.read().decode()
+        assert err.count("not a regular file") == 1, err
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()

@@ -129,6 +129,7 @@ class Crew:
                 self.victims.append(os.path.join(crew.root, "sessions", name, f))
         self.victims += [os.path.join(b, "status.1"), os.path.join(b, "inbox.read"),
                          os.path.join(crew.root, "sessions", "boss", "inbox.read"),
+                         os.path.join(crew.root, "sessions", "boss", "meta"),
                          os.path.join(crew.root, "locks", "nudges")]
         self.victims += [os.path.join(spool, "00000000000000000001.1.1.status"),
                          os.path.join(crew.root, "nudges", self.sched),

@@ -477,12 +477,14 @@ class Sender:
     def tick(self):
         """Announce what waits, if the primary can take it now. True if typed."""
         from . import inbox
-        from .errors import NotFound
+        from .errors import CrewfileError, NotFound
         self.due_at = None
         try:
             waiting = [n for n in inbox.pending(self.crew, self.primary) if n.kind == "wake"]
         except NotFound:
             return False            # flush() says so; nothing can be waiting
+        except CrewfileError as e:
+            return self._cannot(e)
         ids = {n.id for n in waiting}
         fresh = [n for n in waiting if n.id not in self.announced]
         self.announced &= ids
@@ -497,7 +499,10 @@ class Sender:
         deliver = self._deliver
         if deliver is None:
             from .delivery import deliver
-        ok, reason = deliver(self.sess, text)
+        try:
+            ok, reason = deliver(self.sess, text)
+        except CrewfileError as e:  # a damaged meta or inbox: said once, tried again
+            return self._cannot(e)
         if ok:
             self.announced |= ids
             self.seen = ids
@@ -510,6 +515,13 @@ class Sender:
                           f"holding the announcement of {len(fresh)} wake(s) for {self.primary}"
                           f" (they are in its inbox): {reason}")
         return ok
+
+    def _cannot(self, err):
+        """A file of the primary's is damaged: keep going, say so once, retry."""
+        self.due_at = self.clock() + self.retry
+        self.say_once("announce", "damaged", f"cannot announce to {self.primary} ({err});"
+                      f" the wakes stay in its inbox; retrying every {self.retry:g} s")
+        return False
 
     def message(self, waiting):
         senders = []
