@@ -113,7 +113,7 @@ import xml.etree.ElementTree as ET                 # noqa: E402
 from conftest import REPO, wait_for                # noqa: E402
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
-HOSTILE = "<script>alert(1)</script> & \x1b[31mred \u2028"
+HOSTILE = "<script>alert(1)</script> & \x1b[31mred \u2028 end"
 
 
 def load_trace():
@@ -237,3 +237,75 @@ def test_the_html_page_opens_in_headless_chromium(crew, tmp_path):
     assert "<svg" in dom and "</svg>" in dom, r.stderr[-2000:]
     assert "<script" not in dom and "&lt;script&gt;" in dom
     assert dom.count("<title>") > 10 and "nudge-refused: not idle" in dom
+
+
+# -- crew-top --once ----------------------------------------------------------------
+
+def top(*args):
+    return cmd("crew-top", "--once", *args)
+
+
+def rows_of(out):
+    lines = out.split("\n\n")[0].splitlines()
+    return {line.split()[0]: line.split() for line in lines[1:]}
+
+
+def test_top_once_on_the_reference_trace(crew):
+    load_trace().write(crew)
+    r = top()
+    assert r.returncode == 0, r.stderr
+    assert "\x1b" not in r.stdout                   # not a terminal: plain text
+    rows = rows_of(r.stdout)
+    assert set(rows) == {"design", "w2", "w3"}      # w1 has ended
+    assert rows["design"][1] == "aside*" and rows["design"][2] == "idle(live?)"
+    assert rows["w3"][2] == "lost(agent-gone)"
+    assert rows["design"][-2:] == ["concluded:", "design,1796040000.123_1.host"]
+    assert "crew-up: not running" in r.stdout and "reports: none waiting" in r.stdout
+    assert "w1" in rows_of(top("--all").stdout)
+
+
+def test_top_once_columns_and_a_damaged_session(crew):
+    from crewfile import reports
+    session(crew, "boss", "idle", kind="primary")
+    session(crew, "w1", "turn-started", "blocked: " + HOSTILE)
+    session(crew, "w2", "idle")
+    inbox.post(crew, "boss", "wake", "w1 blocked")
+    inbox.post(crew, "boss", "job", "job j-1 exited 0")
+    cmd("nudge-add", "--session", "w1", "--every", "1h", "--message", "continue", check=True)
+    h = cmd("job-exec", "--session", "w2", "--label", "slow", "--", "sleep", "600",
+            check=True).stdout.strip()
+    reports.deliver(crew, "design", b"the report\n")
+    with open(os.path.join(crew.session_dir("w2"), "meta"), "w") as f:
+        f.write("{broken")
+    try:
+        r = top()
+        assert r.returncode == 5 and "Traceback" not in r.stderr
+        rows = rows_of(r.stdout)
+        assert rows["boss"][4] == "2" and rows["w1"][4] == "-"
+        assert rows["w1"][2] == "blocked(live?)" and rows["w1"][5:7] == ["in", "59m"]
+        assert rows["w2"][:4] == ["w2", "?", "damaged", "?"] and "error:" in rows["w2"]
+        line = [l for l in r.stdout.splitlines() if l.startswith("w1")][0]
+        assert "\x1b" not in line and "\\x1b[31mred" in line and "\\u2028" in line
+        assert "reports: 1 waiting in reports/new (design)" in r.stdout
+        os.unlink(os.path.join(crew.session_dir("w2"), "meta"))
+        session(crew, "w2", "idle")                   # registered again: the job shows
+        assert rows_of(top().stdout)["w2"][6] == "1"  # "1 run"
+    finally:
+        import signal
+        pids = json.load(open(os.path.join(crew.root, "jobs", h, "pids")))
+        os.killpg(pids["pgid"], signal.SIGKILL)
+
+
+def test_core_commands_never_import_the_views():
+    import re
+    views = {"glance", "timeline", "top"}
+    own = {"glance.py", "timeline.py", "top.py", "crew_status.py", "crew_timeline.py", "crew_top.py"}
+    lib = os.path.join(REPO, "lib", "crewfile")
+    for d in (lib, os.path.join(lib, "cmd")):
+        for f in os.listdir(d):
+            if not f.endswith(".py") or f in own:
+                continue
+            text = open(os.path.join(d, f)).read()
+            found = set(re.findall(r"from \.+(\w+) import|from \.+ import (\w+)", text))
+            names = {a or b for a, b in found}
+            assert not names & views, f"{f} imports {names & views}"

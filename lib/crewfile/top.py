@@ -1,0 +1,154 @@
+"""crew-top's frame: one row per session and a footer, from the same files
+and the same answers every command uses (glance.py's word from the verdict,
+the schedules, the jobs, crew-up's state, the reports). Nothing here
+writes or types anything: it only reads.
+"""
+import time
+
+from . import glance
+from .output import age_text
+from .records import escape
+
+HEADER = ("NAME", "KIND", "STATE", "AGE", "WAKES", "NUDGE", "JOBS", "LAST")
+
+
+class Frame:
+    """rows: [(word or None, [column strings])], footer: [lines], bad: damaged count."""
+
+    def __init__(self, rows, footer, bad):
+        self.rows, self.footer, self.bad = rows, footer, bad
+
+    def text(self, colour=False):
+        from .output import table
+        lines = table(HEADER, [cols for _, cols in self.rows]).splitlines()
+        if colour:
+            lines[0] = f"\x1b[1m{lines[0]}\x1b[0m"
+            for i, (word, cols) in enumerate(self.rows, 1):
+                c = COLOURS.get(word)
+                if c:
+                    lines[i] = f"\x1b[{c}m{lines[i]}\x1b[0m"
+        return "\n".join(lines + [""] + self.footer) + "\n"
+
+
+COLOURS = {glance.WORKING: "32", glance.DIALOG: "33", glance.BLOCKED: "31", glance.PAUSED: "35",
+           glance.LOST: "31", glance.DAMAGED: "7", glance.ENDED: "2"}
+
+
+def frame(crew, now=None, show_ended=False):
+    """The Frame of *crew* now."""
+    now = time.time() if now is None else now
+    from .verdict import Look
+    look = Look()
+    rows = glance.rows(crew, look, now)
+    nudges, nudge_bad = _nudges(crew, now)
+    jobs = _jobs(crew)
+    out, bad = [], 0
+    for row in rows:
+        if row.word == glance.DAMAGED:
+            bad += 1
+            out.append((row.word, [row.name, "?", "damaged", "?", "?", "?", "?",
+                                   "error: " + escape(row.error)]))
+            continue
+        st = row.state
+        if row.word == glance.ENDED and not show_ended:
+            continue
+        kind = st["kind"] + ("*" if st["kind"] == "aside" else "")
+        word = row.word
+        if word in (glance.LOST, glance.UNKNOWN) and st["why"]:
+            word += f"({st['why']})"
+        elif st["live"] == "unknown":
+            word += "(live?)"
+        elif st["stopped"] == "yes":
+            word += "(stopped)"
+        last = st["last_kind"] or "-"
+        if st["last_text"]:
+            last += ": " + st["last_text"]
+        out.append((row.word, [row.name, kind, word, age_text(st["age"]),
+                               _wakes(crew, row.name), _nudge_for(crew, nudges, row.name),
+                               jobs.get(row.name, "-"), escape(last)]))
+    footer = [crew_up_line(crew), reports_line(crew)]
+    if nudge_bad:
+        footer.append(f"nudges: {nudge_bad} schedule file(s) cannot be read (nudge-ls names them)")
+    return Frame(out, footer, bad + nudge_bad)
+
+
+def _wakes(crew, name):
+    """Notices pending in NAME's inbox ('?' if it cannot be read)."""
+    from .errors import CrewfileError
+    from .inbox import pending
+    try:
+        n = len(pending(crew, name))
+    except CrewfileError:
+        return "?"
+    return str(n) if n else "-"
+
+
+def _nudges(crew, now):
+    from .schedules import load_all
+    bad = []
+    return load_all(crew, bad), len(bad)
+
+
+def _nudge_for(crew, scheds, name):
+    """The next nudge of session *name*: 'in 5m', 'due', or why it is held."""
+    from .clocks import clock_now, elapsed
+    from .errors import CrewfileError
+    from .schedules import matches
+    from .sessions import Session
+    try:
+        meta = Session(crew, name).meta
+    except CrewfileError:
+        return "?"
+    mine = [s for s in scheds if matches(s, meta)]
+    if not mine:
+        return "-"
+    s = max(mine, key=lambda s: bool(s.get("armed")))
+    why = s.get("last_code") or s.get("last_reason") or "-"
+    if not s.get("armed"):
+        return escape(f"disarmed:{why}")
+    if s.get("last_outcome") == "refused":
+        return escape(f"held:{why}")
+    left = s["every"] - elapsed(s.get("base") or {}, clock_now())
+    return "due" if left <= 0 else f"in {age_text(left)}"
+
+
+def _jobs(crew):
+    """{session: 'N run M unheard'} from the jobs' own files."""
+    from .jobs import list_jobs
+    count = {}
+    for j in list_jobs(crew, full=False):
+        s = j.get("session")
+        if not s or "error" in j:
+            continue
+        run, unheard = count.get(s, (0, 0))
+        if j.get("state") in ("running", "starting"):
+            run += 1
+        elif j.get("ended") and not j.get("heard") and not j.get("announced"):
+            unheard += 1
+        count[s] = (run, unheard)
+    out = {}
+    for s, (run, unheard) in count.items():
+        parts = ([f"{run} run"] if run else []) + ([f"{unheard} unheard"] if unheard else [])
+        out[s] = ",".join(parts) or "-"
+    return out
+
+
+def crew_up_line(crew):
+    """crew-up: what --status says, in one line."""
+    from . import crewup
+    found = crewup.status_lines(crew)
+    if found is None:
+        return "crew-up: not running (wakes are not delivered: crew-up PRIMARY)"
+    head, rows = found
+    stages = ", ".join(f"{r[0]} {'up' if r[1] == 'yes' else 'DOWN'}"
+                       + (f" ({r[4]} restarts)" if r[4] not in ("0", 0) else "") for r in rows[1:])
+    return escape(f"{head}; {stages or 'no stages yet'}")
+
+
+def reports_line(crew):
+    from . import paths, reports
+    waiting = reports.listing(crew, states=(paths.REPORT_NEW,))
+    if not waiting:
+        return "reports: none waiting"
+    return escape(f"reports: {len(waiting)} waiting in reports/new ("
+                  + ", ".join(sorted({r.aside for r in waiting})) + ")")
