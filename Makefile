@@ -5,7 +5,7 @@ PY     := $(CURDIR)/$(VENV)/bin/python
 STAMP  := $(VENV)/.deps-installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/bin:$(PATH)
 
-.PHONY: all deps system-deps claude-code sshd viewers test pytest bats demo bench install uninstall clean
+.PHONY: all deps system-deps claude-code codex sshd viewers test pytest bats demo bench install uninstall clean
 
 all: test
 
@@ -42,6 +42,17 @@ claude-code:
 	  || echo "make: WARNING: npm install of Claude Code failed: the end-to-end tests with the real CLI will be SKIPPED" >&2; \
 	fi
 
+# The real Codex CLI for tests/test_codex_e2e.py, likewise into this checkout.
+CODEX := .cache/codex
+codex:
+	@if ls $(CODEX)/node_modules/@openai/codex-linux-*/vendor/*/bin/codex >/dev/null 2>&1; then :; \
+	elif ! command -v npm >/dev/null; then \
+	  echo "make: WARNING: npm not found: the end-to-end tests with the real Codex CLI will be SKIPPED" >&2; \
+	else echo "make: installing Codex CLI into $(CODEX)"; \
+	  npm install --prefix $(CODEX) --no-audit --no-fund --loglevel=error @openai/codex \
+	  || echo "make: WARNING: npm install of Codex CLI failed: its end-to-end tests will be SKIPPED" >&2; \
+	fi
+
 # Debian's openssh-server for the multi-machine test (a private sshd on
 # localhost); where it cannot be installed that test is skipped, loudly.
 sshd:
@@ -62,7 +73,7 @@ viewers:
 
 # pytest and bats both run; then, last of all, one loud line if any end-to-end
 # test with the real Claude Code was skipped (tests/claude_harness.skip_loudly).
-test: deps claude-code sshd viewers
+test: deps claude-code codex sshd viewers
 	@rc=0; $(PY) -m pytest -q || rc=$$?; bats tests/bats || rc=$$?; \
 	if [ -s .cache/e2e-skipped ]; then \
 	  echo "make: WARNING: $$(wc -l < .cache/e2e-skipped) END-TO-END TESTS WITH THE REAL CLAUDE CODE WERE SKIPPED: $$(sort -u .cache/e2e-skipped | paste -sd';')" >&2; \

@@ -1,0 +1,146 @@
+"""The real Codex CLI (@openai/codex from npm, in .cache/codex) offline against
+tests/responses_server.py, its hooks installed by `crew-hook --install DIR
+--agent codex`: a turn's records, a notice reaching the model's request
+(and not Codex's output), the guard denying a self-conclusion through a real
+tool call, a primary's wake continuing the turn at Stop.
+
+Run non-interactively (`codex exec`, hooks trusted for the run with
+--dangerously-bypass-hook-trust); the interactive screen in tmux (nudges,
+a permission dialog) is not covered here. Skipped when the CLI is not
+installed: npm install --prefix .cache/codex @openai/codex
+"""
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from crewfile import inbox, logfile
+from crewfile.paths import Crew
+from crewfile.sessions import Session, register
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = glob.glob(os.path.join(ROOT, ".cache", "codex", "node_modules", "@openai",
+                                "codex-linux-*", "vendor", "*", "bin", "codex"))
+pytestmark = pytest.mark.skipif(not BINARY, reason="Codex CLI not installed in .cache/codex")
+DEADLINE = 120
+
+
+@pytest.fixture
+def rig(tmp_path):
+    """CODEX_HOME outside /tmp: with it under /tmp, Codex 0.171 ignored its
+    config.toml (observed: provider openai, network tried)."""
+    home = os.path.join(ROOT, ".cache", "codex-e2e", uuid.uuid4().hex[:12])
+    os.makedirs(home)
+    log = str(tmp_path / "requests.log")
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "responses_server.py"),
+                               "--log", log], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        with open(os.path.join(home, "config.toml"), "w") as f:
+            f.write(f'model = "gpt-test"\nmodel_provider = "fake"\n'
+                    f'[model_providers.fake]\nname = "fake"\n'
+                    f'base_url = "http://127.0.0.1:{port}/v1"\nenv_key = "FAKE_KEY"\n'
+                    f'wire_api = "responses"\nsupports_websockets = false\n')
+        crew = Crew(str(tmp_path / "crew"))
+        env = dict(os.environ, PATH=f"{ROOT}/bin:{os.environ['PATH']}", CODEX_HOME=home,
+                   HOME=home, FAKE_KEY="x", CREWFILE_DIR=crew.root)
+        env.pop("TMUX", None)
+        subprocess.run([os.path.join(ROOT, "bin", "crew-hook"), "--install", home,
+                        "--agent", "codex"], env=env, check=True, capture_output=True)
+        work = tmp_path / "work"
+        work.mkdir()
+        yield Rig(crew, env, log, str(work))
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(home, ignore_errors=True)
+
+
+class Rig:
+    def __init__(self, crew, env, log, work):
+        self.crew, self.env, self.log, self.work = crew, env, log, work
+
+    def codex(self, session, prompt, wait=True):
+        argv = [BINARY[0], "exec", "--dangerously-bypass-hook-trust", "--skip-git-repo-check",
+                prompt]
+        p = subprocess.Popen(argv, env=dict(self.env, CREWFILE_SESSION=session), cwd=self.work,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if not wait:
+            return p
+        out, _ = p.communicate(timeout=DEADLINE)
+        assert p.returncode == 0, out
+        return out
+
+    def requests(self):
+        with open(self.log) as f:
+            return [json.loads(line) for line in f]
+
+    def kinds(self, name):
+        return [(r.kind, r.text) for r in
+                Session(self.crew, name).last_records(100, logfile.TailStats())]
+
+
+def _texts(req):
+    return json.dumps(req["input"])
+
+
+def test_a_turns_records_and_a_notice_for_the_model_only(rig):
+    register(rig.crew, "w1")
+    inbox.post(rig.crew, "w1", "job", "j-7 ended: exit 0")
+    out = rig.codex("w1", "hello there")
+    got = rig.kinds("w1")
+    assert [k for k, _ in got] == ["registered", "started", "captain", "turn-started",
+                                   "turn-ended"], got
+    assert ("captain", "hello there") in got and ("started", "startup") in got
+    meta = Session(rig.crew, "w1").meta
+    assert meta["agent_session_id"] and meta["agent_session_id"] in out
+    req = rig.requests()[0]
+    dev = [i for i in req["input"] if i.get("role") == "developer"
+           and "crewfile notice: job j-7 ended: exit 0" in json.dumps(i)]
+    assert len(dev) == 1                       # a developer message: not the user's words
+    assert "j-7 ended" not in out              # and not on Codex's output
+    assert inbox.pending(rig.crew, "w1") == []
+
+
+def test_the_guard_denies_a_self_conclusion_through_a_real_tool_call(rig):
+    register(rig.crew, "a1", kind="aside", extra={"topic": "retries"})
+    rig.codex("a1", "RUN: aside-done a1")
+    got = rig.kinds("a1")
+    assert "captain-done" not in [k for k, _ in got]
+    assert ("problem", "self-conclusion refused: the agent ran 'aside-done a1'; denied") in got
+    first, second = rig.requests()[:2]
+    assert "crewfile: this session is the aside 'a1' on the topic: retries." in _texts(first)
+    outputs = [i for i in second["input"] if i.get("type") == "function_call_output"]
+    assert len(outputs) == 1 and "captain's act only" in json.dumps(outputs[0])
+    assert got[-1] == ("turn-ended", "")
+
+
+def test_a_primarys_wake_at_stop_continues_the_turn_once(rig, tmp_path):
+    register(rig.crew, "pm", kind="primary")
+    go = tmp_path / "go"
+    p = rig.codex("pm", f"HOLD: {go}", wait=False)
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while not (os.path.exists(rig.log) and rig.requests()):
+            assert time.monotonic() < deadline and p.poll() is None, "no model request"
+            time.sleep(0.05)
+        inbox.post(rig.crew, "pm", "wake", "w2 blocked: needs a database")
+        go.touch()
+        out, _ = p.communicate(timeout=DEADLINE)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, out
+    reqs = rig.requests()
+    assert len(reqs) == 2, out
+    assert "crewfile wake:" in _texts(reqs[1]) and "w2 blocked: needs a database" in _texts(reqs[1])
+    got = [k for k, _ in rig.kinds("pm")]
+    assert got.count("turn-ended") == 1 and got[-1] == "turn-ended"
+    assert inbox.pending(rig.crew, "pm") == []
