@@ -360,3 +360,48 @@ def test_an_agent_that_never_takes_the_text_is_not_delivered(crew, tmux):
     assert f"{sid} w1 refused: draft" in tick()
     ok, why = delivery.deliver(sess, "more", quiet=0)
     assert not ok and why.code == delivery.DRAFT
+
+
+def test_crew_hook_finds_the_agent_among_its_ancestors_and_repairs_it(crew, tmux, tmp_path):
+    """crew-hook run by the agent (through a shell, as Claude Code runs hooks)
+    records the agent, not the shell or itself, with its pane's server from
+    $TMUX even when CREWFILE_TMUX names another server; a later event
+    repairs a wrong record."""
+    sess = register(crew, "w1", cwd=str(tmp_path))
+    pane = shell_pane(crew, tmux, "w1", env={"CREWFILE_TMUX": "/nonexistent/other-server"})
+    tmux("send-keys", "-t", pane, "-l", f"FAKE_NO_RECORD=1 {shlex.quote(sys.executable)} "
+                                        f"{shlex.quote(FAKE)}")
+    tmux("send-keys", "-t", pane, "Enter")
+    tmux.wait_screen(pane, "ready>")
+    wait_for(lambda: "started" in kinds(sess), what="started")
+    assert "pid" not in sess_meta(sess)
+    hook = f"{shlex.quote(sys.executable)} {shlex.quote(os.path.join(BIN, 'crew-hook'))}"
+
+    def event(name):
+        payload = '{"hook_event_name": "%s", "session_id": "c1", "source": "startup", "prompt": "x"}'
+        tmux("send-keys", "-t", pane, "-l", f"RUN: echo '{payload % name}' | {hook}")
+        tmux("send-keys", "-t", pane, "Enter")
+    n = kinds(sess).count("turn-ended")
+    event("SessionStart")
+    wait_for(lambda: kinds(sess).count("turn-ended") > n, what="the hook's turn")
+    meta = sess_meta(sess)
+    from crewfile.liveness import descends_from
+    shell = tmux.pane_pid(pane)
+    agent = [p for p in os.listdir("/proc") if p.isdigit() and cmdline(p)[1:2] == [FAKE.encode()]
+             and descends_from(int(p), shell)]
+    assert [str(meta.get("pid"))] == agent, (meta, agent)
+    assert (meta["tmux"], meta["tmux_socket"]) == (pane, tmux.sock)
+    assert verdict.of(sess).live == verdict.LIVE
+    sess.update_meta(pid=1, pid_start=0)                 # a wrong record ...
+    n = kinds(sess).count("turn-ended")
+    event("UserPromptSubmit")                            # ... repaired at the next prompt
+    wait_for(lambda: kinds(sess).count("turn-ended") > n, what="the hook's turn")
+    assert str(sess_meta(sess)["pid"]) == agent[0]
+
+
+def cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
