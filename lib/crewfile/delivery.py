@@ -96,9 +96,12 @@ def check_text(text):
 def captain_quiet(env=None):
     env = os.environ if env is None else env
     try:
-        return max(0.0, float(env.get("CREWFILE_CAPTAIN_QUIET") or CAPTAIN_QUIET))
+        value = float(env.get("CREWFILE_CAPTAIN_QUIET") or CAPTAIN_QUIET)
     except ValueError:
         return CAPTAIN_QUIET
+    # nan would compare false everywhere and switch the captain check off;
+    # inf would refuse every delivery for ever: neither is a setting.
+    return min(max(0.0, value), 86400.0) if value == value else CAPTAIN_QUIET
 
 
 def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=None):

@@ -58,7 +58,7 @@ def output_limit(env=None):
         value = int(env.get("CREWFILE_JOB_OUTPUT_BYTES") or OUTPUT_LIMIT)
     except ValueError:
         value = OUTPUT_LIMIT
-    return max(value, MIN_OUTPUT_LIMIT)
+    return min(max(value, MIN_OUTPUT_LIMIT), 1 << 40)     # within `spec`'s checked shape
 
 
 def _json(path, kind):
