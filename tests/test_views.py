@@ -309,3 +309,56 @@ def test_core_commands_never_import_the_views():
             found = set(re.findall(r"from \.+(\w+) import|from \.+ import (\w+)", text))
             names = {a or b for a, b in found}
             assert not names & views, f"{f} imports {names & views}"
+
+
+# -- crew-top, the live view, in a private tmux server ----------------------------------
+
+@pytest.fixture
+def outer():
+    import tempfile
+    from conftest import TmuxServer
+    d = tempfile.mkdtemp(prefix="cf-tmux-outer-")
+    server = TmuxServer(os.path.join(d, "sock"))
+    yield server
+    server.kill()
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_live_view_follows_records_keys_and_switches_the_client(crew, tmux, outer):
+    from conftest import BIN
+    _, pane1 = tmux.agent_window(crew, "w1", "sleep 600")
+    session(crew, "w2", "idle")
+    top_pane = tmux.new_window(f"{sys.executable} {os.path.join(BIN, 'crew-top')}; sleep 600",
+                               name="top", env={"CREWFILE_DIR": crew.root})
+    # the captain's terminal: a client of the crew's server, in a window of another server
+    outer.new_window(f"env -u TMUX tmux -S {tmux.sock} attach -t crew:top", name="captain")
+    wait_for(lambda: tmux("list-clients", "-F", "#{client_name}").strip(), what="a client")
+    tmux.wait_screen(top_pane, lambda s: "NAME" in s and "w2" in s and "crew-up:" in s)
+    cmd("status-append", "w2", "blocked", "vault key", check=True)
+    tmux.wait_screen(top_pane, "blocked: vault key")
+    session(crew, "w3", "idle")
+    with open(os.path.join(crew.session_dir("w3"), "meta"), "w") as f:
+        f.write("{broken")
+    tmux.wait_screen(top_pane, lambda s: "damaged" in s and "w1" in s and "w2" in s)
+    # l: w1's log (the first row), q back
+    tmux("send-keys", "-t", top_pane, "l")
+    tmux.wait_screen(top_pane, lambda s: "log of w1" in s and "registered: kind=crew" in s)
+    tmux("send-keys", "-t", top_pane, "q")
+    tmux.wait_screen(top_pane, "NAME")
+    # / filters
+    tmux("send-keys", "-t", top_pane, "/", "w2", "Enter")
+    tmux.wait_screen(top_pane, lambda s: "filter: w2" in s and "w1 " not in s and "w2" in s)
+    tmux("send-keys", "-t", top_pane, "/", "Enter")
+    tmux.wait_screen(top_pane, lambda s: "w1 " in s and "w3" in s)
+    # i: w2's inbox
+    inbox.post(crew, "w2", "job", "job j-9 exited 0")
+    tmux("send-keys", "-t", top_pane, "j", "i")
+    tmux.wait_screen(top_pane, lambda s: "inbox of w2" in s and "job j-9 exited 0" in s)
+    tmux("send-keys", "-t", top_pane, "q", "k")
+    # Enter on w1: the captain's client now shows w1's pane
+    tmux("send-keys", "-t", top_pane, "Enter")
+    wait_for(lambda: tmux("list-clients", "-F", "#{pane_id}").strip() == pane1,
+             what="the client switched to w1's pane")
+    assert "sleep" in tmux("display-message", "-p", "-t", pane1, "#{pane_current_command}")
+    tmux("send-keys", "-t", top_pane, "q")
+    tmux.wait_screen(top_pane, lambda s: "NAME" not in s)

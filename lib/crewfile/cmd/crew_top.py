@@ -17,6 +17,12 @@ be used is one row: `?` columns, STATE damaged, LAST `error: why`.
 Footer: crew-up's state (as crew-up --status), the reports waiting in
 reports/new.
 
+The live view redraws when a file of the crew changes (inotify; polling
+each second where it cannot be had). Keys: up/down (k/j) choose a session;
+Enter switches your tmux client to its pane; i its inbox; l its log
+(scrollable); r the reports waiting; / filters the rows by a word; q quits
+(or leaves a list). It never types into an agent.
+
 Example: crew-top --once | grep -w blocked
 """
 
@@ -27,7 +33,11 @@ def run(args):
     from ..errors import PARTIAL, UsageError
     from .. import top
     if not args.once:
-        raise UsageError("only --once is available: the interactive view is not built yet")
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise UsageError("the live view needs a terminal: use --once")
+        from ..topview import main
+        main(crew(args), show_ended=args.all)
+        return 0
     f = top.frame(crew(args), show_ended=args.all)
     sys.stdout.write(f.text(colour=sys.stdout.isatty()))
     return PARTIAL if f.bad else 0

@@ -1,0 +1,258 @@
+"""crew-top's live view: the frame of top.py in curses, redrawn when a file
+of the crew changes (notify.DirWatch: inotify on the directories, polling
+when inotify cannot be had), never on a timer but for the AGE column (once
+every 30 s). It only reads, and switches the captain's tmux client: nothing
+is ever typed into an agent.
+
+Keys: up/down (k/j) choose a row; Enter switches the captain's client to
+the session's pane; i its inbox, l its log (scroll with up/down, PgUp/PgDn),
+r the reports waiting; / filters the rows by a word (empty: all); q quits
+(or leaves a list back to the rows).
+"""
+import curses
+import os
+import select
+
+from . import paths, top
+from .records import escape
+
+REFRESH = 30.0
+
+
+class View:
+    def __init__(self, crew, show_ended=False):
+        self.crew, self.show_ended = crew, show_ended
+        self.sel, self.filter, self.message = 0, "", ""
+        from .notify import DirWatch
+        self.watch = DirWatch(warn=self._warn)
+        self.frame = None
+
+    def _warn(self, msg):
+        self.message = msg
+
+    def watch_dirs(self):
+        c = self.crew
+        for d in (c.root, c.sub(paths.SESSIONS), c.sub(paths.JOBS), c.sub("nudges"),
+                  c.sub(paths.REPORTS, paths.REPORT_NEW), c.sub("crew-up")):
+            if os.path.isdir(d):
+                self.watch.add(d)
+        try:
+            for name in paths.list_dir(c.sub(paths.SESSIONS)):
+                d = c.session_dir(name)
+                if os.path.isdir(d) and not os.path.islink(d):
+                    self.watch.add(d)
+        except OSError:
+            pass
+
+    def rows(self):
+        rows = self.frame.rows
+        if self.filter:
+            rows = [r for r in rows if self.filter in " ".join(r[1])]
+        return rows
+
+    def refresh(self):
+        self.watch_dirs()           # first: a file made while the frame is read wakes us again
+        self.frame = top.frame(self.crew, show_ended=self.show_ended)
+
+    def selected(self):
+        rows = self.rows()
+        if not rows:
+            return None
+        self.sel = max(0, min(self.sel, len(rows) - 1))
+        return rows[self.sel][1][0]
+
+    # -- drawing -------------------------------------------------------------
+    def draw(self, scr):
+        from .output import table
+        scr.erase()
+        h, w = scr.getmaxyx()
+        rows = self.rows()
+        lines = table(top.HEADER, [cols for _, cols in rows]).splitlines()
+        _put(scr, 0, lines[0], w, curses.A_BOLD)
+        self.selected()
+        for i, line in enumerate(lines[1:h - 4]):
+            attr = curses.A_REVERSE if i == self.sel else 0
+            word = rows[i][0]
+            if curses.has_colors() and word in PAIRS:
+                attr |= curses.color_pair(PAIRS[word])
+            _put(scr, i + 1, line, w, attr)
+        y = min(len(lines), h - 4) + 1
+        for line in self.frame.footer:
+            if y < h - 1:
+                _put(scr, y, line, w)
+                y += 1
+        hint = "Enter: go to pane  i: inbox  l: log  r: reports  /: filter  q: quit"
+        if self.filter:
+            hint = f"filter: {escape(self.filter)}  " + hint
+        _put(scr, h - 1, self.message or hint, w, curses.A_DIM)
+        scr.refresh()
+
+    # -- actions -----------------------------------------------------------
+    def go(self, name):
+        """Switch the captain's tmux client to NAME's pane (never types into it)."""
+        from .errors import CrewfileError
+        from .sessions import Session
+        from . import tmux
+        try:
+            meta = Session(self.crew, name).meta
+        except CrewfileError as e:
+            self.message = f"{name}: {e}"
+            return
+        pane, socket = meta.get("tmux"), meta.get("tmux_socket")
+        if not pane or not socket:
+            self.message = f"{name}: no tmux pane recorded"
+            return
+        try:
+            code, _ = tmux.run("switch-client", "-t", pane, check=False, socket=socket)
+        except CrewfileError as e:
+            self.message = f"{name}: {e}"
+            return
+        self.message = (f"{name}: switched to {pane}" if code == 0 else
+                        f"{name}: no tmux client of {socket} to switch (attach one)")
+
+    def lines_of(self, key, name):
+        """The lines of the list shown for *key* (i, l, r)."""
+        from .errors import CrewfileError
+        try:
+            if key == "r":
+                from . import reports
+                found = reports.listing(self.crew, states=(paths.REPORT_NEW,))
+                return [escape(f"{r.aside}  {r.path}") for r in found] or ["no reports waiting"]
+            if name is None:
+                return ["no session chosen"]
+            if key == "i":
+                from .inbox import pending
+                found = pending(self.crew, name)
+                return ([escape(f"{n.ts} {n.kind}: {n.text}") for n in found]
+                        or [f"{name}: inbox empty"])
+            from .logfile import TailStats
+            from .sessions import Session
+            recs = Session(self.crew, name).last_records(1000, TailStats())
+            return [escape(r.line().rstrip("\n")) for r in recs] or [f"{name}: no records"]
+        except CrewfileError as e:
+            return [escape(f"{name}: {e}")]
+
+
+PAIRS = {}
+
+
+def _put(scr, y, text, w, attr=0):
+    try:
+        scr.addnstr(y, 0, text, max(0, w - 1), attr)
+    except curses.error:
+        pass
+
+
+def _colours():
+    if not curses.has_colors():
+        return
+    curses.start_color()
+    try:
+        curses.use_default_colors()
+        bg = -1
+    except curses.error:
+        bg = curses.COLOR_BLACK
+    from . import glance
+    for n, (word, fg) in enumerate(((glance.WORKING, curses.COLOR_GREEN),
+                                    (glance.DIALOG, curses.COLOR_YELLOW),
+                                    (glance.BLOCKED, curses.COLOR_RED),
+                                    (glance.PAUSED, curses.COLOR_MAGENTA),
+                                    (glance.LOST, curses.COLOR_RED),
+                                    (glance.DAMAGED, curses.COLOR_RED)), 1):
+        curses.init_pair(n, fg, bg)
+        PAIRS[word] = n
+
+
+def _wait(view, scr, timeout):
+    """Until a key is pressed or a crew file changes: 'key' or 'change' or None."""
+    ino = view.watch.ino
+    fds = [0] + ([ino.fileno()] if ino is not None else [])
+    poll = timeout if ino is not None else min(timeout, 1.0)
+    ready, _, _ = select.select(fds, [], [], poll)
+    if 0 in ready:
+        return "key"
+    if ino is not None and ready:
+        return "change" if view.watch.wait(0) else None
+    if ino is None:
+        from .notify import snapshot
+        now = snapshot(view.watch.dirs)
+        last, view.watch._last = view.watch._last, now
+        return "change" if last is not None and now != last else None
+    return None
+
+
+def _list(view, scr, title, lines):
+    """Show *lines* scrollable; back on q, Esc or Enter."""
+    top_ = max(0, len(lines) - 1)
+    while True:
+        scr.erase()
+        h, w = scr.getmaxyx()
+        body = h - 2
+        top_ = max(0, min(top_, len(lines) - body))
+        _put(scr, 0, title, w, curses.A_BOLD)
+        for i, line in enumerate(lines[top_:top_ + body]):
+            _put(scr, i + 1, line, w)
+        _put(scr, h - 1, "up/down, PgUp/PgDn: scroll  q: back", w, curses.A_DIM)
+        scr.refresh()
+        key = scr.getch()
+        if key in (ord("q"), 27, 10, 13, curses.KEY_ENTER):
+            return
+        top_ += {curses.KEY_UP: -1, ord("k"): -1, curses.KEY_DOWN: 1, ord("j"): 1,
+                 curses.KEY_PPAGE: -body, curses.KEY_NPAGE: body}.get(key, 0)
+
+
+def _ask(scr, prompt):
+    h, w = scr.getmaxyx()
+    _put(scr, h - 1, " " * (w - 1), w)
+    _put(scr, h - 1, prompt, w)
+    curses.echo()
+    curses.curs_set(1)
+    try:
+        raw = scr.getstr(h - 1, len(prompt), 60)
+    finally:
+        curses.noecho()
+        curses.curs_set(0)
+    return raw.decode("utf-8", "replace").strip()
+
+
+def main(crew, show_ended=False):
+    def body(scr):
+        try:
+            curses.curs_set(0)
+        except curses.error:
+            pass
+        _colours()
+        scr.keypad(True)
+        view = View(crew, show_ended)
+        view.refresh()
+        while True:
+            view.draw(scr)
+            what = _wait(view, scr, REFRESH)
+            if what != "key":
+                view.refresh()
+                continue
+            key = scr.getch()
+            view.message = ""
+            if key in (ord("q"), ord("Q")):
+                return
+            if key in (curses.KEY_DOWN, ord("j")):
+                view.sel += 1
+            elif key in (curses.KEY_UP, ord("k")):
+                view.sel = max(0, view.sel - 1)
+            elif key in (10, 13, curses.KEY_ENTER):
+                name = view.selected()
+                if name:
+                    view.go(name)
+            elif key in (ord("i"), ord("l"), ord("r")):
+                name = view.selected()
+                k = chr(key)
+                title = {"i": f"inbox of {name}", "l": f"log of {name}",
+                         "r": "reports waiting"}[k]
+                _list(view, scr, title, view.lines_of(k, name))
+                view.refresh()
+            elif key == ord("/"):
+                view.filter = _ask(scr, "filter: ")
+                view.sel = 0
+            elif key == curses.KEY_RESIZE:
+                pass
+    curses.wrapper(body)
