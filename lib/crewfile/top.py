@@ -91,6 +91,8 @@ def _nudges(crew, now):
 
 def _nudge_for(crew, scheds, name):
     """The next nudge of session *name*: 'in 5m', 'due', or why it is held."""
+    if not scheds:
+        return "-"
     from .clocks import clock_now, elapsed
     from .errors import CrewfileError
     from .schedules import matches
