@@ -5,7 +5,7 @@ PY     := $(CURDIR)/$(VENV)/bin/python
 STAMP  := $(VENV)/.deps-installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/bin:$(PATH)
 
-.PHONY: all deps system-deps claude-code codex sshd viewers test pytest bats demo bench install uninstall clean
+.PHONY: all deps system-deps claude-code codex gemini sshd viewers test pytest bats demo bench install uninstall clean
 
 all: test
 
@@ -53,6 +53,17 @@ codex:
 	  || echo "make: WARNING: npm install of Codex CLI failed: its end-to-end tests will be SKIPPED" >&2; \
 	fi
 
+# The real Gemini CLI for tests/test_gemini_e2e.py, likewise into this checkout.
+GEMINI := .cache/gemini
+gemini:
+	@if [ -e $(GEMINI)/node_modules/.bin/gemini ]; then :; \
+	elif ! command -v npm >/dev/null; then \
+	  echo "make: WARNING: npm not found: the end-to-end tests with the real Gemini CLI will be SKIPPED" >&2; \
+	else echo "make: installing Gemini CLI into $(GEMINI)"; \
+	  npm install --prefix $(GEMINI) --no-audit --no-fund --loglevel=error @google/gemini-cli \
+	  || echo "make: WARNING: npm install of Gemini CLI failed: its end-to-end tests will be SKIPPED" >&2; \
+	fi
+
 # Debian's openssh-server for the multi-machine test (a private sshd on
 # localhost); where it cannot be installed that test is skipped, loudly.
 sshd:
@@ -73,7 +84,7 @@ viewers:
 
 # pytest and bats both run; then, last of all, one loud line if any end-to-end
 # test with the real Claude Code was skipped (tests/claude_harness.skip_loudly).
-test: deps claude-code codex sshd viewers
+test: deps claude-code codex gemini sshd viewers
 	@rc=0; $(PY) -m pytest -q || rc=$$?; bats tests/bats || rc=$$?; \
 	if [ -s .cache/e2e-skipped ]; then \
 	  echo "make: WARNING: $$(wc -l < .cache/e2e-skipped) END-TO-END TESTS WITH THE REAL CLAUDE CODE WERE SKIPPED: $$(sort -u .cache/e2e-skipped | paste -sd';')" >&2; \

@@ -308,3 +308,14 @@ def test_only_the_agents_own_adapter_is_imported(agent, event):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=__file__.rsplit("/tests/", 1)[0])
     assert out.stdout.strip() == repr([f"crewfile.adapters.{agent}"]), out.stderr
+
+
+def test_gemini_headless_prompt_leaves_out_the_start_context(crew):
+    """Observed with the real Gemini CLI 0.61.0 run with -p (tests/test_gemini_e2e.py):
+    BeforeAgent's prompt starts with SessionStart's context in <hook_context>."""
+    register(crew, "w1")
+    call(crew, "gemini", gemini("BeforeAgent", prompt="<hook_context>crewfile: this session is"
+                                " the aside 'a1'.\n\nrule</hook_context>\n\nfix the build"))
+    call(crew, "gemini", gemini("BeforeAgent", prompt="<hook_context> typed by hand"))
+    got = [t for k, t in kinds(crew) if k == "captain"]
+    assert got == ["fix the build", "<hook_context> typed by hand"]

@@ -327,6 +327,8 @@ def user_prompt_submit(ctx):
     if sess is None:
         return _no_session(ctx)
     prompt = ctx.field("prompt")
+    if prompt is not None:
+        prompt = ctx.agent.captain_text(prompt)
     audit(ctx, sess)
     if prompt is not None:
         try:

@@ -38,3 +38,8 @@ def carry_on(event, text):
     the model as user text and the screen as "Stop hook error"; context is a
     system reminder (Claude Code 2.1.163 or later)."""
     return context(event, text)
+
+
+def captain_text(prompt):
+    """The captain's words in the prompt hook's `prompt`: all of it."""
+    return prompt

@@ -34,3 +34,8 @@ def deny(event, reason):
 
 def carry_on(event, text):
     return {"decision": "block", "reason": text}
+
+
+def captain_text(prompt):
+    """The captain's words in the prompt hook's `prompt`: all of it."""
+    return prompt

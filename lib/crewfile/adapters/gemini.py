@@ -34,3 +34,18 @@ def deny(event, reason):
 
 def carry_on(event, text):
     return {"decision": "deny", "reason": text}
+
+
+HOOK_CONTEXT = ("<hook_context>", "</hook_context>\n\n")
+
+
+def captain_text(prompt):
+    """The captain's words in BeforeAgent's `prompt`. Run headless (-p),
+    Gemini CLI prepends SessionStart's additionalContext to the prompt, and
+    BeforeAgent sees it there (observed with 0.61.0:
+    `<hook_context>TEXT</hook_context>` and a blank line): that part is ours,
+    not the captain's, and is left out."""
+    head, end = HOOK_CONTEXT
+    if prompt.startswith(head) and end in prompt:
+        return prompt.split(end, 1)[1]
+    return prompt

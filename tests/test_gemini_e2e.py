@@ -1,0 +1,136 @@
+"""The real Gemini CLI (@google/gemini-cli from npm, in .cache/gemini)
+offline against tests/gemini_server.py (GOOGLE_GEMINI_BASE_URL), its hooks
+installed by `crew-hook --install DIR --agent gemini`: a turn's records, a
+notice reaching the model's request (and not Gemini's output), the guard
+denying a self-conclusion through a real run_shell_command call, a
+primary's wake retrying the turn at AfterAgent.
+
+Run headless (`gemini -p`, `-m` naming a model so that no routing request
+is made, `-y` so that the shell tool runs without a dialog: the BeforeTool
+hook still runs first); the interactive screen in tmux (nudges, the
+ToolPermission dialog) is not covered here. Skipped when the CLI is not
+installed: npm install --prefix .cache/gemini @google/gemini-cli
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from crewfile import inbox, logfile
+from crewfile.paths import Crew
+from crewfile.sessions import Session, register
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.path.join(ROOT, ".cache", "gemini", "node_modules", ".bin", "gemini")
+pytestmark = pytest.mark.skipif(not os.path.exists(BINARY),
+                                reason="Gemini CLI not installed in .cache/gemini")
+DEADLINE = 120
+
+
+@pytest.fixture
+def rig(tmp_path):
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(
+        json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    log = str(tmp_path / "requests.log")
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "gemini_server.py"),
+                               "--log", log], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline().split()[1])
+        crew = Crew(str(tmp_path / "crew"))
+        env = dict(os.environ, PATH=f"{ROOT}/bin:{os.environ['PATH']}", HOME=str(home),
+                   GEMINI_API_KEY="x", GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{port}",
+                   GEMINI_CLI_TRUST_WORKSPACE="true", CREWFILE_DIR=crew.root)
+        env.pop("TMUX", None)
+        subprocess.run([os.path.join(ROOT, "bin", "crew-hook"), "--install",
+                        str(home / ".gemini"), "--agent", "gemini"],
+                       env=env, check=True, capture_output=True)
+        work = tmp_path / "work"
+        work.mkdir()
+        yield Rig(crew, env, log, str(work))
+    finally:
+        server.kill()
+        server.wait()
+
+
+class Rig:
+    def __init__(self, crew, env, log, work):
+        self.crew, self.env, self.log, self.work = crew, env, log, work
+
+    def gemini(self, session, prompt, wait=True):
+        argv = [BINARY, "-y", "-m", "gemini-2.5-flash", "-p", prompt]
+        p = subprocess.Popen(argv, env=dict(self.env, CREWFILE_SESSION=session), cwd=self.work,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if not wait:
+            return p
+        out, _ = p.communicate(timeout=DEADLINE)
+        assert p.returncode == 0, out
+        return out
+
+    def requests(self):
+        with open(self.log) as f:
+            return [json.loads(line) for line in f if ":streamGenerateContent" in line]
+
+    def kinds(self, name):
+        return [(r.kind, r.text) for r in
+                Session(self.crew, name).last_records(100, logfile.TailStats())]
+
+
+def test_a_turns_records_and_a_notice_for_the_model_only(rig):
+    register(rig.crew, "w1")
+    inbox.post(rig.crew, "w1", "job", "j-7 ended: exit 0")
+    out = rig.gemini("w1", "hello there")
+    got = rig.kinds("w1")
+    assert [k for k, _ in got] == ["registered", "started", "captain", "turn-started",
+                                   "turn-ended", "ended"], got
+    assert ("captain", "hello there") in got and got[-1] == ("ended", "exit")
+    assert Session(rig.crew, "w1").meta["agent_session_id"]
+    body = json.dumps(rig.requests()[0]["body"]["contents"][-1])
+    assert "crewfile notice: job j-7 ended: exit 0" in body
+    assert "j-7 ended" not in out
+    assert inbox.pending(rig.crew, "w1") == []
+
+
+def test_the_guard_denies_a_self_conclusion_through_a_real_tool_call(rig):
+    register(rig.crew, "a1", kind="aside", extra={"topic": "retries"})
+    rig.gemini("a1", "RUN: aside-done a1")
+    got = rig.kinds("a1")
+    assert "captain-done" not in [k for k, _ in got]
+    assert ("problem", "self-conclusion refused: the agent ran 'aside-done a1'; denied") in got
+    assert ("captain", "RUN: aside-done a1") in got          # the briefing is not the captain's
+    first, second = rig.requests()[:2]
+    assert "crewfile: this session is the aside 'a1' on the topic: retries." in json.dumps(
+        first["body"]["contents"])
+    responses = [p["functionResponse"] for c in second["body"]["contents"]
+                 for p in c.get("parts", []) if "functionResponse" in p]
+    assert len(responses) == 1 and "captain's act only" in json.dumps(responses[0])
+
+
+def test_a_primarys_wake_at_after_agent_retries_the_turn_once(rig, tmp_path):
+    register(rig.crew, "pm", kind="primary")
+    go = tmp_path / "go"
+    p = rig.gemini("pm", f"HOLD: {go}", wait=False)
+    try:
+        deadline = time.monotonic() + DEADLINE
+        while not (os.path.exists(rig.log) and rig.requests()):
+            assert time.monotonic() < deadline and p.poll() is None, "no model request"
+            time.sleep(0.05)
+        inbox.post(rig.crew, "pm", "wake", "w2 blocked: needs a database")
+        go.touch()
+        out, _ = p.communicate(timeout=DEADLINE)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, out
+    reqs = rig.requests()
+    assert len(reqs) == 2, out
+    last = json.dumps(reqs[1]["body"]["contents"])
+    assert "crewfile wake:" in last and "w2 blocked: needs a database" in last
+    got = [k for k, _ in rig.kinds("pm")]
+    assert got.count("turn-ended") == 1 and got[-2:] == ["turn-ended", "ended"]
+    assert inbox.pending(rig.crew, "pm") == []
