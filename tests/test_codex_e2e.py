@@ -4,9 +4,10 @@ tests/responses_server.py, its hooks installed by `crew-hook --install DIR
 (and not Codex's output), the guard denying a self-conclusion through a real
 tool call, a primary's wake continuing the turn at Stop.
 
-Run non-interactively (`codex exec`, hooks trusted for the run with
---dangerously-bypass-hook-trust); the interactive screen in tmux (nudges,
-a permission dialog) is not covered here. Skipped when the CLI is not
+Mostly run non-interactively (`codex exec`, hooks trusted for the run with
+--dangerously-bypass-hook-trust); one test runs it in a private tmux pane:
+delivery refuses it while generating and, its idle placeholder read as a
+draft, when idle too. A permission dialog is not covered here. Skipped when the CLI is not
 installed: npm install --prefix .cache/codex @openai/codex
 """
 import glob
@@ -144,3 +145,43 @@ def test_a_primarys_wake_at_stop_continues_the_turn_once(rig, tmp_path):
     got = [k for k, _ in rig.kinds("pm")]
     assert got.count("turn-ended") == 1 and got[-1] == "turn-ended"
     assert inbox.pending(rig.crew, "pm") == []
+
+
+def _wait(test, what, p=None):
+    deadline = time.monotonic() + DEADLINE
+    while not test():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.05)
+
+
+def test_an_interactive_codex_pane_is_never_typed_into(rig, tmux, tmp_path):
+    """Codex in a tmux pane: its hooks record the turn and the agent; delivery
+    refuses while it generates, and refuses its idle screen too, whose prompt
+    line shows a placeholder (`› Ask Codex to do anything`, dim) that crewfile
+    does not tell from a draft yet: refused, never typed into."""
+    from crewfile import delivery
+    from crewfile.verdict import DRAFT
+    env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
+    env["CREWFILE_SESSION"] = "cx1"
+    pane = tmux.new_window(f"cd {rig.work} && {BINARY[0]} --dangerously-bypass-hook-trust",
+                           env=env)
+    screen = tmux.wait_screen(pane, lambda s: "Trust this folder" in s or "\u203a " in s,
+                              timeout=DEADLINE)
+    if "Trust this folder" in screen:
+        tmux("send-keys", "-t", pane, "Enter")
+    tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
+    go = tmp_path / "go"
+    tmux("send-keys", "-t", pane, "-l", f"HOLD: {go}")
+    tmux.wait_screen(pane, f"HOLD: {go}")
+    tmux("send-keys", "-t", pane, "Enter")
+    sess = Session(rig.crew, "cx1")
+    _wait(lambda: sess.exists() and rig.kinds("cx1")[-1][0] == "turn-started", "turn-started")
+    tmux.wait_screen(pane, "esc to interrupt", timeout=DEADLINE)     # observed busy marker
+    ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
+    assert (ok, why.code) == (False, delivery.GENERATING)
+    go.touch()
+    _wait(lambda: rig.kinds("cx1")[-1][0] == "turn-ended", "turn-ended")
+    ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
+    assert (ok, why.code) == (False, DRAFT), why.detail
+    assert "Ask Codex to do anything" in why.detail
+    assert "hello from crewfile" not in tmux.screen(pane)

@@ -7,8 +7,9 @@ primary's wake retrying the turn at AfterAgent.
 
 Run headless (`gemini -p`, `-m` naming a model so that no routing request
 is made, `-y` so that the shell tool runs without a dialog: the BeforeTool
-hook still runs first); the interactive screen in tmux (nudges, the
-ToolPermission dialog) is not covered here. Skipped when the CLI is not
+hook still runs first); one test runs it in a private tmux pane: delivery
+refuses it while generating and, its idle placeholder read as a draft,
+when idle too. The ToolPermission dialog is not covered here. Skipped when the CLI is not
 installed: npm install --prefix .cache/gemini @google/gemini-cli
 """
 import json
@@ -134,3 +135,39 @@ def test_a_primarys_wake_at_after_agent_retries_the_turn_once(rig, tmp_path):
     got = [k for k, _ in rig.kinds("pm")]
     assert got.count("turn-ended") == 1 and got[-2:] == ["turn-ended", "ended"]
     assert inbox.pending(rig.crew, "pm") == []
+
+
+def _wait(test, what):
+    deadline = time.monotonic() + DEADLINE
+    while not test():
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.05)
+
+
+def test_an_interactive_gemini_pane_is_never_typed_into(rig, tmux, tmp_path):
+    """Gemini in a tmux pane: its hooks record the turn and the agent; delivery
+    refuses while it generates, and refuses its idle screen too, whose prompt
+    line shows a placeholder (`>   Type your message or @path/to/file`, grey
+    after the cursor block) that crewfile does not tell from a draft yet."""
+    from crewfile import delivery
+    from crewfile.verdict import DRAFT
+    env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
+                                   "GEMINI_CLI_TRUST_WORKSPACE", "CREWFILE_DIR")}
+    env["CREWFILE_SESSION"] = "gm1"
+    pane = tmux.new_window(f"cd {rig.work} && {BINARY} -m gemini-2.5-flash", env=env)
+    tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
+    go = tmp_path / "go"
+    tmux("send-keys", "-t", pane, "-l", f"HOLD: {go}")
+    tmux.wait_screen(pane, f"HOLD: {go}")
+    tmux("send-keys", "-t", pane, "Enter")
+    sess = Session(rig.crew, "gm1")
+    _wait(lambda: sess.exists() and rig.kinds("gm1")[-1][0] == "turn-started", "turn-started")
+    ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
+    assert (ok, why.code) == (False, delivery.GENERATING)
+    go.touch()
+    _wait(lambda: rig.kinds("gm1")[-1][0] == "turn-ended", "turn-ended")
+    tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
+    ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
+    assert (ok, why.code) == (False, DRAFT), why.detail
+    assert "Type your message" in why.detail
+    assert "hello from crewfile" not in tmux.screen(pane)

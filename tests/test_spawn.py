@@ -460,11 +460,10 @@ def _gone_session(crew, tmux, repo, name, **meta):
 def test_respawn_refusals_say_why_and_open_nothing(crew, tmux, repo, case):
     if case in ("codex", "gemini"):
         sess = _gone_session(crew, tmux, repo, "w1", agent=case)
-        why = (f"cannot resume a {case} conversation: crewfile"
-               + ("'s Codex hook (notify) records no conversation id to resume, and starting"
-                  " codex again would begin a new conversation" if case == "codex" else
-                  " has no Gemini CLI hook that records a conversation id to resume, and"
-                  " starting gemini again would begin a new conversation"))
+        cli = "Codex CLI" if case == "codex" else "Gemini CLI"
+        why = (f"cannot resume a {case} conversation: crewfile does not yet know {cli}'s way"
+               f" to resume a conversation by id (its hook records the id), and starting"
+               f" {case} again would begin a new one")
     elif case == "no conversation":
         sess = _gone_session(crew, tmux, repo, "w1")
         import json

@@ -15,10 +15,10 @@ CLAUDE, CODEX, GEMINI = "claude", "codex", "gemini"
 AGENTS = (CLAUDE, CODEX, GEMINI)
 # Why an agent cannot be resumed by crewfile (agents missing here can).
 NO_RESUME = {
-    CODEX: "crewfile's Codex hook (notify) records no conversation id to resume, and"
-           " starting codex again would begin a new conversation",
-    GEMINI: "crewfile has no Gemini CLI hook that records a conversation id to resume, and"
-            " starting gemini again would begin a new conversation",
+    CODEX: "crewfile does not yet know Codex CLI's way to resume a conversation by id"
+           " (its hook records the id), and starting codex again would begin a new one",
+    GEMINI: "crewfile does not yet know Gemini CLI's way to resume a conversation by id"
+            " (its hook records the id), and starting gemini again would begin a new one",
 }
 _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
 
