@@ -58,12 +58,20 @@ def test_all_ended(crew):
     (("turn-started", "problem: tests fail"), "blocked"),
     (("turn-started", "paused: awaiting captain", "idle"), "paused"),
     (("blocked: x", "turn-started"), "working"),
+    (("turn-started", "turn-ended", "paused: awaiting captain", "captain: go on"), "idle"),
+    (("blocked: x", "turn-ended", "paused: awaiting captain", "captain: here"), "idle"),
+    (("turn-started", "paused: awaiting captain", "done: half"), "working"),
     (("registered",), "idle"),
 ])
 def test_each_state(crew, records, word):
     session(crew, "w1", *records)
     r = status()
     assert (r.returncode, r.stdout, r.stderr) == (0, f"1 {word}\n", "")
+
+
+def test_the_pause_rule_is_the_wake_filter_s():
+    from crewfile import glance, wake
+    assert glance.KEEPS_PAUSE == wake.KEEPS_PAUSE
 
 
 def test_no_turn_record_is_unknown(crew):
@@ -363,3 +371,30 @@ def test_live_view_follows_records_keys_and_switches_the_client(crew, tmux, oute
     assert "sleep" in tmux("display-message", "-p", "-t", pane1, "#{pane_current_command}")
     tmux("send-keys", "-t", top_pane, "q")
     tmux.wait_screen(top_pane, lambda s: "NAME" not in s)
+
+
+def test_top_tokens_from_the_transcript(crew, tmp_path):
+    sess = session(crew, "w1", "idle")
+    path = tmp_path / "transcript.jsonl"
+
+    def usage(mid, inp, out, cache=0):
+        return json.dumps({"type": "assistant", "message": {
+            "id": mid, "role": "assistant", "usage": {
+                "input_tokens": inp, "cache_creation_input_tokens": cache,
+                "cache_read_input_tokens": 0, "output_tokens": out}}})
+    path.write_text("\n".join([
+        json.dumps({"type": "user", "message": {"role": "user", "content": "hi"}}),
+        usage("m1", 1000, 200, cache=5000),
+        usage("m1", 1000, 200, cache=5000),         # the same message, another block: once
+        '{"message": {"usage": "not a dict"}} "usage"',
+        "not json \"usage\"",
+        usage("m2", 300, 4500),
+    ]) + "\n")
+    sess.update_meta(transcript_path=str(path))
+    assert rows_of(top().stdout)["w1"][7] == "11k"          # 6200 + 4800
+    sess.update_meta(transcript_path=str(tmp_path / "gone.jsonl"))
+    assert rows_of(top().stdout)["w1"][7] == "-"
+    os.mkfifo(tmp_path / "fifo")
+    sess.update_meta(transcript_path=str(tmp_path / "fifo"))
+    r = top()
+    assert r.returncode == 0 and rows_of(r.stdout)["w1"][7] == "-"

@@ -7,8 +7,10 @@ only names what it found. The word is the first that holds of:
   DAMAGED     its files cannot be used (damaged meta, a link): never a traceback
   LOST        the verdict says not live and the session has not ended
   DIALOG      a permission dialog is up (the verdict's dialog)
-  BLOCKED     its newest `blocked`/`problem`/`error` not yet followed by a new turn
-  PAUSED      its newest `paused` (awaiting captain) not yet followed by a new turn
+  BLOCKED     a `blocked`/`problem`/`error` record the session has not moved on
+              from (no MOVES_ON record since: a new turn, the captain's words, ...)
+  PAUSED      a `paused` (awaiting captain) record followed only by KEEPS_PAUSE
+              kinds: wake.py's rule for a human wait
   WORKING     generating
   IDLE        not generating
   UNKNOWN     no turn record to tell
@@ -20,10 +22,14 @@ DAMAGED, LOST, DIALOG, BLOCKED, PAUSED = "damaged", "lost", "dialog", "blocked",
 WORKING, IDLE, UNKNOWN, ENDED = "working", "idle", "unknown", "ended"
 ORDER = (WORKING, IDLE, DIALOG, BLOCKED, PAUSED, LOST, UNKNOWN, DAMAGED)
 
-NEEDS_PRIMARY = {"blocked": BLOCKED, "problem": BLOCKED, "error": BLOCKED, "paused": PAUSED}
-# a record of these kinds after a blocked/paused one means the session moved on
-MOVES_ON = ("turn-started", "waiting", "registered", "started", "respawned", "ended", "closed")
-_SCAN = set(NEEDS_PRIMARY) | set(MOVES_ON)
+BLOCKERS = frozenset({"blocked", "problem", "error"})
+# a record of these kinds after a blocked one means the session moved on
+MOVES_ON = frozenset({"turn-started", "waiting", "registered", "started", "respawned", "ended",
+                      "closed", "captain", "captain-done", "concluded", "nudge"})
+# only these may follow `paused` while the human wait lasts (wake.KEEPS_PAUSE,
+# repeated here so that crew-status does not import the wake filter; a test
+# holds the two equal)
+KEEPS_PAUSE = frozenset({"idle", "stale", "paused"})
 
 
 class Row:
@@ -44,10 +50,26 @@ def word(sess, st):
         return LOST
     if st["waiting"]:
         return DIALOG
-    rec = logfile.last_of_kinds(sess.log_paths(), _SCAN, logfile.TailStats(), STATE_SCAN_BYTES)
-    if rec is not None and rec.kind in NEEDS_PRIMARY:
-        return NEEDS_PRIMARY[rec.kind]
+    held = needs_primary(logfile.records_backwards(sess.log_paths(), logfile.TailStats(),
+                                                   STATE_SCAN_BYTES))
+    if held:
+        return held
     return {"yes": WORKING, "no": IDLE}.get(st["generating"], UNKNOWN)
+
+
+def needs_primary(recs_backwards):
+    """BLOCKED, PAUSED or None, from a session's records, newest first."""
+    pause_holds = True
+    for rec in recs_backwards:
+        if rec.kind == "paused" and pause_holds:
+            return PAUSED
+        if rec.kind in BLOCKERS:
+            return BLOCKED
+        if rec.kind in MOVES_ON:
+            return None
+        if rec.kind not in KEEPS_PAUSE:
+            pause_holds = False
+    return None
 
 
 def rows(crew, look=None, now=None):

@@ -12,7 +12,7 @@ and then as XML.
 import html
 
 from . import logfile, records
-from .glance import MOVES_ON, NEEDS_PRIMARY
+from .glance import BLOCKERS, KEEPS_PAUSE, MOVES_ON
 
 # span kinds, drawn as bars; colour and legend text
 SPANS = (("turn", "#2e9e44", "turn (generating)"), ("idle", "#d5d8dc", "idle"),
@@ -61,12 +61,15 @@ def lane_of(name, kind, recs, until):
         span = SPAN_OF.get(rec.kind)
         if rec.kind in ENDS:
             span = None
+        elif cur and cur[1] == "paused" and rec.kind not in KEEPS_PAUSE:
+            span = span or "idle"           # the human wait is over (glance.py's rule)
+        elif cur and cur[1] == "blocked" and rec.kind in MOVES_ON:
+            span = span or "idle"
         elif span is None:
             continue
-        elif cur and cur[1] in ("blocked", "paused") and span == "idle" \
-                and rec.kind not in MOVES_ON:
-            continue                # blocked/paused holds until the session moves on
-        elif cur and cur[1] == span and rec.kind not in NEEDS_PRIMARY:
+        elif cur and cur[1] in ("blocked", "paused") and span == "idle":
+            continue                        # held until the session moves on
+        elif cur and cur[1] == span and rec.kind not in BLOCKERS and rec.kind != "paused":
             continue
         if cur:
             lane.spans.append((cur[0], t, cur[1], cur[2]))

@@ -9,7 +9,7 @@ from . import glance
 from .output import age_text
 from .records import escape
 
-HEADER = ("NAME", "KIND", "STATE", "AGE", "WAKES", "NUDGE", "JOBS", "LAST")
+HEADER = ("NAME", "KIND", "STATE", "AGE", "WAKES", "NUDGE", "JOBS", "TOKENS", "LAST")
 
 
 class Frame:
@@ -46,7 +46,7 @@ def frame(crew, now=None, show_ended=False):
     for row in rows:
         if row.word == glance.DAMAGED:
             bad += 1
-            out.append((row.word, [row.name, "?", "damaged", "?", "?", "?", "?",
+            out.append((row.word, [row.name, "?", "damaged", "?", "?", "?", "?", "?",
                                    "error: " + escape(row.error)]))
             continue
         st = row.state
@@ -65,7 +65,8 @@ def frame(crew, now=None, show_ended=False):
             last += ": " + st["last_text"]
         out.append((row.word, [row.name, kind, word, age_text(st["age"]),
                                _wakes(crew, row.name), _nudge_for(crew, nudges, row.name),
-                               jobs.get(row.name, "-"), escape(last)]))
+                               jobs.get(row.name, "-"), _tokens(crew, row.name),
+                               escape(last)]))
     footer = [crew_up_line(crew), reports_line(crew)]
     if nudge_bad:
         footer.append(f"nudges: {nudge_bad} schedule file(s) cannot be read (nudge-ls names them)")
@@ -81,6 +82,17 @@ def _wakes(crew, name):
     except CrewfileError:
         return "?"
     return str(n) if n else "-"
+
+
+def _tokens(crew, name):
+    """The tokens its agent used, from the transcript its meta names."""
+    from .errors import CrewfileError
+    from .sessions import Session
+    from . import tokens
+    try:
+        return tokens.text(tokens.used(Session(crew, name).meta.get("transcript_path")))
+    except CrewfileError:
+        return "?"
 
 
 def _nudges(crew, now):

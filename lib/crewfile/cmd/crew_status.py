@@ -6,8 +6,8 @@ One short line saying how the crew is: for a tmux status line or a prompt.
 
 Counts of the sessions not ended, by their state (glance.py, from the
 verdict): working (generating), idle, dialog (a permission dialog is up),
-blocked (blocked/problem/error, until a new turn), paused (awaiting
-captain), lost (the verdict says not live), unknown, damaged (its files
+blocked (blocked/problem/error, until the session moves on), paused
+(awaiting captain, until the wait is over), lost (the verdict says not live), unknown, damaged (its files
 cannot be used); then the wakes pending in the primary's inbox. Only the
 counts that are not zero are shown; `crew: empty` when no session is
 registered, `crew: all ended` when none is left.

@@ -11,7 +11,8 @@ verdict: working, idle, dialog, blocked, paused, lost(CODE), unknown(CODE),
 ended; `(live?)` when the verdict cannot tell whether it is live,
 `(stopped)` after SIGSTOP/Ctrl-Z) AGE (of the last record) WAKES
 (notices pending in its inbox) NUDGE (`in 5m`, `due`, `held:CODE` after a
-refusal, `disarmed:CODE`, `-` none) JOBS (`N run`, `M unheard`) and LAST
+refusal, `disarmed:CODE`, `-` none) JOBS (`N run`, `M unheard`) TOKENS
+(what its agent used, from its transcript: meta transcript_path) and LAST
 (the last record, escaped; last on the line). A session whose files cannot
 be used is one row: `?` columns, STATE damaged, LAST `error: why`.
 Footer: crew-up's state (as crew-up --status), the reports waiting in
