@@ -86,6 +86,16 @@ class TmuxServer:
         return self("new-window", "-d", "-t", session, "-n", name, "-P", "-F", "#{pane_id}",
                     *envargs, command).strip()
 
+    def window_with_id(self, pane_id, name, command, session="other"):
+        """A window named *name* whose pane has id *pane_id* (windows are opened
+        until the server numbers one so): a session's pane id as another
+        server would misread it. Returns the pane id."""
+        while True:
+            pane = self.new_window(command, name=name, session=session)
+            if pane == pane_id:
+                return pane
+            assert int(pane[1:]) < int(pane_id[1:]), (pane, pane_id)
+
     def pane_pid(self, pane):
         """The pid of the process the pane runs (its first process)."""
         return int(self("display-message", "-p", "-t", pane, "#{pane_pid}").strip())
@@ -150,6 +160,17 @@ def tmux(monkeypatch):
     yield server
     server.kill()
     shutil.rmtree(short, ignore_errors=True)
+
+
+@pytest.fixture
+def second_server():
+    """Another private tmux server, which CREWFILE_TMUX does not name."""
+    import tempfile
+    d = tempfile.mkdtemp(prefix="cf-tmux2-")
+    server = TmuxServer(os.path.join(d, "sock"))
+    yield server
+    server.kill()
+    shutil.rmtree(d, ignore_errors=True)
 
 
 def wait_for(predicate, timeout=20, what="condition"):

@@ -533,6 +533,44 @@ def test_reconcile_never_kills_a_pane_that_is_no_longer_the_asides(crew, tmux, o
     assert opened in tmux("list-panes", "-a", "-F", "#{pane_id}")
 
 
+BYSTANDER = "sh -c 'echo NOT-THE-ASIDE; exec sleep 600'"
+
+
+def test_reconcile_acts_on_the_asides_own_server_never_the_environments(
+        crew, tmux, opened, run, report, second_server):
+    # The same pane id and window name on a server that CREWFILE_TMUX names.
+    other = second_server.window_with_id(opened, "a1", BYSTANDER)
+    second_server.wait_screen(other, "NOT-THE-ASIDE")
+    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
+    run("aside-conclude", "a1", "--report", report, check=True)
+    r = run("aside-reconcile", "a1", env={"CREWFILE_TMUX": second_server.sock})
+    assert (r.returncode, r.stderr) == (0, "")
+    saved = r.stdout.splitlines()[1].split(": ", 1)[1]
+    text = open(saved).read()
+    assert "ready>" in text and "NOT-THE-ASIDE" not in text
+    assert opened not in tmux("list-panes", "-a", "-F", "#{pane_id}")
+    assert second_server("list-panes", "-a", "-F", "#{pane_id} #{window_name}").count(
+        f"{other} a1\n") == 1
+
+
+def test_reconcile_of_a_pane_registered_without_its_server_touches_no_server(
+        crew, tmux, run, report):
+    pane = tmux.new_window(BYSTANDER, name="a1")
+    register(crew, "a1", kind="aside", tmux=pane)
+    path = crew.session_file("a1", paths.META)          # as an old registration wrote it
+    meta = {k: v for k, v in json.load(open(path)).items() if not k.startswith("tmux_")}
+    with open(path, "w") as f:
+        json.dump(meta, f)
+    captain_types(crew, "a1", "/aside-done")
+    run("aside-conclude", "a1", "--report", report, check=True)
+    r = run("aside-reconcile", "a1")
+    assert r.returncode == 0
+    assert r.stderr == ("aside-reconcile: a1: its tmux server was not recorded: its window,"
+                        " if any, was left alone (no scrollback saved)\n")
+    assert r.stdout.endswith("scrollback: -\n")
+    assert pane in tmux("list-panes", "-a", "-F", "#{pane_id}")
+
+
 def test_the_scrollback_survives_the_agent_exiting(crew, tmux, opened, run, report):
     tmux("send-keys", "-t", opened, "-l", "bye now")
     tmux("send-keys", "-t", opened, "Enter")

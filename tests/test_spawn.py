@@ -309,6 +309,22 @@ def test_retire_refuses_uncommitted_work_then_retires_after_a_commit(crew, tmux,
     assert r.stderr == "crew-retire: w1: the window was already gone: no scrollback to save\n"
 
 
+def test_retire_acts_on_the_sessions_own_server_never_the_environments(crew, tmux, repo,
+                                                                       second_server):
+    r, meta = spawned(crew, tmux, repo, "w1")
+    # The same pane id and window name on a server that CREWFILE_TMUX names.
+    other = second_server.window_with_id(meta["tmux"], "w1",
+                                         "sh -c 'echo NOT-THE-SESSION; exec sleep 600'")
+    second_server.wait_screen(other, "NOT-THE-SESSION")
+    r = crewcmd("crew-retire", "w1", cwd=repo, env={"CREWFILE_TMUX": second_server.sock})
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    text = open(r.stdout.splitlines()[0].split(": ", 1)[1]).read()
+    assert "ready>" in text and "NOT-THE-SESSION" not in text
+    assert "w1" not in windows(tmux)
+    assert second_server("list-panes", "-a", "-F", "#{pane_id} #{window_name}").count(
+        f"{other} w1\n") == 1
+
+
 def test_retire_refuses_while_generating_and_force_says_what_it_cuts(crew, tmux, repo):
     r, meta = spawned(crew, tmux, repo, "w1")
     tmux("send-keys", "-t", meta["tmux"], "-l", "SLOW: 600")

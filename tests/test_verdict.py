@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from conftest import BIN, REPO, TmuxServer, cmd, wait_for
+from conftest import BIN, REPO, cmd, wait_for
 from crewfile import delivery, nudge, verdict
 from crewfile.logfile import TailStats
 from crewfile.sessions import pane_fields, register
@@ -245,17 +245,6 @@ def test_server_restarted_the_identity_decides_even_with_a_live_agent_elsewhere(
     tmux.new_window("sleep 600", name="again")
     v = verdict.of(sess)
     assert (v.live, v.why.code) == (verdict.NOT_LIVE, verdict.SERVER_RESTARTED)
-
-
-@pytest.fixture
-def second_server():
-    import shutil
-    import tempfile
-    d = tempfile.mkdtemp(prefix="cf-tmux2-")
-    server = TmuxServer(os.path.join(d, "sock"))
-    yield server
-    server.kill()
-    shutil.rmtree(d, ignore_errors=True)
 
 
 def test_two_servers_a_tick_naming_the_other_types_nothing_there(crew, tmux, second_server,

@@ -350,7 +350,7 @@ class Reconciled:
         self.killed = self.already = False
 
 
-def captain_at_window(sess, pane, table, since=None, quiet=None):
+def captain_at_window(sess, found, since=None, quiet=None):
     """None when the captain is surely not at the aside's window, else why (for people).
 
     The one captain check (verdict.captain_at): a draft on the prompt line,
@@ -361,9 +361,9 @@ def captain_at_window(sess, pane, table, since=None, quiet=None):
     from .delivery import captain_quiet
     from .prompt import markers_of
     from .verdict import NO, captain_at
-    if not pane or table.get(pane, (True,))[0]:
+    if not found or found.dead:
         return None
-    who, why = captain_at(pane, sess.meta.get("tmux_socket"),
+    who, why = captain_at(found.pane, found.socket,
                           within=captain_quiet() if quiet is None else quiet, since=since,
                           markers=markers_of(sess.meta))
     return None if who == NO else str(why)
@@ -394,18 +394,14 @@ def reconcile(crew, name, quiet=None, since_act=True):
     from the captain's conclusion on (since_act) or, once a wait has seen
     the window quiet, only in the last *quiet* seconds.
     """
-    from . import tmux
     sess = aside_session(crew, name)
     out = Reconciled()
     with spool.lock(sess.dir):
         st = scan(sess)
-        table = tmux.panes()
-        if table is None:
-            raise SystemFailure("tmux is not installed: cannot save the window's scrollback")
-        pane = window.our_pane(sess.meta, table)
+        pane = window.find(sess.meta, "cannot save the window's scrollback")
         if st.state == CLOSED:
             since = _after(st.closed) if since_act else None
-            why = captain_at_window(sess, pane, table, since, quiet)
+            why = captain_at_window(sess, pane, since, quiet)
             if why:
                 raise _held(name, why, "it is closed, its window left open")
             out.already = True
@@ -426,7 +422,7 @@ def reconcile(crew, name, quiet=None, since_act=True):
                 raise Refused(f"{name!r} is not concluded: its captain-done record is not"
                               f" believed ({why})")
             since = _after(st.act) if since_act else None
-            why = captain_at_window(sess, pane, table, since, quiet)
+            why = captain_at_window(sess, pane, since, quiet)
             if why:
                 raise _held(name, why)
             for r in reports.listing(crew, aside=name, states=(paths.REPORT_NEW,)):
@@ -439,17 +435,16 @@ def reconcile(crew, name, quiet=None, since_act=True):
                 window.save_scrollback(pane, out.scrollback)
             elif not os.path.lexists(out.scrollback):
                 out.scrollback = None
-                out.warning = ("the window was already gone: no scrollback to save"
-                               if sess.meta.get("tmux") else
-                               "it has no tmux window: no scrollback to save")
+                out.warning = window.not_found(sess.meta)
             checkpoint("reconcile:scrollback")
             _append_locked(sess, ("closed", out.report))
             checkpoint("reconcile:closed")
     if pane:
-        why = captain_at_window(sess, pane, tmux.panes() or {}, since, quiet)
+        pane = window.find(sess.meta, "cannot close the window")
+        why = captain_at_window(sess, pane, since, quiet)
         if why:        # the captain came back in the last moment: the window stays
             raise _held(name, why, f"it is closed (report {out.report}), its window left open")
-        out.killed = tmux.kill_window(pane)
+        out.killed = bool(pane) and window.kill(pane)
     return out
 
 
@@ -494,7 +489,6 @@ def _await_quiet(sess, deadline, quiet):
     """Return once the captain has been away from the window *quiet* seconds in a
     row, the log changed in a way that ends the wait (not concluded any more), or
     the deadline passed."""
-    from . import tmux
     from .notify import DirWatch
     watch = DirWatch()
     watch.add(sess.dir)
@@ -504,9 +498,12 @@ def _await_quiet(sess, deadline, quiet):
             changed = watch.wait(min(WAIT_INTERVAL, max(0.0, deadline - time.monotonic())))
             if changed and scan(sess).state not in (CONCLUDED, CLOSED):
                 return
-            table = tmux.panes() or {}
-            pane = window.our_pane(sess.meta, table)
-            if captain_at_window(sess, pane, table, quiet=quiet):
+            try:
+                held = captain_at_window(sess, window.find(sess.meta, "cannot look"),
+                                         quiet=quiet)
+            except SystemFailure:
+                held = True                   # tmux cannot be asked: unsure, keep waiting
+            if held:
                 away_since = None
             elif away_since is None:
                 away_since = time.monotonic()

@@ -56,7 +56,7 @@ def _busy(st):
 
 def retire(crew, name, keep_worktree=False, force=False):
     """Retire crew session NAME; return a Retired (what was saved, removed, thrown away)."""
-    from . import tmux, worktree as wt
+    from . import worktree as wt
     from .logfile import TailStats
     sess = crew_session(crew, name)
     meta = sess.meta
@@ -90,11 +90,10 @@ def retire(crew, name, keep_worktree=False, force=False):
                 "ended", "retired" + (" --force" if out.thrown else ""))], rotate=rotate_limits())
     if found:
         out.scrollback = os.path.join(sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}")
-        window.save_scrollback(found.pane, out.scrollback, found.socket)
-        tmux.kill_window(found.pane, socket=found.socket)
+        window.save_scrollback(found, out.scrollback)
+        window.kill(found)
     else:
-        out.warnings.append("the window was already gone: no scrollback to save"
-                            if meta.get("tmux") else "it has no tmux window: no scrollback")
+        out.warnings.append(window.not_found(meta))
     if removing:
         wt.remove(repo, out.worktree, force=force)
         out.removed = True

@@ -260,7 +260,7 @@ def respawn(crew, names=None, dry_run=False):
 
 def _respawn_one(crew, name, command):
     """Bring back one session decided WOULD: the act, under its deliver.lock."""
-    from . import nudge, paths, records, tmux
+    from . import nudge, paths, records
     from .locks import acquire
     sess = Session(crew, name)
     lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
@@ -273,9 +273,9 @@ def _respawn_one(crew, name, command):
         meta = sess.meta
         dead = window.find(meta, "cannot save the dead window's scrollback")
         if dead and dead.dead:
-            window.save_scrollback(dead.pane, os.path.join(
-                sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}"), dead.socket)
-            tmux.kill_window(dead.pane, socket=dead.socket)
+            window.save_scrollback(dead, os.path.join(
+                sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}"))
+            window.kill(dead)
         target = window.open_agent(sess, command, tmux_session=meta.get("tmux_session"),
                                    cwd=meta["cwd"])
         rearmed = nudge.rearm(crew, sess.meta)

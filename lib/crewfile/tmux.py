@@ -193,7 +193,9 @@ def capture(pane, history=False, socket=None):
     return run(*args, socket=socket)[1]
 
 
-def kill_window(target, socket=None):
+def kill_window(target, *, socket):
+    """Kill the window holding *target* on the server at *socket* (required: a
+    session's pane id means something only on its own server)."""
     return run("kill-window", "-t", target, check=False, socket=socket)[0] == 0
 
 

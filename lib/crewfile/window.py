@@ -4,7 +4,8 @@ One path for every command that starts an agent in a window (aside-open,
 crew-spawn, crew-respawn) and for every command that saves a window's
 scrollback before closing it (aside-reconcile, crew-retire), so the window's
 environment, the meta fields that name it and the "is this pane still ours"
-rule are written once.
+rule are written once: find() on the session's own server, then
+save_scrollback() and kill() of what it found.
 """
 import os
 
@@ -41,25 +42,12 @@ def open_agent(sess, cmd, tmux_session=None, cwd=None):
     return target
 
 
-def our_pane(meta, table):
-    """The session's pane id if it is still on the server and still its process
-    (*table*: tmux.panes() of the environment's server; find() asks the
-    session's own server)."""
-    pane = meta.get("tmux")
-    if not pane or pane not in table:
-        return None
-    pid = meta.get("pid")
-    if pid and table[pane][1] != pid:     # a restarted server reuses pane ids
-        return None
-    return pane
-
-
-def save_scrollback(pane, path, socket=None):
-    """Save the pane's whole history and screen at *path* (atomic replace),
-    without the screen's empty bottom rows."""
+def save_scrollback(found, path):
+    """Save the whole history and screen of *found* (find()'s answer: the pane on
+    its own server) at *path* (atomic replace), without the empty bottom rows."""
     from . import tmux
     from .atomic import replace
-    replace(path, tmux.capture(pane, history=True, socket=socket).rstrip("\n") + "\n")
+    replace(path, tmux.capture(found.pane, history=True, socket=found.socket).rstrip("\n") + "\n")
 
 
 class Found:
@@ -70,11 +58,29 @@ class Found:
         self.pane, self.socket, self.dead = pane, socket, dead
 
 
+def kill(found):
+    """Kill the window of *found* (find()'s answer), on its own server."""
+    from . import tmux
+    return tmux.kill_window(found.pane, socket=found.socket)
+
+
+def not_found(meta):
+    """Why find() had no pane for *meta*: the warning of a teardown that saved nothing."""
+    if not meta.get("tmux"):
+        return "it has no tmux window: no scrollback to save"
+    if not meta.get("tmux_socket"):
+        return ("its tmux server was not recorded: its window, if any, was left alone"
+                " (no scrollback saved)")
+    return "the window was already gone: no scrollback to save"
+
+
 def find(meta, why):
     """The session's pane on the server it was registered on, or None.
 
-    The server is meta `tmux_socket` (the environment's where none was
-    recorded); a server restarted since (another `tmux_server` identity)
+    Every capture and kill of a registered session asks this, never the
+    environment's server (CREWFILE_TMUX, $TMUX): pane ids are per server.
+    The server is meta `tmux_socket`; none recorded, no server is asked and
+    nothing is found (as the verdict: unknown, so left alone). A server restarted since (another `tmux_server` identity)
     holds none of the session's panes, whatever their ids. The pane is the
     session's when its process is the recorded agent or an ancestor of it
     (the agent alive), or, the agent gone, when its id is on the very server
@@ -85,7 +91,7 @@ def find(meta, why):
     from .errors import SystemFailure
     from .liveness import descends_from
     pane_id, socket = meta.get("tmux"), meta.get("tmux_socket")
-    if not pane_id:
+    if not pane_id or not socket:
         return None
     server = tmux.Server(socket)
     if server.state == server.GONE:
