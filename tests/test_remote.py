@@ -46,7 +46,11 @@ def sshd(tmp_path):
         f"AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/sshd.pid\n"
         "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
         "StrictModes no\nPermitRootLogin prohibit-password\n"
-        f"PermitUserEnvironment no\nAcceptEnv none\n")
+        f"PermitUserEnvironment no\nAcceptEnv none\n"
+        # bash run by sshd sources ~/.bashrc only at shell level 1: this keeps the
+        # user's start-up files (here pyenv's rehash, with its lock) out of the
+        # test's remote commands, and out of what its killed connections cut short
+        "SetEnv SHLVL=1\n")
     user = os.environ.get("USER") or subprocess.run(["id", "-un"], capture_output=True,
                                                      text=True).stdout.strip()
     (d / "config").write_text(
@@ -155,6 +159,7 @@ def test_two_machines_one_primary_distinguished_and_a_dropped_connection(crew, s
         # The connection killed, again and again, while records are appended there.
         rng = random.Random(8)
         kills = 0
+        gone = set()
         for trial in range(20):
             h = rng.choice(HOSTS)
             c = machines[h]
@@ -163,6 +168,13 @@ def test_two_machines_one_primary_distinguished_and_a_dropped_connection(crew, s
                     rng.choice(["done", "blocked", "turn-started", "error"]), f"t{trial}")
             st = wait_for(lambda: crewup.read_state(crew)["stages"][f"wake@{h}"]["pids"].get("ssh"),
                           timeout=60, what="the ssh pipe")
+            # Killed only once its far side runs crew-watch: a connection killed
+            # while the login shell still starts could leave that shell's own
+            # locks behind (pyenv's rehash lock in ~/.bashrc once stalled every
+            # later shell by 60 s); see also SHLVL in the sshd fixture.
+            wait_for(lambda: set(remote_watchers(c.root)) - gone, timeout=120,
+                     what=f"the remote crew-watch of this connection ({h}, trial {trial},"
+                          f" {remote_watchers(c.root)} {sorted(gone)})")
             time.sleep(rng.uniform(0, 0.2))
             before = remote_watchers(c.root)
             try:
@@ -170,6 +182,7 @@ def test_two_machines_one_primary_distinguished_and_a_dropped_connection(crew, s
                 kills += 1
             except ProcessLookupError:
                 continue
+            gone |= set(before)
             # the far side ends with the connection: no crew-watch outlives it
             wait_for(lambda: not set(before) & set(remote_watchers(c.root)), timeout=30,
                      what="the remote crew-watch gone with its connection")
