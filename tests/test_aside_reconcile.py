@@ -166,3 +166,26 @@ def test_a_duration_needs_wait(crew, run):
     assert r.returncode == 2 and r.stderr.startswith("aside-reconcile: a DURATION needs --wait")
     r = run("aside-reconcile", "design", "--wait", "soon")
     assert r.returncode == 2 and "bad DURATION" in r.stderr
+
+
+def test_a_wait_killed_while_waiting_leaves_everything_as_it_was(crew, tmux, run, concluded):
+    """kill -9 of aside-reconcile --wait: it held no lock while waiting and
+    changed nothing; the next reconcile does the whole job."""
+    pane, typed = concluded
+    typed(DRAFT, enter=False)
+    before = disk(crew)
+    proc = subprocess.Popen([sys.executable, os.path.join(BIN, "aside-reconcile"), "design",
+                             "--wait", "60"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert "waiting: " in proc.stderr.readline()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()
+    assert proc.returncode == -signal.SIGKILL
+    assert disk(crew) == before and pane in panes(tmux)
+    tmux("send-keys", "-t", pane, "C-u")
+    tmux.wait_prompt(pane)
+    r = run("aside-reconcile", "design")
+    assert r.returncode == 0, r.stderr
+    assert box(crew, "new") == [] and len(box(crew, "cur")) == 2 and pane not in panes(tmux)
