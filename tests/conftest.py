@@ -263,7 +263,10 @@ class AttachedClient:
         except ProcessLookupError:
             pass
         os.waitpid(self.pid, 0)
-        try:
-            os.close(self.fd)
-        except OSError:
-            pass
+        # The reader ends on the pty's EOF/EIO now that the client is gone.
+        # Only then close the fd: closed under a blocked read, its number is
+        # reused by the next pipe, and the reader would steal that pipe's bytes.
+        self._reader.join(10)
+        if self._reader.is_alive():
+            raise AssertionError("the client's pty reader did not end")
+        os.close(self.fd)
