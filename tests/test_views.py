@@ -398,3 +398,13 @@ def test_top_tokens_from_the_transcript(crew, tmp_path):
     sess.update_meta(transcript_path=str(tmp_path / "fifo"))
     r = top()
     assert r.returncode == 0 and rows_of(r.stdout)["w1"][7] == "-"
+
+
+def test_views_of_a_crew_directory_not_made_yet(tmp_path):
+    env = {"CREWFILE_DIR": str(tmp_path / "none")}
+    r = cmd("crew-top", "--once", env=env)
+    assert r.returncode == 0 and r.stdout.startswith("NAME") and "crew-up: not running" in r.stdout
+    assert cmd("crew-status", env=env).stdout == "crew: empty\n"
+    r = cmd("crew-timeline", "--svg", "-", env=env)
+    assert r.returncode == 0 and "no sessions in this range" in r.stdout and "1970" not in r.stdout
+    assert not os.path.exists(tmp_path / "none")      # a view never makes the crew directory

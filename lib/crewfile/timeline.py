@@ -121,8 +121,11 @@ def build(crew, names=None, since=None, until=None):
     times = [r.time for _, _, recs, _ in raw for r in recs]
     jobs = _jobs(crew, problems)
     times += [j[0] for j in jobs]
-    start = since if since is not None else (min(times) if times else 0.0)
-    end = until if until is not None else (max(times) if times else start + 1)
+    if not times:                   # nothing recorded: the last hour, empty
+        import time
+        times = [time.time() - 3600, time.time()]
+    start = since if since is not None else min(times)
+    end = until if until is not None else max(times)
     if end <= start:
         end = start + 1
     lanes = []
