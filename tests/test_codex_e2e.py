@@ -154,11 +154,13 @@ def _wait(test, what, p=None):
         time.sleep(0.05)
 
 
-def test_an_interactive_codex_pane_is_never_typed_into(rig, tmux, tmp_path):
-    """Codex in a tmux pane: its hooks record the turn and the agent; delivery
-    refuses while it generates, and refuses its idle screen too, whose prompt
-    line shows a placeholder (`› Ask Codex to do anything`, dim) that crewfile
-    does not tell from a draft yet: refused, never typed into."""
+def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle(
+        rig, tmux, tmp_path):
+    """Codex in a tmux pane: its hooks record the turn, the agent and `agent:
+    codex`; delivery refuses while it generates; idle, its prompt line shows
+    only a placeholder (`› Ask Codex to do anything`, drawn dim: observed),
+    which is no draft, so a nudge is typed and taken as a new turn. Text the
+    captain typed (plain, not dim) is a draft: refused."""
     from crewfile import delivery
     from crewfile.verdict import DRAFT
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
@@ -175,13 +177,21 @@ def test_an_interactive_codex_pane_is_never_typed_into(rig, tmux, tmp_path):
     tmux.wait_screen(pane, f"HOLD: {go}")
     tmux("send-keys", "-t", pane, "Enter")
     sess = Session(rig.crew, "cx1")
-    _wait(lambda: sess.exists() and rig.kinds("cx1")[-1][0] == "turn-started", "turn-started")
+    _wait(lambda: sess.exists() and (rig.kinds("cx1") or [("", "")])[-1][0] == "turn-started", "turn-started")
+    assert sess.reread().meta["agent"] == "codex"
     tmux.wait_screen(pane, "esc to interrupt", timeout=DEADLINE)     # observed busy marker
     ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
     assert (ok, why.code) == (False, delivery.GENERATING)
     go.touch()
     _wait(lambda: rig.kinds("cx1")[-1][0] == "turn-ended", "turn-ended")
+    tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
     ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
-    assert (ok, why.code) == (False, DRAFT), why.detail
-    assert "Ask Codex to do anything" in why.detail
-    assert "hello from crewfile" not in tmux.screen(pane)
+    assert (ok, why.code) == (True, delivery.DELIVERED), why.detail
+    _wait(lambda: ("captain", "hello from crewfile") in rig.kinds("cx1"), "the nudge's turn")
+    _wait(lambda: rig.kinds("cx1")[-1][0] == "turn-ended", "its end")
+    tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
+    tmux("send-keys", "-t", pane, "-l", "half a thought")          # the captain's draft
+    tmux.wait_screen(pane, "half a thought")
+    ok, why = delivery.deliver(sess.reread(), "another nudge", quiet=0)
+    assert (ok, why.code) == (False, DRAFT) and "half a thought" in why.detail
+    assert "another nudge" not in tmux.screen(pane)

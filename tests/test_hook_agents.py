@@ -319,3 +319,37 @@ def test_gemini_headless_prompt_leaves_out_the_start_context(crew):
     call(crew, "gemini", gemini("BeforeAgent", prompt="<hook_context> typed by hand"))
     got = [t for k, t in kinds(crew) if k == "captain"]
     assert got == ["fix the build", "<hook_context> typed by hand"]
+
+
+# ---------------------------------------------------------------- screens
+
+# Prompt lines as tmux capture-pane -e showed them (tests/test_*_e2e.py runs the real CLIs).
+CODEX_IDLE = ("\x1b[1m\u203a\x1b[0m\x1b[39m\x1b[49m \x1b[2mAsk Codex to do anything\x1b[0m"
+              "\x1b[39m\x1b[49m\n  \x1b[38;5;223mgpt-test default\x1b[39m \u00b7 /w\n")
+CODEX_TYPED = "\x1b[1m\u203a\x1b[0m\x1b[39m\x1b[49m HOLD: /x/go1\n  gpt-test default\n"
+GEMINI_IDLE = (" \x1b[38;5;183m> \x1b[7m\x1b[39m \x1b[0m\x1b[38;5;248m\x1b[48;5;240m Type your"
+               " message or @path/to/file\x1b[39m\n\x1b[49m \x1b[38;5;248mworkspace\x1b[39m\n")
+GEMINI_TYPED = (" \x1b[38;5;183m> \x1b[38;5;231mhello world\x1b[7m\x1b[39m \x1b[0m\x1b[39m"
+                "\x1b[48;5;240m\n")
+GEMINI_CURSOR_AT_START = (" \x1b[38;5;183m> \x1b[7m\x1b[38;5;231mh\x1b[0m\x1b[38;5;231m"
+                          "\x1b[48;5;240mello world\x1b[39m\n")
+
+
+@pytest.mark.parametrize("agent, screen, draft", [
+    ("codex", CODEX_IDLE, ""), ("codex", CODEX_TYPED, "HOLD: /x/go1"),
+    ("gemini", GEMINI_IDLE, ""), ("gemini", GEMINI_TYPED, "hello world"),
+    ("gemini", GEMINI_CURSOR_AT_START, "hello world")])
+def test_a_placeholder_is_no_draft_typed_text_is(agent, screen, draft):
+    from crewfile.prompt import placeholder_of, prompt_tail, without_placeholder
+    plain = without_placeholder(screen, placeholder_of({"agent": agent}))
+    assert "\x1b" not in plain and plain.count("\n") == screen.count("\n")
+    assert prompt_tail(plain)[0] == draft
+
+
+def test_placeholders_only_for_agents_that_draw_one():
+    from crewfile.prompt import placeholder_of, prompt_tail, without_placeholder
+    assert placeholder_of({"agent": "claude"}) is None and placeholder_of({}) is None
+    assert placeholder_of({"agent": "../x"}) is None and placeholder_of(None) is None
+    # a dim draft in another agent's style stays a draft
+    assert prompt_tail(without_placeholder(CODEX_IDLE, "38;5;248"))[0] == \
+        "Ask Codex to do anything"

@@ -359,13 +359,13 @@ def captain_at_window(sess, found, since=None, quiet=None):
     counts as present (unsure: refuse). A dead pane takes no keys: never.
     """
     from .delivery import captain_quiet
-    from .prompt import markers_of
+    from .prompt import markers_of, placeholder_of
     from .verdict import NO, captain_at
     if not found or found.dead:
         return None
     who, why = captain_at(found.pane, found.socket,
                           within=captain_quiet() if quiet is None else quiet, since=since,
-                          markers=markers_of(sess.meta))
+                          markers=markers_of(sess.meta), placeholder=placeholder_of(sess.meta))
     return None if who == NO else str(why)
 
 

@@ -111,7 +111,7 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
     known: a Verdict of *sess* taken in this same look (a tick's), used instead
     of asking again; deliver never passes one (its checks are afresh).
     """
-    from .prompt import markers_of, prompt_tail, shows_typed
+    from .prompt import capture, markers_of, placeholder_of, prompt_tail, shows_typed
     look = look or verdict.Look()
     now = time.time() if now is None else now
     quiet = captain_quiet() if quiet is None else quiet
@@ -142,9 +142,10 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
         return Answer(STATE_UNKNOWN, "no turn record says whether it is generating"), v
     if not screen:
         return None, v
-    markers = markers_of(meta)
+    markers, placeholder = markers_of(meta), placeholder_of(meta)
     if typed is None:
         who, why = verdict.captain_at(v.pane, v.socket, within=quiet, markers=markers,
+                                      placeholder=placeholder,
                                       look=look, now=now)
         if who != verdict.NO:
             return why, v
@@ -153,7 +154,7 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
     if key is not None and now - key < quiet:
         return Answer(CAPTAIN, f"a key was pressed in its window {max(0, int(now - key))}s ago"), v
     try:
-        shown = tmux.capture(v.pane, socket=v.socket)
+        shown = capture(v.pane, v.socket, placeholder)
     except SystemFailure as e:
         return Answer(FAILED, str(e)), v
     if prompt_tail(shown, markers) is None:
@@ -166,7 +167,7 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
 def deliver(sess, text, look=None, now=None, quiet=None):
     """Type *text* into the session's pane and press Enter, if safe: (delivered, Answer)."""
     from .locks import acquire
-    from .prompt import markers_of, shows_typed, still_holds
+    from .prompt import markers_of, placeholder_of, shows_typed, still_holds
     check_text(text)
     lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
     if lock is None:
@@ -180,8 +181,9 @@ def deliver(sess, text, look=None, now=None, quiet=None):
             tmux.type_literally(pane, text, socket=socket)
         except SystemFailure as e:
             return False, Answer(FAILED, str(e))
-        markers = markers_of(sess.meta)
-        if not _wait_screen(pane, socket, lambda s: shows_typed(s, text, markers), APPEAR_SECONDS):
+        markers, placeholder = markers_of(sess.meta), placeholder_of(sess.meta)
+        if not _wait_screen(pane, socket, lambda s: shows_typed(s, text, markers), APPEAR_SECONDS,
+                            placeholder):
             return False, Answer(FAILED, "the typed text did not show on the prompt line;"
                                          " Enter not pressed, the text is left there unsent")
         for attempt in (1, 2):
@@ -197,7 +199,7 @@ def deliver(sess, text, look=None, now=None, quiet=None):
                 return False, Answer(FAILED, f"{e}; the text is left on the prompt line unsent")
             if _wait_screen(pane, socket, lambda s: (not still_holds(s, text, markers)
                                                      or _turn_mark(sess) != before),
-                            TAKEN_SECONDS):
+                            TAKEN_SECONDS, placeholder):
                 return True, Answer(DELIVERED)
         return False, Answer(NOT_SUBMITTED, "Enter pressed twice, the text stayed on the"
                                             " prompt line; it is left there unsent")
@@ -211,12 +213,13 @@ def _turn_mark(sess):
     return rec.line() if rec is not None else None
 
 
-def _wait_screen(pane, socket, test, seconds):
+def _wait_screen(pane, socket, test, seconds, placeholder=None):
     """Wait (up to *seconds*) until the pane's screen passes *test*; True if it did."""
+    from .prompt import capture
     deadline = time.monotonic() + seconds
     while True:      # the pane shows keys a moment after they are sent
         try:
-            if test(tmux.capture(pane, socket=socket)):
+            if test(capture(pane, socket, placeholder)):
                 return True
         except SystemFailure:
             pass

@@ -141,13 +141,8 @@ DEFAULT_AGENT = "claude"
 
 def load_agent(name):
     """The adapter module for agent *name* (BadInput if there is none)."""
-    from .errors import BadInput
-    if not isinstance(name, str) or not name.isidentifier() or not name.islower():
-        raise BadInput(f"bad agent {name!r}")
-    try:
-        return __import__(f"{__package__}.adapters.{name}", fromlist=["EVENTS"])
-    except ModuleNotFoundError:
-        raise BadInput(f"unknown agent {name!r}: no crewfile.adapters.{name}") from None
+    from .adapters import load
+    return load(name)
 
 
 def _json(obj):
@@ -282,7 +277,8 @@ def session_start(ctx):
     cwd = ctx.field("cwd")
     sess.update_meta(agent_session_id=ctx.field("session_id") or None,
                      cwd=os.path.realpath(cwd) if cwd else None,
-                     transcript_path=ctx.field("transcript_path") or None)
+                     transcript_path=ctx.field("transcript_path") or None,
+                     agent=None if sess.meta.get("agent") else ctx.agent.NAME)
     sess.append("started", ctx.field("source") or "")
     if sess.meta.get("kind") == "aside":
         return Reply(_context_output(ctx, aside_briefing(sess)))

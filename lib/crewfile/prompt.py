@@ -67,3 +67,51 @@ def still_holds(screen, text, markers=PROMPT_MARKERS):
         return False
     have, want = _squash(found[0]), _squash(text)
     return bool(have) and (want.startswith(have) or have.startswith(want))
+
+
+def placeholder_of(meta):
+    """The SGR parameters of the placeholder shown on the session's empty
+    prompt line (its agent's adapter: Codex dim, Gemini a grey), or None."""
+    agent = meta.get("agent") if isinstance(meta, dict) else None
+    if agent not in ("codex", "gemini"):
+        return None
+    from .adapters import load
+    return load(agent).PLACEHOLDER
+
+
+_SGR = re.compile(r"\x1b\[([0-9;:]*)m")
+_OTHER_ESC = re.compile(r"\x1b(?:\[[0-9;?]*[A-Za-ln-z]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[()][0-9A-B]|.)")
+
+
+def without_placeholder(screen, sgr):
+    """The plain text of *screen* (captured with escapes) without the
+    characters drawn with the SGR parameters *sgr* (a placeholder's style):
+    an attribute such as "2" (dim) until reset (0, 22), or a colour such as
+    "38;5;248" until another colour or reset."""
+    colour = sgr.startswith(("38;", "48;"))
+    off = ("0", "") + (("39", "38") if sgr.startswith("38;") else ("49", "48") if colour
+                       else ("22",) if sgr in ("1", "2") else ("2" + sgr,))
+    out, hidden, pos = [], False, 0
+    for m in _SGR.finditer(screen):
+        seg = screen[pos:m.start()]
+        out.append("\n" * seg.count("\n") if hidden else seg)   # lines stay lines
+        params = m.group(1).replace(":", ";")
+        parts = params.split(";") if params else [""]
+        if (";" + sgr + ";") in (";" + params + ";"):
+            hidden = True
+        elif hidden and (parts[0] in off or any(p in ("0",) for p in parts)
+                         or (not colour and "22" in parts)):
+            hidden = False
+        pos = m.end()
+    tail = screen[pos:]
+    out.append("\n" * tail.count("\n") if hidden else tail)
+    return _OTHER_ESC.sub("", "".join(out))
+
+
+def capture(pane, socket=None, placeholder=None):
+    """The pane's screen as plain text; with *placeholder*, without the
+    placeholder's characters (so an empty prompt line reads empty)."""
+    from . import tmux
+    if placeholder is None:
+        return tmux.capture(pane, socket=socket)
+    return without_placeholder(tmux.capture(pane, socket=socket, escapes=True), placeholder)

@@ -185,9 +185,10 @@ def press_enter(pane, socket=None):
     run("send-keys", "-t", pane, "Enter", socket=socket)
 
 
-def capture(pane, history=False, socket=None):
-    """The pane's screen (or whole scrollback with history=True) as text."""
-    args = ["capture-pane", "-p", "-J", "-t", pane]
+def capture(pane, history=False, socket=None, escapes=False):
+    """The pane's screen (or whole scrollback with history=True) as text
+    (with its colours and attributes as escape sequences if *escapes*)."""
+    args = ["capture-pane", "-p", "-J", "-t", pane] + (["-e"] if escapes else [])
     if history:
         args[1:1] = ["-S", "-", "-E", "-"]
     return run(*args, socket=socket)[1]

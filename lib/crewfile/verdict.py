@@ -203,7 +203,8 @@ def foreground(agent, pane_pid):
     return YES if term.tpgid == agent.pgrp else NO
 
 
-def captain_at(pane, socket, within=None, since=None, markers=None, look=None, now=None):
+def captain_at(pane, socket, within=None, since=None, markers=None, look=None, now=None,
+               placeholder=None):
     """Is the captain at *pane* right now? (YES, NO or UNKNOWN, Answer or None)
 
     YES when an attached client looking at the pane pressed a key in the
@@ -211,8 +212,10 @@ def captain_at(pane, socket, within=None, since=None, markers=None, look=None, n
     line holds a draft. UNKNOWN when the screen shows no prompt line or
     cannot be read. tmux's client_activity has one-second resolution and
     send-keys does not move it, so crewfile's own typing never counts.
+    *placeholder*: the agent's placeholder style (prompt.placeholder_of),
+    whose text on an empty prompt line is no draft.
     """
-    from .prompt import PROMPT_MARKERS, prompt_tail
+    from .prompt import PROMPT_MARKERS, capture, prompt_tail
     from .errors import SystemFailure
     from . import tmux
     look = look or Look()
@@ -223,7 +226,7 @@ def captain_at(pane, socket, within=None, since=None, markers=None, look=None, n
         if (within is not None and now - key < within) or (since is not None and key >= int(since)):
             return YES, Answer(CAPTAIN, f"a key was pressed in its window {ago}s ago")
     try:
-        screen = tmux.capture(pane, socket=socket)
+        screen = capture(pane, socket, placeholder)
     except SystemFailure as e:
         return UNKNOWN, Answer(TMUX_UNKNOWN, str(e))
     found = prompt_tail(screen, markers or PROMPT_MARKERS)

@@ -9,6 +9,9 @@ NAME = "claude"
 EVENTS = {e: e for e in ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",
                          "Stop", "Notification", "SessionEnd")}
 SHELL_TOOLS = ("Bash",)
+# The SGR parameters of the placeholder its empty prompt line shows (read as
+# no draft: crewfile.prompt), or None: none.
+PLACEHOLDER = None
 # Notification types -> the record (kind, text) they write.
 NOTIFICATIONS = {"idle_prompt": ("idle", ""), "permission_prompt": ("waiting", "permission")}
 

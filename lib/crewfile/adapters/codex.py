@@ -14,6 +14,10 @@ EVENTS = {"SessionStart": "SessionStart", "UserPromptSubmit": "UserPromptSubmit"
           "PreToolUse": "PreToolUse", "PermissionRequest": "PermissionRequest",
           "PostToolUse": "PostToolUse", "Stop": "Stop"}
 SHELL_TOOLS = ("Bash",)
+# Observed (0.171.0, tmux capture-pane -e): the empty prompt line is
+# `› Ask Codex to do anything` (the suggestion varies) drawn dim, ESC[2m;
+# typed text is drawn plain.
+PLACEHOLDER = "2"
 NOTIFICATIONS = {}
 
 HOOKS_FILE = "hooks.json"

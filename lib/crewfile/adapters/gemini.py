@@ -14,6 +14,10 @@ EVENTS = {"SessionStart": "SessionStart", "BeforeAgent": "UserPromptSubmit",
           "BeforeTool": "PreToolUse", "AfterTool": "PostToolUse", "AfterAgent": "Stop",
           "Notification": "Notification", "SessionEnd": "SessionEnd"}
 SHELL_TOOLS = ("run_shell_command",)
+# Observed (0.61.0, tmux capture-pane -e): the empty prompt line is
+# `>   Type your message or @path/to/file` in colour 248 after the cursor
+# block; typed text is colour 231.
+PLACEHOLDER = "38;5;248"
 NOTIFICATIONS = {"ToolPermission": ("waiting", "permission")}
 
 HOOKS_FILE = "settings.json"
