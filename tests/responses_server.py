@@ -17,7 +17,8 @@ through a custom provider in $CODEX_HOME/config.toml:
 
 What the "model" answers to POST /v1/responses: if the newest user message
 holds a line `RUN: <shell command>` and no tool output has come back since,
-a call of the request's shell tool running it; otherwise the reply TEXT
+a call of the request's shell tool running it (`ASK: <command>`: the same,
+asking to run outside the sandbox, so that Codex asks for approval); otherwise the reply TEXT
 (default "ok"), held back while the newest user message has a line
 `HOLD: <path>` and that file does not exist (a test acts mid-turn, then
 lets the turn end: no guessed sleep). Every request body is appended to the log FILE, one line each.
@@ -115,10 +116,15 @@ class Handler(BaseHTTPRequestHandler):
         self._event("response.created", response={"id": rid, "object": "response",
                                                   "status": "in_progress", "output": []})
         cmd, tool = run_directive(req), shell_tool(req)
+        ask = run_directive(req, "ASK: ") if cmd is None else None
+        if ask is not None and tool == "exec_command":
+            cmd = ask
         if cmd is not None and tool is not None:
             args = ({"command": cmd} if tool == "shell_command"
                     else {"cmd": cmd} if tool == "exec_command"
                     else {"command": ["bash", "-lc", cmd]})
+            if ask is not None:      # outside the sandbox: Codex asks for approval first
+                args.update(sandbox_permissions="require_escalated", justification="needed")
             item = {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}",
                     "name": tool, "arguments": json.dumps(args), "status": "completed"}
             self._event("response.output_item.added", output_index=0, item=item)

@@ -5,9 +5,10 @@ tests/responses_server.py, its hooks installed by `crew-hook --install DIR
 tool call, a primary's wake continuing the turn at Stop.
 
 Mostly run non-interactively (`codex exec`, hooks trusted for the run with
---dangerously-bypass-hook-trust); one test runs it in a private tmux pane:
-delivery refuses it while generating and, its idle placeholder read as a
-draft, when idle too. A permission dialog is not covered here. Skipped when the CLI is not
+--dangerously-bypass-hook-trust); two run it in a private tmux pane: a
+nudge refused while it generates, typed into its idle prompt line (its
+placeholder is no draft) and refused over a draft; a permission dialog
+recorded as a wait and refused. Skipped when the CLI is not
 installed: npm install --prefix .cache/codex @openai/codex
 """
 import glob
@@ -195,3 +196,34 @@ def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle
     ok, why = delivery.deliver(sess.reread(), "another nudge", quiet=0)
     assert (ok, why.code) == (False, DRAFT) and "half a thought" in why.detail
     assert "another nudge" not in tmux.screen(pane)
+
+
+def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux, tmp_path):
+    """Codex asking to run a command outside its sandbox (-a on-request -s
+    read-only): PermissionRequest records `waiting: permission`; delivery
+    refuses the dialog; answered (y), PostToolUse records the answer."""
+    from crewfile import delivery
+    env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
+    env["CREWFILE_SESSION"] = "cx3"
+    pane = tmux.new_window(f"cd {rig.work} && {BINARY[0]} --dangerously-bypass-hook-trust"
+                           " -a on-request -s read-only", env=env)
+    screen = tmux.wait_screen(pane, lambda s: "Trust this folder" in s or "Ask Codex" in s,
+                              timeout=DEADLINE)
+    if "Trust this folder" in screen:
+        tmux("send-keys", "-t", pane, "Enter")
+        tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
+    made = os.path.join(rig.work, "made")
+    tmux("send-keys", "-t", pane, "-l", f"ASK: touch {made}")
+    tmux.wait_screen(pane, f"ASK: touch {made}")
+    tmux("send-keys", "-t", pane, "Enter")
+    sess = Session(rig.crew, "cx3")
+    _wait(lambda: sess.exists() and ("waiting", "permission") in rig.kinds("cx3"), "waiting")
+    tmux.wait_screen(pane, "Would you like to run the following command?", timeout=DEADLINE)
+    ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
+    assert (ok, why.code) == (False, delivery.DIALOG)
+    assert not os.path.exists(made)
+    tmux("send-keys", "-t", pane, "y")
+    _wait(lambda: rig.kinds("cx3")[-1][0] == "turn-ended", "turn-ended")
+    got = rig.kinds("cx3")
+    assert got[-2:] == [("turn-started", "permission answered"), ("turn-ended", "")]
+    assert os.path.exists(made)

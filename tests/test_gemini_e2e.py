@@ -7,9 +7,10 @@ primary's wake retrying the turn at AfterAgent.
 
 Run headless (`gemini -p`, `-m` naming a model so that no routing request
 is made, `-y` so that the shell tool runs without a dialog: the BeforeTool
-hook still runs first); one test runs it in a private tmux pane: delivery
-refuses it while generating and, its idle placeholder read as a draft,
-when idle too. The ToolPermission dialog is not covered here. Skipped when the CLI is not
+hook still runs first); one runs it in a private tmux pane: a nudge
+refused while it generates, typed into its idle prompt line (its
+placeholder is no draft) and refused over a draft. The ToolPermission
+dialog is not covered here. Skipped when the CLI is not
 installed: npm install --prefix .cache/gemini @google/gemini-cli
 """
 import json
