@@ -34,11 +34,12 @@ KEEPS_PAUSE = frozenset({"idle", "stale", "paused"})
 
 class Row:
     """One session as the views show it: name, word, and (unless DAMAGED)
-    its sessions.state() dict; error the reason when DAMAGED."""
-    __slots__ = ("name", "word", "state", "error")
+    its sessions.state() dict and the Session (its meta read once); error
+    the reason when DAMAGED."""
+    __slots__ = ("name", "word", "state", "error", "sess")
 
-    def __init__(self, name, word, state=None, error=None):
-        self.name, self.word, self.state, self.error = name, word, state, error
+    def __init__(self, name, word, state=None, error=None, sess=None):
+        self.name, self.word, self.state, self.error, self.sess = name, word, state, error, sess
 
 
 def word(sess, st):
@@ -83,7 +84,7 @@ def rows(crew, look=None, now=None):
         sess = Session(crew, name)
         try:
             st = state(sess, look, now)
-            out.append(Row(name, word(sess, st), st))
+            out.append(Row(name, word(sess, st), st, sess=sess))
         except CrewfileError as e:
             out.append(Row(name, DAMAGED, error=str(e)))
     return out

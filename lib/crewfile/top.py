@@ -64,8 +64,8 @@ def frame(crew, now=None, show_ended=False):
         if st["last_text"]:
             last += ": " + st["last_text"]
         out.append((row.word, [row.name, kind, word, age_text(st["age"]),
-                               _wakes(crew, row.name), _nudge_for(crew, nudges, row.name),
-                               jobs.get(row.name, "-"), _tokens(crew, row.name),
+                               _wakes(crew, row.name), _nudge_for(nudges, row.sess.meta),
+                               jobs.get(row.name, "-"), _tokens(row.sess.meta),
                                escape(last)]))
     footer = [crew_up_line(crew), reports_line(crew)]
     if nudge_bad:
@@ -84,15 +84,10 @@ def _wakes(crew, name):
     return str(n) if n else "-"
 
 
-def _tokens(crew, name):
+def _tokens(meta):
     """The tokens its agent used, from the transcript its meta names."""
-    from .errors import CrewfileError
-    from .sessions import Session
     from . import tokens
-    try:
-        return tokens.text(tokens.used(Session(crew, name).meta.get("transcript_path")))
-    except CrewfileError:
-        return "?"
+    return tokens.text(tokens.used(meta.get("transcript_path")))
 
 
 def _nudges(crew, now):
@@ -101,18 +96,12 @@ def _nudges(crew, now):
     return load_all(crew, bad), len(bad)
 
 
-def _nudge_for(crew, scheds, name):
-    """The next nudge of session *name*: 'in 5m', 'due', or why it is held."""
+def _nudge_for(scheds, meta):
+    """The next nudge of the session whose meta is *meta*: 'in 5m', 'due', or why it is held."""
     if not scheds:
         return "-"
     from .clocks import clock_now, elapsed
-    from .errors import CrewfileError
     from .schedules import matches
-    from .sessions import Session
-    try:
-        meta = Session(crew, name).meta
-    except CrewfileError:
-        return "?"
     mine = [s for s in scheds if matches(s, meta)]
     if not mine:
         return "-"
