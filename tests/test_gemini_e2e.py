@@ -7,10 +7,10 @@ primary's wake retrying the turn at AfterAgent.
 
 Run headless (`gemini -p`, `-m` naming a model so that no routing request
 is made, `-y` so that the shell tool runs without a dialog: the BeforeTool
-hook still runs first); one runs it in a private tmux pane: a nudge
+hook still runs first); two run it in a private tmux pane: a nudge
 refused while it generates, typed into its idle prompt line (its
-placeholder is no draft) and refused over a draft. The ToolPermission
-dialog is not covered here. Skipped when the CLI is not
+placeholder is no draft) and refused over a draft; its permission dialog
+(Notification ToolPermission) recorded as a wait and refused. Skipped when the CLI is not
 installed: npm install --prefix .cache/gemini @google/gemini-cli
 """
 import json
@@ -182,3 +182,30 @@ def test_an_interactive_gemini_pane_refused_while_generating_typed_into_when_idl
     ok, why = delivery.deliver(sess.reread(), "another nudge", quiet=0)
     assert (ok, why.code) == (False, DRAFT) and "half a thought" in why.detail
     assert "another nudge" not in tmux.screen(pane)
+
+
+def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux):
+    """Gemini asking before its shell tool runs (no -y): the Notification
+    ToolPermission records `waiting: permission`; delivery refuses the
+    dialog; allowed (Enter on `1. Allow once`), AfterTool records the answer."""
+    from crewfile import delivery
+    env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
+                                   "GEMINI_CLI_TRUST_WORKSPACE", "CREWFILE_DIR")}
+    env["CREWFILE_SESSION"] = "gm3"
+    pane = tmux.new_window(f"cd {rig.work} && {BINARY} -m gemini-2.5-flash", env=env)
+    tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
+    made = os.path.join(rig.work, "made")
+    tmux("send-keys", "-t", pane, "-l", f"RUN: touch {made}")
+    tmux.wait_screen(pane, f"RUN: touch {made}")
+    tmux("send-keys", "-t", pane, "Enter")
+    sess = Session(rig.crew, "gm3")
+    _wait(lambda: sess.exists() and ("waiting", "permission") in rig.kinds("gm3"), "waiting")
+    tmux.wait_screen(pane, "Allow once", timeout=DEADLINE)
+    ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
+    assert (ok, why.code) == (False, delivery.DIALOG)
+    assert not os.path.exists(made)
+    tmux("send-keys", "-t", pane, "Enter")
+    _wait(lambda: rig.kinds("gm3")[-1][0] == "turn-ended", "turn-ended")
+    got = rig.kinds("gm3")
+    assert got[-2:] == [("turn-started", "permission answered"), ("turn-ended", "")]
+    assert os.path.exists(made)
