@@ -8,6 +8,7 @@ import time
 from . import paths
 from .clocks import clock_now, elapsed
 from .delivery import TRANSIENT
+from .errors import CrewfileError
 from .locks import acquire
 from .nudge import REFUSED, World, tick
 from .schedules import _dir, load_all
@@ -51,8 +52,13 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
             if lock is not None:
                 world, bad = world_factory(crew), []
                 with lock:
-                    outcomes = tick(crew, world, bad=bad)
-                emit(outcomes)
+                    try:
+                        outcomes = tick(crew, world, bad=bad)
+                    except CrewfileError as e:
+                        # locks/nudges stuck past the bound, a disk that fails us: a
+                        # watcher says so once and ticks again, it does not end.
+                        bad.append(("tick", e))
+                emit(outcomes or [])
                 said = _say_damaged(warn, said, bad, world)
             changes.add(roots[2])
             changes.add(roots[1])
@@ -84,7 +90,7 @@ def _say_damaged(warn, said, bad, world):
     now.update({f"meta of {name}": why for name, why in getattr(world, "damaged", {}).items()})
     for key, why in now.items():
         if said.get(key) != why:
-            warn(f"skipped {why}")
+            warn(why if key == "tick" else f"skipped {why}")
     return now
 
 
