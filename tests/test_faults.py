@@ -287,6 +287,13 @@ def test_finding11_inotify_exhausted_every_waiting_command_polls(crew, procs, in
     go = tmp_path / "go"
     handle = cmd("job-exec", "--", "sh", "-c", f"while [ ! -e {go} ]; do sleep 0.05; done",
                  check=True).stdout.strip()
+    try:
+        _exhausted_run(crew, procs, inotify_exhausted, handle, go)
+    finally:
+        go.write_text("")                  # never leave the job running
+
+
+def _exhausted_run(crew, procs, inotify_exhausted, handle, go):
     ns = inotify_exhausted
     probe = subprocess.run([*ns, sys.executable, "-c", "import inotify_simple as i; i.INotify()"],
                            capture_output=True, text=True)
