@@ -173,16 +173,20 @@ def second_server():
     shutil.rmtree(d, ignore_errors=True)
 
 
-def wait_for(predicate, timeout=20, what="condition"):
-    """Poll *predicate* until true: for state that has no event to await."""
+def wait_for(predicate, timeout=20, what="condition", every=0.01):
+    """Poll *predicate* until true: for state that has no event to await.
+    *every*: seconds between looks; a costly predicate (a scan of /proc)
+    waits longer, so the wait does not take the CPU from what it waits for.
+    *what* may be a callable, asked on a time-out for what was seen."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.01)
+            raise AssertionError(f"timed out after {timeout:g}s waiting for"
+                                 f" {what() if callable(what) else what}")
+        time.sleep(every)
 
 
 def captain_types(crew, name, text):

@@ -23,6 +23,12 @@ from crewfile.sessions import Session, register
 
 SSHD = "/usr/sbin/sshd"
 HOSTS = ("machine-a", "machine-b")
+# Deadlines, generous: not timing assertions. Before its first stage crew-up
+# asks each machine where its logs end (one ssh and two interpreters each,
+# in turn, up to 60 s each), then starts 4 ssh connections and 5 local
+# interpreters at once: a fresh-clone `make test` at load ~15 on 2 cores
+# passed the old 60 s. SCAN: seconds between looks that read all of /proc.
+STARTUP, WAIT, SCAN = 240, 120, 0.2
 
 
 @pytest.fixture
@@ -123,25 +129,37 @@ def test_two_machines_one_primary_distinguished_and_a_dropped_connection(crew, s
             "--sweep", "1h"] + [f"--remote={h}:{c.root}" for h, c in machines.items()]
     up = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL,
                           stderr=open(tmp_path / "crew-up.err", "wb"))
+
+    def seen(what):
+        """What was waited for, with crew-up's own account (its log, its stderr)."""
+        def tell():
+            log = crewup.files(crew)[crewup.LOG]
+            tail = open(log, errors="replace").read()[-4000:] if os.path.exists(log) else ""
+            err = (tmp_path / "crew-up.err").read_text(errors="replace")[-2000:]
+            return (f"{what}\nstate: {crewup.read_state(crew)}\ncrew-up log:\n{tail}"
+                    f"\ncrew-up.err:\n{err}")
+        return tell
+
     try:
         def running():
             st = crewup.read_state(crew).get("stages") or {}
             return all(st.get(f"wake@{h}", {}).get("running") for h in HOSTS) \
                 and all(remote_watchers(c.root) for c in machines.values())
-        wait_for(running, timeout=60, what="both remote pipes running")
+        wait_for(running, timeout=STARTUP, what=seen("both remote pipes running"), every=SCAN)
 
         # each machine's nudges are delivered there, by its own nudge-tick
         # through ssh, which ends with its connection
         tick = b"nudge-tick\0--watch"
         wait_for(lambda: all(remote_watchers(c.root, tick) for c in machines.values()),
-                 timeout=60, what="a nudge-tick on each machine")
+                 timeout=WAIT, what=seen("a nudge-tick on each machine"), every=SCAN)
         before = remote_watchers(machines["machine-a"].root, tick)
         os.kill(crewup.read_state(crew)["stages"]["nudge@machine-a"]["pids"]["ssh"],
                 signal.SIGKILL)
         wait_for(lambda: not set(before) & set(remote_watchers(machines["machine-a"].root, tick)),
-                 timeout=30, what="the remote nudge-tick gone with its connection")
-        wait_for(lambda: remote_watchers(machines["machine-a"].root, tick), timeout=60,
-                 what="the remote nudge-tick started again")
+                 timeout=WAIT, what=seen("the remote nudge-tick gone with its connection"),
+                 every=SCAN)
+        wait_for(lambda: remote_watchers(machines["machine-a"].root, tick), timeout=WAIT,
+                 what=seen("the remote nudge-tick started again"), every=SCAN)
         Session(crew, "w1").append("blocked", "db here")
         Session(crew, "w9").append("done", "local aside churn")      # exempt: held
         for h, c in machines.items():
@@ -152,8 +170,8 @@ def test_two_machines_one_primary_distinguished_and_a_dropped_connection(crew, s
                                            [("w1", f"blocked: db on {h}"),
                                             ("w9", f"done: w9 on {h}"),
                                             ("boss", f"done: boss on {h}")]}
-        wait_for(lambda: {w.split(" ", 1)[1] for w in wakes(crew)} >= want, timeout=60,
-                 what="every machine's wakes")
+        wait_for(lambda: {w.split(" ", 1)[1] for w in wakes(crew)} >= want, timeout=WAIT,
+                 what=seen("every machine's wakes"), every=SCAN)
         assert {w.split(" ", 1)[1] for w in wakes(crew)} == want
 
         # The connection killed, again and again, while records are appended there.
@@ -167,14 +185,14 @@ def test_two_machines_one_primary_distinguished_and_a_dropped_connection(crew, s
                 Session(c, rng.choice(["w1", "w9"])).append(
                     rng.choice(["done", "blocked", "turn-started", "error"]), f"t{trial}")
             st = wait_for(lambda: crewup.read_state(crew)["stages"][f"wake@{h}"]["pids"].get("ssh"),
-                          timeout=60, what="the ssh pipe")
+                          timeout=WAIT, what=seen("the ssh pipe"), every=SCAN)
             # Killed only once its far side runs crew-watch: a connection killed
             # while the login shell still starts could leave that shell's own
             # locks behind (pyenv's rehash lock in ~/.bashrc once stalled every
             # later shell by 60 s); see also SHLVL in the sshd fixture.
-            wait_for(lambda: set(remote_watchers(c.root)) - gone, timeout=120,
-                     what=f"the remote crew-watch of this connection ({h}, trial {trial},"
-                          f" {remote_watchers(c.root)} {sorted(gone)})")
+            wait_for(lambda: set(remote_watchers(c.root)) - gone, timeout=WAIT, every=SCAN,
+                     what=seen(f"the remote crew-watch of this connection ({h}, trial {trial},"
+                          f" {remote_watchers(c.root)} {sorted(gone)})"))
             time.sleep(rng.uniform(0, 0.2))
             before = remote_watchers(c.root)
             try:
@@ -184,21 +202,21 @@ def test_two_machines_one_primary_distinguished_and_a_dropped_connection(crew, s
                 continue
             gone |= set(before)
             # the far side ends with the connection: no crew-watch outlives it
-            wait_for(lambda: not set(before) & set(remote_watchers(c.root)), timeout=30,
-                     what="the remote crew-watch gone with its connection")
+            wait_for(lambda: not set(before) & set(remote_watchers(c.root)), timeout=WAIT,
+                     what=seen("the remote crew-watch gone with its connection"), every=SCAN)
         for h, c in machines.items():
             Session(c, "w1").append("concluded", f"last on {h}")
         all_expected = expected(crew.root) + [l for h, c in machines.items()
                                               for l in expected(c.root, h)]
-        wait_for(lambda: len(wakes(crew)) >= len(all_expected), timeout=60,
-                 what="every wake after the kills")
+        wait_for(lambda: len(wakes(crew)) >= len(all_expected), timeout=WAIT,
+                 what=seen("every wake after the kills"), every=SCAN)
         got, want_c = collections.Counter(wakes(crew)), collections.Counter(all_expected)
         print(f"\n{kills} ssh connections killed; {len(all_expected)} wakes expected,"
               f" {sum(got.values())} in the inbox", file=sys.stderr)
         assert got == want_c, (list((want_c - got).items())[:3], list((got - want_c).items())[:3])
     finally:
         up.send_signal(signal.SIGTERM)
-        assert up.wait(30) == 0
+        assert up.wait(WAIT) == 0
     wait_for(lambda: not any(remote_watchers(c.root) or remote_watchers(c.root, b"nudge-tick\0")
-                             for c in machines.values()), timeout=30,
+                             for c in machines.values()), timeout=WAIT, every=SCAN,
              what="no remote crew-watch or nudge-tick left after crew-up stopped")

@@ -455,21 +455,25 @@ def test_sigterm_mid_stream_and_restarts_neither_lose_nor_repeat(crew, tmp_path)
         env=env)
     got = []
     rng = random.Random(2)
+    err = tmp_path / "err"
+    # Deadlines, generous (a loaded machine: an interpreter's start-up can
+    # take many seconds); not timing assertions.
     try:
         for _ in range(4):
             out = tmp_path / "out"
-            with open(out, "wb") as f:
-                proc = subprocess.Popen(argv, env=env, stdout=f)
+            with open(out, "wb") as f, open(err, "wb") as e:
+                proc = subprocess.Popen(argv, env=env, stdout=f, stderr=e)
                 # Before its handler exists the process has done nothing (the
                 # interpreter is starting): signal it from then on, at a
                 # random point in its stream.
-                wait_for(lambda: catches_sigterm(proc.pid), what="crew-watch's SIGTERM handler")
+                wait_for(lambda: catches_sigterm(proc.pid) or proc.poll() is not None,
+                         timeout=120, what="crew-watch's SIGTERM handler")
                 time.sleep(rng.uniform(0.0, 0.3))
                 proc.send_signal(signal.SIGTERM)
-                assert proc.wait(10) == 0
+                assert proc.wait(120) == 0, err.read_text()
             got += out.read_text().splitlines()
     finally:
-        writer.wait()
+        writer.wait(300)
     got += subprocess.run(argv + ["--once"], env=env, capture_output=True, text=True,
                           check=True).stdout.splitlines()
     assert [l.rsplit(" ", 1)[1] for l in got] == ["%05d" % i for i in range(n)]
