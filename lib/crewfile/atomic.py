@@ -89,23 +89,24 @@ def replace(path, data, mode=0o600, sync=True):
         raise SystemFailure(f"cannot write {path}: {e.strerror}") from None
 
 
-def read_json(path):
+def read_json(path, at=None):
     """The JSON document in *path*, or None if it does not exist.
 
     ValueError if it is not JSON. Parsed by jsonio (json's C scanner without
     json's import cost: these reads sit on hooks' and pipelines' start-up).
+    at: as for paths.open_file.
     """
     from .jsonio import loads
-    text = read_text(path)
+    text = read_text(path, at)
     return None if text is None else loads(text)
 
 
-def read_text(path):
+def read_text(path, at=None):
     """The whole file as text, or None if it does not exist (through the one
-    path opener: no link followed, only a regular file)."""
+    path opener: no link followed, only a regular file; *at* as for it)."""
     from .paths import open_file
     try:
-        fd = open_file(path)
+        fd = open_file(path, at=at)
     except FileNotFoundError:
         return None
     chunks = []

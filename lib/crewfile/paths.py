@@ -117,14 +117,21 @@ def check_dirs(path, inclusive=False):
             raise SystemFailure(f"{here}: {what}")
 
 
-def open_file(path, flags=os.O_RDONLY, mode=0o600):
+def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None):
     """A descriptor on the regular file *path* under the crew directory.
 
     FileNotFoundError passes through (absence is an answer); a link, a FIFO,
-    a directory or any other failure is SystemFailure naming the path."""
-    check_dirs(path)
+    a directory or any other failure is SystemFailure naming the path.
+    at: a descriptor from open_dir() on *path*'s directory; the file is
+    opened in it by its base name (the directories above were checked once,
+    when it was opened: a listing of thousands pays for that once)."""
+    if at is None:
+        check_dirs(path)
     try:
-        fd = os.open(path, flags | _OPEN_FLAGS, mode)
+        if at is None:
+            fd = os.open(path, flags | _OPEN_FLAGS, mode)
+        else:
+            fd = os.open(os.path.basename(path), flags | _OPEN_FLAGS, mode, dir_fd=at)
     except FileNotFoundError:
         raise
     except OSError as e:
@@ -141,6 +148,22 @@ def open_file(path, flags=os.O_RDONLY, mode=0o600):
         os.close(fd)
         raise
     return fd
+
+
+def open_dir(path):
+    """A descriptor on the directory *path* for open_file(at=): the same rule
+    as list_dir (FileNotFoundError if absent; SystemFailure if it, or a
+    directory above it, is a link or not a directory). Close it after use."""
+    check_dirs(path, inclusive=True)
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise SystemFailure(f"{path}: a symlink is not followed" if e.errno == errno.ELOOP
+                                else f"{path}: not a directory") from None
+        raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
 
 
 def list_dir(path):

@@ -30,10 +30,11 @@ def _path(crew, sid):
     return os.path.join(crew.sub(paths.NUDGES), check_name(sid, "schedule id"))
 
 
-def _read(path):
-    """The schedule in *path*, None if absent; BadFile if it is not a schedule."""
+def _read(path, at=None):
+    """The schedule in *path*, None if absent; BadFile if it is not a schedule.
+    at: a descriptor on nudges/ (paths.open_dir), for a listing."""
     from .shapes import load
-    obj = load(path, "schedule")
+    obj = load(path, "schedule", at)
     if obj is not None and obj["id"] != os.path.basename(path):
         raise BadFile(path, f"id {obj['id']!r} is not the file's name")
     return obj
@@ -46,23 +47,27 @@ def _write(crew, sched):
 def load_all(crew, bad=None):
     """Every schedule, sorted by id. A file that is not a schedule (damaged,
     unreadable, a link) is skipped, and (its name, the error) appended to *bad*."""
+    base = crew.sub(paths.NUDGES)
     try:
-        names = paths.list_dir(crew.sub(paths.NUDGES))
+        at = paths.open_dir(base)        # nudges/ checked once, each file opened in it
     except FileNotFoundError:
         return []
     out = []
-    base = crew.sub(paths.NUDGES)
-    for name in names:
-        if name.startswith("."):
-            continue
-        try:
-            obj = _read(os.path.join(base, name))
-        except CrewfileError as e:
-            if bad is not None:
-                bad.append((name, e))
-            continue
-        if obj:
-            out.append(obj)
+    try:
+        names = os.listdir(at)
+        for name in names:
+            if name.startswith("."):
+                continue
+            try:
+                obj = _read(base + "/" + name, at)
+            except CrewfileError as e:
+                if bad is not None:
+                    bad.append((name, e))
+                continue
+            if obj:
+                out.append(obj)
+    finally:
+        os.close(at)
     out.sort(key=lambda s: s["id"])
     return out
 

@@ -1,0 +1,147 @@
+"""The fast paths of reading a schedule listing never weaken its checks:
+shapes.check (a value accepted without a call only where its check would
+accept it) answers as shapes.check_slow, the table read field by field,
+on arbitrary and near-valid objects of every kind; schedules.load_all
+(each file opened in one descriptor on nudges/) reports and skips every bad
+file (garbage, wrong shape, a link, a directory, a FIFO, empty) exactly as
+reading it by its path does, and keeps every good one."""
+import json
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from crewfile import schedules, shapes
+from crewfile.errors import BadFile, CrewfileError
+from crewfile.paths import Crew
+
+
+class Str(str):
+    pass
+
+
+class Int(int):
+    pass
+
+
+EDGES = [0, 1, -1, 255, 256, 10 ** 9, 10 ** 9 + 1, 2 ** 31, 2 ** 53, 2 ** 53 + 1, 2 ** 64,
+         2 ** 64 + 1, True, False, 1.0, 0.5, float("nan"), float("inf"), 1e15, 1e16, "", "x",
+         "crew", "wait", "2026-11-30T21:27:45.111Z", "2026-11-30T21:27:45.111", "٢026-11-30T21:27:45.111Z",
+         Str("x"), Int(3), None, [], ["a"], [1], {}, {"wall": 1.0}, {"wall": 1, "mono": "x"},
+         {"wall": 1.0, "mono": 2.0, "boot": "b"}]
+values = st.recursive(st.sampled_from(EDGES) | st.integers() | st.floats() | st.text(max_size=30)
+                      | st.booleans() | st.none(),
+                      lambda inner: st.lists(inner, max_size=3)
+                      | st.dictionaries(st.sampled_from(["wall", "mono", "boot", "x"]), inner,
+                                        max_size=4),
+                      max_leaves=8)
+
+
+@st.composite
+def near(draw, kind):
+    """An object with *kind*'s fields, each present or not, of any value."""
+    table = shapes.SHAPES[kind]
+    obj = {}
+    for field in table:
+        if draw(st.integers(0, 5)):
+            obj[field] = draw(values)
+    if draw(st.booleans()):
+        obj[draw(st.text(max_size=5))] = draw(values)
+    return obj
+
+
+def answer(fn, kind, obj):
+    try:
+        return ("ok", fn(kind, obj, "p") is obj)
+    except BadFile as e:
+        return ("bad", str(e))
+
+
+@pytest.mark.parametrize("kind", sorted(shapes.SHAPES))
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_check_answers_as_the_table_read_field_by_field(kind, data):
+    obj = data.draw(near(kind) | values)
+    assert answer(shapes.check, kind, obj) == answer(shapes.check_slow, kind, obj)
+
+
+def test_every_field_of_a_valid_schedule_broken_is_still_named():
+    good = {"id": "n1", "every": 60, "message": "m", "max": 3, "attempts": 0, "armed": True,
+            "base": {"wall": 1.0, "mono": None, "boot": None}, "created": "2026-11-30T21:27:45.111Z"}
+    assert shapes.check("schedule", dict(good), "p")
+    for field, bad in [("every", 0), ("every", 10 ** 9 + 1), ("every", True), ("every", 1.0),
+                       ("armed", 1), ("id", 5), ("created", "2026-11-30"), ("base", {"wall": "1"}),
+                       ("attempts", -1), ("max", Int(3))]:
+        with pytest.raises(BadFile) as e:
+            shapes.check("schedule", dict(good, **{field: bad}), "p")
+        assert f"field {field!r} must be" in str(e.value)
+
+
+def _schedule(sid):
+    return {"id": sid, "every": 60, "message": "m", "max": 3, "attempts": 0, "armed": True,
+            "base": {"wall": 1.0}}
+
+
+ENTRIES = st.sampled_from(["good", "garbage", "truncated", "wrong-shape", "wrong-id", "empty",
+                           "symlink", "dir", "fifo", "dot", "bom", "not-utf8"])
+
+
+def _make(d, name, what):
+    path = os.path.join(d, name)
+    body = {"good": json.dumps(_schedule(name)).encode(), "garbage": b"\x00\xffnot json",
+            "truncated": json.dumps(_schedule(name)).encode()[:-3],
+            "wrong-shape": json.dumps({**_schedule(name), "every": "x"}).encode(),
+            "wrong-id": json.dumps(_schedule("n_other")).encode(), "empty": b"",
+            "bom": b"\xef\xbb\xbf" + json.dumps(_schedule(name)).encode(),
+            "not-utf8": json.dumps(_schedule(name)).encode().replace(b'"m"', b'"\xff"')}
+    if what in body:
+        with open(path, "wb") as f:
+            f.write(body[what])
+    elif what == "symlink":
+        good = os.path.join(os.path.dirname(d), "outside")
+        with open(good, "w") as f:
+            json.dump(_schedule(name), f)
+        os.symlink(good, path)
+    elif what == "dir":
+        os.mkdir(path)
+    elif what == "fifo":
+        os.mkfifo(path)
+    elif what == "dot":
+        with open(os.path.join(d, "." + name), "w") as f:
+            f.write("{")
+
+
+@settings(max_examples=100, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kinds=st.lists(ENTRIES, min_size=1, max_size=8))
+def test_a_listing_reports_and_skips_each_bad_file_as_reading_it_by_path_does(tmp_path_factory,
+                                                                               kinds):
+    root = tmp_path_factory.mktemp("c") / "crew"
+    crew = Crew(str(root))
+    d = crew.ensure_sub("nudges")
+    for i, what in enumerate(kinds):
+        _make(d, f"n{i:010d}", what)
+    want_good, want_bad = [], []
+    for name in sorted(os.listdir(d)):
+        if name.startswith("."):
+            continue
+        try:
+            obj = schedules._read(os.path.join(d, name))    # by its path: the slow way
+        except CrewfileError as e:
+            want_bad.append((name, type(e), str(e)))
+            continue
+        want_good.append(obj)
+    bad = []
+    got = schedules.load_all(crew, bad)
+    assert got == want_good
+    assert sorted((n, type(e), str(e)) for n, e in bad) == want_bad
+    assert len(got) == kinds.count("good") + kinds.count("not-utf8")   # read as U+FFFD
+
+
+def test_a_linked_nudges_directory_is_refused_as_before(tmp_path):
+    crew = Crew(str(tmp_path / "crew"))
+    crew.ensure()
+    os.mkdir(tmp_path / "elsewhere")
+    os.symlink(tmp_path / "elsewhere", os.path.join(crew.root, "nudges"))
+    with pytest.raises(CrewfileError, match="a symlink is not followed"):
+        schedules.load_all(crew)
