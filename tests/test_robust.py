@@ -375,6 +375,38 @@ def test_finding_08_status_append_reads_stdin_lines_in_constant_memory(crew):
     assert cmd("status-show", "w").stdout.count("log: after the long one") == 1
 
 
+def test_finding_08_crew_hook_reads_an_oversized_payload_in_bounded_memory(crew):
+    """A 96 MB hook payload: read to its end (the agent's write never fails
+    on a closed pipe), ignored with one line, exit 0, peak memory far below
+    its size, nothing recorded."""
+    import subprocess
+    import sys
+    from conftest import BIN
+    cmd("session-add", "w", check=True)
+    before = open(os.path.join(crew.root, "sessions", "w", "status"), "rb").read()
+    code = (
+        "import resource, subprocess, sys, threading\n"
+        "p = subprocess.Popen([sys.executable, sys.argv[1]],"
+        " stdin=subprocess.PIPE, stderr=subprocess.PIPE)\n"
+        "wrote = []\n"
+        "def feed():\n"
+        "    chunk = b'{\"session_id\": \"' + b'x' * (1 << 20)\n"
+        "    for _ in range(96):\n"
+        "        p.stdin.write(chunk)\n"
+        "    p.stdin.close(); wrote.append(1)\n"
+        "t = threading.Thread(target=feed); t.start()\n"
+        "err = p.stderr.read(); p.wait(); t.join()\n"
+        "print(p.returncode, len(wrote), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "sys.stderr.write(err.decode())\n")
+    r = subprocess.run([sys.executable, "-c", code, os.path.join(BIN, "crew-hook")],
+                       capture_output=True, text=True, timeout=300)
+    rc, fed, peak_kb = map(int, r.stdout.split())
+    assert rc == 0 and fed == 1, r.stderr
+    assert r.stderr.count("\n") == 1 and "malformed payload: over" in r.stderr, r.stderr
+    assert peak_kb < 64 * 1024, f"peak {peak_kb} kB for a 96 MB payload"
+    assert open(os.path.join(crew.root, "sessions", "w", "status"), "rb").read() == before
+
+
 def test_finding_08_wake_filter_drops_an_overlong_line_in_bounded_memory(crew):
     cmd("session-add", "w", check=True)
     good = "2026-11-30T10:00:00.000Z w blocked: need input\n"

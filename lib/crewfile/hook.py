@@ -492,6 +492,22 @@ def codex_notify(ctx):
 
 # ---------------------------------------------------------------- entry
 
+MAX_PAYLOAD = 32 << 20      # bytes of one hook payload kept; protocol.md, crew-hook
+
+
+def read_payload(stream, limit=MAX_PAYLOAD):
+    """The payload on *stream*, or None when it is over *limit* bytes.
+
+    Memory stays bounded whatever the agent sends: past the limit the rest
+    is read and dropped in chunks (never left unread, so the agent's write
+    does not fail on a closed pipe)."""
+    data = stream.read(limit + 1)
+    if len(data) <= limit:
+        return data
+    while stream.read(1 << 16):
+        pass
+    return None
+
 def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
            agent=DEFAULT_AGENT):
     """Run the hook of *agent* (an adapter's name) for one payload (bytes or
@@ -504,6 +520,8 @@ def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
     ctx = None
     bound = locks.bound_waits(lock_wait, total=True)
     try:
+        if raw is None:
+            return Reply(err=f"malformed payload: over {MAX_PAYLOAD} bytes, ignored")
         try:
             payload = jsonio.loads(raw)
         except (ValueError, TypeError):

@@ -37,7 +37,8 @@ def run(args):
         from ..errors import UsageError
         raise UsageError("expected a hook payload on stdin (see --help)")
     else:
-        raw = sys.stdin.buffer.read()
+        from ..hook import read_payload
+        raw = read_payload(sys.stdin.buffer)
     from ..hook import handle     # a bad --agent is a note and exit 0: exit 2 would block
     env = dict(__import__("os").environ)
     if args.dir:
