@@ -323,6 +323,38 @@ def test_a_conclusion_is_believed_only_while_the_transcript_agrees(crew, a1, run
     assert run("aside-conclude", "a1", "--report", report).returncode == 1
 
 
+def test_a_conclusion_waits_for_the_transcript_to_catch_up(crew, a1, monkeypatch):
+    """Claude Code appends the /aside-done prompt to its transcript a moment after
+    making it: a tool call of that turn (aside-conclude) can look first. A prompt id
+    the transcript does not hold yet is waited for, not read as voided."""
+    import threading
+    import uuid
+    from crewfile import evidence
+    from transcript import append_prompt
+    captain_types(crew, "a1", "let's talk")
+    sess = Session(crew, "a1")
+    path, pid = sess.meta["transcript_path"], str(uuid.uuid4())
+    assert aside.record_captain_input(crew, "a1", "/aside-done", pid, path) == "captain-done"
+    monkeypatch.setattr(evidence, "TRANSCRIPT_WAIT", 120.0)
+    looked, real, out = threading.Event(), evidence._prompt_verdict, []
+
+    def spy(*a):
+        got = real(*a)
+        looked.set()
+        return got
+    monkeypatch.setattr(evidence, "_prompt_verdict", spy)
+    t = threading.Thread(target=lambda: out.append(aside.believed(sess, aside.scan(sess))))
+    t.start()
+    assert looked.wait(60)                     # it has looked: the prompt is not there yet
+    append_prompt(path, "/aside-done", pid)
+    t.join(120)
+    assert out == [None]
+    # A prompt after it voids it at once, waited for or not.
+    append_prompt(path, "hmm, wait", "a-later-prompt")
+    assert aside.believed(sess, aside.scan(sess)) == (
+        "the agent's transcript has a newer prompt than that /aside-done")
+
+
 def test_a_prompt_hook_refuses_a_conclusion_it_cannot_check(crew, a1):
     captain_types(crew, "a1", "hello")
     path = Session(crew, "a1").meta["transcript_path"]

@@ -33,6 +33,7 @@ SELF_CONCLUSION = "self-conclusion refused"               # the problem text's s
 CAPTAIN_KINDS = frozenset({CAPTAIN, CAPTAIN_DONE})
 PROMPT, CALLER = "prompt", "caller"                       # the kinds of evidence
 TRANSCRIPT_SCAN = 64 << 20        # bytes of a transcript read back, at most
+TRANSCRIPT_WAIT = 5.0             # seconds a prompt id not yet in the transcript is waited for
 ACTS_SCAN = 1 << 20
 _CHUNK = 1 << 16
 _PROMPT_KEY = b'"promptId":"'
@@ -182,9 +183,25 @@ def _is_command(line):
 
 
 def prompt_verdict(path, prompt_id):
-    """None if the transcript's newest prompt is *prompt_id* and it is /aside-done, else why not."""
+    """None if the transcript's newest prompt is *prompt_id* and it is /aside-done, else why not.
+
+    The CLI appends to its transcript a moment after the entries are made: a
+    tool call of the /aside-done turn can run before the prompt is on disk.
+    A prompt id the transcript does not hold at all is waited for (at most
+    TRANSCRIPT_WAIT seconds); a newer prompt after it is refused at once."""
+    import time
+    deadline = time.monotonic() + TRANSCRIPT_WAIT
+    while True:
+        why, seen = _prompt_verdict(path, prompt_id)
+        if why is None or seen or time.monotonic() >= deadline:
+            return why
+        time.sleep(0.05)
+
+
+def _prompt_verdict(path, prompt_id):
+    """(why not, or None; whether the transcript holds *prompt_id* at all)."""
     if not isinstance(path, str) or not path:
-        return "the agent's transcript is not recorded (meta transcript_path)"
+        return "the agent's transcript is not recorded (meta transcript_path)", True
     newest = None
     for line in _lines_backwards(path, TRANSCRIPT_SCAN):
         pid = _prompt_id(line)
@@ -192,13 +209,17 @@ def prompt_verdict(path, prompt_id):
             continue
         if newest is None:
             newest = pid
-            if pid != prompt_id:
-                return "the agent's transcript has a newer prompt than that /aside-done"
-        if pid != prompt_id:
+        if pid == prompt_id:
+            if newest != prompt_id:
+                return "the agent's transcript has a newer prompt than that /aside-done", True
+            if _is_command(line):
+                return None, True
+        elif newest == prompt_id:
             break
-        if _is_command(line):
-            return None
-    return "the agent's transcript does not hold that prompt as the /aside-done command"
+    seen = newest == prompt_id
+    if newest is not None and not seen:
+        return "the agent's transcript has a newer prompt than that /aside-done", False
+    return "the agent's transcript does not hold that prompt as the /aside-done command", seen
 
 
 def refuse_hand_written(sess, kind, command):
