@@ -27,6 +27,11 @@ from crewfile.sessions import Session, register
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, ".cache", "gemini", "node_modules", ".bin", "gemini")
+# Gemini CLI runs non-interactively when it sees a CI environment (CI, and
+# CONTINUOUS_INTEGRATION or any CI_* variable): CI sets CI=true, and the tmux
+# server hands its environment to the pane. The interactive tests unset them.
+INTERACTIVE = "env -u CI -u CONTINUOUS_INTEGRATION " + " ".join(
+    f"-u {k}" for k in sorted(os.environ) if k.startswith("CI_"))
 pytestmark = pytest.mark.skipif(not os.path.exists(BINARY),
                                 reason="Gemini CLI not installed in .cache/gemini")
 DEADLINE = 120
@@ -157,7 +162,7 @@ def test_an_interactive_gemini_pane_refused_while_generating_typed_into_when_idl
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
                                    "GEMINI_CLI_TRUST_WORKSPACE", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "gm1"
-    pane = tmux.new_window(f"cd {rig.work} && {BINARY} -m gemini-2.5-flash", env=env)
+    pane = tmux.new_window(f"cd {rig.work} && {INTERACTIVE} {BINARY} -m gemini-2.5-flash", env=env)
     tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
     go = tmp_path / "go"
     tmux("send-keys", "-t", pane, "-l", f"HOLD: {go}")
@@ -192,7 +197,7 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux):
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
                                    "GEMINI_CLI_TRUST_WORKSPACE", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "gm3"
-    pane = tmux.new_window(f"cd {rig.work} && {BINARY} -m gemini-2.5-flash", env=env)
+    pane = tmux.new_window(f"cd {rig.work} && {INTERACTIVE} {BINARY} -m gemini-2.5-flash", env=env)
     tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
     made = os.path.join(rig.work, "made")
     tmux("send-keys", "-t", pane, "-l", f"RUN: touch {made}")
