@@ -86,7 +86,7 @@ viewers:
 # loudly: known end-to-end flakes under load, to be fixed, not hidden); then, last of all, one loud line if any end-to-end
 # test with the real Claude Code was skipped (tests/claude_harness.skip_loudly).
 test: deps claude-code codex gemini sshd viewers
-	@rc=0; $(PY) -m pytest -q -rf | tee .cache/pytest.out || true; \
+	@rc=0; mkdir -p .cache; $(PY) -m pytest -q -rf | tee .cache/pytest.out || true; \
 	failed=$$(sed -n 's/^FAILED \([^ ]*\).*/\1/p' .cache/pytest.out | sort -u); \
 	summary=$$(tail -n 1 .cache/pytest.out); \
 	if ! echo "$$summary" | grep -q ' passed' || echo "$$summary" | grep -qE 'error|no tests'; then rc=1; \
