@@ -29,6 +29,7 @@
       jobs/HANDLE/waiters           shared flock held by each job-wait while it waits
       jobs/HANDLE/alive             flock the watcher holds for its whole life
       locks/                        crew-wide locks (nudge-tick, ...)
+      tokens.cache                  crew-status's token count per transcript (JSON, atomic)
 
 Nothing outside this module spells these names.
 """
@@ -48,6 +49,7 @@ SCROLLBACK = "scrollback"         # sessions/NAME/scrollback.TS, TS a record tim
 DELIVER_LOCK = "deliver.lock"
 SPOOL = "spool"
 ACTS = "acts"
+TOKENS_CACHE = "tokens.cache"
 NUDGES_LOCK, NUDGE_TICK_LOCK = "nudges", "nudge-tick"     # files under locks/
 JOB_SPEC, JOB_PIDS, JOB_OUTPUT, JOB_RESULT = "spec", "pids", "output", "result"
 JOB_HEARD, JOB_NOTICE, JOB_LOCK, JOB_WAITERS, JOB_ALIVE = (

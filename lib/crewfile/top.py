@@ -42,7 +42,8 @@ def frame(crew, now=None, show_ended=False):
     rows = glance.rows(crew, look, now)
     nudges, nudge_bad = _nudges(crew, now)
     jobs = _jobs(crew)
-    out, bad = [], 0
+    costs = _Costs(crew)
+    out, bad, wake_lines = [], 0, []
     for row in rows:
         if row.word == glance.DAMAGED:
             bad += 1
@@ -65,9 +66,10 @@ def frame(crew, now=None, show_ended=False):
             last += ": " + st["last_text"]
         out.append((row.word, [row.name, kind, word, age_text(st["age"]),
                                _wakes(crew, row.name), _nudge_for(nudges, row.sess.meta),
-                               jobs.get(row.name, "-"), _tokens(row.sess.meta),
-                               escape(last)]))
-    footer = [crew_up_line(crew), reports_line(crew)]
+                               jobs.get(row.name, "-"), costs.column(row), escape(last)]))
+        if st["kind"] == "primary":
+            wake_lines.append(costs.wake_line(row))
+    footer = [crew_up_line(crew), reports_line(crew)] + wake_lines
     if nudge_bad:
         footer.append(f"nudges: {nudge_bad} schedule file(s) cannot be read (nudge-ls names them)")
     return Frame(out, footer, bad + nudge_bad)
@@ -84,10 +86,49 @@ def _wakes(crew, name):
     return str(n) if n else "-"
 
 
-def _tokens(meta):
-    """The tokens its agent used, from the transcript its meta names."""
-    from . import tokens
-    return tokens.text(tokens.used(meta.get("transcript_path")))
+_tallies = {}    # transcript path -> tokens.Tally: the live view reads each byte once
+
+
+class _Costs:
+    """What supervision costs, per row: the TOKENS column, and for a primary
+    the footer's share of wake turns. Starts from crew-status's
+    tokens.cache when it has the transcript (read only: crew-top writes
+    nothing), then from this process's own tallies."""
+
+    def __init__(self, crew):
+        self.crew, self.cache, self.seen = crew, None, {}
+
+    def tally(self, row):
+        from . import tokens
+        path = row.sess.meta.get("transcript_path")
+        if not isinstance(path, str):
+            return None
+        if path not in self.seen:
+            if path in _tallies:
+                t = tokens.read(path, _tallies[path])
+            else:
+                if self.cache is None:
+                    self.cache = tokens.Cache(self.crew)
+                t = self.cache.tally(path)
+            if t is None:
+                _tallies.pop(path, None)
+            else:
+                _tallies[path] = t
+            self.seen[path] = t
+        return self.seen[path]
+
+    def column(self, row):
+        from . import tokens
+        t = self.tally(row)
+        return tokens.text(None if t is None else t.total)
+
+    def wake_line(self, row):
+        from . import tokens
+        t = self.tally(row)
+        if t is None:
+            return escape(f"wake turns: {row.name} names no transcript that can be read")
+        return escape(f"wake turns: {tokens.share(t.wake, t.total)} of {row.name}'s tokens"
+                      f" ({tokens.short(t.wake)} of {tokens.short(t.total)})")
 
 
 def _nudges(crew, now):

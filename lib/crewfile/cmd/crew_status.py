@@ -10,14 +10,17 @@ blocked (blocked/problem/error, until the session moves on), paused
 (awaiting captain, until the wait is over), lost (the verdict says not live), unknown, damaged (its files
 cannot be used); then the wakes pending in the primary's inbox. Only the
 counts that are not zero are shown; `crew: empty` when no session is
-registered, `crew: all ended` when none is left.
+registered, `crew: all ended` when none is left. Last, the tokens the
+crew's agents used (`12.3k tok`, every session's transcript counted once;
+kept up to date in the crew's tokens.cache, so each call reads only what
+was appended).
 
 Example: tmux set -g status-right '#(crew-status --tmux)'
 """
 
 COLOUR = {"working": "green", "idle": "default", "dialog": "yellow", "blocked": "red",
           "paused": "magenta", "lost": "red", "unknown": "colour244", "damaged": "red",
-          "wakes": "cyan"}
+          "wakes": "cyan", "tok": "colour244"}
 
 
 def run(args):
@@ -27,12 +30,27 @@ def run(args):
     from .. import glance
     c = crew(args)
     rows = glance.rows(c)
-    sys.stdout.write(line(rows, *glance.wakes_pending(c, rows), tmux=args.tmux) + "\n")
+    sys.stdout.write(line(rows, *glance.wakes_pending(c, rows), tmux=args.tmux,
+                          used=crew_tokens(c, rows)) + "\n")
     return PARTIAL if any(r.word == glance.DAMAGED for r in rows) else 0
 
 
-def line(rows, wakes, bad_inbox, tmux=False):
-    """The segment's text for *rows* and *wakes* pending."""
+def crew_tokens(crew, rows):
+    """Tokens used by the crew's agents (each transcript once), or None when
+    no session names a transcript that can be read."""
+    paths = {p for r in rows if r.sess is not None
+             for p in (r.sess.meta.get("transcript_path"),) if isinstance(p, str) and p}
+    if not paths:
+        return None
+    from ..tokens import Cache
+    cache = Cache(crew)
+    tallies = [t for t in map(cache.tally, sorted(paths)) if t is not None]
+    cache.save()
+    return sum(t.total for t in tallies) if tallies else None
+
+
+def line(rows, wakes, bad_inbox, tmux=False, used=None):
+    """The segment's text for *rows*, *wakes* pending and the tokens *used*."""
     from .. import glance
     if not rows:
         return "crew: empty"
@@ -40,8 +58,11 @@ def line(rows, wakes, bad_inbox, tmux=False):
     parts = [(w, n[w]) for w in glance.ORDER if n.get(w)]
     if wakes or bad_inbox:
         parts.append(("wakes", f"{wakes}{'?' if bad_inbox else ''}"))
-    if not parts:
-        return "crew: all ended"
+    if used is not None:
+        from ..tokens import short
+        parts.append(("tok", short(used)))
+    if not any(w != "tok" for w, _ in parts):
+        return " ".join(["crew: all ended"] + [f"{k} tok" for _, k in parts])
     words = []
     for w, k in parts:
         text = f"{k} {w}"

@@ -16,7 +16,9 @@ refusal, `disarmed:CODE`, `-` none) JOBS (`N run`, `M unheard`) TOKENS
 (the last record, escaped; last on the line). A session whose files cannot
 be used is one row: `?` columns, STATE damaged, LAST `error: why`.
 Footer: crew-up's state (as crew-up --status), the reports waiting in
-reports/new.
+reports/new, and for each primary the share of its tokens spent on wake
+turns (turns that wake-send's announcement or its Stop hook's wakes began
+or continued): `wake turns: 58% of firstmate's tokens (7.1k of 12.3k)`.
 
 The live view redraws when a file of the crew changes (inotify; polling
 each second where it cannot be had). Keys: up/down (k/j) choose a session;

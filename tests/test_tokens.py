@@ -1,0 +1,253 @@
+"""What supervision costs: tokens per transcript, the primary's share of wake
+turns, and crew-status's total kept in tokens.cache.
+
+tests/transcripts/claude-primary.jsonl is a real Claude Code 2.1.197
+transcript of a primary (tests/test_tokens_e2e.py makes one like it): turns
+typed by the captain, a tool call, a captain's prompt that carried wakes
+as context (not a wake turn), wake-send's announcement typed as a prompt
+(a wake turn), and a turn that its Stop hook continued with wakes (the
+rest is a wake turn). The stand-in model reports 12 tokens a message:
+8 messages, 2 of them in wake turns."""
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import cmd
+from crewfile import hook, paths, tokens, wake
+from crewfile.sessions import register
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REAL = os.path.join(HERE, "transcripts", "claude-primary.jsonl")
+TOTAL, WAKE = 96, 24
+
+
+def msg(mid, n, wake_turn=None):
+    """An assistant line of Claude Code's shape using *n* tokens."""
+    return json.dumps({"type": "assistant", "message": {
+        "id": mid, "role": "assistant", "content": [{"type": "text", "text": "ok"}],
+        "usage": {"input_tokens": n - 1, "cache_creation_input_tokens": 0,
+                  "cache_read_input_tokens": 0, "output_tokens": 1}}}, separators=(",", ":"))
+
+
+def prompt(text):
+    return json.dumps({"type": "user", "message": {"role": "user", "content": text}},
+                      separators=(",", ":"))
+
+
+def stop_wake():
+    return json.dumps({"type": "attachment", "attachment": {
+        "type": "hook_additional_context", "hookEvent": "Stop",
+        "content": [hook.WAKE_HEADER + "\ncrewfile notice: wake ..."]}}, separators=(",", ":"))
+
+
+SAY = wake.DEFAULT_SAY.format(n="3 wakes", count=3, primary="firstmate", **{"from": "w1, w2"})
+
+
+def primary(crew, tmp_path, lines=None, name="firstmate"):
+    path = tmp_path / f"{name}.jsonl"
+    if lines is None:
+        shutil.copy(REAL, path)
+    else:
+        path.write_text("".join(line + "\n" for line in lines))
+    sess = register(crew, name, kind="primary")
+    sess.update_meta(transcript_path=str(path))
+    return sess, path
+
+
+def top_lines():
+    r = cmd("crew-top", "--once")
+    assert r.returncode == 0, r.stderr
+    return r.stdout.splitlines()
+
+
+def test_the_real_transcript(crew, tmp_path):
+    t = tokens.read(REAL)
+    assert (t.total, t.wake) == (TOTAL, WAKE)
+    primary(crew, tmp_path)
+    out = top_lines()
+    assert "wake turns: 25% of firstmate's tokens (24 of 96)" in out
+    assert out[1].split()[7] == "96"
+    assert cmd("crew-status").stdout == "1 idle 96 tok\n"     # no record yet: no state word
+    assert "#[fg=colour244]96 tok#[default]" in cmd("crew-status", "--tmux").stdout
+
+
+def test_what_starts_and_ends_a_wake_turn(tmp_path):
+    path = tmp_path / "t.jsonl"
+    lines = [prompt("hello"), msg("a", 100),
+             prompt(SAY), msg("b", 10),                             # the announcement
+             json.dumps({"type": "user", "message": {"role": "user", "content": [
+                 {"type": "tool_result", "content": "x", "tool_use_id": "t"}]}}),
+             msg("c", 20),                                           # a tool result goes on
+             prompt("captain again"), msg("d", 1000),               # the captain's next prompt
+             stop_wake(), msg("e", 3),                               # continued at Stop
+             prompt("Stop hook feedback:\n" + hook.WAKE_HEADER + "\nx"), msg("f", 4),
+             prompt("crewfile: something else"), msg("g", 5000),    # not the announcement
+             ]
+    path.write_text("\n".join(lines) + "\n")
+    t = tokens.read(str(path))
+    assert (t.total, t.wake) == (6137, 37)
+
+
+def test_every_cut_reads_on_to_the_same_count(tmp_path):
+    """Read a growing transcript at many points, mid-line too: the same
+    figures as one read of the whole."""
+    data = open(REAL, "rb").read()
+    path = tmp_path / "t.jsonl"
+    cuts = sorted(set(range(0, len(data), 397)) | {len(data)})
+    t = None
+    with open(path, "wb") as f:
+        last = 0
+        for cut in cuts:
+            f.write(data[last:cut])
+            f.flush()
+            last = cut
+            t = tokens.read(str(path), t)
+            assert t is not None and t.offset <= cut
+    assert (t.total, t.wake, t.offset) == (TOTAL, WAKE, len(data))
+
+
+def test_a_replaced_or_rewritten_transcript_is_counted_again(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_text(msg("a", 50) + "\n" + msg("b", 50) + "\n")
+    t = tokens.read(str(path))
+    assert t.total == 100
+    # rewritten in place, longer: the bytes before the old offset differ
+    path.write_text(msg("x", 7) + "\n" + msg("y", 7) + "\n" + msg("z", 7) + "\n")
+    assert tokens.read(str(path), t).total == 21
+    # truncated
+    path.write_text(msg("x", 7) + "\n")
+    assert tokens.read(str(path), t).total == 7
+    # rotated: a new file in its place
+    os.rename(path, tmp_path / "old")
+    path.write_text(msg("n", 3) + "\n")
+    assert tokens.read(str(path), t).total == 3
+    assert t.total == 100                # the tally given is never changed
+
+
+def test_hostile_lines_are_skipped(tmp_path):
+    path = tmp_path / "t.jsonl"
+    big = '{"type":"user","message":{"content":"' + "x" * (tokens.MAX_LINE + 10) + '"}}'
+    path.write_bytes(b"\n".join(x.encode() for x in [
+        msg("a", 10), "not json \"usage\"", '{"message": {"usage": "not a dict"}}',
+        '{"message": {"id": 5, "usage": {"input_tokens": true, "output_tokens": -4}}}',
+        '["usage"]', big, msg("b", 20), big.replace("user", "usage"), msg("c", 30)])
+        + b"\n\xff\xfe\"usage\"\n" + big.encode())    # the last line: no newline yet
+    t = tokens.read(str(path))
+    assert t.total == 60 and t.skipping and t.offset == os.path.getsize(path)
+    with open(path, "a") as f:
+        f.write("\n" + msg("d", 40) + "\n")
+    assert tokens.read(str(path), t).total == 100
+
+
+def test_links_fifos_and_no_transcript(crew, tmp_path):
+    sess, path = primary(crew, tmp_path)
+    os.mkfifo(tmp_path / "fifo")
+    for hostile in ("/dev/zero", str(tmp_path / "fifo"), str(path)):
+        link = tmp_path / "link"
+        if link.exists() or link.is_symlink():
+            link.unlink()
+        link.symlink_to(hostile)
+        sess.update_meta(transcript_path=str(link))
+        assert tokens.read(str(link)) is None
+        out = top_lines()
+        assert out[1].split()[7] == "-"
+        assert "wake turns: firstmate names no transcript that can be read" in out
+        r = cmd("crew-status", timeout=20)
+        assert r.returncode == 0 and "tok" not in r.stdout, r.stdout
+    sess.update_meta(transcript_path=str(tmp_path / "fifo"))
+    assert tokens.read(str(tmp_path / "fifo")) is None
+    assert "tok" not in cmd("crew-status", timeout=20).stdout
+    for bad in (None, "", "relative.jsonl", 5, ["x"]):
+        sess.update_meta(transcript_path=bad)
+        assert "tok" not in cmd("crew-status").stdout
+
+
+def test_crew_status_reads_on_from_its_cache(crew, tmp_path):
+    _, path = primary(crew, tmp_path)
+    cache = os.path.join(crew.root, paths.TOKENS_CACHE)
+    assert cmd("crew-status").stdout == "1 idle 96 tok\n"
+    doc = json.load(open(cache))
+    assert doc["transcripts"][str(path)]["offset"] == os.path.getsize(path)
+    with open(path, "a") as f:
+        f.write(msg("new", 1000) + "\n")
+    assert cmd("crew-status").stdout == "1 idle 1.1k tok\n"
+    # the cache is what counts: a forged total there is believed while the
+    # file's identity holds (it is the captain's own file), ...
+    doc = json.load(open(cache))
+    doc["transcripts"][str(path)]["total"] = 5000
+    open(cache, "w").write(json.dumps(doc))
+    assert cmd("crew-status").stdout == "1 idle 5.0k tok\n"
+    # ... and every damaged form of it is a recount
+    entry = json.load(open(cache))["transcripts"][str(path)]
+    for damaged in ["", "{", "null", "[]", '{"version": 1}', '{"version": 2, "transcripts": {}}',
+                    json.dumps({"version": 1, "transcripts": {str(path): "x"}}),
+                    json.dumps({"version": 1, "transcripts": {str(path): dict(entry, offset=-1)}}),
+                    json.dumps({"version": 1, "transcripts": {str(path): dict(entry, wake=10**9)}}),
+                    json.dumps({"version": 1, "transcripts": {str(path): dict(entry, tail="zz")}}),
+                    json.dumps({"version": 1, "transcripts": {str(path): dict(
+                        entry, tail="00" * 8, total=1)}}),
+                    json.dumps({"version": 1, "transcripts": {str(path): dict(
+                        entry, recent=[[1, 2, 3]])}}),
+                    json.dumps({"version": 1, "transcripts": {str(path): dict(
+                        entry, offset=10**12)}})]:
+        open(cache, "w").write(damaged)
+        assert cmd("crew-status").stdout == "1 idle 1.1k tok\n", damaged
+    # a cache that is a link: not read, replaced by a file
+    os.unlink(cache)
+    os.symlink("/etc/passwd", cache)
+    assert cmd("crew-status").stdout == "1 idle 1.1k tok\n"
+    assert not os.path.islink(cache)
+
+
+def test_crew_status_total_over_sessions(crew, tmp_path):
+    register(crew, "w1").append("turn-started")
+    primary(crew, tmp_path)
+    w2 = register(crew, "w2")
+    w2.append("turn-started")
+    w2.append("turn-ended")
+    w2.update_meta(transcript_path=str(tmp_path / "firstmate.jsonl"))   # the same file: once
+    t3 = tmp_path / "w3.jsonl"
+    t3.write_text(msg("z", 12000) + "\n")
+    register(crew, "w3").update_meta(transcript_path=str(t3))
+    assert cmd("crew-status").stdout == "1 working 3 idle 12.1k tok\n"
+    t3.unlink()
+    assert cmd("crew-status").stdout == "1 working 3 idle 96 tok\n"
+
+
+def test_a_read_only_crew_directory_still_shows_the_total(crew, tmp_path):
+    if os.geteuid() == 0:
+        pytest.skip("root writes anywhere: a read-only directory cannot be made here")
+    primary(crew, tmp_path)
+    os.chmod(crew.root, 0o500)
+    try:
+        assert cmd("crew-status").stdout == "1 idle 96 tok\n"
+    finally:
+        os.chmod(crew.root, 0o700)
+
+
+def test_codex_token_counts(tmp_path):
+    path = tmp_path / "rollout.jsonl"
+
+    def count(total):
+        return json.dumps({"timestamp": "x", "type": "event_msg", "payload": {
+            "type": "token_count", "info": {"total_token_usage": {
+                "input_tokens": total - 2, "output_tokens": 2, "total_tokens": total}}}},
+            separators=(",", ":"))
+
+    def user(text):
+        return json.dumps({"type": "event_msg", "payload": {"type": "user_message",
+                                                            "message": text}},
+                          separators=(",", ":"))
+    path.write_text("\n".join([user("hi"), count(100), count(100), count(250), user(SAY),
+                               count(300), user(hook.WAKE_HEADER + "\nwake ..."), count(310),
+                               user("go on"), count(400)]) + "\n")
+    t = tokens.read(str(path))
+    assert (t.total, t.wake) == (400, 60)
+
+
+def test_formats():
+    assert [tokens.short(n) for n in (0, 950, 1000, 12345, 999_999, 3_400_000)] == [
+        "0", "950", "1.0k", "12.3k", "1.0M", "3.4M"]
+    assert tokens.share(0, 0) == "-" and tokens.share(58, 100) == "58%"
