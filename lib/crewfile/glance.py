@@ -16,8 +16,6 @@ only names what it found. The word is the first that holds of:
   UNKNOWN     no turn record to tell
 Ended sessions are left out (ENDED, for a view that lists them).
 """
-from . import logfile
-
 DAMAGED, LOST, DIALOG, BLOCKED, PAUSED = "damaged", "lost", "dialog", "blocked", "paused"
 WORKING, IDLE, UNKNOWN, ENDED = "working", "idle", "unknown", "ended"
 ORDER = (WORKING, IDLE, DIALOG, BLOCKED, PAUSED, LOST, UNKNOWN, DAMAGED)
@@ -42,17 +40,16 @@ class Row:
         self.name, self.word, self.state, self.error, self.sess = name, word, state, error, sess
 
 
-def word(sess, st):
-    """The one word for a session whose sessions.state() is *st*."""
-    from .sessions import STATE_SCAN_BYTES
+def word(sess, st, recs=None):
+    """The one word for a session whose sessions.state() is *st*; recs: the
+    sess.scan() that state was read from, if the caller has it."""
     if st["ended"]:
         return ENDED
     if st["live"] == "no":
         return LOST
     if st["waiting"]:
         return DIALOG
-    held = needs_primary(logfile.records_backwards(sess.log_paths(), logfile.TailStats(),
-                                                   STATE_SCAN_BYTES))
+    held = needs_primary(recs or sess.scan())
     if held:
         return held
     return {"yes": WORKING, "no": IDLE}.get(st["generating"], UNKNOWN)
@@ -83,8 +80,9 @@ def rows(crew, look=None, now=None):
     for name in names(crew):
         sess = Session(crew, name)
         try:
-            st = state(sess, look, now)
-            out.append(Row(name, word(sess, st), st, sess=sess))
+            recs = sess.scan()
+            st = state(sess, look, now, recs)
+            out.append(Row(name, word(sess, st, recs), st, sess=sess))
         except CrewfileError as e:
             out.append(Row(name, DAMAGED, error=str(e)))
     return out
@@ -94,11 +92,11 @@ def wakes_pending(crew, rows_):
     """Wake notices waiting in the inboxes of the primary sessions (not ended),
     and the names of those whose inbox could not be read."""
     from .errors import CrewfileError
-    from .inbox import pending
     total, bad = 0, []
     for row in rows_:
         if row.state is None or row.state["ended"] or row.state["kind"] != "primary":
             continue
+        from .inbox import pending      # here: a crew without a primary never loads it
         try:
             total += sum(1 for n in pending(crew, row.name) if n.kind == "wake")
         except CrewfileError:

@@ -20,9 +20,7 @@ lines; the good lines are never lost.
 import os
 
 from . import records
-from .atomic import write_all
 from .errors import SystemFailure
-from .locks import acquire
 
 _APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 BLOCK = 65536
@@ -62,6 +60,7 @@ def append(path, lock_path, lines, rotate=None):
     rotate: None, or (max_bytes, keep) to rotate before the file would grow
     past max_bytes.
     """
+    from .locks import acquire
     with acquire(lock_path):
         append_locked(path, lines, rotate)
 
@@ -71,6 +70,7 @@ def append_locked(path, lines, rotate=None, before_write=None):
 
     before_write(inode, offset) is called just before the one write(2), with
     where it will land (the spool's journal needs it)."""
+    from .atomic import write_all
     data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
     if not data:
         return
@@ -195,6 +195,69 @@ def records_backwards(paths, stats, limit_bytes=None):
                 stats.garbage += 1
                 continue
             yield rec
+
+
+class Backwards:
+    """One backwards read of a log, shared by the several questions a state
+    query asks (the last record, the last lifecycle and turn records, what
+    the session has not moved on from): each file is opened and read once,
+    as far back as the question that looks furthest needs, within
+    *limit_bytes* of each file's end. It remembers the records of this one
+    query only; a new query makes a new one, so nothing read here is stale."""
+    __slots__ = ("paths", "stats", "limit", "_gen", "_seen", "_first_file")
+
+    def __init__(self, paths, stats, limit_bytes=None):
+        self.paths, self.stats, self.limit = paths, stats, limit_bytes
+        self._gen = self._read()
+        self._seen = []
+        self._first_file = None
+
+    def _read(self):
+        for i, path in enumerate(self.paths):
+            for raw in lines_backwards(path, self.stats, self.limit):
+                rec = records.parse(raw)
+                if rec is None:
+                    self.stats.garbage += 1
+                    continue
+                if self._first_file is None:
+                    self._first_file = i
+                yield rec
+
+    def __iter__(self):
+        i = 0
+        while True:
+            if i == len(self._seen):
+                rec = next(self._gen, None)
+                if rec is None:
+                    return
+                self._seen.append(rec)
+            yield self._seen[i]
+            i += 1
+
+    def last_of(self, kinds):
+        """The newest record whose kind is in *kinds*, or None (last_of_kinds)."""
+        for rec in self:
+            if rec.kind in kinds:
+                return rec
+        return None
+
+    def last(self):
+        """The newest record, or None: last_records(paths, 1), which has no
+        byte limit. Only a newest file whose last *limit_bytes* hold no
+        record at all (garbage, or an over-long line) sends it further back
+        than this read went."""
+        rec = next(iter(self), None)
+        if self.limit is None:
+            return rec
+        for path in self.paths[:len(self.paths) if rec is None else self._first_file]:
+            try:
+                cut = os.lstat(path).st_size > self.limit
+            except OSError:
+                cut = False
+            if cut:
+                found = last_records(self.paths, 1, TailStats())
+                return found[0] if found else None
+        return rec
 
 
 def last_records(paths, n, stats):

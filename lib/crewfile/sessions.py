@@ -8,12 +8,10 @@ status log plus a real liveness probe.
 import os
 import time
 
-from . import logfile, paths, records, spool
-from .atomic import replace
+from . import logfile, paths, records
 from .errors import BadFile, BadInput, NotFound, Refused, SystemFailure
-from .locks import LockBusy
-from .output import age_text  # noqa: F401 (here for its older callers)
-from .names import current_user
+# The writers' modules (spool, atomic, locks) are imported where a write
+# happens: crew-status, run by tmux every few seconds, only reads.
 
 KINDS = ("crew", "aside", "primary")
 # The newest of these decides whether a turn is running.
@@ -65,12 +63,18 @@ class Session:
     def append_lines(self, lines):
         """Append under the session lock; False if the lock was stuck and the
         lines were kept in the spool instead (spool.kept says so)."""
+        from . import spool
         _check_dir(self.dir)
         self.meta        # registered, and its meta usable: the same rule as every reader
         return spool.append(self.dir, paths.STATUS, lines)
 
     def last_records(self, n, stats):
         return logfile.last_records(self.log_paths(), n, stats)
+
+    def scan(self, stats=None):
+        """One backwards read of the log for a state query (logfile.Backwards)."""
+        return logfile.Backwards(self.log_paths(), stats or logfile.TailStats(),
+                                 STATE_SCAN_BYTES)
 
     def last_of(self, kinds, stats):
         return logfile.last_of_kinds(self.log_paths(), kinds, stats, STATE_SCAN_BYTES)
@@ -83,6 +87,9 @@ class Session:
         """Merge *fields* into the metadata, atomically, under the session lock
         (kept in the spool, to be merged later, if the lock is stuck)."""
         import json
+        from . import spool
+        from .atomic import replace
+        from .locks import LockBusy
         try:
             held = spool.lock(self.dir)
         except LockBusy as e:
@@ -148,6 +155,9 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     it (pane_fields); *pid* is the agent process (agent_fields).
     """
     import json
+    from . import spool
+    from .atomic import replace
+    from .names import current_user
     if kind not in KINDS:
         raise BadInput(f"bad kind {kind!r}: one of {', '.join(KINDS)}")
     sess = Session(crew, name)
@@ -203,6 +213,7 @@ def archive(crew, name, force=False, look=None):
     moved under the session lock; a writer already waiting for that lock
     then appends to the archived log, never to a new session's.
     """
+    from . import spool
     sess = Session(crew, name)
     if not os.path.lexists(sess.dir):
         raise NotFound(f"no session {name!r}")
@@ -258,15 +269,17 @@ def find(crew, agent_session_id=None, session_key=None):
     return None
 
 
-def state(sess, look=None, now=None):
-    """The session's current state as a dict (what status-show and session-ls print)."""
+def state(sess, look=None, now=None, recs=None):
+    """The session's current state as a dict (what status-show and session-ls print).
+    recs: the scan() of its log to use (a caller asking more of the same
+    records passes its own, so the log is read once)."""
     from . import verdict
     now = time.time() if now is None else now
-    stats = logfile.TailStats()
+    recs = recs or sess.scan()
+    stats = recs.stats
     meta = sess.meta
-    last = sess.last_records(1, stats)
-    last = last[0] if last else None
-    v = verdict.of(sess, look, stats)
+    last = recs.last()
+    v = verdict.of(sess, look, stats, recs)
     return {
         "name": sess.name,
         "kind": meta.get("kind", "crew"),

@@ -164,16 +164,16 @@ class Verdict:
                  "foreground", "ended", "conversation", "tree")
 
 
-def of(sess, look=None, stats=None):
-    """The Verdict for *sess* (a sessions.Session), from its records and the machine."""
-    from .logfile import TailStats
+def of(sess, look=None, stats=None, recs=None):
+    """The Verdict for *sess* (a sessions.Session), from its records and the machine.
+    recs: a sess.scan() to read the records from (one read shared with the caller)."""
     from .sessions import LIFECYCLE, TURN_STATE
-    stats = stats if stats is not None else TailStats()
+    recs = recs or sess.scan(stats)
     meta = sess.meta
     v = Verdict()
-    life = sess.last_of(LIFECYCLE, stats)
+    life = recs.last_of(LIFECYCLE)
     v.ended = bool(life and LIFECYCLE[life.kind])
-    turn = sess.last_of(TURN_STATE, stats)
+    turn = recs.last_of(TURN_STATE)
     v.generating = TURN_STATE[turn.kind] if turn else UNKNOWN
     v.dialog = YES if turn and turn.kind == "waiting" else NO
     v.conversation = meta.get("agent_session_id")

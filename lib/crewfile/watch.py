@@ -504,7 +504,7 @@ class Watcher:
 
     def _stale_event(self, tail):
         tail.stale = True
-        from .sessions import age_text
+        from .output import age_text
         ts = records.timestamp(tail.last + self.stale_after)
         line = records.format_line(ts, "stale", f"silent for {age_text(self.stale_after)}"
                                                 f" since {tail.last_kind}")

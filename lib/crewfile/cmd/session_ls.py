@@ -27,7 +27,8 @@ def run(args):
     from ..errors import CrewfileError, PARTIAL
     from ..verdict import Look
     from ..records import escape
-    from ..sessions import Session, names, state, age_text
+    from ..output import age_text
+    from ..sessions import Session, names, state
     c = crew(args)
     look = Look()
     rows = []

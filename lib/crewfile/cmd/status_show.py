@@ -19,7 +19,8 @@ Example: status-show w1 --json | jq .generating
 def run(args):
     import sys
     from ..cli import crew
-    from ..sessions import Session, state, age_text
+    from ..output import age_text
+    from ..sessions import Session, state
     from ..durations import parse_count
     from ..records import escape
     sess = Session(crew(args), args.name)
