@@ -247,6 +247,15 @@ def test_codex_token_counts(tmp_path):
     assert (t.total, t.wake) == (400, 60)
 
 
+@pytest.mark.parametrize("name,total,woken", [("gemini-primary.jsonl", 24, 12),
+                                               ("codex-primary.jsonl", 24, 12)])
+def test_real_gemini_and_codex_files(name, total, woken):
+    """Captured from the real CLIs (tests/test_tokens_e2e.py runs them): a
+    prompt, then a wake at the turn's end that its hook continued it with."""
+    t = tokens.read(os.path.join(HERE, "transcripts", name))
+    assert (t.total, t.wake) == (total, woken)
+
+
 def test_formats():
     assert [tokens.short(n) for n in (0, 950, 1000, 12345, 999_999, 3_400_000)] == [
         "0", "950", "1.0k", "12.3k", "1.0M", "3.4M"]

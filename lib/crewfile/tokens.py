@@ -4,9 +4,10 @@ the part spent on wake turns.
 
 Claude Code writes one JSON line per content block of each model message,
 each carrying the message's `id` and its `usage`; the lines of one message
-repeat it, so a message counts once (its last line). Codex writes
-`token_count` events whose `total_token_usage` is the session's running
-total. A line that is not JSON, or not of those shapes, is skipped: a
+repeat it, so a message counts once (its last line). Gemini CLI appends
+each message again as it changes (its `tokens` come later), same rule.
+Codex writes `token_count` events whose `total_token_usage` is the
+session's running total. A line that is not JSON, or not of those shapes, is skipped: a
 transcript is another program's file.
 
 A wake turn is told from what crewfile itself put into the transcript:
@@ -156,10 +157,10 @@ def _advance(fd, t, size):
 
 
 def _line(t, raw):
-    # Only lines that can matter are parsed (Claude Code and Codex write
-    # compact JSON: a key and its value are never apart).
-    usage = b'"usage"' in raw or b'"token_count"' in raw
-    if not (usage or b'"type":"user' in raw or _WAKE_B in raw):
+    # Only lines that can matter are parsed (the agents write compact JSON:
+    # a key and its value are never apart).
+    usage = b'"usage"' in raw or b'"token_count"' in raw or b'"tokens"' in raw
+    if not (usage or b'"type":"user' in raw or b'"role":"user"' in raw or _WAKE_B in raw):
         return
     from .jsonio import loads
     try:
@@ -180,6 +181,13 @@ def _line(t, raw):
         text = _prompt_text(msg.get("content"))
         if text is not None:
             t.in_wake = _is_wake_prompt(text)
+    elif kind == "gemini" and isinstance(e.get("tokens"), dict):
+        n, key = e["tokens"].get("total"), e.get("id")
+        t.count(key if isinstance(key, str) else None, n if type(n) is int and n > 0 else 0)
+    elif kind == "user" and "message" not in e:           # Gemini CLI: parts
+        text = _gemini_text(e.get("content"))
+        if text is not None:
+            t.in_wake = _is_wake_prompt(text)
     elif kind == "attachment" and isinstance(e.get("attachment"), dict):
         a = e["attachment"]
         content = a.get("content")
@@ -192,7 +200,9 @@ def _line(t, raw):
 
 
 def _codex(t, p):
-    """Codex's rollout: token_count events (a running total), user_message prompts."""
+    """Codex's rollout: token_count events (a running total); prompts as
+    user messages of the model's history (a Stop hook's `<hook_prompt>` too)
+    or, in older versions, user_message events."""
     if p.get("type") == "token_count":
         info = p.get("info")
         total = info.get("total_token_usage") if isinstance(info, dict) else None
@@ -202,6 +212,12 @@ def _codex(t, p):
             t.cum = n
     elif p.get("type") == "user_message" and isinstance(p.get("message"), str):
         t.in_wake = _is_wake_prompt(p["message"])
+    elif p.get("type") == "message" and p.get("role") == "user" and isinstance(
+            p.get("content"), list):      # the model's history: a prompt, a hook's prompt
+        texts = [b["text"] for b in p["content"]
+                 if isinstance(b, dict) and isinstance(b.get("text"), str)]
+        if texts:
+            t.in_wake = _is_wake_prompt("\n".join(texts))
 
 
 def _prompt_text(content):
@@ -216,6 +232,16 @@ def _prompt_text(content):
             return None
         texts.append(b.get("text") if isinstance(b.get("text"), str) else "")
     return "\n".join(texts)
+
+
+def _gemini_text(content):
+    """A Gemini CLI prompt's text (a string, or parts each with `text`)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or not content or not all(
+            isinstance(p, dict) and isinstance(p.get("text"), str) for p in content):
+        return None
+    return "\n".join(p["text"] for p in content)
 
 
 def _wake_header():
