@@ -260,3 +260,19 @@ def test_formats():
     assert [tokens.short(n) for n in (0, 950, 1000, 12345, 999_999, 3_400_000)] == [
         "0", "950", "1.0k", "12.3k", "1.0M", "3.4M"]
     assert tokens.share(0, 0) == "-" and tokens.share(58, 100) == "58%"
+
+
+def test_the_announcement_match_is_re_s():
+    """tokens._fits (no re import on crew-status's path) against the regular
+    expression it stands for, on random joins of the template's pieces."""
+    import random
+    import re
+    template = wake.DEFAULT_SAY
+    rx = re.compile(".+".join(map(re.escape, re.split(r"\{\w+\}", template))))
+    parts = tokens._literals(template)
+    pieces = parts + ["x", " ", "{n}", "ü", "\n"]
+    rnd = random.Random(17)
+    for _ in range(20000):
+        s = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 8)))
+        assert (rx.fullmatch(s) is not None) == tokens._fits(parts, s), s
+    assert tokens._fits(parts, SAY)

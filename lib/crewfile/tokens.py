@@ -26,7 +26,7 @@ import os
 
 MAX_BYTES = 64 << 20
 MAX_LINE = 16 << 20      # a longer line is skipped whole
-RECENT = 64              # message ids remembered across reads (a message's lines are adjacent)
+RECENT = 16              # message ids remembered across reads (a message's lines are adjacent)
 TAIL = 32                # bytes before the offset kept to know the file again
 FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
           "output_tokens")
@@ -255,16 +255,41 @@ _announce = None
 def _is_wake_prompt(text):
     """Wake-send's announcement (wake.DEFAULT_SAY, any count and senders), or
     the Stop hook's wakes given as a prompt (an agent that continues a turn
-    with a prompt: Codex; Claude Code's older `decision: block`)."""
+    with a prompt: Codex, Gemini CLI; Claude Code's older `decision: block`)."""
     global _announce
     if _wake_header() in text:
         return True
     if _announce is None:
-        import re
         from .wake import DEFAULT_SAY
-        parts = re.split(r"\{\w+\}", DEFAULT_SAY)
-        _announce = re.compile(".+".join(map(re.escape, parts)))
-    return _announce.fullmatch(text.strip()) is not None
+        _announce = _literals(DEFAULT_SAY)
+    return _fits(_announce, text.strip())
+
+
+def _literals(template):
+    """The fixed parts of a str.format *template* ('a {x} b' -> ['a ', ' b'])."""
+    parts, rest = [], template
+    while "{" in rest:
+        head, _, rest = rest.partition("{")
+        parts.append(head)
+        rest = rest.partition("}")[2]
+    return parts + [rest]
+
+
+def _fits(parts, text):
+    """*text* is the fixed *parts* in order, each gap filled by one or more
+    characters (what re's `.+` between them would match; re costs more to
+    import than a status line may spend)."""
+    if len(parts) == 1 or "\n" in text:
+        return text == parts[0]
+    if not text.startswith(parts[0]) or not text.endswith(parts[-1]):
+        return False
+    at, end = len(parts[0]), len(text) - len(parts[-1])
+    for part in parts[1:-1]:
+        found = text.find(part, at + 1, end)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return at < end
 
 
 class Cache:
