@@ -7,7 +7,8 @@ next run or ignored by readers).
 """
 import os
 
-from .errors import SystemFailure
+from .errors import BadFile, SystemFailure
+from .paths import check_dirs, open_file
 
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -68,7 +69,6 @@ def replace(path, data, mode=0o600, sync=True):
     whose loss in a crash breaks no promise; say which at the call."""
     if isinstance(data, str):
         data = data.encode("utf-8")
-    from .paths import check_dirs
     check_dirs(path)
     directory, base = os.path.split(path)
     tmp = os.path.join(directory, f".{base}.tmp.{os.getpid()}")
@@ -89,35 +89,39 @@ def replace(path, data, mode=0o600, sync=True):
         raise SystemFailure(f"cannot write {path}: {e.strerror}") from None
 
 
-def read_json(path, at=None):
+def read_json(path, at=None, limit=None):
     """The JSON document in *path*, or None if it does not exist.
 
     ValueError if it is not JSON. Parsed by jsonio (json's C scanner without
     json's import cost: these reads sit on hooks' and pipelines' start-up).
-    at: as for paths.open_file.
+    at, limit: as for read_text.
     """
     from .jsonio import loads
-    text = read_text(path, at)
+    text = read_text(path, at, limit)
     return None if text is None else loads(text)
 
 
-def read_text(path, at=None):
+def read_text(path, at=None, limit=None):
     """The whole file as text, or None if it does not exist (through the one
-    path opener: no link followed, only a regular file; *at* as for it)."""
-    from .paths import open_file
+    path opener: no link followed, only a regular file; *at* as for it).
+    limit: BadFile, once more than *limit* bytes were read (memory bounded)."""
     try:
         fd = open_file(path, at=at)
     except FileNotFoundError:
         return None
     chunks = []
+    size = 0
     try:
         while True:             # os.read, not a file object: listings read thousands of these
             chunk = os.read(fd, 65536)
             if not chunk:
                 break
             chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size > limit:
+                raise BadFile(path, f"longer than {limit} bytes")
     except OSError as e:
         raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
     finally:
         os.close(fd)
-    return b"".join(chunks).decode("utf-8", "replace")
+    return (chunks[0] if len(chunks) == 1 else b"".join(chunks)).decode("utf-8", "replace")

@@ -61,10 +61,19 @@ def output_limit(env=None):
     return min(max(value, MIN_OUTPUT_LIMIT), 1 << 40)     # within `spec`'s checked shape
 
 
-def _json(path, kind):
-    """A job file checked for its shape (None if absent; BadFile if damaged)."""
-    from .shapes import load
-    return load(path, kind)
+FILE_LIMIT = 1 << 20              # bytes: a longer job file (but `spec`) is damaged, not read
+
+
+def _json(path, kind, at=None):
+    """A job file checked for its shape (None if absent; BadFile if damaged).
+    `spec` holds the argv, which the kernel bounds; the others are small."""
+    global _load
+    if _load is None:
+        from .shapes import load as _load      # lazily (job-exec), once (a listing reads thousands)
+    return _load(path, kind, at, None if kind == "job-spec" else FILE_LIMIT)
+
+
+_load = None
 
 
 def dump_json(obj):
@@ -74,11 +83,13 @@ def dump_json(obj):
 
 class Job:
     """One job directory: its paths and the files in it (read fresh each time,
-    but `spec`)."""
+    but `spec`). at: a descriptor on the job's directory (paths.open_dir),
+    in which its files are read by name (list_jobs)."""
 
-    def __init__(self, crew, handle):
+    def __init__(self, crew, handle, at=None):
         self.crew = crew
         self.handle = handle
+        self.at = at
         self._spec = None
         self.dir = crew.job_dir(handle)
         for attr, name in (("spec_path", paths.JOB_SPEC), ("pids_path", paths.JOB_PIDS),
@@ -96,22 +107,22 @@ class Job:
     def spec(self):
         """`spec`, read once: it never changes once published."""
         if self._spec is None:
-            self._spec = _json(self.spec_path, "job-spec")
+            self._spec = _json(self.spec_path, "job-spec", self.at)
             if self._spec is None:
                 raise NotFound(f"no job {self.handle!r}")
         return self._spec
 
     def pids(self):
-        return _json(self.pids_path, "job-pids")
+        return _json(self.pids_path, "job-pids", self.at)
 
     def result(self):
-        return _json(self.result_path, "job-result")
+        return _json(self.result_path, "job-result", self.at)
 
     def heard(self):
-        return _json(self.heard_path, "job-heard")
+        return _json(self.heard_path, "job-heard", self.at)
 
     def notice(self):
-        return _json(self.notice_path, "job-notice")
+        return _json(self.notice_path, "job-notice", self.at)
 
     def watcher_alive(self):
         return is_held(self.alive_path)
@@ -325,15 +336,35 @@ def info(job, now=None, full=True):
 
 
 def list_jobs(crew, now=None, full=True):
-    """info() of every job, oldest first."""
+    """info() of every job, oldest first.
+
+    jobs/ is opened once and each job's directory once in it (paths.open_dir:
+    one openat(2) refuses a link or a non-directory), its files read by name
+    in that: the rule of the one path opener, paid once per job, not per file."""
+    root = crew.sub(paths.JOBS)
+    try:
+        jobs_fd = paths.open_dir(root)
+    except FileNotFoundError:
+        return []
+    now = time.time() if now is None else now
     out = []
-    for handle in handles(crew):
-        try:
-            out.append(info(Job(crew, handle), now, full))
-        except (NotFound, BadInput):
-            continue                 # mid-creation or mid-sweep
-        except CrewfileError as e:   # damaged or unsafe: listed, marked
-            out.append({"handle": handle, "error": str(e), "created": None})
+    try:
+        for handle in sorted(os.listdir(jobs_fd)):
+            if handle.startswith("."):
+                continue
+            try:
+                job = Job(crew, handle)
+                job.at = paths.open_dir(job.dir, at=jobs_fd)
+                try:
+                    out.append(info(job, now, full))
+                finally:
+                    os.close(job.at)
+            except (FileNotFoundError, NotFound, BadInput):
+                continue             # mid-creation or mid-sweep
+            except CrewfileError as e:   # damaged or unsafe: listed, marked
+                out.append({"handle": handle, "error": str(e), "created": None})
+    finally:
+        os.close(jobs_fd)
     out.sort(key=lambda r: (r["created"] or "", r["handle"]))
     return out
 

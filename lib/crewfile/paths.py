@@ -133,7 +133,7 @@ def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None):
         if at is None:
             fd = os.open(path, flags | _OPEN_FLAGS, mode)
         else:
-            fd = os.open(os.path.basename(path), flags | _OPEN_FLAGS, mode, dir_fd=at)
+            fd = os.open(path.rpartition("/")[2], flags | _OPEN_FLAGS, mode, dir_fd=at)
     except FileNotFoundError:
         raise
     except OSError as e:
@@ -152,20 +152,35 @@ def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None):
     return fd
 
 
-def open_dir(path):
+def open_dir(path, at=None):
     """A descriptor on the directory *path* for open_file(at=): the same rule
     as list_dir (FileNotFoundError if absent; SystemFailure if it, or a
-    directory above it, is a link or not a directory). Close it after use."""
-    check_dirs(path, inclusive=True)
+    directory above it, is a link or not a directory). Close it after use.
+    at: a descriptor from open_dir() on *path*'s parent; *path* is opened in
+    it by its base name, so one openat(2) checks it (a listing of thousands
+    of job directories checks each once, not once per file in it)."""
+    if at is None:
+        check_dirs(path, inclusive=True)
     try:
-        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        if at is None:
+            return os.open(path, _DIR_FLAGS)
+        return os.open(path.rpartition("/")[2], _DIR_FLAGS, dir_fd=at)
     except FileNotFoundError:
         raise
     except OSError as e:
         if e.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise SystemFailure(f"{path}: a symlink is not followed" if e.errno == errno.ELOOP
+            # O_DIRECTORY says ENOTDIR for a link too: which one, said as check_dirs does
+            try:
+                link = stat.S_ISLNK(os.lstat(path if at is None else os.path.basename(path),
+                                             dir_fd=at).st_mode)
+            except OSError:
+                link = e.errno == errno.ELOOP
+            raise SystemFailure(f"{path}: a symlink is not followed" if link
                                 else f"{path}: not a directory") from None
         raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def list_dir(path):
@@ -205,7 +220,7 @@ class Crew:
         return os.path.join(self.root, SESSIONS, check_name(name, "session name"))
 
     def job_dir(self, handle):
-        return os.path.join(self.root, JOBS, check_name(handle, "job handle"))
+        return f"{self.root}/{JOBS}/{check_name(handle, 'job handle')}"   # (join: 3x the cost)
 
     def session_file(self, name, what):
         return os.path.join(self.session_dir(name), what)

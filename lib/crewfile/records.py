@@ -175,13 +175,15 @@ def parse(raw):
     return Record(raw[:24], kind, unescape(text))
 
 
+_TS_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_TS_SHAPE = b"0000-00-00T00:00:00.000Z"
+
+
 def is_timestamp(ts):
-    """True for `YYYY-MM-DDTHH:MM:SS.mmmZ` exactly."""
-    if not (len(ts) == 24 and ts[4] == ts[7] == "-" and ts[10] == "T" and ts[13] == ts[16] == ":"
-            and ts[19] == "." and ts[23] == "Z"):
-        return False
-    digits = ts[0:4] + ts[5:7] + ts[8:10] + ts[11:13] + ts[14:16] + ts[17:19] + ts[20:23]
-    return digits.isascii() and digits.isdigit()      # ASCII 0-9 only (one test, not 17)
+    """True for `YYYY-MM-DDTHH:MM:SS.mmmZ` exactly (ASCII digits only): its
+    ASCII bytes with every digit made a 0 (and no other byte is one) are that
+    pattern: one C call, not 24 tests (listings check three per job)."""
+    return len(ts) == 24 and ts.isascii() and ts.encode().translate(_TS_DIGITS) == _TS_SHAPE
 
 
 def bounded_lines(stream, limit=MAX_LINE):

@@ -7,7 +7,9 @@ file. load() reads a file and checks it against its kind's table below
 they are), so a damaged file is one named error, BadFile, at the moment it
 is read: "<path>: <why>". protocol.md's "File shapes" section is this table.
 """
+from .atomic import read_text
 from .errors import BadFile
+from .jsonio import loads
 from .records import is_timestamp
 
 MAX_INT = 2 ** 53          # any count, size, offset or pid: what a JSON number holds exactly
@@ -180,16 +182,18 @@ def check_slow(kind, obj, path):
     return obj
 
 
-def load(path, kind, at=None):
+def load(path, kind, at=None, limit=None):
     """The file at *path* checked as *kind*; None if it does not exist.
 
-    BadFile if it is not UTF-8 JSON or not of that shape; SystemFailure if it
-    cannot be read (a link, a directory, a FIFO, no permission). *at*: as
-    for paths.open_file.
+    BadFile if it is not UTF-8 JSON or not of that shape (or longer than
+    *limit* bytes); SystemFailure if it cannot be read (a link, a directory,
+    a FIFO, no permission). *at*: as for paths.open_file.
     """
-    from .atomic import read_json
+    text = read_text(path, at, limit)
+    if text is None:
+        return None
     try:
-        obj = read_json(path, at)
+        obj = loads(text)
     except ValueError as e:
         raise BadFile(path, f"not JSON ({str(e).split(':', 1)[0]})") from None
-    return None if obj is None else check(kind, obj, path)
+    return check(kind, obj, path)
