@@ -15,8 +15,8 @@ through a custom provider in $CODEX_HOME/config.toml:
     wire_api = "responses"
     supports_websockets = false
 
-What the "model" answers to POST /v1/responses: if the newest user message
-holds a line `RUN: <shell command>` and no tool output has come back since,
+What the "model" answers to POST /v1/responses: if the newest user input
+(the user messages since its last output) holds a line `RUN: <shell command>` and no tool output has come back since,
 a call of the request's shell tool running it (`ASK: <command>`: the same,
 asking to run outside the sandbox, so that Codex asks for approval); otherwise the reply TEXT
 (default "ok"), held back while the newest user message has a line
@@ -61,20 +61,23 @@ def _texts(item):
 
 
 def run_directive(req, word="RUN: "):
-    """The rest of a *word* line in the newest user message, unless a tool
-    output came after it; else None."""
+    """The rest of a *word* line in the newest user input (the user messages
+    after the model's last output: a mentioned skill comes as a message of
+    its own after the captain's), unless a tool output came after it; else None."""
     for item in reversed(req.get("input") or []):
         if not isinstance(item, dict):
             continue
         if item.get("type") in ("function_call_output", "custom_tool_call_output",
                                 "local_shell_call_output"):
             return None
+        if item.get("role") == "assistant" or item.get("type") in (
+                "function_call", "custom_tool_call", "local_shell_call", "reasoning"):
+            return None
         if item.get("role") == "user":
             for text in _texts(item):
                 for line in text.splitlines():
                     if line.startswith(word):
                         return line[len(word):]
-            return None
     return None
 
 

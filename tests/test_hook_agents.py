@@ -247,12 +247,19 @@ USER = {"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "notify-sen
         "model": "mine"}
 
 
+SHIPPED = {"codex": ["skills/aside-done/SKILL.md", "skills/aside-done/agents/openai.yaml"],
+           "gemini": ["commands/aside-done.toml"]}
+
+
 @pytest.mark.parametrize("agent, file, events, timeout", [
     ("codex", "hooks.json", ("SessionStart", "UserPromptSubmit", "PreToolUse",
                              "PermissionRequest", "PostToolUse", "Stop"), 10),
     ("gemini", "settings.json", ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool",
                                  "AfterAgent", "Notification", "SessionEnd"), 10000)])
 def test_install_merge_dry_run_and_uninstall(tmp_path, run, agent, file, events, timeout):
+    """The hooks merged into the user's file, and the captain's conclusion
+    command (Codex: the $aside-done skill; Gemini: /aside-done) shipped;
+    --uninstall takes both away and leaves the user's own."""
     d = tmp_path / f".{agent}"
     d.mkdir()
     (d / file).write_text(json.dumps(USER))
@@ -261,7 +268,10 @@ def test_install_merge_dry_run_and_uninstall(tmp_path, run, agent, file, events,
     assert json.loads((d / file).read_text()) == USER                  # nothing written
     p = run("crew-hook", "--install", str(d), "--agent", agent)
     assert p.returncode == 0, p.stderr
-    assert p.stdout == f"updated {os.path.realpath(d / file)}\n"       # no skill files
+    assert p.stdout == f"updated {os.path.realpath(d / file)}\n" + "".join(
+        f"created {d / rel}\n" for rel in SHIPPED[agent])
+    for rel in SHIPPED[agent]:
+        assert (d / rel).read_text() == claude.shipped(load_agent(agent), rel)
     got = json.loads((d / file).read_text())
     assert got["model"] == "mine" and set(got["hooks"]) == set(events) | {"Stop"}
     assert got["hooks"]["Stop" if agent == "codex" else "AfterAgent"]  # ours
@@ -279,6 +289,7 @@ def test_install_merge_dry_run_and_uninstall(tmp_path, run, agent, file, events,
     p = run("crew-hook", "--uninstall", str(d), "--agent", agent)
     assert p.returncode == 0
     assert json.loads((d / file).read_text()) == USER
+    assert sorted(os.listdir(d)) == [file]                              # the command's dirs too
 
 
 def test_install_into_an_empty_codex_dir_and_print_settings(tmp_path, run):
@@ -287,11 +298,11 @@ def test_install_into_an_empty_codex_dir_and_print_settings(tmp_path, run):
     assert p.returncode == 0
     got = json.loads((d / "hooks.json").read_text())
     assert got == claude.hooks_block("crew-hook", load_agent("codex"))
-    assert not (d / "skills").exists() and not (d / "commands").exists()
+    assert sorted(os.listdir(d)) == ["hooks.json", "skills"] and not (d / "commands").exists()
     p = run("crew-hook", "--settings", "--agent", "gemini", "--command", "/x/crew-hook")
     assert json.loads(p.stdout) == claude.hooks_block("/x/crew-hook", load_agent("gemini"))
     p = run("crew-hook", "--uninstall", str(d), "--agent", "codex")
-    assert p.returncode == 0 and not (d / "hooks.json").exists()
+    assert p.returncode == 0 and not (d / "hooks.json").exists() and not (d / "skills").exists()
 
 
 @pytest.mark.parametrize("agent, event", [("codex", "PreToolUse"), ("gemini", "BeforeTool")])

@@ -180,9 +180,13 @@ def test_names_agree_with_the_aside_module():
     from crewfile import aside, hook
     assert aside.CONCLUDE_COMMAND == "/aside-done"
     assert set(hook.CAPTAIN_ONLY_WORDS) == {aside.CONCLUDE_COMMAND[1:], aside.CAPTAIN_DONE}
-    assert os.path.join("commands", aside.CONCLUDE_COMMAND[1:] + ".md") in claude.FILES
-    rule = open(os.path.join(claude.SHARE, claude.FILES[0])).read()
-    assert hook.RULE_HEADING in rule
+    from crewfile.adapters import claude as cc, codex, gemini
+    assert cc.CONCLUDE == gemini.CONCLUDE == aside.CONCLUDE_COMMAND
+    assert codex.CONCLUDE == "$" + aside.CONCLUDE_COMMAND[1:]
+    assert "commands/aside-done.md" in cc.FILES and "commands/aside-done.toml" in gemini.FILES
+    assert "skills/aside-done/SKILL.md" in codex.FILES
+    assert "name: aside-done\n" in claude.shipped(codex, "skills/aside-done/SKILL.md")
+    assert hook.RULE_HEADING in claude.shipped(cc, cc.FILES[0])
 
 
 def test_uninstall_removes_exactly_what_install_added(run, tmp_path):

@@ -1,7 +1,8 @@
 """What a user installs into an agent CLI: the hooks block that runs crew-hook,
 its merge into the agent's existing hooks file (settings.json, Codex's
-hooks.json), and for Claude Code the /aside skill and the /aside-done
-command (files shipped in crewfile/claude/). Which events, matchers,
+hooks.json), and the files that carry the captain's conclusion: for Claude
+Code the /aside skill and the /aside-done command, for Codex the
+$aside-done skill, for Gemini CLI the /aside-done command. Which events, matchers,
 file and timeout unit: the agent's adapter (crewfile.adapters).
 
 The merge keeps every hook that is not crew-hook's (a crew-hook entry is a
@@ -23,9 +24,11 @@ HOOK_NAME = "crew-hook"
 TIMEOUT = CLAUDE.TIMEOUT     # seconds; Claude Code's default is 600, SessionEnd has ~1.5 s
 # (event, matcher): PreToolUse only needs Bash (the guard); the rest see everything.
 EVENTS = CLAUDE.INSTALL
-SHARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "claude")
-# Installed below a .claude directory (user's ~/.claude or a project's .claude).
-FILES = (os.path.join("skills", "aside", "SKILL.md"), os.path.join("commands", "aside-done.md"))
+# The files an agent's install ships (its adapter's FILES, each installed at
+# DIR/REL) are kept in SHARE/AGENT/REL: crewfile/claude/ (the /aside skill
+# and the /aside-done command), crewfile/codex/ (the $aside-done skill),
+# crewfile/gemini/ (the /aside-done command).
+SHARE = os.path.dirname(os.path.abspath(__file__))
 
 
 def hooks_block(command, agent=CLAUDE):
@@ -127,8 +130,9 @@ def _settings(claude_dir, agent=CLAUDE):
     return path, old, current, os.stat(path).st_mode & 0o777
 
 
-def _shipped(rel):
-    with open(os.path.join(SHARE, rel), encoding="utf-8") as f:
+def shipped(agent, rel):
+    """The text crewfile ships for *agent*'s file *rel*."""
+    with open(os.path.join(SHARE, agent.NAME, rel), encoding="utf-8") as f:
         return f.read()
 
 
@@ -139,9 +143,9 @@ def plan(claude_dir, command, agent=CLAUDE):
     merged = merge(current, hooks_block(command, agent))
     new = old if old is not None and merged == current else dumps(merged)
     changes = [Change(settings_path, old, new, mode)]
-    for rel in FILES if agent.SHIPPED else ():
+    for rel in agent.FILES:
         path = os.path.join(claude_dir, rel)
-        changes.append(Change(path, read_text(path), _shipped(rel), 0o644))
+        changes.append(Change(path, read_text(path), shipped(agent, rel), 0o644))
     return changes
 
 
@@ -162,12 +166,12 @@ def plan_uninstall(claude_dir, agent=CLAUDE):
         if new is None and os.path.islink(os.path.join(claude_dir, agent.HOOKS_FILE)):
             new = dumps({})                           # a dotfiles manager's link stays
         changes.append(Change(settings_path, old, new, mode))
-    for rel in FILES if agent.SHIPPED else ():
+    for rel in agent.FILES:
         path = os.path.join(claude_dir, rel)
         text = read_text(path)
         if text is None:
             continue
-        if text == _shipped(rel):
+        if text == shipped(agent, rel):
             changes.append(Change(path, text, None, 0o644))
         else:
             kept.append(path)

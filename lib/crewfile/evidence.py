@@ -5,13 +5,15 @@ agent, kept in sessions/NAME/acts (one line per act: the exact status record
 line, a tab, the evidence), written under the session lock just before the
 record itself. Two kinds:
 
-  prompt ID     a prompt hook saw the captain submit `/aside-done` as the
-                agent's prompt ID. Believed while the transcript the agent
-                CLI itself writes (meta `transcript_path`) holds that prompt
-                as the expanded /aside-done command and no newer prompt.
-                The hook runs before the CLI writes the prompt to its
-                transcript, so a prompt id that is already the transcript's
-                newest is a replay (a hand-made payload), refused at once.
+  prompt ID     a prompt hook saw the captain submit the conclusion command
+                (/aside-done; Codex: $aside-done) as the agent's prompt ID
+                (`-`: the agent's hook names no prompt: Gemini CLI).
+                Believed while the transcript the agent CLI itself writes
+                (meta `transcript_path`) has as its newest captain prompt
+                that prompt, recorded as the conclusion command. The hook
+                runs before the CLI writes the prompt to its transcript, so
+                a prompt id that is already the transcript's newest is a
+                replay (a hand-made payload), refused at once.
   caller WHERE  aside-done/aside-say run by a process whose ancestry (ppid
                 chain, checked with start times) reaches the tmux server of
                 the aside's pane, not through the aside's agent process nor
@@ -32,12 +34,11 @@ CAPTAIN, CAPTAIN_DONE = "captain", "captain-done"        # the captain's acts (r
 SELF_CONCLUSION = "self-conclusion refused"               # the problem text's start
 CAPTAIN_KINDS = frozenset({CAPTAIN, CAPTAIN_DONE})
 PROMPT, CALLER = "prompt", "caller"                       # the kinds of evidence
+NO_ID = "-"                       # `prompt -`: the agent's prompt hook names no prompt
 TRANSCRIPT_SCAN = 64 << 20        # bytes of a transcript read back, at most
 TRANSCRIPT_WAIT = 5.0             # seconds a prompt id not yet in the transcript is waited for
 ACTS_SCAN = 1 << 20
-_CHUNK = 1 << 16
-_PROMPT_KEY = b'"promptId":"'
-COMMAND_MARK = "<command-name>/aside-done</command-name>"
+ACT_MAX_LINE = records.MAX_LINE + 1024    # a record line, a tab, its evidence
 
 
 # --- processes ------------------------------------------------------------------
@@ -124,102 +125,88 @@ def caller_verdict(meta, pid=None):
 
 
 # --- the agent's transcript ---------------------------------------------------------
+# One rule for every agent CLI: the transcript the CLI itself writes (meta
+# transcript_path) has as its newest captain prompt the conclusion command,
+# and, where the prompt hook names the prompt (PROMPT_ID), that very prompt.
+# How one transcript line is read is the agent's own small part
+# (crewfile.adapters: CONCLUDE, PROMPT_ID, TRANSCRIPT_MARK, transcript_prompt).
 
-def _lines_backwards(path, limit):
-    """Complete lines (bytes) of *path*, last first, any length, within *limit* bytes of the end."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return
-    try:
-        end = os.fstat(fd).st_size
-        floor = max(0, end - limit)
-        pos, carry, first = end, b"", True
-        while pos > floor:
-            n = min(_CHUNK, pos - floor)
-            pos -= n
-            pieces = (os.pread(fd, n, pos) + carry).split(b"\n")
-            carry = pieces[0]
-            tail = pieces[1:]
-            if first and tail:
-                tail.pop()               # after the last newline: a line still being written
-                first = False
-            yield from reversed(tail)
-        if pos == 0 and carry and not first:
-            yield carry
-    finally:
-        os.close(fd)
+def agent_of(meta):
+    """The adapter of the agent a session runs (meta `agent`; Claude Code if unknown)."""
+    from .adapters import load
+    return load(meta.get("agent") or "claude")
 
 
-def _prompt_id(line):
-    at = line.find(_PROMPT_KEY)
-    if at < 0:
-        return None
-    start = at + len(_PROMPT_KEY)
-    stop = line.find(b'"', start)
-    return line[start:stop].decode("ascii", "replace") if stop > start else None
+def is_conclusion(text, command):
+    """True if *text* is the conclusion *command* alone or followed by whitespace and a note."""
+    stripped = text.strip()
+    return stripped == command or (stripped.startswith(command)
+                                   and stripped[len(command)].isspace())
 
 
-def newest_prompt(path):
+def _prompts(path, agent):
+    """(id, is the conclusion) of each transcript entry of a captain prompt, newest first."""
+    import json
+    for line in logfile.lines_backwards(path, logfile.TailStats(), TRANSCRIPT_SCAN,
+                                        max_line=None, outside=True):
+        if agent.TRANSCRIPT_MARK not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        found = agent.transcript_prompt(entry) if isinstance(entry, dict) else None
+        if found is not None:
+            yield found
+
+
+def newest_prompt(path, agent):
     """The id of the newest prompt in the transcript at *path*, or None."""
-    for line in _lines_backwards(path, TRANSCRIPT_SCAN):
-        pid = _prompt_id(line)
-        if pid is not None:
-            return pid
+    for pid, _ in _prompts(path, agent):
+        return pid
     return None
 
 
-def _is_command(line):
-    import json
-    try:
-        entry = json.loads(line)
-    except ValueError:
-        return False
-    if not isinstance(entry, dict) or entry.get("type") != "user" or entry.get("isMeta"):
-        return False
-    content = (entry.get("message") or {}).get("content") if isinstance(
-        entry.get("message"), dict) else None
-    return isinstance(content, str) and COMMAND_MARK in content
+NEWER = "the agent's transcript has a newer prompt than that {}"
+NOT_COMMAND = "the agent's transcript does not hold that prompt as the {} command"
 
 
-def prompt_verdict(path, prompt_id):
-    """None if the transcript's newest prompt is *prompt_id* and it is /aside-done, else why not.
+def prompt_verdict(path, prompt_id, agent):
+    """None if the transcript's newest captain prompt is the conclusion (and is
+    *prompt_id*, when the agent names its prompts), else why not.
 
     The CLI appends to its transcript a moment after the entries are made: a
-    tool call of the /aside-done turn can run before the prompt is on disk.
+    tool call of the conclusion's turn can run before the prompt is on disk.
     A prompt id the transcript does not hold at all is waited for (at most
     TRANSCRIPT_WAIT seconds); a newer prompt after it is refused at once."""
     import time
     deadline = time.monotonic() + TRANSCRIPT_WAIT
     while True:
-        why, seen = _prompt_verdict(path, prompt_id)
+        why, seen = _prompt_verdict(path, prompt_id, agent)
         if why is None or seen or time.monotonic() >= deadline:
             return why
         time.sleep(0.05)
 
 
-def _prompt_verdict(path, prompt_id):
+def _prompt_verdict(path, prompt_id, agent):
     """(why not, or None; whether the transcript holds *prompt_id* at all)."""
     if not isinstance(path, str) or not path:
         return "the agent's transcript is not recorded (meta transcript_path)", True
-    newest = None
-    for line in _lines_backwards(path, TRANSCRIPT_SCAN):
-        pid = _prompt_id(line)
-        if pid is None:
-            continue
+    entries = _prompts(path, agent)
+    newest, done, older = None, False, None
+    for pid, conclusion in entries:         # a prompt may have several entries
         if newest is None:
             newest = pid
-        if pid == prompt_id:
-            if newest != prompt_id:
-                return "the agent's transcript has a newer prompt than that /aside-done", True
-            if _is_command(line):
-                return None, True
-        elif newest == prompt_id:
+        elif pid != newest:
+            older = pid
             break
-    seen = newest == prompt_id
-    if newest is not None and not seen:
-        return "the agent's transcript has a newer prompt than that /aside-done", False
-    return "the agent's transcript does not hold that prompt as the /aside-done command", seen
+        done = done or conclusion
+    if newest is None:
+        return NOT_COMMAND.format(agent.CONCLUDE), prompt_id is None
+    if prompt_id is None or newest == prompt_id:
+        return (None if done else NOT_COMMAND.format(agent.CONCLUDE)), True
+    return NEWER.format(agent.CONCLUDE), older == prompt_id or any(
+        pid == prompt_id for pid, _ in entries)
 
 
 def refuse_hand_written(sess, kind, command):
@@ -285,7 +272,8 @@ def record_act(sess, kind, text, evidence):
 def evidence_of(sess, rec):
     """The evidence written for record *rec* (e.g. 'prompt ID'), or None."""
     want = rec.line().rstrip("\n").encode("utf-8") + b"\t"
-    for line in _lines_backwards(acts_path(sess), ACTS_SCAN):
+    for line in logfile.lines_backwards(acts_path(sess), logfile.TailStats(), ACTS_SCAN,
+                                        max_line=ACT_MAX_LINE):
         if line.startswith(want):
             return line[len(want):].decode("utf-8", "replace")
     return None
@@ -298,7 +286,8 @@ def verdict(sess, rec):
         return "it has no evidence of the captain (not written by a prompt hook or aside-done)"
     how, _, what = ev.partition(" ")
     if how == PROMPT:
-        return prompt_verdict(sess.meta.get("transcript_path"), what)
+        return prompt_verdict(sess.meta.get("transcript_path"),
+                              None if what in ("", NO_ID) else what, agent_of(sess.meta))
     if how == CALLER:
         return None
     return f"unknown evidence {how!r}"

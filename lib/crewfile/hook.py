@@ -281,7 +281,7 @@ def session_start(ctx):
                      agent=None if sess.meta.get("agent") else ctx.agent.NAME)
     sess.append("started", ctx.field("source") or "")
     if sess.meta.get("kind") == "aside":
-        return Reply(_context_output(ctx, aside_briefing(sess)))
+        return Reply(_context_output(ctx, aside_briefing(sess, ctx.agent)))
     return Reply()
 
 
@@ -305,13 +305,14 @@ def _restart(ctx, sess):
 RULE_HEADING = "## The rule for the aside's agent\n"
 
 
-def aside_briefing(sess):
+def aside_briefing(sess, agent):
     """What an aside's agent is told at start: which aside, and the conclusion
-    rule, taken from the /aside skill's text (its one source)."""
-    from .claude import SHARE, FILES
-    with open(os.path.join(SHARE, FILES[0]), encoding="utf-8") as f:
-        skill = f.read()
-    rule = skill.partition(RULE_HEADING)[2].strip()
+    rule, taken from the /aside skill's text (its one source), with the
+    conclusion command as *agent*'s captain types it."""
+    from .adapters import claude
+    from .claude import shipped
+    rule = shipped(claude, claude.FILES[0]).partition(RULE_HEADING)[2].strip()
+    rule = rule.replace(f"`{claude.CONCLUDE}`", f"`{agent.CONCLUDE}`")
     topic = sess.meta.get("topic")
     head = f"crewfile: this session is the aside {sess.name!r}"
     head += f" on the topic: {topic}." if topic else "."
@@ -332,8 +333,9 @@ def user_prompt_submit(ctx):
         except ImportError:      # asides not installed: a plain captain record
             record_captain_input = _plain_captain_record
         try:
-            record_captain_input(ctx.crew, sess.name, prompt, ctx.field("prompt_id"),
-                                 ctx.field("transcript_path"))
+            record_captain_input(ctx.crew, sess.name, prompt,
+                                 ctx.field(ctx.agent.PROMPT_ID) if ctx.agent.PROMPT_ID else None,
+                                 ctx.field("transcript_path"), ctx.agent)
         except CrewfileError as e:   # recorded or not, the turn goes on
             ctx.notes.append(f"{sess.name}: captain input not recorded: {e}")
     sess.append("turn-started")
@@ -382,10 +384,11 @@ def pre_tool_use(ctx):
     command = tool_input.get("command")
     if not isinstance(command, str) or not names_captain_only(command):
         return Reply()
-    reason = ("crewfile: concluding an aside is the captain's act only: the captain types "
-              "/aside-done in this window. This command was not run. Keep the "
-              "conversation going; hand over the report with aside-conclude only after "
-              "the captain's /aside-done.")
+    done = ctx.agent.CONCLUDE
+    reason = (f"crewfile: concluding an aside is the captain's act only: the captain types "
+              f"{done} in this window. This command was not run. Keep the "
+              f"conversation going; hand over the report with aside-conclude only after "
+              f"the captain's {done}.")
     try:                         # the denial stands even if it cannot be recorded
         sess = ctx.session
         if sess is not None:

@@ -144,11 +144,18 @@ class TailStats:
         return "skipped " + " and ".join(parts) if parts else ""
 
 
-def lines_backwards(path, stats, limit_bytes=None):
-    """Yield the complete lines of *path* (bytes, no newline), last first."""
+def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, outside=False):
+    """Yield the complete lines of *path* (bytes, no newline), last first.
+
+    limit_bytes: read no further back than this many bytes from the end.
+    max_line: a longer line is garbage, dropped and counted (memory stays
+    bounded); None: lines of any length (an agent CLI's transcript, whose
+    entries are as long as what was said; bound it with *limit_bytes*).
+    outside: *path* lies outside the crew directory (paths.open_file says
+    what that changes)."""
     from .paths import open_file
     try:
-        fd = open_file(path)
+        fd = open_file(path, outside=outside)
     except FileNotFoundError:
         return
     try:
@@ -175,7 +182,7 @@ def lines_backwards(path, stats, limit_bytes=None):
             elif dropping:
                 carry = b""
                 continue
-            if len(carry) > records.MAX_LINE and pos > floor:
+            if max_line is not None and len(carry) > max_line and pos > floor:
                 if not overlong:            # garbage too long to hold: drop it, count once
                     stats.garbage += 1
                     overlong = True

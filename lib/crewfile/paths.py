@@ -119,18 +119,26 @@ def check_dirs(path, inclusive=False):
             raise SystemFailure(f"{here}: {what}")
 
 
-def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None):
+def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
     """A descriptor on the regular file *path* under the crew directory.
 
     FileNotFoundError passes through (absence is an answer); a link, a FIFO,
     a directory or any other failure is SystemFailure naming the path.
     at: a descriptor from open_dir() on *path*'s directory; the file is
     opened in it by its base name (the directories above were checked once,
-    when it was opened: a listing of thousands pays for that once)."""
-    if at is None:
+    when it was opened: a listing of thousands pays for that once).
+    outside: a file outside any crew directory (an agent CLI's transcript),
+    read only: a link is followed (the user's layout, not the crew's); a
+    FIFO or directory is still refused."""
+    if outside:
+        if flags & os.O_ACCMODE != os.O_RDONLY:
+            raise ValueError("a file outside the crew directory is only read")
+    elif at is None:
         check_dirs(path)
     try:
-        if at is None:
+        if outside:
+            fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC)
+        elif at is None:
             fd = os.open(path, flags | _OPEN_FLAGS, mode)
         else:
             fd = os.open(path.rpartition("/")[2], flags | _OPEN_FLAGS, mode, dir_fd=at)

@@ -21,7 +21,7 @@ HOOKS_FILE = "settings.json"
 INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "Bash"),
            ("PostToolUse", None), ("Stop", None), ("Notification", None), ("SessionEnd", None))
 TIMEOUT = 10
-SHIPPED = True       # the /aside skill and /aside-done command
+FILES = ("skills/aside/SKILL.md", "commands/aside-done.md")   # shipped in crewfile/claude/
 
 
 def context(event, text):
@@ -46,3 +46,24 @@ def carry_on(event, text):
 def captain_text(prompt):
     """The captain's words in the prompt hook's `prompt`: all of it."""
     return prompt
+
+
+# The captain's conclusion (crewfile.evidence): what the captain types, the
+# prompt hook's field naming the prompt, and how a transcript line is read.
+CONCLUDE = "/aside-done"         # the command FILES installs
+PROMPT_ID = "prompt_id"
+TRANSCRIPT_MARK = b'"promptId":"'
+COMMAND_MARK = "<command-name>/aside-done</command-name>"
+
+
+def transcript_prompt(entry):
+    """(promptId, is the expanded /aside-done command) of a transcript entry
+    of a prompt (the prompt and its tool results carry its promptId), else
+    None. The command's entry is a user entry, not meta, whose content names it."""
+    pid = entry.get("promptId")
+    if not isinstance(pid, str) or not pid:
+        return None
+    message = entry.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return pid, (entry.get("type") == "user" and not entry.get("isMeta")
+                 and isinstance(content, str) and COMMAND_MARK in content)

@@ -24,7 +24,7 @@ HOOKS_FILE = "hooks.json"
 INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "Bash"),
            ("PermissionRequest", None), ("PostToolUse", None), ("Stop", None))
 TIMEOUT = 10         # seconds
-SHIPPED = False
+FILES = ("skills/aside-done/SKILL.md", "skills/aside-done/agents/openai.yaml")  # crewfile/codex/
 
 
 def context(event, text):
@@ -43,3 +43,33 @@ def carry_on(event, text):
 def captain_text(prompt):
     """The captain's words in the prompt hook's `prompt`: all of it."""
     return prompt
+
+
+# The captain's conclusion (crewfile.evidence). Codex has no custom slash
+# commands since 0.117 (custom prompts were removed; `/aside-done` is
+# "Unrecognized command" and never sent, observed with 0.171.0): the captain
+# mentions the skill FILES installs, `$aside-done`, which the skill's
+# agents/openai.yaml keeps out of the model's own choice. The prompt hook
+# names the prompt by its turn_id; the rollout (transcript_path) records
+# the captain's message as an item_completed UserMessage of that turn.
+CONCLUDE = "$aside-done"
+PROMPT_ID = "turn_id"
+TRANSCRIPT_MARK = b'"UserMessage"'
+
+
+def transcript_prompt(entry):
+    """(turn_id, is `$aside-done [note]`) of a rollout entry of a user's
+    message, else None."""
+    payload = entry.get("payload")
+    if entry.get("type") != "event_msg" or not isinstance(payload, dict) or payload.get(
+            "type") != "item_completed":
+        return None
+    item, turn = payload.get("item"), payload.get("turn_id")
+    if not isinstance(item, dict) or item.get("type") != "UserMessage" or not isinstance(
+            turn, str) or not turn:
+        return None
+    from ..evidence import is_conclusion
+    text = "".join(c["text"] for c in item.get("content") or ()
+                   if isinstance(c, dict) and c.get("type") == "text"
+                   and isinstance(c.get("text"), str))
+    return turn, is_conclusion(text, CONCLUDE)

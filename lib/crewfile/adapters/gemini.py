@@ -25,7 +25,7 @@ INSTALL = (("SessionStart", None), ("BeforeAgent", None), ("BeforeTool", "run_sh
            ("AfterTool", None), ("AfterAgent", None), ("Notification", None),
            ("SessionEnd", None))
 TIMEOUT = 10000      # milliseconds
-SHIPPED = False
+FILES = ("commands/aside-done.toml",)     # shipped in crewfile/gemini/
 
 
 def context(event, text):
@@ -48,8 +48,65 @@ def captain_text(prompt):
     Gemini CLI prepends SessionStart's additionalContext to the prompt, and
     BeforeAgent sees it there (observed with 0.61.0:
     `<hook_context>TEXT</hook_context>` and a blank line): that part is ours,
-    not the captain's, and is left out."""
+    not the captain's, and is left out. A custom command reaches the hook
+    expanded (observed): /aside-done's expansion becomes `/aside-done NOTE`
+    again."""
     head, end = HOOK_CONTEXT
     if prompt.startswith(head) and end in prompt:
-        return prompt.split(end, 1)[1]
+        prompt = prompt.split(end, 1)[1]
+    if prompt.startswith(COMMAND_HEAD):
+        return _unexpanded(prompt)
+    return prompt
+
+
+# The captain's conclusion (crewfile.evidence). /aside-done is the custom
+# command FILES installs; BeforeAgent names no prompt (no id in its payload),
+# so the rule is the transcript's newest captain prompt alone. The chat
+# recording (transcript_path, JSONL) keeps a command's expansion as the
+# user entry's content and what the captain typed as its displayContent
+# (observed with 0.61.0), which no tool call produces.
+CONCLUDE = "/aside-done"
+PROMPT_ID = None
+TRANSCRIPT_MARK = b'"type":"user"'
+COMMAND_HEAD = "The captain has concluded this aside by typing /aside-done"
+
+
+def _texts(parts):
+    """The text of a content list, or None if there is none."""
+    if not isinstance(parts, list):
+        return None
+    texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    return "".join(texts) if texts else None
+
+
+def transcript_prompt(entry):
+    """(id, is the /aside-done command as typed) of a chat recording's user
+    entry of a captain prompt, else None (SessionStart's context is not one)."""
+    if entry.get("type") != "user" or not isinstance(entry.get("id"), str):
+        return None
+    typed = _texts(entry.get("displayContent"))
+    if typed is None:
+        text = _texts(entry.get("content")) or ""
+        head, end = HOOK_CONTEXT
+        if text.startswith(head) and not text.partition(end.strip())[2].strip():
+            return None
+    from ..evidence import is_conclusion
+    return entry["id"], typed is not None and is_conclusion(typed, CONCLUDE)
+
+
+def _unexpanded(prompt):
+    """`/aside-done NOTE` for the expansion of commands/aside-done.toml
+    (its prompt with {{args}} replaced by NOTE); other text as it is."""
+    import os
+    import tomllib
+    from ..claude import SHARE
+    try:
+        with open(os.path.join(SHARE, NAME, FILES[0]), "rb") as f:
+            template = tomllib.load(f)["prompt"]
+    except (OSError, ValueError, KeyError):
+        return prompt
+    before, _, after = template.partition("{{args}}")
+    if prompt.startswith(before) and prompt.endswith(after) and len(prompt) >= len(
+            before) + len(after):
+        return f"{CONCLUDE} {prompt[len(before):len(prompt) - len(after)]}".strip()
     return prompt

@@ -10,13 +10,15 @@ As a hook it always exits 0 (a problem is one line on stderr).
                       or gemini (settings.json hooks)
   --settings          print the hooks block for the agent's hooks file
   --install DIR       merge the hooks into the agent's hooks file in DIR
-                      (claude: DIR/settings.json, and the /aside skill and
-                      /aside-done command under DIR, DIR being ~/.claude or
-                      PROJECT/.claude; codex: DIR/hooks.json, DIR ~/.codex
-                      or PROJECT/.codex; gemini: DIR/settings.json, DIR
-                      ~/.gemini or PROJECT/.gemini)
+                      and install the captain's conclusion command
+                      (claude: DIR/settings.json, the /aside skill and the
+                      /aside-done command, DIR being ~/.claude or
+                      PROJECT/.claude; codex: DIR/hooks.json and the
+                      $aside-done skill, DIR ~/.codex or PROJECT/.codex;
+                      gemini: DIR/settings.json and the /aside-done
+                      command, DIR ~/.gemini or PROJECT/.gemini)
   --uninstall DIR     remove what --install put there: crew-hook's hooks
-                      from the hooks file, the skill and the command
+                      from the hooks file, the skill and command files
                       (an edited copy is kept and named); nothing else
   --dry-run           with --install or --uninstall: show the changes,
                       write nothing

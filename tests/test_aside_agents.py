@@ -1,0 +1,236 @@
+"""The captain's conclusion in each agent CLI, through crew-hook's own entry
+(hook.handle) with payloads and transcript lines shaped as the real CLIs
+write them (captured with Codex 0.171.0 and Gemini CLI 0.61.0; the real
+CLIs run in tests/test_aside_agents_e2e.py): the prompt hook records the
+captain-done with its evidence, and the agent's own transcript decides
+whether it is believed. Also the one backward reader on transcripts (any
+line length, outside the crew directory) and on the acts file (inside it).
+"""
+import json
+import os
+import uuid
+
+import pytest
+
+from crewfile import aside, evidence, logfile
+from crewfile.errors import SystemFailure
+from crewfile.hook import handle
+from crewfile.logfile import TailStats
+from crewfile.sessions import Session, register
+
+
+def kinds(sess):
+    return [(r.kind, r.text) for r in sess.last_records(100, TailStats())
+            if r.kind not in ("registered", "started", "turn-started")]
+
+
+def append(path, entry):
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry, separators=(",", ":")) + "\n")
+
+
+@pytest.fixture
+def aside_of(crew, tmp_path):
+    """register(name, agent): an aside whose SessionStart ran with *agent*'s hook."""
+    def make(name, agent, transcript):
+        register(crew, name, kind="aside")
+        hook(crew, agent, name, {"hook_event_name": "SessionStart", "source": "startup",
+                                 "session_id": str(uuid.uuid4()), "cwd": str(tmp_path),
+                                 "transcript_path": transcript})
+        return Session(crew, name)
+    return make
+
+
+def hook(crew, agent, name, payload):
+    reply = handle(json.dumps(payload), {"CREWFILE_DIR": crew.root, "CREWFILE_SESSION": name},
+                   agent=agent)
+    assert reply.code == 0 and not reply.err, reply.err
+    return reply
+
+
+# --- Codex: the $aside-done skill, named by turn_id, the rollout's UserMessage ------
+
+def codex_user_message(path, turn, text, skill=False):
+    """The rollout line Codex writes for the captain's message (observed)."""
+    content = [{"type": "text", "text": text, "text_elements": []}]
+    if skill:
+        content.append({"type": "skill", "name": "aside-done", "path": "/x/SKILL.md"})
+    append(path, {"timestamp": "2026-11-30T22:45:54.010Z", "ordinal": 9, "type": "event_msg",
+                  "payload": {"type": "item_completed", "thread_id": "t", "turn_id": turn,
+                              "item": {"type": "UserMessage", "id": str(uuid.uuid4()),
+                                       "content": content}}})
+    # and the model-facing copy, which is not the one read
+    append(path, {"type": "response_item", "payload": {
+        "type": "message", "role": "user", "content": [{"type": "input_text", "text": text}],
+        "internal_chat_message_metadata_passthrough": {"turn_id": turn}}})
+
+
+def codex_types(crew, sess, text, turn=None):
+    turn = turn or str(uuid.uuid4())
+    path = sess.meta["transcript_path"]
+    hook(crew, "codex", sess.name, {"hook_event_name": "UserPromptSubmit", "turn_id": turn,
+                                    "session_id": "s", "transcript_path": path, "prompt": text})
+    codex_user_message(path, turn, text, skill=text.startswith("$aside-done"))
+    return turn
+
+
+def test_codex_the_captains_skill_mention_concludes(crew, aside_of, tmp_path):
+    sess = aside_of("cx", "codex", str(tmp_path / "rollout.jsonl"))
+    assert sess.meta["agent"] == "codex"
+    codex_types(crew, sess, "let's talk")
+    turn = codex_types(crew, sess, "$aside-done  ship it")
+    assert kinds(sess)[-1] == ("captain-done", "ship it")
+    rec = aside.scan(sess).act
+    assert evidence.evidence_of(sess, rec) == f"prompt {turn}"
+    assert aside.believed(sess, aside.scan(sess)) is None
+    # The captain talks again: the rollout has a newer message than the conclusion.
+    codex_user_message(sess.meta["transcript_path"], "later", "one more thing")
+    assert evidence.verdict(sess, rec) == (
+        "the agent's transcript has a newer prompt than that $aside-done")
+
+
+def test_codex_a_slash_aside_done_is_just_words_and_a_forged_payload_is_refused(
+        crew, aside_of, tmp_path):
+    sess = aside_of("cx", "codex", str(tmp_path / "rollout.jsonl"))
+    codex_types(crew, sess, "/aside-done")          # Codex never sends it; were it sent
+    assert kinds(sess)[-1] == ("captain", "/aside-done")
+    turn = codex_types(crew, sess, "talk about retries")
+    path = sess.meta["transcript_path"]
+    forged = {"hook_event_name": "UserPromptSubmit", "session_id": "s",
+              "transcript_path": path, "prompt": "$aside-done"}
+    hook(crew, "codex", "cx", dict(forged, turn_id=turn))           # the running turn's id
+    hook(crew, "codex", "cx", forged)                               # no id at all
+    assert [t for k, t in kinds(sess) if k == "problem"] == [
+        "self-conclusion refused: $aside-done not recorded: the agent's transcript already"
+        " holds that prompt (a replayed payload)",
+        "self-conclusion refused: $aside-done not recorded: no prompt id: it cannot be"
+        " checked against the agent's transcript"]
+    hook(crew, "codex", "cx", dict(forged, turn_id="made-up"))      # a fresh id: recorded ...
+    assert aside.scan(sess).state == aside.CAPTAIN_CONCLUDED
+    evidence.TRANSCRIPT_WAIT, wait = 0.0, evidence.TRANSCRIPT_WAIT
+    try:                                                            # ... never believed
+        assert aside.believed(sess, aside.scan(sess)) == (
+            "the agent's transcript has a newer prompt than that $aside-done")
+    finally:
+        evidence.TRANSCRIPT_WAIT = wait
+
+
+# --- Gemini: the /aside-done command, no prompt id, the recording's displayContent ---
+
+def gemini_expansion(note):
+    """What BeforeAgent's `prompt` holds when the captain types /aside-done NOTE:
+    the shipped command's prompt, {{args}} replaced (observed)."""
+    import tomllib
+    from crewfile.adapters import gemini
+    from crewfile.claude import shipped
+    template = tomllib.loads(shipped(gemini, gemini.FILES[0]))["prompt"]
+    return template.replace("{{args}}", note)
+
+
+def gemini_user_entry(path, content, typed=None):
+    entry = {"id": str(uuid.uuid4()), "timestamp": "2026-11-30T22:46:46.215Z", "type": "user",
+             "content": [{"text": content}]}
+    if typed is not None:
+        entry["displayContent"] = [{"text": typed}]
+    append(path, entry)
+    append(path, {"$set": {"lastUpdated": "2026-11-30T22:46:46.216Z"}})
+
+
+def gemini_types(crew, sess, typed):
+    path = sess.meta["transcript_path"]
+    command = typed.startswith("/aside-done")
+    prompt = gemini_expansion(typed[len("/aside-done"):].strip()) if command else typed
+    hook(crew, "gemini", sess.name, {"hook_event_name": "BeforeAgent", "session_id": "s",
+                                     "transcript_path": path, "prompt": prompt,
+                                     "timestamp": "2026-11-30T22:46:46.151Z"})
+    gemini_user_entry(path, prompt, typed if command else None)
+
+
+def test_gemini_the_captains_command_concludes(crew, aside_of, tmp_path):
+    path = str(tmp_path / "session.jsonl")
+    append(path, {"sessionId": "s", "projectHash": "h", "kind": "main"})
+    append(path, {"$set": {"messages": [{"id": "m0", "type": "user",
+                                         "content": [{"text": "<session_context>x"}]}]}})
+    sess = aside_of("gm", "gemini", path)
+    gemini_user_entry(path, "<hook_context>crewfile: this session is the aside</hook_context>")
+    gemini_types(crew, sess, "hello first")
+    gemini_types(crew, sess, "/aside-done ship it")
+    assert kinds(sess)[-2:] == [("captain", "hello first"), ("captain-done", "ship it")]
+    rec = aside.scan(sess).act
+    assert evidence.evidence_of(sess, rec) == "prompt -"
+    assert aside.believed(sess, aside.scan(sess)) is None
+    gemini_types(crew, sess, "/aside-done")                     # a note is optional
+    assert kinds(sess)[-1] == ("captain-done", "")
+    gemini_types(crew, sess, "wait, one more thing")
+    assert evidence.verdict(sess, rec) == (
+        "the agent's transcript does not hold that prompt as the /aside-done command")
+
+
+def test_gemini_a_forged_payload_is_never_believed(crew, aside_of, tmp_path):
+    """Gemini's hook names no prompt, so a forged payload is recorded, and
+    then judged by the recording alone: the newest captain prompt there is
+    the one the agent is answering, not /aside-done."""
+    sess = aside_of("gm", "gemini", str(tmp_path / "session.jsonl"))
+    gemini_types(crew, sess, "RUN: something")
+    path = sess.meta["transcript_path"]
+    hook(crew, "gemini", "gm", {"hook_event_name": "BeforeAgent", "session_id": "s",
+                                "transcript_path": path, "prompt": gemini_expansion("")})
+    assert aside.scan(sess).state == aside.CAPTAIN_CONCLUDED
+    assert aside.believed(sess, aside.scan(sess)) == (
+        "the agent's transcript does not hold that prompt as the /aside-done command")
+    # The command's text typed by hand (no displayContent) is not the command either.
+    gemini_user_entry(path, gemini_expansion(""))
+    assert aside.believed(sess, aside.scan(sess)) is not None
+    hook(crew, "gemini", "gm", {"hook_event_name": "BeforeAgent", "session_id": "s",
+                                "transcript_path": "/elsewhere.jsonl", "prompt": "/aside-done"})
+    assert kinds(sess)[-1] == ("problem", "self-conclusion refused: /aside-done not recorded:"
+                                          " the payload names another transcript than the"
+                                          " agent's")
+
+
+@pytest.mark.parametrize("prompt, words", [
+    (gemini_expansion("ship it"), "/aside-done ship it"),
+    (gemini_expansion(""), "/aside-done"),
+    (gemini_expansion("two\nlines"), "/aside-done two\nlines"),
+    ("<hook_context>ctx</hook_context>\n\n" + gemini_expansion("x"), "/aside-done x"),
+    ("The captain has concluded this aside by typing /aside-done, I guess",
+     "The captain has concluded this aside by typing /aside-done, I guess"),
+    ("hello", "hello"),
+])
+def test_gemini_captain_text_unexpands_the_command(prompt, words):
+    from crewfile.adapters import gemini
+    assert gemini.captain_text(prompt) == words
+
+
+# --- one backward reader --------------------------------------------------------------
+
+def test_transcript_lines_of_any_length_outside_the_crew_dir(tmp_path):
+    big = b"x" * (3 * logfile.BLOCK + 17)
+    target = tmp_path / "real.jsonl"
+    target.write_bytes(b"first\n" + big + b"\nlast\nhalf-writ")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(target)                        # the user's layout: followed
+    stats = TailStats()
+    got = list(logfile.lines_backwards(str(link), stats, max_line=None, outside=True))
+    assert got == [b"last", big, b"first"] and stats.partial == 1
+    bounded = list(logfile.lines_backwards(str(target), TailStats()))
+    assert bounded == [b"last", b"first"]          # the crew's own limit drops it
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(SystemFailure, match="not a regular file"):
+        list(logfile.lines_backwards(str(fifo), TailStats(), outside=True))
+
+
+def test_the_acts_file_is_read_through_the_one_path_opener(crew, tmp_path):
+    from conftest import captain_types
+    register(crew, "a1", kind="aside")
+    assert captain_types(crew, "a1", "/aside-done") == "captain-done"
+    sess = Session(crew, "a1")
+    rec = aside.scan(sess).act
+    assert evidence.evidence_of(sess, rec).startswith("prompt ")
+    acts = evidence.acts_path(sess)
+    elsewhere = tmp_path / "acts"
+    os.rename(acts, elsewhere)
+    os.symlink(elsewhere, acts)                    # a link in the crew dir is never followed
+    with pytest.raises(SystemFailure, match="a symlink is not followed"):
+        evidence.evidence_of(sess, rec)
