@@ -8,7 +8,7 @@ import pytest
 
 from conftest import cmd
 from crewfile import inbox
-from crewfile.sessions import register
+from crewfile.sessions import Session, register
 
 
 def dead_pid():
@@ -408,3 +408,49 @@ def test_views_of_a_crew_directory_not_made_yet(tmp_path):
     r = cmd("crew-timeline", "--svg", "-", env=env)
     assert r.returncode == 0 and "no sessions in this range" in r.stdout and "1970" not in r.stdout
     assert not os.path.exists(tmp_path / "none")      # a view never makes the crew directory
+
+
+def _row_names(screen):
+    """The NAME column of crew-top's rows on a screen (up to the footer)."""
+    names = []
+    for line in screen.split("\n\n")[0].splitlines()[1:]:
+        if line.strip():
+            names.append(line.split()[0])
+    return names
+
+
+def test_live_view_through_rotation_and_sessions_coming_and_going(crew, tmux, monkeypatch):
+    """Only inotify can show these changes: the full re-read is an hour away."""
+    from conftest import BIN
+    session(crew, "w1", "idle")
+    session(crew, "w2", "idle")
+    top_pane = tmux.new_window(f"{sys.executable} {os.path.join(BIN, 'crew-top')}; sleep 600",
+                               name="top", env={"CREWFILE_DIR": crew.root,
+                                                "CREWFILE_TOP_FULL": "3600"})
+    tmux.wait_screen(top_pane, lambda s: _row_names(s) == ["w1", "w2"])
+    # rotation: w1's log is renamed to status.1 under the view, then written anew
+    monkeypatch.setenv("CREWFILE_ROTATE_BYTES", "16384")
+    sess = Session(crew, "w1")
+    for i in range(20):
+        sess.append("note", f"f{i} " + "x" * 1000)
+    assert os.path.exists(os.path.join(crew.session_dir("w1"), "status.1"))
+    tmux.wait_screen(top_pane, "note: f19 xx")
+    sess.append("blocked", "rot")
+    tmux.wait_screen(top_pane, lambda s: "blocked: rot" in s)
+    # a session comes, one leaves, and one comes back under the same name
+    cmd("session-add", "w3", check=True)
+    tmux.wait_screen(top_pane, lambda s: _row_names(s) == ["w1", "w2", "w3"])
+    cmd("session-rm", "w2", "--force", check=True)
+    tmux.wait_screen(top_pane, lambda s: _row_names(s) == ["w1", "w3"])
+    cmd("session-add", "w2", check=True)
+    tmux.wait_screen(top_pane, lambda s: _row_names(s) == ["w1", "w2", "w3"])
+    cmd("status-append", "w2", "paused", "back", check=True)   # its new directory is watched
+    tmux.wait_screen(top_pane, "paused: back")
+    # a corrupt session is one marked row; the view goes on
+    with open(os.path.join(crew.session_dir("w3"), "meta"), "w") as f:
+        f.write("{broken")
+    tmux.wait_screen(top_pane, lambda s: "damaged" in s and "error:" in s)
+    cmd("status-append", "w1", "turn-started", check=True)
+    tmux.wait_screen(top_pane, lambda s: "w1" in s and "turn-started" in s and "damaged" in s)
+    tmux("send-keys", "-t", top_pane, "q")
+    tmux.wait_screen(top_pane, lambda s: "NAME" not in s)

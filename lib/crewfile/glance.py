@@ -72,20 +72,23 @@ def needs_primary(recs_backwards):
 
 def rows(crew, look=None, now=None):
     """A Row per registered session, sorted by name (ended ones included)."""
-    from .errors import CrewfileError
-    from .sessions import Session, names, state
+    from .sessions import names
     from .verdict import Look
     look = look or Look()
-    out = []
-    for name in names(crew):
-        sess = Session(crew, name)
-        try:
-            recs = sess.scan()
-            st = state(sess, look, now, recs)
-            out.append(Row(name, word(sess, st, recs), st, sess=sess))
-        except CrewfileError as e:
-            out.append(Row(name, DAMAGED, error=str(e)))
-    return out
+    return [row(crew, name, look, now) for name in names(crew)]
+
+
+def row(crew, name, look, now=None):
+    """The Row of session NAME (DAMAGED when its files cannot be used)."""
+    from .errors import CrewfileError
+    from .sessions import Session, state
+    sess = Session(crew, name)
+    try:
+        recs = sess.scan()
+        st = state(sess, look, now, recs)
+        return Row(name, word(sess, st, recs), st, sess=sess)
+    except CrewfileError as e:
+        return Row(name, DAMAGED, error=str(e))
 
 
 def wakes_pending(crew, rows_):

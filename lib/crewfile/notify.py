@@ -85,6 +85,15 @@ def snapshot(dirs, files=()):
     return seen
 
 
+def _entries(d):
+    """{entry: identity} of directory *d* ({} if it cannot be listed)."""
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return {}
+    return {name: _ident(os.path.join(d, name)) for name in names}
+
+
 def _ident(path):
     try:
         st = os.lstat(path)
@@ -103,6 +112,9 @@ class DirWatch:
         self.dirs = []
         self.ino = open_inotify(warn)
         self._last = None
+        self._wd = {}           # watch descriptor -> directory (for changes())
+        self._dir_wd = {}
+        self._snaps = {}        # polling: directory -> {entry: identity}
         if self.ino is not None:
             from inotify_simple import flags
             self.mask = (flags.MODIFY | flags.CLOSE_WRITE | flags.MOVED_TO | flags.MOVED_FROM
@@ -113,6 +125,7 @@ class DirWatch:
             return
         self.dirs.append(d)
         if self.ino is None:
+            self._snaps[d] = _entries(d)
             return
         try:
             wd = add_watch(self.ino, d, self.mask, self.warn)
@@ -121,11 +134,68 @@ class DirWatch:
         if wd is None:                  # no watch left: poll everything from now on
             self.ino.close()
             self.ino = None
+            self._snaps = {d: _entries(d) for d in self.dirs}
+            return
+        self._wd[wd] = d
+        self._dir_wd[d] = wd
+
+    def forget(self, d):
+        """Stop watching *d*: it is gone, or another directory now has its
+        name (a watch follows the old one): add() it again to watch that."""
+        if d in self.dirs:
+            self.dirs.remove(d)
+        self._snaps.pop(d, None)
+        wd = self._dir_wd.pop(d, None)
+        if wd is not None:
+            self._wd.pop(wd, None)
+            try:
+                self.ino.rm_watch(wd)
+            except OSError:
+                pass                    # already gone with its directory
+
+    def changes(self, timeout):
+        """What changed, waiting up to *timeout* seconds for something to:
+        a set of (directory, entry name), the name '' for the directory
+        itself; empty when nothing did. None when the kernel's event queue
+        overflowed: anything may have changed. Polling compares each
+        directory's entries with the last look (timeout 0: one look now)."""
+        import time
+        if self.ino is None:
+            deadline = time.monotonic() + timeout
+            while True:
+                found = set()
+                for d in self.dirs:
+                    now = _entries(d)
+                    last = self._snaps.get(d, {})
+                    found.update((d, n) for n in set(now) | set(last) if now.get(n) != last.get(n))
+                    self._snaps[d] = now
+                left = deadline - time.monotonic()
+                if found or left <= 0:
+                    return found
+                time.sleep(min(POLL, left))
+        from inotify_simple import flags
+        events = self.ino.read(timeout=int(timeout * 1000))
+        if events:
+            events += self.ino.read(timeout=20)     # let a burst of writes land: one wake
+        found = set()
+        for e in events:
+            if e.mask & flags.Q_OVERFLOW:
+                return None
+            d = self._wd.get(e.wd)
+            if d is None:
+                continue
+            if e.mask & flags.IGNORED:              # its directory is gone
+                self._wd.pop(e.wd, None)
+                if self._dir_wd.get(d) == e.wd:
+                    self.forget(d)
+            found.add((d, e.name))
+        return found
 
     def reset(self):
         """Forget every directory (they were replaced): add them again."""
         self.dirs = []
         self._last = None
+        self._wd, self._dir_wd, self._snaps = {}, {}, {}
         if self.ino is not None:
             self.ino.close()
             self.ino = open_inotify(self.warn)

@@ -3,6 +3,7 @@ and the same answers every command uses (glance.py's word from the verdict,
 the schedules, the jobs, crew-up's state, the reports). Nothing here
 writes or types anything: it only reads.
 """
+import os
 import time
 
 from . import glance
@@ -35,44 +36,114 @@ COLOURS = {glance.WORKING: "32", glance.DIALOG: "33", glance.BLOCKED: "31", glan
 
 
 def frame(crew, now=None, show_ended=False):
-    """The Frame of *crew* now."""
-    now = time.time() if now is None else now
-    from .verdict import Look
-    look = Look()
-    rows = glance.rows(crew, look, now)
-    nudges, nudge_bad = _nudges(crew, now)
-    jobs = _jobs(crew)
-    costs = _Costs(crew)
-    out, bad, wake_lines = [], 0, []
-    for row in rows:
+    """The Frame of *crew* now (every file read afresh: crew-top --once)."""
+    return Rows(crew, show_ended).read(now).frame(now)
+
+
+# What a change in a directory of the crew makes stale (Rows.update):
+SESSION, SESSIONS, JOBS, NUDGES, FOOTER, ALL = "session", "sessions", "jobs", "nudges", "footer", "all"
+
+
+class Rows:
+    """crew-top's rows, kept between frames: each session's row is read
+    again only when its own files change (update(), driven by inotify), the
+    crew's jobs, schedules and footer only when theirs do. Liveness comes
+    from processes and tmux, which no file announces: the live view reads
+    everything again every FULL seconds (read()), so a session whose agent
+    died without a record shows as lost by then."""
+
+    def __init__(self, crew, show_ended=False):
+        self.crew, self.show_ended = crew, show_ended
+        self.sessions = {}          # name -> (glance.Row, wakes, tokens, wake line, read at)
+        self.nudges, self.nudge_bad, self.jobs, self.footer = [], 0, {}, []
+
+    def read(self, now=None):
+        """Read every session and the crew's parts afresh; returns self."""
+        from .sessions import names
+        from .verdict import Look
+        now = time.time() if now is None else now
+        look, costs = Look(), _Costs(self.crew)     # each tmux server asked once for all its panes
+        self.sessions = {name: self._read(name, look, costs, now) for name in names(self.crew)}
+        self._read_parts((JOBS, NUDGES, FOOTER), now)
+        return self
+
+    def update(self, changed, now=None):
+        """Read again what *changed* names: {(SESSION, name), (JOBS,), (NUDGES,),
+        (FOOTER,), (ALL,)}; a session no longer registered leaves the rows."""
+        if (ALL,) in changed:
+            return self.read(now)
+        from .verdict import Look
+        now = time.time() if now is None else now
+        look, costs = Look(), _Costs(self.crew)
+        for what in changed:
+            if what[0] != SESSION:
+                continue
+            name = what[1]
+            if _registered(self.crew, name):
+                self.sessions[name] = self._read(name, look, costs, now)
+            else:
+                self.sessions.pop(name, None)
+        self._read_parts({what[0] for what in changed}, now)
+        return self
+
+    def _read(self, name, look, costs, now):
+        row = glance.row(self.crew, name, look, now)
         if row.word == glance.DAMAGED:
-            bad += 1
-            out.append((row.word, [row.name, "?", "damaged", "?", "?", "?", "?", "?",
-                                   "error: " + escape(row.error)]))
-            continue
-        st = row.state
-        if row.word == glance.ENDED and not show_ended:
-            continue
-        kind = st["kind"] + ("*" if st["kind"] == "aside" else "")
-        word = row.word
-        if word in (glance.LOST, glance.UNKNOWN) and st["why"]:
-            word += f"({st['why']})"
-        elif st["live"] == "unknown":
-            word += "(live?)"
-        elif st["stopped"] == "yes":
-            word += "(stopped)"
-        last = st["last_kind"] or "-"
-        if st["last_text"]:
-            last += ": " + st["last_text"]
-        out.append((row.word, [row.name, kind, word, age_text(st["age"]),
-                               _wakes(crew, row.name), _nudge_for(nudges, row.sess.meta),
-                               jobs.get(row.name, "-"), costs.column(row), escape(last)]))
-        if st["kind"] == "primary":
-            wake_lines.append(costs.wake_line(row))
-    footer = [crew_up_line(crew), reports_line(crew)] + wake_lines
-    if nudge_bad:
-        footer.append(f"nudges: {nudge_bad} schedule file(s) cannot be read (nudge-ls names them)")
-    return Frame(out, footer, bad + nudge_bad)
+            return row, "?", "?", None, now
+        wake_line = costs.wake_line(row) if row.state["kind"] == "primary" else None
+        return row, _wakes(self.crew, name), costs.column(row), wake_line, now
+
+    def _read_parts(self, which, now):
+        if JOBS in which:
+            self.jobs = _jobs(self.crew)
+        if NUDGES in which:
+            self.nudges, self.nudge_bad = _nudges(self.crew, now)
+        if FOOTER in which:
+            self.footer = [crew_up_line(self.crew), reports_line(self.crew)]
+
+    def frame(self, now=None):
+        """The Frame from the rows kept (the AGE column as of *now*)."""
+        now = time.time() if now is None else now
+        out, bad, wake_lines = [], 0, []
+        for name in sorted(self.sessions):
+            row, wakes, tokens, wake_line, read_at = self.sessions[name]
+            if row.word == glance.DAMAGED:
+                bad += 1
+                out.append((row.word, [row.name, "?", "damaged", "?", "?", "?", "?", "?",
+                                       "error: " + escape(row.error)]))
+                continue
+            if row.word == glance.ENDED and not self.show_ended:
+                continue
+            if wake_line:
+                wake_lines.append(wake_line)
+            st = row.state
+            kind = st["kind"] + ("*" if st["kind"] == "aside" else "")
+            word = row.word
+            if word in (glance.LOST, glance.UNKNOWN) and st["why"]:
+                word += f"({st['why']})"
+            elif st["live"] == "unknown":
+                word += "(live?)"
+            elif st["stopped"] == "yes":
+                word += "(stopped)"
+            last = st["last_kind"] or "-"
+            if st["last_text"]:
+                last += ": " + st["last_text"]
+            age = None if st["age"] is None else st["age"] + (now - read_at)
+            out.append((row.word, [row.name, kind, word, age_text(age), wakes,
+                                   _nudge_for(self.nudges, row.sess.meta),
+                                   self.jobs.get(row.name, "-"), tokens, escape(last)]))
+        footer = self.footer + wake_lines
+        if self.nudge_bad:
+            footer.append(f"nudges: {self.nudge_bad} schedule file(s) cannot be read"
+                          " (nudge-ls names them)")
+        return Frame(out, footer, bad + self.nudge_bad)
+
+
+def _registered(crew, name):
+    from .names import is_name
+    from . import paths
+    return is_name(name) and os.path.lexists(os.path.join(crew.sub(paths.SESSIONS), name,
+                                                          paths.META))
 
 
 def _wakes(crew, name):

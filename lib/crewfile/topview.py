@@ -1,8 +1,10 @@
 """crew-top's live view: the frame of top.py in curses, redrawn when a file
 of the crew changes (notify.DirWatch: inotify on the directories, polling
-when inotify cannot be had), never on a timer but for the AGE column (once
-every 30 s). It only reads, and switches the captain's tmux client: nothing
-is ever typed into an agent.
+when inotify cannot be had). Only what changed is read again: a record in
+one session's directory re-reads that session alone (top.Rows). Every FULL
+seconds everything is read again, for what no file announces (an agent
+process gone, a tmux pane closed) and the AGE column. It only reads, and
+switches the captain's tmux client: nothing is ever typed into an agent.
 
 Keys: up/down (k/j) choose a row; Enter switches the captain's client to
 the session's pane; i its inbox, l its log (scroll with up/down, PgUp/PgDn),
@@ -12,11 +14,23 @@ r the reports waiting; / filters the rows by a word (empty: all); q quits
 import curses
 import os
 import select
+import time
 
 from . import paths, top
+from .errors import CrewfileError
 from .records import escape
 
-REFRESH = 30.0
+FULL = 10.0          # seconds between full reads; CREWFILE_TOP_FULL sets it
+
+
+def full_period(env=None):
+    """FULL, or CREWFILE_TOP_FULL's seconds (a test sets it long, so that
+    only inotify can show it a change)."""
+    env = os.environ if env is None else env
+    try:
+        return max(1.0, float(env.get("CREWFILE_TOP_FULL") or FULL))
+    except ValueError:
+        return FULL
 
 
 class View:
@@ -25,24 +39,35 @@ class View:
         self.sel, self.filter, self.message = 0, "", ""
         from .notify import DirWatch
         self.watch = DirWatch(warn=self._warn)
+        self.kept = top.Rows(crew, show_ended)
         self.frame = None
+        self.full_at = 0.0
 
     def _warn(self, msg):
         self.message = msg
 
-    def watch_dirs(self):
+    def _crew_dirs(self):
         c = self.crew
-        for d in (c.root, c.sub(paths.SESSIONS), c.sub(paths.JOBS), c.sub("nudges"),
-                  c.sub(paths.REPORTS, paths.REPORT_NEW), c.sub("crew-up")):
+        return (c.root, c.sub(paths.SESSIONS), c.sub(paths.JOBS), c.sub("nudges"),
+                c.sub(paths.REPORTS), c.sub(paths.REPORTS, paths.REPORT_NEW), c.sub("crew-up"))
+
+    def watch_dirs(self):
+        """Watch the crew's directories, each session's and each job's (a
+        watch is added before its directory is read: a file made while the
+        frame is read wakes us again)."""
+        for d in self._crew_dirs():
             if os.path.isdir(d):
                 self.watch.add(d)
-        try:
-            for name in paths.list_dir(c.sub(paths.SESSIONS)):
-                d = c.session_dir(name)
-                if os.path.isdir(d) and not os.path.islink(d):
-                    self.watch.add(d)
-        except OSError:
-            pass
+        for sub in (paths.SESSIONS, paths.JOBS):
+            try:
+                for name in paths.list_dir(self.crew.sub(sub)):
+                    self._watch_one(self.crew.sub(sub, name))
+            except (OSError, CrewfileError):
+                pass                    # not made yet, or a link: its row says so
+
+    def _watch_one(self, d):
+        if os.path.isdir(d) and not os.path.islink(d):
+            self.watch.add(d)
 
     def rows(self):
         rows = self.frame.rows
@@ -51,8 +76,53 @@ class View:
         return rows
 
     def refresh(self):
-        self.watch_dirs()           # first: a file made while the frame is read wakes us again
-        self.frame = top.frame(self.crew, show_ended=self.show_ended)
+        """Read everything afresh."""
+        self.watch_dirs()
+        self.kept.read()
+        self.full_at = time.monotonic()
+        self.frame = self.kept.frame()
+
+    def apply(self, changes):
+        """Read again only what *changes* (DirWatch.changes()) touched."""
+        if changes is None:                 # the kernel lost events: read it all
+            self.watch.reset()
+            return self.refresh()
+        what = set()
+        c = self.crew
+        sessions, jobs = c.sub(paths.SESSIONS), c.sub(paths.JOBS)
+        footer = (c.sub(paths.REPORTS), c.sub(paths.REPORTS, paths.REPORT_NEW), c.sub("crew-up"))
+        for d, name in changes:
+            if d == sessions and name:          # a session came, left or was replaced
+                self.watch.forget(os.path.join(d, name))
+                self._watch_one(os.path.join(d, name))
+                what.add((top.SESSION, name))
+            elif os.path.dirname(d) == sessions:
+                what.add((top.SESSION, os.path.basename(d)))
+            elif d == jobs or os.path.dirname(d) == jobs:
+                if d == jobs and name:
+                    self.watch.forget(os.path.join(d, name))
+                    self._watch_one(os.path.join(d, name))
+                what.add((top.JOBS,))
+            elif d == c.sub("nudges"):
+                what.add((top.NUDGES,))
+            elif d in footer:
+                if d == footer[0]:
+                    self._watch_one(footer[1])
+                what.add((top.FOOTER,))
+            elif d == c.root and name in (paths.SESSIONS, paths.JOBS, "nudges", paths.REPORTS,
+                                          "crew-up"):
+                what.add((top.ALL,))            # a directory of the crew made (or replaced)
+        if (top.ALL,) in what:
+            self.watch_dirs()
+        if what:
+            self.kept.update(what)
+        self.frame = self.kept.frame()
+
+    def rows(self):
+        rows = self.frame.rows
+        if self.filter:
+            rows = [r for r in rows if self.filter in " ".join(r[1])]
+        return rows
 
     def selected(self):
         rows = self.rows()
@@ -163,22 +233,21 @@ def _colours():
         PAIRS[word] = n
 
 
-def _wait(view, scr, timeout):
-    """Until a key is pressed or a crew file changes: 'key' or 'change' or None."""
+def _wait(view, timeout):
+    """Until a key is pressed, a crew file changes or *timeout* passes:
+    ('key', None), ('change', changes) or (None, None)."""
+    from .notify import POLL
     ino = view.watch.ino
     fds = [0] + ([ino.fileno()] if ino is not None else [])
-    poll = timeout if ino is not None else min(timeout, 1.0)
-    ready, _, _ = select.select(fds, [], [], poll)
+    ready, _, _ = select.select(fds, [], [], max(0, timeout if ino is not None
+                                                 else min(timeout, POLL)))
     if 0 in ready:
-        return "key"
-    if ino is not None and ready:
-        return "change" if view.watch.wait(0) else None
-    if ino is None:
-        from .notify import snapshot
-        now = snapshot(view.watch.dirs)
-        last, view.watch._last = view.watch._last, now
-        return "change" if last is not None and now != last else None
-    return None
+        return "key", None
+    if ino is None or ready:
+        changes = view.watch.changes(0)
+        if changes is None or changes:
+            return "change", changes
+    return None, None
 
 
 def _list(view, scr, title, lines):
@@ -225,11 +294,16 @@ def main(crew, show_ended=False):
         scr.keypad(True)
         view = View(crew, show_ended)
         view.refresh()
+        full = full_period()
         while True:
             view.draw(scr)
-            what = _wait(view, scr, REFRESH)
-            if what != "key":
-                view.refresh()
+            what, changes = _wait(view, view.full_at + full - time.monotonic())
+            if what == "change":
+                view.apply(changes)
+                continue
+            if what is None:
+                if time.monotonic() >= view.full_at + full:
+                    view.refresh()
                 continue
             key = scr.getch()
             view.message = ""
