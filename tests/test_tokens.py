@@ -276,3 +276,54 @@ def test_the_announcement_match_is_re_s():
         s = "".join(rnd.choice(pieces) for _ in range(rnd.randint(0, 8)))
         assert (rx.fullmatch(s) is not None) == tokens._fits(parts, s), s
     assert tokens._fits(parts, SAY)
+
+
+def test_random_transcripts_read_in_random_pieces(tmp_path, monkeypatch):
+    """Random lines (messages repeated over adjacent lines, prompts, wake
+    marks, garbage, lines over MAX_LINE), written in random pieces, each
+    piece read on from the last Tally: always the figures of one read of
+    the whole. Small chunks and MAX_LINE make every boundary case common."""
+    import random
+    monkeypatch.setattr(tokens, "_CHUNK", 61)
+    monkeypatch.setattr(tokens, "MAX_LINE", 300)
+    rnd = random.Random(2718)
+    for round_ in range(300):
+        lines, mid = [], 0
+        for _ in range(rnd.randint(0, 60)):
+            r = rnd.random()
+            if r < 0.35:
+                mid += 1
+                for _ in range(rnd.randint(1, 3)):        # one message over adjacent lines
+                    lines.append(msg(f"m{mid}", rnd.randint(1, 500)))
+            elif r < 0.5:
+                lines.append(prompt(rnd.choice(["go on", SAY, "crewfile: x"])))
+            elif r < 0.6:
+                lines.append(stop_wake())
+            elif r < 0.7:
+                lines.append('{"type":"user","message":{"content":"' + "y" * 400 + '"}}')
+            elif r < 0.8:
+                pad = "z" * rnd.choice([10, 100, 120, 140, 400])     # about MAX_LINE
+                lines.append(msg(f"long{mid}", 7)[:-1] + ',"pad":"' + pad + '"}')
+            else:
+                lines.append(rnd.choice(['{"usage"', "", "[]", "\"usage\" \xff", "{}"]))
+        data = "".join(line + "\n" for line in lines).encode("utf-8", "surrogateescape")
+        if rnd.random() < 0.5:
+            data += b'{"type":"assistant"'           # a line still being written
+        path = tmp_path / f"t{round_}.jsonl"
+        whole_path = tmp_path / f"w{round_}.jsonl"
+        whole_path.write_bytes(data)
+        whole = tokens.read(str(whole_path))
+        t, at = None, 0
+        with open(path, "wb") as f:
+            while True:
+                step = rnd.choice([1, 7, 50, 301, 2000])
+                f.write(data[at:at + step])
+                f.flush()
+                at = min(len(data), at + step)
+                t = tokens.read(str(path), t)
+                if at == len(data):
+                    break
+        assert (t.total, t.wake, t.offset, t.in_wake) == (
+            whole.total, whole.wake, whole.offset, whole.in_wake), round_
+        # the same through the cache's own form
+        assert tokens.read(str(path), tokens.Tally.from_json(t.to_json())).total == whole.total
