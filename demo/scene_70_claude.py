@@ -48,5 +48,9 @@ def run(d):
         rig.exit()
         d.wait(lambda: " ended:" in d.sh("status-show coder", show=False), what="ended")
         d.sh("status-show coder --last 9")
+        d.say("What it cost: the tokens of every model message in its transcript (crew-top's"
+              " TOKENS column; crew-status adds up the crew's):")
+        d.sh("crew-top --once --all | grep -E '^(NAME|coder) ' | cut -c1-120")
+        d.sh("crew-status")
     finally:
         rig.stop_model()
