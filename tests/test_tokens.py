@@ -159,6 +159,10 @@ def test_links_fifos_and_no_transcript(crew, tmp_path):
     sess.update_meta(transcript_path=str(tmp_path / "fifo"))
     assert tokens.read(str(tmp_path / "fifo")) is None
     assert "tok" not in cmd("crew-status", timeout=20).stdout
+    old_gemini = tmp_path / "session.json"
+    old_gemini.write_text(json.dumps({"messages": [{"type": "gemini", "tokens": {"total": 5}}]},
+                                     indent=2))
+    assert tokens.read(str(old_gemini)) is None
     for bad in (None, "", "relative.jsonl", 5, ["x"]):
         sess.update_meta(transcript_path=bad)
         assert "tok" not in cmd("crew-status").stdout
@@ -168,30 +172,26 @@ def test_crew_status_reads_on_from_its_cache(crew, tmp_path):
     _, path = primary(crew, tmp_path)
     cache = os.path.join(crew.root, paths.TOKENS_CACHE)
     assert cmd("crew-status").stdout == "1 idle 96 tok\n"
-    doc = json.load(open(cache))
-    assert doc["transcripts"][str(path)]["offset"] == os.path.getsize(path)
+    assert json.load(open(cache))["transcripts"][str(path)]["offset"] == os.path.getsize(path)
     with open(path, "a") as f:
         f.write(msg("new", 1000) + "\n")
     assert cmd("crew-status").stdout == "1 idle 1.1k tok\n"
     # the cache is what counts: a forged total there is believed while the
     # file's identity holds (it is the captain's own file), ...
-    doc = json.load(open(cache))
-    doc["transcripts"][str(path)]["total"] = 5000
-    open(cache, "w").write(json.dumps(doc))
+    forged = json.load(open(cache))
+    forged["transcripts"][str(path)]["total"] = 5000
+    open(cache, "w").write(json.dumps(forged))
     assert cmd("crew-status").stdout == "1 idle 5.0k tok\n"
     # ... and every damaged form of it is a recount
     entry = json.load(open(cache))["transcripts"][str(path)]
+
+    def doc(value=None, **fields):
+        return json.dumps({"version": 1, "transcripts": {
+            str(path): dict(entry, **fields) if value is None else value}})
     for damaged in ["", "{", "null", "[]", '{"version": 1}', '{"version": 2, "transcripts": {}}',
-                    json.dumps({"version": 1, "transcripts": {str(path): "x"}}),
-                    json.dumps({"version": 1, "transcripts": {str(path): dict(entry, offset=-1)}}),
-                    json.dumps({"version": 1, "transcripts": {str(path): dict(entry, wake=10**9)}}),
-                    json.dumps({"version": 1, "transcripts": {str(path): dict(entry, tail="zz")}}),
-                    json.dumps({"version": 1, "transcripts": {str(path): dict(
-                        entry, tail="00" * 8, total=1)}}),
-                    json.dumps({"version": 1, "transcripts": {str(path): dict(
-                        entry, recent=[[1, 2, 3]])}}),
-                    json.dumps({"version": 1, "transcripts": {str(path): dict(
-                        entry, offset=10**12)}})]:
+                    doc("x"), doc(offset=-1), doc(wake=10**9), doc(tail="zz"),
+                    doc(tail="00" * 8, total=1), doc(recent=[[1, 2, 3]]), doc(offset=10**12),
+                    doc(in_wake="yes"), doc(dev=None)]:
         open(cache, "w").write(damaged)
         assert cmd("crew-status").stdout == "1 idle 1.1k tok\n", damaged
     # a cache that is a link: not read, replaced by a file

@@ -104,8 +104,8 @@ def read(path, tally=None):
     rules)."""
     from .errors import CrewfileError
     from .paths import open_file
-    if not path or not isinstance(path, str) or not os.path.isabs(path):
-        return None
+    if not path or not isinstance(path, str) or not os.path.isabs(path) or path.endswith(".json"):
+        return None             # .json: an older Gemini CLI's chat, one document, not lines
     try:
         fd = open_file(path)
     except (OSError, CrewfileError, ValueError):
