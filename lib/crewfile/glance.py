@@ -34,10 +34,11 @@ class Row:
     """One session as the views show it: name, word, and (unless DAMAGED)
     its sessions.state() dict and the Session (its meta read once); error
     the reason when DAMAGED."""
-    __slots__ = ("name", "word", "state", "error", "sess")
+    __slots__ = ("name", "word", "state", "error", "sess", "also")
 
     def __init__(self, name, word, state=None, error=None, sess=None):
         self.name, self.word, self.state, self.error, self.sess = name, word, state, error, sess
+        self.also = None
 
 
 def word(sess, st, recs=None):
@@ -78,15 +79,20 @@ def rows(crew, look=None, now=None):
     return [row(crew, name, look, now) for name in names(crew)]
 
 
-def row(crew, name, look, now=None):
-    """The Row of session NAME (DAMAGED when its files cannot be used)."""
+def row(crew, name, look, now=None, also=None):
+    """The Row of session NAME (DAMAGED when its files cannot be used).
+    also(sess): more to read while its directory is open (Row.also)."""
     from .errors import CrewfileError
     from .sessions import Session, state
     sess = Session(crew, name)
     try:
-        recs = sess.scan()
-        st = state(sess, look, now, recs)
-        return Row(name, word(sess, st, recs), st, sess=sess)
+        with sess.opened():
+            recs = sess.scan()
+            st = state(sess, look, now, recs)
+            row = Row(name, word(sess, st, recs), st, sess=sess)
+            if also is not None:
+                row.also = also(sess)
+            return row
     except CrewfileError as e:
         return Row(name, DAMAGED, error=str(e))
 

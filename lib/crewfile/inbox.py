@@ -83,11 +83,16 @@ def _parse(raw):
     return Notice(rec.ts, rec.kind, nid, text)
 
 
-def pending(crew, name):
-    """The notices waiting in NAME's inbox, oldest first (nothing removed)."""
-    inbox = _paths(crew, name)[0]
+def pending(crew, name, at=None):
+    """The notices waiting in NAME's inbox, oldest first (nothing removed).
+    at: NAME's directory, opened by a caller that has read its meta there
+    (Session.opened)."""
+    if at is None:
+        inbox = _paths(crew, name)[0]
+    else:
+        inbox = os.path.join(crew.session_dir(name), paths.INBOX)
     stats = logfile.TailStats()
-    out = [n for n in map(_parse, logfile.lines_backwards(inbox, stats)) if n]
+    out = [n for n in map(_parse, logfile.lines_backwards(inbox, stats, at=at)) if n]
     out.reverse()
     return out
 

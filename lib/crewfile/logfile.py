@@ -144,7 +144,8 @@ class TailStats:
         return "skipped " + " and ".join(parts) if parts else ""
 
 
-def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, outside=False):
+def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, outside=False,
+                    at=None):
     """Yield the complete lines of *path* (bytes, no newline), last first.
 
     limit_bytes: read no further back than this many bytes from the end.
@@ -152,10 +153,10 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
     bounded); None: lines of any length (an agent CLI's transcript, whose
     entries are as long as what was said; bound it with *limit_bytes*).
     outside: *path* lies outside the crew directory (paths.open_file says
-    what that changes)."""
+    what that changes). at: its directory, opened (paths.open_file's at)."""
     from .paths import open_file
     try:
-        fd = open_file(path, outside=outside)
+        fd = open_file(path, outside=outside, at=at)
     except FileNotFoundError:
         return
     try:
@@ -211,17 +212,17 @@ class Backwards:
     as far back as the question that looks furthest needs, within
     *limit_bytes* of each file's end. It remembers the records of this one
     query only; a new query makes a new one, so nothing read here is stale."""
-    __slots__ = ("paths", "stats", "limit", "_gen", "_seen", "_first_file")
+    __slots__ = ("paths", "stats", "limit", "at", "_gen", "_seen", "_first_file")
 
-    def __init__(self, paths, stats, limit_bytes=None):
-        self.paths, self.stats, self.limit = paths, stats, limit_bytes
+    def __init__(self, paths, stats, limit_bytes=None, at=None):
+        self.paths, self.stats, self.limit, self.at = paths, stats, limit_bytes, at
         self._gen = self._read()
         self._seen = []
         self._first_file = None
 
     def _read(self):
         for i, path in enumerate(self.paths):
-            for raw in lines_backwards(path, self.stats, self.limit):
+            for raw in lines_backwards(path, self.stats, self.limit, at=self.at):
                 rec = records.parse(raw)
                 if rec is None:
                     self.stats.garbage += 1

@@ -33,12 +33,19 @@ class Session:
         self.status_path = os.path.join(self.dir, paths.STATUS)
         self.lock_path = os.path.join(self.dir, paths.LOCK)
         self._meta = None
+        self.at = None          # its directory, while opened(): every read is made in it
+
+    def opened(self):
+        """Open its directory once for a series of reads (meta, log, inbox):
+        the directories above are checked once, each file opened in it by
+        name. Use as `with sess.opened():`. NotFound if it is not there."""
+        return _Opened(self)
 
     @property
     def meta(self):
         if self._meta is None:
             from .shapes import load
-            self._meta = load(self.meta_path, "meta")
+            self._meta = load(self.meta_path, "meta", at=self.at)
             if self._meta is None:
                 raise NotFound(f"no session {self.name!r} (register it with session-add)")
         return self._meta
@@ -74,7 +81,7 @@ class Session:
     def scan(self, stats=None):
         """One backwards read of the log for a state query (logfile.Backwards)."""
         return logfile.Backwards(self.log_paths(), stats or logfile.TailStats(),
-                                 STATE_SCAN_BYTES)
+                                 STATE_SCAN_BYTES, at=self.at)
 
     def last_of(self, kinds, stats):
         return logfile.last_of_kinds(self.log_paths(), kinds, stats, STATE_SCAN_BYTES)
@@ -103,6 +110,24 @@ class Session:
             replace(self.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
             self._meta = meta
         return meta
+
+
+class _Opened:
+    __slots__ = ("sess",)
+
+    def __init__(self, sess):
+        self.sess = sess
+
+    def __enter__(self):
+        try:
+            self.sess.at = paths.open_dir(self.sess.dir)
+        except FileNotFoundError:
+            raise NotFound(f"no session {self.sess.name!r}") from None
+        return self.sess
+
+    def __exit__(self, *exc):
+        fd, self.sess.at = self.sess.at, None
+        os.close(fd)
 
 
 def pane_fields(target, env=None, agent_from=None):

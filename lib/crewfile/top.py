@@ -87,11 +87,11 @@ class Rows:
         return self
 
     def _read(self, name, look, costs, now):
-        row = glance.row(self.crew, name, look, now)
+        row = glance.row(self.crew, name, look, now, also=lambda s: _wakes(self.crew, name, s.at))
         if row.word == glance.DAMAGED:
             return row, "?", "?", None, now
         wake_line = costs.wake_line(row) if row.state["kind"] == "primary" else None
-        return row, _wakes(self.crew, name), costs.column(row), wake_line, now
+        return row, row.also, costs.column(row), wake_line, now
 
     def _read_parts(self, which, now):
         if JOBS in which:
@@ -146,12 +146,13 @@ def _registered(crew, name):
                                                           paths.META))
 
 
-def _wakes(crew, name):
-    """Notices pending in NAME's inbox ('?' if it cannot be read)."""
+def _wakes(crew, name, at=None):
+    """Notices pending in NAME's inbox ('?' if it cannot be read); at: its
+    directory, opened."""
     from .errors import CrewfileError
     from .inbox import pending
     try:
-        n = len(pending(crew, name))
+        n = len(pending(crew, name, at))
     except CrewfileError:
         return "?"
     return str(n) if n else "-"
