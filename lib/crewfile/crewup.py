@@ -23,7 +23,6 @@ rotated like one), and each line a stage writes on stderr too. crew-up/state
 stage (SIGTERM, then SIGKILL after STOP_GRACE) and exits 0.
 """
 import os
-import signal
 import time
 
 from . import paths
@@ -52,6 +51,7 @@ def bin_path(name):
 def _die_with_parent():
     """In the child, before exec: SIGTERM when crew-up dies, even by SIGKILL."""
     import ctypes
+    import signal
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     except (OSError, AttributeError):
@@ -137,6 +137,7 @@ class Supervisor:
 
     def run(self):
         """Supervise until SIGTERM/SIGINT; then stop every stage."""
+        import signal
         def on_signal(_sig, _frame):
             self.stop = True
         signal.signal(signal.SIGTERM, on_signal)
@@ -320,6 +321,7 @@ class Supervisor:
 
     def kill(self, stage, grace=STOP_GRACE):
         """Stop every process of the stage: SIGTERM, then SIGKILL after *grace*."""
+        import signal
         for p in stage.procs:
             if p.popen.poll() is None:
                 try:
@@ -412,6 +414,7 @@ def remote_nudge(remote_dir):
 
 def describe(code):
     if code < 0:
+        import signal
         try:
             return f"killed by {signal.Signals(-code).name}"
         except ValueError:
@@ -443,6 +446,7 @@ def down(crew, timeout=30.0):
     pid = read_state(crew).get("pid")
     if not isinstance(pid, int) or pid <= 1:
         raise SystemFailure("crew-up holds the lock but its state names no pid")
+    import signal
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
