@@ -74,9 +74,12 @@ def needs_primary(recs_backwards):
 def rows(crew, look=None, now=None):
     """A Row per registered session, sorted by name (ended ones included)."""
     from .sessions import names
+    found = names(crew)
+    if not found:
+        return []
     from .verdict import Look
     look = look or Look()
-    return [row(crew, name, look, now) for name in names(crew)]
+    return [row(crew, name, look, now) for name in found]
 
 
 def row(crew, name, look, now=None, also=None):
