@@ -146,7 +146,7 @@ def test_a_primarys_wake_at_after_agent_retries_the_turn_once(rig, tmp_path):
 def _wait(test, what):
     deadline = time.monotonic() + DEADLINE
     while not test():
-        assert time.monotonic() < deadline, f"never: {what}"
+        assert time.monotonic() < deadline, f"never: {what() if callable(what) else what}"
         time.sleep(0.05)
 
 
@@ -214,3 +214,78 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux):
     got = rig.kinds("gm3")
     assert got[-2:] == [("turn-started", "permission answered"), ("turn-ended", "")]
     assert os.path.exists(made)
+
+
+def _trust_the_crews_folder(tmux, pane):
+    """Answer, as the captain does once, Gemini's folder-trust question at a
+    first worker's start: `2. Trust parent folder`, the crew's worktrees'
+    folder (kept in ~/.gemini/trustedFolders.json: no later worker or
+    restart there asks again). Gemini CLI runs no hook, not even the user's
+    own, in a folder not trusted; its question comes some seconds after its
+    prompt line shows (observed, 0.61.0), so it is waited for first."""
+    tmux.wait_screen(pane, "Do you trust the files in this folder?", timeout=DEADLINE)
+    tmux("send-keys", "-t", pane, "2")
+    tmux.wait_screen(pane, "\u25cf 2. Trust parent folder")
+    tmux("send-keys", "-t", pane, "Enter")
+    tmux.wait_screen(pane, lambda s: "Do you trust the files" not in s, timeout=DEADLINE)
+
+
+def test_spawn_kill_respawn_resumes_the_same_gemini_conversation(rig, tmux, tmp_path,
+                                                                 monkeypatch):
+    """crew-spawn --agent gemini in a worktree of a real repository, its
+    folder trusted at the first start as the captain does (no
+    GEMINI_CLI_TRUST_WORKSPACE); a turn; the agent killed (kill -9);
+    crew-respawn runs `gemini ... --resume ID`: the SessionStart hook
+    reports the same conversation, and a nudge delivered into the resumed
+    pane reaches the model with the first turn in its history."""
+    import shlex
+    import signal
+    from conftest import cmd
+    from test_claude_spawn_e2e import _repo
+    from crewfile import spawn
+    repo = _repo(tmp_path, monkeypatch)
+    tree = str(tmp_path / "src" / "app.crew" / "w1")
+    env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL")}
+    agent = (f"exec {INTERACTIVE} -u GEMINI_CLI_TRUST_WORKSPACE "
+             + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
+             + f" {BINARY} -m gemini-2.5-flash")
+    monkeypatch.setenv("CREWFILE_DIR", rig.crew.root)
+    r = subprocess.run([sys.executable, os.path.join(ROOT, "bin", "crew-spawn"), "w1",
+                        "--agent", "gemini", "--cmd", agent, "--tmux-session", "crew"],
+                       cwd=repo, capture_output=True, text=True, timeout=DEADLINE)
+    assert r.returncode == 0, r.stderr
+    sess = Session(rig.crew, "w1")
+    pane = sess.meta["tmux"]
+    _trust_the_crews_folder(tmux, pane)
+    _wait(lambda: ("started", "startup") in rig.kinds("w1"), "SessionStart")
+    ok, why = spawn.first_prompt(sess.reread(), "FIRST-PROMPT-3141 read the README")
+    assert ok, why.detail + tmux.screen(pane)
+    _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended",
+          lambda: f"the first turn's end: {rig.kinds('w1')}\n{tmux.screen(pane)}")
+    meta = sess.reread().meta
+    sid = meta["agent_session_id"]
+    assert sid and meta["cwd"] == tree and meta["agent"] == "gemini"
+
+    # The agent crashes: all its processes (Gemini CLI runs itself again as a
+    # child; the parent alone killed leaves the child running until its
+    # window goes, which then writes `ended: exit`).
+    os.killpg(meta["pid"], signal.SIGKILL)
+    _wait(lambda: tmux("display-message", "-p", "-t", pane, "#{pane_dead}").strip() == "1",
+          "the dead pane")
+    r = cmd("crew-respawn", "--dry-run", "--json")
+    assert json.loads(r.stdout) == [{"name": "w1", "action": "would-respawn",
+                                     "detail": f"in {tree}: {agent} --resume {sid}"}], r.stderr
+    r = cmd("crew-respawn", "w1")
+    assert r.returncode == 0, r.stderr
+    sess = sess.reread()
+    n = len(rig.requests())
+    ok, why = spawn.first_prompt(sess, "NUDGE-2718 continue with the plan")
+    assert ok, why.detail + str(rig.kinds("w1")) + tmux.screen(sess.meta["tmux"], history=True)
+    _wait(lambda: ("captain", "NUDGE-2718 continue with the plan") in rig.kinds("w1"),
+          "the nudge's turn")
+    _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "its end")
+    assert ("started", "resume") in rig.kinds("w1")
+    assert sess.reread().meta["agent_session_id"] == sid       # its own conversation
+    later = [json.dumps(q["body"]["contents"]) for q in rig.requests()[n:]]
+    later = [t for t in later if "NUDGE-2718" in t]
+    assert later and "FIRST-PROMPT-3141" in later[-1]          # with the first turn in it

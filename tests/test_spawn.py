@@ -471,16 +471,10 @@ def _gone_session(crew, tmux, repo, name, **meta):
     return sess
 
 
-@pytest.mark.parametrize("case", ["codex", "gemini", "no conversation", "not spawned",
+@pytest.mark.parametrize("case", ["no conversation", "not spawned",
                                   "tree gone", "transcript gone", "tree held"])
 def test_respawn_refusals_say_why_and_open_nothing(crew, tmux, repo, case):
-    if case in ("codex", "gemini"):
-        sess = _gone_session(crew, tmux, repo, "w1", agent=case)
-        cli = "Codex CLI" if case == "codex" else "Gemini CLI"
-        why = (f"cannot resume a {case} conversation: crewfile does not yet know {cli}'s way"
-               f" to resume a conversation by id (its hook records the id), and starting"
-               f" {case} again would begin a new one")
-    elif case == "no conversation":
+    if case == "no conversation":
         sess = _gone_session(crew, tmux, repo, "w1")
         import json
         meta = dict(sess.meta)
@@ -512,6 +506,18 @@ def test_respawn_refusals_say_why_and_open_nothing(crew, tmux, repo, case):
     assert r.stdout.splitlines()[1].split()[:2] == ["w1", "refused"]
     assert windows(tmux) == before
     assert "respawned" not in [k for k, _ in records(crew, "w1")]
+
+
+@pytest.mark.parametrize("agent,cmd,want", [
+    ("claude", "claude", "claude --resume 0a-b_C.9"),
+    ("codex", "codex -a on-request", "codex -a on-request resume 0a-b_C.9"),
+    ("gemini", "gemini", "gemini --resume 0a-b_C.9")])
+def test_each_agent_resumes_with_its_own_command(agent, cmd, want):
+    """The resume arguments each CLI's --help gives (Codex 0.171: a
+    subcommand after the root options; Gemini 0.61: --resume takes a full
+    session id). The real CLIs resume: test_codex_e2e, test_gemini_e2e."""
+    from crewfile.agents import resume_command
+    assert resume_command(agent, cmd, "0a-b_C.9") == want
 
 
 def test_respawn_bad_names(crew, tmux, repo):

@@ -2,24 +2,20 @@
 
 crew-spawn starts an agent with a shell command: `--cmd`, else
 $CREWFILE_AGENT_CMD, else the agent's own name. crew-respawn starts the same
-command again with the agent's resume arguments and the conversation id its
-hook recorded (meta `agent_session_id`): only the agent's own conversation,
-never a new one, so a schedule attached to it still belongs to it.
+command again with the agent's resume arguments (its adapter's RESUME:
+Claude Code and Gemini CLI `--resume ID`, Codex CLI `resume ID`) and the
+conversation id its hook recorded (meta `agent_session_id`): only the
+agent's own conversation, never a new one, so a schedule attached to it
+still belongs to it.
 """
 import os
 import shlex
 
+from .adapters import load, names
 from .errors import BadInput, Refused
 
 CLAUDE, CODEX, GEMINI = "claude", "codex", "gemini"
-AGENTS = (CLAUDE, CODEX, GEMINI)
-# Why an agent cannot be resumed by crewfile (agents missing here can).
-NO_RESUME = {
-    CODEX: "crewfile does not yet know Codex CLI's way to resume a conversation by id"
-           " (its hook records the id), and starting codex again would begin a new one",
-    GEMINI: "crewfile does not yet know Gemini CLI's way to resume a conversation by id"
-            " (its hook records the id), and starting gemini again would begin a new one",
-}
+AGENTS = names()
 _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
 
 
@@ -37,11 +33,13 @@ def command(agent, cmd=None, env=None):
 
 def resume_command(agent, cmd, conversation):
     """*cmd* made to resume *conversation* (Refused, saying why, where it cannot be)."""
-    if agent in NO_RESUME:
-        raise Refused(f"cannot resume a {agent} conversation: {NO_RESUME[agent]}")
+    resume = load(check(agent)).RESUME
+    if resume is None:
+        raise Refused(f"cannot resume a {agent} conversation: crewfile does not know how,"
+                      f" and starting {agent} again would begin a new one")
     if not conversation:
         raise Refused("no conversation id is recorded (its agent never ran its SessionStart"
                       " hook): starting the agent would begin a new conversation")
     if len(conversation) > 128 or not set(conversation) <= _ID_CHARS:
         raise Refused(f"the recorded conversation id {conversation[:40]!r} is malformed")
-    return f"{cmd} --resume {shlex.quote(conversation)}"
+    return f"{cmd} {resume.format(id=shlex.quote(conversation))}"

@@ -7,6 +7,7 @@ file. load() reads a file and checks it against its kind's table below
 they are), so a damaged file is one named error, BadFile, at the moment it
 is read: "<path>: <why>". protocol.md's "File shapes" section is this table.
 """
+from .adapters import names as _agents
 from .atomic import read_text
 from .errors import BadFile
 from .jsonio import loads
@@ -82,7 +83,7 @@ SHAPES = {
         "tmux_socket": (OPT, _str), "tmux_server": (OPT, _str),
         "pid": (OPT, _int(1, 2 ** 31)), "pid_start": (OPT, _int(0)),
         "session_key": (OPT, _str), "agent_session_id": (OPT, _str), "prompt": (OPT, _prompt),
-        "agent": (OPT, _one_of("claude", "codex", "gemini")), "agent_cmd": (OPT, _str),
+        "agent": (OPT, _one_of(*_agents())), "agent_cmd": (OPT, _str),
         "tmux_session": (OPT, _str), "branch": (OPT, _str), "worktree": (OPT, _str),
         "repo": (OPT, _str),
     },

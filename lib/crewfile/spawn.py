@@ -151,12 +151,6 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
 
 RESPAWNED, WOULD, LIVE, ENDED, REFUSED, DAMAGED = (
     "respawned", "would-respawn", "live", "ended", "refused", "damaged")
-# `ended` texts that are not an end on purpose: Claude Code's SessionEnd
-# reason is `other` when its process is hung up on or killed (seen when the
-# tmux server was killed), which is what a reboot or a lost server does. Its
-# deliberate ends say so: prompt_input_exit (/exit, Ctrl-D), clear, logout;
-# ours say retired or spawn failed.
-NOT_ON_PURPOSE = frozenset({"other"})
 
 
 class Respawn:
@@ -171,16 +165,19 @@ def ended_on_purpose(sess):
     """The record that ended the session's current life on purpose, or None.
 
     Any `ended` or `closed` since its newest `registered` counts, unless its
-    text is in NOT_ON_PURPOSE: an agent retired (`ended: retired`) and then
+    text is one its agent's hook also writes when the agent is hung up on
+    (its adapter's NOT_ON_PURPOSE): an agent retired (`ended: retired`) and then
     hung up on by the window's closing writes `ended: other` after it, and
     is still retired.
     """
+    from .adapters import load
     from .logfile import TailStats, records_backwards
     from .sessions import STATE_SCAN_BYTES
+    unsure = load(sess.meta.get("agent") or agents.CLAUDE).NOT_ON_PURPOSE
     for rec in records_backwards(sess.log_paths(), TailStats(), STATE_SCAN_BYTES):
         if rec.kind == "registered":
             return None
-        if rec.kind == "closed" or (rec.kind == "ended" and rec.text not in NOT_ON_PURPOSE):
+        if rec.kind == "closed" or (rec.kind == "ended" and rec.text not in unsure):
             return rec
     return None
 

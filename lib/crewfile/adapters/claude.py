@@ -3,6 +3,8 @@ for; the shared actions in hook.py are named after these events.
 
 Source: Claude Code hooks reference (code.claude.com/docs/en/hooks; facts
 in /work/shared/reference/agent-hooks.md)."""
+from . import additional_context as context, permission_deny as deny
+from . import whole_prompt as captain_text
 
 NAME = "claude"
 # The agent's event -> the shared action (hook.EVENTS) it runs.
@@ -23,29 +25,16 @@ INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "B
 TIMEOUT = 10
 FILES = ("skills/aside/SKILL.md", "commands/aside-done.md")   # shipped in crewfile/claude/
 
+RESUME = "--resume {id}"
+# SessionEnd's reason is `other` when it is hung up on or killed (seen when
+# the tmux server was killed); its deliberate ends say so:
+# prompt_input_exit (/exit, Ctrl-D), clear, logout.
+NOT_ON_PURPOSE = frozenset({"other"})
 
-def context(event, text):
-    """Model-facing text: additionalContext, never shown as the user's words."""
-    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
-
-
-def deny(event, reason):
-    """A tool call refused, the reason going to the model."""
-    return {"hookSpecificOutput": {"hookEventName": event, "permissionDecision": "deny",
-                                   "permissionDecisionReason": reason}}
-
-
-def carry_on(event, text):
-    """The turn goes on with *text* instead of ending (a primary's wakes at
-    Stop): additionalContext, not decision/reason, because a reason reaches
-    the model as user text and the screen as "Stop hook error"; context is a
-    system reminder (Claude Code 2.1.163 or later)."""
-    return context(event, text)
-
-
-def captain_text(prompt):
-    """The captain's words in the prompt hook's `prompt`: all of it."""
-    return prompt
+# A primary's wakes at Stop go on as additionalContext, not decision/reason:
+# a reason reaches the model as user text and the screen as "Stop hook
+# error"; context is a system reminder (Claude Code 2.1.163 or later).
+carry_on = context
 
 
 # The captain's conclusion (crewfile.evidence): what the captain types, the

@@ -8,6 +8,8 @@ an ended Codex is found by its process (liveness). Stop's output allows no
 additionalContext (the schema forbids other properties), so a primary's
 wakes continue the turn as decision "block" with the text as its reason,
 which Codex gives the model as the next prompt."""
+from . import additional_context as context, permission_deny as deny
+from . import block as carry_on, whole_prompt as captain_text
 
 NAME = "codex"
 EVENTS = {"SessionStart": "SessionStart", "UserPromptSubmit": "UserPromptSubmit",
@@ -26,23 +28,8 @@ INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "B
 TIMEOUT = 10         # seconds
 FILES = ("skills/aside-done/SKILL.md", "skills/aside-done/agents/openai.yaml")  # crewfile/codex/
 
-
-def context(event, text):
-    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
-
-
-def deny(event, reason):
-    return {"hookSpecificOutput": {"hookEventName": event, "permissionDecision": "deny",
-                                   "permissionDecisionReason": reason}}
-
-
-def carry_on(event, text):
-    return {"decision": "block", "reason": text}
-
-
-def captain_text(prompt):
-    """The captain's words in the prompt hook's `prompt`: all of it."""
-    return prompt
+NOT_ON_PURPOSE = frozenset()     # it has no SessionEnd
+RESUME = "resume {id}"           # a subcommand (codex resume --help, 0.171.0)
 
 
 # The captain's conclusion (crewfile.evidence). Codex has no custom slash

@@ -8,6 +8,7 @@ turn with the reason as a new prompt: a primary's wakes); BeforeTool's
 decision "deny" sends the reason to the model as the tool's error; the
 Notification type ToolPermission is a permission wait. Timeouts are in
 milliseconds."""
+from . import additional_context as context
 
 NAME = "gemini"
 EVENTS = {"SessionStart": "SessionStart", "BeforeAgent": "UserPromptSubmit",
@@ -26,10 +27,14 @@ INSTALL = (("SessionStart", None), ("BeforeAgent", None), ("BeforeTool", "run_sh
            ("SessionEnd", None))
 TIMEOUT = 10000      # milliseconds
 FILES = ("commands/aside-done.toml",)     # shipped in crewfile/gemini/
-
-
-def context(event, text):
-    return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}
+# --resume takes "latest", an index or a session's full id (its SessionStart
+# session_id): SessionSelector.findSession, 0.61.0.
+RESUME = "--resume {id}"
+# SessionEnd's reason `exit` comes from its clean-up handler, which runs on
+# /quit and equally when it is hung up on (its tty gone, seen when its
+# process was killed in tmux): 0.61.0 cannot tell them apart, so neither
+# is an end on purpose; crew-retire is.
+NOT_ON_PURPOSE = frozenset({"exit", "other"})
 
 
 def deny(event, reason):

@@ -3,13 +3,13 @@ crew-respawn [NAME...]
 The captain's explicit act after a reboot or a lost tmux server (never run by
 a schedule or a nudge): for each registered session (or each NAME) whose
 agent is gone and that did not end on purpose, open its window again in its
-recorded tree, resuming its own conversation (Claude Code: `--resume ID`,
-meta agent_session_id), so a schedule attached to it still belongs to it.
+recorded tree, resuming its own conversation (meta agent_session_id: Claude
+Code and Gemini CLI `--resume ID`, Codex CLI `resume ID`), so a schedule
+attached to it still belongs to it.
 A table on stdout, `NAME ACTION DETAIL`, one row per session, ACTION one of
 respawned, would-respawn, live, ended, refused, damaged; each refusal is
-also a line on stderr, `crew-respawn: NAME: why` (an agent that cannot
-resume by id, no conversation id, its tree gone or held by another live
-session).
+also a line on stderr, `crew-respawn: NAME: why` (no conversation id, its
+tree gone or held by another live session).
 
   --dry-run   say what would be done; change nothing
   --json      one JSON array of {"name", "action", "detail"} instead
