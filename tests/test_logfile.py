@@ -160,3 +160,32 @@ def test_a_planted_symlink_is_not_followed(tmp_path):
     with pytest.raises(SystemFailure):
         logfile.append(str(log), str(tmp_path / "lock"), [records.new_line("idle")])
     assert target.read_text() == "precious\n"
+
+
+def test_a_state_query_reads_the_last_mib_of_the_log_over_its_rotations(tmp_path):
+    """The limit counts the current file and its rotations together: a
+    long-lived log costs a query no more than 1 MiB (protocol.md)."""
+    log = str(tmp_path / "status")
+    note = b"2026-11-30T08:00:00.000Z note: " + b"x" * 480 + b"\n"      # 512 bytes
+    with open(log + ".1", "wb") as f:
+        f.write(b"2026-11-30T07:00:00.000Z ended\n" + note * 1200)          # 600 KiB after it
+    with open(log, "wb") as f:
+        f.write(b"2026-11-30T08:59:00.000Z turn-started\n" + note * 1200)
+    paths = [log, log + ".1", log + ".2"]
+    scan = logfile.Backwards(paths, logfile.TailStats(), 1 << 20)
+    assert scan.last_of({"turn-started"}).kind == "turn-started"      # 600 KiB back
+    assert scan.last_of({"ended"}) is None                             # 1.2 MiB back: beyond
+    assert logfile.last_of_kinds(paths, {"ended"}, logfile.TailStats(), 1 << 20) is None
+    assert logfile.last_of_kinds(paths, {"ended"}, logfile.TailStats(), 2 << 20).kind == "ended"
+    assert scan.last().text.startswith("xxx")
+
+
+def test_last_record_behind_a_mib_of_garbage_is_still_found(tmp_path):
+    """last() has no byte limit: the newest record is found behind garbage
+    the state scan gave up on."""
+    log = str(tmp_path / "status")
+    with open(log, "wb") as f:
+        f.write(b"2026-11-30T08:00:00.000Z idle\n" + (b"garbage " * 100 + b"\n") * 1400)
+    scan = logfile.Backwards([log, log + ".1"], logfile.TailStats(), 1 << 20)
+    assert scan.last_of({"idle"}) is None
+    assert scan.last().kind == "idle"

@@ -209,20 +209,28 @@ class Backwards:
     """One backwards read of a log, shared by the several questions a state
     query asks (the last record, the last lifecycle and turn records, what
     the session has not moved on from): each file is opened and read once,
-    as far back as the question that looks furthest needs, within
-    *limit_bytes* of each file's end. It remembers the records of this one
-    query only; a new query makes a new one, so nothing read here is stale."""
-    __slots__ = ("paths", "stats", "limit", "at", "_gen", "_seen", "_first_file")
+    as far back as the question that looks furthest needs, and no further
+    than *limit_bytes* from the log's end, counted over the current file and
+    its rotations together (protocol.md: "the last 1 MiB of the log"), so
+    a long-lived log costs no more than one of that size. It remembers the
+    records of this one query only; a new query makes a new one, so nothing
+    read here is stale."""
+    __slots__ = ("paths", "stats", "limit", "at", "_gen", "_seen", "_first_file", "_cut")
 
     def __init__(self, paths, stats, limit_bytes=None, at=None):
         self.paths, self.stats, self.limit, self.at = paths, stats, limit_bytes, at
         self._gen = self._read()
         self._seen = []
         self._first_file = None
+        self._cut = False           # the limit stopped the read before any record was found
 
     def _read(self):
+        left = self.limit
         for i, path in enumerate(self.paths):
-            for raw in lines_backwards(path, self.stats, self.limit, at=self.at):
+            if left is not None and left <= 0:
+                self._cut = self._cut or self._first_file is None
+                return
+            for raw in lines_backwards(path, self.stats, left, at=self.at):
                 rec = records.parse(raw)
                 if rec is None:
                     self.stats.garbage += 1
@@ -230,6 +238,19 @@ class Backwards:
                 if self._first_file is None:
                     self._first_file = i
                 yield rec
+            if left is not None:
+                size = self._size(path)
+                if size > left and self._first_file is None:
+                    self._cut = True
+                left -= size
+
+    def _size(self, path):
+        try:
+            if self.at is None:
+                return os.lstat(path).st_size
+            return os.lstat(path.rpartition("/")[2], dir_fd=self.at).st_size
+        except OSError:
+            return 0
 
     def __iter__(self):
         i = 0
@@ -243,7 +264,7 @@ class Backwards:
             i += 1
 
     def last_of(self, kinds):
-        """The newest record whose kind is in *kinds*, or None (last_of_kinds)."""
+        """The newest record whose kind is in *kinds*, or None."""
         for rec in self:
             if rec.kind in kinds:
                 return rec
@@ -251,21 +272,13 @@ class Backwards:
 
     def last(self):
         """The newest record, or None: last_records(paths, 1), which has no
-        byte limit. Only a newest file whose last *limit_bytes* hold no
-        record at all (garbage, or an over-long line) sends it further back
-        than this read went."""
+        byte limit. Only a log whose last *limit_bytes* hold no record at
+        all (garbage, over-long lines) sends it further back than this read."""
         rec = next(iter(self), None)
-        if self.limit is None:
+        if not self._cut:
             return rec
-        for path in self.paths[:len(self.paths) if rec is None else self._first_file]:
-            try:
-                cut = os.lstat(path).st_size > self.limit
-            except OSError:
-                cut = False
-            if cut:
-                found = last_records(self.paths, 1, TailStats())
-                return found[0] if found else None
-        return rec
+        found = last_records(self.paths, 1, TailStats())
+        return found[0] if found else None
 
 
 def last_records(paths, n, stats):
@@ -294,8 +307,6 @@ def records_since(paths, since, stats, most=None):
 
 
 def last_of_kinds(paths, kinds, stats, limit_bytes=None):
-    """The newest record whose kind is in *kinds*, or None."""
-    for rec in records_backwards(paths, stats, limit_bytes):
-        if rec.kind in kinds:
-            return rec
-    return None
+    """The newest record whose kind is in *kinds*, or None (within
+    *limit_bytes* of the log's end, its files together: Backwards)."""
+    return Backwards(paths, stats, limit_bytes).last_of(kinds)

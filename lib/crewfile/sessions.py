@@ -84,7 +84,7 @@ class Session:
                                  STATE_SCAN_BYTES, at=self.at)
 
     def last_of(self, kinds, stats):
-        return logfile.last_of_kinds(self.log_paths(), kinds, stats, STATE_SCAN_BYTES)
+        return self.scan(stats).last_of(kinds)
 
     def ended(self, stats=None):
         rec = self.last_of(LIFECYCLE, stats or logfile.TailStats())
