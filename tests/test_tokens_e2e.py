@@ -57,7 +57,10 @@ def test_wake_turns_of_a_real_claude_primary(crew, tmux, tmp_path):
         go = tmp_path / "go"
         rig.set_script([f"HOLD: {go}", "RUN: echo from-the-wake"])
         rig.send("a long one")
-        wait_for(lambda: kinds(crew, "firstmate").count("turn-started") >= 3, what="turn 3")
+        # posted once the turn's request reached the model: its prompt hook's
+        # drain is over, so the wake waits for the Stop hook
+        wait_for(lambda: any("a long one" in newest_prompt(r) for r in rig.main_requests()),
+                 what="turn 3's request")
         inbox.post(crew, "firstmate", "wake", "2026-11-29T23:00:01.000Z w2 done: shipped")
         go.write_text("")
         ended(3)
