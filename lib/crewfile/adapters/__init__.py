@@ -15,6 +15,10 @@ Adding an agent is one new module here defining:
                 (event, matcher) pairs, the timeout in the file's unit,
                 the files shipped in crewfile/NAME/ (the captain's
                 conclusion)
+  install_extras(directory, uninstall=False)
+                (changes, notes): what else --install changes in DIR
+                (crewfile.claude.Change) and the lines the user must read
+                (a flag its version needs, the trust its hooks need)
   CONCLUDE, PROMPT_ID, TRANSCRIPT_MARK, transcript_prompt
                 the captain's conclusion as its transcript shows it
                 (crewfile.evidence)

@@ -37,6 +37,12 @@ NOT_ON_PURPOSE = frozenset({"other"})
 carry_on = context
 
 
+def install_extras(directory, uninstall=False):
+    """Nothing else: Claude Code runs the hooks of a folder it trusts (its
+    first-start question covers the repository's worktrees)."""
+    return [], []
+
+
 # The captain's conclusion (crewfile.evidence): what the captain types, the
 # prompt hook's field naming the prompt, and how a transcript line is read.
 CONCLUDE = "/aside-done"         # the command FILES installs

@@ -1,6 +1,6 @@
 """Codex CLI (@openai/codex): Claude-like hooks in hooks.json next to a
-config layer (~/.codex/hooks.json, <repo>/.codex/hooks.json); hooks are on
-by default from Codex 0.124 (before that `[features] codex_hooks = true`).
+config layer (~/.codex/hooks.json, <repo>/.codex/hooks.json); versions,
+the feature flag and hook trust: crewfile.codexconf.
 
 Source: openai/codex codex-rs/hooks (schema/generated/*.schema.json,
 src/events/pre_tool_use.rs). No SessionEnd and no idle notification exist:
@@ -30,6 +30,12 @@ FILES = ("skills/aside-done/SKILL.md", "skills/aside-done/agents/openai.yaml")  
 
 NOT_ON_PURPOSE = frozenset()     # it has no SessionEnd
 RESUME = "resume {id}"           # a subcommand (codex resume --help, 0.171.0)
+
+
+def install_extras(directory, uninstall=False):
+    """The feature flag its version needs, its hook trust (crewfile.codexconf)."""
+    from ..codexconf import plan
+    return plan(directory, uninstall)
 
 
 # The captain's conclusion (crewfile.evidence). Codex has no custom slash

@@ -37,6 +37,16 @@ RESUME = "--resume {id}"
 NOT_ON_PURPOSE = frozenset({"exit", "other"})
 
 
+def install_extras(directory, uninstall=False):
+    """Its folder trust: with folder trust on (its default), 0.61.0 loads no
+    hook at all, not even the user's own, in a folder not trusted
+    (HookRegistry.processHooksFromConfig), and asks at start."""
+    return [], [] if uninstall else [
+        "Gemini CLI runs no hook, not even these, in a folder you have not trusted: answer"
+        " its question at its first start in your repository, and in a worker's tree"
+        " choose `Trust parent folder` (the crew's worktrees, REPO.crew)"]
+
+
 def deny(event, reason):
     return {"decision": "deny", "reason": reason}
 

@@ -16,10 +16,16 @@ As a hook it always exits 0 (a problem is one line on stderr).
                       PROJECT/.claude; codex: DIR/hooks.json and the
                       $aside-done skill, DIR ~/.codex or PROJECT/.codex;
                       gemini: DIR/settings.json and the /aside-done
-                      command, DIR ~/.gemini or PROJECT/.gemini)
+                      command, DIR ~/.gemini or PROJECT/.gemini). For
+                      codex, the `codex` on PATH is asked its version:
+                      0.114 to 0.123 run hooks only with `codex_hooks =
+                      true` under [features], added to DIR/config.toml.
+                      Lines `note: ...` say what is left to you (the
+                      CLI's trust of hooks or folders)
   --uninstall DIR     remove what --install put there: crew-hook's hooks
                       from the hooks file, the skill and command files
-                      (an edited copy is kept and named); nothing else
+                      (an edited copy is kept and named), the config.toml
+                      lines it added; nothing else
   --dry-run           with --install or --uninstall: show the changes,
                       write nothing
   --command CMD       the hook command written into the settings (default:
@@ -65,6 +71,7 @@ def _install(args):
     kept = []
     if args.uninstall:
         changes, kept = claude.plan_uninstall(args.uninstall, agent)
+        extra, notes = agent.install_extras(args.uninstall, uninstall=True)
     else:
         command = args.command or claude.default_command(sys.argv[0])
         if not args.command and agent.NAME != DEFAULT_AGENT:
@@ -73,6 +80,8 @@ def _install(args):
             sys.stdout.write(claude.dumps(claude.hooks_block(command, agent)))
             return 0
         changes = claude.plan(args.install, command, agent)
+        extra, notes = agent.install_extras(args.install)
+    changes += extra
     out = []
     for ch in changes:
         if args.dry_run and ch.old != ch.new:
@@ -80,6 +89,7 @@ def _install(args):
         verb = ch.verb if not args.dry_run or ch.verb == "unchanged" else f"would be {ch.verb}"
         out.append(f"{verb} {ch.path}\n")
     out += [f"kept {path} (edited: not crewfile's copy)\n" for path in kept]
+    out += [f"note: {note}\n" for note in notes]
     if not args.dry_run:
         claude.apply(changes, root=args.uninstall)
     sys.stdout.write("".join(out))
