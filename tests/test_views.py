@@ -454,3 +454,20 @@ def test_live_view_through_rotation_and_sessions_coming_and_going(crew, tmux, mo
     tmux.wait_screen(top_pane, lambda s: "w1" in s and "turn-started" in s and "damaged" in s)
     tmux("send-keys", "-t", top_pane, "q")
     tmux.wait_screen(top_pane, lambda s: "NAME" not in s)
+
+
+def test_live_view_sees_a_pane_close_that_no_file_announces(crew, tmux):
+    """Liveness is probed again every CREWFILE_TOP_FULL seconds from the rows
+    kept: a pane closed without a record shows as lost, its records not read again."""
+    from conftest import BIN
+    _, pane1 = tmux.agent_window(crew, "w1", "sleep 600")
+    session(crew, "w2", "idle")
+    top_pane = tmux.new_window(f"{sys.executable} {os.path.join(BIN, 'crew-top')}; sleep 600",
+                               name="top", env={"CREWFILE_DIR": crew.root,
+                                                "CREWFILE_TOP_FULL": "1"})
+    tmux.wait_screen(top_pane, lambda s: _row_names(s) == ["w1", "w2"])
+    assert "lost" not in tmux.screen(top_pane)
+    tmux("kill-pane", "-t", pane1)
+    tmux.wait_screen(top_pane, "lost(pane-gone)")
+    tmux("send-keys", "-t", top_pane, "q")
+    tmux.wait_screen(top_pane, lambda s: "NAME" not in s)

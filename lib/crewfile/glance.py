@@ -34,23 +34,30 @@ class Row:
     """One session as the views show it: name, word, and (unless DAMAGED)
     its sessions.state() dict and the Session (its meta read once); error
     the reason when DAMAGED."""
-    __slots__ = ("name", "word", "state", "error", "sess", "also")
+    __slots__ = ("name", "word", "state", "error", "sess", "also", "facts")
 
     def __init__(self, name, word, state=None, error=None, sess=None):
         self.name, self.word, self.state, self.error, self.sess = name, word, state, error, sess
         self.also = None
+        self.facts = None       # (Verdict, last record, warning, held): what relook() needs
 
 
 def word(sess, st, recs=None):
     """The one word for a session whose sessions.state() is *st*; recs: the
     sess.scan() that state was read from, if the caller has it."""
+    if st["ended"] or st["live"] == "no" or st["waiting"]:
+        return word_of(st, None)
+    return word_of(st, needs_primary(recs or sess.scan()))
+
+
+def word_of(st, held):
+    """The word for *st*, with *held* needs_primary()'s answer from its records."""
     if st["ended"]:
         return ENDED
     if st["live"] == "no":
         return LOST
     if st["waiting"]:
         return DIALOG
-    held = needs_primary(recs or sess.scan())
     if held:
         return held
     return {"yes": WORKING, "no": IDLE}.get(st["generating"], UNKNOWN)
@@ -86,18 +93,36 @@ def row(crew, name, look, now=None, also=None):
     """The Row of session NAME (DAMAGED when its files cannot be used).
     also(sess): more to read while its directory is open (Row.also)."""
     from .errors import CrewfileError
-    from .sessions import Session, state
+    from .sessions import Session, state_of
+    from .verdict import of
     sess = Session(crew, name)
     try:
         with sess.opened():
             recs = sess.scan()
-            st = state(sess, look, now, recs)
-            row = Row(name, word(sess, st, recs), st, sess=sess)
+            last = recs.last()
+            v = of(sess, look, recs.stats, recs)
+            st = state_of(sess, v, last, recs.stats.warning(), now)
+            held = needs_primary(recs)
+            row = Row(name, word_of(st, held), st, sess=sess)
+            row.facts = (v, last, st["warning"], held)
             if also is not None:
                 row.also = also(sess)
             return row
     except CrewfileError as e:
         return Row(name, DAMAGED, error=str(e))
+
+
+def relook(row, look, now=None):
+    """*row* (from row()) with its session's liveness probed anew, its
+    files not read again: the word follows (a lost agent shows as lost)."""
+    from .sessions import state_of
+    from .verdict import relive
+    v, last, warning, held = row.facts
+    v = relive(v, row.sess.meta, look)
+    st = state_of(row.sess, v, last, warning, now)
+    out = Row(row.name, word_of(st, held), st, sess=row.sess)
+    out.also, out.facts = row.also, (v, last, warning, held)
+    return out
 
 
 def wakes_pending(crew, rows_):

@@ -299,12 +299,19 @@ def state(sess, look=None, now=None, recs=None):
     recs: the scan() of its log to use (a caller asking more of the same
     records passes its own, so the log is read once)."""
     from . import verdict
-    now = time.time() if now is None else now
     recs = recs or sess.scan()
-    stats = recs.stats
-    meta = sess.meta
     last = recs.last()
-    v = verdict.of(sess, look, stats, recs)
+    v = verdict.of(sess, look, recs.stats, recs)
+    return state_of(sess, v, last, recs.stats.warning(), now)
+
+
+def state_of(sess, v, last, warning="", now=None):
+    """state()'s dict from its parts: the Verdict *v*, the *last* record,
+    the reader's *warning* (crew-top's live view probes liveness again
+    with verdict.relive, its records not read again)."""
+    from . import verdict
+    now = time.time() if now is None else now
+    meta = sess.meta
     return {
         "name": sess.name,
         "kind": meta.get("kind", "crew"),
@@ -325,7 +332,7 @@ def state(sess, look=None, now=None, recs=None):
         "tmux": meta.get("tmux"),
         "tmux_socket": meta.get("tmux_socket"),
         "pid": meta.get("pid"),
-        "warning": stats.warning(),
+        "warning": warning,
     }
 
 

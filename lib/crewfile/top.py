@@ -48,9 +48,9 @@ class Rows:
     """crew-top's rows, kept between frames: each session's row is read
     again only when its own files change (update(), driven by inotify), the
     crew's jobs, schedules and footer only when theirs do. Liveness comes
-    from processes and tmux, which no file announces: the live view reads
-    everything again every FULL seconds (read()), so a session whose agent
-    died without a record shows as lost by then."""
+    from processes and tmux, which no file announces: relook() probes every
+    session's again (its files not read: a long-lived log costs nothing
+    there), and brings AGE and TOKENS up to date."""
 
     def __init__(self, crew, show_ended=False):
         self.crew, self.show_ended = crew, show_ended
@@ -84,6 +84,19 @@ class Rows:
             else:
                 self.sessions.pop(name, None)
         self._read_parts({what[0] for what in changed}, now)
+        return self
+
+    def relook(self, now=None):
+        """Probe each session's liveness again, from its kept records; returns self."""
+        from .verdict import Look
+        now = time.time() if now is None else now
+        look, costs = Look(), _Costs(self.crew)
+        for name, (row, wakes, _tokens, _line, _at) in list(self.sessions.items()):
+            if row.facts is None:               # damaged: nothing to probe
+                continue
+            row = glance.relook(row, look, now)
+            wake_line = costs.wake_line(row) if row.state["kind"] == "primary" else None
+            self.sessions[name] = (row, wakes, costs.column(row), wake_line, now)
         return self
 
     def _read(self, name, look, costs, now):

@@ -2,9 +2,10 @@
 of the crew changes (notify.DirWatch: inotify on the directories, polling
 when inotify cannot be had). Only what changed is read again: a record in
 one session's directory re-reads that session alone (top.Rows). Every FULL
-seconds everything is read again, for what no file announces (an agent
-process gone, a tmux pane closed) and the AGE column. It only reads, and
-switches the captain's tmux client: nothing is ever typed into an agent.
+seconds each session's liveness is probed again (top.Rows.relook), for what
+no file announces (an agent process gone, a tmux pane closed), and the AGE
+column follows. It only reads, and switches the captain's tmux client:
+nothing is ever typed into an agent.
 
 Keys: up/down (k/j) choose a row; Enter switches the captain's client to
 the session's pane; i its inbox, l its log (scroll with up/down, PgUp/PgDn),
@@ -20,7 +21,7 @@ from . import paths, top
 from .errors import CrewfileError
 from .records import escape
 
-FULL = 10.0          # seconds between full reads; CREWFILE_TOP_FULL sets it
+FULL = 10.0          # seconds between looks at liveness; CREWFILE_TOP_FULL sets it
 
 
 def full_period(env=None):
@@ -79,6 +80,12 @@ class View:
         """Read everything afresh."""
         self.watch_dirs()
         self.kept.read()
+        self.full_at = time.monotonic()
+        self.frame = self.kept.frame()
+
+    def relook(self):
+        """Liveness probed again for every row (no file read)."""
+        self.kept.relook()
         self.full_at = time.monotonic()
         self.frame = self.kept.frame()
 
@@ -296,14 +303,13 @@ def main(crew, show_ended=False):
         view.refresh()
         full = full_period()
         while True:
+            if time.monotonic() >= view.full_at + full:    # however busy the files are
+                view.relook()
             view.draw(scr)
             what, changes = _wait(view, view.full_at + full - time.monotonic())
             if what == "change":
                 view.apply(changes)
-                continue
-            if what is None:
-                if time.monotonic() >= view.full_at + full:
-                    view.refresh()
+            if what != "key":
                 continue
             key = scr.getch()
             view.message = ""
@@ -323,7 +329,7 @@ def main(crew, show_ended=False):
                 title = {"i": f"inbox of {name}", "l": f"log of {name}",
                          "r": "reports waiting"}[k]
                 _list(view, scr, title, view.lines_of(k, name))
-                view.refresh()
+                view.apply(view.watch.changes(0))     # what came while the list was shown
             elif key == ord("/"):
                 view.filter = _ask(scr, "filter: ")
                 view.sel = 0

@@ -183,8 +183,26 @@ def of(sess, look=None, stats=None, recs=None):
     if v.ended:
         v.live, v.why = NOT_LIVE, Answer(ENDED, f"the session has {life.kind}")
         return v
+    return _live(v, meta, look)
+
+
+def relive(v, meta, look=None):
+    """A copy of the Verdict *v* with its process-and-pane part probed anew
+    (its records are not read again: crew-top's live view, which sees each
+    record through inotify, but no process exit or pane closed)."""
+    if v.ended:
+        return v
+    w = Verdict()
+    for k in Verdict.__slots__:
+        setattr(w, k, getattr(v, k))
+    return _live(w, meta, look)
+
+
+def _live(v, meta, look):
     found = liveness(meta, look)
     v.live, v.why = found.live, found.why
+    v.pane = v.socket = None
+    v.stopped = v.foreground = UNKNOWN
     if found.live == LIVE:
         v.pane = found.pane.id if found.pane else None
         v.socket = found.socket

@@ -22,8 +22,8 @@ or continued): `wake turns: 58% of firstmate's tokens (7.1k of 12.3k)`.
 
 The live view redraws when a file of the crew changes (inotify; polling
 each second where it cannot be had), reading again only the sessions whose
-files changed; everything every 10 s ($CREWFILE_TOP_FULL), for agents and
-panes gone without a record. Keys: up/down (k/j) choose a session;
+files changed; every 10 s ($CREWFILE_TOP_FULL) it probes each session's
+liveness again, for agents and panes gone without a record. Keys: up/down (k/j) choose a session;
 Enter switches your tmux client to its pane; i its inbox; l its log
 (scrollable); r the reports waiting; / filters the rows by a word; q quits
 (or leaves a list). It never types into an agent.
