@@ -194,6 +194,15 @@ def test_claude_killed_in_a_bash_pane_nothing_is_typed_into_the_shell(crew, tmux
         assert pid != tmux.pane_pid(pane)                 # the agent, not the shell
         assert meta["tmux"] == pane and meta["tmux_socket"] == tmux.sock
         assert verdict.of(Session(crew, "w1")).live == verdict.LIVE
+        # Claude's start-up asks the terminal questions (XTVERSION, DA1; seen
+        # with pipe-pane). Killed before it reads tmux's answers, they stay in
+        # the tty's input and bash reads them as keys: ESC P (M-P) opens a
+        # history search that swallows the marker line below. A key typed and
+        # erased on its input line shows claude has read all input before it.
+        rig.send("x", enter=False)
+        rig.wait_screen(lambda s: (prompt.prompt_tail(s) or ("",))[0] == "x")
+        rig.keys("BSpace")
+        rig.wait_screen(lambda s: (prompt.prompt_tail(s) or ("x",))[0] == "")
         sentinel = tmp_path / "SENTINEL"
         sid = cmd("nudge-add", "--session", "w1", "--every", "600", "--message",
                   f"touch {sentinel}", check=True).stdout.split()[0]
