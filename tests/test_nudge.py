@@ -334,6 +334,28 @@ def test_watch_delivers_after_turn_ended(crew, tmux, tmp_path, gate):
         watcher.stdout.close()
 
 
+@pytest.mark.parametrize("polling", [False, True], ids=["inotify", "polling"])
+def test_watch_wakes_for_a_change_made_right_after_its_tick(crew, monkeypatch, polling):
+    """A turn that ends as the watcher says its tick (here: while emit runs)
+    wakes it at once, not at its next poll (60 s): it watches, then looks.
+    (test_watch_delivers_after_turn_ended lost that race under load.)"""
+    from crewfile import notify, nudgewatch
+    from crewfile.sessions import Session
+    if polling:
+        monkeypatch.setattr(notify, "open_inotify", lambda warn=None: None)
+    register(crew, "w1")
+    ticks = []
+
+    def emit(outcomes):
+        ticks.append(outcomes)
+        if len(ticks) == 1:
+            Session(crew, "w1").append("turn-ended")
+    deadline = time.monotonic() + 30
+    nudgewatch.watch(crew, emit, warn=lambda msg: None,
+                     stop=lambda: len(ticks) >= 2 or time.monotonic() > deadline)
+    assert len(ticks) == 2, "the change made right after the first tick woke no second tick"
+
+
 def test_an_aside_cannot_be_scheduled_and_an_existing_schedule_disarms(crew, tmux, tmp_path):
     sess, pane = agent(crew, tmux, "chat")
     sid = add("--session", "chat", "--every", "60", "--message", "/aside-done")

@@ -111,7 +111,6 @@ class DirWatch:
         self.warn = warn
         self.dirs = []
         self.ino = open_inotify(warn)
-        self._last = None
         self._wd = {}           # watch descriptor -> directory (for changes())
         self._dir_wd = {}
         self._snaps = {}        # polling: directory -> {entry: identity}
@@ -194,31 +193,20 @@ class DirWatch:
     def reset(self):
         """Forget every directory (they were replaced): add them again."""
         self.dirs = []
-        self._last = None
         self._wd, self._dir_wd, self._snaps = {}, {}, {}
         if self.ino is not None:
             self.ino.close()
             self.ino = open_inotify(self.warn)
 
     def wait(self, timeout):
-        import time
         if self.ino is not None:
             events = self.ino.read(timeout=int(timeout * 1000))
             if events:
                 self.ino.read(timeout=20)      # let a burst of writes land: one wake for them
             return bool(events)
-        if self._last is None:
-            self._last = snapshot(self.dirs)
-        deadline = time.monotonic() + timeout
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            time.sleep(min(POLL, left))
-            now = snapshot(self.dirs)
-            if now != self._last:
-                self._last = now
-                return True
+        # Polling: against each directory as it was when added or last
+        # looked at, so a change between add() and this wait is not missed.
+        return bool(self.changes(timeout))
 
     def close(self):
         if self.ino is not None:

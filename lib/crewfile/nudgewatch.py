@@ -46,6 +46,12 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
                     warn(f"the crew directory {crew.root} was replaced; following the new one")
                     changes.reset()
                 seen = now
+            # Watch before looking: a change made while the tick reads, or
+            # right after it (a turn ending as its refusal is said), wakes
+            # the wait below instead of waiting for the next poll.
+            changes.add(roots[2])
+            changes.add(roots[1])
+            _watch_targets(crew, changes)
             outcomes = None
             lock = acquire(os.path.join(crew.ensure_sub(paths.LOCKS), paths.NUDGE_TICK_LOCK),
                            timeout=10)
@@ -60,9 +66,6 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
                         bad.append(("tick", e))
                 emit(outcomes or [])
                 said = _say_damaged(warn, said, bad, world)
-            changes.add(roots[2])
-            changes.add(roots[1])
-            _watch_targets(crew, changes)
             timeout = _next_due(crew)
             transient = outcomes is None or any(
                 o.outcome == REFUSED and o.why.code in TRANSIENT for o in outcomes)
