@@ -118,6 +118,19 @@ class TmuxServer:
                 raise AssertionError(f"pane {pane} never showed {predicate!r}; screen:\n{text}")
             time.sleep(0.02)
 
+    def choose(self, pane, key, chosen, timeout=120):
+        """Press *key* in a dialog until the screen shows *chosen* (the option
+        marked): a key pressed while the dialog is still being drawn can be
+        lost (seen with Codex's hook review), so it is pressed again."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self("send-keys", "-t", pane, key)
+            try:
+                return self.wait_screen(pane, chosen, timeout=2)
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+
     def wait_prompt(self, pane, timeout=20):
         """Wait until the pane's agent is back at an empty prompt line (its turn
         printed and done): what aside-reconcile needs to see before a teardown."""

@@ -5,10 +5,12 @@ tests/responses_server.py, its hooks installed by `crew-hook --install DIR
 tool call, a primary's wake continuing the turn at Stop.
 
 Mostly run non-interactively (`codex exec`, hooks trusted for the run with
---dangerously-bypass-hook-trust); two run it in a private tmux pane: a
+--dangerously-bypass-hook-trust: exec cannot ask, and a user trusts hooks
+once, interactively); three run it in a private tmux pane, the hooks
+trusted at its first start as a user does (no bypass): a
 nudge refused while it generates, typed into its idle prompt line (its
 placeholder is no draft) and refused over a draft; a permission dialog
-recorded as a wait and refused. Skipped when the CLI is not
+recorded as a wait and refused; spawned, killed and resumed by crew-respawn. Skipped when the CLI is not
 installed: npm install --prefix .cache/codex @openai/codex
 """
 import glob
@@ -48,7 +50,9 @@ def rig(tmp_path):
             f.write(f'model = "gpt-test"\nmodel_provider = "fake"\n'
                     f'[model_providers.fake]\nname = "fake"\n'
                     f'base_url = "http://127.0.0.1:{port}/v1"\nenv_key = "FAKE_KEY"\n'
-                    f'wire_api = "responses"\nsupports_websockets = false\n')
+                    f'wire_api = "responses"\nsupports_websockets = false\n'
+                    # the work folder trusted, as Codex writes a captain's yes
+                    f'[projects."{tmp_path / "work"}"]\ntrust_level = "trusted"\n')
         crew = Crew(str(tmp_path / "crew"))
         env = dict(os.environ, PATH=f"{ROOT}/bin:{os.environ['PATH']}", CODEX_HOME=home,
                    HOME=home, FAKE_KEY="x", CREWFILE_DIR=crew.root)
@@ -61,6 +65,7 @@ def rig(tmp_path):
     finally:
         server.kill()
         server.wait()
+        _stop_codex_daemons(home)
         shutil.rmtree(home, ignore_errors=True)
 
 
@@ -155,6 +160,17 @@ def _wait(test, what, p=None):
         time.sleep(0.05)
 
 
+def _trust_the_hooks(tmux, pane):
+    """What a captain does once: Codex (0.129 and later) runs new hooks only
+    once trusted, and asks at its first start (its first screen, before its
+    prompt line): `2. Trust all and continue`. Hooks not trusted never run."""
+    tmux.wait_screen(pane, "Hooks need review", timeout=DEADLINE)
+    tmux.choose(pane, "2", "\u203a 2. Trust all")
+    tmux("send-keys", "-t", pane, "Enter")
+    tmux.wait_screen(pane, lambda s: "Ask Codex" in s and "Hooks need review" not in s,
+                     timeout=DEADLINE)
+
+
 def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle(
         rig, tmux, tmp_path):
     """Codex in a tmux pane: its hooks record the turn, the agent and `agent:
@@ -166,13 +182,8 @@ def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle
     from crewfile.verdict import DRAFT
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx1"
-    pane = tmux.new_window(f"cd {rig.work} && {BINARY[0]} --dangerously-bypass-hook-trust",
-                           env=env)
-    screen = tmux.wait_screen(pane, lambda s: "Trust this folder" in s or "\u203a " in s,
-                              timeout=DEADLINE)
-    if "Trust this folder" in screen:
-        tmux("send-keys", "-t", pane, "Enter")
-    tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
+    pane = tmux.new_window(f"cd {rig.work} && {BINARY[0]}", env=env)
+    _trust_the_hooks(tmux, pane)
     go = tmp_path / "go"
     tmux("send-keys", "-t", pane, "-l", f"HOLD: {go}")
     tmux.wait_screen(pane, f"HOLD: {go}")
@@ -205,13 +216,8 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux, tmp_path)
     from crewfile import delivery
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx3"
-    pane = tmux.new_window(f"cd {rig.work} && {BINARY[0]} --dangerously-bypass-hook-trust"
-                           " -a on-request -s read-only", env=env)
-    screen = tmux.wait_screen(pane, lambda s: "Trust this folder" in s or "Ask Codex" in s,
-                              timeout=DEADLINE)
-    if "Trust this folder" in screen:
-        tmux("send-keys", "-t", pane, "Enter")
-        tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
+    pane = tmux.new_window(f"cd {rig.work} && {BINARY[0]} -a on-request -s read-only", env=env)
+    _trust_the_hooks(tmux, pane)
     made = os.path.join(rig.work, "made")
     tmux("send-keys", "-t", pane, "-l", f"ASK: touch {made}")
     tmux.wait_screen(pane, f"ASK: touch {made}")
@@ -241,8 +247,7 @@ def _first_prompt(tmux, sess, text):
     while True:
         screen = tmux.screen(sess.meta["tmux"])
         if "Hooks need review" in screen:
-            tmux("send-keys", "-t", sess.meta["tmux"], "2")
-            tmux.wait_screen(sess.meta["tmux"], "\u203a 2. Trust all")
+            tmux.choose(sess.meta["tmux"], "2", "\u203a 2. Trust all")
             tmux("send-keys", "-t", sess.meta["tmux"], "Enter")
             tmux.wait_screen(sess.meta["tmux"], lambda s: "Hooks need review" not in s,
                              timeout=DEADLINE)
@@ -327,4 +332,3 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
         assert later and "FIRST-PROMPT-3141" in later[-1]        # with the first turn in it
     finally:
         tmux.kill()
-        _stop_codex_daemons(rig.env["CODEX_HOME"])

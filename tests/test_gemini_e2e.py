@@ -5,12 +5,16 @@ notice reaching the model's request (and not Gemini's output), the guard
 denying a self-conclusion through a real run_shell_command call, a
 primary's wake retrying the turn at AfterAgent.
 
-Run headless (`gemini -p`, `-m` naming a model so that no routing request
-is made, `-y` so that the shell tool runs without a dialog: the BeforeTool
-hook still runs first); two run it in a private tmux pane: a nudge
-refused while it generates, typed into its idle prompt line (its
-placeholder is no draft) and refused over a draft; its permission dialog
-(Notification ToolPermission) recorded as a wait and refused. Skipped when the CLI is not
+Gemini runs no hook in a folder not trusted: the work folder is trusted in
+~/.gemini/trustedFolders.json, as Gemini records a user's answer to its
+question (no GEMINI_CLI_TRUST_WORKSPACE); the spawned worker's folder is
+trusted by answering that question in its pane. Run headless (`gemini -p`,
+`-m` naming a model so that no routing request is made, `-y` so that the
+shell tool runs without a dialog: the BeforeTool hook still runs first);
+three run it in a private tmux pane: a nudge refused while it generates,
+typed into its idle prompt line (its placeholder is no draft) and refused
+over a draft; its permission dialog (Notification ToolPermission) recorded
+as a wait and refused; spawned, killed and resumed by crew-respawn. Skipped when the CLI is not
 installed: npm install --prefix .cache/gemini @google/gemini-cli
 """
 import json
@@ -43,6 +47,10 @@ def rig(tmp_path):
     (home / ".gemini").mkdir(parents=True)
     (home / ".gemini" / "settings.json").write_text(
         json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    # The work folder trusted, as Gemini writes a captain's answer to its
+    # question (headless -p cannot ask; untrusted, it runs no hook at all).
+    (home / ".gemini" / "trustedFolders.json").write_text(
+        json.dumps({str(tmp_path / "work"): "TRUST_FOLDER"}))
     log = str(tmp_path / "requests.log")
     server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "gemini_server.py"),
                                "--log", log], stdout=subprocess.PIPE, text=True)
@@ -51,8 +59,9 @@ def rig(tmp_path):
         crew = Crew(str(tmp_path / "crew"))
         env = dict(os.environ, PATH=f"{ROOT}/bin:{os.environ['PATH']}", HOME=str(home),
                    GEMINI_API_KEY="x", GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{port}",
-                   GEMINI_CLI_TRUST_WORKSPACE="true", CREWFILE_DIR=crew.root)
+                   CREWFILE_DIR=crew.root)
         env.pop("TMUX", None)
+        env.pop("GEMINI_CLI_TRUST_WORKSPACE", None)
         subprocess.run([os.path.join(ROOT, "bin", "crew-hook"), "--install",
                         str(home / ".gemini"), "--agent", "gemini"],
                        env=env, check=True, capture_output=True)
@@ -160,7 +169,7 @@ def test_an_interactive_gemini_pane_refused_while_generating_typed_into_when_idl
     from crewfile import delivery
     from crewfile.verdict import DRAFT
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
-                                   "GEMINI_CLI_TRUST_WORKSPACE", "CREWFILE_DIR")}
+                                   "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "gm1"
     pane = tmux.new_window(f"cd {rig.work} && {INTERACTIVE} {BINARY} -m gemini-2.5-flash", env=env)
     tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
@@ -195,7 +204,7 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux):
     dialog; allowed (Enter on `1. Allow once`), AfterTool records the answer."""
     from crewfile import delivery
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
-                                   "GEMINI_CLI_TRUST_WORKSPACE", "CREWFILE_DIR")}
+                                   "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "gm3"
     pane = tmux.new_window(f"cd {rig.work} && {INTERACTIVE} {BINARY} -m gemini-2.5-flash", env=env)
     tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
@@ -224,8 +233,7 @@ def _trust_the_crews_folder(tmux, pane):
     own, in a folder not trusted; its question comes some seconds after its
     prompt line shows (observed, 0.61.0), so it is waited for first."""
     tmux.wait_screen(pane, "Do you trust the files in this folder?", timeout=DEADLINE)
-    tmux("send-keys", "-t", pane, "2")
-    tmux.wait_screen(pane, "\u25cf 2. Trust parent folder")
+    tmux.choose(pane, "2", "\u25cf 2. Trust parent folder")
     tmux("send-keys", "-t", pane, "Enter")
     tmux.wait_screen(pane, lambda s: "Do you trust the files" not in s, timeout=DEADLINE)
 
@@ -233,8 +241,7 @@ def _trust_the_crews_folder(tmux, pane):
 def test_spawn_kill_respawn_resumes_the_same_gemini_conversation(rig, tmux, tmp_path,
                                                                  monkeypatch):
     """crew-spawn --agent gemini in a worktree of a real repository, its
-    folder trusted at the first start as the captain does (no
-    GEMINI_CLI_TRUST_WORKSPACE); a turn; the agent killed (kill -9);
+    folder trusted at the first start as the captain does; a turn; the agent killed (kill -9);
     crew-respawn runs `gemini ... --resume ID`: the SessionStart hook
     reports the same conversation, and a nudge delivered into the resumed
     pane reaches the model with the first turn in its history."""
@@ -246,7 +253,7 @@ def test_spawn_kill_respawn_resumes_the_same_gemini_conversation(rig, tmux, tmp_
     repo = _repo(tmp_path, monkeypatch)
     tree = str(tmp_path / "src" / "app.crew" / "w1")
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL")}
-    agent = (f"exec {INTERACTIVE} -u GEMINI_CLI_TRUST_WORKSPACE "
+    agent = (f"exec {INTERACTIVE} "
              + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
              + f" {BINARY} -m gemini-2.5-flash")
     monkeypatch.setenv("CREWFILE_DIR", rig.crew.root)
