@@ -35,13 +35,25 @@ def crew(tmp_path, monkeypatch):
     return Crew(str(root))
 
 
-def cmd(name, *args, input=None, env=None, check=False, timeout=60):
-    """Run bin/NAME with this interpreter; returns CompletedProcess (text)."""
+def bound_by_modes():
+    """The argv prefix that runs a command bound by file modes: nothing for a
+    user, who is; for root, setpriv(1) (util-linux) drops the capabilities
+    that override them, so a directory of mode 0500 really refuses a write."""
+    if os.geteuid() != 0:
+        return []
+    caps = "-dac_override,-dac_read_search"
+    return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", "--"]
+
+
+def cmd(name, *args, input=None, env=None, check=False, timeout=60, bound=False):
+    """Run bin/NAME with this interpreter; returns CompletedProcess (text).
+    bound=True: bound by file modes even as root (see bound_by_modes)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
     if isinstance(input, str):
         input = input.encode()
-    proc = subprocess.run([sys.executable, os.path.join(BIN, name), *map(str, args)],
+    prefix = bound_by_modes() if bound else []
+    proc = subprocess.run([*prefix, sys.executable, os.path.join(BIN, name), *map(str, args)],
                           input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           env=full_env, timeout=timeout)
     proc.stdout = proc.stdout.decode("utf-8", "replace")
