@@ -5,7 +5,7 @@ PY     := $(CURDIR)/$(VENV)/bin/python
 STAMP  := $(VENV)/.deps-installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/bin:$(PATH)
 
-.PHONY: all deps system-deps claude-code codex gemini sshd viewers test pytest bats demo bench install uninstall clean
+.PHONY: all deps system-deps claude-code codex gemini sshd systemd viewers test pytest bats demo bench install uninstall clean
 
 all: test
 
@@ -72,6 +72,15 @@ sshd:
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server >/dev/null \
 	  || echo "make: WARNING: openssh-server is unavailable: the multi-machine test will be SKIPPED" >&2; }
 
+# Debian's systemd for systemd-analyze (a container may lack it): the test of
+# crew-up --systemd verifies its unit with it; where it cannot be installed
+# that test is skipped, loudly.
+systemd:
+	@command -v systemd-analyze >/dev/null || { echo "make: installing Debian's systemd for systemd-analyze"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends systemd >/dev/null \
+	  || echo "make: WARNING: systemd is unavailable: the crew-up unit test will be SKIPPED" >&2; }
+
 # Debian's librsvg2-bin (rsvg-convert) and chromium: the crew-timeline tests
 # render its SVG and open its HTML page with them; where they cannot be
 # installed those tests are skipped, loudly.
@@ -83,12 +92,16 @@ viewers:
 	  || echo "make: WARNING: librsvg2-bin or chromium is unavailable: the timeline rendering tests will be SKIPPED" >&2; }
 
 # pytest and bats both run, even if one fails (the exit code fails if either
-# did); then, last of all, one loud line if any end-to-end test with the real
-# Claude Code was skipped (tests/claude_harness.skip_loudly).
-test: deps claude-code codex gemini sshd viewers
-	@rc=0; $(PY) -m pytest -q -rf || rc=$$?; bats tests/bats || rc=$$?; \
-	if [ -s .cache/e2e-skipped ]; then \
-	  echo "make: WARNING: $$(wc -l < .cache/e2e-skipped) END-TO-END TESTS WITH THE REAL CLAUDE CODE WERE SKIPPED: $$(sort -u .cache/e2e-skipped | paste -sd';')" >&2; \
+# did); then, last of all, every skipped test with its reason (pytest's from
+# tests/conftest.py, bats' from its TAP report) and one loud line counting them.
+test: deps claude-code codex gemini sshd viewers systemd
+	@rc=0; mkdir -p .cache; rm -f .cache/skipped .cache/report.tap; \
+	$(PY) -m pytest -q -rf || rc=$$?; \
+	bats --report-formatter tap -o .cache tests/bats || rc=$$?; \
+	sed -n 's/^ok [0-9]* \(.*\) # skip *\(.*\)/tests\/bats: \1\t\2/p' .cache/report.tap 2>/dev/null >> .cache/skipped; \
+	if [ -s .cache/skipped ]; then \
+	  sed 's/^/make: SKIPPED /; s/\t/: /' .cache/skipped >&2; \
+	  echo "make: WARNING: $$(wc -l < .cache/skipped) TESTS WERE SKIPPED (named above): $$(cut -f2 .cache/skipped | sort | uniq -c | sed 's/^ *\([0-9]*\) \(.*\)/\2 (\1)/' | paste -sd';' | sed 's/;/; /g')" >&2; \
 	fi; exit $$rc
 
 demo: deps claude-code

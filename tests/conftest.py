@@ -14,16 +14,37 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from crewfile.paths import Crew  # noqa: E402
 
-E2E_SKIPPED = os.path.join(REPO, ".cache", "e2e-skipped")
+SKIPPED = os.path.join(REPO, ".cache", "skipped")
+_skipped = []
 
 
 def pytest_sessionstart(session):
-    """A new run: forget the end-to-end skips of the last one (`make test`
-    prints what this run's skips write there, see claude_harness.skip_loudly)."""
+    """A new run: forget the skips of the last one."""
     try:
-        os.unlink(E2E_SKIPPED)
+        os.unlink(SKIPPED)
     except FileNotFoundError:
         pass
+
+
+def pytest_runtest_logreport(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        why = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        why = " ".join(why.removeprefix("Skipped: ").split()).strip("* ")
+        _skipped.append((report.nodeid, why))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Every skipped test named with its reason (pytest's -rs folds them by
+    place), and written to .cache/skipped (test, a tab, the reason), which
+    `make test` reads out again at its very end, with bats' skips."""
+    if not _skipped:
+        return
+    terminalreporter.section(f"{len(_skipped)} TESTS SKIPPED", sep="!", red=True, bold=True)
+    for test, why in _skipped:
+        terminalreporter.line(f"SKIPPED {test}: {why}", red=True)
+    os.makedirs(os.path.dirname(SKIPPED), exist_ok=True)
+    with open(SKIPPED, "w") as f:
+        f.writelines(f"{test}\t{why}\n" for test, why in _skipped)
 
 
 @pytest.fixture

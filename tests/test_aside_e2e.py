@@ -117,9 +117,6 @@ def test_the_aside_story(crew, tmux, run, scenario):
 
 
 def test_the_aside_story_wakes_the_primary_exactly_twice(crew, tmux, scenario):
-    for name in ("crew-watch", "wake-filter"):
-        if not os.path.exists(os.path.join(BIN, name)):
-            pytest.skip(f"bin/{name} is missing (the wake issue builds it)")
     env = dict(os.environ, PATH=f"{BIN}:{os.path.dirname(sys.executable)}:{os.environ['PATH']}")
     proc = subprocess.run("crew-watch --from-start --once | wake-filter", shell=True, env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)

@@ -216,7 +216,7 @@ def renderer(name, hint):
 
 
 def test_the_reference_trace_renders_with_librsvg(crew, tmp_path):
-    rsvg = renderer("rsvg-convert", "apt-get install librsvg2-bin; make system-deps does")
+    rsvg = renderer("rsvg-convert", "apt-get install librsvg2-bin; make viewers does")
     load_trace().write(crew)
     out = tmp_path / "t.svg"
     r = cmd("crew-timeline", "--svg", out)
@@ -233,7 +233,7 @@ def test_the_reference_trace_renders_with_librsvg(crew, tmp_path):
 
 
 def test_the_html_page_opens_in_headless_chromium(crew, tmp_path):
-    chromium = renderer("chromium", "apt-get install chromium; make system-deps does")
+    chromium = renderer("chromium", "apt-get install chromium; make viewers does")
     titled_crew(crew)
     page = tmp_path / "crew.html"
     r = cmd("crew-timeline", "--html", page)
