@@ -123,6 +123,7 @@ def _watch(job, spec, alive):
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
     from .liveness import process_start
+    from . import shapes  # noqa: F401 (reads `heard` under the lock: imported now, off that path)
     try:
         # job-exec published `spec` without waiting for the disk (its caller
         # waits on it); made durable here, with the job's directory entry,
@@ -222,18 +223,22 @@ def settle(job, result, announce, spec=None):
     announce(job, result) posts the notice and returns (posted, id_or_reason).
     Returns 'wait', 'notice' or 'unheard'.
     """
+    text = dump_json(result)
     first = True
     while True:
         with acquire(job.lock_path):
             if first:
-                replace(job.result_path, dump_json(result))
+                # Nobody can have heard an outcome that was not written:
+                # no `heard` to read on this pass (the waiter waits for `lock`).
+                replace(job.result_path, text)
                 first = False
-            try:
-                heard = job.heard()
-            except CrewfileError:
-                heard = None     # damaged: told again rather than never (a repeat has its id)
-            if heard is not None:
-                return heard.get("by", "wait")
+            else:
+                try:
+                    heard = job.heard()
+                except CrewfileError:
+                    heard = None     # damaged: told again rather than never (a repeat has its id)
+                if heard is not None:
+                    return heard.get("by", "wait")
             nobody = acquire(job.waiters_path, timeout=0)
             if nobody is not None:
                 try:
