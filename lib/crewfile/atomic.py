@@ -67,26 +67,72 @@ def replace(path, data, mode=0o600, sync=True):
     content whole, but a power loss may bring back the old one (or an empty
     file). Only for a file whose writer makes it durable later (sync()) or
     whose loss in a crash breaks no promise; say which at the call."""
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    check_dirs(path)
-    directory, base = os.path.split(path)
-    tmp = os.path.join(directory, f".{base}.tmp.{os.getpid()}")
-    try:
+    Pending(path, mode, f"{os.getpid()}").commit(data, sync)
+
+
+_pending_count = iter(range(1 << 62))
+
+
+class Pending:
+    """A replace() begun ahead of time: the temporary file is created now,
+    commit() writes it and renames it into place (the same steps as
+    replace(); replace() is one of these).
+
+    Creating a file is the dear part of a publication (~0.4 ms of CPU on an
+    ext4 here, against ~30 us to write and rename one made ahead): a writer
+    on a latency path (the job watcher's `result`, job-wait's `heard`) makes
+    it before its wait. Its name has the pid and a counter (threads of one
+    process may each hold one); discard() removes it, and one left by a
+    killed process is dot-named, ignored by readers."""
+
+    __slots__ = ("path", "tmp", "fd")
+
+    def __init__(self, path, mode=0o600, tag=None):
+        check_dirs(path)
+        directory, base = os.path.split(path)
+        tag = tag or f"{os.getpid()}.{next(_pending_count)}"
+        self.path, self.tmp, self.fd = path, os.path.join(directory, f".{base}.tmp.{tag}"), None
         try:
-            write_new(tmp, data, mode, sync)
-        except FileExistsError:      # a crashed earlier run of this pid: ours to clear
-            os.unlink(tmp)
-            write_new(tmp, data, mode, sync)
-        os.rename(tmp, path)
-        if sync:
-            fsync_dir(directory or ".")
-    except OSError as e:
+            try:
+                self.fd = os.open(self.tmp, _TMP_FLAGS, mode)
+            except FileExistsError:      # a crashed earlier run of this pid: ours to clear
+                os.unlink(self.tmp)
+                self.fd = os.open(self.tmp, _TMP_FLAGS, mode)
+        except OSError as e:
+            raise SystemFailure(f"cannot write {path}: {e.strerror}") from None
+
+    def commit(self, data, sync=True):
+        """Write *data* (bytes or str) whole, fsync it (if *sync*), rename it
+        over the path, fsync the directory (if *sync*)."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        fd, self.fd = self.fd, None
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise SystemFailure(f"cannot write {path}: {e.strerror}") from None
+            try:
+                write_all(fd, data)
+                if sync:
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.rename(self.tmp, self.path)
+            self.tmp = None
+            if sync:
+                fsync_dir(os.path.dirname(self.path) or ".")
+        except OSError as e:
+            self.discard()
+            raise SystemFailure(f"cannot write {self.path}: {e.strerror}") from None
+
+    def discard(self):
+        """Give up: the temporary file goes (nothing was published)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self.tmp is not None:
+            try:
+                os.unlink(self.tmp)
+            except OSError:
+                pass
+            self.tmp = None
 
 
 def read_json(path, at=None, limit=None):

@@ -13,14 +13,14 @@ it announces. Lock order is always `lock` -> `waiters` (non-blocking), or
 import os
 import time
 
-from .atomic import replace
+from .atomic import Pending, replace
 from .errors import JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXIT, JOB_TIMEOUT as TIMEOUT_EXIT
-from .errors import NotFound
+from .errors import NotFound, SystemFailure
 from .jobs import POST_WAIT, Job, dump_json, duration_text, ended_text, heard_record
 from .locks import acquire
 
 
-def _hear(job, res):
+def _hear(job, res, pending=None):
     """Under `lock`: this wait reports the outcome, unless it was heard already.
 
     Announced but still pending in the inbox (the model has not been handed
@@ -46,7 +46,10 @@ def _hear(job, res):
     heard = heard_record("wait", job.spec(), res, pid=os.getpid())
     if taken:
         heard["withdrawn"] = taken
-    replace(job.heard_path, dump_json(heard), sync=False)
+    if pending is not None:
+        pending.commit(dump_json(heard), sync=False)
+    else:
+        replace(job.heard_path, dump_json(heard), sync=False)
     return Outcome(job, "done", res, True, heard)
 
 
@@ -111,9 +114,13 @@ def wait(crew, handle, timeout=None, exiting=False):
     job.spec()              # read now, off the path from the job's end to our answer
     t0 = time.monotonic()
     res = job.result()
-    ino = None
+    ino = pending = None
     waiting = res is None
     if waiting:
+        try:
+            pending = Pending(job.heard_path)   # made now: off the path from the job's end to our answer
+        except SystemFailure:
+            pass                    # _hear tries again, and fails loudly
         from . import notify        # only a real wait pays for inotify
         ino = notify.open_inotify()
         if ino is not None:
@@ -136,8 +143,10 @@ def wait(crew, handle, timeout=None, exiting=False):
             if not waiting:
                 raise NotFound(f"no job {handle!r}")
             registration = acquire(job.waiters_path, shared=True)
-        return _wait_registered(job, ino, registration, timeout, t0)
+        return _wait_registered(job, ino, registration, timeout, t0, pending)
     finally:
+        if pending is not None:
+            pending.discard()       # not used (or used: then nothing to do)
         # A waiter that exits with the answer (job-wait) counts itself out by
         # exiting: letting go here would wake the watcher (and its exit) to
         # compete for the CPU with our printing the answer. `heard` is
@@ -178,7 +187,7 @@ def _share_with_helper(ino):
         os.close(r)
 
 
-def _wait_registered(job, ino, registration, timeout, t0):
+def _wait_registered(job, ino, registration, timeout, t0, pending):
     import select
     from .notify import POLL
     poller = select.poll()
@@ -192,7 +201,7 @@ def _wait_registered(job, ino, registration, timeout, t0):
                 with acquire(job.lock_path):
                     res = job.result()
                     if res is not None:
-                        return _hear(job, res)
+                        return _hear(job, res, pending)
             if not os.path.isdir(job.dir):
                 raise NotFound(f"job {job.handle!r} was removed while waiting")
             if pidfd is None:
@@ -201,7 +210,7 @@ def _wait_registered(job, ino, registration, timeout, t0):
                 with acquire(job.lock_path):
                     res = job.result()
                     if res is not None:
-                        return _hear(job, res)
+                        return _hear(job, res, pending)
                     return Outcome(job, "lost", waited=time.monotonic() - t0)
             if deadline is None:
                 ms = None
@@ -212,7 +221,7 @@ def _wait_registered(job, ino, registration, timeout, t0):
                     with acquire(job.lock_path):
                         res = job.result()
                         if res is not None:
-                            return _hear(job, res)
+                            return _hear(job, res, pending)
                         # Count out under the lock: from here on the watcher announces.
                         registration.release()
                         return Outcome(job, "timeout", waited=time.monotonic() - t0)

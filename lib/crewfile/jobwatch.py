@@ -26,7 +26,7 @@ import os
 import time
 
 from . import records
-from .atomic import fsync_dir, replace, sync, write_all
+from .atomic import Pending, fsync_dir, replace, sync, write_all
 from .errors import CrewfileError, SystemFailure
 from .jobs import POST_WAIT, dump_json, row_fields
 from .locks import acquire
@@ -136,6 +136,10 @@ def _watch(job, spec, alive):
     pids = {"watcher": os.getpid(), "watcher_start": process_start(os.getpid()),
             "pid": None, "pgid": None}
     argv = spec["argv"]
+    try:
+        result = Pending(job.result_path)     # made now: its creation off the outcome's path
+    except SystemFailure:
+        result = None                         # settle() tries again, and fails loudly
     rfd, wfd = os.pipe()
     started, t0 = time.time(), time.monotonic()
     pids["started"] = records.timestamp(started)
@@ -159,12 +163,12 @@ def _watch(job, spec, alive):
         os.close(wfd)
         os.close(rfd)
         replace(job.pids_path, dump_json(pids))
-        return _finish(job, out, started, t0, code, spec)
+        return _finish(job, out, started, t0, code, spec, result)
     os.close(wfd)
     pids["pid"] = pids["pgid"] = pid
     replace(job.pids_path, dump_json(pids))
     rc = _copy(pid, rfd, out)
-    _finish(job, out, started, t0, rc, spec)
+    _finish(job, out, started, t0, rc, spec, result)
     alive.release()
 
 
@@ -204,7 +208,7 @@ def _copy(pid, rfd, out):
     return os.waitstatus_to_exitcode(status)
 
 
-def _finish(job, out, started, t0, rc, spec):
+def _finish(job, out, started, t0, rc, spec, pending=None):
     seconds = time.monotonic() - t0
     out.close()
     result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
@@ -212,16 +216,17 @@ def _finish(job, out, started, t0, rc, spec):
               "ended": records.timestamp(), "seconds": round(seconds, 3)}
     # The spec this watcher ran, not the file: a file damaged since must not
     # silence the outcome (the session it belongs to is still told).
-    return settle(job, result, lambda j, r: announce(j, r, spec), spec)
+    return settle(job, result, lambda j, r: announce(j, r, spec), spec, pending)
 
 
-def settle(job, result, announce, spec=None):
+def settle(job, result, announce, spec=None, pending=None):
     """The watcher's half of the decision: write *result* (durable: the
     outcome is on disk before anyone can report it), then wait-or-announce,
     exactly once (protocol.md, "The decision"; jobwait.py is the waiter's half).
 
     announce(job, result) posts the notice and returns (posted, id_or_reason).
-    Returns 'wait', 'notice' or 'unheard'.
+    pending: an atomic.Pending for `result`, made ahead. Returns 'wait',
+    'notice' or 'unheard'.
     """
     text = dump_json(result)
     first = True
@@ -230,7 +235,10 @@ def settle(job, result, announce, spec=None):
             if first:
                 # Nobody can have heard an outcome that was not written:
                 # no `heard` to read on this pass (the waiter waits for `lock`).
-                replace(job.result_path, text)
+                if pending is not None:
+                    pending.commit(text)
+                else:
+                    replace(job.result_path, text)
                 first = False
             else:
                 try:
