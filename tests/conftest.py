@@ -66,6 +66,25 @@ def bound_by_modes():
     return ["setpriv", f"--inh-caps={caps}", f"--bounding-set={caps}", "--"]
 
 
+def drop_mode_overrides():
+    """bound_by_modes for this process (a forked child that runs a command
+    without exec): as root, capset(2) drops the same two capabilities from
+    the effective and permitted sets; nothing for a user."""
+    if os.geteuid() != 0:
+        return
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)       # _LINUX_CAPABILITY_VERSION_3, self
+    data = (ctypes.c_uint32 * 6)()                      # 2 x (effective, permitted, inheritable)
+    if libc.capget(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    keep = ~(1 << 1 | 1 << 2) & 0xFFFFFFFF              # CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH
+    for i in range(3):
+        data[i] &= keep
+    if libc.capset(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+
+
 def cmd(name, *args, input=None, env=None, check=False, timeout=60, bound=False):
     """Run bin/NAME with this interpreter; returns CompletedProcess (text).
     bound=True: bound by file modes even as root (see bound_by_modes)."""

@@ -34,7 +34,7 @@ import traceback
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import BIN, cmd, wait_for
+from conftest import BIN, bound_by_modes, cmd, drop_mode_overrides, wait_for
 from crewfile import cli, reports
 from crewfile.sessions import Session, register
 
@@ -57,6 +57,7 @@ def run_forked(name, argv, stdin=b"", env=None, timeout=30):
         if pid == 0:
             rc = 98
             try:
+                drop_mode_overrides()       # an unreadable file is one, as root too
                 os.dup2(fin.fileno(), 0)
                 os.dup2(fout.fileno(), 1)
                 os.dup2(ferr.fileno(), 2)
@@ -240,7 +241,8 @@ class LongRunning:
                      for n in ("crew-watch", "wake-filter", "wake-send", "nudge-tick")}
 
         def start(name, *args, stdin=None, stdout=subprocess.DEVNULL):
-            return subprocess.Popen([sys.executable, os.path.join(BIN, name), *args],
+            return subprocess.Popen([*bound_by_modes(), sys.executable, os.path.join(BIN, name),
+                                     *args],
                                     stdin=stdin, stdout=stdout, stderr=self.errs[name])
         self.watch = start("crew-watch", "--probe", "0.2", stdout=subprocess.PIPE)
         self.filter = start("wake-filter", stdin=self.watch.stdout, stdout=subprocess.PIPE)
@@ -252,7 +254,8 @@ class LongRunning:
         self.procs = [self.watch, self.filter, self.send, self.tick]
 
     def running(self):
-        return [p.args[1] for p in self.procs if p.poll() is not None]
+        return [p.args[p.args.index(sys.executable) + 1] for p in self.procs
+                if p.poll() is not None]
 
     def stderr(self, name):
         f = self.errs[name]
