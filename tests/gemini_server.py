@@ -10,7 +10,9 @@ Prints `port N` once it listens. POST .../models/M:streamGenerateContent
 and no function response has come back since, a run_shell_command call;
 else the reply TEXT (default "ok"), held back while the newest user turn has
 a line `HOLD: <path>` and that file does not exist. Other POSTs
-(countTokens, generateContent for side requests) get a plain answer. Every
+(countTokens, generateContent for side requests) get a plain answer, or
+for a request of JSON (responseMimeType) the simplest object of its schema
+(the model router's, when Gemini CLI runs without -m). Every
 request (path and body) is appended to the log FILE, one JSON line each.
 """
 import argparse
@@ -38,6 +40,20 @@ def _directive(req, word):
                     return line[len(word):]
         return None
     return None
+
+
+def _simplest(schema):
+    """The simplest value of a (Gemini API, OpenAPI-like) JSON schema."""
+    if not isinstance(schema, dict):
+        return {}
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = str(schema.get("type", "object")).lower()
+    if kind == "object":
+        props = schema.get("properties") or {}
+        return {k: _simplest(v) for k, v in props.items()}
+    return {"string": "stand-in", "integer": 1, "number": 1, "boolean": False,
+            "array": []}.get(kind)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -72,6 +88,16 @@ class Handler(BaseHTTPRequestHandler):
             req = {}
         if ":countTokens" in self.path:
             return self._json({"totalTokens": 10})
+        config = req.get("generationConfig") or {}
+        if config.get("responseMimeType") == "application/json" and "alt=sse" not in self.path:
+            # A side request for JSON of a schema: Gemini CLI's model router
+            # (run without -m; 0.61.0 asks for a complexity score) and the
+            # like. The simplest object of the schema: the lowest score.
+            obj = _simplest(config.get("responseJsonSchema") or config.get("responseSchema"))
+            parts = [{"text": json.dumps(obj)}]
+            return self._json({"candidates": [{"content": {"role": "model", "parts": parts},
+                                               "finishReason": "STOP", "index": 0}],
+                               "usageMetadata": USAGE, "modelVersion": "gemini-test"})
         cmd = _directive(req, "RUN: ")
         if cmd is not None:
             parts = [{"functionCall": {"name": "run_shell_command",

@@ -8,9 +8,10 @@ primary's wake retrying the turn at AfterAgent.
 Gemini runs no hook in a folder not trusted: the work folder is trusted in
 ~/.gemini/trustedFolders.json, as Gemini records a user's answer to its
 question (no GEMINI_CLI_TRUST_WORKSPACE); the spawned worker's folder is
-trusted by answering that question in its pane. Run headless (`gemini -p`,
-`-m` naming a model so that no routing request is made, `-y` so that the
-shell tool runs without a dialog: the BeforeTool hook still runs first);
+trusted by answering that question in its pane. No `-m`: the stand-in
+answers Gemini's model router too. Run headless (`gemini -p`, `-y` so
+that the shell tool runs without a dialog: the BeforeTool hook still runs
+first);
 three run it in a private tmux pane: a nudge refused while it generates,
 typed into its idle prompt line (its placeholder is no draft) and refused
 over a draft; its permission dialog (Notification ToolPermission) recorded
@@ -78,7 +79,7 @@ class Rig:
         self.crew, self.env, self.log, self.work = crew, env, log, work
 
     def gemini(self, session, prompt, wait=True):
-        argv = [BINARY, "-y", "-m", "gemini-2.5-flash", "-p", prompt]
+        argv = [BINARY, "-y", "-p", prompt]
         p = subprocess.Popen(argv, env=dict(self.env, CREWFILE_SESSION=session), cwd=self.work,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if not wait:
@@ -171,7 +172,7 @@ def test_an_interactive_gemini_pane_refused_while_generating_typed_into_when_idl
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
                                    "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "gm1"
-    pane = tmux.new_window(f"cd {rig.work} && {INTERACTIVE} {BINARY} -m gemini-2.5-flash", env=env)
+    pane = tmux.new_window(f"cd {rig.work} && {INTERACTIVE} {BINARY}", env=env)
     tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
     go = tmp_path / "go"
     tmux("send-keys", "-t", pane, "-l", f"HOLD: {go}")
@@ -206,7 +207,7 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux):
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
                                    "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "gm3"
-    pane = tmux.new_window(f"cd {rig.work} && {INTERACTIVE} {BINARY} -m gemini-2.5-flash", env=env)
+    pane = tmux.new_window(f"cd {rig.work} && {INTERACTIVE} {BINARY}", env=env)
     tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
     made = os.path.join(rig.work, "made")
     tmux("send-keys", "-t", pane, "-l", f"RUN: touch {made}")
@@ -255,7 +256,7 @@ def test_spawn_kill_respawn_resumes_the_same_gemini_conversation(rig, tmux, tmp_
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL")}
     agent = (f"exec {INTERACTIVE} "
              + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-             + f" {BINARY} -m gemini-2.5-flash")
+             + f" {BINARY}")
     monkeypatch.setenv("CREWFILE_DIR", rig.crew.root)
     r = subprocess.run([sys.executable, os.path.join(ROOT, "bin", "crew-spawn"), "w1",
                         "--agent", "gemini", "--cmd", agent, "--tmux-session", "crew"],
