@@ -385,6 +385,62 @@ def test_alive_is_held_from_before_spec_so_a_job_is_starting_or_lost_never_stuck
     assert run("job-wait", "j-manual").returncode == 125
 
 
+def test_a_waiter_wakes_when_running_is_let_go_and_tells_lost_from_ended(crew, tmp_path):
+    """job-wait waits for a shared flock on `running` (held here by flock(1),
+    as a shell watcher would, with `alive`): let go with `result` written, it
+    hears the outcome; let go by a watcher that died (alive free too), lost;
+    let go while `alive` is still held (a watcher failing to write `result`,
+    or a job from before `running`), it looks again every second."""
+    def manual(handle):
+        job = jobs.new_job(crew, handle)
+        jobs.write_spec(job, ["true"])
+        holders = []
+        for path in (job.alive_path, job.running_path):
+            holders.append(subprocess.Popen(["flock", path, "sh", "-c", "echo held; exec cat"],
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+            assert holders[-1].stdout.readline() == b"held\n"
+        return job, holders
+
+    def let_go(holder):
+        holder.stdin.close()
+        holder.wait()
+
+    def waiting(job):
+        w = subprocess.Popen([sys.executable, os.path.join(BIN, "job-wait"), job.handle],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             env=dict(os.environ, CREWFILE_DIR=crew.root))
+        wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count in")
+        return w
+
+    def write_result(job, code):
+        from crewfile.atomic import replace
+        with locks.acquire(job.lock_path):
+            replace(job.result_path, jobs.dump_json({"code": code, "exit": code}))
+
+    job, (alive, running) = manual("j-ended")         # the outcome, then `running` let go
+    w = waiting(job)
+    write_result(job, 4)
+    let_go(running)
+    out, err = w.communicate(timeout=30)
+    assert w.returncode == 4 and out.startswith(b"j-ended exited 4 after") and err == b""
+    let_go(alive)
+
+    job, (alive, running) = manual("j-died")          # both let go, no outcome: lost
+    w = waiting(job)
+    let_go(alive)
+    let_go(running)
+    out, _ = w.communicate(timeout=30)
+    assert w.returncode == 125 and out.startswith(b"j-died lost: fate unknown")
+
+    job, (alive, running) = manual("j-old")           # `running` free, `alive` held: polls
+    let_go(running)
+    w = waiting(job)
+    write_result(job, 6)
+    out, _ = w.communicate(timeout=30)
+    assert w.returncode == 6 and out.startswith(b"j-old exited 6 after")
+    let_go(alive)
+
+
 def test_an_exec_failure_nobody_waits_for_is_announced_like_any_outcome(crew, run):
     live_session(crew)
     h = exec_(run, "--session", "w1", "--", "no-such-command-crewfile")

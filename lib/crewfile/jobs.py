@@ -21,6 +21,9 @@ The watcher holds `alive` (exclusive) for its whole life, and job-exec from
 before `spec` exists until the watcher has it: a result-less job
 whose `alive` lock nobody holds has lost its watcher (SIGKILL): its fate is
 unknown, and its command is found by its process group.
+`running` is held the same way but let go as soon as `result` is written:
+a waiter waits for it (a shared flock the kernel grants the moment the
+outcome can be heard, or the watcher dies).
 """
 import os
 import time
@@ -96,7 +99,7 @@ class Job:
                            ("output_path", paths.JOB_OUTPUT), ("result_path", paths.JOB_RESULT),
                            ("heard_path", paths.JOB_HEARD), ("notice_path", paths.JOB_NOTICE),
                            ("lock_path", paths.JOB_LOCK), ("waiters_path", paths.JOB_WAITERS),
-                           ("alive_path", paths.JOB_ALIVE)):
+                           ("alive_path", paths.JOB_ALIVE), ("running_path", paths.JOB_RUNNING)):
             setattr(self, attr, f"{self.dir}/{name}")      # (os.path.join: 5x the cost, x9)
 
     def check(self):

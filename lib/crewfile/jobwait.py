@@ -102,48 +102,32 @@ class Outcome:
 
 
 def wait(crew, handle, timeout=None, exiting=False):
-    """Wait for the job's outcome (inotify; polling when it cannot be had,
-    see notify.py); return an Outcome.
+    """Wait for the job's outcome; return an Outcome.
 
     The waiter counts itself in (shared flock on `waiters`, taken under
     `lock`) and out; an outcome that lands while it waits is its to report.
-    exiting: the caller exits once it has the answer (job-wait): see
-    _share_with_helper().
+    It waits by asking for a shared flock on `running`, which the watcher holds
+    until the outcome is durable (or it dies): the kernel wakes the waiter
+    the moment it lets go. No inotify, no polling, no pidfd: nothing that can
+    run out, and one wake-up between the outcome and the answer.
+    exiting: the caller exits once it has the answer (job-wait), which counts
+    it out.
     """
     job = Job(crew, handle).check()
     job.spec()              # read now, off the path from the job's end to our answer
     t0 = time.monotonic()
-    res = job.result()
-    ino = pending = None
-    waiting = res is None
-    if waiting:
-        try:
-            pending = Pending(job.heard_path)   # made now: off the path from the job's end to our answer
-        except SystemFailure:
-            pass                    # _hear tries again, and fails loudly
-        from . import notify        # only a real wait pays for inotify
-        ino = notify.open_inotify()
-        if ino is not None:
-            from inotify_simple import flags
-            # Subscribe before looking: an outcome landing from now on wakes us.
-            # Every file we publish is renamed into place (MOVED_TO); CLOSE_WRITE
-            # is left out: opening a lock file to probe it would wake us.
-            if notify.add_watch(ino, job.dir, flags.MOVED_TO | flags.DELETE_SELF
-                                | flags.MOVE_SELF) is None:
-                ino.close()
-                ino = None
-            elif exiting:
-                _share_with_helper(ino)
-    registration = None
+    registration = pending = None
     try:
         with acquire(job.lock_path):
             res = job.result()
             if res is not None:
                 return _hear(job, res)
-            if not waiting:
-                raise NotFound(f"no job {handle!r}")
             registration = acquire(job.waiters_path, shared=True)
-        return _wait_registered(job, ino, registration, timeout, t0, pending)
+        try:
+            pending = Pending(job.heard_path)   # made now: off the path from the job's end to our answer
+        except SystemFailure:
+            pass                    # _hear tries again, and fails loudly
+        return _wait_registered(job, registration, timeout, t0, pending)
     finally:
         if pending is not None:
             pending.discard()       # not used (or used: then nothing to do)
@@ -153,101 +137,64 @@ def wait(crew, handle, timeout=None, exiting=False):
         # written, or we failed: either way the watcher decides right.
         if registration is not None and not exiting:
             registration.release()
-        if ino is not None:
-            if exiting:
-                ino.close()             # cheap: the helper holds a reference
-            else:
-                import threading
-                threading.Thread(target=ino.close, daemon=True).start()
 
 
-# Closing the last descriptor of an inotify instance waits for the kernel's
-# fsnotify reaper (an SRCU grace period: ~16 ms measured here), and so does
-# exiting with it open. A waiter has its answer by then: let someone else pay.
-# In a process that goes on, a thread closes it; in one that exits (job-wait),
-# a helper shares it.
-
-def _share_with_helper(ino):
-    """Give a helper a reference to the inotify instance, taken before the
-    wait (off the answer's path): `cat`, spawned with vfork, reading a pipe
-    whose only writer is this process. When this process exits, cat sees
-    EOF and exits, and pays for the teardown; nobody waits for it."""
-    fd = ino.fileno()
-    r, w = os.pipe()                    # w stays open (not inherited) until we exit
-    try:
-        os.set_inheritable(fd, True)
-        os.posix_spawnp("cat", ["cat"], {"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
-                        file_actions=[(os.POSIX_SPAWN_DUP2, r, 0),
-                                      (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
-                                      (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0)])
-    except OSError:
-        os.close(w)                     # no helper: we pay for the close ourselves
-    finally:
-        os.set_inheritable(fd, False)
-        os.close(r)
+POLL = 1.0      # seconds between looks when `running` cannot tell (see below)
 
 
-def _wait_registered(job, ino, registration, timeout, t0, pending):
-    import select
-    from .notify import POLL
-    poller = select.poll()
-    if ino is not None:
-        poller.register(ino.fileno(), select.POLLIN)
-    pidfd = None
+def _wait_registered(job, registration, timeout, t0, pending):
     deadline = None if timeout is None else t0 + timeout
-    try:
-        while True:
-            if os.path.lexists(job.result_path):
-                with acquire(job.lock_path):
-                    res = job.result()
-                    if res is not None:
-                        return _hear(job, res, pending)
-            if not os.path.isdir(job.dir):
-                raise NotFound(f"job {job.handle!r} was removed while waiting")
-            if pidfd is None:
-                pidfd = _watch_watcher(job, poller)
-            if job.fate() == "lost":
-                with acquire(job.lock_path):
-                    res = job.result()
-                    if res is not None:
-                        return _hear(job, res, pending)
+    nap = None
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if nap is not None:         # polling (see below)
+            time.sleep(nap if left is None else max(0.0, min(nap, left)))
+            let_go = True
+        elif left is None or left > 0:
+            let_go = _let_go(job.running_path, left)
+        else:
+            let_go = False
+        if not os.path.isdir(job.dir):
+            raise NotFound(f"job {job.handle!r} was removed while waiting")
+        with acquire(job.lock_path):
+            res = job.result()
+            if res is not None:
+                return _hear(job, res, pending)
+            if let_go:
+                # `running` is let go after `result` is written, or by the
+                # kernel when the watcher dies: no result, so it died...
+                if not job.watcher_alive():
                     return Outcome(job, "lost", waited=time.monotonic() - t0)
-            if deadline is None:
-                ms = None
-            else:
-                # At most a day per poll(2): its timeout is a C int of ms.
-                ms = min(int((deadline - time.monotonic()) * 1000) + 1, 86400000)
-                if ms <= 0:
-                    with acquire(job.lock_path):
-                        res = job.result()
-                        if res is not None:
-                            return _hear(job, res, pending)
-                        # Count out under the lock: from here on the watcher announces.
-                        registration.release()
-                        return Outcome(job, "timeout", waited=time.monotonic() - t0)
-            if ino is None:         # polling: look again every POLL seconds
-                ms = int(POLL * 1000) if ms is None else min(ms, int(POLL * 1000))
-            events = poller.poll(ms)
-            if ino is not None and any(fd == ino.fileno() for fd, _ in events):
-                ino.read(timeout=0)
-    finally:
-        if pidfd is not None:
-            os.close(pidfd)
+                # ...unless the watcher lives on (failing to write it, or
+                # a job started before `running` was): look every POLL s.
+                nap = POLL
+            if deadline is not None and time.monotonic() >= deadline:
+                # Count out under the lock: from here on the watcher announces.
+                registration.release()
+                return Outcome(job, "timeout", waited=time.monotonic() - t0)
 
 
-def _watch_watcher(job, poller):
-    """A pidfd that becomes readable when the watcher exits (None if not known yet)."""
-    import select
-    pids = job.pids()
-    if not pids or not pids.get("watcher"):
-        return None
-    try:
-        fd = os.pidfd_open(pids["watcher"])
-    except (ProcessLookupError, OSError, AttributeError):
-        return None
-    from .liveness import process_start
-    if process_start(pids["watcher"]) != pids.get("watcher_start"):
-        os.close(fd)                 # a recycled pid: the watcher is gone (fate() says so)
-        return None
-    poller.register(fd, select.POLLIN)
-    return fd
+def _let_go(path, timeout):
+    """Block until nobody holds *path* exclusively (True), or *timeout*
+    seconds pass (False; None: no limit). Once the watcher has let go of
+    `running` it never takes it again, so a shared lock we are granted means
+    it is gone for good; ours is let go at once."""
+    if timeout is None:
+        acquire(path, shared=True).release()
+        return True
+    # flock(2) has no timeout: a thread blocks in it (the GIL is free
+    # meanwhile) and we wait for the thread at most *timeout*. If we give up
+    # first, the thread lets go the moment it is granted the lock.
+    import _thread
+    done = _thread.allocate_lock()
+    done.acquire()
+
+    def block():
+        try:
+            acquire(path, shared=True).release()
+        except BaseException:
+            pass                # (an error is seen again by our caller's own reads)
+        finally:
+            done.release()
+    _thread.start_new_thread(block, ())
+    return done.acquire(timeout=min(timeout, _thread.TIMEOUT_MAX))

@@ -43,27 +43,29 @@ def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None,
     from . import jobs
     jobs.check_request(crew, argv, session, label)
     job = jobs.new_job(crew, handle)
-    alive = None
+    alive = running = None
     try:
         alive = acquire(job.alive_path)   # before `spec`: see the module docstring
+        running = acquire(job.running_path)
         spec = jobs.write_spec(job, argv, session, label, cwd, env)
-        spawn(job, spec, alive, exiting)
+        spawn(job, spec, alive, running, exiting)
     except BaseException:
         # Nothing was started (a full disk, `ulimit -f 0`, no fork): leave no
         # empty jobs/HANDLE behind, and the handle free for another try.
         jobs.discard(job)
         raise
     finally:
-        if alive is not None:
-            alive.release()               # our descriptor; the watcher's keeps the flock
+        for held in (alive, running):
+            if held is not None:
+                held.release()            # our descriptor; the watcher's keeps the flock
     return job.handle
 
 
 _TERMINAL_SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT")
 
 
-def spawn(job, spec, alive, exiting=False):
-    """Fork the watcher of *job*, handing it the held `alive` lock.
+def spawn(job, spec, alive, running, exiting=False):
+    """Fork the watcher of *job*, handing it the held `alive` and `running` locks.
 
     Until the middle process has called setsid() it is in its caller's
     process group, which a closing terminal (SIGHUP) or a ^C reaches, and
@@ -89,7 +91,7 @@ def spawn(job, spec, alive, exiting=False):
             os.setsid()
             if os.fork() == 0:
                 try:
-                    _watch(job, spec, alive)
+                    _watch(job, spec, alive, running)
                     code = 0
                 finally:
                     os._exit(code)
@@ -104,22 +106,22 @@ def spawn(job, spec, alive, exiting=False):
         os.waitpid(pid, 0)
 
 
-def _detach(keep):
+def _detach(*keep):
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(devnull, fd)
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
-        if fd > 2 and fd != keep:
+        if fd > 2 and fd not in keep:
             try:
                 os.close(fd)
             except OSError:
                 pass
 
 
-def _watch(job, spec, alive):
+def _watch(job, spec, alive, running):
     import _signal as signal     # the C module: `signal` imports enum (~10 ms)
-    _detach(alive.fd)
+    _detach(alive.fd, running.fd)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
     from .liveness import process_start
@@ -163,12 +165,12 @@ def _watch(job, spec, alive):
         os.close(wfd)
         os.close(rfd)
         replace(job.pids_path, dump_json(pids))
-        return _finish(job, out, started, t0, code, spec, result)
+        return _finish(job, out, started, t0, code, spec, result, running)
     os.close(wfd)
     pids["pid"] = pids["pgid"] = pid
     replace(job.pids_path, dump_json(pids))
     rc = _copy(pid, rfd, out)
-    _finish(job, out, started, t0, rc, spec, result)
+    _finish(job, out, started, t0, rc, spec, result, running)
     alive.release()
 
 
@@ -208,7 +210,7 @@ def _copy(pid, rfd, out):
     return os.waitstatus_to_exitcode(status)
 
 
-def _finish(job, out, started, t0, rc, spec, pending=None):
+def _finish(job, out, started, t0, rc, spec, pending=None, running=None):
     seconds = time.monotonic() - t0
     out.close()
     result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
@@ -216,17 +218,23 @@ def _finish(job, out, started, t0, rc, spec, pending=None):
               "ended": records.timestamp(), "seconds": round(seconds, 3)}
     # The spec this watcher ran, not the file: a file damaged since must not
     # silence the outcome (the session it belongs to is still told).
-    return settle(job, result, lambda j, r: announce(j, r, spec), spec, pending)
+    try:
+        return settle(job, result, lambda j, r: announce(j, r, spec), spec, pending, running)
+    finally:
+        if running is not None:
+            running.release()
 
 
-def settle(job, result, announce, spec=None, pending=None):
+def settle(job, result, announce, spec=None, pending=None, running=None):
     """The watcher's half of the decision: write *result* (durable: the
     outcome is on disk before anyone can report it), then wait-or-announce,
     exactly once (protocol.md, "The decision"; jobwait.py is the waiter's half).
 
     announce(job, result) posts the notice and returns (posted, id_or_reason).
-    pending: an atomic.Pending for `result`, made ahead. Returns 'wait',
-    'notice' or 'unheard'.
+    pending: an atomic.Pending for `result`, made ahead. running: the held
+    `running` lock, let go once `result` is written and `lock` is free: that
+    wakes every waiter (jobwait._let_go). Returns 'wait', 'notice' or
+    'unheard'.
     """
     text = dump_json(result)
     first = True
@@ -264,8 +272,11 @@ def settle(job, result, announce, spec=None, pending=None):
                     return "unheard"
                 finally:
                     nobody.release()
-        # Someone waits: they report it. Block until every waiter has let go
-        # (done, timed out or killed), then decide again.
+        # Someone waits: they report it. Wake them (`result` is durable, `lock`
+        # free), block until every waiter has let go (done, timed out or
+        # killed), then decide again.
+        if running is not None:
+            running.release()
         acquire(job.waiters_path).release()
 
 

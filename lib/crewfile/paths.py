@@ -28,6 +28,7 @@
       jobs/HANDLE/lock              flock: the one wait-or-announce decision
       jobs/HANDLE/waiters           shared flock held by each job-wait while it waits
       jobs/HANDLE/alive             flock the watcher holds for its whole life
+      jobs/HANDLE/running           flock the watcher holds until `result` is written
       locks/                        crew-wide locks (nudge-tick, ...)
       tokens.cache                  crew-status's token count per transcript (JSON, atomic)
 
@@ -52,8 +53,8 @@ ACTS = "acts"
 TOKENS_CACHE = "tokens.cache"
 NUDGES_LOCK, NUDGE_TICK_LOCK = "nudges", "nudge-tick"     # files under locks/
 JOB_SPEC, JOB_PIDS, JOB_OUTPUT, JOB_RESULT = "spec", "pids", "output", "result"
-JOB_HEARD, JOB_NOTICE, JOB_LOCK, JOB_WAITERS, JOB_ALIVE = (
-    "heard", "notice", "lock", "waiters", "alive")
+JOB_HEARD, JOB_NOTICE, JOB_LOCK, JOB_WAITERS, JOB_ALIVE, JOB_RUNNING = (
+    "heard", "notice", "lock", "waiters", "alive", "running")
 
 
 def default_dir(env=None):

@@ -104,8 +104,9 @@ settled() {    # the watcher wrote the result and let go of its life lock
   exec 9<>"$d/waiters"; flock -s 9              # count in
   flock -u 8                                    # release lock
   echo go > "$GO"
-  wait_for test -e "$d/result"                  # (a shell without inotifywait polls)
+  timeout 60 flock -s "$d/running" true         # wait: granted once the outcome is written
   flock 8
+  [ -e "$d/result" ]
   [ ! -e "$d/heard" ]
   printf '{"at": "%s", "by": "wait", "pid": %d}\n' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" $$ > "$d/.heard.tmp.$$"
   mv "$d/.heard.tmp.$$" "$d/heard"
