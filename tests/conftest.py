@@ -172,8 +172,11 @@ class TmuxServer:
 
     def choose(self, pane, key, chosen, timeout=120):
         """Press *key* in a dialog until the screen shows *chosen* (the option
-        marked): a key pressed while the dialog is still being drawn can be
-        lost (seen with Codex's hook review), so it is pressed again."""
+        marked, or a predicate): a key pressed as the dialog appears can be
+        lost, so it is pressed again. Codex drains the terminal's input just
+        after drawing a screen that takes a security-sensitive decision (its
+        tui/input_boundary.rs): strace showed that drain read a 'y' meant for
+        its permission dialog, which then stayed up for good."""
         deadline = time.monotonic() + timeout
         while True:
             self("send-keys", "-t", pane, key)

@@ -153,10 +153,21 @@ def test_a_primarys_wake_at_stop_continues_the_turn_once(rig, tmp_path):
     assert inbox.pending(rig.crew, "pm") == []
 
 
-def _wait(test, what, p=None):
+def _wait(test, what, rig=None, name=None, tmux=None, pane=None):
+    """Poll *test* up to DEADLINE; on a time-out say what was seen: the
+    session's records, the pane's screen, the stand-in server's requests."""
     deadline = time.monotonic() + DEADLINE
     while not test():
-        assert time.monotonic() < deadline, f"never: {what}"
+        if time.monotonic() > deadline:
+            seen = []
+            if rig is not None and name is not None:
+                seen.append(f"records of {name}: {rig.kinds(name)}")
+            if tmux is not None and pane is not None:
+                seen.append(f"screen:\n{tmux.screen(pane)}")
+            if rig is not None and os.path.exists(rig.log):
+                seen.append("requests (last input item of each): " + "; ".join(
+                    json.dumps((r.get("input") or [None])[-1])[:300] for r in rig.requests()))
+            raise AssertionError(f"never: {what}\n" + "\n".join(seen))
         time.sleep(0.05)
 
 
@@ -166,7 +177,7 @@ def _trust_the_hooks(tmux, pane):
     prompt line): `2. Trust all and continue`. Hooks not trusted never run."""
     tmux.wait_screen(pane, "Hooks need review", timeout=DEADLINE)
     tmux.choose(pane, "2", "\u203a 2. Trust all")
-    tmux("send-keys", "-t", pane, "Enter")
+    tmux.choose(pane, "Enter", lambda s: "Hooks need review" not in s)
     tmux.wait_screen(pane, lambda s: "Ask Codex" in s and "Hooks need review" not in s,
                      timeout=DEADLINE)
 
@@ -189,18 +200,20 @@ def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle
     tmux.wait_screen(pane, f"HOLD: {go}")
     tmux("send-keys", "-t", pane, "Enter")
     sess = Session(rig.crew, "cx1")
-    _wait(lambda: sess.exists() and (rig.kinds("cx1") or [("", "")])[-1][0] == "turn-started", "turn-started")
+    _wait(lambda: sess.exists() and (rig.kinds("cx1") or [("", "")])[-1][0] == "turn-started", "turn-started",
+          rig, "cx1", tmux, pane)
     assert sess.reread().meta["agent"] == "codex"
     tmux.wait_screen(pane, "esc to interrupt", timeout=DEADLINE)     # observed busy marker
     ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
     assert (ok, why.code) == (False, delivery.GENERATING)
     go.touch()
-    _wait(lambda: rig.kinds("cx1")[-1][0] == "turn-ended", "turn-ended")
+    _wait(lambda: rig.kinds("cx1")[-1][0] == "turn-ended", "turn-ended", rig, "cx1", tmux, pane)
     tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
     ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
     assert (ok, why.code) == (True, delivery.DELIVERED), why.detail
-    _wait(lambda: ("captain", "hello from crewfile") in rig.kinds("cx1"), "the nudge's turn")
-    _wait(lambda: rig.kinds("cx1")[-1][0] == "turn-ended", "its end")
+    _wait(lambda: ("captain", "hello from crewfile") in rig.kinds("cx1"), "the nudge's turn",
+          rig, "cx1", tmux, pane)
+    _wait(lambda: rig.kinds("cx1")[-1][0] == "turn-ended", "its end", rig, "cx1", tmux, pane)
     tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
     tmux("send-keys", "-t", pane, "-l", "half a thought")          # the captain's draft
     tmux.wait_screen(pane, "half a thought")
@@ -223,13 +236,15 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux, tmp_path)
     tmux.wait_screen(pane, f"ASK: touch {made}")
     tmux("send-keys", "-t", pane, "Enter")
     sess = Session(rig.crew, "cx3")
-    _wait(lambda: sess.exists() and ("waiting", "permission") in rig.kinds("cx3"), "waiting")
-    tmux.wait_screen(pane, "Would you like to run the following command?", timeout=DEADLINE)
+    _wait(lambda: sess.exists() and ("waiting", "permission") in rig.kinds("cx3"), "waiting",
+          rig, "cx3", tmux, pane)
+    question = "Would you like to run the following command?"
+    tmux.wait_screen(pane, question, timeout=DEADLINE)
     ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
     assert (ok, why.code) == (False, delivery.DIALOG)
     assert not os.path.exists(made)
-    tmux("send-keys", "-t", pane, "y")
-    _wait(lambda: rig.kinds("cx3")[-1][0] == "turn-ended", "turn-ended")
+    tmux.choose(pane, "y", lambda s: question not in s)    # a first y may be drained
+    _wait(lambda: rig.kinds("cx3")[-1][0] == "turn-ended", "turn-ended", rig, "cx3", tmux, pane)
     got = rig.kinds("cx3")
     assert got[-2:] == [("turn-started", "permission answered"), ("turn-ended", "")]
     assert os.path.exists(made)
@@ -248,13 +263,9 @@ def _first_prompt(tmux, sess, text):
         screen = tmux.screen(sess.meta["tmux"])
         if "Hooks need review" in screen:
             tmux.choose(sess.meta["tmux"], "2", "\u203a 2. Trust all")
-            tmux("send-keys", "-t", sess.meta["tmux"], "Enter")
-            tmux.wait_screen(sess.meta["tmux"], lambda s: "Hooks need review" not in s,
-                             timeout=DEADLINE)
+            tmux.choose(sess.meta["tmux"], "Enter", lambda s: "Hooks need review" not in s)
         elif "Trust this folder" in screen:
-            tmux("send-keys", "-t", sess.meta["tmux"], "Enter")
-            tmux.wait_screen(sess.meta["tmux"], lambda s: "Trust this folder" not in s,
-                             timeout=DEADLINE)
+            tmux.choose(sess.meta["tmux"], "Enter", lambda s: "Trust this folder" not in s)
         else:
             ok, why = delivery.deliver(sess.reread(), text, quiet=0)
             if ok:
