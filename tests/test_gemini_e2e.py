@@ -20,6 +20,7 @@ installed: npm install --prefix .cache/gemini @google/gemini-cli
 """
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -72,6 +73,27 @@ def rig(tmp_path):
     finally:
         server.kill()
         server.wait()
+        _stop_geminis(str(home))
+
+
+def _stop_geminis(home):
+    """End the Gemini CLI processes run with HOME *home*, by pid: one can
+    outlive its tmux server (seen: a process relaunched after its folder was
+    trusted kept running, its parent gone)."""
+    import signal
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read()
+        except OSError:
+            continue
+        if f"HOME={home}".encode() in env and b"gemini" in argv:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
 
 class Rig:
@@ -226,48 +248,68 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux):
     assert os.path.exists(made)
 
 
-def _trust_the_crews_folder(tmux, pane):
-    """Answer, as the captain does once, Gemini's folder-trust question at a
-    first worker's start: `2. Trust parent folder`, the crew's worktrees'
-    folder (kept in ~/.gemini/trustedFolders.json: no later worker or
-    restart there asks again). Gemini CLI runs no hook, not even the user's
-    own, in a folder not trusted; its question comes some seconds after its
-    prompt line shows (observed, 0.61.0), so it is waited for first."""
-    tmux.wait_screen(pane, "Do you trust the files in this folder?", timeout=DEADLINE)
-    tmux.choose(pane, "2", "\u25cf 2. Trust parent folder")
-    tmux("send-keys", "-t", pane, "Enter")
-    tmux.wait_screen(pane, lambda s: "Do you trust the files" not in s, timeout=DEADLINE)
+def _agent_command(rig):
+    env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL")}
+    return (f"exec {INTERACTIVE} " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
+            + f" {BINARY}")
+
+
+def _spawn(rig, repo, name, *more):
+    return subprocess.run([sys.executable, os.path.join(ROOT, "bin", "crew-spawn"), name,
+                           "--agent", "gemini", "--cmd", _agent_command(rig),
+                           "--tmux-session", "crew", *more],
+                          cwd=repo, capture_output=True, text=True, timeout=DEADLINE)
+
+
+def test_a_first_prompt_waits_for_geminis_hooks(rig, tmux, tmp_path, monkeypatch):
+    """A worker's tree not trusted yet: Gemini shows its prompt line, then
+    asks whether to trust the folder, and runs no hook before it is trusted.
+    crew-spawn --prompt types nothing until SessionStart's `started`, so it
+    gives up, saying so, and the question is left to the captain."""
+    from test_claude_spawn_e2e import _repo
+    repo = _repo(tmp_path, monkeypatch)
+    monkeypatch.setenv("CREWFILE_DIR", rig.crew.root)
+    r = _spawn(rig, repo, "w0", "--prompt", "NEVER-TYPED-1618", "--wait", "15s")
+    assert r.returncode == 1
+    assert r.stderr.endswith("not-started: its SessionStart hook has not run: its hooks are not"
+                             " installed, or not trusted yet (a question on its screen?)\n")
+    pane = Session(rig.crew, "w0").meta["tmux"]
+    screen = tmux.wait_screen(pane, "Do you trust the files in this folder?", timeout=DEADLINE)
+    assert "NEVER-TYPED-1618" not in screen
+    assert [k for k, _ in rig.kinds("w0")] == ["registered"]
 
 
 def test_spawn_kill_respawn_resumes_the_same_gemini_conversation(rig, tmux, tmp_path,
                                                                  monkeypatch):
-    """crew-spawn --agent gemini in a worktree of a real repository, its
-    folder trusted at the first start as the captain does; a turn; the agent killed (kill -9);
-    crew-respawn runs `gemini ... --resume ID`: the SessionStart hook
-    reports the same conversation, and a nudge delivered into the resumed
-    pane reaches the model with the first turn in its history."""
-    import shlex
+    """crew-spawn --agent gemini --prompt in a worktree of a real repository
+    whose crew folder the captain trusted (Gemini's `Trust parent folder`
+    at an earlier worker's start, as kept in trustedFolders.json); a turn;
+    the agent killed (kill -9); crew-respawn runs `gemini ... --resume ID`:
+    the SessionStart hook reports the same conversation, and a nudge
+    delivered into the resumed pane reaches the model with the first turn
+    in its history."""
     import signal
     from conftest import cmd
     from test_claude_spawn_e2e import _repo
     from crewfile import spawn
     repo = _repo(tmp_path, monkeypatch)
     tree = str(tmp_path / "src" / "app.crew" / "w1")
-    env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL")}
-    agent = (f"exec {INTERACTIVE} "
-             + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-             + f" {BINARY}")
+    trusted = os.path.join(rig.env["HOME"], ".gemini", "trustedFolders.json")
+    with open(trusted) as f:
+        folders = json.load(f)
+    with open(trusted, "w") as f:
+        json.dump(dict(folders, **{tree: "TRUST_PARENT"}), f)
+    agent = _agent_command(rig)
     monkeypatch.setenv("CREWFILE_DIR", rig.crew.root)
-    r = subprocess.run([sys.executable, os.path.join(ROOT, "bin", "crew-spawn"), "w1",
-                        "--agent", "gemini", "--cmd", agent, "--tmux-session", "crew"],
-                       cwd=repo, capture_output=True, text=True, timeout=DEADLINE)
+    r = _spawn(rig, repo, "w1", "--prompt", "FIRST-PROMPT-3141 read the README")
     assert r.returncode == 0, r.stderr
     sess = Session(rig.crew, "w1")
     pane = sess.meta["tmux"]
-    _trust_the_crews_folder(tmux, pane)
-    _wait(lambda: ("started", "startup") in rig.kinds("w1"), "SessionStart")
-    ok, why = spawn.first_prompt(sess.reread(), "FIRST-PROMPT-3141 read the README")
-    assert ok, why.detail + tmux.screen(pane)
+    _wait(lambda: ("captain", "FIRST-PROMPT-3141 read the README") in rig.kinds("w1"),
+          "the first prompt's record")
+    got = rig.kinds("w1")
+    assert got.index(("started", "startup")) < got.index(
+        ("captain", "FIRST-PROMPT-3141 read the README"))
     _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended",
           lambda: f"the first turn's end: {rig.kinds('w1')}\n{tmux.screen(pane)}")
     meta = sess.reread().meta

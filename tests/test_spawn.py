@@ -541,6 +541,22 @@ def test_a_first_prompt_that_cannot_be_delivered_is_said(crew, tmux, repo):
     assert "hello" not in tmux.screen(Session(crew, "w1").meta["tmux"])
 
 
+def test_a_gemini_whose_hooks_never_started_is_not_typed_into(crew, tmux, repo):
+    """Gemini CLI shows its prompt line before asking whether to trust the
+    folder (and runs no hook until it is trusted): its first prompt waits for
+    SessionStart's `started`, and a shell showing a prompt meanwhile is never
+    typed into."""
+    r = crewcmd("crew-spawn", "w1", "--agent", "gemini", "--tmux-session", "crew",
+                "--cmd", "printf '> '; exec sleep 60", "--prompt", "hello", "--wait", "2s",
+                cwd=repo)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr == ("crew-spawn: w1 is spawned, but its first prompt was not delivered:"
+                        " not-started: its SessionStart hook has not run: its hooks are not"
+                        " installed, or not trusted yet (a question on its screen?)\n")
+    assert "hello" not in tmux.screen(Session(crew, "w1").meta["tmux"])
+    assert "captain" not in [k for k, _ in records(crew, "w1")]
+
+
 @pytest.mark.parametrize("step", ["spawn:registered", "spawn:worktree"])
 def test_a_spawn_killed_midway_leaves_what_crew_retire_finishes(crew, tmux, repo, step):
     tmux("new-session", "-d", "-s", "crew")

@@ -136,15 +136,43 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
     Tried again while the answer is one a starting agent gives (no prompt on
     the screen yet, a turn or state not settled, another delivery); given up
     at once when the agent is gone or text was left typed on its prompt line.
+    An agent whose hooks run at its start (its adapter's HOOKS_AT_START) is
+    not typed into before its SessionStart hook has recorded `started`:
+    Gemini CLI shows its prompt line seconds before asking whether to trust
+    the folder, and a prompt typed then runs with no hook at all.
     """
     from . import delivery
+    from .adapters import load
     final = (delivery.NOT_LIVE, delivery.FAILED, delivery.ABORTED, delivery.ASIDE)
+    hooked = load(sess.meta.get("agent") or agents.CLAUDE).HOOKS_AT_START
     deadline = time.monotonic() + wait
     while True:
-        ok, reason = delivery.deliver(sess, text)
+        if hooked and not _started(sess):
+            ok, reason = False, delivery.Answer(NOT_STARTED, (
+                "its SessionStart hook has not run: its hooks are not installed, or not"
+                " trusted yet (a question on its screen?)"))
+        else:
+            ok, reason = delivery.deliver(sess, text)
         if ok or reason.code in final or time.monotonic() > deadline:
             return ok, reason
         time.sleep(PROMPT_POLL)
+
+
+NOT_STARTED = "not-started"
+
+
+def _started(sess):
+    """True if a `started` record follows the session's newest `registered`
+    (not `respawned`: it is appended after the window opens, and may follow
+    the resumed agent's `started`)."""
+    from .logfile import TailStats, records_backwards
+    from .sessions import STATE_SCAN_BYTES
+    for rec in records_backwards(sess.log_paths(), TailStats(), STATE_SCAN_BYTES):
+        if rec.kind == "started":
+            return True
+        if rec.kind == "registered":
+            return False
+    return False
 
 
 # --- crew-respawn -------------------------------------------------------------------

@@ -26,6 +26,9 @@ Adding an agent is one new module here defining:
                 the SessionEnd reasons it also gives when hung up on or
                 killed (a lost tmux server, a reboot): crew-respawn brings
                 such a session back
+  HOOKS_AT_START
+                True if its SessionStart hook runs as it starts, so that
+                crew-spawn --prompt waits for the `started` record
   RESUME        the arguments that resume conversation {id} appended to the
                 agent's command (crewfile.agents), or None
   context, deny, carry_on, captain_text

@@ -25,6 +25,7 @@ INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "B
 TIMEOUT = 10
 FILES = ("skills/aside/SKILL.md", "commands/aside-done.md")   # shipped in crewfile/claude/
 
+HOOKS_AT_START = False    # its trust question comes before its prompt line: a draft
 RESUME = "--resume {id}"
 # SessionEnd's reason is `other` when it is hung up on or killed (seen when
 # the tmux server was killed); its deliberate ends say so:

@@ -29,6 +29,7 @@ TIMEOUT = 10         # seconds
 FILES = ("skills/aside-done/SKILL.md", "skills/aside-done/agents/openai.yaml")  # crewfile/codex/
 
 NOT_ON_PURPOSE = frozenset()     # it has no SessionEnd
+HOOKS_AT_START = False           # its SessionStart runs at the first prompt
 RESUME = "resume {id}"           # a subcommand (codex resume --help, 0.171.0)
 
 

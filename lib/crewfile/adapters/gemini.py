@@ -29,6 +29,7 @@ TIMEOUT = 10000      # milliseconds
 FILES = ("commands/aside-done.toml",)     # shipped in crewfile/gemini/
 # --resume takes "latest", an index or a session's full id (its SessionStart
 # session_id): SessionSelector.findSession, 0.61.0.
+HOOKS_AT_START = True     # SessionStart at launch, once its folder is trusted
 RESUME = "--resume {id}"
 # SessionEnd's reason `exit` comes from its clean-up handler, which runs on
 # /quit and equally when it is hung up on (its tty gone, seen when its
