@@ -270,14 +270,14 @@ def names(crew):
         entries = paths.list_dir(crew.sub(paths.SESSIONS))
     except FileNotFoundError:
         return []
+    return sorted(name for name in entries if is_registered(crew, name))
+
+
+def is_registered(crew, name):
+    """NAME is a session name whose directory holds a meta (names() lists it)."""
     from .names import is_name
-    out = []
-    for name in entries:
-        if not is_name(name):
-            continue
-        if os.path.lexists(os.path.join(crew.sub(paths.SESSIONS), name, paths.META)):
-            out.append(name)
-    return sorted(out)
+    return is_name(name) and os.path.lexists(os.path.join(crew.sub(paths.SESSIONS), name,
+                                                          paths.META))
 
 
 def find(crew, agent_session_id=None, session_key=None):

@@ -3,7 +3,6 @@ and the same answers every command uses (glance.py's word from the verdict,
 the schedules, the jobs, crew-up's state, the reports). Nothing here
 writes or types anything: it only reads.
 """
-import os
 import time
 
 from . import glance
@@ -72,6 +71,7 @@ class Rows:
         (FOOTER,), (ALL,)}; a session no longer registered leaves the rows."""
         if (ALL,) in changed:
             return self.read(now)
+        from .sessions import is_registered
         from .verdict import Look
         now = time.time() if now is None else now
         look, costs = Look(), _Costs(self.crew)
@@ -79,7 +79,7 @@ class Rows:
             if what[0] != SESSION:
                 continue
             name = what[1]
-            if _registered(self.crew, name):
+            if is_registered(self.crew, name):
                 self.sessions[name] = self._read(name, look, costs, now)
             else:
                 self.sessions.pop(name, None)
@@ -150,13 +150,6 @@ class Rows:
             footer.append(f"nudges: {self.nudge_bad} schedule file(s) cannot be read"
                           " (nudge-ls names them)")
         return Frame(out, footer, bad + self.nudge_bad)
-
-
-def _registered(crew, name):
-    from .names import is_name
-    from . import paths
-    return is_name(name) and os.path.lexists(os.path.join(crew.sub(paths.SESSIONS), name,
-                                                          paths.META))
 
 
 def _wakes(crew, name, at=None):
