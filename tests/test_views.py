@@ -471,3 +471,35 @@ def test_live_view_sees_a_pane_close_that_no_file_announces(crew, tmux):
     tmux.wait_screen(top_pane, "lost(pane-gone)")
     tmux("send-keys", "-t", top_pane, "q")
     tmux.wait_screen(top_pane, lambda s: "NAME" not in s)
+
+
+@pytest.mark.parametrize("mode", ["inotify", "polling"])
+def test_dirwatch_changes_names_the_directory_and_entry(tmp_path, mode):
+    """What crew-top's live view reads again comes from DirWatch.changes():
+    the directory and entry of each change, by inotify or by polling."""
+    from crewfile.notify import DirWatch
+    w = DirWatch(warn=lambda msg: None)
+    if mode == "polling":
+        w.close()                       # as when inotify cannot be had
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    w.add(str(a))
+    w.add(str(b))
+    try:
+        assert w.changes(0) == set()
+        (b / "status").write_text("x\n")
+        assert w.changes(5) == {(str(b), "status")}
+        with open(b / "status", "a") as f:
+            f.write("y\n")
+        (a / "meta").write_text("{}")
+        assert {d for d, _ in w.changes(5)} == {str(a), str(b)}
+        # a directory replaced under its name: forget() and add() watch the new one
+        os.rename(b, tmp_path / "b.old")
+        b.mkdir()
+        w.forget(str(b))
+        w.add(str(b))
+        (b / "inbox").write_text("z\n")
+        assert (str(b), "inbox") in w.changes(5)
+    finally:
+        w.close()
