@@ -90,7 +90,7 @@ def test_codex_the_captains_skill_mention_concludes(crew, aside_of, tmp_path):
 
 
 def test_codex_a_slash_aside_done_is_just_words_and_a_forged_payload_is_refused(
-        crew, aside_of, tmp_path):
+        crew, aside_of, tmp_path, no_wait):
     sess = aside_of("cx", "codex", str(tmp_path / "rollout.jsonl"))
     codex_types(crew, sess, "/aside-done")          # Codex never sends it; were it sent
     assert kinds(sess)[-1] == ("captain", "/aside-done")
@@ -107,12 +107,8 @@ def test_codex_a_slash_aside_done_is_just_words_and_a_forged_payload_is_refused(
         " checked against the agent's transcript"]
     hook(crew, "codex", "cx", dict(forged, turn_id="made-up"))      # a fresh id: recorded ...
     assert aside.scan(sess).state == aside.CAPTAIN_CONCLUDED
-    evidence.TRANSCRIPT_WAIT, wait = 0.0, evidence.TRANSCRIPT_WAIT
-    try:                                                            # ... never believed
-        assert aside.believed(sess, aside.scan(sess)) == (
-            "the agent's transcript has a newer prompt than that $aside-done")
-    finally:
-        evidence.TRANSCRIPT_WAIT = wait
+    assert aside.believed(sess, aside.scan(sess)) == (              # ... never believed
+        "the agent's transcript has a newer prompt than that $aside-done")
 
 
 # --- Gemini: the /aside-done command, no prompt id, the recording's displayContent ---
@@ -146,7 +142,13 @@ def gemini_types(crew, sess, typed):
     gemini_user_entry(path, prompt, typed if command else None)
 
 
-def test_gemini_the_captains_command_concludes(crew, aside_of, tmp_path):
+@pytest.fixture
+def no_wait(monkeypatch):
+    """A prompt not (yet) the conclusion is judged at once, not waited for."""
+    monkeypatch.setattr(evidence, "TRANSCRIPT_WAIT", 0.0)
+
+
+def test_gemini_the_captains_command_concludes(crew, aside_of, tmp_path, no_wait):
     path = str(tmp_path / "session.jsonl")
     append(path, {"sessionId": "s", "projectHash": "h", "kind": "main"})
     append(path, {"$set": {"messages": [{"id": "m0", "type": "user",
@@ -159,6 +161,11 @@ def test_gemini_the_captains_command_concludes(crew, aside_of, tmp_path):
     rec = aside.scan(sess).act
     assert evidence.evidence_of(sess, rec) == "prompt -"
     assert aside.believed(sess, aside.scan(sess)) is None
+    # the hand-over's tool call: its response is a user entry, not a captain prompt
+    append(path, {"id": str(uuid.uuid4()), "type": "user", "content": [{"functionResponse": {
+        "id": "run_shell_command_1", "name": "run_shell_command",
+        "response": {"output": "reports/new/gm,1"}}}]})
+    assert aside.believed(sess, aside.scan(sess)) is None
     gemini_types(crew, sess, "/aside-done")                     # a note is optional
     assert kinds(sess)[-1] == ("captain-done", "")
     gemini_types(crew, sess, "wait, one more thing")
@@ -166,7 +173,34 @@ def test_gemini_the_captains_command_concludes(crew, aside_of, tmp_path):
         "the agent's transcript does not hold that prompt as the /aside-done command")
 
 
-def test_gemini_a_forged_payload_is_never_believed(crew, aside_of, tmp_path):
+def test_gemini_a_conclusion_waits_for_the_recording_to_catch_up(crew, aside_of, tmp_path,
+                                                                 monkeypatch):
+    """BeforeAgent runs before Gemini CLI records the prompt, and names no
+    prompt: a newest prompt that is not the conclusion may be the one before
+    it, so it is looked at again (up to TRANSCRIPT_WAIT), not read as void."""
+    import threading
+    sess = aside_of("gm", "gemini", str(tmp_path / "session.jsonl"))
+    gemini_types(crew, sess, "hello first")
+    path = sess.meta["transcript_path"]
+    hook(crew, "gemini", "gm", {"hook_event_name": "BeforeAgent", "session_id": "s",
+                                "transcript_path": path, "prompt": gemini_expansion("")})
+    monkeypatch.setattr(evidence, "TRANSCRIPT_WAIT", 120.0)
+    looked, real, out = threading.Event(), evidence._prompt_verdict, []
+
+    def spy(*a):
+        got = real(*a)
+        looked.set()
+        return got
+    monkeypatch.setattr(evidence, "_prompt_verdict", spy)
+    t = threading.Thread(target=lambda: out.append(aside.believed(sess, aside.scan(sess))))
+    t.start()
+    assert looked.wait(60)                       # it looked: "hello first" is the newest
+    gemini_user_entry(path, gemini_expansion(""), "/aside-done")
+    t.join(120)
+    assert out == [None]
+
+
+def test_gemini_a_forged_payload_is_never_believed(crew, aside_of, tmp_path, no_wait):
     """Gemini's hook names no prompt, so a forged payload is recorded, and
     then judged by the recording alone: the newest captain prompt there is
     the one the agent is answering, not /aside-done."""

@@ -178,7 +178,9 @@ def prompt_verdict(path, prompt_id, agent):
     The CLI appends to its transcript a moment after the entries are made: a
     tool call of the conclusion's turn can run before the prompt is on disk.
     A prompt id the transcript does not hold at all is waited for (at most
-    TRANSCRIPT_WAIT seconds); a newer prompt after it is refused at once."""
+    TRANSCRIPT_WAIT seconds); a newer prompt after it is refused at once.
+    Without an id (Gemini CLI), a newest prompt that is not the conclusion
+    may be the one before it: waited for the same way."""
     import time
     deadline = time.monotonic() + TRANSCRIPT_WAIT
     while True:
@@ -202,9 +204,9 @@ def _prompt_verdict(path, prompt_id, agent):
             break
         done = done or conclusion
     if newest is None:
-        return NOT_COMMAND.format(agent.CONCLUDE), prompt_id is None
+        return NOT_COMMAND.format(agent.CONCLUDE), False
     if prompt_id is None or newest == prompt_id:
-        return (None if done else NOT_COMMAND.format(agent.CONCLUDE)), True
+        return (None if done else NOT_COMMAND.format(agent.CONCLUDE)), prompt_id is not None
     return NEWER.format(agent.CONCLUDE), older == prompt_id or any(
         pid == prompt_id for pid, _ in entries)
 

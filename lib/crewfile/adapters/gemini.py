@@ -97,14 +97,17 @@ def _texts(parts):
 
 def transcript_prompt(entry):
     """(id, is the /aside-done command as typed) of a chat recording's user
-    entry of a captain prompt, else None (SessionStart's context is not one)."""
+    entry of a captain prompt, else None: a tool's functionResponse is a
+    user entry without text, SessionStart's context one of hook_context
+    alone (observed), neither a captain prompt."""
     if entry.get("type") != "user" or not isinstance(entry.get("id"), str):
         return None
     typed = _texts(entry.get("displayContent"))
     if typed is None:
-        text = _texts(entry.get("content")) or ""
+        text = _texts(entry.get("content"))
         head, end = HOOK_CONTEXT
-        if text.startswith(head) and not text.partition(end.strip())[2].strip():
+        if text is None or (text.startswith(head)
+                            and not text.partition(end.strip())[2].strip()):
             return None
     from ..evidence import is_conclusion
     return entry["id"], typed is not None and is_conclusion(typed, CONCLUDE)

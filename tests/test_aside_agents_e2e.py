@@ -1,0 +1,210 @@
+"""An aside whose agent is the REAL Codex CLI or the REAL Gemini CLI (from npm,
+in .cache/), offline against the stand-in model servers, in a private tmux
+server: aside-open starts it (CREWFILE_AGENT_CMD), the agent's own tool call
+that tries to conclude is denied (a `problem` record, the aside stays open),
+the captain's typed conclusion concludes it (Codex: the `$aside-done` skill
+mention; Gemini: the `/aside-done` command, both installed by `crew-hook
+--install DIR --agent AGENT`), believed on the CLI's own transcript; the
+agent hands its report over and aside-reconcile takes it in and tears the
+window down.
+
+The stand-in models run the shell command of a `RUN: ` line in the newest
+user input: the captain's conclusion carries the hand-over as its note on a
+line of its own (Codex: Ctrl-J in its composer; Gemini: the command puts
+its arguments on a line of their own), as the installed command tells a
+real model to do. Skipped when a CLI is not installed (make codex gemini).
+"""
+import glob
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from conftest import REPO, cmd, wait_for
+from crewfile import aside, evidence, logfile
+from crewfile.sessions import Session
+
+CODEX = glob.glob(os.path.join(REPO, ".cache", "codex", "node_modules", "@openai",
+                               "codex-linux-*", "vendor", "*", "bin", "codex"))
+GEMINI = os.path.join(REPO, ".cache", "gemini", "node_modules", ".bin", "gemini")
+DEADLINE = 120
+PATH = f"{os.path.join(REPO, 'bin')}:{os.environ['PATH']}"
+REPORT = "retries: exponential backoff, capped at 30 s"
+# By its path: Codex runs its shell tool as a login shell, whose profile sets PATH anew.
+HAND_OVER = (f"RUN: printf '{REPORT}\\n' | {sys.executable} {os.path.join(REPO, 'bin')}"
+             f"/aside-conclude {{name}} --report -")
+
+
+def records(crew, name):
+    return [(r.kind, r.text) for r in
+            Session(crew, name).last_records(200, logfile.TailStats())]
+
+
+def kinds(crew, name):
+    return [k for k, _ in records(crew, name)]
+
+
+@pytest.fixture
+def server(tmp_path):
+    """start(script): a stand-in model server from tests/; its port."""
+    procs = []
+
+    def start(script):
+        p = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", script),
+                              "--log", str(tmp_path / f"{script}.log")],
+                             stdout=subprocess.PIPE, text=True)
+        procs.append(p)
+        return int(p.stdout.readline().split()[1])
+    yield start
+    for p in procs:
+        p.kill()
+        p.wait()
+
+
+def open_aside(crew, tmux, name, agent_cmd):
+    tmux("new-session", "-d", "-s", "crew", "-n", "captain", "-x", "200", "-y", "50")
+    r = cmd("aside-open", name, "--topic", "retry policy", "--tmux-session", "crew",
+            env={"CREWFILE_AGENT_CMD": agent_cmd})
+    assert r.returncode == 0, r.stderr
+    return Session(crew, name).meta["tmux"]
+
+
+def type_enter(tmux, pane, typed):
+    """Enter, once the screen shows *typed*: Enter right behind fast keys is
+    taken as part of a paste (Codex inserts a newline instead of sending)."""
+    tmux.wait_screen(pane, typed[-40:], timeout=DEADLINE)
+    tmux("send-keys", "-t", pane, "Enter")
+
+
+def turn(crew, name, tmux, pane, keys):
+    """The captain types *keys* (literal text, or a list of tmux key names and
+    texts) into the aside and presses Enter; returns once that turn ended."""
+    ended = kinds(crew, name).count("turn-ended")
+    for k in keys if isinstance(keys, list) else [keys]:
+        tmux("send-keys", "-t", pane, *(k[1:] if isinstance(k, tuple) else ("-l", k)))
+    type_enter(tmux, pane, k)
+    wait_for(lambda: kinds(crew, name).count("turn-ended") > ended, timeout=DEADLINE,
+             what=lambda: f"the turn's end; records {records(crew, name)[-6:]};"
+                          f" screen:\n{tmux.screen(pane)}")
+
+
+def the_agent_cannot_conclude(crew, tmux, name, pane):
+    """Its real shell tool call naming aside-done is denied before it runs."""
+    turn(crew, name, tmux, pane, f"RUN: aside-done {name}")
+    got = records(crew, name)
+    assert ("problem", f"self-conclusion refused: the agent ran 'aside-done {name}'; denied") in got
+    assert "captain-done" not in kinds(crew, name)
+    assert aside.scan(Session(crew, name)).state == aside.OPEN
+
+
+def the_captain_concludes_and_the_window_goes(crew, tmux, name, pane, evidence_kind):
+    wait_for(lambda: "concluded" in kinds(crew, name), timeout=DEADLINE,
+             what=lambda: f"concluded; records {records(crew, name)[-6:]}")
+    sess = Session(crew, name)
+    done = [r for r in sess.last_records(200, logfile.TailStats()) if r.kind == "captain-done"]
+    assert len(done) == 1 and done[0].text == HAND_OVER.format(name=name)    # the note
+    ev = evidence.evidence_of(sess, done[0])
+    assert evidence_kind(ev), ev
+    assert evidence.verdict(sess, done[0]) is None          # the CLI's own transcript agrees
+    report = [t for k, t in records(crew, name) if k == "concluded"][-1]
+    with open(report) as f:
+        assert f.read() == REPORT + "\n"
+    r = cmd("aside-reconcile", name, "--wait", str(DEADLINE), timeout=DEADLINE + 30)
+    assert r.returncode == 0, (r.stderr, tmux("capture-pane", "-p", "-e", "-t", pane))
+    assert r.stdout.startswith(f"report: {report.replace('/new/', '/cur/')}\n")
+    assert kinds(crew, name)[-1] == "closed"
+    wait_for(lambda: pane not in tmux("list-panes", "-a", "-F", "#{pane_id}", check=False),
+             what="the aside's window killed")
+    with open(report.replace("/new/", "/cur/") + ".scrollback") as f:
+        assert f"aside-done {name}" in f.read()                # the conversation is kept
+
+
+@pytest.mark.skipif(not CODEX, reason="Codex CLI not installed in .cache/codex")
+def test_an_aside_with_codex_concluded_by_the_captains_skill_mention(crew, tmux, server,
+                                                                      tmp_path):
+    port = server("responses_server.py")
+    # CODEX_HOME outside /tmp: with it under /tmp, Codex 0.171 ignored its config.toml.
+    home = os.path.join(REPO, ".cache", "codex-e2e", uuid.uuid4().hex[:12])
+    os.makedirs(home)
+    try:
+        with open(os.path.join(home, "config.toml"), "w") as f:
+            f.write(f'model = "gpt-test"\nmodel_provider = "fake"\n'
+                    f'[model_providers.fake]\nname = "fake"\n'
+                    f'base_url = "http://127.0.0.1:{port}/v1"\nenv_key = "FAKE_KEY"\n'
+                    f'wire_api = "responses"\nsupports_websockets = false\n')
+        r = cmd("crew-hook", "--install", home, "--agent", "codex")
+        assert r.returncode == 0 and "skills/aside-done/SKILL.md" in r.stdout, r.stderr
+        work = tmp_path / "work"
+        work.mkdir()
+        # The agent writes its report into the crew directory, outside its
+        # workspace: the sandbox gets it as a writable root (--add-dir, which
+        # Codex ignores unless the sandbox is workspace-write).
+        agent = (f"cd {shlex.quote(str(work))} && exec env CODEX_HOME={home} HOME={home}"
+                 f" FAKE_KEY=x PATH={shlex.quote(PATH)} {CODEX[0]} --dangerously-bypass-hook-trust"
+                 f" -a never -s workspace-write --add-dir {shlex.quote(crew.root)}")
+        pane = open_aside(crew, tmux, "cx", agent)
+        screen = tmux.wait_screen(pane, lambda s: "Trust this folder" in s or "Ask Codex" in s,
+                                  timeout=DEADLINE)
+        if "Trust this folder" in screen:
+            tmux("send-keys", "-t", pane, "Enter")
+            tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
+
+        the_agent_cannot_conclude(crew, tmux, "cx", pane)
+        assert Session(crew, "cx").meta["agent"] == "codex"
+        # `/aside-done` is no command in Codex: it says so and sends nothing.
+        tmux("send-keys", "-t", pane, "-l", "/aside-done")
+        type_enter(tmux, pane, "\u203a /aside-done")
+        tmux.wait_screen(pane, "Unrecognized command '/aside-done'", timeout=DEADLINE)
+        tmux("send-keys", "-t", pane, "End")            # it left the cursor at the start
+        tmux("send-keys", "-t", pane, "-N", str(len("/aside-done")), "BSpace")
+        tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
+        # The captain mentions the installed skill: `$aside` offers it, Enter takes it.
+        tmux("send-keys", "-t", pane, "-l", "$aside")
+        type_enter(tmux, pane, "[Skill]")
+        tmux.wait_screen(pane, "\u203a $aside-done", timeout=DEADLINE)
+        turn(crew, "cx", tmux, pane, [("", "C-j"), HAND_OVER.format(name="cx")])
+        the_captain_concludes_and_the_window_goes(
+            crew, tmux, "cx", pane, lambda ev: ev.startswith("prompt ") and ev != "prompt -")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.skipif(not os.path.exists(GEMINI), reason="Gemini CLI not installed in .cache/gemini")
+def test_an_aside_with_gemini_concluded_by_the_captains_command(crew, tmux, server, tmp_path):
+    port = server("gemini_server.py")
+    home = tmp_path / "home"
+    (home / ".gemini").mkdir(parents=True)
+    # Its shell tool allowed without a dialog (not -y: YOLO mode draws its
+    # prompt line with `*`, which crewfile does not read as a prompt line, so
+    # aside-reconcile would see the echo of the last prompt as a draft).
+    (home / ".gemini" / "settings.json").write_text(json.dumps({
+        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        "tools": {"allowed": ["run_shell_command"]}}))
+    r = cmd("crew-hook", "--install", str(home / ".gemini"), "--agent", "gemini")
+    assert r.returncode == 0 and "commands/aside-done.toml" in r.stdout, r.stderr
+    work = tmp_path / "work"
+    work.mkdir()
+    # Gemini CLI runs non-interactively under CI variables (test_gemini_e2e
+    # says why).
+    unset = " ".join(f"-u {k}" for k in sorted(os.environ)
+                     if k in ("CI", "CONTINUOUS_INTEGRATION") or k.startswith("CI_"))
+    agent = (f"cd {shlex.quote(str(work))} && exec env {unset} HOME={home} GEMINI_API_KEY=x"
+             f" GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:{port} GEMINI_CLI_TRUST_WORKSPACE=true"
+             f" PATH={shlex.quote(PATH)} {GEMINI} -m gemini-2.5-flash")
+    pane = open_aside(crew, tmux, "gm", agent)
+    tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
+
+    the_agent_cannot_conclude(crew, tmux, "gm", pane)
+    assert Session(crew, "gm").meta["agent"] == "gemini"
+    # As a person types it: the command, its line in the completion list,
+    # then the note (Enter right behind a burst of keys can go to the list).
+    tmux("send-keys", "-t", pane, "-l", "/aside-done")
+    tmux.wait_screen(pane, "Conclude this aside", timeout=DEADLINE)   # the command's description
+    turn(crew, "gm", tmux, pane, " " + HAND_OVER.format(name="gm"))
+    the_captain_concludes_and_the_window_goes(crew, tmux, "gm", pane,
+                                              lambda ev: ev == "prompt -")
