@@ -7,7 +7,6 @@ file. load() reads a file and checks it against its kind's table below
 they are), so a damaged file is one named error, BadFile, at the moment it
 is read: "<path>: <why>". protocol.md's "File shapes" section is this table.
 """
-from .adapters import names as _agents
 from .atomic import read_text
 from .errors import BadFile
 from .jsonio import loads
@@ -47,6 +46,26 @@ def _one_of(*values):
     return check
 
 
+class _Agent:
+    """An agent crewfile has an adapter for: adapters/ is listed when a meta
+    names an agent, not when shapes is loaded (every reader of a meta
+    loads it; crew-status is run by tmux every few seconds)."""
+    _names = None
+
+    def _known(self):
+        if _Agent._names is None:
+            from .adapters import names
+            _Agent._names = names()
+        return _Agent._names
+
+    def __call__(self, v):
+        return isinstance(v, str) and v in self._known()
+
+    @property
+    def doc(self):
+        return "one of " + ", ".join(self._known())
+
+
 def _list_of_str(v):
     return isinstance(v, list) and len(v) > 0 and all(isinstance(x, str) for x in v)
 
@@ -83,7 +102,7 @@ SHAPES = {
         "tmux_socket": (OPT, _str), "tmux_server": (OPT, _str),
         "pid": (OPT, _int(1, 2 ** 31)), "pid_start": (OPT, _int(0)),
         "session_key": (OPT, _str), "agent_session_id": (OPT, _str), "prompt": (OPT, _prompt),
-        "agent": (OPT, _one_of(*_agents())), "agent_cmd": (OPT, _str),
+        "agent": (OPT, _Agent()), "agent_cmd": (OPT, _str),
         "tmux_session": (OPT, _str), "branch": (OPT, _str), "worktree": (OPT, _str),
         "repo": (OPT, _str),
     },
