@@ -95,6 +95,35 @@ def test_exec_prints_handle_and_wait_reports_code_and_tail(crew, run):
     assert job.spec()["label"] == "three"
 
 
+def test_job_wait_leaving_by_os_exit_loses_nothing(crew, run, tmp_path):
+    """job-wait skips the interpreter's teardown (os._exit) once its answer
+    is out: waiting when the job ends, through a slow pipe, every byte of a
+    large output arrives, `heard` is written (the watcher announces nothing),
+    and nothing is left held: `lock` and `waiters` are free the moment it exits."""
+    live_session(crew)
+    go = fifo(tmp_path)
+    body = "".join(f"line {i:06d} " + "x" * 90 + "\n" for i in range(5000))     # ~500 KB
+    (tmp_path / "body").write_text(body)
+    h = exec_(run, "--session", "w1", "--", "sh", "-c", f'read x < "$1"; cat {tmp_path / "body"}',
+              "sh", go)
+    job = jobs.Job(crew, h)
+    waiter = subprocess.Popen([sys.executable, os.path.join(BIN, "job-wait"), h, "--all"],
+                              stdout=subprocess.PIPE, env=dict(os.environ, CREWFILE_DIR=crew.root))
+    wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count in")
+    release(go)
+    got = b""
+    while chunk := waiter.stdout.read(4096):                         # a slow reader
+        got += chunk
+        time.sleep(0.001)
+    assert waiter.wait() == 0
+    first, rest = got.split(b"\n", 1)
+    assert first.endswith(b"; heard by this wait") and rest == body.encode()
+    assert not locks.is_held(job.lock_path) and not locks.is_held(job.waiters_path)
+    assert job.heard()["by"] == "wait" and job.heard()["pid"] == waiter.pid
+    settled(crew, h)
+    assert job_notices(crew) == [] and job.notice() is None
+
+
 def test_signal_exit_is_128_plus_n(crew, run):
     h = exec_(run, "--", "sh", "-c", "echo bye; kill -TERM $$")
     proc = run("job-wait", h)
