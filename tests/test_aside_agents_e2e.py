@@ -74,20 +74,22 @@ def open_aside(crew, tmux, name, agent_cmd):
     return Session(crew, name).meta["tmux"]
 
 
-def type_enter(tmux, pane, typed):
-    """Enter, once the screen shows *typed*: Enter right behind fast keys is
-    taken as part of a paste (Codex inserts a newline instead of sending)."""
-    tmux.wait_screen(pane, typed[-40:], timeout=DEADLINE)
+def type_enter(tmux, pane, typed, ready=None):
+    """Enter, once the screen shows *typed* (and *ready*(screen) holds):
+    Enter right behind fast keys is taken as part of a paste (Codex inserts
+    a newline instead of sending), or by a completion list still open."""
+    tmux.wait_screen(pane, lambda s: typed[-40:] in s and (ready is None or ready(s)),
+                     timeout=DEADLINE)
     tmux("send-keys", "-t", pane, "Enter")
 
 
-def turn(crew, name, tmux, pane, keys):
+def turn(crew, name, tmux, pane, keys, ready=None):
     """The captain types *keys* (literal text, or a list of tmux key names and
     texts) into the aside and presses Enter; returns once that turn ended."""
     ended = kinds(crew, name).count("turn-ended")
     for k in keys if isinstance(keys, list) else [keys]:
         tmux("send-keys", "-t", pane, *(k[1:] if isinstance(k, tuple) else ("-l", k)))
-    type_enter(tmux, pane, k)
+    type_enter(tmux, pane, k, ready)
     wait_for(lambda: kinds(crew, name).count("turn-ended") > ended, timeout=DEADLINE,
              what=lambda: f"the turn's end; records {records(crew, name)[-6:]};"
                           f" screen:\n{tmux.screen(pane)}")
@@ -202,9 +204,12 @@ def test_an_aside_with_gemini_concluded_by_the_captains_command(crew, tmux, serv
     the_agent_cannot_conclude(crew, tmux, "gm", pane)
     assert Session(crew, "gm").meta["agent"] == "gemini"
     # As a person types it: the command, its line in the completion list,
-    # then the note (Enter right behind a burst of keys can go to the list).
+    # then the note, and Enter once the list has closed (an Enter the list
+    # takes runs the command without the note, or not at all).
     tmux("send-keys", "-t", pane, "-l", "/aside-done")
-    tmux.wait_screen(pane, "Conclude this aside", timeout=DEADLINE)   # the command's description
-    turn(crew, "gm", tmux, pane, " " + HAND_OVER.format(name="gm"))
+    listed = "Conclude this aside"                          # the command's description
+    tmux.wait_screen(pane, listed, timeout=DEADLINE)
+    turn(crew, "gm", tmux, pane, " " + HAND_OVER.format(name="gm"),
+         ready=lambda screen: listed not in screen)
     the_captain_concludes_and_the_window_goes(crew, tmux, "gm", pane,
                                               lambda ev: ev == "prompt -")
