@@ -171,7 +171,7 @@ def test_an_aside_with_codex_concluded_by_the_captains_skill_mention(crew, tmux,
         tmux.wait_screen(pane, "\u203a $aside-done", timeout=DEADLINE)
         turn(crew, "cx", tmux, pane, [("", "C-j"), HAND_OVER.format(name="cx")])
         the_captain_concludes_and_the_window_goes(
-            crew, tmux, "cx", pane, lambda ev: ev.startswith("prompt ") and ev != "prompt -")
+            crew, tmux, "cx", pane, lambda ev: ev == "prompt -")
     finally:
         shutil.rmtree(home, ignore_errors=True)
 

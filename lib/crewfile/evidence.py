@@ -7,7 +7,7 @@ record itself. Two kinds:
 
   prompt ID     a prompt hook saw the captain submit the conclusion command
                 (/aside-done; Codex: $aside-done) as the agent's prompt ID
-                (`-`: the agent's hook names no prompt: Gemini CLI).
+                (`-`: the agent's hook names no prompt: Codex, Gemini CLI).
                 Believed while the transcript the agent CLI itself writes
                 (meta `transcript_path`) has as its newest captain prompt
                 that prompt, recorded as the conclusion command. The hook

@@ -43,27 +43,30 @@ def install_extras(directory, uninstall=False):
 # commands since 0.117 (custom prompts were removed; `/aside-done` is
 # "Unrecognized command" and never sent, observed with 0.171.0): the captain
 # mentions the skill FILES installs, `$aside-done`, which the skill's
-# agents/openai.yaml keeps out of the model's own choice. The prompt hook
-# names the prompt by its turn_id; the rollout (transcript_path) records
-# the captain's message as an item_completed UserMessage of that turn.
+# agents/openai.yaml keeps out of the model's own choice. The rollout
+# (transcript_path) records each message of the captain as an
+# item_completed UserMessage with an id of its own. The prompt hook's
+# turn_id names no message: a message sent while the agent works (Enter
+# steers it into the running turn) comes with that turn's id (observed), so
+# the rule is the rollout's newest message alone, as for Gemini CLI.
 CONCLUDE = "$aside-done"
-PROMPT_ID = "turn_id"
+PROMPT_ID = None
 TRANSCRIPT_MARK = b'"UserMessage"'
 
 
 def transcript_prompt(entry):
-    """(turn_id, is `$aside-done [note]`) of a rollout entry of a user's
-    message, else None."""
+    """(message id, is `$aside-done [note]`) of a rollout entry of a
+    captain's message, else None."""
     payload = entry.get("payload")
     if entry.get("type") != "event_msg" or not isinstance(payload, dict) or payload.get(
             "type") != "item_completed":
         return None
-    item, turn = payload.get("item"), payload.get("turn_id")
+    item = payload.get("item")
     if not isinstance(item, dict) or item.get("type") != "UserMessage" or not isinstance(
-            turn, str) or not turn:
+            item.get("id"), str) or not item["id"]:
         return None
     from ..evidence import is_conclusion
     text = "".join(c["text"] for c in item.get("content") or ()
                    if isinstance(c, dict) and c.get("type") == "text"
                    and isinstance(c.get("text"), str))
-    return turn, is_conclusion(text, CONCLUDE)
+    return item["id"], is_conclusion(text, CONCLUDE)
