@@ -113,6 +113,50 @@ def test_a_whole_crew_with_wakes_and_tmux_colours(crew):
         " #[fg=cyan]2 wakes#[default]\n")
 
 
+def test_crew_status_leaves_at_once_with_everything_out(crew, tmp_path, monkeypatch):
+    """crew-status exits through cli.leave() (os._exit, no interpreter
+    teardown): its output, exit code and tokens.cache are whole all the same,
+    and a reader gone or a full disk is said as every command says it."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)     # as tmux runs it: buffered
+    from crewfile import paths
+    from crewfile.cli import COMMON
+    from crewfile.cmd import crew_status
+    sess = session(crew, "w1", "idle")
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("".join(json.dumps({"type": "assistant", "message": {
+        "id": f"m{i}", "role": "assistant", "usage": {
+            "input_tokens": 1000, "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0, "output_tokens": 100}}}) + "\n" for i in range(10)))
+    sess.update_meta(transcript_path=str(transcript))
+    session(crew, "w2", "turn-started")
+    with open(os.path.join(crew.session_dir("w2"), "meta"), "w") as f:
+        f.write("{not json")
+    r = status()                                    # stdout and stderr are pipes
+    assert (r.returncode, r.stdout) == (5, "1 idle 1 damaged 11.0k tok\n")
+    assert r.stderr == ""
+    cache = json.load(open(crew.sub(paths.TOKENS_CACHE)))     # renamed into place, whole
+    assert list(cache["transcripts"]) == [str(transcript)]
+    assert not [n for n in os.listdir(crew.root) if n.startswith(".")]
+    r = status("--help")                            # longer than one line, through a pipe
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout == crew_status.HELP.rstrip("\n") + "\n\nCommon options:" + COMMON + "\n"
+    r = status("--bogus")
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == "crew-status: unknown option --bogus\nTry 'crew-status --help'.\n"
+    gone_r, gone_w = os.pipe()
+    os.close(gone_r)                                # the reader went away before a byte
+    try:
+        p = subprocess.run([sys.executable, os.path.join(REPO, "bin", "crew-status")],
+                           stdout=gone_w, stderr=subprocess.PIPE, timeout=60)
+    finally:
+        os.close(gone_w)
+    assert (p.returncode, p.stderr) == (141, b"")
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([sys.executable, os.path.join(REPO, "bin", "crew-status")],
+                           stdout=full, stderr=subprocess.PIPE, timeout=60)
+    assert (p.returncode, p.stderr) == (111, b"crew-status: No space left on device\n")
+
+
 # -- crew-timeline ------------------------------------------------------------------
 
 import shutil                                      # noqa: E402

@@ -18,6 +18,8 @@ was appended).
 Example: tmux set -g status-right '#(crew-status --tmux)'
 """
 
+EXIT_AT_ONCE = True     # cli.leave(): it reads, and its one write (tokens.cache) is renamed before run() returns
+
 COLOUR = {"working": "green", "idle": "default", "dialog": "yellow", "blocked": "red",
           "paused": "magenta", "lost": "red", "unknown": "colour244", "damaged": "red",
           "wakes": "cyan", "tok": "colour244"}

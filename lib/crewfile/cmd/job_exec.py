@@ -17,6 +17,10 @@ inbox as a `job` notice.
 Example: h=$(job-exec --session w1 --label deploy -- make deploy)
 """
 
+# cli.leave(): the handle is out; the caller reading it would sit through
+# the interpreter's teardown (the watcher runs on in its own process)
+EXIT_AT_ONCE = True
+
 
 def run(args):
     import os
@@ -32,7 +36,3 @@ def run(args):
     handle = start(crew(args), args.command, session=session or None, label=args.label,
                    handle=args.handle, exiting=True)
     sys.stdout.write(handle + "\n")
-    sys.stdout.flush()
-    # The handle is out: skip the interpreter's teardown, which the caller
-    # reading our output would sit through.
-    os._exit(0)

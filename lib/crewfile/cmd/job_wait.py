@@ -25,6 +25,11 @@ Example: job-wait j-4f2a9c --timeout 10m || echo "deploy failed: $?"
 """
 from ..errors import JOB_ERROR as ERROR_EXIT     # noqa: E402 (cli.py reads it)
 
+# cli.leave(): the answer is out; a caller waiting on our exit would sit
+# through the interpreter's teardown (~10 ms measured), and a --timeout's
+# thread may still be blocked in flock(2)
+EXIT_AT_ONCE = True
+
 
 def run(args):
     import sys
@@ -51,8 +56,4 @@ def run(args):
         sys.stdout.buffer.write(data)
     else:
         sys.stdout.write("".join(lines))
-    sys.stdout.flush()
-    # The answer is out: skip the interpreter's teardown (~10 ms measured),
-    # which a caller waiting on our exit would otherwise sit through.
-    import os
-    os._exit(outcome.code)
+    return outcome.code
