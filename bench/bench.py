@@ -55,6 +55,24 @@ class Bench:
                     out.append(time.perf_counter() - t0)
         return statistics.median(times[0]), statistics.median(times[1])
 
+    def pair(self, argv_a, argv_b, n=30, env=None, warmup=3):
+        """As wall_pair, and the CPU time (user + system, the process and the
+        children it waited for) beside: ((wall_a, wall_b), (cpu_a, cpu_b)),
+        medians. CPU time is what a command costs whatever the machine's load."""
+        walls, cpus = ([], []), ([], [])
+        for i in range(n + warmup):
+            for k, argv in enumerate((argv_a, argv_b)):
+                t0 = time.perf_counter()
+                proc = subprocess.Popen(argv, env=env or self.env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                _, _, usage = os.wait4(proc.pid, 0)
+                proc.returncode = 0             # reaped here: Popen must not wait again
+                if i >= warmup:
+                    walls[k].append(time.perf_counter() - t0)
+                    cpus[k].append(usage.ru_utime + usage.ru_stime)
+        med = statistics.median
+        return (med(walls[0]), med(walls[1])), (med(cpus[0]), med(cpus[1]))
+
     def figure(self, label, value, baseline, unit="ms", budget=None, base_label="baseline",
                lower_is_better=True):
         """Print one figure: value, its baseline, the ratio and the budget's verdict."""
@@ -95,4 +113,9 @@ def main():
 
 if __name__ == "__main__":
     sys.path.insert(0, os.path.join(REPO, "lib"))
+    # Start-up is measured as a user meets it, from the .pyc files written on
+    # a first run: with PYTHONDONTWRITEBYTECODE set (CI, this machine) a
+    # source edited since would be compiled again by every trial.
+    import compileall
+    compileall.compile_dir(os.path.join(REPO, "lib"), quiet=1)
     main()

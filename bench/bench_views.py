@@ -25,15 +25,23 @@ def run(b):
 
 
 def status_startup(b, crew, env):
+    """crew-status against `python -c pass`, run alternately: an empty crew,
+    5 sessions with no pane or process recorded, 5 sessions whose agents live
+    in the panes of a private tmux server. Wall time and CPU time (the
+    command and its tmux child: what it costs whatever the load)."""
     pass_ = [b.python, "-c", "pass"]
-    empty, base = b.wall_pair(b.cmd("crew-status"), pass_, n=40, env=env)
-    b.figure("crew-status, empty crew", empty, base, budget=1.2, base_label="python -c pass")
+
+    def both(label, env_, argv=None):
+        (t, base), (cpu, cpu_base) = b.pair(argv or b.cmd("crew-status"), pass_, n=40, env=env_)
+        b.figure(label, t, base, budget=1.2 if argv is None else None,
+                 base_label="python -c pass")
+        b.figure("  the same, CPU time", cpu, cpu_base, budget=1.2 if argv is None else None,
+                 base_label="python -c pass")
+    both("crew-status, empty crew", env)
     for i in range(5):
         subprocess.run(b.cmd("session-add") + [f"w{i}"], env=env, check=True)
         subprocess.run(b.cmd("status-append") + [f"w{i}", "turn-started"], env=env, check=True)
-    five, base = b.wall_pair(b.cmd("crew-status"), pass_, n=40, env=env)
-    b.figure("crew-status, 5 sessions (no pane, no process recorded)", five, base, budget=1.2,
-             base_label="python -c pass")
+    both("crew-status, 5 sessions (no pane, no process recorded)", env)
     # A real crew: each session's agent in a pane of a tmux server. The
     # verdict asks that server for its panes (one tmux list-panes for all),
     # which no file read can replace: the probe is the point.
@@ -61,12 +69,9 @@ def status_startup(b, crew, env):
         env_live = dict(b.env, CREWFILE_DIR=live)
         out = subprocess.run(b.cmd("crew-status"), env=env_live, capture_output=True,
                              text=True).stdout.strip()
-        t, base = b.wall_pair(b.cmd("crew-status"), pass_, n=40, env=env_live)
-        b.figure(f"crew-status, 5 sessions live in tmux panes ({out})", t, base, budget=1.2,
-                 base_label="python -c pass")
-        ls, base = b.wall_pair(tmux + ["list-panes", "-a"], pass_, n=40)
-        b.figure("  of which one `tmux list-panes -a` (the liveness probe)", ls, base,
-                 base_label="python -c pass")
+        both(f"crew-status, 5 sessions live in tmux panes ({out})", env_live)
+        both("  of which one `tmux list-panes -a` (the liveness probe; tmux's own CPU)", None,
+             argv=tmux + ["list-panes", "-a"])
     finally:
         subprocess.run(tmux + ["kill-server"], capture_output=True)
         shutil.rmtree(d, ignore_errors=True)
