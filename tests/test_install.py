@@ -41,6 +41,11 @@ def test_make_install_links_commands_that_run_from_anywhere(tmp_path):
     assert command == [str(venv / "bin" / "python"), str(links / "crew-hook")]
     p = run("nudge-tick", "--crontab")
     assert f" {venv}/bin/python {links}/nudge-tick --quiet" in p.stdout
+    for agent, shipped in (("claude", "commands/aside-done.md"),       # package data
+                           ("codex", "skills/aside-done/agents/openai.yaml"),
+                           ("gemini", "commands/aside-done.toml")):
+        p = run("crew-hook", "--install", str(tmp_path / agent), "--agent", agent)
+        assert p.returncode == 0 and (tmp_path / agent / shipped).is_file(), p.stderr
     p = subprocess.run([str(venv / "bin" / "python"), "-c", "import inotify_simple, crewfile"])
     assert p.returncode == 0
 
