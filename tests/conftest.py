@@ -241,6 +241,25 @@ def second_server():
     shutil.rmtree(d, ignore_errors=True)
 
 
+def crash_and_respawn(tmux, sess, command, timeout=120):
+    """Kill every process of the session's agent (its process group: Gemini
+    CLI runs itself again as a child), wait for its dead pane, check that
+    crew-respawn's dry run would run *command* in the session's tree, run
+    it; return the session read again."""
+    import json
+    import signal
+    meta = sess.reread().meta
+    os.killpg(meta["pid"], signal.SIGKILL)
+    wait_for(lambda: tmux("display-message", "-p", "-t", meta["tmux"],
+                          "#{pane_dead}").strip() == "1", timeout=timeout, what="the dead pane")
+    r = cmd("crew-respawn", "--dry-run", "--json")
+    assert json.loads(r.stdout) == [{"name": sess.name, "action": "would-respawn",
+                                     "detail": f"in {meta['cwd']}: {command}"}], r.stderr
+    r = cmd("crew-respawn", sess.name)
+    assert r.returncode == 0, r.stderr
+    return sess.reread()
+
+
 def wait_for(predicate, timeout=20, what="condition", every=0.01):
     """Poll *predicate* until true: for state that has no event to await.
     *every*: seconds between looks; a costly predicate (a scan of /proc)

@@ -250,30 +250,6 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux, tmp_path)
     assert os.path.exists(made)
 
 
-def _first_prompt(tmux, sess, text):
-    """Deliver *text* once Codex is idle, answering as the captain does, once,
-    Codex's first-start questions whenever one shows: trust this folder
-    (Enter: `1. Trust and continue`) and the new crew-hook hooks (`2. Trust
-    all and continue`). Both answers are kept (CODEX_HOME/config.toml), so
-    no later start asks again. Delivery itself never answers them: a
-    dialog's option line reads as a draft, and nothing is typed."""
-    from crewfile import delivery
-    deadline = time.monotonic() + DEADLINE
-    while True:
-        screen = tmux.screen(sess.meta["tmux"])
-        if "Hooks need review" in screen:
-            tmux.choose(sess.meta["tmux"], "2", "\u203a 2. Trust all")
-            tmux.choose(sess.meta["tmux"], "Enter", lambda s: "Hooks need review" not in s)
-        elif "Trust this folder" in screen:
-            tmux.choose(sess.meta["tmux"], "Enter", lambda s: "Trust this folder" not in s)
-        else:
-            ok, why = delivery.deliver(sess.reread(), text, quiet=0)
-            if ok:
-                return
-            assert time.monotonic() < deadline, why.detail + screen
-            time.sleep(0.1)
-
-
 def _stop_codex_daemons(home):
     """Codex's TUI starts a managed app-server daemon from CODEX_HOME that
     outlives it (observed, 0.171.0): end the ones under *home*, by pid."""
@@ -291,22 +267,26 @@ def _stop_codex_daemons(home):
 
 
 def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_path, monkeypatch):
-    """crew-spawn --agent codex in a worktree of a real repository; the hooks
-    trusted at the first start, as the captain does; a turn; the agent killed
+    """crew-spawn --agent codex in a worktree of a real repository; its
+    hooks trusted at the first start, as the captain does; a turn; the agent killed
     (kill -9); crew-respawn runs `codex ... resume ID`: the SessionStart hook
     reports the same conversation, and a nudge delivered into the resumed
     pane reaches the model with the first turn in its history."""
-    from conftest import cmd
+    from conftest import crash_and_respawn
     from test_claude_spawn_e2e import _repo
     from crewfile import spawn
     import shlex
-    import signal
     repo = _repo(tmp_path, monkeypatch)
     tree = str(tmp_path / "src" / "app.crew" / "w1")
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY")}
     agent = "exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) \
         + f" {BINARY[0]}"
     monkeypatch.setenv("CREWFILE_DIR", rig.crew.root)
+    # The repository trusted, as Codex records a captain's yes to its folder
+    # question (which it may ask after its prompt line shows: a prompt typed
+    # then races it); its hooks' review is answered in the pane.
+    with open(os.path.join(rig.env["CODEX_HOME"], "config.toml"), "a") as f:
+        f.write(f'[projects."{repo}"]\ntrust_level = "trusted"\n')
     try:
         r = subprocess.run(
             [sys.executable, os.path.join(ROOT, "bin", "crew-spawn"), "w1", "--agent", "codex",
@@ -315,21 +295,16 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
         assert r.returncode == 0, r.stderr
         sess = Session(rig.crew, "w1")
         pane = sess.meta["tmux"]
-        _first_prompt(tmux, sess, "FIRST-PROMPT-3141 read the README")
-        _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "the first turn's end")
+        _trust_the_hooks(tmux, pane)
+        ok, why = spawn.first_prompt(sess.reread(), "FIRST-PROMPT-3141 read the README")
+        assert ok, why.detail + tmux.screen(pane)
+        _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "the first turn's end",
+              rig, "w1", tmux, pane)
         meta = sess.reread().meta
         sid = meta["agent_session_id"]
         assert sid and meta["cwd"] == tree and meta["agent"] == "codex"
 
-        os.killpg(meta["pid"], signal.SIGKILL)     # the agent crashes: all its processes
-        _wait(lambda: tmux("display-message", "-p", "-t", pane, "#{pane_dead}").strip() == "1",
-              "the dead pane")
-        r = cmd("crew-respawn", "--dry-run", "--json")
-        assert json.loads(r.stdout) == [{"name": "w1", "action": "would-respawn",
-                                         "detail": f"in {tree}: {agent} resume {sid}"}], r.stderr
-        r = cmd("crew-respawn", "w1")
-        assert r.returncode == 0, r.stderr
-        sess = sess.reread()
+        sess = crash_and_respawn(tmux, sess, f"{agent} resume {sid}")
         pane = sess.meta["tmux"]
         n = len(rig.requests())
         ok, why = spawn.first_prompt(sess, "NUDGE-2718 continue with the plan")

@@ -288,8 +288,7 @@ def test_spawn_kill_respawn_resumes_the_same_gemini_conversation(rig, tmux, tmp_
     the SessionStart hook reports the same conversation, and a nudge
     delivered into the resumed pane reaches the model with the first turn
     in its history."""
-    import signal
-    from conftest import cmd
+    from conftest import crash_and_respawn
     from test_claude_spawn_e2e import _repo
     from crewfile import spawn
     repo = _repo(tmp_path, monkeypatch)
@@ -316,18 +315,10 @@ def test_spawn_kill_respawn_resumes_the_same_gemini_conversation(rig, tmux, tmp_
     sid = meta["agent_session_id"]
     assert sid and meta["cwd"] == tree and meta["agent"] == "gemini"
 
-    # The agent crashes: all its processes (Gemini CLI runs itself again as a
-    # child; the parent alone killed leaves the child running until its
-    # window goes, which then writes `ended: exit`).
-    os.killpg(meta["pid"], signal.SIGKILL)
-    _wait(lambda: tmux("display-message", "-p", "-t", pane, "#{pane_dead}").strip() == "1",
-          "the dead pane")
-    r = cmd("crew-respawn", "--dry-run", "--json")
-    assert json.loads(r.stdout) == [{"name": "w1", "action": "would-respawn",
-                                     "detail": f"in {tree}: {agent} --resume {sid}"}], r.stderr
-    r = cmd("crew-respawn", "w1")
-    assert r.returncode == 0, r.stderr
-    sess = sess.reread()
+    # The agent crashes: all its processes (the parent alone killed leaves
+    # Gemini's child running until its window goes, which then writes
+    # `ended: exit`).
+    sess = crash_and_respawn(tmux, sess, f"{agent} --resume {sid}")
     n = len(rig.requests())
     ok, why = spawn.first_prompt(sess, "NUDGE-2718 continue with the plan")
     assert ok, why.detail + str(rig.kinds("w1")) + tmux.screen(sess.meta["tmux"], history=True)
