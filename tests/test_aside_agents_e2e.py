@@ -6,7 +6,8 @@ the captain's typed conclusion concludes it (Codex: the `$aside-done` skill
 mention; Gemini: the `/aside-done` command, both installed by `crew-hook
 --install DIR --agent AGENT`), believed on the CLI's own transcript; the
 agent hands its report over and aside-reconcile takes it in and tears the
-window down.
+window down. In Codex also a conclusion sent while the agent works (steered
+into the running turn, whose turn_id its prompt hook gets again).
 
 The stand-in models run the shell command of a `RUN: ` line in the newest
 user input: the captain's conclusion carries the hand-over as its note on a
@@ -119,21 +120,25 @@ def the_captain_concludes_and_the_window_goes(crew, tmux, name, pane, evidence_k
     r = cmd("aside-reconcile", name, "--wait", str(DEADLINE), timeout=DEADLINE + 30)
     assert r.returncode == 0, (r.stderr, tmux("capture-pane", "-p", "-e", "-t", pane))
     assert r.stdout.startswith(f"report: {report.replace('/new/', '/cur/')}\n")
-    assert kinds(crew, name)[-1] == "closed"
+    assert "closed" in kinds(crew, name)       # (a turn may still end after it)
     wait_for(lambda: pane not in tmux("list-panes", "-a", "-F", "#{pane_id}", check=False),
              what="the aside's window killed")
     with open(report.replace("/new/", "/cur/") + ".scrollback") as f:
-        assert f"aside-done {name}" in f.read()                # the conversation is kept
+        assert f"aside-conclude {name}" in f.read()        # the conversation is kept
 
 
-@pytest.mark.skipif(not CODEX, reason="Codex CLI not installed in .cache/codex")
-def test_an_aside_with_codex_concluded_by_the_captains_skill_mention(crew, tmux, server,
-                                                                      tmp_path):
+@pytest.fixture
+def codex_aside(crew, tmux, server, tmp_path):
+    """open(name): an aside whose agent is the real Codex, its hooks and the
+    $aside-done skill installed; its pane, once Codex waits for the captain."""
+    if not CODEX:
+        pytest.skip("Codex CLI not installed in .cache/codex")
     port = server("responses_server.py")
     # CODEX_HOME outside /tmp: with it under /tmp, Codex 0.171 ignored its config.toml.
     home = os.path.join(REPO, ".cache", "codex-e2e", uuid.uuid4().hex[:12])
     os.makedirs(home)
-    try:
+
+    def open_codex(name):
         with open(os.path.join(home, "config.toml"), "w") as f:
             f.write(f'model = "gpt-test"\nmodel_provider = "fake"\n'
                     f'[model_providers.fake]\nname = "fake"\n'
@@ -149,31 +154,61 @@ def test_an_aside_with_codex_concluded_by_the_captains_skill_mention(crew, tmux,
         agent = (f"cd {shlex.quote(str(work))} && exec env CODEX_HOME={home} HOME={home}"
                  f" FAKE_KEY=x PATH={shlex.quote(PATH)} {CODEX[0]} --dangerously-bypass-hook-trust"
                  f" -a never -s workspace-write --add-dir {shlex.quote(crew.root)}")
-        pane = open_aside(crew, tmux, "cx", agent)
+        pane = open_aside(crew, tmux, name, agent)
         screen = tmux.wait_screen(pane, lambda s: "Trust this folder" in s or "Ask Codex" in s,
                                   timeout=DEADLINE)
         if "Trust this folder" in screen:
             tmux("send-keys", "-t", pane, "Enter")
             tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
-
-        the_agent_cannot_conclude(crew, tmux, "cx", pane)
-        assert Session(crew, "cx").meta["agent"] == "codex"
-        # `/aside-done` is no command in Codex: it says so and sends nothing.
-        tmux("send-keys", "-t", pane, "-l", "/aside-done")
-        type_enter(tmux, pane, "\u203a /aside-done")
-        tmux.wait_screen(pane, "Unrecognized command '/aside-done'", timeout=DEADLINE)
-        tmux("send-keys", "-t", pane, "End")            # it left the cursor at the start
-        tmux("send-keys", "-t", pane, "-N", str(len("/aside-done")), "BSpace")
-        tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
-        # The captain mentions the installed skill: `$aside` offers it, Enter takes it.
-        tmux("send-keys", "-t", pane, "-l", "$aside")
-        type_enter(tmux, pane, "[Skill]")
-        tmux.wait_screen(pane, "\u203a $aside-done", timeout=DEADLINE)
-        turn(crew, "cx", tmux, pane, [("", "C-j"), HAND_OVER.format(name="cx")])
-        the_captain_concludes_and_the_window_goes(
-            crew, tmux, "cx", pane, lambda ev: ev == "prompt -")
+        return pane
+    try:
+        yield open_codex
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def mention_aside_done(tmux, pane):
+    """The captain mentions the installed skill: `$aside` offers it, Enter takes it."""
+    tmux("send-keys", "-t", pane, "-l", "$aside")
+    type_enter(tmux, pane, "[Skill]")
+    tmux.wait_screen(pane, "\u203a $aside-done", timeout=DEADLINE)
+
+
+def test_an_aside_with_codex_concluded_by_the_captains_skill_mention(crew, tmux, codex_aside):
+    pane = codex_aside("cx")
+    the_agent_cannot_conclude(crew, tmux, "cx", pane)
+    assert Session(crew, "cx").meta["agent"] == "codex"
+    # `/aside-done` is no command in Codex: it says so and sends nothing.
+    tmux("send-keys", "-t", pane, "-l", "/aside-done")
+    type_enter(tmux, pane, "\u203a /aside-done")
+    tmux.wait_screen(pane, "Unrecognized command '/aside-done'", timeout=DEADLINE)
+    tmux("send-keys", "-t", pane, "End")            # it left the cursor at the start
+    tmux("send-keys", "-t", pane, "-N", str(len("/aside-done")), "BSpace")
+    tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
+    mention_aside_done(tmux, pane)
+    turn(crew, "cx", tmux, pane, [("", "C-j"), HAND_OVER.format(name="cx")])
+    the_captain_concludes_and_the_window_goes(crew, tmux, "cx", pane, lambda ev: ev == "prompt -")
+
+
+def test_codex_a_conclusion_sent_while_the_agent_works_counts(crew, tmux, codex_aside,
+                                                               tmp_path):
+    """Enter while Codex works steers the message into the running turn, and
+    its prompt hook gets that turn's id again: the conclusion still counts."""
+    pane = codex_aside("cx")
+    go = tmp_path / "go"
+    ended = kinds(crew, "cx").count("turn-ended")
+    tmux("send-keys", "-t", pane, "-l", f"HOLD: {go}")
+    type_enter(tmux, pane, f"HOLD: {go}")
+    tmux.wait_screen(pane, "esc to interrupt", timeout=DEADLINE)      # it works
+    mention_aside_done(tmux, pane)
+    tmux("send-keys", "-t", pane, "C-j")
+    tmux("send-keys", "-t", pane, "-l", HAND_OVER.format(name="cx"))
+    type_enter(tmux, pane, HAND_OVER.format(name="cx"))
+    wait_for(lambda: "captain-done" in kinds(crew, "cx"), timeout=DEADLINE,
+             what=lambda: f"captain-done; records {records(crew, 'cx')[-6:]}")
+    assert kinds(crew, "cx").count("turn-ended") == ended                # still the same turn
+    go.touch()
+    the_captain_concludes_and_the_window_goes(crew, tmux, "cx", pane, lambda ev: ev == "prompt -")
 
 
 @pytest.mark.skipif(not os.path.exists(GEMINI), reason="Gemini CLI not installed in .cache/gemini")
