@@ -44,14 +44,44 @@ print(i)
 """
 
 
-def start_up(crew, env):
-    return subprocess.Popen([sys.executable, os.path.join(BIN, "crew-up"), "boss",
-                             "--backoff-max", "0.2s", "--sweep", "1h"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+def start_up(crew, env, err):
+    """A crew-up for the boss, its stdout and stderr appended to *err*."""
+    with open(err, "ab") as f:
+        return subprocess.Popen([sys.executable, os.path.join(BIN, "crew-up"), "boss",
+                                 "--backoff-max", "0.2s", "--sweep", "1h"],
+                                env=env, stdout=f, stderr=subprocess.STDOUT)
 
 
-def pipe_pids(crew, up):
-    """The wake pipe's pids once all three run under this crew-up, else None."""
+def seen(crew, up, err, what):
+    """For a time-out: *what*, then crew-up's state, its process tree, the
+    tail of its output and of its log, so the failure tells what was stuck."""
+    import json
+    ps = subprocess.run(["ps", "-o", "pid,ppid,stat,wchan:20,etime,args", "--ppid",
+                         str(up.pid), "-p", str(up.pid)],
+                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+    others = subprocess.run(["ps", "-eo", "pid,ppid,stat,wchan:20,args"],
+                            stdout=subprocess.PIPE, text=True).stdout.splitlines()
+    others = [l for l in others if any(v in l for v in VICTIMS) and "ps -" not in l]
+
+    def tail(path, n=40):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                return "".join(f.readlines()[-n:])
+        except OSError as e:
+            return f"({e})"
+    return (f"{what} (crew-up pid {up.pid}, exit {up.poll()})\n"
+            f"state: {json.dumps(crewup.read_state(crew), indent=1)}\n"
+            f"crew-up and its children:\n{ps}"
+            f"every process of a stage's name:\n" + "\n".join(others) + "\n"
+            f"crew-up's output (tail):\n{tail(err)}"
+            f"crew-up/log (tail):\n{tail(crewup.files(crew)[crewup.LOG])}")
+
+
+def pipe_pids(crew, up, err=None):
+    """The wake pipe's pids once all three run under this crew-up, else None.
+    With *err* (crew-up's output), a crew-up that exited fails at once."""
+    if err is not None and up.poll() is not None:
+        raise AssertionError(seen(crew, up, err, "crew-up exited"))
     st = crewup.read_state(crew)
     if st.get("pid") != up.pid:
         return None
@@ -90,20 +120,22 @@ def test_random_kills_lose_and_repeat_no_wake(crew, tmp_path):
         register(crew, n)
     register(crew, "side", kind="aside")
     stop = tmp_path / "stop-writing"
-    up = start_up(crew, env)
+    err = tmp_path / "crew-up.err"
+    up = start_up(crew, env, err)
     rng = random.Random(int(os.environ.get("CREWFILE_KILL_SEED", "13")))
     killed = collections.Counter()
     drains = 0
     writer = None
     try:
-        wait_for(lambda: pipe_pids(crew, up), timeout=60, what="crew-up's pipe running")
+        wait_for(lambda: pipe_pids(crew, up, err), timeout=60,
+                 what=lambda: seen(crew, up, err, "crew-up's pipe running"))
         writer = subprocess.Popen([sys.executable, "-c", WRITER.format(
             lib=os.path.join(REPO, "lib"), root=crew.root, names=names + ["boss", "side"],
             kinds=KINDS, seed=rng.randrange(1 << 30), stop=str(stop))],
             env=env, stdout=subprocess.PIPE, text=True)
         for trial in range(TRIALS):
-            pids = wait_for(lambda: pipe_pids(crew, up), timeout=60,
-                            what=f"the pipe running again (trial {trial})")
+            pids = wait_for(lambda: pipe_pids(crew, up, err), timeout=60, what=lambda: seen(
+                crew, up, err, f"the pipe running again (trial {trial})"))
             victim = rng.choice(VICTIMS)
             time.sleep(rng.uniform(0, 0.25))        # a random moment, not an ordering
             pid = up.pid if victim == "crew-up" else pids[victim]
@@ -114,7 +146,7 @@ def test_random_kills_lose_and_repeat_no_wake(crew, tmp_path):
             killed[victim] += 1
             if victim == "crew-up":
                 up.wait()
-                up = start_up(crew, env)
+                up = start_up(crew, env, err)
             if rng.random() < 0.1:
                 inbox.drain(crew, "boss")           # the primary's hook took some
                 drains += 1
@@ -124,9 +156,10 @@ def test_random_kills_lose_and_repeat_no_wake(crew, tmp_path):
             f"{sys.executable} {BIN}/crew-watch --from-start --once | {sys.executable} {BIN}/wake-filter",
             shell=True, env=env, stdout=subprocess.PIPE, text=True, check=True).stdout.splitlines()
         wait_for(lambda: len(wake_texts(crew)) >= len(expected), timeout=120,
-                 what="every wake in the inbox")
+                 what=lambda: seen(crew, up, err, f"every wake in the inbox ({len(expected)})"))
         # a last moment for anything still in flight to show a doubling
-        pipe_pids(crew, up) and wait_for(lambda: pipe_pids(crew, up), timeout=60, what="pipe")
+        pipe_pids(crew, up) and wait_for(lambda: pipe_pids(crew, up, err), timeout=60,
+                                            what=lambda: seen(crew, up, err, "the pipe"))
         got = collections.Counter(wake_texts(crew))
         want = collections.Counter(expected)
         missing = want - got
