@@ -189,3 +189,50 @@ def test_bad_remotes_are_refused_before_anything_starts(crew, run, tmp_path):
     p = run("crew-up", "boss", "--remotes", f)
     assert p.returncode == 2 and "bad --remote 'relative:dir'" in p.stderr
     assert not os.path.exists(crewup.files(crew)["state"])
+
+
+def test_a_lock_still_held_for_a_killed_crew_up_is_waited_for(crew):
+    """A crew-up SIGKILLed while forking a stage leaves its lock held by that
+    child until its exec: the next crew-up (its state naming a dead pid) waits
+    for the lock instead of exiting Refused, and runs once it is free."""
+    import json
+    from crewfile import locks, paths
+    register(crew, "boss", kind="primary")
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    paths.ensure_dir(crew.sub(crewup.DIR))
+    with open(crewup.files(crew)["state"], "w") as f:
+        json.dump({"version": 1, "pid": gone.pid, "primary": "boss", "stages": {}}, f)
+    held = locks.acquire(crewup.files(crew)["lock"], timeout=0)     # the forking child's
+    out = os.path.join(os.path.dirname(crew.root), "crew-up.out")
+    with open(out, "ab") as log:
+        proc = subprocess.Popen([sys.executable, os.path.join(BIN, "crew-up"), "boss"],
+                                env={**os.environ, "CREWFILE_DIR": crew.root},
+                                stdout=log, stderr=log)
+    try:
+        def said():
+            assert proc.poll() is None, open(out).read()
+            return "waiting up to 10s" in open(out).read()
+        wait_for(said, timeout=60, what="crew-up waiting for the lock")
+        assert open(out).read() == (f"crew-up: the lock is busy but crew-up pid {gone.pid} is"
+                                    f" gone: waiting up to 10s for a child it was starting to"
+                                    f" let go\n")
+        held.release()
+        wait_for(lambda: _all_running(crew, proc), timeout=60, what="every stage running")
+    finally:
+        held.release()
+        stop(proc)
+
+
+def test_a_stage_whose_crew_up_died_before_its_prctl_never_runs(tmp_path):
+    """The child of a crew-up that died before the child's prctl (its parent is
+    then init or a subreaper, not necessarily pid 1) exits instead of running
+    the stage unsupervised; with its parent alive it runs."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    for parent, want in ((gone.pid, False), (os.getpid(), True)):
+        ran = tmp_path / f"ran-{parent}"
+        p = subprocess.Popen(["sh", "-c", f"echo ran > {ran}"],
+                             preexec_fn=crewup._die_with_parent(parent))
+        assert p.wait(30) == 0
+        assert ran.exists() == want

@@ -10,7 +10,9 @@ Stages, each a crewfile command run by this interpreter:
   sweep   job-sweep, every `sweep` seconds (a one-shot; a failure is logged)
 
 One instance per crew: crew-up/lock (flock) is held for its whole life; a
-second crew-up finds it busy and exits at once (Refused). Children die with
+second crew-up finds it busy and exits at once (Refused), or, when the state
+names no live crew-up (one SIGKILLed while forking: the child holds the lock
+until its exec), waits up to HANDOVER for it. Children die with
 it even when it is SIGKILLed (PR_SET_PDEATHSIG), and wake-send holds the
 cursor's lock, so a new generation never runs beside a dying one.
 
@@ -33,6 +35,7 @@ BACKOFF_FIRST = 0.25
 BACKOFF_MAX = 30.0
 RESET_AFTER = 10.0
 STOP_GRACE = 5.0
+HANDOVER = 10.0
 DEFAULT_SWEEP = 600.0
 PIPE = ("crew-watch", "wake-filter", "wake-send")
 PR_SET_PDEATHSIG = 1
@@ -48,16 +51,42 @@ def bin_path(name):
         os.path.abspath(__file__)))), "bin", name)
 
 
-def _die_with_parent():
-    """In the child, before exec: SIGTERM when crew-up dies, even by SIGKILL."""
-    import ctypes
-    import signal
+def _die_with_parent(parent):
+    """A preexec_fn for a child of *parent* (crew-up's pid, taken before the
+    fork): SIGTERM when crew-up dies, even by SIGKILL. SIGTERM goes back to
+    its default first: crew-up's own handler, inherited by the fork, would
+    swallow a death signal that arrives before the exec. Then compare with
+    *parent*, not 1: a parent that died before prctl left the child to a
+    subreaper or init."""
+    def preexec():
+        import ctypes
+        import signal
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:      # the parent died before prctl: follow it now
+            os._exit(0)
+    return preexec
+
+
+def _alive(pid):
+    """True if *pid* names a live process (a zombie is not)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    except (OSError, AttributeError):
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
         pass
-    if os.getppid() == 1:       # the parent died before prctl: follow it now
-        os._exit(0)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 class Proc:
@@ -126,14 +155,29 @@ class Supervisor:
 
     # -- life ---------------------------------------------------------------
     def acquire(self):
-        """Take the crew's crew-up lock, or Refused if another crew-up holds it."""
+        """Take the crew's crew-up lock, or Refused if another crew-up holds it.
+
+        A SIGKILLed crew-up's lock can stay busy a moment after its death: a
+        child it was forking holds the lock's open file until its exec (or
+        its exit, seeing the parent gone) closes it. So when the state names
+        no live crew-up, wait up to HANDOVER for the lock before refusing."""
+        import sys
         from .errors import Refused
         from .locks import acquire
         paths.ensure_dir(self.crew.sub(DIR))
         self.lock = acquire(self.files[LOCK], timeout=0)
         if self.lock is None:
+            pid = read_state(self.crew).get("pid")
+            if not _alive(pid):
+                who = f"crew-up pid {pid} is gone" if pid else "crew-up/state names none"
+                sys.stderr.write(f"crew-up: the lock is busy but {who}: waiting up to"
+                                 f" {HANDOVER:g}s for a child it was starting to let go\n")
+                sys.stderr.flush()
+                self.lock = acquire(self.files[LOCK], timeout=HANDOVER)
+        if self.lock is None:
             pid = read_state(self.crew).get("pid", "?")
             raise Refused(f"crew-up already runs for {self.crew.root} (pid {pid})")
+        self.save_state()           # at once: a second crew-up sees a live pid
 
     def run(self):
         """Supervise until SIGTERM/SIGINT; then stop every stage."""
@@ -214,7 +258,8 @@ class Supervisor:
                 p = subprocess.Popen(argv, stdin=subprocess.PIPE if first is not None else stdin,
                                      stdout=subprocess.DEVNULL if last else subprocess.PIPE,
                                      stderr=subprocess.PIPE, env=self.env,
-                                     preexec_fn=_die_with_parent, close_fds=True)
+                                     preexec_fn=_die_with_parent(os.getpid()),
+                                     close_fds=True)
                 if first is not None:       # kept open: its end is the remote's end
                     p.stdin.write(first.encode())
                     p.stdin.flush()
