@@ -470,6 +470,24 @@ def test_a_waiter_wakes_when_running_is_let_go_and_tells_lost_from_ended(crew, t
     let_go(alive)
 
 
+def test_a_linked_running_lock_is_one_line_error_with_or_without_a_timeout(crew, run, tmp_path):
+    job = jobs.new_job(crew, "j-linked")
+    jobs.write_spec(job, ["true"])
+    holder = subprocess.Popen(["flock", job.alive_path, "sh", "-c", "echo held; exec cat"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert holder.stdout.readline() == b"held\n"
+    (tmp_path / "elsewhere").write_text("")
+    os.symlink(tmp_path / "elsewhere", job.running_path)
+    try:
+        for extra in ([], ["--timeout", "30s"]):
+            proc = run("job-wait", "j-linked", *extra)
+            assert proc.returncode == 125 and proc.stdout == ""
+            assert proc.stderr == f"job-wait: {job.running_path}: a symlink is not followed\n"
+    finally:
+        holder.stdin.close()
+        holder.wait()
+
+
 def test_an_exec_failure_nobody_waits_for_is_announced_like_any_outcome(crew, run):
     live_session(crew)
     h = exec_(run, "--session", "w1", "--", "no-such-command-crewfile")

@@ -188,13 +188,18 @@ def _let_go(path, timeout):
     import _thread
     done = _thread.allocate_lock()
     done.acquire()
+    failed = []
 
     def block():
         try:
             acquire(path, shared=True).release()
-        except BaseException:
-            pass                # (an error is seen again by our caller's own reads)
+        except BaseException as e:      # (a link, a FIFO: said by our caller, as without a timeout)
+            failed.append(e)
         finally:
             done.release()
     _thread.start_new_thread(block, ())
-    return done.acquire(timeout=min(timeout, _thread.TIMEOUT_MAX))
+    if not done.acquire(timeout=min(timeout, _thread.TIMEOUT_MAX)):
+        return False
+    if failed:
+        raise failed[0]
+    return True
