@@ -4,10 +4,11 @@ tests/responses_server.py, its hooks installed by `crew-hook --install DIR
 (and not Codex's output), the guard denying a self-conclusion through a real
 tool call, a primary's wake continuing the turn at Stop.
 
-Mostly run non-interactively (`codex exec`, hooks trusted for the run with
---dangerously-bypass-hook-trust: exec cannot ask, and a user trusts hooks
-once, interactively); three run it in a private tmux pane, the hooks
-trusted at its first start as a user does (no bypass): a
+Mostly run non-interactively (`codex exec`, which cannot ask, its hooks
+trusted first as a user does: Codex started once in a pane and its review
+answered); three run it in a private tmux pane, the hooks trusted at its
+first start as a user does (no bypass flag; a rig without `trusted`, as
+other modules use it, runs exec with --dangerously-bypass-hook-trust): a
 nudge refused while it generates, typed into its idle prompt line (its
 placeholder is no draft) and refused over a draft; a permission dialog
 recorded as a wait and refused; spawned, killed and resumed by crew-respawn. Skipped when the CLI is not
@@ -69,13 +70,28 @@ def rig(tmp_path):
         shutil.rmtree(home, ignore_errors=True)
 
 
+@pytest.fixture
+def trusted(rig, tmux):
+    """The rig with its hooks trusted the way a user does it, once: Codex
+    started interactively, `2. Trust all and continue` at its review, left;
+    `codex exec`, which cannot ask, then runs them (the trust is kept as
+    hashes in CODEX_HOME/config.toml)."""
+    env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY")}
+    pane = tmux.new_window(f"cd {rig.work} && {BINARY[0]}", env=env)
+    _trust_the_hooks(tmux, pane)
+    tmux.kill()
+    rig.trusted = True
+    return rig
+
+
 class Rig:
     def __init__(self, crew, env, log, work):
         self.crew, self.env, self.log, self.work = crew, env, log, work
+        self.trusted = False     # the `trusted` fixture: hooks trusted as a user does
 
     def codex(self, session, prompt, wait=True):
-        argv = [BINARY[0], "exec", "--dangerously-bypass-hook-trust", "--skip-git-repo-check",
-                prompt]
+        bypass = [] if self.trusted else ["--dangerously-bypass-hook-trust"]
+        argv = [BINARY[0], "exec", *bypass, "--skip-git-repo-check", prompt]
         p = subprocess.Popen(argv, env=dict(self.env, CREWFILE_SESSION=session), cwd=self.work,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if not wait:
@@ -86,7 +102,8 @@ class Rig:
 
     def requests(self):
         with open(self.log) as f:
-            return [json.loads(line) for line in f]
+            # whole lines only: the stand-in may be writing the last one
+            return [json.loads(line) for line in f if line.endswith("\n")]
 
     def kinds(self, name):
         return [(r.kind, r.text) for r in
@@ -97,7 +114,8 @@ def _texts(req):
     return json.dumps(req["input"])
 
 
-def test_a_turns_records_and_a_notice_for_the_model_only(rig):
+def test_a_turns_records_and_a_notice_for_the_model_only(trusted):
+    rig = trusted
     register(rig.crew, "w1")
     inbox.post(rig.crew, "w1", "job", "j-7 ended: exit 0")
     out = rig.codex("w1", "hello there")
@@ -115,7 +133,8 @@ def test_a_turns_records_and_a_notice_for_the_model_only(rig):
     assert inbox.pending(rig.crew, "w1") == []
 
 
-def test_the_guard_denies_a_self_conclusion_through_a_real_tool_call(rig):
+def test_the_guard_denies_a_self_conclusion_through_a_real_tool_call(trusted):
+    rig = trusted
     register(rig.crew, "a1", kind="aside", extra={"topic": "retries"})
     rig.codex("a1", "RUN: aside-done a1")
     got = rig.kinds("a1")
@@ -128,7 +147,8 @@ def test_the_guard_denies_a_self_conclusion_through_a_real_tool_call(rig):
     assert got[-1] == ("turn-ended", "")
 
 
-def test_a_primarys_wake_at_stop_continues_the_turn_once(rig, tmp_path):
+def test_a_primarys_wake_at_stop_continues_the_turn_once(trusted, tmp_path):
+    rig = trusted
     register(rig.crew, "pm", kind="primary")
     go = tmp_path / "go"
     p = rig.codex("pm", f"HOLD: {go}", wait=False)

@@ -112,7 +112,9 @@ class Rig:
 
     def requests(self):
         with open(self.log) as f:
-            return [json.loads(line) for line in f if ":streamGenerateContent" in line]
+            # whole lines only: the stand-in may be writing the last one
+            return [json.loads(line) for line in f
+                    if ":streamGenerateContent" in line and line.endswith("\n")]
 
     def kinds(self, name):
         return [(r.kind, r.text) for r in
