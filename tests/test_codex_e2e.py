@@ -77,7 +77,9 @@ def trusted(rig, tmux):
     `codex exec`, which cannot ask, then runs them (the trust is kept as
     hashes in CODEX_HOME/config.toml)."""
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY")}
-    pane = tmux.new_window(f"cd {rig.work} && {BINARY[0]}", env=env)
+    # The shell stays after Codex: if it ends early, its exit shows on the screen.
+    pane = tmux.new_window(f"cd {rig.work} && {BINARY[0]}; echo codex exited $?; sleep 60",
+                           env=env)
     _trust_the_hooks(tmux, pane)
     tmux.kill()
     rig.trusted = True
