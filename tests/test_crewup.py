@@ -209,12 +209,15 @@ def test_a_lock_still_held_for_a_killed_crew_up_is_waited_for(crew):
         proc = subprocess.Popen([sys.executable, os.path.join(BIN, "crew-up"), "boss"],
                                 env={**os.environ, "CREWFILE_DIR": crew.root},
                                 stdout=log, stderr=log)
+    def said():
+        with open(out) as f:
+            return f.read()
     try:
-        def said():
-            assert proc.poll() is None, open(out).read()
-            return "waiting up to 10s" in open(out).read()
-        wait_for(said, timeout=60, what="crew-up waiting for the lock")
-        assert open(out).read() == (f"crew-up: the lock is busy but crew-up pid {gone.pid} is"
+        def waiting():
+            assert proc.poll() is None, said()
+            return "waiting up to 10s" in said()
+        wait_for(waiting, timeout=60, what="crew-up waiting for the lock")
+        assert said() == (f"crew-up: the lock is busy but crew-up pid {gone.pid} is"
                                     f" gone: waiting up to 10s for a child it was starting to"
                                     f" let go\n")
         held.release()
