@@ -29,6 +29,7 @@ import pytest
 from conftest import REPO, cmd, wait_for
 from crewfile import aside, evidence, logfile
 from crewfile.sessions import Session
+from test_codex_e2e import _stop_codex_daemons, _trust_the_hooks
 
 CODEX = glob.glob(os.path.join(REPO, ".cache", "codex", "node_modules", "@openai",
                                "codex-linux-*", "vendor", "*", "bin", "codex"))
@@ -139,31 +140,31 @@ def codex_aside(crew, tmux, server, tmp_path):
     os.makedirs(home)
 
     def open_codex(name):
+        work = tmp_path / "work"
         with open(os.path.join(home, "config.toml"), "w") as f:
             f.write(f'model = "gpt-test"\nmodel_provider = "fake"\n'
                     f'[model_providers.fake]\nname = "fake"\n'
                     f'base_url = "http://127.0.0.1:{port}/v1"\nenv_key = "FAKE_KEY"\n'
-                    f'wire_api = "responses"\nsupports_websockets = false\n')
+                    f'wire_api = "responses"\nsupports_websockets = false\n'
+                    # the work folder trusted, as Codex writes a captain's yes
+                    f'[projects."{work}"]\ntrust_level = "trusted"\n')
         r = cmd("crew-hook", "--install", home, "--agent", "codex")
         assert r.returncode == 0 and "skills/aside-done/SKILL.md" in r.stdout, r.stderr
-        work = tmp_path / "work"
         work.mkdir()
         # The agent writes its report into the crew directory, outside its
         # workspace: the sandbox gets it as a writable root (--add-dir, which
         # Codex ignores unless the sandbox is workspace-write).
         agent = (f"cd {shlex.quote(str(work))} && exec env CODEX_HOME={home} HOME={home}"
-                 f" FAKE_KEY=x PATH={shlex.quote(PATH)} {CODEX[0]} --dangerously-bypass-hook-trust"
+                 f" FAKE_KEY=x PATH={shlex.quote(PATH)} {CODEX[0]}"
                  f" -a never -s workspace-write --add-dir {shlex.quote(crew.root)}")
         pane = open_aside(crew, tmux, name, agent)
-        screen = tmux.wait_screen(pane, lambda s: "Trust this folder" in s or "Ask Codex" in s,
-                                  timeout=DEADLINE)
-        if "Trust this folder" in screen:
-            tmux("send-keys", "-t", pane, "Enter")
-            tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
+        # Its hooks trusted at its first start, as the captain does (no bypass flag).
+        _trust_the_hooks(tmux, pane)
         return pane
     try:
         yield open_codex
     finally:
+        _stop_codex_daemons(home)
         shutil.rmtree(home, ignore_errors=True)
 
 

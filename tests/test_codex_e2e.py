@@ -7,8 +7,7 @@ tool call, a primary's wake continuing the turn at Stop.
 Mostly run non-interactively (`codex exec`, which cannot ask, its hooks
 trusted first as a user does: Codex started once in a pane and its review
 answered); three run it in a private tmux pane, the hooks trusted at its
-first start as a user does (no bypass flag; a rig without `trusted`, as
-other modules use it, runs exec with --dangerously-bypass-hook-trust): a
+first start as a user does (no test uses a bypass flag): a
 nudge refused while it generates, typed into its idle prompt line (its
 placeholder is no draft) and refused over a draft; a permission dialog
 recorded as a wait and refused; spawned, killed and resumed by crew-respawn. Skipped when the CLI is not
@@ -92,8 +91,9 @@ class Rig:
         self.trusted = False     # the `trusted` fixture: hooks trusted as a user does
 
     def codex(self, session, prompt, wait=True):
-        bypass = [] if self.trusted else ["--dangerously-bypass-hook-trust"]
-        argv = [BINARY[0], "exec", *bypass, "--skip-git-repo-check", prompt]
+        """`codex exec`, which cannot ask: its hooks run only once trusted."""
+        assert self.trusted, "use the `trusted` fixture: exec runs no untrusted hook"
+        argv = [BINARY[0], "exec", "--skip-git-repo-check", prompt]
         p = subprocess.Popen(argv, env=dict(self.env, CREWFILE_SESSION=session), cwd=self.work,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if not wait:

@@ -1,5 +1,6 @@
-"""With the real Codex CLI (test_codex_e2e's rig, offline against its
-stand-in model, which reports 12 tokens a request): a primary's tokens and
+"""With the real Codex CLI (test_codex_e2e's rig, its hooks trusted as a
+user does, offline against its stand-in model, which reports 12 tokens a
+request): a primary's tokens and
 the share of the turn its hook continued with a wake, counted from the file
 its SessionStart hook recorded (meta transcript_path)."""
 import os
@@ -7,12 +8,13 @@ import time
 
 from crewfile import inbox, tokens
 from crewfile.sessions import Session, register
-from test_codex_e2e import DEADLINE, pytestmark, rig  # noqa: F401 (the fixture, the skip)
+from test_codex_e2e import DEADLINE, pytestmark, rig, trusted  # noqa: F401 (fixtures, the skip)
 
 PER_REQUEST = 12
 
 
-def test_a_wake_continued_turn_is_counted_as_wake_turn(rig, tmp_path):  # noqa: F811
+def test_a_wake_continued_turn_is_counted_as_wake_turn(trusted, tmp_path):  # noqa: F811
+    rig = trusted
     register(rig.crew, "pm", kind="primary")
     go = tmp_path / "go"
     p = rig.codex("pm", f"HOLD: {go}", wait=False)
