@@ -100,10 +100,12 @@ def test_class_is_cached_and_reread_when_meta_changes(crew):
     assert f.feed(ev("w1", "blocked").encode()) != b""
 
 
-def test_last_line_without_newline_is_judged(crew):
+def test_a_last_line_without_newline_is_a_fragment_dropped_with_a_warning(crew):
+    """Its writer died mid-write: a fragment is no event (the cursor replays it whole)."""
     register(crew, "w1")
-    out, _ = filt(crew, ev("w1", "blocked").rstrip("\n"))
-    assert out == ev("w1", "blocked")
+    out, warnings = filt(crew, ev("w1", "done") + "2026-12-01")
+    assert out == ev("w1", "done")
+    assert warnings == ["input ended inside a line, dropped: b'2026-12-01'"]
 
 
 # -- the command --------------------------------------------------------------------
@@ -282,6 +284,16 @@ def test_wake_send_to_a_primary_without_a_pane_keeps_every_wake(crew, run):
     assert p.returncode == 0 and p.stderr == ""       # nothing to hold: nothing to wait for
     p = run("wake-send", "no/body", input="")
     assert p.returncode == 2 and p.stderr.startswith("wake-send: ")
+
+
+def test_wake_send_posts_no_fragment_of_a_last_line(crew, run):
+    """An upstream SIGKILLed mid-write leaves a line cut short at the end of
+    the input: it is said on stderr, never a notice."""
+    register(crew, "boss", kind="primary")
+    p = run("wake-send", "boss", "--window", "0.05", input=ev("w1", "done") + "2026-12-01")
+    assert p.returncode == 0
+    assert "wake-send: input ended inside a line, dropped: b'2026-12-01'" in p.stderr
+    assert [n.text for n in inbox.pending(crew, "boss")] == [ev("w1", "done").strip()]
 
 
 def test_wake_send_holds_wakes_for_a_primary_registered_later(crew):
