@@ -108,11 +108,19 @@ def run():
     return cmd
 
 
+class PaneEnded(AssertionError):
+    """A pane waited on is gone or its command ended: no use waiting on."""
+
+
 class TmuxServer:
     """A private tmux server on a socket in the test's own temp dir."""
 
+    # What a pane started with keep=True prints when its command ends.
+    EXITED = "[test pane: command exited "
+
     def __init__(self, sock):
         self.sock = sock
+        self.context = []     # callables: more to show when a wait on a pane fails
 
     def __call__(self, *args, check=True):
         proc = subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null", *args],
@@ -121,8 +129,13 @@ class TmuxServer:
             raise AssertionError(f"tmux {args}: {proc.stderr}")
         return proc.stdout
 
-    def new_window(self, command, name="w", session="crew", env=None):
-        """Start *command* in a new window; return its pane id (%N)."""
+    def new_window(self, command, name="w", session="crew", env=None, keep=False):
+        """Start *command* in a new window; return its pane id (%N). With
+        *keep*, the window outlives the command and shows its exit status
+        (the waits below then fail at once, showing it): an agent that ends
+        early is not a pane gone with 'no current target'."""
+        if keep:
+            command = f'{command}; echo "{self.EXITED}$?]"; exec sleep 3600'
         envargs = []
         for k, v in (env or {}).items():
             envargs += ["-e", f"{k}={v}"]
@@ -159,16 +172,38 @@ class TmuxServer:
         return self(*args, check=False)
 
     def wait_screen(self, pane, predicate, timeout=20):
-        """Wait until the pane's screen satisfies predicate (or contains a string)."""
+        """Wait until the pane's screen satisfies predicate (or contains a
+        string); a pane gone or its command ended fails at once, saying so."""
         test = predicate if callable(predicate) else (lambda s: predicate in s)
         deadline = time.monotonic() + timeout
         while True:
             text = self.screen(pane)
             if test(text):
                 return text
+            if self.EXITED in text or not self.pane_exists(pane):
+                raise PaneEnded(f"pane {pane} ended, never showed {predicate!r}"
+                                     + self.explain(pane))
             if time.monotonic() > deadline:
-                raise AssertionError(f"pane {pane} never showed {predicate!r}; screen:\n{text}")
+                raise AssertionError(f"pane {pane} never showed {predicate!r}"
+                                     + self.explain(pane))
             time.sleep(0.02)
+
+    def pane_exists(self, pane):
+        return pane in self("list-panes", "-a", "-F", "#{pane_id}", check=False).split()
+
+    def explain(self, pane):
+        """The pane's screen with its history (or that it is gone), and the
+        test's own context (a stand-in server's requests): for a failure."""
+        if self.pane_exists(pane):
+            seen = [f"; screen with history:\n{self.screen(pane, history=True).rstrip()}"]
+        else:
+            seen = ["; the pane is gone (started without keep=True, its end is not known)"]
+        for more in self.context:
+            try:
+                seen.append(str(more()))
+            except Exception as e:      # a failure report must not fail itself
+                seen.append(f"({more!r}: {e!r})")
+        return "\n".join(seen)
 
     def choose(self, pane, key, chosen, timeout=120):
         """Press *key* in a dialog until the screen shows *chosen* (the option
@@ -179,9 +214,12 @@ class TmuxServer:
         its permission dialog, which then stayed up for good."""
         deadline = time.monotonic() + timeout
         while True:
-            self("send-keys", "-t", pane, key)
+            # a pane gone: the wait below says so, with what is known
+            self("send-keys", "-t", pane, key, check=False)
             try:
                 return self.wait_screen(pane, chosen, timeout=2)
+            except PaneEnded:
+                raise
             except AssertionError:
                 if time.monotonic() > deadline:
                     raise

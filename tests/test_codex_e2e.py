@@ -76,9 +76,7 @@ def trusted(rig, tmux):
     `codex exec`, which cannot ask, then runs them (the trust is kept as
     hashes in CODEX_HOME/config.toml)."""
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY")}
-    # The shell stays after Codex: if it ends early, its exit shows on the screen.
-    pane = tmux.new_window(f"cd {rig.work} && {BINARY[0]}; echo codex exited $?; sleep 60",
-                           env=env)
+    pane = _codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]}", env)
     _trust_the_hooks(tmux, pane)
     tmux.kill()
     rig.trusted = True
@@ -193,6 +191,16 @@ def _wait(test, what, rig=None, name=None, tmux=None, pane=None):
         time.sleep(0.05)
 
 
+def _codex_window(tmux, rig, command, env):
+    """Codex in a pane that outlives it: a Codex that ends early (seen under
+    load: at its first start, its hook review unanswered) leaves its exit
+    status and last lines on the screen, and a failing wait shows them with
+    the stand-in server's requests."""
+    tmux.context.append(lambda: "requests (last input item of each): " + "; ".join(
+        json.dumps((r.get("input") or [None])[-1])[:300] for r in rig.requests()))
+    return tmux.new_window(command, env=env, keep=True)
+
+
 def _trust_the_hooks(tmux, pane):
     """What a captain does once: Codex (0.129 and later) runs new hooks only
     once trusted, and asks at its first start (its first screen, before its
@@ -215,7 +223,7 @@ def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle
     from crewfile.verdict import DRAFT
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx1"
-    pane = tmux.new_window(f"cd {rig.work} && {BINARY[0]}", env=env)
+    pane = _codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]}", env)
     _trust_the_hooks(tmux, pane)
     go = tmp_path / "go"
     tmux("send-keys", "-t", pane, "-l", f"HOLD: {go}")
@@ -251,7 +259,7 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux, tmp_path)
     from crewfile import delivery
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx3"
-    pane = tmux.new_window(f"cd {rig.work} && {BINARY[0]} -a on-request -s read-only", env=env)
+    pane = _codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]} -a on-request -s read-only", env)
     _trust_the_hooks(tmux, pane)
     made = os.path.join(rig.work, "made")
     tmux("send-keys", "-t", pane, "-l", f"ASK: touch {made}")
