@@ -108,7 +108,10 @@ def wake_texts(crew):
     for name in sorted(os.listdir(d)):
         if name.startswith("inbox"):
             with open(os.path.join(d, name), encoding="utf-8") as f:
-                out += [l.rstrip("\n").split(" ", 3)[3] for l in f if " wake: " in l]
+                # a last line without its newline is being written (or a killed
+                # writer's fragment, cut by the next append): not a notice yet
+                out += [l[:-1].split(" ", 3)[3] for l in f
+                        if l.endswith("\n") and " wake: " in l]
     return out
 
 
