@@ -217,9 +217,8 @@ def test_an_aside_with_gemini_concluded_by_the_captains_command(crew, tmux, serv
     port = server("gemini_server.py")
     home = tmp_path / "home"
     (home / ".gemini").mkdir(parents=True)
-    # Its shell tool allowed without a dialog (not -y: YOLO mode draws its
-    # prompt line with `*`, which crewfile does not read as a prompt line, so
-    # aside-reconcile would see the echo of the last prompt as a draft).
+    # Its shell tool allowed without a dialog, as a user allows it in
+    # settings.json (a YOLO -y pane: test_gemini_e2e).
     (home / ".gemini" / "settings.json").write_text(json.dumps({
         "security": {"auth": {"selectedType": "gemini-api-key"}},
         "tools": {"allowed": ["run_shell_command"]}}))

@@ -196,7 +196,7 @@ def _drawn_idle(sess):
     refusing then is right (a transient refusal); the test waits until the
     redraw is done."""
     from crewfile import verdict
-    from crewfile.prompt import capture, placeholder_of, prompt_tail
+    from crewfile.prompt import capture, markers_of, placeholder_of, prompt_tail
     v = verdict.of(sess.reread())
     _wait(lambda: "Executing Hook" in capture(v.pane, v.socket), "the hook hint")
 
@@ -204,24 +204,27 @@ def _drawn_idle(sess):
         plain = capture(v.pane, v.socket)
         if "Executing Hook" in plain or "Type your message" not in plain:
             return False
-        found = prompt_tail(capture(v.pane, v.socket, placeholder_of(sess.meta)))
+        meta = sess.reread().meta
+        found = prompt_tail(capture(v.pane, v.socket, placeholder_of(meta)), markers_of(meta))
         return found is not None and found[0] == ""
     _wait(drawn, lambda: capture(v.pane, v.socket))
 
 
+@pytest.mark.parametrize("flags", ["", "-y"])
 def test_an_interactive_gemini_pane_refused_while_generating_typed_into_when_idle(
-        rig, tmux, tmp_path):
+        rig, tmux, tmp_path, flags):
     """Gemini in a tmux pane: its hooks record the turn, the agent and `agent:
     gemini`; delivery refuses while it generates; idle, its prompt line shows
     only a placeholder (`>   Type your message or @path/to/file` in colour
-    248: observed), which is no draft, so a nudge is typed and taken as a new
-    turn. Text the captain typed (colour 231) is a draft: refused."""
+    248: observed; in YOLO mode, -y, `*` instead of `>`, the echo of the last
+    prompt `> ...` above it), which is no draft, so a nudge is typed and taken
+    as a new turn. Text the captain typed (colour 231) is a draft: refused."""
     from crewfile import delivery
     from crewfile.verdict import DRAFT
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
                                    "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "gm1"
-    pane = tmux.new_window(f"cd {rig.work} && {INTERACTIVE} {BINARY}", env=env)
+    pane = tmux.new_window(f"cd {rig.work} && {INTERACTIVE} {BINARY} {flags}", env=env)
     tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
     go = tmp_path / "go"
     tmux("send-keys", "-t", pane, "-l", f"HOLD: {go}")
@@ -237,14 +240,18 @@ def test_an_interactive_gemini_pane_refused_while_generating_typed_into_when_idl
     _wait(lambda: rig.kinds("gm1")[-1][0] == "turn-ended", "turn-ended")
     _drawn_idle(sess)
     ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
-    assert (ok, why.code) == (True, delivery.DELIVERED), why.detail
-    _wait(lambda: ("captain", "hello from crewfile") in rig.kinds("gm1"), "the nudge's turn")
+    assert (ok, why.code) == (True, delivery.DELIVERED), (
+        why.detail, tmux("capture-pane", "-p", "-e", "-t", pane))
+    _wait(lambda: ("captain", "hello from crewfile") in rig.kinds("gm1"),
+          lambda: f"the nudge's turn; records {rig.kinds('gm1')[-4:]}; screen:\n"
+                  f"{tmux.screen(pane)}")
     _wait(lambda: rig.kinds("gm1")[-1][0] == "turn-ended", "its end")
     _drawn_idle(sess)
     tmux("send-keys", "-t", pane, "-l", "half a thought")          # the captain's draft
     tmux.wait_screen(pane, "half a thought")
     ok, why = delivery.deliver(sess.reread(), "another nudge", quiet=0)
-    assert (ok, why.code) == (False, DRAFT) and "half a thought" in why.detail
+    assert (ok, why.code) == (False, DRAFT) and "half a thought" in why.detail, (
+        why.detail, tmux("capture-pane", "-p", "-e", "-t", pane))
     assert "another nudge" not in tmux.screen(pane)
 
 

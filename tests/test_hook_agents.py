@@ -344,6 +344,10 @@ GEMINI_IDLE = (" \x1b[38;5;183m> \x1b[7m\x1b[39m \x1b[0m\x1b[38;5;248m\x1b[48;5;
                " message or @path/to/file\x1b[39m\n\x1b[49m \x1b[38;5;248mworkspace\x1b[39m\n")
 GEMINI_TYPED = (" \x1b[38;5;183m> \x1b[38;5;231mhello world\x1b[7m\x1b[39m \x1b[0m\x1b[39m"
                 "\x1b[48;5;240m\n")
+# -y (YOLO mode): `*` for `>`, the echo of the last prompt above it.
+GEMINI_YOLO_IDLE = (" \x1b[38;5;183m> \x1b[38;5;231mHOLD: /x/go\x1b[39m\n\n"
+                    " \x1b[38;5;217m* \x1b[7m\x1b[39m \x1b[0m\x1b[38;5;248m\x1b[48;5;240m Type"
+                    " your message or @path/to/file\x1b[39m\n")
 GEMINI_CURSOR_AT_START = (" \x1b[38;5;183m> \x1b[7m\x1b[38;5;231mh\x1b[0m\x1b[38;5;231m"
                           "\x1b[48;5;240mello world\x1b[39m\n")
 
@@ -351,12 +355,20 @@ GEMINI_CURSOR_AT_START = (" \x1b[38;5;183m> \x1b[7m\x1b[38;5;231mh\x1b[0m\x1b[38
 @pytest.mark.parametrize("agent, screen, draft", [
     ("codex", CODEX_IDLE, ""), ("codex", CODEX_TYPED, "HOLD: /x/go1"),
     ("gemini", GEMINI_IDLE, ""), ("gemini", GEMINI_TYPED, "hello world"),
-    ("gemini", GEMINI_CURSOR_AT_START, "hello world")])
+    ("gemini", GEMINI_CURSOR_AT_START, "hello world"), ("gemini", GEMINI_YOLO_IDLE, "")])
 def test_a_placeholder_is_no_draft_typed_text_is(agent, screen, draft):
-    from crewfile.prompt import placeholder_of, prompt_tail, without_placeholder
+    from crewfile.prompt import markers_of, placeholder_of, prompt_tail, without_placeholder
     plain = without_placeholder(screen, placeholder_of({"agent": agent}))
     assert "\x1b" not in plain and plain.count("\n") == screen.count("\n")
-    assert prompt_tail(plain)[0] == draft
+    assert prompt_tail(plain, markers_of({"agent": agent}))[0] == draft
+
+
+def test_a_yolo_gemini_prompt_line_is_read_only_in_a_gemini_pane():
+    from crewfile.prompt import PROMPT_MARKERS, markers_of, prompt_tail, without_placeholder
+    plain = without_placeholder(GEMINI_YOLO_IDLE, "38;5;248")
+    assert prompt_tail(plain, markers_of({"agent": "claude"}))[0] == "HOLD: /x/go"   # a draft
+    assert markers_of({"agent": "gemini", "prompt": "$"}) == ("$",)      # meta still overrides
+    assert markers_of({"agent": "../x"}) == markers_of(None) == PROMPT_MARKERS
 
 
 def test_placeholders_only_for_agents_that_draw_one():

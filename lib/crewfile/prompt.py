@@ -12,11 +12,17 @@ _BOX = " \t\u2502\u2503|\u00a0"
 
 
 def markers_of(meta):
+    """The session's prompt markers: meta `prompt`, else its agent's
+    adapter's PROMPT_MARKERS (a mode that draws its own), else the common ones."""
     custom = meta.get("prompt") if isinstance(meta, dict) else None
     if isinstance(custom, str) and custom:
         return (custom,)
     if isinstance(custom, list) and custom:
         return tuple(m for m in custom if isinstance(m, str) and m) or PROMPT_MARKERS
+    agent = meta.get("agent") if isinstance(meta, dict) else None
+    if agent in ("codex", "gemini"):
+        from .adapters import load
+        return getattr(load(agent), "PROMPT_MARKERS", PROMPT_MARKERS)
     return PROMPT_MARKERS
 
 

@@ -9,6 +9,8 @@ Adding an agent is one new module here defining:
   SHELL_TOOLS   the tool names whose `tool_input.command` the guard reads
   PLACEHOLDER   the SGR parameters of its empty prompt line's placeholder
                 (crewfile.prompt), or None
+  PROMPT_MARKERS (optional) its prompt lines' markers (crewfile.prompt),
+                when not only the common ones
   NOTIFICATIONS notification type -> the record (kind, text) it writes
   HOOKS_FILE, INSTALL, TIMEOUT, FILES
                 installation (crewfile.claude): the file under DIR, the

@@ -19,6 +19,9 @@ SHELL_TOOLS = ("run_shell_command",)
 # `>   Type your message or @path/to/file` in colour 248 after the cursor
 # block; typed text is colour 231.
 PLACEHOLDER = "38;5;248"
+# Run with -y (YOLO mode) it draws that line `*   Type your message ...`
+# instead (observed, 0.61.0: `*` in colour 217, the placeholder the same).
+PROMPT_MARKERS = (">", "*")
 NOTIFICATIONS = {"ToolPermission": ("waiting", "permission")}
 
 HOOKS_FILE = "settings.json"
