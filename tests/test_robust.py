@@ -442,11 +442,15 @@ def test_finding_13_shell_recipe_cuts_a_fragment_and_writes_once(crew, tmp_path)
     big = "x" * 16000
     argv = ["dash", str(script), sdir, f"2026-11-30T10:00:02.000Z note: {big}"]
     if shutil.which("strace"):
+        # -ff: one trace file per process, so a write is never split into
+        # "<unfinished ...>" and "<... write resumed>" lines by another
+        # process's call (seen once under load with -f: no whole line matched)
         trace = tmp_path / "trace"
-        subprocess.run(["strace", "-f", "-e", "trace=write", "-o", str(trace), *argv], check=True)
-        writes = [line for line in trace.read_text().splitlines()
-                  if "write(" in line and "= 16032" in line]
-        assert len(writes) == 1 and writes[0].split()[0] != "", trace.read_text()[-2000:]
+        subprocess.run(["strace", "-ff", "-e", "trace=write", "-o", str(trace), *argv], check=True)
+        text = "".join(p.read_text() for p in sorted(tmp_path.glob("trace.*")))
+        writes = [line for line in text.splitlines()
+                  if line.startswith("write(") and line.endswith("= 16032")]
+        assert len(writes) == 1, text[-2000:]
     else:
         subprocess.run(argv, check=True)
     subprocess.run(["dash", str(script), sdir, "2026-11-30T10:00:03.000Z idle"], check=True)
