@@ -24,7 +24,8 @@ import uuid
 
 import pytest
 
-from crewfile import inbox, logfile
+import responses_server
+from crewfile import inbox, logfile, tokens
 from crewfile.paths import Crew
 from crewfile.sessions import Session, register
 
@@ -168,6 +169,11 @@ def test_a_primarys_wake_at_stop_continues_the_turn_once(trusted, tmp_path):
     reqs = rig.requests()
     assert len(reqs) == 2, out
     assert "crewfile wake:" in _texts(reqs[1]) and "w2 blocked: needs a database" in _texts(reqs[1])
+    # what supervision costs: the stand-in reports the same usage for each request;
+    # the second request is the wake's, counted as the primary's wake turn
+    per_request = responses_server.USAGE["total_tokens"]
+    t = tokens.read(Session(rig.crew, "pm").meta["transcript_path"])
+    assert (t.total, t.wake) == (2 * per_request, per_request)
     got = [k for k, _ in rig.kinds("pm")]
     assert got.count("turn-ended") == 1 and got[-1] == "turn-ended"
     assert inbox.pending(rig.crew, "pm") == []

@@ -27,7 +27,8 @@ import time
 
 import pytest
 
-from crewfile import inbox, logfile
+import gemini_server
+from crewfile import inbox, logfile, tokens
 from crewfile.paths import Crew
 from crewfile.sessions import Session, register
 
@@ -175,6 +176,11 @@ def test_a_primarys_wake_at_after_agent_retries_the_turn_once(rig, tmp_path):
     got = [k for k, _ in rig.kinds("pm")]
     assert got.count("turn-ended") == 1 and got[-2:] == ["turn-ended", "ended"]
     assert inbox.pending(rig.crew, "pm") == []
+    # what supervision costs: the stand-in reports the same usage for each request;
+    # the second request is the wake's, counted as the primary's wake turn
+    per_request = gemini_server.USAGE["totalTokenCount"]
+    t = tokens.read(Session(rig.crew, "pm").meta["transcript_path"])
+    assert (t.total, t.wake) == (2 * per_request, per_request)
 
 
 def _wait(test, what):
