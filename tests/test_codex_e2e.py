@@ -115,6 +115,14 @@ def _texts(req):
     return json.dumps(req["input"])
 
 
+def _last_user_text(req):
+    """The text of a request's last input item if it is the user's message."""
+    last = (req.get("input") or [{}])[-1]
+    if last.get("role") != "user":
+        return None
+    return "".join(c.get("text", "") for c in last.get("content") or [])
+
+
 def test_a_turns_records_and_a_notice_for_the_model_only(trusted):
     rig = trusted
     register(rig.crew, "w1")
@@ -350,7 +358,13 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
         _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "its end")
         assert ("started", "resume") in rig.kinds("w1")
         assert sess.reread().meta["agent_session_id"] == sid     # its own conversation
-        later = [_texts(q) for q in rig.requests()[n:] if "NUDGE-2718" in _texts(q)]
-        assert later and "FIRST-PROMPT-3141" in later[-1]        # with the first turn in it
+        # the nudge's turn: the request that ends with it. Codex (0.171) also asks,
+        # in parallel and in either order, for a title of the new prompt (a request
+        # that quotes it, without the history): the last one naming the nudge
+        # was that one in a loaded run
+        turn = [q for q in rig.requests()[n:] if _last_user_text(q) == "NUDGE-2718 continue"
+                " with the plan"]
+        assert len(turn) == 1, [_texts(q)[-300:] for q in rig.requests()[n:]]
+        assert "FIRST-PROMPT-3141" in _texts(turn[0])           # with the first turn in it
     finally:
         tmux.kill()
