@@ -7,7 +7,7 @@ Payloads are built from each CLI's own documentation, not guessed:
   {session-start,user-prompt-submit,pre-tool-use,permission-request,
   post-tool-use,stop}.command.input.schema.json (required fields; tool_name
   "Bash" with tool_input {"command": ...}), and the payloads Codex 0.171.0
-  sent here (/work/shared/reference/agent-hooks.md: SessionStart with
+  sent when run offline against tests/responses_server.py (SessionStart with
   model, permission_mode, source "startup"; turn_id on the turn's events).
   Reply shapes: pre-tool-use.command.output.schema.json (hookSpecificOutput
   permissionDecision "deny" + permissionDecisionReason, as the test

@@ -1,8 +1,8 @@
 """Claude Code: the hook events and reply shapes crew-hook was first written
 for; the shared actions in hook.py are named after these events.
 
-Source: Claude Code hooks reference (code.claude.com/docs/en/hooks; facts
-in /work/shared/reference/agent-hooks.md)."""
+Source: Claude Code hooks reference (code.claude.com/docs/en/hooks), and
+the payloads the real CLI sends in tests/test_claude_e2e.py."""
 from . import additional_context as context, permission_deny as deny
 from . import whole_prompt as captain_text
 
