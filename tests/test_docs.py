@@ -45,3 +45,22 @@ def test_usage_error_is_one_line_plus_a_hint():
     r = cmd("status-show", "--nope")
     assert r.returncode == 2
     assert r.stderr == "status-show: unknown option --nope\nTry 'status-show --help'.\n"
+
+
+def test_nothing_refers_to_files_outside_the_repository():
+    """Issue 14: a clone is the whole product. No tracked file names the
+    developers' reference directory beside the repository (a user has none)."""
+    import subprocess
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    files = subprocess.run(["git", "-C", root, "ls-files", "-z"], stdout=subprocess.PIPE,
+                           check=True).stdout.decode().split("\0")
+    outside = ("../" + "shared", "/work/" + "shared")
+    found = []
+    for name in filter(None, files):
+        try:
+            with open(os.path.join(root, name), "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except (IsADirectoryError, FileNotFoundError):
+            continue
+        found += [f"{name}: {o}" for o in outside if o in text]
+    assert not found, found
