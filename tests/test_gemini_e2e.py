@@ -362,8 +362,11 @@ def test_spawn_kill_respawn_resumes_the_same_gemini_conversation(rig, tmux, tmp_
     n = len(rig.requests())
     ok, why = spawn.first_prompt(sess, "NUDGE-2718 continue with the plan")
     assert ok, why.detail + str(rig.kinds("w1")) + tmux.screen(sess.meta["tmux"], history=True)
+    # delivered says the screen took the Enter; the turn's record is what proves it
+    # (once seen missing under load: the screen and records tell which side lost it)
     _wait(lambda: ("captain", "NUDGE-2718 continue with the plan") in rig.kinds("w1"),
-          "the nudge's turn")
+          lambda: f"the nudge's turn (delivery said: {why.detail}); records"
+                  f" {rig.kinds('w1')}\n{tmux.screen(sess.meta['tmux'], history=True)}")
     _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "its end")
     assert ("started", "resume") in rig.kinds("w1")
     assert sess.reread().meta["agent_session_id"] == sid       # its own conversation
