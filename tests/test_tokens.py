@@ -144,8 +144,11 @@ def test_hostile_lines_are_skipped(tmp_path):
 def test_links_fifos_and_no_transcript(crew, tmp_path):
     sess, path = primary(crew, tmp_path)
     os.mkfifo(tmp_path / "fifo")
-    for hostile in ("/dev/zero", str(tmp_path / "fifo"), str(path)):
-        link = tmp_path / "link"
+    link = tmp_path / "link"
+    link.symlink_to(path)           # the user's layout (a dotfiles link): followed, as evidence does
+    sess.update_meta(transcript_path=str(link))
+    assert tokens.read(str(link)).total == tokens.read(str(path)).total > 0
+    for hostile in ("/dev/zero", str(tmp_path / "fifo")):
         if link.exists() or link.is_symlink():
             link.unlink()
         link.symlink_to(hostile)

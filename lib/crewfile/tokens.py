@@ -100,14 +100,15 @@ class Tally:
 def read(path, tally=None):
     """The Tally of the transcript at *path*, read on from *tally* when it
     is of the same file (*tally* itself is not changed); None when there is
-    no transcript or it cannot be read (a link, a FIFO: the one path opener's
-    rules)."""
+    no transcript or it cannot be read (a FIFO, a device: the one path
+    opener's rules for a file outside the crew directory, as evidence.py
+    reads the same transcript: a link is the user's layout, followed)."""
     from .errors import CrewfileError
     from .paths import open_file
     if not path or not isinstance(path, str) or not os.path.isabs(path) or path.endswith(".json"):
         return None             # .json: an older Gemini CLI's chat, one document, not lines
     try:
-        fd = open_file(path)
+        fd = open_file(path, outside=True)
     except (OSError, CrewfileError, ValueError):
         return None
     try:
