@@ -367,14 +367,9 @@ def test_core_commands_never_import_the_views():
 # -- crew-top, the live view, in a private tmux server ----------------------------------
 
 @pytest.fixture
-def outer():
-    import tempfile
-    from conftest import TmuxServer
-    d = tempfile.mkdtemp(prefix="cf-tmux-outer-")
-    server = TmuxServer(os.path.join(d, "sock"))
-    yield server
-    server.kill()
-    shutil.rmtree(d, ignore_errors=True)
+def outer(second_server):
+    """The captain's own tmux server, apart from the crew's (conftest's second_server)."""
+    return second_server
 
 
 def test_live_view_follows_records_keys_and_switches_the_client(crew, tmux, outer):
