@@ -31,11 +31,10 @@ def status_startup(b, crew, env):
     command and its tmux child: what it costs whatever the load)."""
     pass_ = [b.python, "-c", "pass"]
 
-    def both(label, env_, argv=None):
+    def both(label, env_, argv=None, budget=1.2):
         (t, base), (cpu, cpu_base) = b.pair(argv or b.cmd("crew-status"), pass_, n=40, env=env_)
-        b.figure(label, t, base, budget=1.2 if argv is None else None,
-                 base_label="python -c pass")
-        b.figure("  the same, CPU time", cpu, cpu_base, budget=1.2 if argv is None else None,
+        b.figure(label, t, base, budget=budget, base_label="python -c pass")
+        b.figure("  the same, CPU time", cpu, cpu_base, budget=budget,
                  base_label="python -c pass")
     both("crew-status, empty crew", env)
     for i in range(5):
@@ -44,7 +43,8 @@ def status_startup(b, crew, env):
     both("crew-status, 5 sessions (no pane, no process recorded)", env)
     # A real crew: each session's agent in a pane of a tmux server. The
     # verdict asks that server for its panes (one tmux list-panes for all),
-    # which no file read can replace: the probe is the point.
+    # which no file read can replace: the probe is the point. In a status
+    # line tmux hands the list in (--panes, expanded in #() as below).
     if not shutil.which("tmux"):
         b.note("crew-status with live panes: tmux is not installed, skipped")
         return
@@ -69,9 +69,18 @@ def status_startup(b, crew, env):
         env_live = dict(b.env, CREWFILE_DIR=live)
         out = subprocess.run(b.cmd("crew-status"), env=env_live, capture_output=True,
                              text=True).stdout.strip()
-        both(f"crew-status, 5 sessions live in tmux panes ({out})", env_live)
+        from crewfile.tmux import LISTED_FORMAT
+        listed = subprocess.run(tmux + ["display-message", "-p", LISTED_FORMAT], check=True,
+                                capture_output=True, text=True).stdout.rstrip("\n")
+        with_list = b.cmd("crew-status") + ["--tmux", "--panes", listed]
+        out_list = subprocess.run(with_list, env=env_live, capture_output=True, text=True)
+        assert "5 working" in out_list.stdout and not out_list.stderr, out_list
+        both(f"crew-status --tmux --panes LIST, 5 sessions live in tmux panes, as the status line"
+             f" runs it ({out})", env_live, argv=with_list)
+        both(f"crew-status, 5 sessions live in tmux panes, asking tmux (a shell prompt; {out})",
+             env_live)
         both("  of which one `tmux list-panes -a` (the liveness probe; tmux's own CPU)", None,
-             argv=tmux + ["list-panes", "-a"])
+             argv=tmux + ["list-panes", "-a"], budget=None)
     finally:
         subprocess.run(tmux + ["kill-server"], capture_output=True)
         shutil.rmtree(d, ignore_errors=True)

@@ -178,6 +178,56 @@ class Server:
                 self.panes[pane.id] = pane
                 self.identity = pane.server
 
+    @classmethod
+    def listed(cls, text):
+        """The Server that *text*, LISTED_FORMAT as tmux expanded it, shows;
+        None unless *text* is exactly of that form.
+
+        A status line hands crew-status this list (`--panes`), so that it
+        need not ask tmux: `#()` in status-right is expanded by the server
+        drawing it before the command runs. The list says which server it is
+        (socket, 'PID@START'); verdict.Look uses it only for a session whose
+        records name that very server. Every number must be written as tmux
+        writes it (no sign, no leading zero: '%07' is not pane %7), a pane
+        listed twice (a window in two sessions) the same both times.
+        """
+        words = text.split(" ")
+        if words and words[-1] == "":
+            words.pop()                 # each pane is followed by one space
+        if len(words) < 2:
+            return None
+        socket, identity = words[0], words[1]
+        if not socket.startswith("/") or not socket.isprintable():
+            return None
+        pid, at, start = identity.partition("@")
+        if not (at and _number(pid) and _number(start)):
+            return None
+        panes = {}
+        for word in words[2:]:
+            parts = word.split("=")
+            if (len(parts) != 3 or parts[0][:1] != "%" or not _number(parts[0][1:])
+                    or not _number(parts[1]) or parts[2] not in ("0", "1")):
+                return None
+            pane = Pane(parts[0], parts[2] == "1", int(parts[1]), None, None, identity)
+            seen = panes.setdefault(pane.id, pane)
+            if (seen.dead, seen.pid) != (pane.dead, pane.pid):
+                return None
+        server = cls.__new__(cls)
+        server.socket, server.state, server.identity = socket, cls.UP, identity
+        server.panes, server.error = panes, ""
+        return server
+
+
+def _number(text):
+    """A whole number as tmux prints one: ASCII digits, no leading zero."""
+    return text.isascii() and text.isdigit() and (text == "0" or text[0] != "0")
+
+
+# A pane list for crew-status --panes: tmux expands it (in status-right's
+# #()) to the server's socket and identity, then each pane of each window of
+# each session as %ID=PID=DEAD, followed by a space.
+LISTED_FORMAT = ("#{socket_path} #{pid}@#{start_time}"
+                 " #{S:#{W:#{P:#{pane_id}=#{pane_pid}=#{pane_dead} }}}")
 
 _PANE_FORMAT = ("#{pane_id}\t#{pane_dead}\t#{pane_pid}\t"
                 "#{session_name}:#{window_index}.#{pane_index}\t#{window_id}\t#{pid}@#{start_time}")

@@ -73,13 +73,26 @@ class Answer:
 
 
 class Look:
-    """One look at the machine: each tmux server and its clients asked at most once."""
+    """One look at the machine: each tmux server and its clients asked at most once.
 
-    def __init__(self):
+    listed: a tmux.Server handed in (tmux.Server.listed: the pane list a
+    status line gives crew-status), used in place of asking for the server
+    it names, and only where a session's records name that server: the
+    same socket and the same identity. For any other server, or a session
+    registered without its server's identity, tmux is asked.
+    """
+
+    def __init__(self, listed=None):
         self._servers = {}
         self._clients = {}
+        self._listed = listed
 
-    def server(self, socket):
+    def server(self, socket, identity=None):
+        """The Server on *socket*; *identity*: the one the session recorded
+        ('PID@START'), which a handed-in list must be to be used."""
+        listed = self._listed
+        if listed is not None and identity and (listed.socket, listed.identity) == (socket, identity):
+            return listed
         if socket not in self._servers:
             from .tmux import Server
             self._servers[socket] = Server(socket)
@@ -126,12 +139,12 @@ def liveness(meta, look=None):
     if not socket:
         return Life(UNKNOWN, Answer(SERVER_UNKNOWN, f"pane {pane_id} was registered without"
                                                     " its tmux server; register the session again"))
-    server = look.server(socket)
+    want = meta.get("tmux_server")
+    server = look.server(socket, want)
     if server.state == server.GONE:
         return Life(NOT_LIVE, Answer(SERVER_GONE, f"no tmux server on {socket}"))
     if server.state != server.UP:
         return Life(UNKNOWN, Answer(TMUX_UNKNOWN, server.error or "tmux could not be asked"))
-    want = meta.get("tmux_server")
     if want and server.identity and want != server.identity:
         return Life(NOT_LIVE, Answer(SERVER_RESTARTED, f"the tmux server on {socket} was"
                                                        f" restarted: {pane_id} is another pane"))

@@ -1,8 +1,16 @@
+# tmux.LISTED_FORMAT, written out: tmux.py (~0.1 ms to import) is not loaded for --help
+LISTED_FORMAT = ("#{socket_path} #{pid}@#{start_time}"
+                 " #{S:#{W:#{P:#{pane_id}=#{pane_pid}=#{pane_dead} }}}")
+
 HELP = """\
 crew-status
 One short line saying how the crew is: for a tmux status line or a prompt.
 
-  --tmux   with tmux colour codes (#[fg=...]), for status-right
+  --tmux          with tmux colour codes (#[fg=...]), for status-right
+  --panes LIST    the tmux server's panes, as tmux expands the format below in
+                  status-right: then that server is not asked (the liveness
+                  probe of a session on it); ignored, with a warning, unless
+                  it is exactly such a list
 
 Counts of the sessions not ended, by their state (glance.py, from the
 verdict): working (generating), idle, dialog (a permission dialog is up),
@@ -15,8 +23,9 @@ crew's agents used (`12.3k tok`, every session's transcript counted once;
 kept up to date in the crew's tokens.cache, so each call reads only what
 was appended).
 
-Example: tmux set -g status-right '#(crew-status --tmux)'
-"""
+Example: in the tmux status line (the list filled in by tmux)
+  tmux set -g status-right '#(crew-status --tmux --panes "{fmt}")'
+""".format(fmt=LISTED_FORMAT)
 
 EXIT_AT_ONCE = True     # cli.leave(): it reads, and its one write (tokens.cache) is renamed before run() returns
 
@@ -31,10 +40,24 @@ def run(args):
     from ..errors import PARTIAL
     from .. import glance
     c = crew(args)
-    rows = glance.rows(c)
+    rows = glance.rows(c, _look(args.panes))
     sys.stdout.write(line(rows, *glance.wakes_pending(c, rows), tmux=args.tmux,
                           used=crew_tokens(c, rows)) + "\n")
     return PARTIAL if any(r.word == glance.DAMAGED for r in rows) else 0
+
+
+def _look(panes):
+    """The verdict's Look, with the pane list tmux handed in (--panes), if any."""
+    if panes is None:
+        return None
+    from ..tmux import Server
+    from ..verdict import Look
+    listed = Server.listed(panes)
+    if listed is None:
+        import sys
+        sys.stderr.write("crew-status: --panes is not a pane list as tmux expands it"
+                         " (see --help): asking tmux\n")
+    return Look(listed)
 
 
 def crew_tokens(crew, rows):
