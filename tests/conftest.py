@@ -354,11 +354,22 @@ def captain_runs(tmux, *argv, env=None):
 class AttachedClient:
     """A real tmux client attached to *target* through a pseudo-terminal: the
     captain at a keyboard. press() writes bytes as keys typed into it (tmux
-    sees them as client input: key bindings run, client_activity moves)."""
+    sees them as client input: key bindings run, client_activity moves).
+
+    The server's paste detection is turned off (assume-paste-time 0): tmux
+    takes a key that comes within 1 ms of the session's last activity for
+    part of a paste and types it into the pane instead of running its
+    binding. A press() of C-b D arrives in one read, and right after the
+    attach (itself session activity), so C-b D was typed as "D" into the
+    pane in 27 of 100 trials on a quiet machine; a captain's hands are
+    never that fast. Keys are read from the moment list-clients shows the
+    client: tmux puts the terminal in raw mode (tty_start_tty) before it
+    gives the client its session."""
 
     def __init__(self, tmux, target, size=(120, 30)):
         import pty
         import threading
+        tmux("set-option", "-g", "assume-paste-time", "0")
         self.pid, self.fd = pty.fork()
         if self.pid == 0:               # the child: the tmux client
             env = dict(os.environ, TERM="xterm-256color")
