@@ -192,6 +192,28 @@ def test_pid_liveness_checks_start_time(crew):
     assert state(Session(crew, "w1"))["live"] == "no"
 
 
+def test_a_process_named_with_parentheses_and_spaces_is_read_right():
+    """/proc/PID/stat's second field is the command name in parentheses,
+    which may itself hold ') (' and spaces: the fields are read after the last ')'."""
+    from crewfile import liveness
+    code = ("import ctypes, sys, time\n"
+            "ctypes.CDLL(None).prctl(15, b'a) R 1 (b c)', 0, 0, 0)\n"   # PR_SET_NAME
+            "sys.stdout.write('named\\n'); sys.stdout.flush(); time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"named\n"
+        with open(f"/proc/{proc.pid}/comm") as f:
+            assert f.read() == "a) R 1 (b c)\n"
+        st = liveness.stat(proc.pid)
+        assert (st.pid, st.state, st.ppid, st.gone) == (proc.pid, "S", os.getpid(), False)
+        assert st.start == liveness.process_start(proc.pid) > 0
+        assert liveness.descends_from(proc.pid, os.getpid())
+    finally:
+        proc.kill()
+        proc.wait()
+    assert liveness.stat(proc.pid) is None
+
+
 def test_future_records_have_age_zero(crew):
     register(crew, "w1")
     Session(crew, "w1").append("idle", now=4102444800)     # a clock that jumped ahead

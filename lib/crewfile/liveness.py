@@ -5,6 +5,7 @@ of /proc/PID/stat), so a recycled pid is never taken for the process it
 replaced. What a *session* is (live, stopped, in the foreground of its pane)
 is decided in verdict.py from these facts; nothing here reads the crew.
 """
+import os
 
 
 class Stat:
@@ -27,11 +28,21 @@ class Stat:
 
 def stat(pid):
     """The process's Stat, or None if there is no such process (or it is unreadable)."""
+    # os.open and one read, not open(): no buffered file object to build
+    # (measured here: 14 us a read against 24 us; crew-status, run by tmux
+    # every few seconds, reads two per live session). The kernel gives a
+    # stat file whole to one read; it is a few hundred bytes (a command name
+    # of at most 64, then ~50 numbers), well inside 4 KiB.
     try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            data = f.read()
+        fd = os.open(f"/proc/{int(pid)}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except (OSError, ValueError, OverflowError):
         return None
+    try:
+        data = os.read(fd, 4096)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
     # The command name (field 2) may hold spaces and ')': split after the last ')'.
     fields = data[data.rfind(b")") + 2:].split()
     try:
