@@ -204,6 +204,53 @@ def test_crew_status_reads_on_from_its_cache(crew, tmp_path):
     assert not os.path.islink(cache)
 
 
+def sidechain(mid, n, agent):
+    """An assistant line as Claude Code 2.1 writes it in a subagent's transcript."""
+    line = json.loads(msg(mid, n))
+    line.update(isSidechain=True, agentId=agent, sessionId="5f0c2a4e")
+    return json.dumps(line, separators=(",", ":"))
+
+
+def test_subagents_count_in_the_session_s_total(crew, tmp_path):
+    """Claude Code 2.1.197 (its binary: the path of a subagent's transcript)
+    writes a subagent's messages to <stem>/subagents/agent-ID.jsonl beside
+    the session's <stem>.jsonl, with agent-ID.meta.json, and a workflow's
+    agents under subagents/workflows/RUN/. They add to the session's total,
+    not to its wake share; files of other sessions and other names do not."""
+    sess, path = primary(crew, tmp_path)        # 96 tokens, 24 in wake turns
+    sub = tmp_path / "firstmate" / "subagents"
+    (sub / "workflows" / "run-1").mkdir(parents=True)
+    (sub / "agent-a1.jsonl").write_text(sidechain("s1", 1000, "a1") + "\n"
+                                        + sidechain("s1", 1000, "a1") + "\n"    # one message
+                                        + sidechain("s2", 200, "a1") + "\n")
+    (sub / "agent-a1.meta.json").write_text('{"agentType":"general-purpose","spawnDepth":1}')
+    (sub / "workflows" / "run-1" / "agent-w1.jsonl").write_text(sidechain("s3", 4, "w1") + "\n")
+    other = tmp_path / "someone-else" / "subagents"
+    other.mkdir(parents=True)
+    (other / "agent-x.jsonl").write_text(sidechain("x", 50000, "x") + "\n")
+    (tmp_path / "agent-old.jsonl").write_text(sidechain("o", 70000, "o") + "\n")
+    os.symlink(str(other), str(sub / "linked"))              # a link to a directory: not followed
+    assert tokens.subagents(str(path)) == [str(sub / "agent-a1.jsonl"),
+                                           str(sub / "workflows" / "run-1" / "agent-w1.jsonl")]
+    assert tokens.used(str(path)) == TOTAL + 1204
+    assert cmd("crew-status").stdout == "1 idle 1.3k tok\n"
+    out = top_lines()
+    assert out[1].split()[7] == "1k"
+    assert "wake turns: 2% of firstmate's tokens (24 of 1.3k)" in out
+    # a subagent's transcript grows: read on from the cache, like the session's
+    with open(sub / "agent-a1.jsonl", "a") as f:
+        f.write(sidechain("s4", 2000, "a1") + "\n")
+    assert cmd("crew-status").stdout == "1 idle 3.3k tok\n"
+    cache = json.load(open(os.path.join(crew.root, paths.TOKENS_CACHE)))["transcripts"]
+    assert sorted(cache) == sorted([str(path), str(sub / "agent-a1.jsonl"),
+                                    str(sub / "workflows" / "run-1" / "agent-w1.jsonl")])
+    # no subagents directory, or a file where it would be: the session alone
+    shutil.rmtree(tmp_path / "firstmate")
+    (tmp_path / "firstmate").write_text("")
+    assert tokens.subagents(str(path)) == []
+    assert cmd("crew-status").stdout == "1 idle 96 tok\n"
+
+
 def test_crew_status_total_over_sessions(crew, tmp_path):
     register(crew, "w1").append("turn-started")
     primary(crew, tmp_path)

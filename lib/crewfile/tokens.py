@@ -348,10 +348,65 @@ class Cache:
             pass
 
 
+SUBAGENT_FILES = 4096       # subagent transcripts counted per session, at most
+
+
+def subagents(path):
+    """The transcripts of the subagents of the agent whose transcript is
+    *path*, sorted: Claude Code (2.1) writes the messages of a subagent (its
+    Task tool's) to `<stem>/subagents/agent-ID.jsonl` beside the session's
+    `<stem>.jsonl`, a workflow's under `subagents/workflows/RUN/`; every
+    `.jsonl` file below `subagents/` (links to directories not followed,
+    at most SUBAGENT_FILES). Empty for any other path or when there is none."""
+    if not isinstance(path, str) or not path.endswith(".jsonl") or not os.path.isabs(path):
+        return []
+    found, todo = [], [path[:-6] + "/subagents"]
+    while todo and len(found) < SUBAGENT_FILES:
+        try:
+            entries = os.scandir(todo.pop())
+        except OSError:         # none (the common case), not a directory, unreadable
+            continue
+        with entries:
+            for e in entries:
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        todo.append(e.path)
+                    elif e.name.endswith(".jsonl"):
+                        found.append(e.path)
+                except OSError:
+                    pass
+    return sorted(found)[:SUBAGENT_FILES]
+
+
+class Used:
+    """What a session's agent used: its transcript's Tally with its
+    subagents' totals added (a subagent's messages count in no turn of the
+    session's: *wake* is the session's own messages in wake turns)."""
+    __slots__ = ("total", "wake")
+
+    def __init__(self, total, wake):
+        self.total, self.wake = total, wake
+
+
+def session_used(path, tally_of):
+    """Used by the agent whose transcript is *path* and by its subagents
+    (None when *path* cannot be read); tally_of(path): a Tally or None
+    (Cache.tally, crew-top's own reading)."""
+    main = tally_of(path)
+    if main is None:
+        return None
+    found = Used(main.total, main.wake)
+    for sub in subagents(path):
+        t = tally_of(sub)
+        if t is not None:
+            found.total += t.total
+    return found
+
+
 def used(path):
-    """Total tokens of the transcript at *path*; None when there is none."""
-    t = read(path)
-    return None if t is None else t.total
+    """Total tokens of the transcript at *path* and its subagents'; None when there is none."""
+    found = session_used(path, read)
+    return None if found is None else found.total
 
 
 def text(n):

@@ -177,23 +177,29 @@ class _Costs:
         self.crew, self.cache, self.seen = crew, None, {}
 
     def tally(self, row):
+        """tokens.Used by the row's agent and its subagents, or None."""
         from . import tokens
         path = row.sess.meta.get("transcript_path")
         if not isinstance(path, str):
             return None
         if path not in self.seen:
-            if path in _tallies:
-                t = tokens.read(path, _tallies[path])
-            else:
-                if self.cache is None:
-                    self.cache = tokens.Cache(self.crew)
-                t = self.cache.tally(path)
-            if t is None:
-                _tallies.pop(path, None)
-            else:
-                _tallies[path] = t
-            self.seen[path] = t
+            self.seen[path] = tokens.session_used(path, self._read)
         return self.seen[path]
+
+    def _read(self, path):
+        """One transcript's Tally, read on from this process's last reading."""
+        from . import tokens
+        if path in _tallies:
+            t = tokens.read(path, _tallies[path])
+        else:
+            if self.cache is None:
+                self.cache = tokens.Cache(self.crew)
+            t = self.cache.tally(path)
+        if t is None:
+            _tallies.pop(path, None)
+        else:
+            _tallies[path] = t
+        return t
 
     def column(self, row):
         from . import tokens

@@ -19,7 +19,8 @@ blocked (blocked/problem/error, until the session moves on), paused
 cannot be used); then the wakes pending in the primary's inbox. Only the
 counts that are not zero are shown; `crew: empty` when no session is
 registered, `crew: all ended` when none is left. Last, the tokens the
-crew's agents used (`12.3k tok`, every session's transcript counted once;
+crew's agents and their subagents used (`12.3k tok`, every session's
+transcript counted once;
 kept up to date in the crew's tokens.cache, so each call reads only what
 was appended).
 
@@ -67,11 +68,11 @@ def crew_tokens(crew, rows):
              for p in (r.sess.meta.get("transcript_path"),) if isinstance(p, str) and p}
     if not paths:
         return None
-    from ..tokens import Cache
+    from ..tokens import Cache, session_used
     cache = Cache(crew)
-    tallies = [t for t in map(cache.tally, sorted(paths)) if t is not None]
+    found = [u for u in (session_used(p, cache.tally) for p in sorted(paths)) if u is not None]
     cache.save()
-    return sum(t.total for t in tallies) if tallies else None
+    return sum(u.total for u in found) if found else None
 
 
 def line(rows, wakes, bad_inbox, tmux=False, used=None):
