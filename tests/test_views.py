@@ -495,6 +495,35 @@ def test_live_view_through_rotation_and_sessions_coming_and_going(crew, tmux, mo
     tmux.wait_screen(top_pane, lambda s: "NAME" not in s)
 
 
+def test_live_view_by_polling_where_inotify_cannot_be_had(crew, tmux, tmp_path):
+    """No inotify (inotify_simple cannot be imported: a module of that name
+    first on the path that fails as a missing one does): the view says it
+    polls, and rows still change as records are appended and sessions come
+    and go (the full re-read is an hour away: only polling shows them)."""
+    from conftest import BIN
+    stub = tmp_path / "no-inotify" / "inotify_simple"
+    stub.mkdir(parents=True)
+    (stub / "__init__.py").write_text("raise ImportError('no inotify here (the test)')\n")
+    session(crew, "w1", "idle")
+    session(crew, "w2", "idle")
+    top_pane = tmux.new_window(f"{sys.executable} {os.path.join(BIN, 'crew-top')}; sleep 600",
+                               name="top", env={"CREWFILE_DIR": crew.root,
+                                                "CREWFILE_TOP_FULL": "3600",
+                                                "PYTHONPATH": str(stub.parent)})
+    tmux.wait_screen(top_pane, lambda s: _row_names(s) == ["w1", "w2"]
+                     and "inotify is not available" in s)
+    cmd("status-append", "w2", "blocked", "polled", check=True)
+    tmux.wait_screen(top_pane, "blocked: polled")
+    cmd("status-append", "w1", "turn-started", check=True)
+    tmux.wait_screen(top_pane, lambda s: "turn-started" in s and "blocked: polled" in s)
+    cmd("session-add", "w3", check=True)
+    tmux.wait_screen(top_pane, lambda s: _row_names(s) == ["w1", "w2", "w3"])
+    cmd("session-rm", "w2", "--force", check=True)
+    tmux.wait_screen(top_pane, lambda s: _row_names(s) == ["w1", "w3"])
+    tmux("send-keys", "-t", top_pane, "q")
+    tmux.wait_screen(top_pane, lambda s: "NAME" not in s)
+
+
 def test_live_view_sees_a_pane_close_that_no_file_announces(crew, tmux):
     """Liveness is probed again every CREWFILE_TOP_FULL seconds from the rows
     kept: a pane closed without a record shows as lost, its records not read again."""
