@@ -6,11 +6,14 @@ itself in; the FIFO is written; the job's last statement records the time
 (`date +%s.%N`) and the job exits; the latency is the moment the waiter
 returned minus that time. Medians over 200 trials each. Trial by trial in
 turn with each job-wait trial: a `tsp -w` trial, and the watcher's durable
-write of `result` timed alone (atomic.Pending.commit in a job directory of
-the same crew: write, fsync, rename, fsync the directory), so the figure is shown
-beside the price of "durable before heard": job-wait minus the durable write
-(the difference of the medians) against tsp -w, which keeps its outcomes in
-memory.
+write of `result` timed alone, as the watcher does it (atomic.Pending with
+reserve, in a job directory of the same crew: the blanks made durable
+ahead; on the clock: overwrite, rename, then fdatasync and the directory's
+fsync at once), and the ordinary durable write (write, fsync, rename, fsync
+the directory: two disk round trips, one after the other) beside it, so the
+figure is shown beside the price of "durable before heard": job-wait minus
+the durable write (the difference of the medians) against tsp -w, which
+keeps its outcomes in memory.
 """
 import os
 import shutil
@@ -72,9 +75,8 @@ def run(b):
     if not tsp:
         b.note("task-spooler is not installed (apt-get install -y task-spooler): no tsp -w figure")
     tenv = dict(env, TS_SOCKET=os.path.join(b.tmp, "ts.sock"), TMPDIR=b.tmp, TS_MAXFINISHED="1000")
-    from crewfile.atomic import Pending
     durable_dir = jobs.Job(crew, jobwatch.start(crew, ["true"])).dir    # a job directory, as the watcher's
-    lat, tsp_lat, durable, datasync = [], [], [], []
+    lat, tsp_lat, durable, serial = [], [], [], []
     try:
         for i in range(TRIALS):
             fifo, stamp = _fifos(b.tmp, f"w{i}")
@@ -87,15 +89,10 @@ def run(b):
             _release(fifo)
             waiter.wait()
             lat.append(time.time() - _stamp(stamp))
-            # The watcher's durable write of `result`, alone, as it does it: the
-            # file made ahead (atomic.Pending), then on the clock write, fsync,
-            # rename, fsync the directory; the same bytes, the same filesystem.
-            pending = Pending(os.path.join(durable_dir, "result-alone"))
-            t0 = time.perf_counter()
-            pending.commit(_RESULT)
-            durable.append(time.perf_counter() - t0)
-            os.unlink(os.path.join(durable_dir, "result-alone"))   # each a new name, as `result` is
-            datasync.append(_durable_with_fdatasync(durable_dir, _RESULT.encode()))
+            # The watcher's durable write of `result`, alone, as it does it
+            # (the same bytes, the same filesystem), and the ordinary one.
+            durable.append(_durable_write(durable_dir, reserve=jobs.RESULT_RESERVE))
+            serial.append(_durable_write(durable_dir))
             if tsp:
                 fifo, stamp = _fifos(b.tmp, f"t{i}")
                 jid = subprocess.run([tsp] + _job_argv(fifo, stamp), env=tenv, stdout=subprocess.PIPE,
@@ -149,30 +146,26 @@ def run(b):
              base_label="tsp -w")
     # The price of "durable before heard": `result` is on disk before any
     # wait can report it. tsp keeps its outcomes in memory and pays nothing.
-    b.figure("  of which the durable `result` alone (write, fsync, rename, fsync dir; "
-             "same filesystem, same trials)", dw, jw, base_label="job-wait")
+    b.figure("  of which the durable `result` alone (overwrite reserved blanks, rename, "
+             "fdatasync + fsync dir at once; same filesystem, same trials)", dw, jw,
+             base_label="job-wait")
     b.figure("  job-wait minus the durable write", jw - dw, tw, budget=2, base_label="tsp -w")
-    b.figure("  the durable write with fdatasync(2) for the file (not used)",
-             statistics.median(datasync), dw, base_label="with fsync(2)")
+    b.figure("  the ordinary durable write (write, fsync, rename, fsync dir: two round trips; "
+             "not used)", statistics.median(serial), dw, base_label="the one used")
     _breakdown(b)
 
 
-def _durable_with_fdatasync(d, data):
-    """The same durable write with fdatasync(2) for the file, measured to
-    see whether it is cheaper: a new file's size and blocks are metadata
-    fdatasync must write as well, so it promises the same here."""
-    tmp, dst = os.path.join(d, ".alone-datasync.tmp"), os.path.join(d, "alone-datasync")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)   # made ahead
+def _durable_write(d, reserve=0):
+    """One durable write of a `result`-sized file into *d*, its file made
+    ahead (atomic.Pending) off the clock; seconds on the clock. Each a new
+    name, as `result` is."""
+    from crewfile.atomic import Pending
+    path = os.path.join(d, "result-alone")
+    pending = Pending(path, reserve=reserve)
     t0 = time.perf_counter()
-    os.write(fd, data)
-    os.fdatasync(fd)
-    os.close(fd)
-    os.rename(tmp, dst)
-    dfd = os.open(d, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    os.fsync(dfd)
-    os.close(dfd)
+    pending.commit(_RESULT)
     took = time.perf_counter() - t0
-    os.unlink(dst)
+    os.unlink(path)
     return took
 
 

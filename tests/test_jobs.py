@@ -470,6 +470,43 @@ def test_a_waiter_wakes_when_running_is_let_go_and_tells_lost_from_ended(crew, t
     let_go(alive)
 
 
+def test_result_is_written_into_blanks_reserved_ahead_and_blanks_read_as_no_result(crew, run, tmp_path):
+    """The watcher writes `result` over blanks it made durable while the
+    command ran (atomic.Pending reserve): the file is the JSON padded with
+    blanks to RESULT_RESERVE bytes. A crash between its rename and its
+    flushes can leave blanks only: that is no result (the job is lost, and
+    a wait says so), never a damaged one."""
+    h = exec_(run, "--", "sh", "-c", "echo hi; exit 3")
+    job = settled(crew, h)
+    with open(job.result_path, "rb") as f:
+        raw = f.read()
+    assert len(raw) == jobs.RESULT_RESERVE and raw.endswith(b"\n")
+    assert json.loads(raw)["code"] == 3 and raw.count(b"\n") == 1
+    assert [n for n in os.listdir(job.dir) if n.startswith(".")] == []     # no temporary left
+    assert run("job-wait", h).stdout.startswith(f"{h} exited 3 after")
+
+    from crewfile.atomic import Pending, blanks
+    job = jobs.new_job(crew, "j-crashed")                # what a crash mid-write leaves
+    jobs.write_spec(job, ["true"])
+    with open(job.result_path, "wb") as f:
+        f.write(blanks(jobs.RESULT_RESERVE))
+    assert job.result() is None
+    assert jobs.info(job)["state"] == "lost"
+    proc = run("job-wait", "j-crashed")
+    assert proc.returncode == 125 and proc.stdout.startswith("j-crashed lost: fate unknown")
+
+    # Content longer than the reservation: written the ordinary way, whole.
+    (tmp_path / "w").mkdir()
+    path = str(tmp_path / "w" / "long")
+    Pending(path, reserve=16).commit("x" * 40 + "\n")
+    with open(path) as f:
+        assert f.read() == "x" * 40 + "\n"
+    Pending(path + "2", reserve=16).commit("y" * 14 + "\n")
+    with open(path + "2") as f:
+        assert f.read() == "y" * 14 + " " + "\n"
+    assert sorted(os.listdir(tmp_path / "w")) == ["long", "long2"]
+
+
 def test_a_linked_running_lock_is_one_line_error_with_or_without_a_timeout(crew, run, tmp_path):
     job = jobs.new_job(crew, "j-linked")
     jobs.write_spec(job, ["true"])

@@ -65,6 +65,10 @@ def output_limit(env=None):
 
 
 FILE_LIMIT = 1 << 20              # bytes: a longer job file (but `spec`) is damaged, not read
+# `result` is written into a file of this many blanks made durable ahead
+# (atomic.Pending reserve): its durable write is then one disk round trip,
+# not two. A result is ~140 bytes; a sector, so a crash cannot tear it.
+RESULT_RESERVE = 512
 
 
 def _json(path, kind, at=None):
@@ -73,7 +77,8 @@ def _json(path, kind, at=None):
     global _load
     if _load is None:
         from .shapes import load as _load      # lazily (job-exec), once (a listing reads thousands)
-    return _load(path, kind, at, None if kind == "job-spec" else FILE_LIMIT)
+    return _load(path, kind, at, None if kind == "job-spec" else FILE_LIMIT,
+                 kind == "job-result")
 
 
 _load = None

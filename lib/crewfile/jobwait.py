@@ -13,7 +13,7 @@ it announces. Lock order is always `lock` -> `waiters` (non-blocking), or
 import os
 import time
 
-from .atomic import Pending, replace
+from .atomic import Pending, replace, sync
 from .errors import JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXIT, JOB_TIMEOUT as TIMEOUT_EXIT
 from .errors import NotFound, SystemFailure
 from .jobs import POST_WAIT, Job, dump_json, duration_text, ended_text, heard_record
@@ -34,6 +34,11 @@ def _hear(job, res, pending=None):
     again, and the worst a lost `heard` does is list the (durable) outcome
     as unheard. The outcome itself was durable before we could read it.
     """
+    if not job.watcher_alive():
+        # The watcher is gone: it may have been killed between renaming
+        # `result` into place and its flushes returning (atomic.Pending,
+        # reserve). Made durable here, then, before anyone hears it.
+        sync(job.result_path)
     heard = job.heard()
     taken = None
     if heard is not None:

@@ -28,7 +28,7 @@ import time
 from . import records
 from .atomic import Pending, fsync_dir, replace, sync, write_all
 from .errors import CrewfileError, SystemFailure
-from .jobs import POST_WAIT, dump_json, row_fields
+from .jobs import POST_WAIT, RESULT_RESERVE, dump_json, row_fields
 from .locks import acquire
 
 
@@ -138,10 +138,6 @@ def _watch(job, spec, alive, running):
     pids = {"watcher": os.getpid(), "watcher_start": process_start(os.getpid()),
             "pid": None, "pgid": None}
     argv = spec["argv"]
-    try:
-        result = Pending(job.result_path)     # made now: its creation off the outcome's path
-    except SystemFailure:
-        result = None                         # settle() tries again, and fails loudly
     rfd, wfd = os.pipe()
     started, t0 = time.time(), time.monotonic()
     pids["started"] = records.timestamp(started)
@@ -165,10 +161,16 @@ def _watch(job, spec, alive, running):
         os.close(wfd)
         os.close(rfd)
         replace(job.pids_path, dump_json(pids))
-        return _finish(job, out, started, t0, code, spec, result, running)
+        return _finish(job, out, started, t0, code, spec, None, running)
     os.close(wfd)
     pids["pid"] = pids["pgid"] = pid
     replace(job.pids_path, dump_json(pids))
+    try:
+        # Made now, while the command runs: its creation and the flush of
+        # its blanks off the outcome's path (atomic.Pending, reserve).
+        result = Pending(job.result_path, reserve=RESULT_RESERVE)
+    except SystemFailure:
+        result = None                         # settle() tries again, and fails loudly
     rc = _copy(pid, rfd, out)
     _finish(job, out, started, t0, rc, spec, result, running)
     alive.release()
