@@ -8,7 +8,7 @@ next run or ignored by readers).
 import os
 
 from .errors import BadFile, SystemFailure
-from .paths import check_dirs, open_file
+from .paths import check_dirs, open_file, read_text  # noqa: F401 (read_text lived here)
 
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -237,29 +237,3 @@ def read_json(path, at=None, limit=None):
     from .jsonio import loads
     text = read_text(path, at, limit)
     return None if text is None else loads(text)
-
-
-def read_text(path, at=None, limit=None):
-    """The whole file as text, or None if it does not exist (through the one
-    path opener: no link followed, only a regular file; *at* as for it).
-    limit: BadFile, once more than *limit* bytes were read (memory bounded)."""
-    try:
-        fd = open_file(path, at=at)
-    except FileNotFoundError:
-        return None
-    chunks = []
-    size = 0
-    try:
-        while True:             # os.read, not a file object: listings read thousands of these
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-            if limit is not None and size > limit:
-                raise BadFile(path, f"longer than {limit} bytes")
-    except OSError as e:
-        raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
-    finally:
-        os.close(fd)
-    return (chunks[0] if len(chunks) == 1 else b"".join(chunks)).decode("utf-8", "replace")

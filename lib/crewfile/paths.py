@@ -38,7 +38,7 @@ import errno
 import os
 import stat
 
-from .errors import SystemFailure
+from .errors import BadFile, SystemFailure
 from .names import check_name
 
 SESSIONS, REPORTS, NUDGES, JOBS, LOCKS = "sessions", "reports", "nudges", "jobs", "locks"
@@ -190,6 +190,34 @@ def open_dir(path, at=None):
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def read_text(path, at=None, limit=None):
+    """The whole file as text, or None if it does not exist (through the one
+    path opener: no link followed, only a regular file; *at* as for it). The
+    reader of the files atomic.replace() writes; here, not there, so that a
+    reader (crew-status) does not load the writer's module.
+    limit: BadFile, once more than *limit* bytes were read (memory bounded)."""
+    try:
+        fd = open_file(path, at=at)
+    except FileNotFoundError:
+        return None
+    chunks = []
+    size = 0
+    try:
+        while True:             # os.read, not a file object: listings read thousands of these
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+            if limit is not None and size > limit:
+                raise BadFile(path, f"longer than {limit} bytes")
+    except OSError as e:
+        raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    return (chunks[0] if len(chunks) == 1 else b"".join(chunks)).decode("utf-8", "replace")
 
 
 def list_dir(path):

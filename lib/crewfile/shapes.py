@@ -7,9 +7,9 @@ file. load() reads a file and checks it against its kind's table below
 they are), so a damaged file is one named error, BadFile, at the moment it
 is read: "<path>: <why>". protocol.md's "File shapes" section is this table.
 """
-from .atomic import read_text
 from .errors import BadFile
 from .jsonio import loads
+from .paths import read_text
 from .records import is_timestamp
 
 MAX_INT = 2 ** 53          # any count, size, offset or pid: what a JSON number holds exactly
@@ -89,13 +89,45 @@ for _f, _doc in ((_str, "a string"), (_bool, "true or false"), (_num, "a finite 
 
 REQ, OPT = True, False       # OPT: may be absent or null
 
-# what job-ls prints of an ended job, copied into `heard` and `notice` (jobs.row_fields)
-_JOB_ROW = {"label": (OPT, _str), "session": (OPT, _str), "created": (OPT, _ts),
+class _Tables:
+    """kind -> {field: (required, check)}, each kind's table built when it is
+    first asked for: a reader of one kind (crew-status reads metas, run by
+    tmux every few seconds) does not build the others' (~0.1 ms)."""
+    __slots__ = ("_make", "_made")
+
+    def __init__(self, make):
+        self._make, self._made = make, {}
+
+    def __getitem__(self, kind):
+        table = self._made.get(kind)
+        if table is None:
+            table = self._made[kind] = self._make[kind]()
+        return table
+
+    def __iter__(self):
+        return iter(self._make)
+
+    def __len__(self):
+        return len(self._make)
+
+    def __contains__(self, kind):
+        return kind in self._make
+
+
+def _sessions(v):
+    return isinstance(v, dict)
+
+
+_sessions.doc = "an object of session name to position"
+
+def _job_row():
+    """What job-ls prints of an ended job, copied into `heard` and `notice` (jobs.row_fields)."""
+    return {"label": (OPT, _str), "session": (OPT, _str), "created": (OPT, _ts),
             "code": (OPT, _int(0, 255)), "signal": (OPT, _int(1, 255)), "ended": (OPT, _ts)}
 
-# kind -> {field: (required, check)}
-SHAPES = {
-    "meta": {
+# kind -> {field: (required, check)}, each built on first use
+SHAPES = _Tables({
+    "meta": lambda: {
         "name": (REQ, _str), "kind": (OPT, _one_of("crew", "aside", "primary")),
         "exempt": (OPT, _bool), "created": (OPT, _ts), "user": (OPT, _str),
         "cwd": (OPT, _str), "tmux": (OPT, _str), "tmux_target": (OPT, _str),
@@ -106,7 +138,7 @@ SHAPES = {
         "tmux_session": (OPT, _str), "branch": (OPT, _str), "worktree": (OPT, _str),
         "repo": (OPT, _str),
     },
-    "schedule": {
+    "schedule": lambda: {
         "id": (REQ, _str), "user": (OPT, _str), "session": (OPT, _str),
         "session_key": (OPT, _str), "agent_session_id": (OPT, _str),
         "every": (REQ, _int(1, 10 ** 9)), "message": (REQ, _str),
@@ -115,36 +147,35 @@ SHAPES = {
         "created": (OPT, _ts), "last_attempt": (OPT, _ts), "last_outcome": (OPT, _str),
         "last_code": (OPT, _str), "last_reason": (OPT, _str), "last_change": (OPT, _ts),
     },
-    "job-spec": {
+    "job-spec": lambda: {
         "argv": (REQ, _list_of_str), "label": (OPT, _str), "session": (OPT, _str),
         "cwd": (OPT, _str), "created": (REQ, _ts), "output_limit": (OPT, _int(1)),
         "exec_pid": (OPT, _int(1, 2 ** 31)), "exec_start": (OPT, _int(0)),
     },
-    "job-pids": {
+    "job-pids": lambda: {
         "watcher": (OPT, _int(1, 2 ** 31)), "watcher_start": (OPT, _int(0)),
         "pid": (OPT, _int(1, 2 ** 31)), "pgid": (OPT, _int(1, 2 ** 31)), "started": (OPT, _ts),
     },
-    "job-result": {
+    "job-result": lambda: {
         "exit": (OPT, _int(0, 255)), "signal": (OPT, _int(1, 255)), "code": (REQ, _int(0, 255)),
         "started": (OPT, _ts), "ended": (OPT, _ts), "seconds": (OPT, _num),
     },
-    "job-heard": {
+    "job-heard": lambda: {
         "by": (REQ, _one_of("wait", "notice")), "at": (OPT, _ts), "id": (OPT, _str),
-        "withdrawn": (OPT, _str), **_JOB_ROW,
+        "withdrawn": (OPT, _str), **_job_row(),
     },
-    "job-notice": {
+    "job-notice": lambda: {
         "posted": (REQ, _bool), "reason": (OPT, _str), "at": (OPT, _ts), "id": (OPT, _str),
-        **_JOB_ROW,
+        **_job_row(),
     },
-    "cursor": {"version": (REQ, _int(1, 1)), "sessions": (REQ, lambda v: isinstance(v, dict))},
-    "cursor-entry": {
+    "cursor": lambda: {"version": (REQ, _int(1, 1)), "sessions": (REQ, _sessions)},
+    "cursor-entry": lambda: {
         "ino": (OPT, _int(0, 2 ** 64)), "off": (OPT, _int(0)), "last": (OPT, _num),
         "last_kind": (OPT, _str), "turn": (OPT, _str),
         "ended": (OPT, _bool), "stale": (OPT, _bool), "lost": (OPT, _bool),
         "n": (OPT, _int(0)), "prev": (OPT, _str), "paused": (OPT, _bool),
     },
-}
-SHAPES["cursor"]["sessions"][1].doc = "an object of session name to position"
+})
 
 
 def _plan(kind):
