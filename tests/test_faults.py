@@ -106,9 +106,12 @@ def _live_agent(crew, tmux, name, cwd):
 
 
 def test_finding10_nudge_tick_skips_a_stuck_session_and_goes_on(crew, tmux, tmp_path, holders):
-    from test_nudge import add, make_due, nudge_records
-    a, _ = _live_agent(crew, tmux, "a", str(tmp_path / "ta"))
-    b, _ = _live_agent(crew, tmux, "b", str(tmp_path / "tb"))
+    from test_nudge import add, git_repo, make_due, nudge_records
+    # Two trees of their own (each a git top level), whatever lies above the
+    # temp directory: a stray /tmp/.git made both one tree ("b refused:
+    # other-session: a is live in /tmp", seen once in a loaded run).
+    a, _ = _live_agent(crew, tmux, "a", git_repo(str(tmp_path / "ta")))
+    b, _ = _live_agent(crew, tmux, "b", git_repo(str(tmp_path / "tb")))
     sa = add("--session", "a", "--every", "600", "--message", "go on")
     sb = add("--session", "b", "--every", "600", "--message", "go on")
     make_due(crew, sa)

@@ -174,8 +174,8 @@ def test_another_live_session_in_the_tree_refuses_and_keeps(crew, tmux, tmp_path
     os.makedirs(os.path.join(repo, "a", "deep"))
     target, tpane = agent(crew, tmux, "t", cwd=os.path.join(repo, "a"))
     other, opane = agent(crew, tmux, "o", cwd=os.path.join(repo, "a", "deep"))
-    os.makedirs(tmp_path / "elsewhere")
-    elsewhere, _ = agent(crew, tmux, "e", cwd=str(tmp_path / "elsewhere"))   # outside: ignored
+    elsewhere = git_repo(str(tmp_path / "elsewhere"))   # a tree of its own, whatever is above
+    elsewhere, _ = agent(crew, tmux, "e", cwd=elsewhere)                      # outside: ignored
     sid = add("--session", "t", "--every", "60", "--message", "hello")
     make_due(crew, sid)
     assert "refused: other-session: o is live in " + repo in tick()

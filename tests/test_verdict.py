@@ -88,6 +88,7 @@ def crashed_setup(request, crew, tmux, tmp_path):
 # -- the verdict itself ---------------------------------------------------------
 
 def test_live_agent_in_its_shell_pane(crew, tmux, tmp_path):
+    os.mkdir(tmp_path / ".git")          # a tree of its own, whatever lies above /tmp
     sess = register(crew, "w1", cwd=str(tmp_path))
     pane = shell_pane(crew, tmux, "w1")
     sess.update_meta(**pane_fields(pane))
