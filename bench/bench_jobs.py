@@ -72,6 +72,7 @@ def run(b):
     # job end -> job-wait returning, against `tsp -w` and against the durable
     # write alone, trial by trial in turn (a load that drifts weighs on all).
     tsp = shutil.which("tsp")         # Debian names task-spooler's ts(1) tsp
+    load_before = os.getloadavg()[0]  # on 2 cores, waking 3 processes in a row costs ms at load 15
     if not tsp:
         b.note("task-spooler is not installed (apt-get install -y task-spooler): no tsp -w figure")
     tenv = dict(env, TS_SOCKET=os.path.join(b.tmp, "ts.sock"), TMPDIR=b.tmp, TS_MAXFINISHED="1000")
@@ -106,7 +107,8 @@ def run(b):
         if tsp:
             subprocess.run([tsp, "-K"], env=tenv, capture_output=True)
     jw, dw = statistics.median(lat), statistics.median(durable)
-    b.note(f"job-wait: median {jw * 1000:.2f} ms, p90 {sorted(lat)[int(TRIALS * 0.9)] * 1000:.2f} ms")
+    b.note(f"job-wait: median {jw * 1000:.2f} ms, p90 {sorted(lat)[int(TRIALS * 0.9)] * 1000:.2f} ms"
+           f" (load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after)")
 
     # A 2-second polling wait on the same result file, 50 jobs at a time.
     lat = []
