@@ -352,6 +352,59 @@ def test_an_agent_that_never_takes_the_text_is_not_delivered(crew, tmux):
     assert not ok and why.code == delivery.DRAFT
 
 
+def test_a_prompt_line_cleared_without_a_record_is_unconfirmed_never_delivered(crew, tmux,
+                                                                               monkeypatch):
+    """Issue 18: an agent that records its prompts is believed by its record,
+    not its screen. This one clears its prompt line at Enter and never takes
+    the text (a TUI mid-redraw dropping it): the nudge is `unconfirmed`,
+    recorded so, typed once and never again (the screen rule said delivered)."""
+    monkeypatch.setattr(delivery, "RECORD_SECONDS", 4.0)
+    sess, pane = tmux.agent_window(crew, "w1", f"FAKE_ENTER=vanish {shlex.quote(FAKE)}")
+    tmux.wait_screen(pane, "ready>")
+    wait_for(lambda: sess_meta(sess).get("pid") and "started" in kinds(sess), what="started")
+    assert delivery.records_prompts(sess)
+    sid = add_nudge("w1", "keep going")
+    make_due(crew, sid)
+    with nudge.tick_lock(crew):
+        [out] = nudge.tick(crew)
+    assert out.outcome == nudge.UNCONFIRMED and out.why.code == delivery.UNCONFIRMED, out.reason
+    recs = sess.last_records(50, TailStats())
+    assert [r.text for r in recs if r.kind == "note"] == ["vanished: keep going"]
+    assert [r.kind for r in recs if r.kind.startswith("nudge")] == ["nudge-unconfirmed"]
+    assert captain_lines(sess) == [] and "turn-started" not in kinds(sess)
+    assert nudge.get(crew, sid)["last_outcome"] == nudge.UNCONFIRMED
+    assert "keep going" not in tmux.screen(pane)
+
+
+def test_a_slow_prompt_hook_is_waited_for(crew, tmux):
+    """The prompt line is empty at once, the record comes seconds later (a hook
+    slow on a loaded machine): delivered, once, when the record came."""
+    sess, pane = tmux.agent_window(crew, "w1", f"FAKE_HOOK_DELAY=3 {shlex.quote(FAKE)}")
+    tmux.wait_screen(pane, "ready>")
+    wait_for(lambda: sess_meta(sess).get("pid") and "started" in kinds(sess), what="started")
+    ok, why = delivery.deliver(sess, "keep going", quiet=0)
+    assert ok and why.code == delivery.DELIVERED, why
+    assert "turn-started" in kinds(sess)
+    wait_for(lambda: kinds(sess)[-1] == "turn-ended", what="the turn")
+    assert captain_lines(sess) == ["keep going"]
+
+
+@pytest.mark.parametrize("agent,lines,recorded", [
+    (None, ["registered"], False),                          # no hook has run yet
+    (None, ["registered", "started"], True),                # crew-hook's SessionStart
+    ("codex", ["registered", "turn-ended"], False),         # Codex through notify only
+    ("codex", ["registered", "started", "turn-started", "turn-ended"], True),
+    ("gemini", ["started", "registered", "respawned"], False),   # an earlier life's hook
+    ("gemini", ["registered", "respawned", "started"], True),
+])
+def test_which_sessions_record_their_prompts(crew, agent, lines, recorded):
+    """Known from meta `agent` and the session's records, never the screen."""
+    sess = register(crew, "w1", extra={"agent": agent} if agent else None)
+    with open(sess.status_path, "w") as f:
+        f.writelines(f"2026-11-30T10:00:0{i}.000Z {kind}\n" for i, kind in enumerate(lines))
+    assert delivery.records_prompts(sess) is recorded
+
+
 def test_crew_hook_finds_the_agent_among_its_ancestors_and_repairs_it(crew, tmux, tmp_path):
     """crew-hook run by the agent (through a shell, as Claude Code runs hooks)
     records the agent, not the shell or itself, with its pane's server from

@@ -257,6 +257,24 @@ def test_sender_announces_each_wake_once_and_not_what_was_drained(crew):
     assert s.tick() is False and len(said) == 2 and s.due() is None
 
 
+def test_an_unconfirmed_announcement_is_not_typed_again(crew):
+    """Issue 18: Enter pressed, no turn recorded: it may be taken late, so it
+    counts as announced (never typed twice); logged as unconfirmed; the
+    wakes stay in the inbox for the primary's next prompt hook."""
+    register(crew, "boss", kind="primary")
+    said, logged = [], []
+    s = Sender(crew, "boss", clock=lambda: 0.0, log=logged.append,
+               deliver=lambda sess, text: (said.append(text) or False,
+                                           Answer("unconfirmed", "no turn-started came")))
+    s.wake(ev("w1", "done").strip())
+    s.flush()
+    assert s.tick() is False and len(said) == 1
+    assert s.tick() is False and len(said) == 1           # not typed a second time
+    assert any("unconfirmed (no turn-started came); they stay in its inbox" in m
+               for m in logged), logged
+    assert [n.text for n in inbox.pending(crew, "boss")] == [ev("w1", "done").strip()]
+
+
 def test_the_rest_of_a_partly_taken_backlog_is_announced_again(crew):
     register(crew, "boss", kind="primary")
     said = []

@@ -33,11 +33,23 @@ line as a visible, unsent draft (erasing it could erase keys the captain
 typed meanwhile; the captain sees it and decides). The result says so, and
 the draft makes later deliveries refuse ("draft") until someone clears it.
 
-Delivered means taken: after Enter, deliver waits (up to TAKEN_SECONDS) for
-the prompt line to stop showing the text. Agent CLIs drop an Enter that
-follows fast input now and then; if the text is still there, the verdict is
-asked again and Enter pressed once more; if it still stays, the outcome is
-NOT_SUBMITTED (the draft left visible), never DELIVERED.
+Delivered means taken, and the evidence depends on the agent (records_prompts):
+  recorded    an agent whose prompt hook records each prompt it takes (Claude
+              Code, Codex and Gemini CLI with crew-hook installed): a new
+              `turn-started` record after Enter, and nothing else. The screen
+              is not evidence: a TUI mid-redraw shows an empty prompt line
+              for a moment while the text was never taken (seen with Gemini
+              CLI under load). No record within RECORD_SECONDS and the
+              prompt line empty: UNCONFIRMED, and the text is not typed again
+              (it may have been taken late: typing it again could say it twice).
+  screen      any other agent (Codex through notify only, no hooks): the
+              prompt line stops showing the text within TAKEN_SECONDS, or a
+              new turn record appears. Weaker: a redraw can pass for it.
+Either way, agent CLIs drop an Enter that follows fast input now and then:
+if the text still shows on the prompt line after TAKEN_SECONDS (and no
+record came), the verdict is asked again and Enter pressed once more; if it
+still stays, the outcome is NOT_SUBMITTED (the draft left visible), never
+DELIVERED.
 
 An aside is never typed into (code `aside`): whatever reaches its prompt is
 recorded as the captain's input, and only the captain's acts may steer or
@@ -71,12 +83,14 @@ IN_PROGRESS = "delivery-busy"     # another delivery holds deliver.lock
 FAILED = "failed"                 # tmux failed, or the typed text never showed
 ABORTED = "aborted"               # re-check before Enter failed; text left unsent
 NOT_SUBMITTED = "not-submitted"   # Enter pressed twice, the text stayed on the prompt line
+UNCONFIRMED = "unconfirmed"       # Enter pressed, the prompt line cleared, no record of the turn
 # CAPTAIN, DRAFT, NO_PROMPT: verdict.captain_at's codes
 TRANSIENT = frozenset({DRAFT, NO_PROMPT, IN_PROGRESS, NOT_SUBMITTED})
 
 CAPTAIN_QUIET = 5.0               # seconds; $CREWFILE_CAPTAIN_QUIET overrides
 APPEAR_SECONDS = 2.0
 TAKEN_SECONDS = 2.0               # after Enter: how long the text may stay on the prompt line
+RECORD_SECONDS = 15.0             # after Enter: how long a recording agent's hook may take
 MAX_TEXT = 4096
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -186,30 +200,98 @@ def deliver(sess, text, look=None, now=None, quiet=None):
                             placeholder):
             return False, Answer(FAILED, "the typed text did not show on the prompt line;"
                                          " Enter not pressed, the text is left there unsent")
+        recorded = records_prompts(sess)
+        mark = PROMPT_MARK if recorded else None
+        before = _turn_mark(sess, mark)
         for attempt in (1, 2):
+            if attempt == 2 and _turn_mark(sess, mark) != before:
+                return True, Answer(DELIVERED)      # the first Enter's, recorded late
             why, v = check(sess, verdict.Look(), None, quiet, typed=text)
             if why:
                 return False, Answer(ABORTED, f"{why.code} just before Enter ({why.detail});"
                                               " Enter not pressed, the text is left on the"
                                               " prompt line unsent")
-            before = _turn_mark(sess)
             try:
                 tmux.press_enter(pane, socket=socket)
             except SystemFailure as e:
                 return False, Answer(FAILED, f"{e}; the text is left on the prompt line unsent")
-            if _wait_screen(pane, socket, lambda s: (not still_holds(s, text, markers)
-                                                     or _turn_mark(sess) != before),
-                            TAKEN_SECONDS, placeholder):
+            if not recorded:
+                if _wait_screen(pane, socket, lambda s: (not still_holds(s, text, markers)
+                                                         or _turn_mark(sess) != before),
+                                TAKEN_SECONDS, placeholder):
+                    return True, Answer(DELIVERED)
+                continue
+            taken = _wait_record(sess, before, pane, socket,
+                                 lambda s: still_holds(s, text, markers), placeholder)
+            if taken:
                 return True, Answer(DELIVERED)
+            if taken is None:
+                return False, Answer(UNCONFIRMED, (
+                    f"Enter pressed; the prompt line no longer shows the text, but no"
+                    f" turn-started record came within {RECORD_SECONDS:g}s: it may not have"
+                    f" been taken, or be taken late (a turn-started record after this"
+                    f" says so); not typed again"))
         return False, Answer(NOT_SUBMITTED, "Enter pressed twice, the text stayed on the"
                                             " prompt line; it is left there unsent")
 
 
-def _turn_mark(sess):
-    """The newest turn record (its line): a new one after Enter means the text was taken."""
+def records_prompts(sess):
+    """True if the session's agent records each prompt it takes, so that its
+    record, not the screen, is the evidence of a delivery: its adapter maps a
+    prompt hook (UserPromptSubmit; Gemini's BeforeAgent), and crew-hook has run
+    for it since the session was registered (a `started` or `turn-started`
+    record follows the newest `registered`). Codex through notify alone, or an
+    agent without crew-hook, writes neither. From the records, never the screen."""
+    from .adapters import load
+    from .errors import BadInput
+    from .logfile import TailStats, records_backwards
+    from .sessions import STATE_SCAN_BYTES
+    try:
+        agent = load(sess.meta.get("agent") or "claude")
+    except BadInput:
+        return False
+    if "UserPromptSubmit" not in agent.EVENTS.values():
+        return False
+    for rec in records_backwards(sess.log_paths(), TailStats(), STATE_SCAN_BYTES):
+        if rec.kind in ("started", "turn-started"):
+            return True
+        if rec.kind == "registered":
+            return False
+    return False
+
+
+PROMPT_MARK = {"turn-started": "yes"}
+
+
+def _wait_record(sess, before, pane, socket, holds, placeholder=None):
+    """After Enter, for an agent that records its prompts: True when a new
+    `turn-started` record came; False when none came and the prompt line still
+    showed the text past TAKEN_SECONDS (Enter swallowed: press it again); None
+    when none came within RECORD_SECONDS and the text was gone from the prompt
+    line (taken or not, unknown)."""
+    from .prompt import capture
+    start = time.monotonic()
+    while True:
+        if _turn_mark(sess, PROMPT_MARK) != before:
+            return True
+        waited = time.monotonic() - start
+        try:
+            shown = holds(capture(pane, socket, placeholder))
+        except SystemFailure:
+            shown = False
+        if shown and waited > TAKEN_SECONDS:
+            return False
+        if waited > RECORD_SECONDS:
+            return None
+        time.sleep(0.05)
+
+
+def _turn_mark(sess, kinds=None):
+    """The newest record of *kinds* (default: turn records), its line: a new
+    one after Enter means the text was taken."""
     from .logfile import TailStats
     from .sessions import TURN_STATE
-    rec = sess.last_of(TURN_STATE, TailStats())
+    rec = sess.last_of(kinds or TURN_STATE, TailStats())
     return rec.line() if rec is not None else None
 
 

@@ -14,6 +14,7 @@ DAMAGED = 4      # a file in the crew directory is not JSON or not of its shape
 PARTIAL = 5      # done for every good entry; a bad one was named on stderr (and marked)
 GONE = 6         # a watched directory was deleted or unmounted: restart the watcher
 HELD = 7         # the captain is at the window (a draft, keys): nothing changed, try later
+UNCONFIRMED = 8  # text typed and Entered, but no record says the agent took it: not repeated
 SYSTEM = 111     # a system call failed (disk full, permission, ...)
 INTERRUPTED = 130   # SIGINT (128 + 2)
 BROKEN_PIPE = 141   # the reader of our output went away (128 + SIGPIPE)
@@ -56,6 +57,12 @@ class Refused(CrewfileError):
 class CaptainPresent(Refused):
     """The captain may be mid-reply in the window: nothing was changed."""
     exit_code = HELD
+
+
+class Unconfirmed(CrewfileError):
+    """Text was typed and Enter pressed, and the prompt line cleared, but the
+    agent recorded no turn: it may yet be taken, so it is not typed again."""
+    exit_code = UNCONFIRMED
 
 
 class SystemFailure(CrewfileError):

@@ -36,7 +36,10 @@ stuck is refused (`lock-stuck`, naming the holder) and the others go on; a
 record for it is kept in its spool (spool.py).
 
 Outcomes are appended to the target's status log as records: `nudge`
-(delivered), `nudge-failed`, `nudge-refused`, `nudge-disarmed`. A refusal
+(delivered), `nudge-unconfirmed` (Enter pressed and the prompt line
+cleared, but the agent's prompt hook recorded no turn: counted, never typed
+again; a `turn-started` after it in the same log says it was taken late),
+`nudge-failed`, `nudge-refused`, `nudge-disarmed`. A refusal
 with the same code as the schedule's previous outcome is not appended again
 (a turn of two hours would otherwise write 120 identical lines, and in
 --watch mode our own record would wake us to write another).
@@ -53,8 +56,9 @@ from .verdict import Answer
 from .schedules import DEFAULT_MAX, _write, add, get, rearm, remove  # noqa: F401
 
 DELIVERED, FAILED, REFUSED, DISARMED = "delivered", "failed", "refused", "disarmed"
-KIND = {DELIVERED: "nudge", FAILED: "nudge-failed", REFUSED: "nudge-refused",
-        DISARMED: "nudge-disarmed"}
+UNCONFIRMED = "unconfirmed"
+KIND = {DELIVERED: "nudge", UNCONFIRMED: "nudge-unconfirmed", FAILED: "nudge-failed",
+        REFUSED: "nudge-refused", DISARMED: "nudge-disarmed"}
 LOCK_WAIT = 1.0            # the longest a tick waits for any lock (a stuck one is skipped)
 # Answer codes of the tick's own (delivery's and the verdict's are theirs)
 OTHER_SESSION, AMBIGUOUS, JUST_NUDGED, MAX = "other-session", "ambiguous", "just-nudged", "max"
@@ -294,6 +298,8 @@ def _decide(crew, world, sched, now, nudged):
     text = f"{tally}: {answer}"
     if ok:
         result = _record(crew, world, sched, name, DELIVERED, answer, text=text)
+    elif answer.code == delivery.UNCONFIRMED:
+        result = _record(crew, world, sched, name, UNCONFIRMED, answer, text=text)
     elif answer.code == delivery.NOT_LIVE:
         return _disarm(crew, world, sched, name, answer, text=text)
     else:

@@ -135,7 +135,8 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
 
     Tried again while the answer is one a starting agent gives (no prompt on
     the screen yet, a turn or state not settled, another delivery); given up
-    at once when the agent is gone or text was left typed on its prompt line.
+    at once when the agent is gone, text was left typed on its prompt line, or
+    Enter was pressed and no record says the agent took it (unconfirmed).
     An agent whose hooks run at its start (its adapter's HOOKS_AT_START) is
     not typed into before its SessionStart hook has recorded `started`:
     Gemini CLI shows its prompt line seconds before asking whether to trust
@@ -143,7 +144,8 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
     """
     from . import delivery
     from .adapters import load
-    final = (delivery.NOT_LIVE, delivery.FAILED, delivery.ABORTED, delivery.ASIDE)
+    final = (delivery.NOT_LIVE, delivery.FAILED, delivery.ABORTED, delivery.ASIDE,
+             delivery.UNCONFIRMED)       # typed and Entered: never typed a second time
     hooked = load(sess.meta.get("agent") or agents.CLAUDE).HOOKS_AT_START
     deadline = time.monotonic() + wait
     while True:

@@ -24,6 +24,7 @@ SPAN_OF = {"turn-started": "turn", "waiting": "dialog", "turn-ended": "idle", "i
 ENDS = ("ended", "closed")
 # marks: kind -> (shape, colour, legend)
 MARKS = {"nudge": ("down", "#1f77b4", "nudge delivered"),
+         "nudge-unconfirmed": ("down", "#9edae5", "nudge unconfirmed (Entered, no turn recorded)"),
          "nudge-refused": ("cross", "#ff7f0e", "nudge refused / failed / disarmed"),
          "nudge-failed": ("cross", "#ff7f0e", None), "nudge-disarmed": ("cross", "#ff7f0e", None),
          "wake": ("dot", "#17becf", "wake sent to the primary"),

@@ -497,6 +497,7 @@ class Sender:
             if waiting:
                 self.due_at = self.clock() + self.retry     # watch for a partial take
             return False
+        from .delivery import UNCONFIRMED
         text = self.message(waiting)
         deliver = self._deliver
         if deliver is None:
@@ -505,12 +506,17 @@ class Sender:
             ok, reason = deliver(self.sess, text)
         except CrewfileError as e:  # a damaged meta or inbox: said once, tried again
             return self._cannot(e)
-        if ok:
+        if ok or reason.code == UNCONFIRMED:
+            # Unconfirmed: Enter was pressed and the prompt line cleared, but no
+            # turn-started came. Not announced again (it may have been taken
+            # late); the wakes stay in the inbox for its next turn's hook.
             self.announced |= ids
             self.seen = ids
             self.due_at = self.clock() + self.retry
             self.said.pop("announce", None)
-            self.log(f"announced {len(waiting)} wake(s) to {self.primary}: {text}")
+            self.log(f"announced {len(waiting)} wake(s) to {self.primary}: {text}" if ok else
+                     f"announced {len(waiting)} wake(s) to {self.primary}, unconfirmed"
+                     f" ({reason.detail}); they stay in its inbox: {text}")
         else:
             self.due_at = self.clock() + self.retry
             self.say_once("announce", reason.code,

@@ -26,7 +26,9 @@ Refused (exit 1): a name registered and not ended, an existing branch or
 worktree path, a dirty REF, a tree another live session holds, a prompt that
 could not be delivered (the worker is spawned; stderr says why). Exit 2: a
 bad name or agent, not in a git repository, a repository with no commits;
-3: no such REF. Nothing is left behind by a refusal.
+3: no such REF. Nothing is left behind by a refusal. Exit 8: the worker is
+spawned and its prompt typed and Entered, but its prompt hook recorded no
+turn (it may yet take it: do not send it again blindly).
 
 Example: crew-spawn builder --from main --tmux-session crew --prompt "run the tests and fix what fails"
 """
@@ -35,7 +37,8 @@ Example: crew-spawn builder --from main --tmux-session crew --prompt "run the te
 def run(args):
     import sys
     from ..cli import crew
-    from ..errors import Refused
+    from ..delivery import UNCONFIRMED
+    from ..errors import Refused, Unconfirmed
     from ..spawn import spawn
     from ..durations import parse_duration
     from ..spawn import PROMPT_WAIT
@@ -48,6 +51,9 @@ def run(args):
                      f"branch: {escape(out.branch or '-')}\n")
     if out.prompt is not None and not out.prompt[0]:
         sys.stdout.flush()
+        if out.prompt[1].code == UNCONFIRMED:
+            raise Unconfirmed(f"{args.name} is spawned; its first prompt was typed and"
+                              f" Entered, but not confirmed: {out.prompt[1]}")
         raise Refused(f"{args.name} is spawned, but its first prompt was not delivered:"
                       f" {out.prompt[1]}")
     return 0
