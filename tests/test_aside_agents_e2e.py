@@ -147,7 +147,15 @@ def codex_aside(crew, tmux, server, tmp_path):
                     f'base_url = "http://127.0.0.1:{port}/v1"\nenv_key = "FAKE_KEY"\n'
                     f'wire_api = "responses"\nsupports_websockets = false\n'
                     # the work folder trusted, as Codex writes a captain's yes
-                    f'[projects."{work}"]\ntrust_level = "trusted"\n')
+                    f'[projects."{work}"]\ntrust_level = "trusted"\n'
+                    # Writable roots: the work folder and the crew (--add-dir),
+                    # not /tmp: Codex's Linux sandbox protects `.git` and
+                    # `.codex` in each writable root by mounting over them,
+                    # making empty ones where there are none, so /tmp/.git
+                    # came and went while a command ran (seen with inotify),
+                    # and every session under /tmp had /tmp for its tree.
+                    f'[sandbox_workspace_write]\nexclude_slash_tmp = true\n'
+                    f'exclude_tmpdir_env_var = true\n')
         r = cmd("crew-hook", "--install", home, "--agent", "codex")
         assert r.returncode == 0 and "skills/aside-done/SKILL.md" in r.stdout, r.stderr
         work.mkdir()

@@ -53,7 +53,11 @@ def rig(tmp_path):
                     f'base_url = "http://127.0.0.1:{port}/v1"\nenv_key = "FAKE_KEY"\n'
                     f'wire_api = "responses"\nsupports_websockets = false\n'
                     # the work folder trusted, as Codex writes a captain's yes
-                    f'[projects."{tmp_path / "work"}"]\ntrust_level = "trusted"\n')
+                    f'[projects."{tmp_path / "work"}"]\ntrust_level = "trusted"\n'
+                    # no /tmp among its sandbox's writable roots (see
+                    # test_aside_agents_e2e: its sandbox makes /tmp/.git)
+                    f'[sandbox_workspace_write]\nexclude_slash_tmp = true\n'
+                    f'exclude_tmpdir_env_var = true\n')
         crew = Crew(str(tmp_path / "crew"))
         env = dict(os.environ, PATH=f"{ROOT}/bin:{os.environ['PATH']}", CODEX_HOME=home,
                    HOME=home, FAKE_KEY="x", CREWFILE_DIR=crew.root)
