@@ -75,7 +75,7 @@ class Answer:
 class Look:
     """One look at the machine: each tmux server and its clients asked at most once.
 
-    listed: a tmux.Server handed in (tmux.Server.listed: the pane list a
+    listed: a tmuxseen.Seen handed in (Seen.listed: the pane list a
     status line gives crew-status), used in place of asking for the server
     it names, and only where a session's records name that server: the
     same socket and the same identity. For any other server, or a session

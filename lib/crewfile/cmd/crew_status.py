@@ -1,4 +1,4 @@
-# tmux.LISTED_FORMAT, written out: tmux.py (~0.1 ms to import) is not loaded for --help
+# tmuxseen.LISTED_FORMAT, written out: tmuxseen is not loaded for --help or without --panes
 LISTED_FORMAT = ("#{socket_path} #{pid}@#{start_time}"
                  " #{S:#{W:#{P:#{pane_id}=#{pane_pid}=#{pane_dead} }}}")
 
@@ -51,9 +51,9 @@ def _look(panes):
     """The verdict's Look, with the pane list tmux handed in (--panes), if any."""
     if panes is None:
         return None
-    from ..tmux import Server
+    from ..tmuxseen import Seen       # not tmux.py: nothing here asks tmux
     from ..verdict import Look
-    listed = Server.listed(panes)
+    listed = Seen.listed(panes)
     if listed is None:
         import sys
         sys.stderr.write("crew-status: --panes is not a pane list as tmux expands it"

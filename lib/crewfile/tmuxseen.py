@@ -1,0 +1,87 @@
+"""What one look at a tmux server found: its state, identity and panes.
+
+Apart from tmux.py, which runs tmux: crew-status in a status line is handed
+the pane list (--panes) and reads it here, without loading what asks tmux
+(tmux runs crew-status every few seconds; each module is start-up time).
+"""
+
+
+class Seen:
+    """One look at one tmux server: its identity and its panes (tmux.Server
+    asks tmux for them; listed() reads the list a status line hands in).
+
+    state is UP, GONE (nothing answers on the socket: no server, a stale
+    socket file) or UNKNOWN (tmux missing, or an answer we cannot read).
+    panes: {pane id: Pane}; identity: 'PID@START' of the server process.
+    """
+    UP, GONE, UNKNOWN = "up", "gone", "unknown"
+
+    @classmethod
+    def listed(cls, text):
+        """The Seen that *text*, LISTED_FORMAT as tmux expanded it, shows;
+        None unless *text* is exactly of that form.
+
+        A status line hands crew-status this list (`--panes`), so that it
+        need not ask tmux: `#()` in status-right is expanded by the server
+        drawing it before the command runs. The list says which server it is
+        (socket, 'PID@START'); verdict.Look uses it only for a session whose
+        records name that very server. Every number must be written as tmux
+        writes it (no sign, no leading zero: '%07' is not pane %7), a pane
+        listed twice (a window in two sessions) the same both times.
+        """
+        words = text.split(" ")
+        if words and words[-1] == "":
+            words.pop()                 # each pane is followed by one space
+        if len(words) < 2:
+            return None
+        socket, identity = words[0], words[1]
+        if not socket.startswith("/") or not socket.isprintable():
+            return None
+        pid, at, start = identity.partition("@")
+        if not (at and _number(pid) and _number(start)):
+            return None
+        panes = {}
+        for word in words[2:]:
+            parts = word.split("=")
+            if (len(parts) != 3 or parts[0][:1] != "%" or not _number(parts[0][1:])
+                    or not _number(parts[1]) or parts[2] not in ("0", "1")):
+                return None
+            pane = Pane(parts[0], parts[2] == "1", int(parts[1]), None, None, identity)
+            seen = panes.setdefault(pane.id, pane)
+            if (seen.dead, seen.pid) != (pane.dead, pane.pid):
+                return None
+        server = cls.__new__(cls)
+        server.socket, server.state, server.identity = socket, cls.UP, identity
+        server.panes, server.error = panes, ""
+        return server
+
+
+def _number(text):
+    """A whole number as tmux prints one: ASCII digits, no leading zero."""
+    return text.isascii() and text.isdigit() and (text == "0" or text[0] != "0")
+
+
+# A pane list for crew-status --panes: tmux expands it (in status-right's
+# #()) to the server's socket and identity, then each pane of each window of
+# each session as %ID=PID=DEAD, followed by a space.
+LISTED_FORMAT = ("#{socket_path} #{pid}@#{start_time}"
+                 " #{S:#{W:#{P:#{pane_id}=#{pane_pid}=#{pane_dead} }}}")
+
+PANE_FORMAT = ("#{pane_id}\t#{pane_dead}\t#{pane_pid}\t"
+                "#{session_name}:#{window_index}.#{pane_index}\t#{window_id}\t#{pid}@#{start_time}")
+
+
+class Pane:
+    __slots__ = ("id", "dead", "pid", "where", "window", "server")
+
+    def __init__(self, id, dead, pid, where, window, server):
+        self.id, self.dead, self.pid, self.where = id, dead, pid, where
+        self.window, self.server = window, server
+
+    @classmethod
+    def parse(cls, line):
+        parts = line.split("\t")
+        if len(parts) != 6 or not parts[0].startswith("%"):
+            return None
+        pid = int(parts[2]) if parts[2].isdigit() else None
+        return cls(parts[0], parts[1] == "1", pid, parts[3], parts[4], parts[5])
