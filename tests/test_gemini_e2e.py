@@ -261,6 +261,41 @@ def test_an_interactive_gemini_pane_refused_while_generating_typed_into_when_idl
     assert "another nudge" not in tmux.screen(pane)
 
 
+def test_the_recorded_agent_is_the_launcher_and_dies_with_the_gemini_it_runs(rig, tmux):
+    """Gemini CLI runs itself again as a child (`node --max-old-space-size=...`,
+    the one that runs the hooks); crew-hook records the agent as the leader of
+    the pane's foreground group: the launcher (0.61.0: the pane's process).
+    The child crashing (SIGKILL) takes the launcher with it, so the verdict
+    on that pid says not live and nothing is typed (the launcher ignores
+    SIGTERM and a launcher killed alone leaves the child running: not live
+    either, the safe side)."""
+    import signal
+    from crewfile import delivery, verdict
+    from crewfile.liveness import stat
+    env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
+                                   "CREWFILE_DIR")}
+    env["CREWFILE_SESSION"] = "gm4"
+    pane = tmux.new_window(f"cd {rig.work} && exec {INTERACTIVE} {BINARY}", env=env)
+    tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
+    tmux("send-keys", "-t", pane, "-l", "hello")
+    tmux.wait_screen(pane, "hello")
+    tmux("send-keys", "-t", pane, "Enter")
+    sess = Session(rig.crew, "gm4")
+    _wait(lambda: sess.exists() and (rig.kinds("gm4") or [("", "")])[-1][0] == "turn-ended",
+          "turn-ended")
+    pid = sess.reread().meta["pid"]
+    assert str(pid) == tmux("display-message", "-p", "-t", pane, "#{pane_pid}").strip()
+    assert verdict.of(sess.reread()).live == verdict.LIVE
+    children = [int(p) for p in os.listdir("/proc")
+                if p.isdigit() and getattr(stat(int(p)), "ppid", None) == pid]
+    assert len(children) == 1, children                 # the Gemini that runs the hooks
+    os.kill(children[0], signal.SIGKILL)
+    _wait(lambda: verdict.of(sess.reread()).live == verdict.NOT_LIVE,
+          lambda: f"not live once the child died: {verdict.of(sess.reread()).why}")
+    ok, why = delivery.deliver(sess.reread(), "hello again", quiet=0)
+    assert (ok, why.code) == (False, delivery.NOT_LIVE), why
+
+
 def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux):
     """Gemini asking before its shell tool runs (no -y): the Notification
     ToolPermission records `waiting: permission`; delivery refuses the
