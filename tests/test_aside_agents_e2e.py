@@ -220,10 +220,23 @@ def test_codex_a_conclusion_sent_while_the_agent_works_counts(crew, tmux, codex_
     the_captain_concludes_and_the_window_goes(crew, tmux, "cx", pane, lambda ev: ev == "prompt -")
 
 
-@pytest.mark.skipif(not os.path.exists(GEMINI), reason="Gemini CLI not installed in .cache/gemini")
-def test_an_aside_with_gemini_concluded_by_the_captains_command(crew, tmux, server, tmp_path):
-    port = server("gemini_server.py")
+@pytest.fixture
+def gemini_home(tmp_path):
+    """The HOME of the Gemini CLI a test starts; after it, every Gemini
+    process run with that HOME is ended (its launcher outlives the window
+    and the tmux server: seen here, a launcher and its child left running
+    with parent 1 after the test)."""
+    from test_gemini_e2e import _stop_geminis
     home = tmp_path / "home"
+    yield home
+    _stop_geminis(str(home))
+
+
+@pytest.mark.skipif(not os.path.exists(GEMINI), reason="Gemini CLI not installed in .cache/gemini")
+def test_an_aside_with_gemini_concluded_by_the_captains_command(crew, tmux, server, gemini_home):
+    port = server("gemini_server.py")
+    home = gemini_home
+    work = home.parent / "work"
     (home / ".gemini").mkdir(parents=True)
     # Its shell tool allowed without a dialog, as a user allows it in
     # settings.json (a YOLO -y pane: test_gemini_e2e).
@@ -232,7 +245,6 @@ def test_an_aside_with_gemini_concluded_by_the_captains_command(crew, tmux, serv
         "tools": {"allowed": ["run_shell_command"]}}))
     r = cmd("crew-hook", "--install", str(home / ".gemini"), "--agent", "gemini")
     assert r.returncode == 0 and "commands/aside-done.toml" in r.stdout, r.stderr
-    work = tmp_path / "work"
     work.mkdir()
     # Gemini CLI runs non-interactively under CI variables (test_gemini_e2e
     # says why).
