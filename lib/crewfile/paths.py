@@ -34,7 +34,6 @@
 
 Nothing outside this module spells these names.
 """
-import errno
 import os
 import stat
 
@@ -146,6 +145,7 @@ def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
     except FileNotFoundError:
         raise
     except OSError as e:
+        import errno                    # here: only a failure needs it (every command opens files)
         if e.errno == errno.ELOOP:
             raise SystemFailure(f"{path}: a symlink is not followed") from None
         raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
@@ -177,6 +177,7 @@ def open_dir(path, at=None):
     except FileNotFoundError:
         raise
     except OSError as e:
+        import errno
         if e.errno in (errno.ELOOP, errno.ENOTDIR):
             # O_DIRECTORY says ENOTDIR for a link too: which one, said as check_dirs does
             try:

@@ -227,8 +227,10 @@ def _live(v, meta, look):
 
 
 def foreground(agent, pane_pid):
-    """YES when the agent's process group is the foreground group of its pane's terminal."""
-    term = procs.stat(pane_pid)
+    """YES when the agent's process group is the foreground group of its pane's terminal.
+    The pane's process is often the agent itself (tmux ran it in the pane):
+    then the Stat read a moment ago for liveness is the one to use."""
+    term = agent if pane_pid == agent.pid else procs.stat(pane_pid)
     if term is None or term.tpgid <= 0:
         return UNKNOWN
     return YES if term.tpgid == agent.pgrp else NO
