@@ -77,6 +77,20 @@ def seen(crew, up, err, what):
             f"crew-up/log (tail):\n{tail(crewup.files(crew)[crewup.LOG])}")
 
 
+def said(crew):
+    """The lines the stages wrote on stderr, from crew-up/log and its rotations."""
+    from crewfile.logfile import rotated
+    out = []
+    for i in range(9, -1, -1):
+        try:
+            with open(rotated(crewup.files(crew)[crewup.LOG], i), encoding="utf-8",
+                      errors="replace") as f:
+                out += [line for line in f if " said: " in line]
+        except FileNotFoundError:
+            pass
+    return out
+
+
 def pipe_pids(crew, up, err=None):
     """The wake pipe's pids once all three run under this crew-up, else None.
     With *err* (crew-up's output), a crew-up that exited fails at once."""
@@ -170,8 +184,10 @@ def test_random_kills_lose_and_repeat_no_wake(crew, tmp_path):
         print(f"\n{TRIALS} trials, killed {dict(killed)}, {drains} drains, {records} records"
               f" appended, {len(expected)} wakes expected, {sum(got.values())} in the inbox,"
               f" {len(missing)} missing, {len(extra)} extra", file=sys.stderr)
-        assert not missing, list(missing)[:5]
-        assert not extra, list(extra)[:5]
+        if missing or extra:
+            raise AssertionError(seen(crew, up, err, f"missing {list(missing)[:5]}, extra"
+                                 f" {list(extra)[:5]}") + f"\nwhat the stages said:\n"
+                                 + "".join(said(crew)[-40:]))
         assert all(c == 1 for c in got.values())
         assert all(killed[v] > TRIALS // 10 for v in VICTIMS)
     finally:
