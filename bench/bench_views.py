@@ -30,9 +30,12 @@ def status_startup(b, crew, env):
     in the panes of a private tmux server. Wall time and CPU time (the
     command and its tmux child: what it costs whatever the load)."""
     pass_ = [b.python, "-c", "pass"]
+    status = as_its_shebang(b, "crew-status")
+    b.note(f"crew-status runs as {' '.join(status[:-1])} (its #! line's flags; -S: without"
+           " site); the baseline `python -c pass` runs with site")
 
     def both(label, env_, argv=None, budget=1.2):
-        (t, base), (cpu, cpu_base) = b.pair(argv or b.cmd("crew-status"), pass_, n=40, env=env_)
+        (t, base), (cpu, cpu_base) = b.pair(argv or status, pass_, n=40, env=env_)
         b.figure(label, t, base, budget=budget, base_label="python -c pass")
         b.figure("  the same, CPU time", cpu, cpu_base, budget=budget,
                  base_label="python -c pass")
@@ -67,12 +70,12 @@ def status_startup(b, crew, env):
                   LIB, live, [p.split() for p in panes if p], sock)
         subprocess.run([b.python, "-c", py], env=env, check=True)
         env_live = dict(b.env, CREWFILE_DIR=live)
-        out = subprocess.run(b.cmd("crew-status"), env=env_live, capture_output=True,
+        out = subprocess.run(status, env=env_live, capture_output=True,
                              text=True).stdout.strip()
         from crewfile.tmux import LISTED_FORMAT
         listed = subprocess.run(tmux + ["display-message", "-p", LISTED_FORMAT], check=True,
                                 capture_output=True, text=True).stdout.rstrip("\n")
-        with_list = b.cmd("crew-status") + ["--tmux", "--panes", listed]
+        with_list = status + ["--tmux", "--panes", listed]
         out_list = subprocess.run(with_list, env=env_live, capture_output=True, text=True)
         assert "5 working" in out_list.stdout and not out_list.stderr, out_list
         both(f"crew-status --tmux --panes LIST, 5 sessions live in tmux panes, as the status line"
@@ -84,6 +87,15 @@ def status_startup(b, crew, env):
     finally:
         subprocess.run(tmux + ["kill-server"], capture_output=True)
         shutil.rmtree(d, ignore_errors=True)
+
+
+def as_its_shebang(b, name):
+    """argv running bin/NAME through this interpreter with the flags its #!
+    line gives python3 (crew-status: -S), as running the command itself would."""
+    path = os.path.join(REPO, "bin", name)
+    with open(path) as f:
+        words = f.readline().split()
+    return [b.python, *words[words.index("python3") + 1:], path]
 
 
 def make_crew(b, root, n):

@@ -3,6 +3,7 @@ own, linked into ~/.local/bin (HOME is a temp dir here), and whatever crewfile
 writes for cron or Claude Code names that venv's Python, never `python3`."""
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -36,6 +37,17 @@ def test_make_install_links_commands_that_run_from_anywhere(tmp_path):
     assert run("session-add", "w1").returncode == 0
     p = run("session-ls")
     assert p.returncode == 0 and p.stdout.splitlines()[1].startswith("w1 ")
+    # crew-status: from its link (pip's #! line: the venv's python, with site),
+    # as the README's status-right runs it (python -S: site-packages found
+    # beside it), and a copy with no crewfile beside it (-S: site is run)
+    p = run("crew-status")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "1 idle\n", ""), p.stderr
+    python = str(venv / "bin" / "python")
+    assert run(python, "-S", str(links / "crew-status")).stdout == "1 idle\n"
+    (tmp_path / "other" / "bin").mkdir(parents=True)
+    shutil.copy(links / "crew-status", tmp_path / "other" / "bin")
+    p = run(python, "-S", str(tmp_path / "other" / "bin" / "crew-status"))
+    assert (p.returncode, p.stdout, p.stderr) == (0, "1 idle\n", ""), p.stderr
     p = run("crew-hook", "--settings")
     command = shlex.split(p.stdout.split('"command": "')[1].split('"')[0])
     assert command == [str(venv / "bin" / "python"), str(links / "crew-hook")]

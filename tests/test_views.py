@@ -113,6 +113,24 @@ def test_a_whole_crew_with_wakes_and_tmux_colours(crew):
         " #[fg=cyan]2 wakes#[default]\n")
 
 
+def test_crew_status_runs_without_site_as_its_shebang_says(crew, tmp_path):
+    """bin/crew-status starts with python3 -S (no site: ~1 ms of its ~10):
+    run as a command (env -S), or by python -S from another directory, it
+    finds crewfile beside it and says what it says with site."""
+    from conftest import BIN
+    session(crew, "w1", "turn-started")
+    path = os.path.join(BIN, "crew-status")
+    with open(path) as f:
+        assert f.readline() == "#!/usr/bin/env -S python3 -S\n"
+    want = status("--tmux").stdout
+    assert want == "#[fg=green]1 working#[default]\n"
+    env = dict(os.environ, CREWFILE_DIR=crew.root,
+               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+    for argv in ([path, "--tmux"], [sys.executable, "-S", path, "--tmux"]):
+        p = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True)
+        assert (p.returncode, p.stdout, p.stderr) == (0, want, ""), argv
+
+
 def test_crew_status_leaves_at_once_with_everything_out(crew, tmp_path, monkeypatch):
     """crew-status exits through cli.leave() (os._exit, no interpreter
     teardown): its output, exit code and tokens.cache are whole all the same,
