@@ -541,6 +541,20 @@ def test_a_first_prompt_that_cannot_be_delivered_is_said(crew, tmux, repo):
     assert "hello" not in tmux.screen(Session(crew, "w1").meta["tmux"])
 
 
+def test_a_first_prompt_entered_but_never_recorded_is_unconfirmed_exit_8(crew, tmux, repo):
+    """An agent that records its prompts clears its prompt line at Enter but
+    takes nothing (FAKE_ENTER=vanish): crew-spawn says unconfirmed, exit 8,
+    and the prompt was typed once, never again."""
+    r = crewcmd("crew-spawn", "w1", "--cmd", f"FAKE_ENTER=vanish {AGENT}",
+                "--tmux-session", "crew", "--prompt", "hello", cwd=repo)
+    assert r.returncode == 8, r.stderr
+    assert r.stdout.startswith("window: crew:")                 # it was spawned
+    assert r.stderr.startswith("crew-spawn: w1 is spawned; its first prompt was typed and"
+                               " Entered, but not confirmed: unconfirmed: ")
+    assert [t for k, t in records(crew, "w1") if k == "note"] == ["vanished: hello"]
+    assert "captain" not in [k for k, _ in records(crew, "w1")]
+
+
 def test_a_gemini_whose_hooks_never_started_is_not_typed_into(crew, tmux, repo):
     """Gemini CLI shows its prompt line before asking whether to trust the
     folder (and runs no hook until it is trusted): its first prompt waits for
