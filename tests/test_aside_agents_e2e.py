@@ -29,7 +29,7 @@ import pytest
 from conftest import REPO, cmd, wait_for
 from crewfile import aside, evidence, logfile
 from crewfile.sessions import Session
-from test_codex_e2e import _stop_codex_daemons, _trust_the_hooks
+from test_codex_e2e import _pretrust, _stop_codex_daemons, _wait_trusted_start
 
 CODEX = glob.glob(os.path.join(REPO, ".cache", "codex", "node_modules", "@openai",
                                "codex-linux-*", "vendor", "*", "bin", "codex"))
@@ -159,6 +159,9 @@ def codex_aside(crew, tmux, server, tmp_path):
         r = cmd("crew-hook", "--install", home, "--agent", "codex")
         assert r.returncode == 0 and "skills/aside-done/SKILL.md" in r.stdout, r.stderr
         work.mkdir()
+        # Its hooks trusted as Codex keeps a captain's `Trust all and continue`
+        # (its review answered once in this test session; no bypass flag).
+        _pretrust(tmux, home, str(work))
         # The agent writes its report into the crew directory, outside its
         # workspace: the sandbox gets it as a writable root (--add-dir, which
         # Codex ignores unless the sandbox is workspace-write).
@@ -166,8 +169,7 @@ def codex_aside(crew, tmux, server, tmp_path):
                  f" FAKE_KEY=x PATH={shlex.quote(PATH)} {CODEX[0]}"
                  f" -a never -s workspace-write --add-dir {shlex.quote(crew.root)}")
         pane = open_aside(crew, tmux, name, agent)
-        # Its hooks trusted at its first start, as the captain does (no bypass flag).
-        _trust_the_hooks(tmux, pane)
+        _wait_trusted_start(tmux, pane)
         return pane
     try:
         yield open_codex
