@@ -8,9 +8,9 @@ Mostly run non-interactively (`codex exec`, which cannot ask); three run it
 in a private tmux pane: a nudge refused while it generates, typed into its
 idle prompt line (its placeholder is no draft) and refused over a draft; a
 permission dialog recorded as a wait and refused; spawned, killed and
-resumed by crew-respawn. No test uses a bypass flag: the first of those
-trusts the hooks at Codex's review as a user does at a first start; the
-others start as a user's next sessions do, with the trust Codex wrote at
+resumed by crew-respawn. No test uses a bypass flag: the first and the
+spawned one trust the hooks at Codex's review as a user does at a first
+start; the permission one starts as a user's next sessions do, with the trust Codex wrote at
 such a review in this test session (`_pretrust`). Skipped when the CLI is not
 installed: npm install --prefix .cache/codex @openai/codex
 """
@@ -422,8 +422,10 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
     monkeypatch.setenv("CREWFILE_DIR", rig.crew.root)
     # The repository trusted, as Codex records a captain's yes to its folder
     # question (which it may ask after its prompt line shows: a prompt typed
-    # then races it); its hooks trusted as Codex keeps a user's yes.
-    _pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
+    # then races it); its hooks' review is answered in the pane. Not started
+    # trusted: a prompt typed into a Codex that started trusted was once not
+    # shown at all (Codex discarding input early in its start), and
+    # first_prompt refused to press Enter.
     with open(os.path.join(rig.env["CODEX_HOME"], "config.toml"), "a") as f:
         f.write(f'[projects."{repo}"]\ntrust_level = "trusted"\n')
     try:
@@ -434,7 +436,7 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
         assert r.returncode == 0, r.stderr
         sess = Session(rig.crew, "w1")
         pane = sess.meta["tmux"]
-        _wait_trusted_start(tmux, pane)
+        _trust_the_hooks(tmux, pane)
         ok, why = spawn.first_prompt(sess.reread(), "FIRST-PROMPT-3141 read the README")
         assert ok, why.detail + tmux.screen(pane)
         _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "the first turn's end",
