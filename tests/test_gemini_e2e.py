@@ -60,9 +60,17 @@ def rig(tmp_path):
     try:
         port = int(server.stdout.readline().split()[1])
         crew = Crew(str(tmp_path / "crew"))
+        # TMPDIR: where Gemini writes its error reports (gemini-client-error-*.json,
+        # os.tmpdir() in 0.61.0), kept with the rig; the preload logs each child
+        # its node processes spawn (the relaunched CLI, the hooks' shells).
+        (tmp_path / "tmp").mkdir()
         env = dict(os.environ, PATH=f"{ROOT}/bin:{os.environ['PATH']}", HOME=str(home),
                    GEMINI_API_KEY="x", GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{port}",
-                   CREWFILE_DIR=crew.root)
+                   CREWFILE_DIR=crew.root, TMPDIR=str(tmp_path / "tmp"),
+                   CREWFILE_TEST_CHILDREN=str(tmp_path / "children.log"),
+                   NODE_OPTIONS=" ".join(filter(None, [
+                       os.environ.get("NODE_OPTIONS"),
+                       "--require=" + os.path.join(ROOT, "tests", "gemini_children.cjs")])))
         env.pop("TMUX", None)
         env.pop("GEMINI_CLI_TRUST_WORKSPACE", None)
         subprocess.run([os.path.join(ROOT, "bin", "crew-hook"), "--install",
@@ -97,6 +105,26 @@ def _stop_geminis(home):
                 pass
 
 
+def _tail(path, limit=4000):
+    """The last *limit* characters of a file, or why there are none."""
+    try:
+        with open(path, errors="replace") as f:
+            text = f.read()
+    except OSError as e:
+        return f"({e.strerror})"
+    return text if len(text) <= limit else "..." + text[-limit:]
+
+
+def _exit_status(code):
+    import signal
+    if code < 0:
+        try:
+            return f"killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"
+
+
 class Rig:
     def __init__(self, crew, env, log, work):
         self.crew, self.env, self.log, self.work = crew, env, log, work
@@ -104,12 +132,39 @@ class Rig:
     def gemini(self, session, prompt, wait=True):
         argv = [BINARY, "-y", "-p", prompt]
         p = subprocess.Popen(argv, env=dict(self.env, CREWFILE_SESSION=session), cwd=self.work,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if not wait:
             return p
-        out, _ = p.communicate(timeout=DEADLINE)
-        assert p.returncode == 0, out
+        out, err = p.communicate(timeout=DEADLINE)
+        assert p.returncode == 0, self.failure(session, p.returncode, out, err)
         return out
+
+    def failure(self, session, code, out, err):
+        """What a failed `gemini -p` run leaves to explain it (issue 14: once,
+        loaded, it exited 1 and printed nothing): its status, its output, what
+        it asked the stand-in, the session's records, the exit of each child
+        its node processes spawned, and what Gemini keeps in its HOME and
+        TMPDIR (logs, chat recordings, error reports)."""
+        parts = [f"gemini -p: {_exit_status(code)}", f"stdout: {out!r}", f"stderr: {err!r}"]
+        children = _tail(self.env["CREWFILE_TEST_CHILDREN"])
+        if code == 1 and not err.strip():
+            parts.append("(no word on stderr: Gemini's launcher exits 1 silently when its"
+                         " relaunched child dies of a signal: see that child's line below)")
+        parts.append("children (exit code, signal):\n" + children)
+        requests = _tail(self.log, 10 ** 6).splitlines()
+        parts.append(f"stand-in's request log ({len(requests)} lines; each cut at 300):\n"
+                     + "\n".join(line[:300] for line in requests[-20:]))
+        try:
+            parts.append(f"records of {session}: {self.kinds(session)!r}")
+        except Exception as e:
+            parts.append(f"records of {session}: unreadable: {e!r}")
+        for top in (os.path.join(self.env["HOME"], ".gemini"), self.env["TMPDIR"]):
+            for d, _, files in os.walk(top):
+                for name in sorted(files):
+                    path = os.path.join(d, name)
+                    if name not in ("settings.json", "trustedFolders.json", "aside-done.toml"):
+                        parts.append(f"{path}:\n{_tail(path, 2000)}")
+        return "\n".join(parts)
 
     def requests(self):
         with open(self.log) as f:
@@ -163,12 +218,12 @@ def test_a_primarys_wake_at_after_agent_retries_the_turn_once(rig, tmp_path):
             time.sleep(0.05)
         inbox.post(rig.crew, "pm", "wake", "w2 blocked: needs a database")
         go.touch()
-        out, _ = p.communicate(timeout=DEADLINE)
+        out, err = p.communicate(timeout=DEADLINE)
     finally:
         if p.poll() is None:
             p.kill()
             p.wait()
-    assert p.returncode == 0, out
+    assert p.returncode == 0, rig.failure("pm", p.returncode, out, err)
     reqs = rig.requests()
     assert len(reqs) == 2, out
     last = json.dumps(reqs[1]["body"]["contents"])
