@@ -70,7 +70,7 @@ def rig(tmp_path):
                    CREWFILE_TEST_CHILDREN=str(tmp_path / "children.log"),
                    NODE_OPTIONS=" ".join(filter(None, [
                        os.environ.get("NODE_OPTIONS"),
-                       "--require=" + os.path.join(ROOT, "tests", "gemini_children.cjs")])))
+                       '--require "%s"' % os.path.join(ROOT, "tests", "gemini_children.cjs")])))
         env.pop("TMUX", None)
         env.pop("GEMINI_CLI_TRUST_WORKSPACE", None)
         subprocess.run([os.path.join(ROOT, "bin", "crew-hook"), "--install",
@@ -131,8 +131,12 @@ class Rig:
 
     def gemini(self, session, prompt, wait=True):
         argv = [BINARY, "-y", "-p", prompt]
+        # stdin empty: run with -p and stdin not a terminal, Gemini reads stdin
+        # (up to 500 ms for a first byte) and prepends it to the prompt; pytest's
+        # own stdin is whatever its caller left (a pipe, a file, a terminal).
         p = subprocess.Popen(argv, env=dict(self.env, CREWFILE_SESSION=session), cwd=self.work,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
         if not wait:
             return p
         out, err = p.communicate(timeout=DEADLINE)
