@@ -141,7 +141,7 @@ class Rig:
             return p
         out, err = p.communicate(timeout=DEADLINE)
         assert p.returncode == 0, self.failure(session, p.returncode, out, err)
-        return out
+        return out + err          # all Gemini showed, as a user in a terminal sees it
 
     def failure(self, session, code, out, err):
         """What a failed `gemini -p` run leaves to explain it (issue 14: once,
