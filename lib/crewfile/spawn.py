@@ -302,9 +302,13 @@ def _respawn_one(crew, name, command):
         if dead and dead.dead:
             window.save_scrollback(dead, os.path.join(
                 sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}"))
-            window.kill(dead)
+        # The new window first, then the dead one killed: killed first, the last
+        # window of its server, that server exits (tmux's exit-empty) while the
+        # new window is asked of it ("server exited unexpectedly", seen loaded).
         target = window.open_agent(sess, command, tmux_session=meta.get("tmux_session"),
                                    cwd=meta["cwd"])
+        if dead and dead.dead:
+            window.kill(dead)
         rearmed = nudge.rearm(crew, sess.meta)
         sess.append("respawned", f"resume {meta['agent_session_id']}"
                     + (f"; schedules armed again: {' '.join(rearmed)}" if rearmed else ""))
