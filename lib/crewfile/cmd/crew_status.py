@@ -1,6 +1,4 @@
-# tmuxseen.LISTED_FORMAT, written out: tmuxseen is not loaded for --help or without --panes
-LISTED_FORMAT = ("#{socket_path} #{pid}@#{start_time}"
-                 " #{S:#{W:#{P:#{pane_id}=#{pane_pid}=#{pane_dead} }}}")
+from ..tmuxseen import LISTED_FORMAT     # the one spelling; a module of constants, no imports
 
 HELP = """\
 crew-status
