@@ -87,6 +87,20 @@ def test_missing_crew_directory_exits_0_with_one_line(tmp_path, run):
     assert not (tmp_path / "nowhere").exists()
 
 
+def test_unreadable_stdin_exits_0_with_one_line(tmp_path, crew):
+    """An OSError reading the payload is a hook problem like any other: exit
+    0 (Gemini CLI reads any other code but 1 as a refusal), one line."""
+    import subprocess
+    import sys
+    from conftest import BIN
+    with open(tmp_path / "write-only", "w") as stdin:      # read(2) on it: EBADF
+        p = subprocess.run([sys.executable, os.path.join(BIN, "crew-hook"), "--agent", "gemini"],
+                           stdin=stdin, capture_output=True, text=True, timeout=60,
+                           env=dict(os.environ, CREWFILE_SESSION="w1"))
+    assert p.returncode == 0 and p.stdout == ""
+    assert p.stderr.splitlines() == ["crew-hook: ?: stdin cannot be read: Bad file descriptor"]
+
+
 def test_user_prompt_submit_records_captain_and_turn_started(crew, run):
     register(crew, "w1")
     p = hook(run, payload("UserPromptSubmit", prompt="fix the\nbuild", prompt_id="x"))

@@ -46,7 +46,13 @@ def run(args):
         raise UsageError("expected a hook payload on stdin (see --help)")
     else:
         from ..hook import read_payload
-        raw = read_payload(sys.stdin.buffer)
+        try:
+            raw = read_payload(sys.stdin.buffer)
+        except OSError as e:
+            # Exit 111 here would be read as a refusal: Gemini CLI denies
+            # on any code but 0 and 1. As a hook, one line and exit 0.
+            sys.stderr.write(f"crew-hook: ?: stdin cannot be read: {e.strerror or e}\n")
+            return 0
     from ..hook import handle     # a bad --agent is a note and exit 0: exit 2 would block
     env = dict(__import__("os").environ)
     if args.dir:
