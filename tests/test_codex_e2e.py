@@ -244,11 +244,20 @@ RESTARTS = 3
 
 def _drain_timed_out(screen):
     """Whether a keep=True pane shows Codex ended by its own input drain's
-    time limit and by nothing else: that line, then its exit status 1."""
+    time limit and by nothing else: that line, then (seen once, in a loaded
+    run) its error's backtrace of unnamed frames (`Stack backtrace:`, then
+    `N: <unknown>` lines), then its exit status 1."""
+    import re
     from conftest import TmuxServer
-    lines = [line.rstrip() for line in screen.splitlines() if line.strip()]
-    return (len(lines) >= 2 and lines[-2].endswith(DRAIN_TIMED_OUT)
-            and lines[-1] == f"{TmuxServer.EXITED}1]")
+    lines = [line.strip() for line in screen.splitlines() if line.strip()]
+    if len(lines) < 2 or lines[-1] != f"{TmuxServer.EXITED}1]":
+        return False
+    body = lines[:-1]
+    while body and re.fullmatch(r"\d+: <unknown>", body[-1]):
+        body.pop()
+    if body and body[-1] == "Stack backtrace:" and len(body) < len(lines) - 1:
+        body.pop()
+    return bool(body) and body[-1].endswith(DRAIN_TIMED_OUT)
 
 
 def _through_the_review(tmux, start, untouched=lambda: True):
