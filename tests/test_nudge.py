@@ -224,20 +224,40 @@ def test_no_prompt_on_screen_refuses_and_keeps(crew, tmux, tmp_path):
     assert sched(crew, sid)["attempts"] == 0
 
 
-def test_failed_delivery_counts_and_never_presses_enter(crew, tmux, tmp_path):
-    # A pane that shows a prompt but never echoes what is typed: the text never shows.
+def test_discarded_delivery_counts_and_never_presses_enter(crew, tmux, tmp_path):
+    # A prompt that never echoes what is typed: the keys vanish, the line stays empty.
     pane = tmux.new_window("stty -echo; printf 'ready> '; exec cat > /dev/null", name="mute")
     sess = register(crew, "mute", tmux=pane, cwd=str(tmp_path), pid=tmux.pane_pid(pane))
     sess.append("idle")
     tmux.wait_screen(pane, "ready>")
     sid = add("--session", "mute", "--every", "60", "--message", "next", "--max", "2")
     make_due(crew, sid)
-    assert "failed: attempt 1/2: failed: the typed text did not show" in tick()
+    assert ("failed: attempt 1/2: discarded: the typed text never showed and the prompt line"
+            " is empty") in tick()
     make_due(crew, sid)
     assert "failed: attempt 2/2" in tick()
     s = sched(crew, sid)
     assert (s["attempts"], s["armed"]) == (2, False)
     assert [k for k, _ in nudge_records(sess)] == ["nudge-failed", "nudge-failed", "nudge-disarmed"]
+
+
+def test_text_shown_otherwise_fails_is_left_there_and_never_typed_again(crew, tmux, tmp_path):
+    # A prompt that shows something else than what was typed (upper case);
+    # drawn by the program itself, so it reads the keys once the prompt shows.
+    shout = (f"{sys.executable} -c 'import os\nos.write(1, b\"ready> \")\n"
+             f"while True: os.write(1, os.read(0, 64).upper())'")
+    pane = tmux.new_window(f"stty -echo -icanon; exec {shout}", name="shout")
+    sess = register(crew, "shout", tmux=pane, cwd=str(tmp_path), pid=tmux.pane_pid(pane))
+    sess.append("idle")
+    tmux.wait_screen(pane, "ready>")
+    sid = add("--session", "shout", "--every", "60", "--message", "next", "--max", "2")
+    make_due(crew, sid)
+    assert "failed: attempt 1/2: failed: the typed text did not show" in tick()
+    tmux.wait_screen(pane, "ready> NEXT")
+    make_due(crew, sid)
+    assert "refused: draft" in tick()               # what is left there is never typed over
+    assert sched(crew, sid)["attempts"] == 1
+    assert tmux.screen(pane).count("NEXT") == 1
 
 
 def test_matching_on_either_id_and_not_another_conversation(crew, tmux, tmp_path):

@@ -555,6 +555,19 @@ def test_a_first_prompt_entered_but_never_recorded_is_unconfirmed_exit_8(crew, t
     assert "captain" not in [k for k, _ in records(crew, "w1")]
 
 
+def test_a_first_prompt_whose_keys_the_agent_discarded_is_typed_again(crew, tmux, repo):
+    """An agent that drops the keys typed early in its start, unshown (Codex
+    does, for a moment; FAKE_DISCARD): the prompt line stayed empty, so
+    nothing can be doubled by typing again; crew-spawn does, and the prompt
+    is taken once."""
+    r = crewcmd("crew-spawn", "w1", "--cmd", f"FAKE_DISCARD=hello {AGENT}",
+                "--tmux-session", "crew", "--prompt", "hello", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    got = records(crew, "w1")
+    assert [t for k, t in got if k == "note"] == ["discarded: hello"]
+    assert [t for k, t in got if k == "captain"] == ["hello"]
+
+
 def test_a_gemini_whose_hooks_never_started_is_not_typed_into(crew, tmux, repo):
     """Gemini CLI shows its prompt line before asking whether to trust the
     folder (and runs no hook until it is trusted): its first prompt waits for

@@ -81,6 +81,7 @@ STATE_UNKNOWN = "state-unknown"   # no turn record to go by
 DIALOG = "permission-dialog"
 IN_PROGRESS = "delivery-busy"     # another delivery holds deliver.lock
 FAILED = "failed"                 # tmux failed, or the typed text never showed
+DISCARDED = "discarded"           # the typed text never showed, the prompt line stayed empty
 ABORTED = "aborted"               # re-check before Enter failed; text left unsent
 NOT_SUBMITTED = "not-submitted"   # Enter pressed twice, the text stayed on the prompt line
 UNCONFIRMED = "unconfirmed"       # Enter pressed, the prompt line cleared, no record of the turn
@@ -198,6 +199,10 @@ def deliver(sess, text, look=None, now=None, quiet=None):
         markers, placeholder = markers_of(sess.meta), placeholder_of(sess.meta)
         if not _wait_screen(pane, socket, lambda s: shows_typed(s, text, markers), APPEAR_SECONDS,
                             placeholder):
+            if _prompt_empty(pane, socket, markers, placeholder):
+                return False, Answer(DISCARDED, "the typed text never showed and the prompt line"
+                                                " is empty: the agent discarded the keys; Enter"
+                                                " not pressed, nothing is left there")
             return False, Answer(FAILED, "the typed text did not show on the prompt line;"
                                          " Enter not pressed, the text is left there unsent")
         recorded = records_prompts(sess)
@@ -233,6 +238,18 @@ def deliver(sess, text, look=None, now=None, quiet=None):
                     f" says so); not typed again"))
         return False, Answer(NOT_SUBMITTED, "Enter pressed twice, the text stayed on the"
                                             " prompt line; it is left there unsent")
+
+
+def _prompt_empty(pane, socket, markers, placeholder):
+    """True if the pane shows a prompt line with nothing typed on it: keys
+    typed that never showed were dropped by the agent (Codex discards input
+    for a moment at its start), so typing them again cannot double them."""
+    from .prompt import capture, prompt_tail
+    try:
+        found = prompt_tail(capture(pane, socket, placeholder), markers)
+    except SystemFailure:
+        return False
+    return found is not None and found[0] == ""
 
 
 def records_prompts(sess):

@@ -134,7 +134,8 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
     """Deliver *text* once the agent shows an idle, empty prompt: (delivered, reason).
 
     Tried again while the answer is one a starting agent gives (no prompt on
-    the screen yet, a turn or state not settled, another delivery); given up
+    the screen yet, a turn or state not settled, another delivery, the typed
+    keys discarded with nothing left on the prompt line); given up
     at once when the agent is gone, text was left typed on its prompt line, or
     Enter was pressed and no record says the agent took it (unconfirmed).
     An agent whose hooks run at its start (its adapter's HOOKS_AT_START) is
