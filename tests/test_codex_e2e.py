@@ -414,7 +414,7 @@ def _stop_codex_daemons(home):
 
 def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_path, monkeypatch):
     """crew-spawn --agent codex in a worktree of a real repository; its
-    hooks trusted at the first start, as the captain does; a turn; the agent killed
+    hooks trusted as Codex keeps a captain's earlier yes; a turn; the agent killed
     (kill -9); crew-respawn runs `codex ... resume ID`: the SessionStart hook
     reports the same conversation, and a nudge delivered into the resumed
     pane reaches the model with the first turn in its history."""
@@ -428,12 +428,13 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
     agent = "exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) \
         + f" {BINARY[0]}"
     monkeypatch.setenv("CREWFILE_DIR", rig.crew.root)
-    # The repository trusted, as Codex records a captain's yes to its folder
-    # question (which it may ask after its prompt line shows: a prompt typed
-    # then races it); its hooks' review is answered in the pane. Not started
-    # trusted: a prompt typed into a Codex that started trusted was once not
-    # shown at all (Codex discarding input early in its start), and
-    # first_prompt refused to press Enter.
+    # The repository and the hooks trusted, as Codex records a captain's yes
+    # to its folder question (which it may ask after its prompt line shows: a
+    # prompt typed then races it) and to its hooks' review: a user's next
+    # start. No review screen, so none of Codex's input drains before one
+    # (DRAIN_TIMED_OUT). A prompt typed early in its start may be dropped,
+    # unshown (Codex discards input for a moment): first_prompt types it again.
+    _pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
     with open(os.path.join(rig.env["CODEX_HOME"], "config.toml"), "a") as f:
         f.write(f'[projects."{repo}"]\ntrust_level = "trusted"\n')
     try:
@@ -444,7 +445,7 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
         assert r.returncode == 0, r.stderr
         sess = Session(rig.crew, "w1")
         pane = sess.meta["tmux"]
-        _trust_the_hooks(tmux, pane)
+        _wait_trusted_start(tmux, pane)
         ok, why = spawn.first_prompt(sess.reread(), "FIRST-PROMPT-3141 read the README")
         assert ok, why.detail + tmux.screen(pane)
         _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "the first turn's end",
