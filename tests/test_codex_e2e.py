@@ -237,9 +237,11 @@ def _wait_trusted_start(tmux, pane):
 
 # Codex 0.171 drains the terminal's input before its hook review with a hard
 # one-second limit (tui/input_boundary.rs, discard_pending_terminal_input) and
-# exits with this line when a loaded machine does not let it finish.
+# exits with this line when a loaded machine does not let it finish. Seen in
+# 2 of 3 loaded full runs (three reviews each, with other tests beside them):
+# at most RESTARTS starts again, each said.
 DRAIN_TIMED_OUT = "Error: timed out discarding buffered terminal input"
-RESTARTS = 3
+RESTARTS = 5
 
 
 def _drain_timed_out(screen):
