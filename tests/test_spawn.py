@@ -568,6 +568,22 @@ def test_a_first_prompt_whose_keys_the_agent_discarded_is_typed_again(crew, tmux
     assert [t for k, t in got if k == "captain"] == ["hello"]
 
 
+def test_a_first_prompt_is_typed_three_times_at_most_into_an_agent_that_shows_nothing(
+        crew, tmux, repo):
+    """An agent that drops every key (FAKE_DISCARD longer than what comes):
+    typed once and again twice, then crew-spawn gives up, saying discarded.
+    Counted by the agent: one key more completes four copies."""
+    r = crewcmd("crew-spawn", "w1", "--cmd", f"FAKE_DISCARD={'hello' * 4} {AGENT}",
+                "--tmux-session", "crew", "--prompt", "hello", cwd=repo)
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("crew-spawn: w1 is spawned, but its first prompt was not"
+                               " delivered: discarded: the typed text never showed")
+    assert "note" not in [k for k, _ in records(crew, "w1")]
+    tmux("send-keys", "-t", Session(crew, "w1").meta["tmux"], "-l", "hello")
+    wait_for(lambda: [t for k, t in records(crew, "w1") if k == "note"]
+             == [f"discarded: {'hello' * 4}"], what="the fourth copy")
+
+
 def test_a_gemini_whose_hooks_never_started_is_not_typed_into(crew, tmux, repo):
     """Gemini CLI shows its prompt line before asking whether to trust the
     folder (and runs no hook until it is trusted): its first prompt waits for

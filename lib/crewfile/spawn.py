@@ -135,7 +135,7 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
 
     Tried again while the answer is one a starting agent gives (no prompt on
     the screen yet, a turn or state not settled, another delivery, the typed
-    keys discarded with nothing left on the prompt line); given up
+    keys discarded with nothing left on the prompt line: RETYPES times); given up
     at once when the agent is gone, text was left typed on its prompt line, or
     Enter was pressed and no record says the agent took it (unconfirmed).
     An agent whose hooks run at its start (its adapter's HOOKS_AT_START) is
@@ -149,6 +149,7 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
              delivery.UNCONFIRMED)       # typed and Entered: never typed a second time
     hooked = load(sess.meta.get("agent") or agents.CLAUDE).HOOKS_AT_START
     deadline = time.monotonic() + wait
+    retypes = RETYPES
     while True:
         if hooked and not _started(sess):
             ok, reason = False, delivery.Answer(NOT_STARTED, (
@@ -158,7 +159,16 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
             ok, reason = delivery.deliver(sess, text)
         if ok or reason.code in final or time.monotonic() > deadline:
             return ok, reason
+        if reason.code == delivery.DISCARDED:
+            if not retypes:
+                return ok, reason
+            retypes -= 1
         time.sleep(PROMPT_POLL)
+
+
+# Typings after the first that the agent discarded: bounded, because keys an
+# agent holds unread (not dropped) show all at once when it reads them.
+RETYPES = 2
 
 
 NOT_STARTED = "not-started"
