@@ -224,16 +224,22 @@ def test_no_prompt_on_screen_refuses_and_keeps(crew, tmux, tmp_path):
     assert sched(crew, sid)["attempts"] == 0
 
 
-def test_discarded_delivery_counts_and_never_presses_enter(crew, tmux, tmp_path):
-    # A prompt that never echoes what is typed: the keys vanish, the line stays empty.
-    pane = tmux.new_window("stty -echo; printf 'ready> '; exec cat > /dev/null", name="mute")
+@pytest.mark.parametrize("stty,code", [
+    # Keys read at once (no line editing) and never shown: read, then dropped.
+    ("-echo -icanon", "discarded: the agent read the typed keys and its prompt line stayed"
+                      " empty"),
+    # A line being edited, unshown: the kernel holds the keys, whether they
+    # were dropped cannot be told.
+    ("-echo", "failed: the typed text did not show")])
+def test_discarded_delivery_counts_and_never_presses_enter(crew, tmux, tmp_path, stty, code):
+    # A prompt that never echoes what is typed: the line stays empty.
+    pane = tmux.new_window(f"stty {stty}; printf 'ready> '; exec cat > /dev/null", name="mute")
     sess = register(crew, "mute", tmux=pane, cwd=str(tmp_path), pid=tmux.pane_pid(pane))
     sess.append("idle")
     tmux.wait_screen(pane, "ready>")
     sid = add("--session", "mute", "--every", "60", "--message", "next", "--max", "2")
     make_due(crew, sid)
-    assert ("failed: attempt 1/2: discarded: the typed text never showed and the prompt line"
-            " is empty") in tick()
+    assert f"failed: attempt 1/2: {code}" in tick()
     make_due(crew, sid)
     assert "failed: attempt 2/2" in tick()
     s = sched(crew, sid)

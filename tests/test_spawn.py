@@ -562,8 +562,8 @@ def test_a_first_prompt_whose_keys_the_agent_discarded_is_typed_again(crew, tmux
     is taken once."""
     r = crewcmd("crew-spawn", "w1", "--cmd", f"FAKE_DISCARD=hello {AGENT}",
                 "--tmux-session", "crew", "--prompt", "hello", cwd=repo)
-    assert r.returncode == 0, r.stderr
     got = records(crew, "w1")
+    assert r.returncode == 0, (r.stderr, got, tmux.screen(Session(crew, "w1").meta["tmux"]))
     assert [t for k, t in got if k == "note"] == ["discarded: hello"]
     assert [t for k, t in got if k == "captain"] == ["hello"]
 
@@ -577,11 +577,23 @@ def test_a_first_prompt_is_typed_three_times_at_most_into_an_agent_that_shows_no
                 "--tmux-session", "crew", "--prompt", "hello", cwd=repo)
     assert r.returncode == 1, r.stderr
     assert r.stderr.startswith("crew-spawn: w1 is spawned, but its first prompt was not"
-                               " delivered: discarded: the typed text never showed")
+                               " delivered: discarded: the agent read the typed keys")
     assert "note" not in [k for k, _ in records(crew, "w1")]
     tmux("send-keys", "-t", Session(crew, "w1").meta["tmux"], "-l", "hello")
     wait_for(lambda: [t for k, t in records(crew, "w1") if k == "note"]
              == [f"discarded: {'hello' * 4}"], what="the fourth copy")
+
+
+def test_a_first_prompt_waits_while_its_keys_are_unread(crew, tmux, repo):
+    """An agent that reads its terminal only 4 s after showing its prompt (a
+    starved one; FAKE_READ_DELAY): the keys wait unread on its terminal,
+    which is the evidence that it has not looked yet, so the delivery waits
+    for it past the 2 s the text has to show, and the prompt is taken once."""
+    r = crewcmd("crew-spawn", "w1", "--cmd", f"FAKE_READ_DELAY=4 {AGENT}",
+                "--tmux-session", "crew", "--prompt", "hello", cwd=repo)
+    got = records(crew, "w1")
+    assert r.returncode == 0, (r.stderr, got)
+    assert [t for k, t in got if k == "captain"] == ["hello"]
 
 
 def test_a_gemini_whose_hooks_never_started_is_not_typed_into(crew, tmux, repo):

@@ -81,7 +81,7 @@ STATE_UNKNOWN = "state-unknown"   # no turn record to go by
 DIALOG = "permission-dialog"
 IN_PROGRESS = "delivery-busy"     # another delivery holds deliver.lock
 FAILED = "failed"                 # tmux failed, or the typed text never showed
-DISCARDED = "discarded"           # the typed text never showed, the prompt line stayed empty
+DISCARDED = "discarded"           # the agent read the typed keys, its prompt line stayed empty
 ABORTED = "aborted"               # re-check before Enter failed; text left unsent
 NOT_SUBMITTED = "not-submitted"   # Enter pressed twice, the text stayed on the prompt line
 UNCONFIRMED = "unconfirmed"       # Enter pressed, the prompt line cleared, no record of the turn
@@ -90,6 +90,7 @@ TRANSIENT = frozenset({DRAFT, NO_PROMPT, IN_PROGRESS, NOT_SUBMITTED})
 
 CAPTAIN_QUIET = 5.0               # seconds; $CREWFILE_CAPTAIN_QUIET overrides
 APPEAR_SECONDS = 2.0
+UNREAD_SECONDS = 15.0             # how long typed keys may wait unread for a starved agent
 TAKEN_SECONDS = 2.0               # after Enter: how long the text may stay on the prompt line
 RECORD_SECONDS = 15.0             # after Enter: how long a recording agent's hook may take
 MAX_TEXT = 4096
@@ -197,14 +198,16 @@ def deliver(sess, text, look=None, now=None, quiet=None):
         except SystemFailure as e:
             return False, Answer(FAILED, str(e))
         markers, placeholder = markers_of(sess.meta), placeholder_of(sess.meta)
-        if not _wait_screen(pane, socket, lambda s: shows_typed(s, text, markers), APPEAR_SECONDS,
-                            placeholder):
-            if _prompt_empty(pane, socket, markers, placeholder):
-                return False, Answer(DISCARDED, "the typed text never showed and the prompt line"
-                                                " is empty: the agent discarded the keys; Enter"
-                                                " not pressed, nothing is left there")
-            return False, Answer(FAILED, "the typed text did not show on the prompt line;"
-                                         " Enter not pressed, the text is left there unsent")
+        shows = lambda s: shows_typed(s, text, markers)     # noqa: E731
+        if not _wait_screen(pane, socket, shows, APPEAR_SECONDS, placeholder):
+            shown, unread = _wait_read(sess.meta.get("pid"), pane, socket, shows, placeholder)
+            if not shown:
+                if unread == 0 and _prompt_empty(pane, socket, markers, placeholder):
+                    return False, Answer(DISCARDED, "the agent read the typed keys and its prompt"
+                                                    " line stayed empty: it discarded them; Enter"
+                                                    " not pressed, nothing is left there")
+                return False, Answer(FAILED, "the typed text did not show on the prompt line;"
+                                             " Enter not pressed, the text is left there unsent")
         recorded = records_prompts(sess)
         mark = PROMPT_MARK if recorded else None
         before = _turn_mark(sess, mark)
@@ -240,10 +243,53 @@ def deliver(sess, text, look=None, now=None, quiet=None):
                                             " prompt line; it is left there unsent")
 
 
+def _wait_read(pid, pane, socket, shows, placeholder):
+    """After the typed text did not show in APPEAR_SECONDS: (shown, unread).
+
+    While the keys wait unread on the agent's terminal, the agent has not
+    looked yet (starved on a loaded machine): waited for, up to
+    UNREAD_SECONDS. Once it has read them all, its screen is given
+    APPEAR_SECONDS more to show them. unread: the bytes still unread at the
+    end, or None when that cannot be told."""
+    unread = _keys_unread(pid)
+    late = time.monotonic() + UNREAD_SECONDS
+    while unread and time.monotonic() < late:
+        if _wait_screen(pane, socket, shows, 0.2, placeholder):
+            return True, _keys_unread(pid)
+        unread = _keys_unread(pid)
+    if unread == 0 and _wait_screen(pane, socket, shows, APPEAR_SECONDS, placeholder):
+        return True, 0
+    return False, unread
+
+
+def _keys_unread(pid):
+    """How many typed bytes wait unread on the agent's terminal (its stdin),
+    or None when that cannot be told: no such process, not a terminal, or a
+    terminal in canonical mode (a line being edited is held by the kernel
+    uncounted). The count is the evidence that an agent has read what was
+    typed; the screen alone cannot tell dropped keys from keys not yet read."""
+    import fcntl
+    import struct
+    import termios
+    try:
+        fd = os.open(f"/proc/{int(pid)}/fd/0",
+                     os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, TypeError, ValueError):
+        return None
+    try:
+        if termios.tcgetattr(fd)[3] & termios.ICANON:
+            return None
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, bytes(4)))[0]
+    except (OSError, termios.error):
+        return None
+    finally:
+        os.close(fd)
+
+
 def _prompt_empty(pane, socket, markers, placeholder):
     """True if the pane shows a prompt line with nothing typed on it: keys
-    typed that never showed were dropped by the agent (Codex discards input
-    for a moment at its start), so typing them again cannot double them."""
+    the agent has read that never showed were dropped by it (Codex discards
+    input for a moment at its start), so typing them again cannot double them."""
     from .prompt import capture, prompt_tail
     try:
         found = prompt_tail(capture(pane, socket, placeholder), markers)
