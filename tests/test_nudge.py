@@ -224,6 +224,16 @@ def test_no_prompt_on_screen_refuses_and_keeps(crew, tmux, tmp_path):
     assert sched(crew, sid)["attempts"] == 0
 
 
+def _scheduled(crew, tmux, tmp_path, name, command):
+    """A pane running *command* (it draws `ready> `), registered idle as
+    *name*, and a schedule of 2 attempts at it: (session, pane, schedule id)."""
+    pane = tmux.new_window(command, name=name)
+    sess = register(crew, name, tmux=pane, cwd=str(tmp_path), pid=tmux.pane_pid(pane))
+    sess.append("idle")
+    tmux.wait_screen(pane, "ready>")
+    return sess, pane, add("--session", name, "--every", "60", "--message", "next", "--max", "2")
+
+
 @pytest.mark.parametrize("stty,code", [
     # Keys read at once (no line editing) and never shown: read, then dropped.
     ("-echo -icanon", "discarded: the agent read the typed keys and its prompt line stayed"
@@ -233,11 +243,8 @@ def test_no_prompt_on_screen_refuses_and_keeps(crew, tmux, tmp_path):
     ("-echo", "failed: the typed text did not show")])
 def test_discarded_delivery_counts_and_never_presses_enter(crew, tmux, tmp_path, stty, code):
     # A prompt that never echoes what is typed: the line stays empty.
-    pane = tmux.new_window(f"stty {stty}; printf 'ready> '; exec cat > /dev/null", name="mute")
-    sess = register(crew, "mute", tmux=pane, cwd=str(tmp_path), pid=tmux.pane_pid(pane))
-    sess.append("idle")
-    tmux.wait_screen(pane, "ready>")
-    sid = add("--session", "mute", "--every", "60", "--message", "next", "--max", "2")
+    sess, pane, sid = _scheduled(crew, tmux, tmp_path, "mute",
+                                 f"stty {stty}; printf 'ready> '; exec cat > /dev/null")
     make_due(crew, sid)
     assert f"failed: attempt 1/2: {code}" in tick()
     make_due(crew, sid)
@@ -252,11 +259,7 @@ def test_text_shown_otherwise_fails_is_left_there_and_never_typed_again(crew, tm
     # drawn by the program itself, so it reads the keys once the prompt shows.
     shout = (f"{sys.executable} -c 'import os\nos.write(1, b\"ready> \")\n"
              f"while True: os.write(1, os.read(0, 64).upper())'")
-    pane = tmux.new_window(f"stty -echo -icanon; exec {shout}", name="shout")
-    sess = register(crew, "shout", tmux=pane, cwd=str(tmp_path), pid=tmux.pane_pid(pane))
-    sess.append("idle")
-    tmux.wait_screen(pane, "ready>")
-    sid = add("--session", "shout", "--every", "60", "--message", "next", "--max", "2")
+    sess, pane, sid = _scheduled(crew, tmux, tmp_path, "shout", f"stty -echo -icanon; exec {shout}")
     make_due(crew, sid)
     assert "failed: attempt 1/2: failed: the typed text did not show" in tick()
     tmux.wait_screen(pane, "ready> NEXT")
