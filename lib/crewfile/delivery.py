@@ -202,7 +202,9 @@ def deliver(sess, text, look=None, now=None, quiet=None):
         if not _wait_screen(pane, socket, shows, APPEAR_SECONDS, placeholder):
             shown, unread = _wait_read(sess.meta.get("pid"), pane, socket, shows, placeholder)
             if not shown:
-                if unread == 0 and _prompt_empty(pane, socket, markers, placeholder):
+                # read, and the prompt line empty (verdict's rule: no draft on it)
+                if unread == 0 and verdict.captain_at(pane, socket, markers=markers,
+                                                      placeholder=placeholder)[0] == verdict.NO:
                     return False, Answer(DISCARDED, "the agent read the typed keys and its prompt"
                                                     " line stayed empty: it discarded them; Enter"
                                                     " not pressed, nothing is left there")
@@ -284,18 +286,6 @@ def _keys_unread(pid):
         return None
     finally:
         os.close(fd)
-
-
-def _prompt_empty(pane, socket, markers, placeholder):
-    """True if the pane shows a prompt line with nothing typed on it: keys
-    the agent has read that never showed were dropped by it (Codex discards
-    input for a moment at its start), so typing them again cannot double them."""
-    from .prompt import capture, prompt_tail
-    try:
-        found = prompt_tail(capture(pane, socket, placeholder), markers)
-    except SystemFailure:
-        return False
-    return found is not None and found[0] == ""
 
 
 def records_prompts(sess):
