@@ -249,6 +249,9 @@ def _wait(test, what):
         time.sleep(0.05)
 
 
+HINT_SECONDS = 3.0      # Gemini CLI 0.61.0: WARNING_PROMPT_DURATION_MS
+
+
 def _drawn_idle(sess):
     """Gemini idle and done drawing after a turn: its hook hint shown and gone,
     the prompt line read empty by crewfile's own reading. Gemini shows
@@ -259,11 +262,17 @@ def _drawn_idle(sess):
     echo of the last prompt (`> HOLD: ...`) is then the lowest prompt-like
     line, read as a draft (seen in 1 of ~1,400 captures under load). Delivery
     refusing then is right (a transient refusal); the test waits until the
-    redraw is done."""
+    redraw is done. The hint is waited for until it shows, or until its 3 s
+    from the hook's start (before the turn-ended record was written) have
+    passed with a margin: a look that came later than that (the nudge's short
+    turn, seen once quiet) would wait for a hint already gone."""
     from crewfile import verdict
+    from crewfile.logfile import TailStats
     from crewfile.prompt import capture, markers_of, placeholder_of, prompt_tail
     v = verdict.of(sess.reread())
-    _wait(lambda: "Executing Hook" in capture(v.pane, v.socket), "the hook hint")
+    ended = sess.last_of(("turn-ended",), TailStats()).time
+    _wait(lambda: "Executing Hook" in capture(v.pane, v.socket)
+          or time.time() > ended + HINT_SECONDS + 2, "the hook hint")
 
     def drawn():
         plain = capture(v.pane, v.socket)
