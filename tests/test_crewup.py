@@ -47,6 +47,17 @@ def log_text(crew):
         return f.read()
 
 
+def described(pid):
+    """What /proc says of a process that should be gone: its parent, signal
+    masks and state, for a failure that must name its cause."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            keep = ("State", "PPid", "Threads", "SigPnd", "ShdPnd", "SigBlk", "SigIgn", "SigCgt")
+            return " ".join(l.strip().replace(":\t", "=") for l in f if l.split(":")[0] in keep)
+    except OSError as e:
+        return f"({e.strerror})"
+
+
 def alive(pid):
     try:
         os.kill(pid, 0)
@@ -117,7 +128,9 @@ def test_stopping_leaves_no_process_behind(crew, run, how):
     else:
         proc.kill()         # no handler runs: the children follow it by PR_SET_PDEATHSIG
         proc.wait()
-    wait_for(lambda: not any(alive(p) for p in children), what="every stage gone")
+    wait_for(lambda: not any(alive(p) for p in children),
+             what=lambda: "every stage gone; left: " + "; ".join(
+                 f"{n} {described(p)}" for n, p in found.items() if alive(p)))
     if how != "SIGKILL":
         assert run("crew-up", "--status").returncode == 3
     # and a new one starts cleanly on the same crew

@@ -477,3 +477,44 @@ def test_sigterm_mid_stream_and_restarts_neither_lose_nor_repeat(crew, tmp_path)
     got += subprocess.run(argv + ["--once"], env=env, capture_output=True, text=True,
                           check=True).stdout.splitlines()
     assert [l.rsplit(" ", 1)[1] for l in got] == ["%05d" % i for i in range(n)]
+
+
+def test_a_signal_whose_exception_was_lost_still_ends_the_step(crew):
+    """The handler's KeyboardInterrupt can be lost (Python drops one raised
+    inside a finalizer), and a signal caught just before poll(2) does not
+    interrupt it: the byte the signal wrote to the wakeup pipe alone ends
+    the wait and the step raises, as a handled stop does."""
+    register(crew, "w")
+    w, out = watcher(crew)
+    r, signalled = os.pipe2(os.O_NONBLOCK)
+    try:
+        w.stop_fd = r
+        w.begin()
+        os.write(signalled, bytes([signal.SIGTERM]))
+        with pytest.raises(KeyboardInterrupt):
+            w.step(max_wait=1)      # without the pipe: a quiet return, no stop
+        assert w.stop_after_batch
+    finally:
+        w.close()
+        os.close(r)
+        os.close(signalled)
+
+
+def test_following_into_a_pipe_whose_reader_is_gone_exits_141_at_once(crew):
+    """The next stage of a pipe died: crew-watch ends now (its supervisor
+    restarts the pipe), not at the next record, which may never come."""
+    register(crew, "w")
+    env = dict(os.environ, CREWFILE_DIR=crew.root)
+    r, w = os.pipe()
+    proc = subprocess.Popen([sys.executable, os.path.join(BIN, "crew-watch")], env=env,
+                            stdout=w, stderr=subprocess.PIPE)
+    os.close(w)
+    os.close(r)             # no record is ever written: only the reader's end can end it
+    try:
+        assert proc.wait(120) == 141
+        assert proc.stderr.read() == b""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stderr.close()

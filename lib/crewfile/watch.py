@@ -138,6 +138,12 @@ class Watcher:
         self._cursor_known = False
         self.busy = False               # writing a batch: a stop waits for its end
         self.stop_after_batch = False
+        # Set by a command that follows for ever (crew-watch): stop_fd, the
+        # read end of the signal wakeup pipe, and reader_fd, a pipe or socket
+        # the events go to. Every wait in step() returns when either is
+        # ready, so neither a stop nor a reader gone waits for the next record.
+        self.stop_fd = None
+        self.reader_fd = None
         self._said = set()      # refusals already reported (see _warn_once)
 
     # -- start ------------------------------------------------------------
@@ -643,10 +649,9 @@ class Watcher:
         if max_wait is not None:
             wait = min(wait, max_wait)
         if self.inotify is not None:
-            events = self._inotify_step(wait)
+            events = self._inotify_step(wait) if self._wait(wait) else []
         else:
-            if wait > 0:
-                time.sleep(wait)
+            self._wait(wait)
             events = []
             if time.monotonic() >= self._poll_at:
                 self._poll_at = time.monotonic() + self.poll
@@ -682,9 +687,35 @@ class Watcher:
                 wait = min(wait, max(0.0, tail.last + self.stale_after - now))
         return wait
 
-    def _inotify_step(self, wait):
+    def _wait(self, wait):
+        """Wait up to *wait* seconds for inotify (True when it has events),
+        a signal or the reader's end. A stop asked by a signal ends the
+        step's batch (emit raises), whether or not its handler's exception
+        reached us: one raised inside a finalizer is dropped by Python. A
+        reader gone is a broken pipe now, not at the next event."""
+        import select
+        poller = select.poll()
+        if self.inotify is not None:
+            poller.register(self.inotify.fileno(), select.POLLIN)
+        if self.stop_fd is not None:
+            poller.register(self.stop_fd, select.POLLIN)
+        if self.reader_fd is not None:
+            poller.register(self.reader_fd, 0)      # POLLERR, POLLHUP: always reported
         # At most a day per poll(2): its timeout is a C int of ms.
-        evs = self.inotify.read(timeout=min(int(wait * 1000) + 1, 86400000))
+        ready = dict(poller.poll(min(int(wait * 1000) + 1, 86400000) if wait > 0 else 0))
+        if self.stop_fd is not None and ready.get(self.stop_fd):
+            try:
+                while os.read(self.stop_fd, 512):
+                    pass
+            except BlockingIOError:
+                pass
+            self.stop_after_batch = True
+        if self.reader_fd is not None and ready.get(self.reader_fd):
+            raise BrokenPipeError(32, "the reader of the events is gone")
+        return self.inotify is not None and bool(ready.get(self.inotify.fileno()))
+
+    def _inotify_step(self, wait):
+        evs = self.inotify.read(timeout=0)
         if not evs:
             return []
         f = self._flags

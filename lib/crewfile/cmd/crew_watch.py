@@ -30,7 +30,8 @@ Sessions registered while it runs are followed from their first record.
 Synthesized events: `stale` (generating and silent too long, once per
 silence) and `lost` (its tmux pane or process is gone, not ended).
 SIGTERM or SIGINT ends it with exit 0, after the batch being written and
-its cursor, from the moment its arguments are read.
+its cursor, from the moment its arguments are read. Following into a pipe
+or socket whose reader goes away, it exits 141 at once.
 
 The crew directory or a session directory replaced under it is followed
 anew from its start; gone (deleted, unmounted): it exits 6, so that a
@@ -74,6 +75,9 @@ def run(args):
             if not args.once:
                 _exit_at_end_of_stdin()
         stop.watcher = w
+        if not args.once:
+            w.stop_fd = stop.wakeup_fd()
+            w.reader_fd = _pipe_or_socket(1)
         if args.once:
             w.run_once()
         else:
@@ -98,10 +102,32 @@ class _Stop:
         signal.signal(signal.SIGINT, self)
 
     def __call__(self, _sig, _frame):
-        if self.watcher is not None and self.watcher.busy:
-            self.watcher.stop_after_batch = True
-        else:
-            raise KeyboardInterrupt
+        if self.watcher is not None:
+            self.watcher.stop_after_batch = True    # kept even if the raise below is lost
+            if self.watcher.busy:
+                return
+        raise KeyboardInterrupt
+
+    def wakeup_fd(self):
+        """The read end of a pipe each caught signal writes a byte to (C-level,
+        at the signal): a wait that began just after the handler's check
+        still wakes."""
+        import os
+        import _signal as signal
+        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        signal.set_wakeup_fd(w)
+        return r
+
+
+def _pipe_or_socket(fd):
+    """*fd* when it is a pipe or a socket (its reader can go away), else None."""
+    import os
+    import stat
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        return None
+    return fd if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
 
 
 def _duration(text, flag, default):
