@@ -188,6 +188,32 @@ class TmuxServer:
                                      + self.explain(pane))
             time.sleep(0.02)
 
+    def enter_until_taken(self, pane, text, taken, markers, timeout=120, look=5.0):
+        """Press Enter on *text* typed at the pane's prompt, as the captain
+        does: again (three times at most) while *taken*() is false and the
+        prompt line still holds the text *look* seconds after an Enter.
+        Agent CLIs make an Enter that comes right behind typed keys a
+        newline (Gemini CLI: one read within 30 ms of a key, its
+        bufferFastReturn; Codex: a paste burst), and a look at the screen
+        can come sooner than that. A spare Enter on an empty prompt line
+        sends nothing."""
+        from crewfile.prompt import still_holds
+        deadline = time.monotonic() + timeout
+        for _ in range(3):
+            self("send-keys", "-t", pane, "Enter")
+            again = time.monotonic() + look
+            while not taken():
+                now = time.monotonic()
+                if now > again and still_holds(self.screen(pane), text, markers):
+                    break
+                if now > deadline:
+                    raise AssertionError(f"{text!r} was never taken" + self.explain(pane))
+                time.sleep(0.05)
+            else:
+                return
+        raise AssertionError(f"{text!r} stayed on the prompt line after three Enters"
+                             + self.explain(pane))
+
     def pane_exists(self, pane):
         return pane in self("list-panes", "-a", "-F", "#{pane_id}", check=False).split()
 

@@ -28,6 +28,7 @@ import pytest
 
 from conftest import REPO, cmd, wait_for
 from crewfile import aside, evidence, logfile
+from crewfile.prompt import markers_of
 from crewfile.sessions import Session
 from test_codex_e2e import _pretrust, _stop_codex_daemons, _wait_trusted_start
 
@@ -89,9 +90,13 @@ def turn(crew, name, tmux, pane, keys, ready=None):
     """The captain types *keys* (literal text, or a list of tmux key names and
     texts) into the aside and presses Enter; returns once that turn ended."""
     ended = kinds(crew, name).count("turn-ended")
+    started = kinds(crew, name).count("turn-started")
     for k in keys if isinstance(keys, list) else [keys]:
         tmux("send-keys", "-t", pane, *(k[1:] if isinstance(k, tuple) else ("-l", k)))
-    type_enter(tmux, pane, k, ready)
+    tmux.wait_screen(pane, lambda s: k[-40:] in s and (ready is None or ready(s)),
+                     timeout=DEADLINE)
+    tmux.enter_until_taken(pane, k, lambda: kinds(crew, name).count("turn-started") > started,
+                           markers_of(Session(crew, name).meta), timeout=DEADLINE)
     wait_for(lambda: kinds(crew, name).count("turn-ended") > ended, timeout=DEADLINE,
              what=lambda: f"the turn's end; records {records(crew, name)[-6:]};"
                           f" screen:\n{tmux.screen(pane)}")

@@ -242,6 +242,22 @@ def test_a_primarys_wake_at_after_agent_retries_the_turn_once(rig, tmp_path):
     assert (t.total, t.wake) == (2 * per_request, per_request)
 
 
+def _captain_sends(rig, tmux, pane, name, text):
+    """The captain types *text* into Gemini's prompt and sends it: once it
+    shows, Enter, and again while it was not taken (conftest's
+    enter_until_taken: Gemini makes an Enter within 30 ms of a key a newline)."""
+    from crewfile.prompt import markers_of
+    sess = Session(rig.crew, name)
+
+    def started():
+        return sess.exists() and sum(k == "turn-started" for k, _ in rig.kinds(name))
+    before = started()
+    tmux("send-keys", "-t", pane, "-l", text)
+    tmux.wait_screen(pane, text)
+    tmux.enter_until_taken(pane, text, lambda: started() > before,
+                           markers_of({"agent": "gemini"}), timeout=DEADLINE)
+
+
 def _wait(test, what):
     deadline = time.monotonic() + DEADLINE
     while not test():
@@ -301,9 +317,7 @@ def test_an_interactive_gemini_pane_refused_while_generating_typed_into_when_idl
     pane = tmux.new_window(f"cd {rig.work} && {INTERACTIVE} {BINARY} {flags}", env=env)
     tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
     go = tmp_path / "go"
-    tmux("send-keys", "-t", pane, "-l", f"HOLD: {go}")
-    tmux.wait_screen(pane, f"HOLD: {go}")
-    tmux("send-keys", "-t", pane, "Enter")
+    _captain_sends(rig, tmux, pane, "gm1", f"HOLD: {go}")
     sess = Session(rig.crew, "gm1")
     _wait(lambda: sess.exists() and (rig.kinds("gm1") or [("", "")])[-1][0] == "turn-started",
           "turn-started")
@@ -345,12 +359,11 @@ def test_the_recorded_agent_is_the_launcher_and_dies_with_the_gemini_it_runs(rig
     env["CREWFILE_SESSION"] = "gm4"
     pane = tmux.new_window(f"cd {rig.work} && exec {INTERACTIVE} {BINARY}", env=env)
     tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
-    tmux("send-keys", "-t", pane, "-l", "hello")
-    tmux.wait_screen(pane, "hello")
-    tmux("send-keys", "-t", pane, "Enter")
+    _captain_sends(rig, tmux, pane, "gm4", "hello")
     sess = Session(rig.crew, "gm4")
     _wait(lambda: sess.exists() and (rig.kinds("gm4") or [("", "")])[-1][0] == "turn-ended",
-          "turn-ended")
+          lambda: f"turn-ended: {rig.kinds('gm4') if sess.exists() else 'no session'}"
+                  f"{tmux.explain(pane)}")
     pid = sess.reread().meta["pid"]
     assert str(pid) == tmux("display-message", "-p", "-t", pane, "#{pane_pid}").strip()
     assert verdict.of(sess.reread()).live == verdict.LIVE
@@ -375,9 +388,7 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux):
     pane = tmux.new_window(f"cd {rig.work} && {INTERACTIVE} {BINARY}", env=env)
     tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
     made = os.path.join(rig.work, "made")
-    tmux("send-keys", "-t", pane, "-l", f"RUN: touch {made}")
-    tmux.wait_screen(pane, f"RUN: touch {made}")
-    tmux("send-keys", "-t", pane, "Enter")
+    _captain_sends(rig, tmux, pane, "gm3", f"RUN: touch {made}")
     sess = Session(rig.crew, "gm3")
     _wait(lambda: sess.exists() and ("waiting", "permission") in rig.kinds("gm3"), "waiting")
     tmux.wait_screen(pane, "Allow once", timeout=DEADLINE)
