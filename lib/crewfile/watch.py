@@ -649,7 +649,7 @@ class Watcher:
         if max_wait is not None:
             wait = min(wait, max_wait)
         if self.inotify is not None:
-            events = self._inotify_step(wait) if self._wait(wait) else []
+            events = self._inotify_step() if self._wait(wait) else []
         else:
             self._wait(wait)
             events = []
@@ -714,8 +714,8 @@ class Watcher:
             raise BrokenPipeError(32, "the reader of the events is gone")
         return self.inotify is not None and bool(ready.get(self.inotify.fileno()))
 
-    def _inotify_step(self, wait):
-        evs = self.inotify.read(timeout=0)
+    def _inotify_step(self):
+        evs = self.inotify.read(timeout=0)       # _wait said it is readable
         if not evs:
             return []
         f = self._flags

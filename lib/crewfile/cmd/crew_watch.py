@@ -75,12 +75,11 @@ def run(args):
             if not args.once:
                 _exit_at_end_of_stdin()
         stop.watcher = w
-        if not args.once:
-            w.stop_fd = stop.wakeup_fd()
-            w.reader_fd = _pipe_or_socket(1)
         if args.once:
             w.run_once()
         else:
+            w.stop_fd = stop.wakeup_fd()
+            w.reader_fd = _pipe_or_socket(1)
             w.follow()
     except KeyboardInterrupt:
         pass
