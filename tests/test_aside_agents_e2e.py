@@ -86,16 +86,19 @@ def type_enter(tmux, pane, typed, ready=None):
     tmux("send-keys", "-t", pane, "Enter")
 
 
-def turn(crew, name, tmux, pane, keys, ready=None):
+def turn(crew, name, tmux, pane, keys, ready=None, draft=None):
     """The captain types *keys* (literal text, or a list of tmux key names and
-    texts) into the aside and presses Enter; returns once that turn ended."""
+    texts) into the aside and presses Enter; returns once that turn ended.
+    *draft* is all the prompt line then holds, when text typed before *keys*
+    stands in front of them (a command, a skill mention): an Enter the agent
+    did not take is told by the whole draft still standing there."""
     ended = kinds(crew, name).count("turn-ended")
     started = kinds(crew, name).count("turn-started")
     for k in keys if isinstance(keys, list) else [keys]:
         tmux("send-keys", "-t", pane, *(k[1:] if isinstance(k, tuple) else ("-l", k)))
     tmux.wait_screen(pane, lambda s: k[-40:] in s and (ready is None or ready(s)),
                      timeout=DEADLINE)
-    tmux.enter_until_taken(pane, k, lambda: kinds(crew, name).count("turn-started") > started,
+    tmux.enter_until_taken(pane, k if draft is None else draft, lambda: kinds(crew, name).count("turn-started") > started,
                            markers_of(Session(crew, name).meta), timeout=DEADLINE)
     wait_for(lambda: kinds(crew, name).count("turn-ended") > ended, timeout=DEADLINE,
              what=lambda: f"the turn's end; records {records(crew, name)[-6:]};"
@@ -202,7 +205,8 @@ def test_an_aside_with_codex_concluded_by_the_captains_skill_mention(crew, tmux,
     tmux("send-keys", "-t", pane, "-N", str(len("/aside-done")), "BSpace")
     tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
     mention_aside_done(tmux, pane)
-    turn(crew, "cx", tmux, pane, [("", "C-j"), HAND_OVER.format(name="cx")])
+    turn(crew, "cx", tmux, pane, [("", "C-j"), HAND_OVER.format(name="cx")],
+         draft="$aside-done " + HAND_OVER.format(name="cx"))
     the_captain_concludes_and_the_window_goes(crew, tmux, "cx", pane, lambda ev: ev == "prompt -")
 
 
@@ -272,6 +276,7 @@ def test_an_aside_with_gemini_concluded_by_the_captains_command(crew, tmux, serv
     listed = "Conclude this aside"                          # the command's description
     tmux.wait_screen(pane, listed, timeout=DEADLINE)
     turn(crew, "gm", tmux, pane, " " + HAND_OVER.format(name="gm"),
-         ready=lambda screen: listed not in screen)
+         ready=lambda screen: listed not in screen,
+         draft="/aside-done " + HAND_OVER.format(name="gm"))
     the_captain_concludes_and_the_window_goes(crew, tmux, "gm", pane,
                                               lambda ev: ev == "prompt -")
