@@ -346,7 +346,7 @@ def captain_types(crew, name, text):
     the prompt in the agent's transcript (meta transcript_path; one is made
     and recorded if the session has none). Returns the kind recorded."""
     import uuid
-    from crewfile import aside
+    from crewfile import captain
     from crewfile.sessions import Session
     from transcript import append_prompt
     sess = Session(crew, name)
@@ -355,7 +355,7 @@ def captain_types(crew, name, text):
         path = os.path.join(os.path.dirname(crew.root), f"transcript-{name}.jsonl")
         sess.update_meta(transcript_path=path)
     prompt_id = str(uuid.uuid4())
-    kind = aside.record_captain_input(crew, name, text, prompt_id, path)
+    kind = captain.record_captain_input(crew, name, text, prompt_id, path)
     append_prompt(path, text, prompt_id)
     return kind
 

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from conftest import REPO, captain_runs, captain_types, wait_for
-from crewfile import aside, paths, records, reports
+from crewfile import aside, captain, paths, records, reports
 from crewfile.logfile import TailStats
 from crewfile.sessions import Session, register
 
@@ -59,19 +59,19 @@ def report(tmp_path):
     ("two\nlines", ("captain", "two\nlines")),
 ])
 def test_parse_captain_input(text, expected):
-    assert aside.parse_captain_input(text) == expected
+    assert captain.parse_captain_input(text) == expected
 
 
 def test_long_captain_input_is_clipped_and_still_recorded(crew, a1):
     text = "\x01" * 10000          # escapes to 4 bytes each: would exceed a record
-    assert aside.record_captain_input(crew, "a1", text) == "captain"
+    assert captain.record_captain_input(crew, "a1", text) == "captain"
     rec = a1.last_records(1, TailStats())[0]
-    assert rec.text.startswith("\x01" * aside.CAPTAIN_TEXT_MAX)
-    assert rec.text.endswith(f"[... {10000 - aside.CAPTAIN_TEXT_MAX} more characters]")
+    assert rec.text.startswith("\x01" * captain.CAPTAIN_TEXT_MAX)
+    assert rec.text.endswith(f"[... {10000 - captain.CAPTAIN_TEXT_MAX} more characters]")
 
 
 def test_a_captain_input_that_is_not_utf8_is_still_recorded(crew, a1):
-    assert aside.record_captain_input(crew, "a1", "caf\udce9 /aside-done") == "captain"
+    assert captain.record_captain_input(crew, "a1", "caf\udce9 /aside-done") == "captain"
     assert a1.last_records(1, TailStats())[0].text == "caf\\udce9 /aside-done"
     assert captain_types(crew, "a1", "/aside-done \ud800") == "captain-done"
 
@@ -79,20 +79,20 @@ def test_a_captain_input_that_is_not_utf8_is_still_recorded(crew, a1):
 def test_record_captain_input_works_for_any_session_and_needs_one(crew):
     from crewfile.errors import NotFound
     register(crew, "w1")
-    assert aside.record_captain_input(crew, "w1", "hello") == "captain"
+    assert captain.record_captain_input(crew, "w1", "hello") == "captain"
     assert kinds(crew, "w1") == [("captain", "hello")]
     with pytest.raises(NotFound):
-        aside.record_captain_input(crew, "nobody", "hello")
+        captain.record_captain_input(crew, "nobody", "hello")
 
 
 def test_scan_follows_the_captains_latest_act(crew, a1):
     state = lambda: aside.scan(a1).state
     assert state() == aside.OPEN                           # no act yet
-    aside.record_captain_input(crew, "a1", "hello")
+    captain.record_captain_input(crew, "a1", "hello")
     assert state() == aside.OPEN
     captain_types(crew, "a1", "/aside-done")
     assert state() == aside.CAPTAIN_CONCLUDED
-    aside.record_captain_input(crew, "a1", "wait")          # typed again: void
+    captain.record_captain_input(crew, "a1", "wait")          # typed again: void
     assert state() == aside.OPEN
     captain_types(crew, "a1", "/aside-done ok")
     a1.append("concluded", "/x/reports/new/a1,1.M1P1Q1.h")
@@ -103,12 +103,12 @@ def test_scan_follows_the_captains_latest_act(crew, a1):
     assert state() == aside.CLOSED
     captain_types(crew, "a1", "/aside-done")
     assert state() == aside.CLOSED
-    aside.record_captain_input(crew, "a1", "late")   # typed into the window before the kill
+    captain.record_captain_input(crew, "a1", "late")   # typed into the window before the kill
     assert state() == aside.OPEN
 
 
 def test_scan_reads_no_further_back_than_the_captains_last_input(crew, a1):
-    aside.record_captain_input(crew, "a1", "hello")
+    captain.record_captain_input(crew, "a1", "hello")
     with open(a1.status_path, "ab") as f:
         f.write(b"garbage before the captain's input\n")
         f.write(records.new_line("captain", "latest").encode())
@@ -121,7 +121,7 @@ def test_scan_reads_no_further_back_than_the_captains_last_input(crew, a1):
 # --- aside-conclude ----------------------------------------------------------------
 
 def test_conclude_before_the_captain_is_refused_and_surfaced(crew, a1, run, report):
-    aside.record_captain_input(crew, "a1", "hello")
+    captain.record_captain_input(crew, "a1", "hello")
     r = run("aside-conclude", "a1", "--report", report)
     assert r.returncode == 1
     assert r.stderr == ("aside-conclude: the captain has not concluded this aside;"
@@ -166,7 +166,7 @@ def test_conclude_from_stdin(crew, a1, run):
 
 def test_a_captain_input_after_the_conclusion_voids_it(crew, a1, run, report):
     captain_types(crew, "a1", "/aside-done")
-    aside.record_captain_input(crew, "a1", "one more thing")
+    captain.record_captain_input(crew, "a1", "one more thing")
     r = run("aside-conclude", "a1", "--report", report)
     assert r.returncode == 1 and "has not concluded" in r.stderr
     assert box(crew, "new") == []
@@ -175,7 +175,7 @@ def test_a_captain_input_after_the_conclusion_voids_it(crew, a1, run, report):
 def test_reopened_and_concluded_again_gives_a_second_report(crew, a1, run, report):
     captain_types(crew, "a1", "/aside-done")
     first = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
-    aside.record_captain_input(crew, "a1", "actually, one more thing")
+    captain.record_captain_input(crew, "a1", "actually, one more thing")
     captain_types(crew, "a1", "/aside-done")
     second = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
     assert first != second
@@ -334,7 +334,7 @@ def test_a_conclusion_waits_for_the_transcript_to_catch_up(crew, a1, monkeypatch
     captain_types(crew, "a1", "let's talk")
     sess = Session(crew, "a1")
     path, pid = sess.meta["transcript_path"], str(uuid.uuid4())
-    assert aside.record_captain_input(crew, "a1", "/aside-done", pid, path) == "captain-done"
+    assert captain.record_captain_input(crew, "a1", "/aside-done", pid, path) == "captain-done"
     monkeypatch.setattr(evidence, "TRANSCRIPT_WAIT", 120.0)
     looked, real, out = threading.Event(), evidence._prompt_verdict, []
 
@@ -358,11 +358,11 @@ def test_a_conclusion_waits_for_the_transcript_to_catch_up(crew, a1, monkeypatch
 def test_a_prompt_hook_refuses_a_conclusion_it_cannot_check(crew, a1):
     captain_types(crew, "a1", "hello")
     path = Session(crew, "a1").meta["transcript_path"]
-    assert aside.record_captain_input(crew, "a1", "/aside-done") == "problem"     # no prompt id
-    assert aside.record_captain_input(crew, "a1", "/aside-done", "p1", "/tmp/x.jsonl") == "problem"
+    assert captain.record_captain_input(crew, "a1", "/aside-done") == "problem"     # no prompt id
+    assert captain.record_captain_input(crew, "a1", "/aside-done", "p1", "/tmp/x.jsonl") == "problem"
     newest = [l for l in open(path).read().splitlines()][-1]
     replayed = newest.split('"promptId":"')[1].split('"')[0]
-    assert aside.record_captain_input(crew, "a1", "/aside-done", replayed, path) == "problem"
+    assert captain.record_captain_input(crew, "a1", "/aside-done", replayed, path) == "problem"
     assert [t.split(": ", 2)[2] for k, t in kinds(crew, "a1") if k == "problem"] == [
         "no prompt id: it cannot be checked against the agent's transcript",
         "the payload names another transcript than the agent's",

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import BIN, REPO, captain_runs, captain_types
-from crewfile import aside, paths, reports
+from crewfile import aside, captain, paths, reports
 from crewfile.logfile import TailStats
 from crewfile.sessions import Session, register
 
@@ -67,7 +67,7 @@ def test_an_orphan_of_a_voided_conclusion_is_not_adopted(crew, run, tmp_path):
     old.write_text("old\n")
     r = run("aside-conclude", "a1", "--report", old, env={"CREWFILE_CRASH_AT": "conclude:delivered"})
     assert killed(r)
-    aside.record_captain_input(crew, "a1", "not done yet")        # the captain reopens
+    captain.record_captain_input(crew, "a1", "not done yet")        # the captain reopens
     captain_types(crew, "a1", "/aside-done")
     new = tmp_path / "new"
     new.write_text("new\n")

@@ -177,12 +177,12 @@ def test_install_refuses_invalid_settings_untouched(run, tmp_path):
 
 def test_names_agree_with_the_aside_module():
     """The guard's words, the installed command's name and the aside's constants are one."""
-    from crewfile import aside, hook
-    assert aside.CONCLUDE_COMMAND == "/aside-done"
-    assert set(hook.CAPTAIN_ONLY_WORDS) == {aside.CONCLUDE_COMMAND[1:], aside.CAPTAIN_DONE}
+    from crewfile import aside, captain, hook
+    assert captain.CONCLUDE_COMMAND == "/aside-done"
+    assert set(hook.CAPTAIN_ONLY_WORDS) == {captain.CONCLUDE_COMMAND[1:], aside.CAPTAIN_DONE}
     from crewfile.adapters import claude as cc, codex, gemini
-    assert cc.CONCLUDE == gemini.CONCLUDE == aside.CONCLUDE_COMMAND
-    assert codex.CONCLUDE == "$" + aside.CONCLUDE_COMMAND[1:]
+    assert cc.CONCLUDE == gemini.CONCLUDE == captain.CONCLUDE_COMMAND
+    assert codex.CONCLUDE == "$" + captain.CONCLUDE_COMMAND[1:]
     assert "commands/aside-done.md" in cc.FILES and "commands/aside-done.toml" in gemini.FILES
     assert "skills/aside-done/SKILL.md" in codex.FILES
     assert "name: aside-done\n" in claude.shipped(codex, "skills/aside-done/SKILL.md")

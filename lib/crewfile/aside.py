@@ -5,7 +5,7 @@ own tmux window. Its status log carries, besides an agent's usual records:
 
     opened: TOPIC               aside-open
     paused: awaiting captain    aside-open
-    captain: TEXT               every captain input (record_captain_input)
+    captain: TEXT               every captain input (captain.record_captain_input)
     captain-done[: NOTE]        the captain's conclusion (/aside-done, aside-done)
     problem: self-conclusion refused[: WHY]   an attempt to conclude without the captain
     concluded: REPORT           aside-conclude: the report is in reports/new/
@@ -29,17 +29,15 @@ import os
 import time
 
 from . import evidence, logfile, paths, records, reports, spool, window
+from .captain import PROBLEM, clip, parse_captain_input
 from .errors import BadInput, CaptainPresent, CrewfileError, Refused, SystemFailure
 from .evidence import CAPTAIN, CAPTAIN_DONE, SELF_CONCLUSION
 from .sessions import STATE_SCAN_BYTES, Session, register
 
-CONCLUDE_COMMAND = "/aside-done"
-CAPTAIN_TEXT_MAX = 2048           # characters kept of one captain input (escaped, < 16 KiB)
 MAX_REPORT = 16 << 20
 DEFAULT_AGENT_CMD = "claude"
 NOT_CONCLUDED = "the captain has not concluded this aside; keep the conversation going"
 CAPTAIN_INPUT_REFUSED = "captain input refused"
-PROBLEM = "problem"
 # The states scan() derives.
 OPEN, CAPTAIN_CONCLUDED, CONCLUDED, CLOSED = "open", "captain-done", "concluded", "closed"
 
@@ -49,81 +47,6 @@ def checkpoint(step):
     if os.environ.get("CREWFILE_CRASH_AT") == step:
         import signal
         os.kill(os.getpid(), signal.SIGKILL)
-
-
-# --- the captain's acts -------------------------------------------------------
-
-def parse_captain_input(text, command=CONCLUDE_COMMAND):
-    """(kind, text) of the record a captain input becomes.
-
-    The conclusion *command* (/aside-done; Codex: $aside-done) alone or
-    followed by whitespace and a note is the conclusion (kind captain-done,
-    text the note); anything else is kind
-    captain with the input as text. Text beyond CAPTAIN_TEXT_MAX characters
-    is cut with a marker, and text that is not valid UTF-8 (a lone surrogate)
-    is spelled with backslash escapes: the act must always be recorded; the
-    transcript keeps the words.
-    """
-    if evidence.is_conclusion(text, command):
-        return CAPTAIN_DONE, _clip(text.strip()[len(command):].strip())
-    return CAPTAIN, _clip(text)
-
-
-def _clip(text):
-    # Never refuse a captain's act over its bytes: a lone surrogate (from a
-    # hook's JSON) becomes its \uXXXX spelling instead of failing the record.
-    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    if len(text) <= CAPTAIN_TEXT_MAX:
-        return text
-    return text[:CAPTAIN_TEXT_MAX] + f" [... {len(text) - CAPTAIN_TEXT_MAX} more characters]"
-
-
-def record_captain_input(crew, name, text, prompt_id=None, transcript=None, agent=None):
-    """Record what the captain typed into session NAME; return the kind appended.
-
-    THE entry point for prompt hooks (*agent*: the hook's adapter, Claude
-    Code's by default): `captain` for an ordinary input; `captain-done` for
-    the agent's conclusion command, written with its evidence (`prompt
-    PROMPT_ID`, or `prompt -` for an agent whose hook names no prompt,
-    checked against the agent's transcript whenever the conclusion is acted
-    on). A conclusion that cannot be such a prompt is refused at once and
-    becomes a `problem: self-conclusion refused` record (kind `problem`
-    returned): no prompt id from an agent that names its prompts, a payload
-    naming another transcript than the session's, or a prompt id the
-    transcript already holds as its newest prompt (the CLI writes a prompt
-    to its transcript only after the hook: a payload replayed from inside a
-    turn). Works for any kind of session. Raises NotFound for an
-    unregistered session.
-    """
-    if agent is None:
-        from .adapters import claude as agent
-    kind, note = parse_captain_input(text, agent.CONCLUDE)
-    sess = Session(crew, name)
-    if kind == CAPTAIN:
-        sess.append(kind, note)
-        return kind
-    why = _not_a_prompt(sess, prompt_id, transcript, agent)
-    if why:
-        sess.append(PROBLEM, f"{SELF_CONCLUSION}: {agent.CONCLUDE} not recorded: {why}")
-        return PROBLEM
-    evidence.record_act(sess, CAPTAIN_DONE, note,
-                        f"{evidence.PROMPT} {prompt_id if agent.PROMPT_ID else evidence.NO_ID}")
-    return CAPTAIN_DONE
-
-
-def _not_a_prompt(sess, prompt_id, transcript, agent):
-    if agent.PROMPT_ID and (not isinstance(prompt_id, str) or not prompt_id
-                            or prompt_id == evidence.NO_ID
-                            or any(c.isspace() for c in prompt_id)):
-        return "no prompt id: it cannot be checked against the agent's transcript"
-    mine = sess.meta.get("transcript_path")
-    if not mine:
-        return "the agent's transcript is not recorded (no SessionStart)"
-    if transcript and transcript != mine:
-        return "the payload names another transcript than the agent's"
-    if agent.PROMPT_ID and evidence.newest_prompt(mine, agent) == prompt_id:
-        return "the agent's transcript already holds that prompt (a replayed payload)"
-    return None
 
 
 class Scan:
@@ -264,7 +187,7 @@ def captain_done(crew, name, note=None):
     """The captain's explicit conclusion of aside NAME, from a command outside the agent."""
     sess = _open_aside_session(crew, name)
     where = _refuse_caller(sess, CAPTAIN_DONE, "aside-done")
-    evidence.record_act(sess, CAPTAIN_DONE, _clip(note or ""), f"{evidence.CALLER} {where}")
+    evidence.record_act(sess, CAPTAIN_DONE, clip(note or ""), f"{evidence.CALLER} {where}")
 
 
 # --- opening ------------------------------------------------------------------

@@ -20,9 +20,9 @@ crew directory or a malformed payload into exit 0 and one line on stderr: a
 hook must never harm the agent it serves.
 
 The import path is kept tiny: the foundation and jsonio (the json package
-and re cost more than the whole start-up budget); the aside module is
-imported only when a prompt arrives, re only when a Bash command names a
-captain-only word.
+and re cost more than the whole start-up budget); the captain module (the
+captain's acts, without the rest of asides) is imported only when a prompt
+arrives, re only when a Bash command names a captain-only word.
 """
 import os
 
@@ -32,7 +32,7 @@ from .paths import Crew, default_dir
 
 # The captain-only conclusion: the aside-done command (/aside-done typed), and
 # the `captain-done` record it writes. An agent's shell command naming either
-# is denied (aside.CONCLUDE_COMMAND and aside.CAPTAIN_DONE; aside is not
+# is denied (captain.CONCLUDE_COMMAND and evidence.CAPTAIN_DONE; neither is
 # imported on this path). The denial is an early, friendly refusal, not the
 # rule: the rule is evidence.py's (a conclusion needs evidence from outside
 # the agent), which the audit below applies after every tool call.
@@ -329,8 +329,8 @@ def user_prompt_submit(ctx):
     audit(ctx, sess)
     if prompt is not None:
         try:
-            from .aside import record_captain_input
-        except ImportError:      # asides not installed: a plain captain record
+            from .captain import record_captain_input
+        except ImportError:      # the captain's acts not installed: a plain record
             record_captain_input = _plain_captain_record
         try:
             record_captain_input(ctx.crew, sess.name, prompt,
