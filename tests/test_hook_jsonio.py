@@ -85,3 +85,26 @@ def test_a_prompt_hook_leaves_the_rest_of_asides_unimported(tmp_path):
     kinds = [(r.kind, r.text) for r in Session(crew, "a1").last_records(20, TailStats())
              if r.kind in ("captain", "captain-done")]
     assert kinds == [("captain", "hello"), ("captain-done", "thanks")], out
+
+
+def test_a_prompt_hook_without_the_captain_module_records_plain_and_says_so(tmp_path):
+    """A broken install (crewfile.captain cannot be imported) still records the
+    captain's input, as a plain `captain` record that can never conclude, and
+    says so on the hook's stderr line."""
+    from crewfile.logfile import TailStats
+    from crewfile.paths import Crew
+    from crewfile.sessions import Session, register
+    crew = Crew(str(tmp_path / "crew"))
+    crew.ensure()
+    register(crew, "a1", kind="aside")
+    code = ("import sys; sys.path.insert(0, 'lib'); sys.modules['crewfile.captain'] = None; "
+            "from crewfile import hook; "
+            "r = hook.handle('{\"hook_event_name\": \"UserPromptSubmit\", \"prompt\": "
+            "\"/aside-done\", \"prompt_id\": \"p-1\"}', "
+            "{'CREWFILE_DIR': sys.argv[1], 'CREWFILE_SESSION': 'a1'}); print(r.code, r.err)")
+    out = subprocess.run([sys.executable, "-c", code, crew.root], capture_output=True,
+                         text=True, cwd=__file__.rsplit("/tests/", 1)[0])
+    assert out.stdout.startswith("0 a1: captain input recorded plain: "), (out.stdout, out.stderr)
+    got = [(r.kind, r.text) for r in Session(crew, "a1").last_records(20, TailStats())]
+    assert ("captain", "/aside-done") in got and got[-1] == ("turn-started", "")
+    assert "captain-done" not in [k for k, _ in got]

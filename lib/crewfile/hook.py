@@ -330,7 +330,8 @@ def user_prompt_submit(ctx):
     if prompt is not None:
         try:
             from .captain import record_captain_input
-        except ImportError:      # the captain's acts not installed: a plain record
+        except ImportError as e:  # a broken install: a plain record (never a conclusion), said
+            ctx.notes.append(f"{sess.name}: captain input recorded plain: {e}")
             record_captain_input = _plain_captain_record
         try:
             record_captain_input(ctx.crew, sess.name, prompt,
