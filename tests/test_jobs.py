@@ -507,6 +507,50 @@ def test_result_is_written_into_blanks_reserved_ahead_and_blanks_read_as_no_resu
     assert sorted(os.listdir(tmp_path / "w")) == ["long", "long2"]
 
 
+def test_a_lock_file_opened_ahead_is_the_same_lock_as_flock1s(tmp_path):
+    """LockFile (the watcher's and the waiter's locks, opened ahead): taken
+    and let go many times on one descriptor, it excludes flock(1) and is
+    excluded by it, shared or exclusive, as acquire() does."""
+    path = str(tmp_path / "lock")
+    ahead = locks.LockFile(path)
+    for _ in range(2):
+        with ahead.take():
+            probe = subprocess.run(["flock", "-n", path, "true"])
+            assert probe.returncode == 1                   # held: flock(1) is refused
+        assert subprocess.run(["flock", "-n", path, "true"]).returncode == 0     # let go
+    holder = subprocess.Popen(["flock", "-s", path, "sh", "-c", "echo held; exec cat"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    assert holder.stdout.readline() == b"held\n"
+    assert ahead.take(timeout=0) is None                  # busy: an answer, the file stays open
+    shared = ahead.take(shared=True, timeout=0)
+    assert shared is not None
+    shared.release()
+    holder.stdin.close()
+    holder.wait()
+    assert ahead.take(timeout=0) is not None and ahead.fd is not None
+    ahead.close()
+    assert not locks.is_held(path)
+
+
+def test_the_flush_thread_made_ahead_ends_however_the_write_ends(tmp_path):
+    """A reserved write starts its flush thread when it is made (not on the
+    commit's path). Committed into the blanks, the ordinary way (too long),
+    or discarded: the thread ends, and only a commit into the blanks used it."""
+    from crewfile.atomic import Pending
+
+    def threads():
+        return len(os.listdir("/proc/self/task"))
+    before = threads()
+    made = [Pending(str(tmp_path / name), reserve=64) for name in ("fits", "long", "dropped")]
+    assert threads() == before + 3
+    made[0].commit("short\n")
+    made[1].commit("z" * 100 + "\n")
+    made[2].discard()
+    wait_for(lambda: threads() == before, what="the flush threads to end")
+    assert sorted(os.listdir(tmp_path)) == ["fits", "long"]
+    assert (tmp_path / "fits").read_text() == "short" + " " * 58 + "\n"
+
+
 def test_a_linked_running_lock_is_one_line_error_with_or_without_a_timeout(crew, run, tmp_path):
     job = jobs.new_job(crew, "j-linked")
     jobs.write_spec(job, ["true"])

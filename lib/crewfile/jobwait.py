@@ -17,7 +17,7 @@ from .atomic import Pending, replace, sync
 from .errors import JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXIT, JOB_TIMEOUT as TIMEOUT_EXIT
 from .errors import NotFound, SystemFailure
 from .jobs import POST_WAIT, Job, dump_json, duration_text, ended_text, heard_record
-from .locks import acquire
+from .locks import LockFile, acquire
 
 
 def _hear(job, res, pending=None):
@@ -121,7 +121,7 @@ def wait(crew, handle, timeout=None, exiting=False):
     job = Job(crew, handle).check()
     job.spec()              # read now, off the path from the job's end to our answer
     t0 = time.monotonic()
-    registration = pending = None
+    registration = pending = lock_file = None
     try:
         with acquire(job.lock_path):
             res = job.result()
@@ -132,8 +132,11 @@ def wait(crew, handle, timeout=None, exiting=False):
             pending = Pending(job.heard_path)   # made now: off the path from the job's end to our answer
         except SystemFailure:
             pass                    # _hear tries again, and fails loudly
-        return _wait_registered(job, registration, timeout, t0, pending)
+        lock_file = LockFile(job.lock_path)     # opened now, for the same reason
+        return _wait_registered(job, registration, timeout, t0, pending, lock_file)
     finally:
+        if lock_file is not None:
+            lock_file.close()
         if pending is not None:
             pending.discard()       # not used (or used: then nothing to do)
         # A waiter that exits with the answer (job-wait) counts itself out by
@@ -147,7 +150,7 @@ def wait(crew, handle, timeout=None, exiting=False):
 POLL = 1.0      # seconds between looks when `running` cannot tell (see below)
 
 
-def _wait_registered(job, registration, timeout, t0, pending):
+def _wait_registered(job, registration, timeout, t0, pending, lock_file):
     deadline = None if timeout is None else t0 + timeout
     nap = None
     while True:
@@ -161,7 +164,7 @@ def _wait_registered(job, registration, timeout, t0, pending):
             let_go = False
         if not os.path.isdir(job.dir):
             raise NotFound(f"job {job.handle!r} was removed while waiting")
-        with acquire(job.lock_path):
+        with lock_file.take():
             res = job.result()
             if res is not None:
                 return _hear(job, res, pending)

@@ -29,7 +29,7 @@ from . import records
 from .atomic import Pending, fsync_dir, replace, sync, write_all
 from .errors import CrewfileError, SystemFailure
 from .jobs import POST_WAIT, RESULT_RESERVE, dump_json, row_fields
-from .locks import acquire
+from .locks import LockFile, acquire
 
 
 def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None, exiting=False):
@@ -161,7 +161,7 @@ def _watch(job, spec, alive, running):
         os.close(wfd)
         os.close(rfd)
         replace(job.pids_path, dump_json(pids))
-        return _finish(job, out, started, t0, code, spec, None, running)
+        return _finish(job, out, started, t0, code, spec, None, running, _ahead(job))
     os.close(wfd)
     pids["pid"] = pids["pgid"] = pid
     replace(job.pids_path, dump_json(pids))
@@ -171,8 +171,9 @@ def _watch(job, spec, alive, running):
         result = Pending(job.result_path, reserve=RESULT_RESERVE)
     except SystemFailure:
         result = None                         # settle() tries again, and fails loudly
+    ahead = _ahead(job)
     rc = _copy(pid, rfd, out)
-    _finish(job, out, started, t0, rc, spec, result, running)
+    _finish(job, out, started, t0, rc, spec, result, running, ahead)
     alive.release()
 
 
@@ -212,7 +213,16 @@ def _copy(pid, rfd, out):
     return os.waitstatus_to_exitcode(status)
 
 
-def _finish(job, out, started, t0, rc, spec, pending=None, running=None):
+def _ahead(job):
+    """`lock` and `waiters` opened now, while the command runs: settle()
+    then takes them without opening them (None: settle() opens them)."""
+    try:
+        return LockFile(job.lock_path), LockFile(job.waiters_path)
+    except SystemFailure:
+        return None
+
+
+def _finish(job, out, started, t0, rc, spec, pending=None, running=None, ahead=None):
     seconds = time.monotonic() - t0
     out.close()
     result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
@@ -221,13 +231,13 @@ def _finish(job, out, started, t0, rc, spec, pending=None, running=None):
     # The spec this watcher ran, not the file: a file damaged since must not
     # silence the outcome (the session it belongs to is still told).
     try:
-        return settle(job, result, lambda j, r: announce(j, r, spec), spec, pending, running)
+        return settle(job, result, lambda j, r: announce(j, r, spec), spec, pending, running, ahead)
     finally:
         if running is not None:
             running.release()
 
 
-def settle(job, result, announce, spec=None, pending=None, running=None):
+def settle(job, result, announce, spec=None, pending=None, running=None, ahead=None):
     """The watcher's half of the decision: write *result* (durable: the
     outcome is on disk before anyone can report it), then wait-or-announce,
     exactly once (protocol.md, "The decision"; jobwait.py is the waiter's half).
@@ -235,13 +245,21 @@ def settle(job, result, announce, spec=None, pending=None, running=None):
     announce(job, result) posts the notice and returns (posted, id_or_reason).
     pending: an atomic.Pending for `result`, made ahead. running: the held
     `running` lock, let go once `result` is written and `lock` is free: that
-    wakes every waiter (jobwait._let_go). Returns 'wait', 'notice' or
-    'unheard'.
+    wakes every waiter (jobwait._let_go). ahead: (`lock`, `waiters`) as
+    LockFiles opened ahead (_ahead()). Returns 'wait', 'notice' or 'unheard'.
     """
+    if ahead is not None:
+        take_lock, take_waiters = ahead[0].take, ahead[1].take
+    else:
+        def take_lock(**kw):
+            return acquire(job.lock_path, **kw)
+
+        def take_waiters(**kw):
+            return acquire(job.waiters_path, **kw)
     text = dump_json(result)
     first = True
     while True:
-        with acquire(job.lock_path):
+        with take_lock():
             if first:
                 # Nobody can have heard an outcome that was not written:
                 # no `heard` to read on this pass (the waiter waits for `lock`).
@@ -257,7 +275,7 @@ def settle(job, result, announce, spec=None, pending=None, running=None):
                     heard = None     # damaged: told again rather than never (a repeat has its id)
                 if heard is not None:
                     return heard.get("by", "wait")
-            nobody = acquire(job.waiters_path, timeout=0)
+            nobody = take_waiters(timeout=0)
             if nobody is not None:
                 try:
                     posted, detail = announce(job, result)
@@ -279,7 +297,7 @@ def settle(job, result, announce, spec=None, pending=None, running=None):
         # killed), then decide again.
         if running is not None:
             running.release()
-        acquire(job.waiters_path).release()
+        take_waiters().release()
 
 
 def notice_text(job, spec, result):
