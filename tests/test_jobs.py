@@ -305,19 +305,104 @@ def test_timeout_leaves_job_running_and_it_is_announced(crew, run, tmp_path):
     assert notices[0].text.endswith("last output: late")
 
 
+def _waiting(crew, h, **kw):
+    """job-wait HANDLE, counted in: (its process, its child that waits)."""
+    job = jobs.Job(crew, h)
+    waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h], **kw)
+    wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count itself in")
+    with open(f"/proc/{waiter.pid}/task/{waiter.pid}/children") as f:
+        child, = [int(p) for p in f.read().split()]
+    return waiter, child
+
+
+def _gone(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+
+
 def test_waiter_killed_mid_wait_still_announced(crew, run, tmp_path):
+    """job-wait killed while it waits: its child, which holds the count,
+    goes with it (nothing left behind), and the outcome is announced."""
     live_session(crew)
     go = fifo(tmp_path)
     h = exec_(run, "--session", "w1", "--", *on_cue(go))
     job = jobs.Job(crew, h)
-    waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h], stdout=subprocess.DEVNULL)
-    wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count itself in")
+    waiter, child = _waiting(crew, h, stdout=subprocess.DEVNULL)
     waiter.send_signal(signal.SIGKILL)
     waiter.wait()
+    wait_for(lambda: _gone(child) and not locks.is_held(job.waiters_path),
+             what="job-wait's child to go with it")
     release(go)
     settled(crew, h)
     assert len(job_notices(crew)) == 1
     assert job.heard()["by"] == "notice"
+
+
+def test_a_killed_job_wait_never_hears_the_outcome_whichever_of_its_threads_wakes_first(
+        crew, run, tmp_path):
+    """The child is stopped while job-wait is killed and the outcome lands:
+    when it runs again, its wake-up and the news of its parent's end come at
+    once. Whichever it takes first, it must not hear the outcome (nobody is
+    left to print it): the watcher announces it, once."""
+    live_session(crew)
+    go = fifo(tmp_path)
+    h = exec_(run, "--session", "w1", "--", *on_cue(go))
+    job = jobs.Job(crew, h)
+    waiter, child = _waiting(crew, h, stdout=subprocess.DEVNULL)
+    os.kill(child, signal.SIGSTOP)
+    waiter.send_signal(signal.SIGKILL)
+    waiter.wait()
+    release(go)
+    wait_for(lambda: job.result() is not None, what="the result")
+    with locks.acquire(job.lock_path):                 # the watcher has seen a waiter
+        pass
+    assert job.heard() is None and job_notices(crew) == []
+    os.kill(child, signal.SIGCONT)
+    settled(crew, h)
+    assert _gone(child)
+    assert len(job_notices(crew)) == 1 and job.heard()["by"] == "notice"
+
+
+def test_job_wait_whose_waiting_child_is_killed_says_so_and_exits_125(crew, run, tmp_path):
+    live_session(crew)
+    go = fifo(tmp_path)
+    h = exec_(run, "--session", "w1", "--", *on_cue(go))
+    job = jobs.Job(crew, h)
+    waiter, child = _waiting(crew, h, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.kill(child, signal.SIGKILL)
+    out, err = waiter.communicate()
+    assert waiter.returncode == 125 and out == b""
+    assert err == f"job-wait: its waiter (pid {child}) ended without an answer\n".encode()
+    release(go)
+    settled(crew, h)
+    assert len(job_notices(crew)) == 1 and job.heard()["by"] == "notice"
+
+
+def test_job_wait_without_a_shell_waits_for_its_answer_itself(crew, run, tmp_path):
+    """The shell job-wait becomes while it waits cannot be run: the process
+    waits for its child's code itself (slower, the same answer)."""
+    go = fifo(tmp_path)
+    h = exec_(run, "--", *on_cue(go, "echo done; exit 4"))
+    job = jobs.Job(crew, h)
+    script = ("import sys; from crewfile.cmd import job_wait; job_wait.SHELL = '/nonexistent/sh'; "
+              "from crewfile.cli import main; main('job-wait')")
+    waiter = subprocess.Popen([sys.executable, "-c", script, h], stdout=subprocess.PIPE,
+                              env=dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(BIN), "lib"),
+                                       CREWFILE_DIR=crew.root))
+    wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count itself in")
+    with open(f"/proc/{waiter.pid}/cmdline") as f:
+        assert "job_wait" in f.read()                   # still Python: no shell ran
+    release(go)
+    out, _ = waiter.communicate()
+    assert waiter.returncode == 4
+    first, rest = out.decode().split("\n", 1)
+    assert first.startswith(f"{h} exited 4 after ") and first.endswith("; heard by this wait")
+    assert rest == "done\n"
+    assert job.heard()["pid"] == waiter.pid
 
 
 def test_waiter_killed_after_the_outcome_landed_still_announced(crew, run, tmp_path):

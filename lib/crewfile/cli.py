@@ -120,7 +120,7 @@ def main(path):
     module = __import__(f"crewfile.cmd.{name.replace('-', '_')}", fromlist=["run"])
     code = dispatch(name, module, sys.argv[1:])
     if getattr(module, "EXIT_AT_ONCE", False):
-        leave(code)
+        getattr(module, "leave", leave)(code)     # a module may hand its code on first (job-wait)
     sys.exit(code)
 
 

@@ -20,7 +20,7 @@ from .jobs import POST_WAIT, Job, dump_json, duration_text, ended_text, heard_re
 from .locks import LockFile, acquire
 
 
-def _hear(job, res, pending=None):
+def _hear(job, res, pending=None, waiter=None):
     """Under `lock`: this wait reports the outcome, unless it was heard already.
 
     Announced but still pending in the inbox (the model has not been handed
@@ -48,7 +48,7 @@ def _hear(job, res, pending=None):
             return Outcome(job, "heard", res, False, heard)
         else:
             return Outcome(job, "done", res, False, heard)
-    heard = heard_record("wait", job.spec(), res, pid=os.getpid())
+    heard = heard_record("wait", job.spec(), res, pid=waiter or os.getpid())
     if taken:
         heard["withdrawn"] = taken
     if pending is not None:
@@ -71,8 +71,9 @@ def _withdraw(job, nid):
 
 
 class Outcome:
-    """What a wait found: state 'done', 'timeout', 'lost', or 'heard' (the
-    notice has reached the model: the outcome is not repeated)."""
+    """What a wait found: state 'done', 'timeout', 'lost', 'heard' (the
+    notice has reached the model: the outcome is not repeated), or
+    'abandoned' (nobody left to tell: not heard, see wait())."""
 
     def __init__(self, job, state, result=None, heard_here=False, heard=None, waited=0.0):
         self.job, self.state, self.result = job, state, result
@@ -82,7 +83,7 @@ class Outcome:
     def code(self):
         if self.state == "timeout":
             return TIMEOUT_EXIT
-        if self.state == "lost":
+        if self.state == "lost" or self.state == "abandoned":
             return ERROR_EXIT
         if self.state == "heard":
             return HEARD_EXIT
@@ -106,7 +107,7 @@ class Outcome:
         return f"{h} {ended_text(self.result)}; {heard}"
 
 
-def wait(crew, handle, timeout=None, exiting=False):
+def wait(crew, handle, timeout=None, exiting=False, prepare=None, waiter=None, wanted=None):
     """Wait for the job's outcome; return an Outcome.
 
     The waiter counts itself in (shared flock on `waiters`, taken under
@@ -116,24 +117,38 @@ def wait(crew, handle, timeout=None, exiting=False):
     the moment it lets go. No inotify, no polling, no pidfd: nothing that can
     run out, and one wake-up between the outcome and the answer.
     exiting: the caller exits once it has the answer (job-wait), which counts
-    it out.
+    it out. prepare: called once, outside the lock, when a first look found
+    no outcome, before counting in (job-wait hands its exit to a shell
+    there: all of that done before it counts in is off the path from the
+    job's end to its answer); then we look again. waiter: the pid
+    `heard` names (default: this process's; job-wait's child names job-wait's).
+    wanted: asked under `lock`, once the outcome has landed and before this
+    wait hears it: False (nobody is left to be told: job-wait was killed)
+    leaves it unheard, for the watcher to announce (state 'abandoned').
     """
     job = Job(crew, handle).check()
     job.spec()              # read now, off the path from the job's end to our answer
     t0 = time.monotonic()
     registration = pending = lock_file = None
     try:
-        with acquire(job.lock_path):
-            res = job.result()
-            if res is not None:
-                return _hear(job, res)
-            registration = acquire(job.waiters_path, shared=True)
+        while True:
+            with acquire(job.lock_path):
+                res = job.result()
+                if res is not None:
+                    if wanted is not None and not wanted():
+                        return Outcome(job, "abandoned", res)
+                    return _hear(job, res, waiter=waiter)
+                if prepare is None:
+                    registration = acquire(job.waiters_path, shared=True)
+                    break
+            prepare()
+            prepare = None
         try:
             pending = Pending(job.heard_path)   # made now: off the path from the job's end to our answer
         except SystemFailure:
             pass                    # _hear tries again, and fails loudly
         lock_file = LockFile(job.lock_path)     # opened now, for the same reason
-        return _wait_registered(job, registration, timeout, t0, pending, lock_file)
+        return _wait_registered(job, registration, timeout, t0, pending, waiter, wanted, lock_file)
     finally:
         if lock_file is not None:
             lock_file.close()
@@ -150,7 +165,7 @@ def wait(crew, handle, timeout=None, exiting=False):
 POLL = 1.0      # seconds between looks when `running` cannot tell (see below)
 
 
-def _wait_registered(job, registration, timeout, t0, pending, lock_file):
+def _wait_registered(job, registration, timeout, t0, pending, waiter, wanted, lock_file):
     deadline = None if timeout is None else t0 + timeout
     nap = None
     while True:
@@ -167,7 +182,9 @@ def _wait_registered(job, registration, timeout, t0, pending, lock_file):
         with lock_file.take():
             res = job.result()
             if res is not None:
-                return _hear(job, res, pending)
+                if wanted is not None and not wanted():
+                    return Outcome(job, "abandoned", res)
+                return _hear(job, res, pending, waiter)
             if let_go:
                 # `running` is let go after `result` is written, or by the
                 # kernel when the watcher dies: no result, so it died...
