@@ -310,9 +310,16 @@ def _waiting(crew, h, **kw):
     job = jobs.Job(crew, h)
     waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h], **kw)
     wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count itself in")
-    with open(f"/proc/{waiter.pid}/task/{waiter.pid}/children") as f:
-        child, = [int(p) for p in f.read().split()]
+    child, = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if _parent(pid) == waiter.pid]
     return waiter, child
+
+
+def _parent(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _gone(pid):
