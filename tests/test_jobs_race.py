@@ -112,3 +112,62 @@ def test_every_outcome_heard_exactly_once(crew):
     assert n_wait > TRIALS // 10 and n_notice > TRIALS // 10
     assert outcomes["timeout"] > TRIALS // 10
     assert withdrawn > 0 and outcomes["heard"] > 0
+
+
+KILL_TRIALS = 100
+
+
+def test_a_job_wait_killed_at_any_moment_never_leaves_an_outcome_heard_twice_or_never(crew):
+    """The real job-wait (a shell relaying its Python child's code), killed
+    with SIGKILL at a random moment around its job's end, or left alone.
+    Each outcome is heard exactly once: by the wait (then no notice) or by
+    one notice. A job-wait left alone reports it on stdout with the job's
+    code; one killed before the job ended never heard it."""
+    import signal
+    import subprocess
+    import sys
+    from conftest import BIN
+    sessions.register(crew, "w1", pid=os.getpid())
+    rng = random.Random(0x4B11)
+    env = dict(os.environ, CREWFILE_DIR=crew.root)
+    seen = collections.Counter()
+    for i in range(KILL_TRIALS):
+        fifo = os.path.join(crew.root, f"go{i}")
+        os.mkfifo(fifo)
+        h = jobwatch.start(crew, ["sh", "-c", 'read x < "$1"; echo out; exit 3', "sh", fifo],
+                           session="w1")
+        job = jobs.Job(crew, h)
+        waiter = subprocess.Popen([sys.executable, os.path.join(BIN, "job-wait"), h], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        while not locks.is_held(job.waiters_path) and waiter.poll() is None:
+            threading.Event().wait(0.0005)
+        how = rng.choice(["before", "around", "alone"])
+
+        def release(delay):
+            threading.Event().wait(delay)
+            with open(fifo, "w") as f:
+                f.write("x\n")
+        if how == "before":                 # killed, and gone, before the job ends
+            waiter.kill()
+            waiter.wait()
+            release(0)
+        else:
+            t = threading.Thread(target=release, args=(rng.uniform(0, 0.004),))
+            t.start()
+            if how == "around":
+                threading.Event().wait(rng.uniform(0, 0.006))
+                waiter.kill()
+            t.join()
+        out, _ = waiter.communicate()
+        settled(crew, h)
+        heard = job.heard()
+        mine = [n for n in inbox.pending(crew, "w1") if n.kind == "job" and h in n.text]
+        assert heard is not None and len(mine) == (1 if heard["by"] == "notice" else 0), (how, heard, mine)
+        if how == "before":
+            assert heard["by"] == "notice"
+        if how == "alone":
+            assert waiter.returncode == 3 and heard["by"] == "wait"
+            assert out.decode().split("\n", 1)[1] == "out\n"
+        seen[how, heard["by"]] += 1
+    print(f"\n{KILL_TRIALS} job-waits: {dict(seen)}")
+    assert seen["around", "wait"] + seen["around", "notice"] > KILL_TRIALS // 10
