@@ -314,6 +314,15 @@ def _waiting(crew, h, **kw):
     return waiter, child
 
 
+def _every_thread_stopped(pid):
+    tasks = os.listdir(f"/proc/{pid}/task")
+    states = []
+    for tid in tasks:
+        with open(f"/proc/{pid}/task/{tid}/stat") as f:
+            states.append(f.read().rsplit(")", 1)[1].split()[0])
+    return len(tasks) == 2 and states == ["T", "T"]
+
+
 def _parent(pid):
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -361,6 +370,10 @@ def test_a_killed_job_wait_never_hears_the_outcome_whichever_of_its_threads_wake
     job = jobs.Job(crew, h)
     waiter, child = _waiting(crew, h, stdout=subprocess.DEVNULL)
     os.kill(child, signal.SIGSTOP)
+    # A process's stop is not done when kill(2) returns: each thread stops
+    # when it next looks at its signals, and the one watching the pipe must
+    # not get to run (and exit) on the news of its parent's end first.
+    wait_for(lambda: _every_thread_stopped(child), what="job-wait's child to stop")
     waiter.send_signal(signal.SIGKILL)
     waiter.wait()
     release(go)
