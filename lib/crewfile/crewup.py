@@ -335,12 +335,16 @@ class Supervisor:
 
     def ended(self, stage):
         """One process of the stage ended: stop the rest, log, schedule a restart."""
-        what = []
-        for p in stage.procs:
-            code = p.popen.poll()
-            if code is not None:
-                what.append(f"{p.name} pid {p.popen.pid} {describe(code)}")
-        self.kill(stage)
+        import signal
+        first = [p for p in stage.procs if p.popen.poll() is not None]
+        forced = self.kill(stage)
+        # A process killed from outside can still be exiting, not reaped,
+        # when a neighbour's end (the EOF of a pipe it held) is noticed: our
+        # SIGTERM then finds it dying. Reaped now, its status says it died of
+        # a signal crew-up did not send: it is named too.
+        what = [f"{p.name} pid {p.popen.pid} {describe(p.popen.returncode)}" for p in stage.procs
+                if p in first or (p not in forced and p.popen.returncode is not None
+                                  and p.popen.returncode < 0 and p.popen.returncode != -signal.SIGTERM)]
         ran = time.time() - (stage.since or time.time())
         if stage.name == "sweep" and all(p.popen.returncode == 0 for p in stage.procs):
             stage.procs = []
@@ -365,8 +369,10 @@ class Supervisor:
         return delay
 
     def kill(self, stage, grace=STOP_GRACE):
-        """Stop every process of the stage: SIGTERM, then SIGKILL after *grace*."""
+        """Stop every process of the stage: SIGTERM, then SIGKILL after *grace*.
+        Returns the processes it had to SIGKILL."""
         import signal
+        forced = []
         for p in stage.procs:
             if p.popen.poll() is None:
                 try:
@@ -380,11 +386,13 @@ class Supervisor:
             except Exception:
                 p.popen.kill()
                 p.popen.wait()
+                forced.append(p)
             for f in (p.popen.stdin, p.popen.stdout, p.popen.stderr):
                 if f is not None:
                     if f is p.popen.stderr:
                         self.read_rest(p)
                     f.close()
+        return forced
 
     def read_rest(self, proc):
         try:
