@@ -13,7 +13,7 @@ import time
 import pytest
 
 from conftest import BIN, wait_for
-from crewfile import inbox, jobs, jobwait, jobwatch, locks, sessions
+from crewfile import inbox, jobs, jobwait, jobwatch, liveness, locks, sessions
 from crewfile.errors import BadInput, NotFound
 
 
@@ -310,34 +310,20 @@ def _waiting(crew, h, **kw):
     job = jobs.Job(crew, h)
     waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h], **kw)
     wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count itself in")
-    child, = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc"))) if _parent(pid) == waiter.pid]
+    child, = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+              if getattr(liveness.stat(pid), "ppid", None) == waiter.pid]
     return waiter, child
 
 
 def _every_thread_stopped(pid):
-    tasks = os.listdir(f"/proc/{pid}/task")
-    states = []
-    for tid in tasks:
-        with open(f"/proc/{pid}/task/{tid}/stat") as f:
-            states.append(f.read().rsplit(")", 1)[1].split()[0])
-    return len(tasks) == 2 and states == ["T", "T"]
-
-
-def _parent(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
+    """Both threads of job-wait's child (the waiter, the pipe's watch) stopped."""
+    tasks = [liveness.stat(tid) for tid in os.listdir(f"/proc/{pid}/task")]
+    return len(tasks) == 2 and all(t is not None and t.stopped for t in tasks)
 
 
 def _gone(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    st = liveness.stat(pid)
+    return st is None or st.gone
 
 
 def test_waiter_killed_mid_wait_still_announced(crew, run, tmp_path):

@@ -232,13 +232,17 @@ class _Flusher:
         except RuntimeError:
             self.threaded = False
 
+    def _flush(self):
+        try:
+            os.fdatasync(self.fd)
+        except OSError as e:
+            self.error = e
+
     def _run(self, go, done):
         go.acquire()
         try:
             if not self.cancelled:
-                os.fdatasync(self.fd)
-        except OSError as e:
-            self.error = e
+                self._flush()
         finally:
             done.release()
 
@@ -246,11 +250,8 @@ class _Flusher:
         self.told = True
         if self.threaded:
             self.go.release()
-            return
-        try:
-            os.fdatasync(self.fd)
-        except OSError as e:
-            self.error = e
+        else:
+            self._flush()
 
     def wait(self):
         if self.threaded:

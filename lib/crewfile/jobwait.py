@@ -20,7 +20,7 @@ from .jobs import POST_WAIT, Job, dump_json, duration_text, ended_text, heard_re
 from .locks import LockFile, acquire
 
 
-def _hear(job, res, pending=None, waiter=None):
+def _hear(job, res, pending=None, waiter=None, wanted=None):
     """Under `lock`: this wait reports the outcome, unless it was heard already.
 
     Announced but still pending in the inbox (the model has not been handed
@@ -33,7 +33,10 @@ def _hear(job, res, pending=None, waiter=None):
     a power loss kills that watcher too, so nothing can announce the outcome
     again, and the worst a lost `heard` does is list the (durable) outcome
     as unheard. The outcome itself was durable before we could read it.
+    wanted, waiter: see wait().
     """
+    if wanted is not None and not wanted():
+        return Outcome(job, "abandoned", res)
     if not job.watcher_alive():
         # The watcher is gone: it may have been killed between renaming
         # `result` into place and its flushes returning (atomic.Pending,
@@ -135,9 +138,7 @@ def wait(crew, handle, timeout=None, exiting=False, prepare=None, waiter=None, w
             with acquire(job.lock_path):
                 res = job.result()
                 if res is not None:
-                    if wanted is not None and not wanted():
-                        return Outcome(job, "abandoned", res)
-                    return _hear(job, res, waiter=waiter)
+                    return _hear(job, res, waiter=waiter, wanted=wanted)
                 if prepare is None:
                     registration = acquire(job.waiters_path, shared=True)
                     break
@@ -182,9 +183,7 @@ def _wait_registered(job, registration, timeout, t0, pending, waiter, wanted, lo
         with lock_file.take():
             res = job.result()
             if res is not None:
-                if wanted is not None and not wanted():
-                    return Outcome(job, "abandoned", res)
-                return _hear(job, res, pending, waiter)
+                return _hear(job, res, pending, waiter, wanted)
             if let_go:
                 # `running` is let go after `result` is written, or by the
                 # kernel when the watcher dies: no result, so it died...

@@ -246,20 +246,14 @@ def settle(job, result, announce, spec=None, pending=None, running=None, ahead=N
     pending: an atomic.Pending for `result`, made ahead. running: the held
     `running` lock, let go once `result` is written and `lock` is free: that
     wakes every waiter (jobwait._let_go). ahead: (`lock`, `waiters`) as
-    LockFiles opened ahead (_ahead()). Returns 'wait', 'notice' or 'unheard'.
+    LockFiles opened ahead (_ahead()); None: opened here. (The watcher's
+    exit closes them.) Returns 'wait', 'notice' or 'unheard'.
     """
-    if ahead is not None:
-        take_lock, take_waiters = ahead[0].take, ahead[1].take
-    else:
-        def take_lock(**kw):
-            return acquire(job.lock_path, **kw)
-
-        def take_waiters(**kw):
-            return acquire(job.waiters_path, **kw)
+    lock_file, waiters_file = ahead or (LockFile(job.lock_path), LockFile(job.waiters_path))
     text = dump_json(result)
     first = True
     while True:
-        with take_lock():
+        with lock_file.take():
             if first:
                 # Nobody can have heard an outcome that was not written:
                 # no `heard` to read on this pass (the waiter waits for `lock`).
@@ -275,7 +269,7 @@ def settle(job, result, announce, spec=None, pending=None, running=None, ahead=N
                     heard = None     # damaged: told again rather than never (a repeat has its id)
                 if heard is not None:
                     return heard.get("by", "wait")
-            nobody = take_waiters(timeout=0)
+            nobody = waiters_file.take(timeout=0)
             if nobody is not None:
                 try:
                     posted, detail = announce(job, result)
@@ -297,7 +291,7 @@ def settle(job, result, announce, spec=None, pending=None, running=None, ahead=N
         # killed), then decide again.
         if running is not None:
             running.release()
-        take_waiters().release()
+        waiters_file.take().release()
 
 
 def notice_text(job, spec, result):

@@ -36,7 +36,8 @@ SHELL = "/bin/sh"
 # The process our caller waits on, once we wait: it exits with the code our
 # child hands it, or says the child ended without one.
 _AWAIT_CODE = ('IFS= read -r code <&3 && case $code in *[!0-9]*|"") false;; esac && exit "$code"; '
-               'echo "job-wait: its waiter (pid $1) ended without an answer" >&2; exit "$2"')
+               'printf "%s\\n" "$1" >&2; exit "$2"')
+_NO_ANSWER = "job-wait: its waiter (pid {}) ended without an answer"
 _code_fd = None     # in the child: the pipe its code goes into (leave())
 
 
@@ -123,7 +124,8 @@ def _hand_the_exit_on():
     else:
         os.set_inheritable(3, True)
     try:
-        os.execv(SHELL, ["job-wait", "-c", _AWAIT_CODE, "job-wait", str(pid), str(ERROR_EXIT)])
+        os.execv(SHELL, ["job-wait", "-c", _AWAIT_CODE, "job-wait", _NO_ANSWER.format(pid),
+                         str(ERROR_EXIT)])
     except OSError:
         os.close(execed_w)
     data = b""
@@ -137,7 +139,7 @@ def _hand_the_exit_on():
         os._exit(INTERRUPTED)
     code = data.strip()
     if not code.isdigit():
-        os.write(2, f"job-wait: its waiter (pid {pid}) ended without an answer\n".encode())
+        os.write(2, (_NO_ANSWER.format(pid) + "\n").encode())
         os._exit(ERROR_EXIT)
     os._exit(int(code))
 
