@@ -9,7 +9,7 @@ it costs 10 ms of start-up in commands that run in hooks and pipelines.
 import os
 import sys
 
-from .errors import BROKEN_PIPE, INTERRUPTED, SYSTEM, CrewfileError, UsageError
+from .errors import BROKEN_PIPE, INTERRUPTED, SYSTEM, CrewfileError, UsageError, failure_line
 
 COMMON = """
   --dir DIR   crew directory (default: $CREWFILE_DIR, else $XDG_STATE_HOME/crewfile,
@@ -163,8 +163,7 @@ def dispatch(name, module, argv):
             sys.stdout.flush()          # its failure is reported below, not lost by leave()
         return code
     except CrewfileError as e:
-        from .records import escape      # a name or path in a message must not reach the terminal raw
-        sys.stderr.write(f"{name}: {escape(str(e))}\n")
+        sys.stderr.write(failure_line(name, e))
         if isinstance(e, UsageError):
             sys.stderr.write(f"Try '{name} --help'.\n")
         return own or e.exit_code
@@ -177,9 +176,8 @@ def dispatch(name, module, argv):
     except KeyboardInterrupt:
         return INTERRUPTED
     except OSError as e:
-        from .records import escape
-        where = f" {e.filename}" if e.filename else ""
-        sys.stderr.write(f"{name}: {escape(f'{e.strerror or e}{where}')}\n")
+        sys.stderr.write(failure_line(name, e))
         return own or SYSTEM
+
 
 

@@ -34,6 +34,18 @@ class CrewfileError(Exception):
     exit_code = SYSTEM
 
 
+def failure_line(name, e):
+    """The one line command *name* says on stderr of its failure *e* (a
+    CrewfileError or an OSError): cli.py's, and the job watcher's for a
+    job-wait handed to it. A name or path in it must not reach the
+    terminal raw: escaped."""
+    from .records import escape
+    if isinstance(e, CrewfileError):
+        return f"{name}: {escape(str(e))}\n"
+    where = f" {e.filename}" if e.filename else ""
+    return f"{name}: {escape(f'{e.strerror or e}{where}')}\n"
+
+
 class UsageError(CrewfileError):
     """The command line is wrong."""
     exit_code = USAGE
