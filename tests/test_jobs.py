@@ -61,6 +61,26 @@ def started(crew, handle):
     return job
 
 
+SHELL = os.path.realpath("/bin/sh")
+
+
+def handed(pid):
+    """job-wait has handed itself to the job's watcher (jobwait.HandOver):
+    it sent its request, then became the shell that awaits its code."""
+    try:
+        return os.readlink(f"/proc/{pid}/exe") == SHELL
+    except OSError:
+        return False
+
+
+def handed_wait(h, *args, **kw):
+    """job-wait HANDLE ARGS..., once it has handed itself to the watcher."""
+    waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h, *args], **kw)
+    wait_for(lambda: handed(waiter.pid) or waiter.poll() is not None, what="job-wait to hand itself over")
+    assert waiter.poll() is None
+    return waiter
+
+
 def live_session(crew, name="w1"):
     return sessions.register(crew, name, pid=os.getpid())
 
@@ -96,10 +116,10 @@ def test_exec_prints_handle_and_wait_reports_code_and_tail(crew, run):
 
 
 def test_job_wait_leaving_by_os_exit_loses_nothing(crew, run, tmp_path):
-    """job-wait skips the interpreter's teardown (os._exit) once its answer
-    is out: waiting when the job ends, through a slow pipe, every byte of a
-    large output arrives, `heard` is written (the watcher announces nothing),
-    and nothing is left held: `lock` and `waiters` are free the moment it exits."""
+    """job-wait handed to the watcher, which answers it when the job ends:
+    through a slow pipe, every byte of a large output arrives, `heard` is
+    written naming job-wait's pid (the watcher announces nothing), and
+    nothing is left held: `lock` and `waiters` are free the moment it exits."""
     live_session(crew)
     go = fifo(tmp_path)
     body = "".join(f"line {i:06d} " + "x" * 90 + "\n" for i in range(5000))     # ~500 KB
@@ -107,9 +127,7 @@ def test_job_wait_leaving_by_os_exit_loses_nothing(crew, run, tmp_path):
     h = exec_(run, "--session", "w1", "--", "sh", "-c", f'read x < "$1"; cat {tmp_path / "body"}',
               "sh", go)
     job = jobs.Job(crew, h)
-    waiter = subprocess.Popen([sys.executable, os.path.join(BIN, "job-wait"), h, "--all"],
-                              stdout=subprocess.PIPE, env=dict(os.environ, CREWFILE_DIR=crew.root))
-    wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count in")
+    waiter = handed_wait(h, "--all", stdout=subprocess.PIPE, env=dict(os.environ, CREWFILE_DIR=crew.root))
     release(go)
     got = b""
     while chunk := waiter.stdout.read(4096):                         # a slow reader
@@ -202,9 +220,8 @@ def test_outcome_landing_during_a_wait_is_reported_by_it_and_not_announced(crew,
     live_session(crew)
     go = fifo(tmp_path)
     h = exec_(run, "--session", "w1", "--", *on_cue(go))
-    waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h], stdout=subprocess.PIPE, text=True)
+    waiter = handed_wait(h, stdout=subprocess.PIPE, text=True)
     job = jobs.Job(crew, h)
-    wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count itself in")
     release(go)
     out, _ = waiter.communicate(timeout=20)
     assert waiter.returncode == 0
@@ -305,110 +322,9 @@ def test_timeout_leaves_job_running_and_it_is_announced(crew, run, tmp_path):
     assert notices[0].text.endswith("last output: late")
 
 
-def _waiting(crew, h, **kw):
-    """job-wait HANDLE, counted in: (its process, its child that waits)."""
-    job = jobs.Job(crew, h)
-    waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h], **kw)
-    wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count itself in")
-    child, = [pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
-              if getattr(liveness.stat(pid), "ppid", None) == waiter.pid]
-    return waiter, child
-
-
-def _every_thread_stopped(pid):
-    """Both threads of job-wait's child (the waiter, the pipe's watch) stopped."""
-    tasks = [liveness.stat(tid) for tid in os.listdir(f"/proc/{pid}/task")]
-    return len(tasks) == 2 and all(t is not None and t.stopped for t in tasks)
-
-
 def _gone(pid):
     st = liveness.stat(pid)
     return st is None or st.gone
-
-
-def test_waiter_killed_mid_wait_still_announced(crew, run, tmp_path):
-    """job-wait killed while it waits: its child, which holds the count,
-    goes with it (nothing left behind), and the outcome is announced."""
-    live_session(crew)
-    go = fifo(tmp_path)
-    h = exec_(run, "--session", "w1", "--", *on_cue(go))
-    job = jobs.Job(crew, h)
-    waiter, child = _waiting(crew, h, stdout=subprocess.DEVNULL)
-    waiter.send_signal(signal.SIGKILL)
-    waiter.wait()
-    wait_for(lambda: _gone(child) and not locks.is_held(job.waiters_path),
-             what="job-wait's child to go with it")
-    release(go)
-    settled(crew, h)
-    assert len(job_notices(crew)) == 1
-    assert job.heard()["by"] == "notice"
-
-
-def test_a_killed_job_wait_never_hears_the_outcome_whichever_of_its_threads_wakes_first(
-        crew, run, tmp_path):
-    """The child is stopped while job-wait is killed and the outcome lands:
-    when it runs again, its wake-up and the news of its parent's end come at
-    once. Whichever it takes first, it must not hear the outcome (nobody is
-    left to print it): the watcher announces it, once."""
-    live_session(crew)
-    go = fifo(tmp_path)
-    h = exec_(run, "--session", "w1", "--", *on_cue(go))
-    job = jobs.Job(crew, h)
-    waiter, child = _waiting(crew, h, stdout=subprocess.DEVNULL)
-    os.kill(child, signal.SIGSTOP)
-    # A process's stop is not done when kill(2) returns: each thread stops
-    # when it next looks at its signals, and the one watching the pipe must
-    # not get to run (and exit) on the news of its parent's end first.
-    wait_for(lambda: _every_thread_stopped(child), what="job-wait's child to stop")
-    waiter.send_signal(signal.SIGKILL)
-    waiter.wait()
-    release(go)
-    wait_for(lambda: job.result() is not None, what="the result")
-    with locks.acquire(job.lock_path):                 # the watcher has seen a waiter
-        pass
-    assert job.heard() is None and job_notices(crew) == []
-    os.kill(child, signal.SIGCONT)
-    settled(crew, h)
-    assert _gone(child)
-    assert len(job_notices(crew)) == 1 and job.heard()["by"] == "notice"
-
-
-def test_job_wait_whose_waiting_child_is_killed_says_so_and_exits_125(crew, run, tmp_path):
-    live_session(crew)
-    go = fifo(tmp_path)
-    h = exec_(run, "--session", "w1", "--", *on_cue(go))
-    job = jobs.Job(crew, h)
-    waiter, child = _waiting(crew, h, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    os.kill(child, signal.SIGKILL)
-    out, err = waiter.communicate()
-    assert waiter.returncode == 125 and out == b""
-    assert err == f"job-wait: its waiter (pid {child}) ended without an answer\n".encode()
-    release(go)
-    settled(crew, h)
-    assert len(job_notices(crew)) == 1 and job.heard()["by"] == "notice"
-
-
-def test_job_wait_without_a_shell_waits_for_its_answer_itself(crew, run, tmp_path):
-    """The shell job-wait becomes while it waits cannot be run: the process
-    waits for its child's code itself (slower, the same answer)."""
-    go = fifo(tmp_path)
-    h = exec_(run, "--", *on_cue(go, "echo done; exit 4"))
-    job = jobs.Job(crew, h)
-    script = ("import sys; from crewfile.cmd import job_wait; job_wait.SHELL = '/nonexistent/sh'; "
-              "from crewfile.cli import main; main('job-wait')")
-    waiter = subprocess.Popen([sys.executable, "-c", script, h], stdout=subprocess.PIPE,
-                              env=dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(BIN), "lib"),
-                                       CREWFILE_DIR=crew.root))
-    wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count itself in")
-    with open(f"/proc/{waiter.pid}/cmdline") as f:
-        assert "job_wait" in f.read()                   # still Python: no shell ran
-    release(go)
-    out, _ = waiter.communicate()
-    assert waiter.returncode == 4
-    first, rest = out.decode().split("\n", 1)
-    assert first.startswith(f"{h} exited 4 after ") and first.endswith("; heard by this wait")
-    assert rest == "done\n"
-    assert job.heard()["pid"] == waiter.pid
 
 
 def test_waiter_killed_after_the_outcome_landed_still_announced(crew, run, tmp_path):
@@ -475,10 +391,11 @@ def test_watcher_killed_is_fate_unknown_not_running(crew, run, tmp_path):
     h = exec_(run, "--", *on_cue(go))
     job = started(crew, h)
     pids = job.pids()
-    waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h], stdout=subprocess.PIPE, text=True)
-    wait_for(lambda: locks.is_held(job.waiters_path), what="the waiter to count itself in")
+    waiter = handed_wait(h, stdout=subprocess.PIPE, text=True)
     os.kill(pids["watcher"], signal.SIGKILL)
-    out, _ = waiter.communicate(timeout=20)            # woken by the watcher's pidfd
+    # The watcher's end closes the pipe the code was to come through: the
+    # shell runs job-wait again, alone, which finds it lost.
+    out, _ = waiter.communicate(timeout=20)
     assert waiter.returncode == 125
     assert out.splitlines()[0] == (f"{h} lost: fate unknown (watcher lost); process group "
                                    f"{pids['pgid']} still running")
@@ -853,3 +770,4 @@ def test_output_that_cannot_be_written_does_not_lose_the_outcome(crew):
     job = settled(crew, proc.stdout.strip())
     assert job.result()["code"] == 3
     assert os.path.getsize(job.output_path) <= 2000
+

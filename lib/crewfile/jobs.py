@@ -104,7 +104,8 @@ class Job:
                            ("output_path", paths.JOB_OUTPUT), ("result_path", paths.JOB_RESULT),
                            ("heard_path", paths.JOB_HEARD), ("notice_path", paths.JOB_NOTICE),
                            ("lock_path", paths.JOB_LOCK), ("waiters_path", paths.JOB_WAITERS),
-                           ("alive_path", paths.JOB_ALIVE), ("running_path", paths.JOB_RUNNING)):
+                           ("alive_path", paths.JOB_ALIVE), ("running_path", paths.JOB_RUNNING),
+                           ("socket_path", paths.JOB_SOCKET)):
             setattr(self, attr, f"{self.dir}/{name}")      # (os.path.join: 5x the cost, x9)
 
     def check(self):
@@ -169,6 +170,18 @@ class Job:
             return b""
         with os.fdopen(fd, "rb") as f:
             return f.read()
+
+
+def socket_address(path):
+    """(address, descriptor) for the job's `socket` at *path*: the path
+    itself, or, when it is too long for a socket address (108 bytes), the
+    same file named through a descriptor on its directory
+    (/proc/self/fd/N/socket). Close the descriptor (if not None) after use."""
+    if len(os.fsencode(path)) < 100:
+        return path, None
+    head, _, name = path.rpartition("/")
+    fd = paths.open_dir(head)
+    return f"/proc/self/fd/{fd}/{name}", fd
 
 
 def last_line(path, limit=LAST_LINE_CHARS):
