@@ -11,10 +11,12 @@ import sys
 import time
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import BIN, wait_for
 from crewfile import inbox, jobs, jobwait, jobwatch, liveness, locks, sessions
 from crewfile.errors import BadInput, NotFound
+from crewfile.paths import Crew
 
 
 @pytest.fixture(autouse=True)
@@ -771,3 +773,21 @@ def test_output_that_cannot_be_written_does_not_lose_the_outcome(crew):
     assert job.result()["code"] == 3
     assert os.path.getsize(job.output_path) <= 2000
 
+
+@settings(max_examples=200, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.integers(0, 40000), max_size=12), st.booleans(), st.integers(0, 14))
+def test_the_tail_read_from_the_end_is_the_tail_of_the_whole(tmp_path_factory, lengths, closed, n):
+    """Job.output(N), read from the end in blocks, says what the last N lines
+    of the whole output are (lines as long as blocks, and longer, included)."""
+    crew = Crew(str(tmp_path_factory.mktemp("tail") / "crew"))
+    job = jobs.new_job(crew, "j-tail")
+    data = b"\n".join(b"%d" % i + b"x" * length for i, length in enumerate(lengths))
+    if closed and data:
+        data += b"\n"
+    with open(job.output_path, "wb") as f:
+        f.write(data)
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()
+    assert job.output(n) == (b"\n".join(parts[-n:]) + b"\n" if parts and n else b"")
+    assert job.output() == data

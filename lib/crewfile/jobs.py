@@ -163,13 +163,52 @@ class Job:
         """The output's last non-empty line (marker excluded), or ''."""
         return last_line(self.output_path)
 
-    def output(self):
+    def output(self, lines=None):
+        """The output kept, or (*lines*) its last *lines* lines: as
+        data.split(b"\\n") counts them, a newline at the very end closing the
+        last one. The tail is read from the end, in blocks, not the whole
+        file (a 1 MiB output and the default 10 lines: one block)."""
         try:
-            fd = paths.open_file(self.output_path)
+            fd = paths.open_file(self.output_path, at=self.at)
         except FileNotFoundError:
             return b""
-        with os.fdopen(fd, "rb") as f:
-            return f.read()
+        try:
+            pos = os.fstat(fd).st_size
+            if lines is None:
+                return _pread(fd, pos, 0)
+            if lines <= 0:
+                return b""
+            data, block = b"", 65536
+            while pos > 0:
+                n = min(block, pos)
+                pos -= n
+                data = _pread(fd, n, pos) + data
+                parts = data.split(b"\n")
+                if parts[-1] == b"":
+                    parts.pop()
+                if len(parts) > lines:          # the first may be cut: one more than asked
+                    break
+                block *= 2
+            else:
+                parts = data.split(b"\n")
+                if parts[-1] == b"":
+                    parts.pop()
+            return b"\n".join(parts[-lines:]) + b"\n" if parts else b""
+        finally:
+            os.close(fd)
+
+
+def _pread(fd, n, offset):
+    """*n* bytes at *offset* (fewer only at the file's end)."""
+    chunks = []
+    while n > 0:
+        chunk = os.pread(fd, n, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        n -= len(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
 
 
 def socket_address(path):

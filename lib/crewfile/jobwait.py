@@ -244,13 +244,10 @@ def answer(outcome, tail=10, all_kept=False):
     line = (outcome.line() + "\n").encode()
     if outcome.state != "done" and outcome.state != "lost":
         return line
-    data = outcome.job.output()
     if not all_kept:
-        parts = data.split(b"\n")
-        if parts and parts[-1] == b"":
-            parts.pop()
-        data = b"\n".join(parts[-tail:]) + b"\n" if parts and tail else b""
-    elif data and not data.endswith(b"\n"):
+        return line + outcome.job.output(tail)
+    data = outcome.job.output()
+    if data and not data.endswith(b"\n"):
         data += b"\n"
     return line + data
 

@@ -25,7 +25,7 @@ waiter's).
 import os
 import time
 
-from . import records
+from . import paths, records
 from .atomic import Pending, fsync_dir, replace, sync, write_all
 from .errors import CrewfileError, SystemFailure
 from .jobs import POST_WAIT, RESULT_RESERVE, dump_json, row_fields
@@ -125,6 +125,10 @@ def _watch(job, spec, alive, running):
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
     handed = HandedWaits(job)   # first: a job-wait may come as soon as job-exec has returned
+    try:
+        job.at = paths.open_dir(job.dir)    # its files read in it: one openat(2) each, no path walked
+    except (SystemFailure, OSError):
+        pass
     from .liveness import process_start
     from . import shapes  # noqa: F401 (reads `heard` under the lock: imported now, off that path)
     try:
