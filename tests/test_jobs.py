@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import BIN, wait_for
-from crewfile import inbox, jobs, jobwait, jobwatch, liveness, locks, sessions
+from crewfile import inbox, jobs, jobwait, jobwatch, locks, sessions
 from crewfile.errors import BadInput, NotFound
 from crewfile.paths import Crew
 
@@ -322,11 +322,6 @@ def test_timeout_leaves_job_running_and_it_is_announced(crew, run, tmp_path):
     notices = job_notices(crew)
     assert len(notices) == 1 and f"job {h} exited 7" in notices[0].text
     assert notices[0].text.endswith("last output: late")
-
-
-def _gone(pid):
-    st = liveness.stat(pid)
-    return st is None or st.gone
 
 
 def test_waiter_killed_after_the_outcome_landed_still_announced(crew, run, tmp_path):

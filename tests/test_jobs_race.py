@@ -123,7 +123,6 @@ def test_a_job_wait_killed_at_any_moment_never_leaves_an_outcome_heard_twice_or_
     Each outcome is heard exactly once: by the wait (then no notice) or by
     one notice. A job-wait left alone reports it on stdout with the job's
     code; one killed before the job ended never heard it."""
-    import signal
     import subprocess
     import sys
     from conftest import BIN

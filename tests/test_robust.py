@@ -588,3 +588,34 @@ def test_finding_02_inbox_drain_delivers_the_good_notices_and_says_exit_5(crew):
     assert [line.split(" ", 3)[3] for line in r.stdout.splitlines()] == ["first", "second"]
     _one_line(r.stderr, "inbox-drain")
     assert cmd("inbox-drain", "p").returncode == 0
+
+
+def test_a_command_started_with_a_standard_descriptor_closed_says_so_in_one_line(crew, run, tmp_path):
+    """stdout or stdin closed when a command starts (`>&-`, `<&-`): one line
+    on stderr and the system code, no traceback; the number stays taken
+    (/dev/null, the wrong way round), so no file opened later becomes the
+    command's stdout. job-wait refuses before it hears anything: the
+    outcome stays for a notice or another wait."""
+    import subprocess
+    import sys
+    from conftest import BIN
+
+    def closed(argv, fd):
+        return subprocess.run(["sh", "-c", f'"$@" {fd}>&-', "sh", sys.executable,
+                               os.path.join(BIN, argv[0]), *argv[1:]],
+                              capture_output=True, text=True, env=dict(os.environ, CREWFILE_DIR=crew.root))
+    for name in ("job-ls", "session-ls", "nudge-ls"):
+        proc = closed([name], 1)
+        assert (proc.returncode, proc.stderr) == (111, f"{name}: standard output is closed\n")
+    proc = closed(["wake-filter"], 0)
+    assert proc.returncode == 111 and proc.stderr.count("\n") == 1
+    h = run("job-exec", "--", "sh", "-c", "echo hi; exit 3").stdout.strip()
+    from crewfile import jobs
+    from test_jobs import settled
+    job = settled(crew, h)
+    proc = closed(["job-wait", h], 1)
+    assert (proc.returncode, proc.stderr) == (
+        125, "job-wait: standard output is not open for writing: nothing heard\n")
+    assert job.heard() is None
+    assert run("job-wait", h).returncode == 3
+    assert job.heard()["by"] == "wait"

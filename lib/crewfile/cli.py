@@ -116,12 +116,59 @@ def crew(args):
 
 def main(path):
     """Entry point of every bin/ command: run crewfile.cmd.<name>, exit with its code."""
+    if sys.stdin is None or sys.stdout is None or sys.stderr is None:
+        _closed_at_start()
     name = os.path.basename(path)
     module = __import__(f"crewfile.cmd.{name.replace('-', '_')}", fromlist=["run"])
     code = dispatch(name, module, sys.argv[1:])
     if getattr(module, "EXIT_AT_ONCE", False):
         getattr(module, "leave", leave)(code)     # a module may hand its code on first (job-wait)
     sys.exit(code)
+
+
+class Closed:
+    """sys.stdin or sys.stdout when its descriptor was closed when the
+    command started: using it fails as a closed descriptor does (EBADF),
+    said in one line by dispatch(), with nothing left buffered to fail
+    again at exit."""
+
+    def __init__(self, fd):
+        self.fd = fd
+
+    def _closed(self, *args):
+        import errno
+        raise OSError(errno.EBADF, f"standard {'input' if self.fd == 0 else 'output'} is closed")
+
+    read = readline = write = fileno = _closed
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+    @property
+    def buffer(self):
+        return self
+
+
+def _closed_at_start():
+    """A standard descriptor (0, 1, 2) closed when the command started:
+    /dev/null is opened onto it, so that no file this command opens later
+    takes its number (a descriptor handed on by number, job-wait's stdout,
+    must never be a lock file). Opened the wrong way round for 0 and 1
+    (write-only, read-only), so that using them by number fails as on a
+    closed descriptor; sys.stdin and sys.stdout say so (Closed). stderr,
+    where nothing can be said anyway, takes what is written."""
+    for fd, name, flags in ((0, "stdin", os.O_WRONLY), (1, "stdout", os.O_RDONLY),
+                            (2, "stderr", os.O_WRONLY)):
+        if getattr(sys, name) is not None:
+            continue
+        null = os.open(os.devnull, flags)           # the lowest free number: *fd* itself
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        setattr(sys, name, Closed(fd) if fd != 2 else open(fd, "w", closefd=False))
 
 
 def leave(code):

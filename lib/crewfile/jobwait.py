@@ -10,7 +10,7 @@ then nobody wrote `heard` (the waiter was killed after the result landed),
 it announces. Lock order is always `lock` -> `waiters` (non-blocking), or
 `waiters` alone; never the other way while blocking, so nothing deadlocks.
 
-A waiter may hand itself to the watcher (hand_over(): job-wait does): it
+A waiter may hand itself to the watcher (HandOver: job-wait does): it
 sends, under `lock`, where its answer goes (its stdout and stderr and a
 pipe for its exit code) through the job's `socket`, and the watcher, which
 is awake at the job's end anyway, answers it (Request) as this module

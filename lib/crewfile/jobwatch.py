@@ -327,7 +327,7 @@ def settle(job, result, announce, spec=None, pending=None, running=None, ahead=N
 
 
 class HandedWaits:
-    """The job-waits handed to this watcher (jobwait.hand_over): the job's
+    """The job-waits handed to this watcher (jobwait.HandOver): the job's
     `socket`, bound while the watcher lives, and each request received on
     it, until it is answered, runs out of time, or its job-wait is gone.
 
@@ -371,7 +371,8 @@ class HandedWaits:
     def watch(self, poller):
         self.poller = poller
         if self.sock is not None:
-            poller.register(self.sock.fileno(), 1)      # POLLIN
+            import select
+            poller.register(self.sock.fileno(), select.POLLIN)
 
     def event(self, fd):
         if self.sock is not None and fd == self.sock.fileno():

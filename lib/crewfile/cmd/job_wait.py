@@ -33,7 +33,7 @@ from ..errors import INTERRUPTED, JOB_ERROR as ERROR_EXIT     # noqa: E402 (cli.
 EXIT_AT_ONCE = True
 
 SHELL = "/bin/sh"
-# What job-wait becomes once handed to the watcher (jobwait.hand_over): a
+# What job-wait becomes once handed to the watcher (jobwait.HandOver): a
 # shell that exits with the code the watcher writes into fd 3, after the
 # answer. No code (the watcher died, or could not take the request): run
 # job-wait again, alone (ALONE), which hears the outcome or says it is lost.
@@ -51,12 +51,26 @@ def run(args):
                if args.timeout is not None else None)
     tail = 10 if args.tail is None else parse_count(args.tail, "--tail")
     sys.stdout.flush()
+    _printable()
     again = os.environ.get(ALONE) == "1"
     handing = (timeout is None or timeout > 0) and not again and _again() is not None
     outcome = wait(crew(args), args.handle, timeout, exiting=True,
                    hand_over=_hand_over(tail, args.all) if handing else None, again=again)
     sys.stdout.buffer.write(answer(outcome, tail, args.all))
     return outcome.code
+
+
+def _printable():
+    """Refuse, before anything is heard, to wait with a stdout the answer
+    cannot be written to (closed, or open for reading only)."""
+    import fcntl
+    from ..errors import SystemFailure
+    try:
+        writable = fcntl.fcntl(1, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY
+    except OSError:
+        writable = False
+    if not writable:
+        raise SystemFailure("standard output is not open for writing: nothing heard")
 
 
 def _hand_over(tail, all_kept):
@@ -89,7 +103,6 @@ def _again():
 def _await_code(r):
     """Become the shell that waits for the code on *r* (fd 3). If the
     shell cannot be run, this process does what it would."""
-    import sys
     if r != 3:
         os.dup2(r, 3)               # inheritable
         os.close(r)
