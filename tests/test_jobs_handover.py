@@ -393,3 +393,16 @@ def test_an_output_file_turned_into_a_link_is_not_followed_into_a_job_waits_answ
     out, err = waiter.communicate()
     assert waiter.returncode == 125 and out == b""
     assert err == f"job-wait: {job.output_path}: a symlink is not followed\n".encode()
+
+
+def test_a_handed_job_wait_whose_reader_went_away_exits_141(crew, run, tmp_path):
+    """The reader of job-wait's output is gone when the watcher answers:
+    job-wait exits 141, as it would printing the answer itself."""
+    go = fifo(tmp_path)
+    h = exec_(run, "--", *on_cue(go, "echo done; exit 2"))
+    r, w = os.pipe()
+    waiter = handed_wait(h, stdout=w)
+    os.close(w)
+    os.close(r)                                         # the reader goes away
+    release(go)
+    assert waiter.wait() == 141
