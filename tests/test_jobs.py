@@ -3,6 +3,7 @@
 Real processes, real signals, real flock and inotify. A job that must end on
 cue reads a FIFO: the test ends it by writing a line (no sleeps as sync).
 """
+import functools
 import json
 import os
 import signal
@@ -76,11 +77,35 @@ def handed(pid):
 
 
 def handed_wait(h, *args, **kw):
-    """job-wait HANDLE ARGS..., once it has handed itself to the watcher."""
+    """job-wait HANDLE ARGS..., once it has handed itself to the watcher.
+    Started once the watcher has bound its `socket` (a job-wait that comes
+    before waits on its own: right, but not what the caller tests)."""
+    from crewfile.paths import Crew
+    job = jobs.Job(Crew(kw.get("env", os.environ)["CREWFILE_DIR"]), h)
+    wait_for(lambda: os.path.lexists(job.socket_path), what="the watcher's socket")
     waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h, *args], **kw)
     wait_for(lambda: handed(waiter.pid) or waiter.poll() is not None, what="job-wait to hand itself over")
     assert waiter.poll() is None
     return waiter
+
+
+def held_job(crew, handle):
+    """A job with no watcher of ours: `alive` and `running` held by flock(1),
+    as a shell watcher would hold them. (job, [alive's holder, running's])."""
+    job = jobs.new_job(crew, handle)
+    jobs.write_spec(job, ["true"])
+    holders = []
+    for path in (job.alive_path, job.running_path):
+        holders.append(subprocess.Popen(["flock", path, "sh", "-c", "echo held; exec cat"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+        assert holders[-1].stdout.readline() == b"held\n"
+    return job, holders
+
+
+def let_go(holder):
+    """A held_job() lock let go (its holder ends)."""
+    holder.stdin.close()
+    holder.wait()
 
 
 def live_session(crew, name="w1"):
@@ -425,19 +450,7 @@ def test_a_waiter_wakes_when_running_is_let_go_and_tells_lost_from_ended(crew, t
     hears the outcome; let go by a watcher that died (alive free too), lost;
     let go while `alive` is still held (a watcher failing to write `result`,
     or a job from before `running`), it looks again every second."""
-    def manual(handle):
-        job = jobs.new_job(crew, handle)
-        jobs.write_spec(job, ["true"])
-        holders = []
-        for path in (job.alive_path, job.running_path):
-            holders.append(subprocess.Popen(["flock", path, "sh", "-c", "echo held; exec cat"],
-                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE))
-            assert holders[-1].stdout.readline() == b"held\n"
-        return job, holders
-
-    def let_go(holder):
-        holder.stdin.close()
-        holder.wait()
+    manual = functools.partial(held_job, crew)
 
     def waiting(job):
         w = subprocess.Popen([sys.executable, os.path.join(BIN, "job-wait"), job.handle],

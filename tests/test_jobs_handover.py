@@ -18,13 +18,23 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import BIN, wait_for
 from crewfile import jobs, jobwait, liveness, locks
-from test_jobs import (exec_, fifo, handed, handed_wait, job_notices, live_session, on_cue, release,
-                       settled, started)
+from test_jobs import (exec_, fifo, handed, handed_wait, held_job, job_notices, let_go, live_session,
+                       on_cue, release, settled, started)
 
 
 def _gone(pid):
     st_ = liveness.stat(pid)
     return st_ is None or st_.gone
+
+
+def _heard_by_this_wait(waiter, h, code, rest):
+    """job-wait *waiter* ends with *code*, printing the result line heard by
+    this wait, then *rest* (the tail)."""
+    out, _ = waiter.communicate()
+    assert waiter.returncode == code
+    first, tail = out.decode().split("\n", 1)
+    assert first.startswith(f"{h} exited {code} after ") and first.endswith("; heard by this wait")
+    assert tail == rest
 
 
 def test_a_handed_job_wait_is_one_shell_and_the_watcher_answers_it(crew, run, tmp_path):
@@ -41,11 +51,7 @@ def test_a_handed_job_wait_is_one_shell_and_the_watcher_answers_it(crew, run, tm
             if getattr(liveness.stat(p), "ppid", None) == waiter.pid] == []
     assert not locks.is_held(job.waiters_path)
     release(go)
-    out, _ = waiter.communicate()
-    assert waiter.returncode == 4
-    first, rest = out.decode().split("\n", 1)
-    assert first.startswith(f"{h} exited 4 after ") and first.endswith("; heard by this wait")
-    assert rest == "done\n"
+    _heard_by_this_wait(waiter, h, 4, "done\n")
     assert job.heard()["by"] == "wait" and job.heard()["pid"] == waiter.pid
     settled(crew, h)
     assert not os.path.lexists(job.socket_path)         # the watcher's, gone with it
@@ -137,6 +143,7 @@ def test_job_wait_without_a_shell_waits_for_its_answer_itself(crew, run, tmp_pat
     script.write_text(f"import sys; sys.path.insert(0, {os.path.join(os.path.dirname(BIN), 'lib')!r})\n"
                       "from crewfile.cmd import job_wait; job_wait.SHELL = '/nonexistent/sh'\n"
                       "from crewfile.cli import main; main('job-wait')\n")
+    wait_for(lambda: os.path.lexists(job.socket_path), what="the watcher's socket")
     waiter = subprocess.Popen([sys.executable, str(script), h], stdout=subprocess.PIPE,
                               env=dict(os.environ, CREWFILE_DIR=crew.root))
 
@@ -149,11 +156,7 @@ def test_job_wait_without_a_shell_waits_for_its_answer_itself(crew, run, tmp_pat
     assert not handed(waiter.pid)                       # still Python: no shell ran
     assert not locks.is_held(job.waiters_path)          # handed over: the watcher counts it
     release(go)
-    out, _ = waiter.communicate()
-    assert waiter.returncode == 4
-    first, rest = out.decode().split("\n", 1)
-    assert first.startswith(f"{h} exited 4 after ") and first.endswith("; heard by this wait")
-    assert rest == "done\n"
+    _heard_by_this_wait(waiter, h, 4, "done\n")
     assert job.heard()["pid"] == waiter.pid
 
 
@@ -161,14 +164,8 @@ def test_job_wait_without_a_shell_waits_for_its_answer_itself(crew, run, tmp_pat
 
 def _fake_watcher(crew, handle):
     """A job whose watcher is this test: `alive` and `running` held by
-    flock(1), its `socket` bound here. (job, holders, socket)."""
-    job = jobs.new_job(crew, handle)
-    jobs.write_spec(job, ["true"])
-    holders = []
-    for path in (job.alive_path, job.running_path):
-        holders.append(subprocess.Popen(["flock", path, "sh", "-c", "echo held; exec cat"],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE))
-        assert holders[-1].stdout.readline() == b"held\n"
+    flock(1) (held_job), its `socket` bound here. (job, holders, socket)."""
+    job, holders = held_job(crew, handle)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
     sock.bind(job.socket_path)
@@ -182,11 +179,6 @@ def _request(sock):
     req = jobwait.receive(sock)
     assert req
     return req
-
-
-def _let_go(holder):
-    holder.stdin.close()
-    holder.wait()
 
 
 def _end(job, code, output):
@@ -213,11 +205,11 @@ def test_a_watcher_that_heard_it_for_a_job_wait_but_gave_no_code_has_it_said_by_
         replace(job.heard_path, jobs.dump_json(jobs.heard_record("wait", job.spec(), result,
                                                                   pid=req.pid)))
     req.close()                                         # no code: as a watcher killed here
-    _let_go(running)
+    let_go(running)
     out, _ = waiter.communicate()
     assert waiter.returncode == 6
     assert out == b"j-fake1 exited 6 after 0.50s; heard by this wait\none\ntwo\n"
-    _let_go(alive)
+    let_go(alive)
 
 
 def test_a_watcher_that_gives_no_code_has_job_wait_wait_alone(crew):
@@ -233,12 +225,12 @@ def test_a_watcher_that_gives_no_code_has_job_wait_wait_alone(crew):
     with open(f"/proc/{waiter.pid}/environ", "rb") as f:
         assert b"CREWFILE_JOB_WAIT_ALONE=1" in f.read().split(b"\0")
     _end(job, 3, "a\nb\n")
-    _let_go(running)
+    let_go(running)
     out, _ = waiter.communicate()
     assert waiter.returncode == 3 and out == b"j-fake2 exited 3 after 0.50s; heard by this wait\nb\n"
     sock.setblocking(False)
     assert jobwait.receive(sock) is None                # it never handed itself over again
-    _let_go(alive)
+    let_go(alive)
 
 
 # -- what the watcher reads from its socket ---------------------------------------------
