@@ -19,7 +19,9 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from conftest import BIN, wait_for
 from crewfile import jobs, jobwait, liveness, locks
 from test_jobs import (exec_, fifo, handed, handed_wait, held_job, job_notices, let_go, live_session,
-                       on_cue, release, settled, started)
+                       no_job_left_running, on_cue, release, settled, started)
+
+assert no_job_left_running          # autouse here too: a failed test leaves no job blocked
 
 
 def _gone(pid):
