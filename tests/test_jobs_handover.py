@@ -400,3 +400,47 @@ def test_a_handed_job_wait_whose_reader_went_away_exits_141(crew, run, tmp_path)
     os.close(r)                                         # the reader goes away
     release(go)
     assert waiter.wait() == 141
+
+
+def test_more_job_waits_than_the_watcher_has_descriptors_for_are_all_answered(crew, run, tmp_path):
+    """The watcher may hold 40 descriptors; 30 job-waits (3 descriptors
+    each) hand themselves over: those it cannot take (their descriptors
+    refused by the kernel, closed) wait on their own. Each is answered with
+    the job's code and output, and one only hears it."""
+    import resource
+    go = fifo(tmp_path)
+
+    def few_descriptors():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (40, 40))
+    h = subprocess.run([sys.executable, f"{BIN}/job-exec", "--", *on_cue(go, "echo done; exit 4")],
+                       capture_output=True, text=True, preexec_fn=few_descriptors).stdout.strip()
+    job = started(crew, h)
+    wait_for(lambda: os.path.lexists(job.socket_path), what="the watcher's socket")
+    waiters = [subprocess.Popen([sys.executable, f"{BIN}/job-wait", h], stdout=subprocess.PIPE)
+               for _ in range(30)]
+
+    watcher = job.pids()["watcher"]
+
+    def waiting(pid):
+        """Taken by the watcher (it holds the other end of the shell's code
+        pipe), or waiting on its own (run again: blocked in flock)."""
+        try:
+            if handed(pid):
+                return os.readlink(f"/proc/{pid}/fd/3") in {
+                    os.readlink(f"/proc/{watcher}/fd/{fd}") for fd in os.listdir(f"/proc/{watcher}/fd")}
+            with open(f"/proc/{pid}/wchan") as f:
+                return "lock" in f.read()
+        except OSError:
+            return False
+    wait_for(lambda: all(waiting(w.pid) for w in waiters), what="30 job-waits waiting", every=0.05)
+    on_their_own = sum(not handed(w.pid) for w in waiters)
+    release(go)
+    firsts = []
+    for w in waiters:
+        out, _ = w.communicate()
+        assert w.returncode == 4
+        first, rest = out.decode().split("\n", 1)
+        assert rest == "done\n"
+        firsts.append(first.split("; ", 1)[1])
+    assert sorted(firsts) == ["heard already by wait"] * 29 + ["heard by this wait"]
+    assert on_their_own > 0                             # the watcher could not take them all
