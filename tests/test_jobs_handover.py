@@ -14,7 +14,7 @@ import subprocess
 import sys
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from conftest import BIN, wait_for
 from crewfile import jobs, jobwait, liveness, locks
@@ -246,6 +246,22 @@ def _open_fds():
     return sorted(int(fd) for fd in os.listdir("/proc/self/fd"))
 
 
+def _a_request(words):
+    """protocol.md's request words, restated: `job-wait 1 TAIL ALL T0
+    DEADLINE`, a newline last, at most 128 bytes."""
+    import math
+
+    def moment(w):
+        try:
+            return math.isfinite(float(w))
+        except ValueError:
+            return False
+    parts = words[:-1].split(b" ")
+    return (len(words) <= 128 and words.endswith(b"\n") and len(parts) == 6
+            and parts[:2] == [b"job-wait", b"1"] and parts[2].isdigit() and int(parts[2]) <= 1000000
+            and parts[3] in (b"0", b"1") and moment(parts[4]) and (parts[5] == b"-" or moment(parts[5])))
+
+
 WORDS = st.one_of(
     st.binary(max_size=200),
     st.builds(lambda tail, all_, t0, dl: b"job-wait 1 %s %s %s %s\n" % (tail, all_, t0, dl),
@@ -259,10 +275,12 @@ KINDS = st.lists(st.sampled_from(["pipe-w", "pipe-r", "null", "socket"]), max_si
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
 @given(WORDS, KINDS)
+@example(b"job-wait 1 10 0 12.5 -\n", ["null", "null", "pipe-w"])      # a request
+@example(b"job-wait 1 0 0 0 -\n", ["pipe-w", "pipe-w", "pipe-r"])      # its pipe's read end: none
 def test_anything_sent_to_the_socket_is_a_request_or_refused_with_every_descriptor_closed(words, kinds):
     """Whatever arrives (any bytes, any descriptors): receive() never raises;
     it is a Request only in the exact format with three descriptors, the
-    third a pipe; refused, every descriptor that came with it is closed (a
+    third a pipe's write end; refused, every descriptor that came with it is closed (a
     job-wait that sent it sees its pipe end, and waits on its own). Nothing
     leaks."""
     before = _open_fds()
@@ -290,10 +308,9 @@ def test_anything_sent_to_the_socket_is_a_request_or_refused_with_every_descript
     for fd in mine:
         os.close(fd)
     req = jobwait.receive(receiver)
-    valid = (len(kinds) == 3 and kinds[2] == "pipe-w" and len(words) <= 128 and words.endswith(b"\n")
-             and len(words.split(b" ")) == 6 and words.startswith(b"job-wait 1 "))
+    valid = len(kinds) == 3 and kinds[2] == "pipe-w" and _a_request(words)
+    assert bool(req) == valid
     if req:
-        assert valid
         assert 0 <= req.tail <= 1000000 and req.pid == os.getpid()
         req.close()
     else:

@@ -393,8 +393,10 @@ def _write(fd, data):
 def receive(sock):
     """The next request in the watcher's socket: a Request, None if the
     queue is empty, or False for a datagram that is no request (its
-    descriptors closed: a job-wait that sent it waits on its own)."""
+    descriptors closed: a job-wait that sent it waits on its own). A
+    request's third descriptor is a pipe's write end."""
     import _socket
+    import fcntl
     import math
     import stat
     from array import array
@@ -422,7 +424,8 @@ def receive(sock):
               and creds is not None and creds[0] > 0 and creds[1] == os.getuid()
               and data.endswith(b"\n") and len(words) == 6 and b" ".join(words[:2]) == REQUEST
               and words[2].isdigit() and int(words[2]) <= _MAX_TAIL and words[3] in (b"0", b"1")
-              and stat.S_ISFIFO(os.fstat(fds[2]).st_mode))
+              and stat.S_ISFIFO(os.fstat(fds[2]).st_mode)
+              and fcntl.fcntl(fds[2], fcntl.F_GETFL) & os.O_ACCMODE == os.O_WRONLY)
         if ok:
             req.pid, req.tail, req.all_kept = creds[0], int(words[2]), words[3] == b"1"
             req.t0 = float(words[4])

@@ -347,7 +347,7 @@ class HandedWaits:
         self.threads = []
         # What receiving and answering a request needs, imported now: off
         # the path from the job's end to the answer.
-        import array, math, select, stat        # noqa: F401,E401
+        import array, fcntl, math, select, stat     # noqa: F401,E401
         from . import jobwait                   # noqa: F401
         try:
             import _socket
