@@ -371,7 +371,12 @@ def test_finding12_nudge_watch_follows_a_replaced_crew(crew, procs):
     from test_nudge import make_due
     register(crew, "a")
     tick = procs("nudge-tick", "--watch")
-    wait_for(lambda: os.path.isdir(os.path.join(crew.root, "nudges")), what="nudges/")
+    # Its first tick has begun (it takes locks/nudge-tick): by then it has
+    # taken note of the directories it follows. (nudges/ alone is made
+    # before that: a directory replaced in between is simply the one it
+    # follows from the start, and says nothing.)
+    wait_for(lambda: os.path.exists(os.path.join(crew.root, "locks", "nudge-tick")),
+             what="the first tick")
     os.rename(crew.root, crew.root + ".old")
     register(crew, "a")
     tick.wait_err("nudge-tick: the crew directory", what="the replaced line")
