@@ -166,49 +166,20 @@ class Job:
     def output(self, lines=None):
         """The output kept, or (*lines*) its last *lines* lines: as
         data.split(b"\\n") counts them, a newline at the very end closing the
-        last one. The tail is read from the end, in blocks, not the whole
-        file (a 1 MiB output and the default 10 lines: one block)."""
+        last one. The tail is read from the end (logfile.lines_backwards),
+        not the whole file: a 1 MiB output and the default 10 lines, one block."""
+        if lines is not None:
+            from itertools import islice
+            from .logfile import TailStats, lines_backwards
+            got = list(islice(lines_backwards(self.output_path, TailStats(), max_line=None,
+                                              at=self.at, ended=True), max(lines, 0)))
+            return b"".join(line + b"\n" for line in reversed(got))
         try:
             fd = paths.open_file(self.output_path, at=self.at)
         except FileNotFoundError:
             return b""
-        try:
-            pos = os.fstat(fd).st_size
-            if lines is None:
-                return _pread(fd, pos, 0)
-            if lines <= 0:
-                return b""
-            data, block = b"", 65536
-            while pos > 0:
-                n = min(block, pos)
-                pos -= n
-                data = _pread(fd, n, pos) + data
-                parts = data.split(b"\n")
-                if parts[-1] == b"":
-                    parts.pop()
-                if len(parts) > lines:          # the first may be cut: one more than asked
-                    break
-                block *= 2
-            else:
-                parts = data.split(b"\n")
-                if parts[-1] == b"":
-                    parts.pop()
-            return b"\n".join(parts[-lines:]) + b"\n" if parts else b""
-        finally:
-            os.close(fd)
-
-
-def _pread(fd, n, offset):
-    """*n* bytes at *offset* (fewer only at the file's end)."""
-    chunks = []
-    while n > 0:
-        chunk = os.pread(fd, n, offset)
-        if not chunk:
-            break
-        chunks.append(chunk)
-        n -= len(chunk)
-        offset += len(chunk)
-    return b"".join(chunks)
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
 
 
 def socket_address(path):

@@ -145,7 +145,7 @@ class TailStats:
 
 
 def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, outside=False,
-                    at=None):
+                    at=None, ended=False):
     """Yield the complete lines of *path* (bytes, no newline), last first.
 
     limit_bytes: read no further back than this many bytes from the end.
@@ -153,7 +153,11 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
     bounded); None: lines of any length (an agent CLI's transcript, whose
     entries are as long as what was said; bound it with *limit_bytes*).
     outside: *path* lies outside the crew directory (paths.open_file says
-    what that changes). at: its directory, opened (paths.open_file's at)."""
+    what that changes). at: its directory, opened (paths.open_file's at).
+    ended: the file is written whole (a job's output): its text after the
+    last newline is its last line, not a fragment, and an empty first line
+    is a line (as data.split(b"\\n") counts lines, a newline last closing
+    the last one)."""
     from .paths import open_file
     try:
         fd = open_file(path, outside=outside, at=at)
@@ -164,8 +168,9 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
         floor = 0 if limit_bytes is None else max(0, end - limit_bytes)
         # The text after the last newline is a fragment to drop: empty when
         # the file ends with a newline, else a record still being written.
-        dropping = end > 0
-        if end and os.pread(fd, 1, end - 1) != b"\n":
+        closed = end == 0 or os.pread(fd, 1, end - 1) == b"\n"
+        dropping = end > 0 and (closed or not ended)
+        if not closed and not ended:
             stats.partial += 1
         pos, carry, overlong = end, b"", False
         while pos > floor:
@@ -188,7 +193,7 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
                     stats.garbage += 1
                     overlong = True
                 carry, dropping = b"", True
-        if pos == 0 and carry and not dropping:
+        if pos == 0 and not dropping and (carry or ended and end > 0):
             yield carry
     finally:
         os.close(fd)
