@@ -36,10 +36,19 @@ def sync(path):
 
 
 def write_all(fd, data):
-    """os.write until all of *data* is written (a short write is not an error)."""
+    """os.write until all of *data* is written (a short write is not an error).
+    A descriptor somebody else opened non-blocking (job-wait's stdout, which
+    the job watcher writes to) is waited on until it takes more."""
     view = memoryview(data)
     while view:
-        n = os.write(fd, view)
+        try:
+            n = os.write(fd, view)
+        except BlockingIOError:
+            import select
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+            poller.poll()
+            continue
         view = view[n:]
 
 

@@ -19,7 +19,7 @@ would: no second process is woken between the job's end and the answer.
 import os
 import time
 
-from .atomic import Pending, replace, sync
+from .atomic import Pending, replace, sync, write_all
 from .errors import JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXIT, JOB_TIMEOUT as TIMEOUT_EXIT
 from .errors import NotFound, SystemFailure
 from .jobs import POST_WAIT, Job, dump_json, duration_text, ended_text, heard_record
@@ -341,7 +341,7 @@ class Request:
             self._write_err(data)
             data = b""
         try:
-            _write(self.out, data)
+            write_all(self.out, data)
         except BrokenPipeError:
             code = BROKEN_PIPE
         except OSError:
@@ -350,7 +350,7 @@ class Request:
 
     def _write_err(self, data):
         try:
-            _write(self.err, data)
+            write_all(self.err, data)
         except OSError:
             pass
 
@@ -375,21 +375,6 @@ class Request:
                 os.close(fd)
 
 
-def _write(fd, data):
-    """All of *data* into a descriptor somebody else opened: blocking or not."""
-    view = memoryview(data)
-    while view:
-        try:
-            view = view[os.write(fd, view):]
-        except BlockingIOError:         # its open file is non-blocking: wait for room
-            import select
-            poller = select.poll()
-            poller.register(fd, select.POLLOUT)
-            poller.poll()
-        except InterruptedError:
-            continue
-
-
 def receive(sock):
     """The next request in the watcher's socket: a Request, None if the
     queue is empty, or False for a datagram that is no request (its
@@ -400,16 +385,12 @@ def receive(sock):
     import math
     import stat
     from array import array
-    while True:
-        try:
-            data, ancillary, flags, _ = sock.recvmsg(
-                _MAX_REQUEST, _socket.CMSG_SPACE(4 * _FDS) + _socket.CMSG_SPACE(12),
-                _socket.MSG_DONTWAIT | _socket.MSG_CMSG_CLOEXEC)
-            break
-        except InterruptedError:
-            continue
-        except BlockingIOError:
-            return None
+    try:
+        data, ancillary, flags, _ = sock.recvmsg(
+            _MAX_REQUEST, _socket.CMSG_SPACE(4 * _FDS) + _socket.CMSG_SPACE(12),
+            _socket.MSG_DONTWAIT | _socket.MSG_CMSG_CLOEXEC)
+    except BlockingIOError:
+        return None
     fds, creds = array("i"), None
     for level, kind, payload in ancillary:
         if level == _socket.SOL_SOCKET and kind == _socket.SCM_RIGHTS:
