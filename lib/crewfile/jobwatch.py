@@ -347,8 +347,8 @@ class HandedWaits:
         self.threads = []
         # What receiving and answering a request needs, imported now: off
         # the path from the job's end to the answer.
-        import array, fcntl, math, select, stat     # noqa: F401,E401
-        from . import jobwait                   # noqa: F401
+        import array, fcntl, itertools, math, select, stat  # noqa: F401,E401
+        from . import jobwait, logfile          # noqa: F401 (logfile: the answer's tail)
         try:
             import _socket
             from .jobs import socket_address
