@@ -126,7 +126,7 @@ def main(path):
     sys.exit(code)
 
 
-class Closed:
+class _Closed:
     """sys.stdin or sys.stdout when its descriptor was closed when the
     command started: using it fails as a closed descriptor does (EBADF),
     said in one line by dispatch(), with nothing left buffered to fail
@@ -158,7 +158,7 @@ def _closed_at_start():
     takes its number (a descriptor handed on by number, job-wait's stdout,
     must never be a lock file). Opened the wrong way round for 0 and 1
     (write-only, read-only), so that using them by number fails as on a
-    closed descriptor; sys.stdin and sys.stdout say so (Closed). stderr,
+    closed descriptor; sys.stdin and sys.stdout say so (_Closed). stderr,
     where nothing can be said anyway, takes what is written."""
     for fd, name, flags in ((0, "stdin", os.O_WRONLY), (1, "stdout", os.O_RDONLY),
                             (2, "stderr", os.O_WRONLY)):
@@ -168,7 +168,7 @@ def _closed_at_start():
         if null != fd:
             os.dup2(null, fd)
             os.close(null)
-        setattr(sys, name, Closed(fd) if fd != 2 else open(fd, "w", closefd=False))
+        setattr(sys, name, _Closed(fd) if fd != 2 else open(fd, "w", closefd=False))
 
 
 def leave(code):
@@ -225,6 +225,3 @@ def dispatch(name, module, argv):
     except OSError as e:
         sys.stderr.write(failure_line(name, e))
         return own or SYSTEM
-
-
-
