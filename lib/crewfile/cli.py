@@ -13,7 +13,8 @@ from .errors import BROKEN_PIPE, INTERRUPTED, SYSTEM, CrewfileError, UsageError,
 
 COMMON = """
   --dir DIR   crew directory (default: $CREWFILE_DIR, else $XDG_STATE_HOME/crewfile,
-              else ~/.local/state/crewfile)
+              else ~/.local/state/crewfile); it and every directory above
+              it must be yours or root's and not writable by others (exit 1)
   -h, --help  show this help and exit"""
 
 
@@ -109,7 +110,8 @@ def parse(help_text, argv):
 
 
 def crew(args):
-    """The crew directory named by --dir or the environment."""
+    """The crew directory named by --dir or the environment (Refused if
+    another user could steer it: paths.check_owner)."""
     from .paths import Crew
     return Crew(args.dir)
 

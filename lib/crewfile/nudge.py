@@ -243,8 +243,8 @@ def _find(world, sched):
     found = sorted(name for name in names if matches(sched, metas[name]))
     if not found and world.damaged:
         # A damaged meta may be the one it targets: never disarm on a damaged file.
-        return None, Answer(DAMAGED, f"{', '.join(sorted(world.damaged))}: session metadata"
-                                     " unreadable")
+        return None, Answer(DAMAGED, "session metadata unreadable: "
+                                     + "; ".join(world.damaged[n] for n in sorted(world.damaged)))
     if not found:
         return None, Answer(NOT_LIVE, "no registered session matches")
     if len(found) > 1:

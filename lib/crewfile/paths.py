@@ -37,7 +37,7 @@ Nothing outside this module spells these names.
 import os
 import stat
 
-from .errors import BadFile, SystemFailure
+from .errors import BadFile, Refused, SystemFailure
 from .names import check_name
 
 SESSIONS, REPORTS, NUDGES, JOBS, LOCKS = "sessions", "reports", "nudges", "jobs", "locks"
@@ -66,29 +66,104 @@ def default_dir(env=None):
 
 
 def ensure_dir(path):
-    """Create *path* 0700 if missing; refuse a symlink or a non-directory there."""
+    """Create *path* 0700 if missing; refuse a symlink, a non-directory or
+    another user's directory there."""
     check_dirs(path)
-    try:
-        os.mkdir(path, 0o700)
+    if make_dir(path):
         return path
-    except FileExistsError:
-        pass
-    except OSError as e:
-        raise SystemFailure(f"cannot create {path}: {e.strerror}") from None
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
         what = "a symlink is not followed" if stat.S_ISLNK(st.st_mode) else "not a directory"
         raise SystemFailure(f"{path}: {what}")
+    _believe(path, st)
     return path
+
+
+def make_dir(path):
+    """Create the directory *path* 0700 whatever the umask (True), or False
+    if something is there already. The mode is set again after mkdir(2):
+    the umask can take bits from the mode mkdir is given."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        return False
+    except OSError as e:
+        raise SystemFailure(f"cannot create {path}: {e.strerror}") from None
+    try:
+        os.chmod(path, 0o700)
+    except OSError as e:
+        raise SystemFailure(f"cannot set the mode of {path}: {e.strerror}") from None
+    return True
+
+
+# -- whose crew it is -----------------------------------------------------------
+# Only the crew's owner steers the crew, as OpenSSH's StrictModes trusts
+# ~/.ssh: what crewfile reads there decides what is typed into panes and
+# what runs, so a directory another user can write, or a file another user
+# wrote, must never be believed. Root owns the system and is trusted by
+# every user; when root runs a command, only root is.
+
+_me = os.geteuid()
+
+
+def _trusted(uid):
+    return uid == _me or uid == 0
+
+
+def check_owner(root):
+    """Refuse the crew directory *root* (Refused, naming the path and the
+    fix) unless it and every directory above it up to /, as named and as
+    resolved through links, is owned by this user or root and not writable
+    by group or others; a sticky directory (/tmp) may be above it, never be
+    it. A link on the way counts by its owner (its mode means nothing). A
+    level not there yet passes: it is created 0700 (Crew.ensure), and a
+    level above it that others cannot write is what keeps them from
+    creating it first; in a sticky one, Crew.ensure checks again once it
+    has created the crew directory."""
+    seen = set()
+    for named in (root, os.path.realpath(root)):
+        levels = [named]
+        while levels[-1] != "/":
+            levels.append(os.path.dirname(levels[-1]))
+        for here in reversed(levels):       # from / down: the first level at fault is named
+            if here in seen:
+                continue
+            seen.add(here)
+            try:
+                st = os.lstat(here)
+            except (FileNotFoundError, NotADirectoryError):
+                break
+            except OSError as e:
+                raise SystemFailure(f"cannot use {here}: {e.strerror}") from None
+            _judge_level(here, st, crew_dir=here == named)
+
+
+def _judge_level(path, st, crew_dir):
+    if not _trusted(st.st_uid):
+        raise Refused(f"crew directory not trusted: {path} is owned by uid {st.st_uid},"
+                      f" not by you or root (fix: chown {_me} {path}, or use another --dir)")
+    if (stat.S_ISDIR(st.st_mode) and st.st_mode & 0o022
+            and (crew_dir or not st.st_mode & stat.S_ISVTX)):
+        raise Refused(f"crew directory not trusted: {path} is writable by group or others"
+                      f" (fix: chmod go-w {path})")
+
+
+def _believe(path, st):
+    """Refuse what another user owns under a trusted crew directory (one of
+    the path opener's refusals: that file or directory alone is not used)."""
+    if not _trusted(st.st_uid):
+        raise SystemFailure(f"{path}: owned by uid {st.st_uid}, not by you or root:"
+                            " not believed")
 
 
 # -- the one path opener ------------------------------------------------------
 # Every file and directory under a crew directory is opened through these, so
 # one rule holds everywhere: nothing under the crew root is followed through
-# a symbolic link (the root itself is the user's choice and may be one), and
+# a symbolic link (the root itself is the user's choice and may be one),
 # only a regular file is read or appended to (a FIFO would block a reader for
-# ever, a directory cannot be read). A refusal is SystemFailure (exit 111),
-# one line naming the path.
+# ever, a directory cannot be read), and nothing another user owns is used
+# (whose crew it is). A refusal is SystemFailure (exit 111), one line naming
+# the path.
 
 _roots = set()       # crew roots this process works in (each Crew adds its own)
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -118,6 +193,7 @@ def check_dirs(path, inclusive=False):
         if not stat.S_ISDIR(st.st_mode):
             what = "a symlink is not followed" if stat.S_ISLNK(st.st_mode) else "not a directory"
             raise SystemFailure(f"{here}: {what}")
+        _believe(here, st)
 
 
 def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
@@ -154,6 +230,8 @@ def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise SystemFailure(f"{path}: not a regular file")
+        if not outside:
+            _believe(path, st)
         if flags & os.O_ACCMODE == os.O_RDONLY:
             os.set_blocking(fd, True)
     except BaseException:
@@ -174,7 +252,7 @@ def open_dir(path, at=None):
     try:
         if at is None:
             return os.open(path, _DIR_FLAGS)
-        return os.open(path.rpartition("/")[2], _DIR_FLAGS, dir_fd=at)
+        fd = os.open(path.rpartition("/")[2], _DIR_FLAGS, dir_fd=at)
     except FileNotFoundError:
         raise
     except OSError as e:
@@ -189,6 +267,12 @@ def open_dir(path, at=None):
             raise SystemFailure(f"{path}: a symlink is not followed" if link
                                 else f"{path}: not a directory") from None
         raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
+    try:
+        _believe(path, os.fstat(fd))     # (check_dirs saw it when opened by its path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -239,17 +323,22 @@ class Crew:
 
     def __init__(self, root=None):
         self.root = os.path.abspath(root or default_dir())
+        check_owner(self.root)       # every command comes through here, the hook too
         _roots.add(self.root)
 
     def ensure(self):
-        """Create the crew directory (0700) and its parents on first use."""
+        """Create the crew directory and each missing level above it, every
+        one 0700 whatever the umask; levels already there are left alone."""
         if not os.path.isdir(self.root):
-            parent = os.path.dirname(self.root)
-            try:
-                os.makedirs(parent, 0o700, exist_ok=True)
-            except OSError as e:
-                raise SystemFailure(f"cannot create {parent}: {e.strerror}") from None
+            missing = []
+            here = os.path.dirname(self.root)
+            while not os.path.lexists(here):
+                missing.append(here)
+                here = os.path.dirname(here)
+            for level in reversed(missing):
+                make_dir(level)     # lost a race to ourselves: the next level fails if not a dir
             ensure_dir(self.root)
+            check_owner(self.root)  # a level another user made meanwhile (in /tmp) is refused
         return self
 
     def sub(self, *parts):

@@ -1,0 +1,314 @@
+"""Only the crew's owner steers the crew (issue 28, part 2): the crew
+directory is trusted as OpenSSH's StrictModes trusts ~/.ssh.
+
+The other user here is a real Unix user (created by the set-up when the
+tests run as root, and skipped loudly otherwise); root's own commands run
+with the capabilities that override file modes dropped (bound_by_modes), so
+that what a mode forbids is forbidden; each under umask 000, 022 and 077."""
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from conftest import BIN, REPO, bound_by_modes, cmd, wait_for
+from crewfile.logfile import TailStats
+
+FAKE = os.path.join(REPO, "tests", "fake-agent")
+LIB = os.path.join(REPO, "lib")
+OTHER = "crewfile-other"
+UMASKS = [0o000, 0o022, 0o077]
+MESSAGE = "touch /tmp/PWNED-by-another-user"
+
+
+class OtherUser:
+    """A second real Unix user; run() runs a command as it (setpriv: its
+    uid, its gid, no supplementary groups)."""
+
+    def __init__(self, uid, gid, python):
+        self.uid, self.gid, self.python = uid, gid, python
+
+    def prefix(self):
+        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--"]
+
+    def run(self, argv, umask=0o022, env=None):
+        full_env = dict(os.environ, HOME="/", **(env or {}))
+        full_env.pop("CREWFILE_DIR", None)
+        proc = subprocess.run([*self.prefix(), *argv], env=full_env, capture_output=True,
+                              text=True, timeout=60, preexec_fn=lambda: os.umask(umask))
+        return proc
+
+    def command(self, name, *args, umask=0o022):
+        return self.run([self.python, os.path.join(BIN, name), *map(str, args)], umask=umask)
+
+
+@pytest.fixture(scope="session")
+def other_user():
+    if os.geteuid() != 0:
+        pytest.skip("ownership tests need a second Unix user: run the tests as root,"
+                    " which creates one (useradd)")
+    if not shutil.which("setpriv") or not shutil.which("useradd"):
+        pytest.skip("ownership tests need setpriv(1) and useradd(8) (util-linux, passwd)")
+    import pwd
+    try:
+        entry = pwd.getpwnam(OTHER)
+    except KeyError:
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell",
+                               "/usr/sbin/nologin", OTHER], capture_output=True, text=True)
+        if made.returncode not in (0, 9):        # 9: made meanwhile by another run
+            pytest.fail(f"useradd {OTHER}: {made.stderr}")
+        entry = pwd.getpwnam(OTHER)
+    # This interpreter may live where the other user cannot go (root's home):
+    # then the system's, of the same version.
+    for python in (sys.executable, f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"):
+        user = OtherUser(entry.pw_uid, entry.pw_gid, python)
+        if os.access(python, os.X_OK) and user.run([python, "-c", "pass"]).returncode == 0:
+            return user
+    pytest.skip(f"no Python {sys.version_info[0]}.{sys.version_info[1]} the user {OTHER} can run")
+
+
+@pytest.fixture
+def shared_tmp():
+    """A directory like /tmp (sticky, writable by all) where the other user
+    can make its own crew; removed afterwards."""
+    base = tempfile.mkdtemp(prefix="cf-trust-")
+    os.chmod(base, 0o1777)
+    yield base
+    shutil.rmtree(base, ignore_errors=True)
+
+
+def as_root(name, *args, umask=0o022, bound=True):
+    """A command as root, under *umask*; bound by file modes unless not *bound*."""
+    proc = subprocess.run([*(bound_by_modes() if bound else []), sys.executable,
+                           os.path.join(BIN, name),
+                           *map(str, args)], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: os.umask(umask))
+    return proc
+
+
+def tree(root):
+    """Every path under *root* with its type, owner, mode, size, mtime and
+    content: what 'nothing changed on disk' compares."""
+    seen = {}
+    for here, dirs, files in os.walk(root):
+        for name in [""] + dirs + files:
+            path = os.path.join(here, name) if name else here
+            st = os.lstat(path)
+            body = open(path, "rb").read() if stat.S_ISREG(st.st_mode) else None
+            seen[path] = (st.st_mode, st.st_uid, st.st_size, st.st_mtime_ns, body)
+    return seen
+
+
+def modes(*levels):
+    return {p: (stat.S_IMODE(os.lstat(p).st_mode)) for p in levels}
+
+
+def agent(crew, tmux, name):
+    sess, pane = tmux.agent_window(crew, name, FAKE)
+    tmux.wait_screen(pane, "ready>")
+    wait_for(lambda: "started" in kinds(sess), what=f"{name}'s started record")
+    return sess, pane
+
+
+def kinds(sess):
+    return [r.kind for r in sess.last_records(100, TailStats())]
+
+
+PLANT = """
+import json, os, sys
+sys.path.insert(0, {lib!r})
+from crewfile.paths import Crew
+from crewfile.sessions import register
+from crewfile import schedules
+from crewfile.atomic import replace
+crew = Crew({root!r})
+register(crew, "evil", extra={fields!r})
+sid = schedules.add(crew, 60, {message!r}, session="evil")["id"]
+path = os.path.join(crew.root, "nudges", sid)
+s = json.load(open(path))
+s["base"]["mono"] -= 61
+s["base"]["wall"] -= 61
+replace(path, json.dumps(s))
+for here, dirs, files in os.walk(crew.root):        # as the issue found them
+    os.chmod(here, 0o755)
+    for f in files:
+        os.chmod(os.path.join(here, f), 0o644)
+"""
+
+
+@pytest.mark.parametrize("bound", [True, False], ids=["caps-dropped", "all-caps"])
+@pytest.mark.parametrize("umask", UMASKS, ids=lambda m: f"umask{m:03o}")
+def test_issue_28_another_users_crew_types_nothing_into_roots_pane(crew, tmux, other_user,
+                                                                  shared_tmp, umask, bound):
+    """As the issue found it, with root's full capabilities (which read and
+    write through any mode), and with those dropped."""
+    # Root's real agent in its pane, registered in root's own crew.
+    w1, pane = agent(crew, tmux, "w1")
+    fields = {k: v for k, v in w1.meta.items()
+              if k not in ("name", "kind", "exempt", "created", "user")}
+    # The other user makes a crew directory where root will be told to look,
+    # plants a session naming root's pane and agent, and a due schedule
+    # whose message is a command.
+    evil = os.path.join(shared_tmp, "crew")
+    planted = other_user.run([other_user.python, "-c", PLANT.format(
+        lib=LIB, root=evil, fields=fields, message=MESSAGE)], umask=umask)
+    assert planted.returncode == 0, planted.stderr
+    assert os.lstat(evil).st_uid == other_user.uid
+    before, screen = tree(evil), tmux.screen(pane)
+
+    r = as_root("nudge-tick", "--dir", evil, umask=umask, bound=bound)
+
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (f"nudge-tick: crew directory not trusted: {evil} is owned by uid"
+                        f" {other_user.uid}, not by you or root (fix: chown 0 {evil},"
+                        " or use another --dir)\n")
+    assert tree(evil) == before                            # nothing changed on disk
+    assert tmux.screen(pane) == screen                     # nothing typed into the pane
+    assert "captain" not in kinds(w1) and "nudge" not in kinds(w1)
+
+
+@pytest.mark.parametrize("umask", UMASKS, ids=lambda m: f"umask{m:03o}")
+def test_every_level_crewfile_creates_is_0700_and_the_owner_is_served(other_user, shared_tmp,
+                                                                      umask):
+    root = os.path.join(shared_tmp, "a", "b", "crew")
+    r = other_user.command("session-add", "w1", "--dir", root, umask=umask)
+    assert (r.returncode, r.stderr) == (0, "")
+    levels = [os.path.join(shared_tmp, "a"), os.path.join(shared_tmp, "a", "b"), root,
+              os.path.join(root, "sessions"), os.path.join(root, "sessions", "w1")]
+    assert modes(*levels) == {p: 0o700 for p in levels}
+    assert {os.lstat(p).st_uid for p in levels} == {other_user.uid}
+    r = other_user.command("session-ls", "--dir", root, umask=umask)    # its own crew: served
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    assert r.stdout.splitlines()[1].split()[0] == "w1"
+    # Root is refused it, at the first level the other user owns.
+    r = as_root("session-ls", "--dir", root, umask=umask)
+    top = os.path.join(shared_tmp, "a")
+    assert (r.returncode, r.stdout) == (1, "")
+    assert r.stderr == (f"session-ls: crew directory not trusted: {top} is owned by uid"
+                        f" {other_user.uid}, not by you or root (fix: chown 0 {top},"
+                        " or use another --dir)\n")
+
+
+@pytest.mark.parametrize("umask", UMASKS, ids=lambda m: f"umask{m:03o}")
+def test_roots_own_new_crew_is_0700_at_every_level(tmp_path, umask):
+    root = tmp_path / "x" / "y" / "crew"
+    r = as_root("session-add", "w1", "--dir", root, umask=umask)
+    assert (r.returncode, r.stderr) == (0, "")
+    levels = [str(tmp_path / "x"), str(tmp_path / "x" / "y"), str(root),
+              str(root / "sessions"), str(root / "sessions" / "w1")]
+    assert modes(*levels) == {p: 0o700 for p in levels}
+    assert stat.S_IMODE(os.lstat(tmp_path).st_mode) == 0o700          # existing: untouched
+
+
+def refusal(command, path, why):
+    fix = (f"is writable by group or others (fix: chmod go-w {path})" if why == "writable"
+           else f"is owned by uid {why}, not by you or root (fix: chown 0 {path},"
+                " or use another --dir)")
+    return f"{command}: crew directory not trusted: {path} {fix}\n"
+
+
+def test_directories_above_and_the_crew_directory_itself(other_user, tmp_path):
+    """The rule, level by level: writable by others above (refused) unless
+    sticky (served); the crew directory itself never writable by others,
+    sticky or not; a level owned by another user refused; each refusal
+    names the level and the fix."""
+    up = tmp_path / "up"
+    root = up / "crew"
+    assert as_root("session-add", "w1", "--dir", root).returncode == 0
+
+    os.chmod(up, 0o777)
+    r = as_root("session-ls", "--dir", root)
+    assert (r.returncode, r.stderr) == (1, refusal("session-ls", up, "writable"))
+    os.chmod(up, 0o1777)                                   # sticky, as /tmp: allowed above
+    r = as_root("session-ls", "--dir", root)
+    assert (r.returncode, r.stderr) == (0, "")
+    os.chmod(up, 0o755)
+
+    for mode in (0o1777, 0o770, 0o702):
+        os.chmod(root, mode)
+        r = as_root("session-ls", "--dir", root)
+        assert (r.returncode, r.stderr) == (1, refusal("session-ls", root, "writable")), mode
+    os.chmod(root, 0o700)
+
+    os.chown(up, other_user.uid, other_user.gid)
+    r = as_root("session-ls", "--dir", root)
+    assert (r.returncode, r.stderr) == (1, refusal("session-ls", up, other_user.uid))
+    os.chown(up, 0, 0)
+    assert as_root("session-ls", "--dir", root).returncode == 0
+
+
+def test_a_linked_crew_directory_is_judged_where_it_leads_and_by_the_link(other_user, tmp_path):
+    real = tmp_path / "real"
+    assert as_root("session-add", "w1", "--dir", real / "crew").returncode == 0
+    link = tmp_path / "link"
+    os.symlink(real / "crew", link)
+    r = as_root("session-ls", "--dir", link)
+    assert (r.returncode, r.stderr) == (0, "")             # a link to a trusted crew: served
+    os.chown(real, other_user.uid, other_user.gid)         # where it leads: another's
+    r = as_root("session-ls", "--dir", link)
+    assert (r.returncode, r.stderr) == (1, refusal("session-ls", real, other_user.uid))
+    os.chown(real, 0, 0)
+    os.lchown(link, other_user.uid, other_user.gid)        # the link itself: another's
+    r = as_root("session-ls", "--dir", link)
+    assert (r.returncode, r.stderr) == (1, refusal("session-ls", link, other_user.uid))
+
+
+def test_the_hook_in_another_users_crew_writes_nothing(other_user, shared_tmp):
+    evil = os.path.join(shared_tmp, "crew")
+    assert other_user.command("session-add", "w1", "--dir", evil).returncode == 0
+    before = tree(evil)
+    payload = json.dumps({"hook_event_name": "SessionStart", "session_id": "s1",
+                          "source": "startup", "cwd": "/"})
+    r = subprocess.run([*bound_by_modes(), sys.executable, os.path.join(BIN, "crew-hook")],
+                       input=payload, capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, CREWFILE_DIR=evil, CREWFILE_SESSION="w1"))
+    assert r.returncode == 0                               # a hook never fails its agent
+    assert f"crew directory not trusted: {evil} is owned by uid {other_user.uid}" in r.stderr
+    assert r.stderr.count("\n") == 1
+    assert tree(evil) == before
+
+
+def test_a_file_another_user_owns_is_not_believed_and_the_rest_is_served(crew, tmux, other_user):
+    """A trusted crew with one session's meta owned by another user: that
+    session alone is refused and said once; its schedule is held (never
+    typed, never disarmed); the others are listed and nudged."""
+    w1, pane1 = agent(crew, tmux, "w1")
+    w2, pane2 = agent(crew, tmux, "w2")
+    add = [cmd("nudge-add", "--session", n, "--every", "60", "--message", f"go {n}")
+           for n in ("w1", "w2")]
+    sids = [a.stdout.strip() for a in add]
+    for sid in sids:
+        path = os.path.join(crew.root, "nudges", sid)
+        s = json.load(open(path))
+        s["base"]["mono"] -= 61
+        s["base"]["wall"] -= 61
+        with open(path, "w") as f:
+            json.dump(s, f)
+    meta = os.path.join(w2.dir, "meta")
+    os.chown(meta, other_user.uid, other_user.gid)
+    os.chmod(meta, 0o644)                                  # readable: only its owner is wrong
+    screen2 = tmux.screen(pane2)
+
+    r = cmd("session-ls", bound=True)
+    why = f"{meta}: owned by uid {other_user.uid}, not by you or root: not believed"
+    assert r.returncode == 5
+    assert r.stderr == f"session-ls: w2: {why}\n"
+    rows = [line.split()[:2] for line in r.stdout.splitlines()[1:]]
+    assert rows[0][0] == "w1" and rows[0][1] == "crew"
+    assert rows[1] == ["w2", "?"]
+
+    r = cmd("nudge-tick", bound=True)
+    assert r.returncode == 0, r.stderr
+    assert f"{sids[0]} w1 delivered" in r.stdout
+    assert f"{sids[1]} - refused: damaged: session metadata unreadable: {why}\n" in r.stdout
+    wait_for(lambda: "captain" in kinds(w1), what="w1's nudge taken")
+    from crewfile import nudge
+    held = nudge.get(crew, sids[1])
+    assert (held["armed"], held["attempts"], held["last_outcome"]) == (True, 0, "refused")
+    assert tmux.screen(pane2) == screen2
+    assert "captain" not in kinds(w2)
+
