@@ -312,3 +312,55 @@ def test_a_file_another_user_owns_is_not_believed_and_the_rest_is_served(crew, t
     assert tmux.screen(pane2) == screen2
     assert "captain" not in kinds(w2)
 
+
+def make_due(crew, sid):
+    path = os.path.join(crew.root, "nudges", sid)
+    s = json.load(open(path))
+    s["base"]["mono"] -= s["every"] + 1
+    s["base"]["wall"] -= s["every"] + 1
+    with open(path, "w") as f:
+        json.dump(s, f)
+
+
+@pytest.mark.parametrize("how", ["mode-000", "link-to-etc", "fifo", "regular-file"])
+def test_a_session_directory_that_cannot_be_used_is_named_and_its_schedule_held(crew, how):
+    """Issue 30, items 2 and 3: sessions/w1 unreadable, or something else in
+    its place. session-ls lists w2 and marks w1 (said once, exit 5);
+    nudge-tick holds w1's schedule, never disarms it as not live."""
+    from crewfile import nudge
+    from crewfile.sessions import register
+    register(crew, "w1")
+    register(crew, "w2")
+    sid = cmd("nudge-add", "--session", "w1", "--every", "60", "--message", "go",
+              check=True).stdout.strip()
+    make_due(crew, sid)
+    d = os.path.join(crew.root, "sessions", "w1")
+    if how == "mode-000":
+        os.chmod(d, 0)
+    else:
+        shutil.rmtree(d)
+        if how == "link-to-etc":
+            os.symlink("/etc", d)
+        elif how == "fifo":
+            os.mkfifo(d)
+        else:
+            open(d, "w").close()
+    why = {"mode-000": f"cannot open {d}/status: Permission denied",
+           "link-to-etc": f"{d}: a symlink is not followed"}.get(how, f"{d}: not a directory")
+    try:
+        r = cmd("session-ls", bound=True)
+        assert (r.returncode, r.stderr) == (5, f"session-ls: w1: {why}\n")
+        rows = [line.split()[:3] for line in r.stdout.splitlines()[1:]]
+        assert rows == [["w1", "?", "?"], ["w2", "crew", "no"]]
+
+        r = cmd("nudge-tick", bound=True)
+        meta_why = why.replace("/status:", "/meta:")
+        assert (r.returncode, r.stderr) == (0, "")
+        assert r.stdout.endswith(f" {sid} - refused: damaged: session metadata unreadable:"
+                                 f" {meta_why}\n")
+        assert r.stdout.count("\n") == 1
+        held = nudge.get(crew, sid)
+        assert (held["armed"], held["attempts"], held["last_code"]) == (True, 0, "damaged")
+    finally:
+        if how == "mode-000":
+            os.chmod(d, 0o700)

@@ -6,6 +6,7 @@ guarding every write there). Its state is derived from the tail of its
 status log plus a real liveness probe.
 """
 import os
+import stat
 import time
 
 from . import logfile, paths, records
@@ -265,7 +266,8 @@ def archive(crew, name, force=False, look=None):
 
 
 def names(crew):
-    """Registered session names, sorted (directories without meta are skipped)."""
+    """Registered session names, sorted (directories without meta are
+    skipped; an entry that cannot be told apart is kept: see is_registered)."""
     try:
         entries = paths.list_dir(crew.sub(paths.SESSIONS))
     except FileNotFoundError:
@@ -274,10 +276,25 @@ def names(crew):
 
 
 def is_registered(crew, name):
-    """NAME is a session name whose directory holds a meta (names() lists it)."""
+    """NAME is a session name whose directory holds a meta (names() lists it),
+    or whose entry cannot be told apart: a link, a file or a FIFO in its
+    place, a directory that cannot be searched (mode 000, another user's).
+    Those are kept, not skipped, so that every reader refuses them aloud
+    (its meta is read through the path opener) and nudge-tick holds a
+    schedule that may target them instead of disarming it as not live."""
     from .names import is_name
-    return is_name(name) and os.path.lexists(os.path.join(crew.sub(paths.SESSIONS), name,
-                                                          paths.META))
+    if not is_name(name):
+        return False
+    entry = os.path.join(crew.sub(paths.SESSIONS), name)
+    try:
+        if not stat.S_ISDIR(os.lstat(entry).st_mode):
+            return True
+        os.lstat(os.path.join(entry, paths.META))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def find(crew, agent_session_id=None, session_key=None):
