@@ -121,21 +121,30 @@ def check_owner(root):
     creating it first; in a sticky one, Crew.ensure checks again once it
     has created the crew directory."""
     seen = set()
-    for named in (root, os.path.realpath(root)):
-        levels = [named]
-        while levels[-1] != "/":
-            levels.append(os.path.dirname(levels[-1]))
-        for here in reversed(levels):       # from / down: the first level at fault is named
-            if here in seen:
-                continue
-            seen.add(here)
-            try:
-                st = os.lstat(here)
-            except (FileNotFoundError, NotADirectoryError):
-                break
-            except OSError as e:
-                raise SystemFailure(f"cannot use {here}: {e.strerror}") from None
-            _judge_level(here, st, crew_dir=here == named)
+    if _judge_levels(root, seen):       # a link on the way: where it leads is judged too
+        _judge_levels(os.path.realpath(root), seen)
+
+
+def _judge_levels(named, seen):
+    """Judge *named* and each directory above it not in *seen*, from / down
+    (so the first level at fault is the one named); True if one is a link."""
+    levels = [named]
+    while levels[-1] != "/":
+        levels.append(os.path.dirname(levels[-1]))
+    linked = False
+    for here in reversed(levels):
+        if here in seen:
+            continue
+        seen.add(here)
+        try:
+            st = os.lstat(here)
+        except (FileNotFoundError, NotADirectoryError):
+            break
+        except OSError as e:
+            raise SystemFailure(f"cannot use {here}: {e.strerror}") from None
+        _judge_level(here, st, crew_dir=here == named)
+        linked = linked or stat.S_ISLNK(st.st_mode)
+    return linked
 
 
 def _judge_level(path, st, crew_dir):
