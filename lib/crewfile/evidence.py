@@ -265,8 +265,8 @@ def record_act(sess, kind, text, evidence):
     if not sess.exists():
         from .errors import NotFound
         raise NotFound(f"no session {sess.name!r} (register it with session-add)")
-    from . import spool
-    with spool.lock(sess.dir):
+    from .locks import hold
+    with hold(sess.lock_path):
         append_act_locked(sess, line, evidence)
     return line
 

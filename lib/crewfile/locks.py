@@ -157,6 +157,16 @@ def acquire(path, timeout=None, shared=False, opened=None):
         raise SystemFailure(f"cannot lock {path}: {e.strerror}") from None
 
 
+def hold(path, timeout=None):
+    """acquire(), for a writer that cannot go on without the lock: LockBusy
+    (naming the holder) instead of None when *timeout* or this process's
+    bound runs out first."""
+    held = acquire(path, timeout)
+    if held is None:
+        raise LockBusy(path)
+    return held
+
+
 def is_held(path):
     """True if someone holds *path* (probe: try the lock and let go at once)."""
     if not os.path.exists(path):
