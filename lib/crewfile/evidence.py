@@ -29,6 +29,7 @@ meta, the transcript) or drive tmux (send-keys, run-shell) as the captain.
 import os
 
 from . import logfile, paths, records
+from .liveness import lineage
 
 CAPTAIN, CAPTAIN_DONE = "captain", "captain-done"        # the captain's acts (records)
 SELF_CONCLUSION = "self-conclusion refused"               # the problem text's start
@@ -42,33 +43,6 @@ ACT_MAX_LINE = records.MAX_LINE + 1024    # a record line, a tab, its evidence
 
 
 # --- processes ------------------------------------------------------------------
-
-def _stat(pid):
-    """(ppid, start time in clock ticks) of a live process, or None."""
-    try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            data = f.read()
-    except (OSError, ValueError):
-        return None
-    fields = data[data.rfind(b")") + 2:].split()    # the name may hold ')' and spaces
-    try:
-        return int(fields[1]), int(fields[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def ancestors(pid=None):
-    """[(pid, start)] from *pid* (default: this process) up to the top, nearest first."""
-    out, pid, seen = [], os.getpid() if pid is None else pid, set()
-    while pid and pid not in seen:
-        seen.add(pid)
-        st = _stat(pid)
-        if st is None:
-            break
-        out.append((pid, st[1]))
-        pid = st[0]
-    return out
-
 
 def _server(meta):
     """(server pid, {pane pid: pane id}) of the aside's tmux server, or None."""
@@ -102,7 +76,7 @@ def caller_verdict(meta, pid=None):
     if not agent and not pane:
         return ("the aside's agent process is not recorded, so no command can show it is"
                 " not the agent; type /aside-done in the aside"), None
-    chain = ancestors(pid)
+    chain = [(st.pid, st.start) for st in lineage(pid)]     # nearest first, pid itself too
     for p, start in chain:
         if p == agent and (agent_start is None or start == agent_start):
             return "it was run by the aside's own agent", None
