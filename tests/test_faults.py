@@ -247,6 +247,34 @@ def test_finding10_a_notice_posted_without_the_lock_survives_a_stopped_drain(
     assert not os.path.exists(path + ".taking")
 
 
+def test_finding10_notices_a_drain_leaves_come_first_and_a_crashed_drain_s_are_not_lost(crew):
+    """What a partial drain leaves waits in inbox.taking, ahead of what is
+    posted after; an inbox.moving a drain left when it died (after its
+    rename, before its append) is handed over first by the next one."""
+    from crewfile import inbox, timeline
+    from crewfile.logfile import TailStats
+    register(crew, "boss", kind="primary")
+    path = os.path.join(Session(crew, "boss").dir, "inbox")
+    ids = [inbox.post(crew, "boss", "wake", f"n{i}") for i in range(3)]
+    taken, rest, garbage = inbox.drain_part(crew, "boss", lambda pending: 1)
+    assert [n.id for n in taken] == ids[:1] and [n.id for n in rest] == ids[1:]
+    assert not os.path.exists(path) and os.path.exists(path + ".taking")
+    ids.append(inbox.post(crew, "boss", "wake", "n3"))
+    assert [n.id for n in inbox.pending(crew, "boss")] == ids[1:]
+    assert set(ids) <= inbox.ids(crew, "boss")
+    assert len(timeline.wakes(crew, "boss", TailStats())) == 4
+    # A drain that died after renaming the inbox to inbox.moving.
+    with open(path, "rb") as f:
+        moved = f.read()
+    os.rename(path, path + ".moving")
+    ids.append(inbox.post(crew, "boss", "wake", "n4"))
+    assert [n.id for n in inbox.pending(crew, "boss")] == ids[1:]
+    assert [n.id for n in inbox.drain(crew, "boss")[0]] == ids[1:4]    # then the new inbox
+    assert not os.path.exists(path + ".moving") and moved
+    assert [n.id for n in inbox.drain(crew, "boss")[0]] == ids[4:]
+    assert inbox.pending(crew, "boss") == [] and inbox.drain(crew, "boss") == ([], 0)
+
+
 # -- finding 11: inotify exhausted or missing ------------------------------------
 
 HOG = r"""
