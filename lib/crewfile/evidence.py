@@ -29,7 +29,6 @@ meta, the transcript) or drive tmux (send-keys, run-shell) as the captain.
 import os
 
 from . import logfile, paths, records
-from .liveness import lineage
 
 CAPTAIN, CAPTAIN_DONE = "captain", "captain-done"        # the captain's acts (records)
 SELF_CONCLUSION = "self-conclusion refused"               # the problem text's start
@@ -76,6 +75,7 @@ def caller_verdict(meta, pid=None):
     if not agent and not pane:
         return ("the aside's agent process is not recorded, so no command can show it is"
                 " not the agent; type /aside-done in the aside"), None
+    from .liveness import lineage
     chain = [(st.pid, st.start) for st in lineage(pid)]     # nearest first, pid itself too
     for p, start in chain:
         if p == agent and (agent_start is None or start == agent_start):
