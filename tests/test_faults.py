@@ -275,6 +275,63 @@ def test_finding10_notices_a_drain_leaves_come_first_and_a_crashed_drain_s_are_n
     assert inbox.pending(crew, "boss") == [] and inbox.drain(crew, "boss") == ([], 0)
 
 
+RACE_POSTER = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from crewfile import inbox, locks
+from crewfile.paths import Crew
+locks.bound_waits(0)            # one try: a busy lock means posting without it
+crew, unlocked = Crew(sys.argv[1]), 0
+for i in range(int(sys.argv[4])):
+    notes = []
+    inbox.post_many(crew, "boss", [("wake", f"{sys.argv[3]}-{i}", "x")], notes=notes)
+    unlocked += bool(notes)
+print(unlocked, flush=True)
+"""
+RACE_DRAINER = """
+import sys
+sys.path.insert(0, sys.argv[2])
+from crewfile import inbox
+from crewfile.paths import Crew
+crew, out = Crew(sys.argv[1]), open(sys.argv[3], "w")
+while sys.stdin.readline():      # one drain per line; EOF: done
+    taken, rest, _ = inbox.drain_part(crew, "boss", lambda pending: (len(pending) + 1) // 2)
+    out.write("".join(n.id + "\\n" for n in taken))
+    out.flush()
+"""
+
+
+def test_finding10_posters_without_the_lock_and_drains_racing_lose_no_notice(crew, tmp_path):
+    """Posters that take the lock when it is free and post without it when
+    it is not, against a drainer that drains half of what waits again and
+    again: every notice is handed over or still pending, none is lost."""
+    from crewfile import inbox
+    register(crew, "boss", kind="primary")
+    taken_path = str(tmp_path / "taken")
+    drainer = subprocess.Popen([sys.executable, "-c", RACE_DRAINER, crew.root, LIB, taken_path],
+                               stdin=subprocess.PIPE, text=True)
+    posters = [subprocess.Popen([sys.executable, "-c", RACE_POSTER, crew.root, LIB, f"p{k}",
+                                 "300"], stdout=subprocess.PIPE, text=True) for k in range(3)]
+    try:
+        while any(p.poll() is None for p in posters):
+            drainer.stdin.write("drain\n")
+            drainer.stdin.flush()
+        unlocked = sum(int(p.communicate(timeout=120)[0]) for p in posters)
+    finally:
+        drainer.stdin.close()
+        drainer.wait(timeout=120)
+        for p in posters:
+            p.kill()
+            p.wait()
+    assert all(p.returncode == 0 for p in posters) and drainer.returncode == 0
+    with open(taken_path) as f:
+        taken = f.read().split()
+    left = [n.id for n in inbox.drain(crew, "boss")[0]]
+    posted = {f"p{k}-{i}" for k in range(3) for i in range(300)}
+    assert set(taken) | set(left) == posted
+    print(f"{unlocked} of 900 posted without the lock; {len(taken) - len(set(taken))} repeats")
+
+
 # -- finding 11: inotify exhausted or missing ------------------------------------
 
 HOG = r"""
