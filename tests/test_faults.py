@@ -99,6 +99,30 @@ def test_finding10_stopped_holder_is_named_and_the_record_is_written(crew, tmp_p
         proc.wait()
 
 
+def test_finding10_a_holder_s_name_reaches_the_terminal_escaped(crew, holders):
+    """A process names itself (prctl PR_SET_NAME) with a control sequence
+    and holds the lock: the hook's and wake-send's line name it escaped."""
+    register(crew, "boss", kind="primary")
+    sess = Session(crew, "boss")
+    code = ("import ctypes, fcntl, os, sys, time\n"
+            "ctypes.CDLL(None).prctl(15, b'\\x1b[31mevil', 0, 0, 0)\n"
+            "fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX)\n"
+            "print('held', flush=True); time.sleep(600)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code, sess.lock_path], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"held\n"
+        out = hook("Stop", "boss")
+        assert out.returncode == 0
+        assert f"held by pid {proc.pid} (\\x1b[31mevil)" in out.stderr and "\x1b" not in out.stderr
+        line = "2026-11-30T10:00:00.000Z w1 turn-ended: n\n"
+        out = cmd("wake-send", "boss", "--quiet", "--window", "0.01", input=line, timeout=30)
+        assert out.returncode == 0
+        assert f"held by pid {proc.pid} (\\x1b[31mevil)" in out.stderr and "\x1b" not in out.stderr
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_finding10_a_stuck_lock_skips_rotation_that_once_and_closes_a_fragment(crew, holders,
                                                                               monkeypatch):
     """Rotation needs the lock: a writer that gave up waiting appends past the

@@ -553,6 +553,7 @@ def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
     notes = list(dict.fromkeys(notes))      # each once
     if notes:
         reply.err = "; ".join(([reply.err] if reply.err else []) + notes)
-    reply.err = reply.err.replace("\n", "\\n")     # one line, whatever a message held
+    from .records import escape         # loaded already (sessions reads records)
+    reply.err = escape(reply.err)       # one line, no control character (a process's name)
     reply.code = 0
     return reply

@@ -36,10 +36,11 @@ def run(args):
     import sys
     from ..cli import crew
     from .. import wake
+    from ..records import escape
     from .crew_watch import _duration
 
-    def warn(msg):
-        sys.stderr.write(f"wake-send: {msg}\n")
+    def warn(msg):      # a lock holder's process name, a path: never raw to the terminal
+        sys.stderr.write(f"wake-send: {escape(msg)}\n")
         sys.stderr.flush()
 
     def log(msg):
