@@ -6,7 +6,6 @@
       sessions/NAME/status.1..N     rotated status logs, newest first
       sessions/NAME/lock            flock guard for every write in sessions/NAME
       sessions/NAME/inbox           pending notices for the session (records)
-      sessions/NAME/inbox.taking    notices a drain is taking, or left pending (records)
       sessions/NAME/inbox.read      notices already drained (records)
       sessions/NAME/deliver.lock    flock held while text is typed into NAME's pane
       sessions/NAME/scrollback.TS   a retired crew session's window scrollback (crew-retire)
