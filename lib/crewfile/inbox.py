@@ -78,13 +78,8 @@ def post_many(crew, name, notices, notes=None):
     except LockBusy as e:
         # Each time round, a drain renamed the inbox after we opened it:
         # that takes the lock, so the loop ends once the drains do.
-        while True:
-            written = logfile.append_unlocked(inbox, lines)
-            try:
-                if os.lstat(inbox).st_ino == written:
-                    break
-            except FileNotFoundError:
-                pass
+        while not logfile.append_unlocked(inbox, lines):
+            pass
         if notes is not None:
             notes.append(f"{e}; posted to {inbox} without it")
         return out

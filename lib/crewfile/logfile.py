@@ -104,7 +104,9 @@ def append_unlocked(path, lines):
     which the kernel appends whole beside any other appender. What needs the
     lock is not done: no rotation, and a dead writer's unfinished last line
     is not cut but closed with a newline ahead of ours, so it cannot glue
-    itself to our record. Returns the inode written to."""
+    itself to our record. Returns whether *path*, after the write, still
+    names the file written to: asked while it is open, so that its inode
+    number cannot have been freed and given to a new file meanwhile."""
     from .atomic import write_all
     from .paths import open_file
     data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
@@ -116,9 +118,13 @@ def append_unlocked(path, lines):
         st = os.fstat(fd)
         if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
             data = b"\n" + data
-        write_all(fd, data)
-        return st.st_ino
-    except OSError as e:        # a part written stays a fragment: the next holder cuts it
+        write_all(fd, data)      # a part written stays a fragment: the next holder cuts it
+        try:
+            now = os.lstat(path)
+        except FileNotFoundError:
+            return False
+        return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+    except OSError as e:
         raise SystemFailure(f"cannot append to {path}: {e.strerror}") from None
     finally:
         os.close(fd)
