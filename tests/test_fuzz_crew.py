@@ -118,8 +118,6 @@ class Crew:
         cmd("crew-watch", "--from-start", "--once", "--cursor", self.cursor, check=True)
         self.fifo = os.path.join(tmp, "fifo")
         os.mkfifo(self.fifo)
-        spool = os.path.join(crew.root, "sessions", "a", "spool")
-        os.makedirs(spool, exist_ok=True)
         b = os.path.join(crew.root, "sessions", "b")
         with open(os.path.join(b, "status.1"), "wb") as f:      # a rotated log, older
             f.write(b"2026-11-30T09:00:00.000Z done: rotated-b\n")
@@ -132,8 +130,7 @@ class Crew:
                          os.path.join(crew.root, "sessions", "boss", "inbox.read"),
                          os.path.join(crew.root, "sessions", "boss", "meta"),
                          os.path.join(crew.root, "locks", "nudges")]
-        self.victims += [os.path.join(spool, "00000000000000000001.1.1.status"),
-                         os.path.join(crew.root, "nudges", self.sched),
+        self.victims += [os.path.join(crew.root, "nudges", self.sched),
                          self.cursor, self.report]
         self.victims += [os.path.join(crew.root, "jobs", self.job, f)
                          for f in ("spec", "pids", "result", "heard", "notice")]

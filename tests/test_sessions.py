@@ -208,7 +208,12 @@ def test_a_process_named_with_parentheses_and_spaces_is_read_right():
         # (its state is R or S as it runs: not asserted; a misread name gives ppid 1)
         assert (st.pid, st.ppid, st.gone, st.stopped) == (proc.pid, os.getpid(), False, False)
         assert st.start == liveness.process_start(proc.pid) > 0
+        assert st.comm == "a) R 1 (b c)"
         assert liveness.descends_from(proc.pid, os.getpid())
+        chain = liveness.lineage(proc.pid)
+        assert [c.pid for c in chain[:2]] == [proc.pid, os.getpid()]
+        assert [c.pid for c in liveness.ancestors(proc.pid)] == [c.pid for c in chain[1:]]
+        assert chain[-1].ppid <= 1 and 1 not in [c.pid for c in chain]
     finally:
         proc.kill()
         proc.wait()

@@ -1,10 +1,8 @@
-"""The fast paths of reading a schedule listing never weaken its checks:
-shapes.check (a value accepted without a call only where its check would
-accept it) answers as shapes.check_slow, the table read field by field,
-on arbitrary and near-valid objects of every kind; schedules.load_all
-(each file opened in one descriptor on nudges/) reports and skips every bad
-file (garbage, wrong shape, a link, a directory, a FIFO, empty) exactly as
-reading it by its path does, and keeps every good one."""
+"""The fast path of reading a schedule listing never weakens its checks:
+schedules.load_all (each file opened in one descriptor on nudges/) reports
+and skips every bad file (garbage, wrong shape, a link, a directory, a
+FIFO, empty) exactly as reading it by its path does, and keeps every good
+one. And a schedule's every field, broken, is named."""
 import json
 import os
 
@@ -16,53 +14,8 @@ from crewfile.errors import BadFile, CrewfileError
 from crewfile.paths import Crew
 
 
-class Str(str):
-    pass
-
-
 class Int(int):
     pass
-
-
-EDGES = [0, 1, -1, 255, 256, 10 ** 9, 10 ** 9 + 1, 2 ** 31, 2 ** 53, 2 ** 53 + 1, 2 ** 64,
-         2 ** 64 + 1, True, False, 1.0, 0.5, float("nan"), float("inf"), 1e15, 1e16, "", "x",
-         "crew", "wait", "2026-11-30T21:27:45.111Z", "2026-11-30T21:27:45.111", "٢026-11-30T21:27:45.111Z",
-         Str("x"), Int(3), None, [], ["a"], [1], {}, {"wall": 1.0}, {"wall": 1, "mono": "x"},
-         {"wall": 1.0, "mono": 2.0, "boot": "b"}]
-values = st.recursive(st.sampled_from(EDGES) | st.integers() | st.floats() | st.text(max_size=30)
-                      | st.booleans() | st.none(),
-                      lambda inner: st.lists(inner, max_size=3)
-                      | st.dictionaries(st.sampled_from(["wall", "mono", "boot", "x"]), inner,
-                                        max_size=4),
-                      max_leaves=8)
-
-
-@st.composite
-def near(draw, kind):
-    """An object with *kind*'s fields, each present or not, of any value."""
-    table = shapes.SHAPES[kind]
-    obj = {}
-    for field in table:
-        if draw(st.integers(0, 5)):
-            obj[field] = draw(values)
-    if draw(st.booleans()):
-        obj[draw(st.text(max_size=5))] = draw(values)
-    return obj
-
-
-def answer(fn, kind, obj):
-    try:
-        return ("ok", fn(kind, obj, "p") is obj)
-    except BadFile as e:
-        return ("bad", str(e))
-
-
-@pytest.mark.parametrize("kind", sorted(shapes.SHAPES))
-@settings(max_examples=300, deadline=None)
-@given(data=st.data())
-def test_check_answers_as_the_table_read_field_by_field(kind, data):
-    obj = data.draw(near(kind) | values)
-    assert answer(shapes.check, kind, obj) == answer(shapes.check_slow, kind, obj)
 
 
 def test_every_field_of_a_valid_schedule_broken_is_still_named():

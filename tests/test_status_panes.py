@@ -317,3 +317,33 @@ def test_fuzz_a_damaged_list_never_changes_a_verdict(live_crew, data):
         if canonical(listed) != canonical(truth):
             return          # the server's own claim about itself: trusted (see the module doc)
     assert verdicts(crew, Look(listed)) == want, text
+
+
+def test_a_descriptor_of_ours_never_reaches_a_tmux_server_we_start(tmp_path):
+    """A server tmux starts for us lives on after us: a descriptor we hold
+    (a shell's `exec 9>LOCK` for flock(1), inherited) must not reach it, or
+    it would hold that lock for as long as it runs."""
+    import fcntl
+    import shutil
+    import tempfile
+    from crewfile.locks import is_held
+    short = tempfile.mkdtemp(prefix="cf-tmux-fd-")      # socket paths stay under ~107 bytes
+    sock = os.path.join(short, "sock")
+    lock = str(tmp_path / "lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT)
+    try:
+        os.set_inheritable(fd, True)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        tmuxmod.run("-f", "/dev/null", "new-session", "-d", "sleep 600", socket=sock)
+        os.close(fd)
+        fd = None
+        assert tmuxmod.run("has-session", check=False, socket=sock)[0] == 0
+        assert not is_held(lock)
+    finally:
+        if fd is not None:
+            os.close(fd)
+        subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
+        wait_for(lambda: subprocess.run(["tmux", "-S", sock, "list-sessions"],
+                                        capture_output=True).returncode != 0,
+                 what="the tmux server to be gone")
+        shutil.rmtree(short, ignore_errors=True)

@@ -28,10 +28,11 @@ before the decision (and counts) or after it.
 import os
 import time
 
-from . import evidence, logfile, paths, records, reports, spool, window
+from . import evidence, logfile, paths, records, reports, window
 from .captain import PROBLEM, clip, parse_captain_input
 from .errors import BadInput, CaptainPresent, CrewfileError, Refused, SystemFailure
 from .evidence import CAPTAIN, CAPTAIN_DONE, SELF_CONCLUSION
+from .locks import hold
 from .sessions import STATE_SCAN_BYTES, Session, register
 
 MAX_REPORT = 16 << 20
@@ -126,7 +127,7 @@ def audit(sess):
     """
     if not evidence.unjudged(sess):
         return None
-    with spool.lock(sess.dir):
+    with hold(sess.lock_path):
         for rec in evidence.unjudged(sess):
             why = evidence.verdict(sess, rec)
             if why:
@@ -238,7 +239,7 @@ def conclude(crew, name, data):
         raise BadInput("the report is empty")
     if len(data) > MAX_REPORT:
         raise BadInput(f"the report is larger than {MAX_REPORT} bytes")
-    with spool.lock(sess.dir):
+    with hold(sess.lock_path):
         st = scan(sess)
         if st.state == CLOSED:
             raise Refused(f"aside {name!r} is closed")
@@ -326,7 +327,7 @@ def reconcile(crew, name, quiet=None, since_act=True):
     """
     sess = aside_session(crew, name)
     out = Reconciled()
-    with spool.lock(sess.dir):
+    with hold(sess.lock_path):
         st = scan(sess)
         pane = window.find(sess.meta, "cannot save the window's scrollback")
         if st.state == CLOSED:

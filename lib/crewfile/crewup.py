@@ -28,6 +28,7 @@ import os
 import time
 
 from . import paths
+from .liveness import stat
 
 DIR = "crew-up"
 LOCK, STATE, LOG, CURSOR = "lock", "state", "log", "cursor"
@@ -75,11 +76,9 @@ def _alive(pid):
     """True if *pid* names a live process (a zombie is not)."""
     if not isinstance(pid, int) or pid <= 0:
         return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        pass
+    st = stat(pid)
+    if st is not None:
+        return not st.gone
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -43,33 +43,6 @@ ACT_MAX_LINE = records.MAX_LINE + 1024    # a record line, a tab, its evidence
 
 # --- processes ------------------------------------------------------------------
 
-def _stat(pid):
-    """(ppid, start time in clock ticks) of a live process, or None."""
-    try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            data = f.read()
-    except (OSError, ValueError):
-        return None
-    fields = data[data.rfind(b")") + 2:].split()    # the name may hold ')' and spaces
-    try:
-        return int(fields[1]), int(fields[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def ancestors(pid=None):
-    """[(pid, start)] from *pid* (default: this process) up to the top, nearest first."""
-    out, pid, seen = [], os.getpid() if pid is None else pid, set()
-    while pid and pid not in seen:
-        seen.add(pid)
-        st = _stat(pid)
-        if st is None:
-            break
-        out.append((pid, st[1]))
-        pid = st[0]
-    return out
-
-
 def _server(meta):
     """(server pid, {pane pid: pane id}) of the aside's tmux server, or None."""
     from . import tmux
@@ -102,7 +75,8 @@ def caller_verdict(meta, pid=None):
     if not agent and not pane:
         return ("the aside's agent process is not recorded, so no command can show it is"
                 " not the agent; type /aside-done in the aside"), None
-    chain = ancestors(pid)
+    from .liveness import lineage
+    chain = [(st.pid, st.start) for st in lineage(pid)]     # nearest first, pid itself too
     for p, start in chain:
         if p == agent and (agent_start is None or start == agent_start):
             return "it was run by the aside's own agent", None
@@ -265,8 +239,8 @@ def record_act(sess, kind, text, evidence):
     if not sess.exists():
         from .errors import NotFound
         raise NotFound(f"no session {sess.name!r} (register it with session-add)")
-    from . import spool
-    with spool.lock(sess.dir):
+    from .locks import hold
+    with hold(sess.lock_path):
         append_act_locked(sess, line, evidence)
     return line
 

@@ -6,11 +6,11 @@ in crewfile.adapters maps its own events onto them and spells the replies
 (context, a denial, a turn carried on) in its own format. Only the adapter
 of the agent crew-hook runs for is imported.
 
-A hook waits for locks HOOK_LOCK_WAIT seconds at most in all: a write to
-a session whose lock is stuck is kept in the session's spool (spool.py)
-and appended when the lock frees; notices that cannot be drained stay in
-the inbox for the next event. Either way one line on stderr names the
-lock's holder.
+A hook waits for locks HOOK_LOCK_WAIT seconds at most in all: a record for
+a session whose lock is still held then is appended without the lock
+(logfile.append_unlocked), a metadata change is not made, and notices that
+cannot be drained stay in the inbox for the next event. Either way one line
+on stderr names the lock's holder.
 
 One function per action; each gets a Context and returns a Reply (exit code,
 stdout, stderr). Every reply is exit 0: blocking (a primary's wake at the
@@ -41,7 +41,7 @@ NOTICE_HEADER = ("crewfile notices (machine reports from the crew's tools;"
                  " not written by the user):")
 WAKE_HEADER = "crewfile wake: new events for the primary (machine reports, not the user's words):"
 PRIMARY = "primary"
-HOOK_LOCK_WAIT = 1.0     # seconds; protocol.md, "Spool"
+HOOK_LOCK_WAIT = 1.0     # seconds; protocol.md, "Bounded waits"
 
 
 class Reply:
@@ -518,7 +518,7 @@ def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
     str); always a Reply, exit 0. *codex*: the payload is Codex's notify JSON.
 
     Every lock wait is bounded by *lock_wait* seconds meanwhile."""
-    from . import locks, spool
+    from . import locks
     env = os.environ if env is None else env
     event = "?"
     ctx = None
@@ -549,10 +549,11 @@ def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
         reply = Reply(err=f"{event}: internal error: {type(e).__name__}: {e}")
     finally:
         locks.restore_waits(bound)
-    notes = list(dict.fromkeys((ctx.notes if ctx else []) + spool.kept))   # each once
-    spool.kept.clear()
+    notes = (ctx.notes + (ctx._session.notes if ctx._session else [])) if ctx else []
+    notes = list(dict.fromkeys(notes))      # each once
     if notes:
         reply.err = "; ".join(([reply.err] if reply.err else []) + notes)
-    reply.err = reply.err.replace("\n", "\\n")     # one line, whatever a message held
+    from .records import escape         # loaded already (sessions reads records)
+    reply.err = escape(reply.err)       # one line, no control character (a process's name)
     reply.code = 0
     return reply

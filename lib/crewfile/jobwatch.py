@@ -508,8 +508,8 @@ def announce(job, result, spec=None):
     v = verdict.of(sess)
     if v.live == verdict.NOT_LIVE:
         return False, f"session {name} is not live: {v.why}"
-    # Under the job's lock a job-wait may be waiting for: a session lock
-    # stuck past POST_WAIT keeps the notice in the session's spool instead.
+    # Under the job's lock a job-wait may be waiting for: past POST_WAIT with
+    # the session lock still held, the notice is posted without it.
     from . import inbox, locks
     old = locks.bound_waits(POST_WAIT)
     try:

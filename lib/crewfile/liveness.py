@@ -1,5 +1,9 @@
 """Processes as /proc shows them: start times, parents, stopped, foreground.
 
+The one reader of /proc/PID/stat: whoever needs a process's parent, state,
+name or start time (liveness and the hook, a captain act's evidence, a lock's
+holder, crew-up's children) asks here.
+
 A process is named by (pid, start time in clock ticks since boot, field 22
 of /proc/PID/stat), so a recycled pid is never taken for the process it
 replaced. What a *session* is (live, stopped, in the foreground of its pane)
@@ -10,10 +14,10 @@ import os
 
 class Stat:
     """The fields of /proc/PID/stat that crewfile uses."""
-    __slots__ = ("pid", "state", "ppid", "pgrp", "tpgid", "start")
+    __slots__ = ("pid", "comm", "state", "ppid", "pgrp", "tpgid", "start")
 
-    def __init__(self, pid, state, ppid, pgrp, tpgid, start):
-        self.pid, self.state, self.ppid, self.pgrp = pid, state, ppid, pgrp
+    def __init__(self, pid, comm, state, ppid, pgrp, tpgid, start):
+        self.pid, self.comm, self.state, self.ppid, self.pgrp = pid, comm, state, ppid, pgrp
         self.tpgid, self.start = tpgid, start
 
     @property
@@ -44,12 +48,25 @@ def stat(pid):
     finally:
         os.close(fd)
     # The command name (field 2) may hold spaces and ')': split after the last ')'.
-    fields = data[data.rfind(b")") + 2:].split()
+    close = data.rfind(b")")
+    fields = data[close + 2:].split()
     try:
-        return Stat(int(pid), fields[0].decode("ascii", "replace"), int(fields[1]),
+        return Stat(int(pid), data[data.find(b"(") + 1:close].decode("utf-8", "replace"),
+                    fields[0].decode("ascii", "replace"), int(fields[1]),
                     int(fields[2]), int(fields[5]), int(fields[19]))
     except (IndexError, ValueError):
         return None
+
+
+def started_at(start):
+    """The wall-clock time (seconds since the epoch) of a start time in clock
+    ticks since boot, or None if the boot time cannot be read."""
+    try:
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + start / os.sysconf("SC_CLK_TCK")
 
 
 def process_start(pid):
@@ -64,15 +81,21 @@ def alive(pid, start):
     return st is not None and not st.gone and st.start == start
 
 
-def ancestors(pid, limit=64):
-    """Stats of *pid*'s parent, grandparent, ... up to (not including) pid 1."""
-    out = []
-    st = stat(pid)
-    while st is not None and st.ppid > 1 and len(out) < limit:
+def lineage(pid=None, limit=64):
+    """Stats of *pid* (default: this process), its parent, grandparent, ...
+    up to (not including) pid 1, nearest first; [] if *pid* is gone."""
+    st = stat(os.getpid() if pid is None else pid)
+    out = [] if st is None else [st]
+    while st is not None and st.ppid > 1 and len(out) <= limit:
         st = stat(st.ppid)
         if st is not None:
             out.append(st)
     return out
+
+
+def ancestors(pid, limit=64):
+    """Stats of *pid*'s parent, grandparent, ... up to (not including) pid 1."""
+    return lineage(pid, limit)[1:]
 
 
 def descends_from(pid, ancestor):

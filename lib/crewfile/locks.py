@@ -157,6 +157,16 @@ def acquire(path, timeout=None, shared=False, opened=None):
         raise SystemFailure(f"cannot lock {path}: {e.strerror}") from None
 
 
+def hold(path, timeout=None):
+    """acquire(), for a writer that cannot go on without the lock: LockBusy
+    (naming the holder) instead of None when *timeout* or this process's
+    bound runs out first."""
+    held = acquire(path, timeout)
+    if held is None:
+        raise LockBusy(path)
+    return held
+
+
 def is_held(path):
     """True if someone holds *path* (probe: try the lock and let go at once)."""
     if not os.path.exists(path):
@@ -189,16 +199,11 @@ def holder(path):
 
 
 def _describe(pid):
-    try:
-        with open(f"/proc/{int(pid)}/stat", "rb") as f:
-            data = f.read().decode("utf-8", "replace")
-        with open("/proc/stat", "rb") as f:
-            btime = next(int(l.split()[1]) for l in f if l.startswith(b"btime "))
-        comm = data[data.index("(") + 1:data.rindex(")")]
-        fields = data[data.rindex(")") + 2:].split()
-        since = btime + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
-        return f"pid {pid}"
+    from .liveness import started_at, stat
     from .records import timestamp
-    stopped = ", stopped" if fields[0] in ("T", "t") else ""
-    return f"pid {pid} ({comm}{stopped}), started {timestamp(since)}"
+    st = stat(pid)
+    since = started_at(st.start) if st is not None else None
+    if since is None:
+        return f"pid {pid}"
+    stopped = ", stopped" if st.stopped else ""
+    return f"pid {pid} ({st.comm}{stopped}), started {timestamp(since)}"

@@ -65,11 +65,8 @@ def append(path, lock_path, lines, rotate=None):
         append_locked(path, lines, rotate)
 
 
-def append_locked(path, lines, rotate=None, before_write=None):
-    """append() for a caller that already holds the file's lock.
-
-    before_write(inode, offset) is called just before the one write(2), with
-    where it will land (the spool's journal needs it)."""
+def append_locked(path, lines, rotate=None):
+    """append() for a caller that already holds the file's lock."""
     from .atomic import write_all
     data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
     if not data:
@@ -89,8 +86,6 @@ def append_locked(path, lines, rotate=None, before_write=None):
     try:
         st = os.fstat(fd)
         before = _drop_fragment(fd, st.st_size)
-        if before_write is not None:
-            before_write(st.st_ino, before)
         try:
             write_all(fd, data)
         except OSError as e:
@@ -99,6 +94,38 @@ def append_locked(path, lines, rotate=None, before_write=None):
             except OSError:
                 pass
             raise SystemFailure(f"cannot append to {path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def append_unlocked(path, lines):
+    """The one write of a writer that gave up waiting for the file's lock
+    (protocol.md, "Bounded waits"): the whole lines in one O_APPEND write(2),
+    which the kernel appends whole beside any other appender. What needs the
+    lock is not done: no rotation, and a dead writer's unfinished last line
+    is not cut but closed with a newline ahead of ours, so it cannot glue
+    itself to our record. Returns whether *path*, after the write, still
+    names the file written to: asked while it is open, so that its inode
+    number cannot have been freed and given to a new file meanwhile."""
+    from .atomic import write_all
+    from .paths import open_file
+    data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
+    try:
+        fd = open_file(path, _APPEND_FLAGS)
+    except OSError as e:
+        raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
+            data = b"\n" + data
+        write_all(fd, data)      # a part written stays a fragment: the next holder cuts it
+        try:
+            now = os.lstat(path)
+        except FileNotFoundError:
+            return False
+        return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+    except OSError as e:
+        raise SystemFailure(f"cannot append to {path}: {e.strerror}") from None
     finally:
         os.close(fd)
 

@@ -32,8 +32,8 @@ across a reboot) rebases the schedule to now, so it waits one `every` at
 most.
 
 No lock wait of a tick lasts more than LOCK_WAIT: a session whose lock is
-stuck is refused (`lock-stuck`, naming the holder) and the others go on; a
-record for it is kept in its spool (spool.py).
+stuck is refused (`lock-stuck`, naming the holder) and the others go on;
+the record of that refusal is appended without the lock (Session.append_lines).
 
 Outcomes are appended to the target's status log as records: `nudge`
 (delivered), `nudge-unconfirmed` (Enter pressed and the prompt line

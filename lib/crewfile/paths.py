@@ -9,7 +9,6 @@
       sessions/NAME/inbox.read      notices already drained (records)
       sessions/NAME/deliver.lock    flock held while text is typed into NAME's pane
       sessions/NAME/scrollback.TS   a retired crew session's window scrollback (crew-retire)
-      sessions/NAME/spool/          writes kept aside while NAME's lock was stuck
       sessions/NAME/acts            evidence of the captain's acts (record line, tab, evidence)
       reports/{tmp,new,cur}/        aside reports, maildir style:
       reports/new/ASIDE,UNIQUE      a delivered report, not yet reconciled
@@ -47,7 +46,6 @@ REPORT_TMP, REPORT_NEW, REPORT_CUR = "tmp", "new", "cur"     # under REPORTS
 SCROLLBACK_SUFFIX = ".scrollback"
 SCROLLBACK = "scrollback"         # sessions/NAME/scrollback.TS, TS a record timestamp
 DELIVER_LOCK = "deliver.lock"
-SPOOL = "spool"
 ACTS = "acts"
 TOKENS_CACHE = "tokens.cache"
 NUDGES_LOCK, NUDGE_TICK_LOCK = "nudges", "nudge-tick"     # files under locks/

@@ -11,8 +11,8 @@ import time
 
 from . import logfile, paths, records
 from .errors import BadFile, BadInput, NotFound, Refused, SystemFailure
-# The writers' modules (spool, atomic, locks) are imported where a write
-# happens: crew-status, run by tmux every few seconds, only reads.
+# The writers' modules (atomic, locks) are imported where a write happens:
+# crew-status, run by tmux every few seconds, only reads.
 
 KINDS = ("crew", "aside", "primary")
 # The newest of these decides whether a turn is running.
@@ -35,6 +35,9 @@ class Session:
         self.lock_path = os.path.join(self.dir, paths.LOCK)
         self._meta = None
         self.at = None          # its directory, while opened(): every read is made in it
+        # What its writes had to say (a lock still held past this process's
+        # bound, naming the holder): for the caller to print, each once.
+        self.notes = []
 
     def opened(self):
         """Open its directory once for a series of reads (meta, log, inbox):
@@ -69,12 +72,22 @@ class Session:
         self.append_lines([records.new_line(kind, text, now)])
 
     def append_lines(self, lines):
-        """Append under the session lock; False if the lock was stuck and the
-        lines were kept in the spool instead (spool.kept says so)."""
-        from . import spool
+        """Append under the session lock. When this process's bound on lock
+        waits (locks.bound_waits) runs out with the lock still held, the
+        lines are appended without it (logfile.append_unlocked), a line
+        naming the holder goes to self.notes, and the answer is False."""
+        from .locks import LockBusy, hold
         _check_dir(self.dir)
         self.meta        # registered, and its meta usable: the same rule as every reader
-        return spool.append(self.dir, paths.STATUS, lines)
+        try:
+            held = hold(self.lock_path)
+        except LockBusy as e:
+            logfile.append_unlocked(self.status_path, lines)
+            self.notes.append(f"{e}; appended to {self.status_path} without it, not rotated")
+            return False
+        with held:
+            logfile.append_locked(self.status_path, lines, rotate=logfile.rotate_limits())
+        return True
 
     def last_records(self, n, stats):
         return logfile.last_records(self.log_paths(), n, stats)
@@ -92,22 +105,25 @@ class Session:
         return bool(rec and LIFECYCLE[rec.kind])
 
     def update_meta(self, **fields):
-        """Merge *fields* into the metadata, atomically, under the session lock
-        (kept in the spool, to be merged later, if the lock is stuck)."""
+        """Merge *fields* into the metadata, atomically, under the session lock.
+
+        When this process's bound on lock waits runs out with the lock still
+        held, nothing is written (a replace without the lock could undo the
+        holder's own change) and a line naming the holder goes to
+        self.notes; the merged metadata is returned either way."""
         import json
-        from . import spool
         from .atomic import replace
-        from .locks import LockBusy
+        from .locks import LockBusy, hold
+        fields = {k: v for k, v in fields.items() if v is not None}
         try:
-            held = spool.lock(self.dir)
+            held = hold(self.lock_path)
         except LockBusy as e:
-            fields = {k: v for k, v in fields.items() if v is not None}
-            spool.put(self.dir, paths.META, json.dumps(fields).encode("utf-8"), e)
+            self.notes.append(f"{e}; {self.meta_path} not updated ({', '.join(sorted(fields))})")
             return dict(self.meta, **fields)
         with held:
             self._meta = None
             meta = dict(self.meta)
-            meta.update({k: v for k, v in fields.items() if v is not None})
+            meta.update(fields)
             replace(self.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
             self._meta = meta
         return meta
@@ -181,8 +197,8 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     it (pane_fields); *pid* is the agent process (agent_fields).
     """
     import json
-    from . import spool
     from .atomic import replace
+    from .locks import hold
     from .names import current_user
     if kind not in KINDS:
         raise BadInput(f"bad kind {kind!r}: one of {', '.join(KINDS)}")
@@ -201,7 +217,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
         if value:
             meta[key] = value
     meta.update(extra or {})
-    with spool.lock(sess.dir):
+    with hold(sess.lock_path):
         if sess.exists() and not sess.ended():
             raise Refused(f"session {name!r} is already registered and not ended")
         replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
@@ -239,12 +255,12 @@ def archive(crew, name, force=False, look=None):
     moved under the session lock; a writer already waiting for that lock
     then appends to the archived log, never to a new session's.
     """
-    from . import spool
+    from .locks import hold
     sess = Session(crew, name)
     if not os.path.lexists(sess.dir):
         raise NotFound(f"no session {name!r}")
     _check_dir(sess.dir)
-    with spool.lock(sess.dir):
+    with hold(sess.lock_path):
         if not force:
             st = state(sess, look)
             if not st["ended"] and st["live"] != "no":

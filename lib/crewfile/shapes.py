@@ -27,7 +27,6 @@ def _int(lo, hi=MAX_INT):
     def check(v):
         return type(v) is int and lo <= v <= hi
     check.doc = f"a whole number from {lo} to {hi}"
-    check.range = (lo, hi)
     return check
 
 
@@ -89,45 +88,19 @@ for _f, _doc in ((_str, "a string"), (_bool, "true or false"), (_num, "a finite 
 
 REQ, OPT = True, False       # OPT: may be absent or null
 
-class _Tables:
-    """kind -> {field: (required, check)}, each kind's table built when it is
-    first asked for: a reader of one kind (crew-status reads metas, run by
-    tmux every few seconds) does not build the others' (~0.1 ms)."""
-    __slots__ = ("_make", "_made")
-
-    def __init__(self, make):
-        self._make, self._made = make, {}
-
-    def __getitem__(self, kind):
-        table = self._made.get(kind)
-        if table is None:
-            table = self._made[kind] = self._make[kind]()
-        return table
-
-    def __iter__(self):
-        return iter(self._make)
-
-    def __len__(self):
-        return len(self._make)
-
-    def __contains__(self, kind):
-        return kind in self._make
-
-
 def _sessions(v):
     return isinstance(v, dict)
 
 
 _sessions.doc = "an object of session name to position"
 
-def _job_row():
-    """What job-ls prints of an ended job, copied into `heard` and `notice` (jobs.row_fields)."""
-    return {"label": (OPT, _str), "session": (OPT, _str), "created": (OPT, _ts),
+# What job-ls prints of an ended job, copied into `heard` and `notice` (jobs.row_fields).
+_JOB_ROW = {"label": (OPT, _str), "session": (OPT, _str), "created": (OPT, _ts),
             "code": (OPT, _int(0, 255)), "signal": (OPT, _int(1, 255)), "ended": (OPT, _ts)}
 
-# kind -> {field: (required, check)}, each built on first use
-SHAPES = _Tables({
-    "meta": lambda: {
+# kind -> {field: (required, check)}
+SHAPES = {
+    "meta": {
         "name": (REQ, _str), "kind": (OPT, _one_of("crew", "aside", "primary")),
         "exempt": (OPT, _bool), "created": (OPT, _ts), "user": (OPT, _str),
         "cwd": (OPT, _str), "tmux": (OPT, _str), "tmux_target": (OPT, _str),
@@ -138,7 +111,7 @@ SHAPES = _Tables({
         "tmux_session": (OPT, _str), "branch": (OPT, _str), "worktree": (OPT, _str),
         "repo": (OPT, _str),
     },
-    "schedule": lambda: {
+    "schedule": {
         "id": (REQ, _str), "user": (OPT, _str), "session": (OPT, _str),
         "session_key": (OPT, _str), "agent_session_id": (OPT, _str),
         "every": (REQ, _int(1, 10 ** 9)), "message": (REQ, _str),
@@ -147,79 +120,39 @@ SHAPES = _Tables({
         "created": (OPT, _ts), "last_attempt": (OPT, _ts), "last_outcome": (OPT, _str),
         "last_code": (OPT, _str), "last_reason": (OPT, _str), "last_change": (OPT, _ts),
     },
-    "job-spec": lambda: {
+    "job-spec": {
         "argv": (REQ, _list_of_str), "label": (OPT, _str), "session": (OPT, _str),
         "cwd": (OPT, _str), "created": (REQ, _ts), "output_limit": (OPT, _int(1)),
         "exec_pid": (OPT, _int(1, 2 ** 31)), "exec_start": (OPT, _int(0)),
     },
-    "job-pids": lambda: {
+    "job-pids": {
         "watcher": (OPT, _int(1, 2 ** 31)), "watcher_start": (OPT, _int(0)),
         "pid": (OPT, _int(1, 2 ** 31)), "pgid": (OPT, _int(1, 2 ** 31)), "started": (OPT, _ts),
     },
-    "job-result": lambda: {
+    "job-result": {
         "exit": (OPT, _int(0, 255)), "signal": (OPT, _int(1, 255)), "code": (REQ, _int(0, 255)),
         "started": (OPT, _ts), "ended": (OPT, _ts), "seconds": (OPT, _num),
     },
-    "job-heard": lambda: {
+    "job-heard": {
         "by": (REQ, _one_of("wait", "notice")), "at": (OPT, _ts), "id": (OPT, _str),
-        "withdrawn": (OPT, _str), **_job_row(),
+        "withdrawn": (OPT, _str), **_JOB_ROW,
     },
-    "job-notice": lambda: {
+    "job-notice": {
         "posted": (REQ, _bool), "reason": (OPT, _str), "at": (OPT, _ts), "id": (OPT, _str),
-        **_job_row(),
+        **_JOB_ROW,
     },
-    "cursor": lambda: {"version": (REQ, _int(1, 1)), "sessions": (REQ, _sessions)},
-    "cursor-entry": lambda: {
+    "cursor": {"version": (REQ, _int(1, 1)), "sessions": (REQ, _sessions)},
+    "cursor-entry": {
         "ino": (OPT, _int(0, 2 ** 64)), "off": (OPT, _int(0)), "last": (OPT, _num),
         "last_kind": (OPT, _str), "turn": (OPT, _str),
         "ended": (OPT, _bool), "stale": (OPT, _bool), "lost": (OPT, _bool),
         "n": (OPT, _int(0)), "prev": (OPT, _str), "paused": (OPT, _bool),
     },
-})
-
-
-def _plan(kind):
-    """*kind*'s table as (field, required, check, exact type, low, high) rows:
-    the exact type and range let check() accept the common value (a str for
-    _str, an int in range for _int, a bool) without a call."""
-    rows = []
-    for field, (required, ok) in SHAPES[kind].items():
-        lo, hi = getattr(ok, "range", (None, None))
-        exact = str if ok is _str else bool if ok is _bool else int if lo is not None else None
-        rows.append((field, required, ok, exact, lo, hi))
-    return tuple(rows)
-
-
-_PLANS = {}
+}
 
 
 def check(kind, obj, path):
-    """*obj* if it has *kind*'s shape; BadFile naming *path* and the first fault.
-
-    A field is accepted at once only where its check would accept it (an
-    exact str, bool, or int in range); anything else is given to the check
-    itself, so the answer is check_slow's (tests/test_shapes_fuzz.py)."""
-    if not isinstance(obj, dict):
-        raise BadFile(path, f"not a JSON object ({kind})")
-    plan = _PLANS.get(kind) or _PLANS.setdefault(kind, _plan(kind))
-    get = obj.get
-    for field, required, ok, exact, lo, hi in plan:
-        value = get(field)
-        if value is None:
-            if required:
-                raise BadFile(path, f"field {field!r} missing ({kind})")
-            continue
-        kind_of = type(value)
-        if kind_of is exact and (lo is None or lo <= value <= hi):
-            continue
-        if not ok(value):
-            raise BadFile(path, f"field {field!r} must be {ok.doc} ({kind})")
-    return obj
-
-
-def check_slow(kind, obj, path):
-    """check() as the table says it, field by field through each check: the
-    reference the fast one is tested against."""
+    """*obj* if it has *kind*'s shape; BadFile naming *path* and the first fault."""
     if not isinstance(obj, dict):
         raise BadFile(path, f"not a JSON object ({kind})")
     for field, (required, ok) in SHAPES[kind].items():

@@ -84,9 +84,11 @@ def wakes(crew, name, stats):
     """(time, text) of each wake notice in NAME's inbox and inbox.read files."""
     import os
     from . import paths
+    from .inbox import MOVING, TAKING
     keep = logfile.rotate_limits()[1]
     sdir = crew.session_dir(name)
-    files = [os.path.join(sdir, paths.INBOX)] + [
+    inbox = os.path.join(sdir, paths.INBOX)
+    files = [inbox, inbox + MOVING, inbox + TAKING] + [
         logfile.rotated(os.path.join(sdir, paths.INBOX_READ), i) for i in range(keep + 1)]
     out, seen = [], set()
     for rec in logfile.records_backwards(files, stats):

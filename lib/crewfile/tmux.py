@@ -11,6 +11,7 @@ containing '/' is a socket path (`tmux -S PATH`). Unset, tmux finds the
 server the way it always does ($TMUX, then the default socket).
 """
 import os
+import subprocess
 
 from .errors import SystemFailure
 from .tmuxseen import LISTED_FORMAT, PANE_FORMAT as _PANE_FORMAT, Pane, Seen  # noqa: F401 (re-exported)
@@ -49,97 +50,18 @@ def run(*args, check=True, env=None, socket=None):
 
 
 def _run(args, env, socket):
-    """Run tmux: (exit code, stdout, stderr), as subprocess.run with stdin
-    from /dev/null and both outputs piped would. posix_spawn, not
-    subprocess: importing subprocess (locale, re, enum, ...) costs ~10 ms,
-    most of crew-status's start-up, and every verdict with a pane asks tmux."""
+    """Run tmux: (exit code, stdout, stderr), stdin from /dev/null. No
+    descriptor of ours reaches tmux (subprocess's close_fds): one a shell
+    handed us (`exec 9>LOCK` for flock(1)) would be held, and the lock with
+    it, by a server that tmux starts, for as long as that server runs."""
     argv = base_command(env, socket) + list(args)
-    out_r, out_w = os.pipe()
-    err_r, err_w = os.pipe()
-    if min(out_w, err_w) <= 2:           # stdio closed in this process: dup2 onto itself
-        for fd in (out_r, out_w, err_r, err_w):  # would keep close-on-exec; subprocess copes
-            os.close(fd)
-        return _run_subprocess(argv)
-    from _signal import SIGPIPE, SIGXFSZ
-    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-               (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2)]
-    # As subprocess's close_fds: a descriptor this process inherited (a
-    # shell's `exec 9>LOCK` for flock(1)) must not reach tmux, whose server
-    # would hold it (and the lock) for as long as it runs.
-    actions += [(os.POSIX_SPAWN_CLOSE, fd) for fd in _inheritable_fds()]
-    try:
-        # SIGPIPE, SIGXFSZ: Python ignores them, and an ignored signal stays
-        # ignored across exec (subprocess's restore_signals)
-        pid = os.posix_spawnp(argv[0], argv, os.environ, file_actions=actions,
-                              setsigdef=(SIGPIPE, SIGXFSZ))
-    except FileNotFoundError:
-        for fd in (out_r, err_r):
-            os.close(fd)
-        raise SystemFailure("tmux is not installed") from None
-    except OSError as e:
-        for fd in (out_r, err_r):
-            os.close(fd)
-        raise SystemFailure(f"cannot run tmux: {e.strerror}") from None
-    finally:
-        os.close(out_w)
-        os.close(err_w)
-    return _collect(pid, out_r, err_r)
-
-
-def _collect(pid, out_r, err_r):
-    """Read both pipes to their end, then reap *pid* (killed if we are interrupted)."""
-    import select
-    got = {out_r: [], err_r: []}
-    open_ = [out_r, err_r]
-    try:
-        while open_:
-            ready, _, _ = select.select(open_, [], [])
-            for fd in ready:
-                chunk = os.read(fd, 65536)
-                if chunk:
-                    got[fd].append(chunk)
-                else:
-                    open_.remove(fd)
-                    os.close(fd)
-    except BaseException:
-        for fd in open_:
-            os.close(fd)
-        try:
-            from _signal import SIGKILL
-            os.kill(pid, SIGKILL)
-        except OSError:
-            pass
-        os.waitpid(pid, 0)
-        raise
-    _, status = os.waitpid(pid, 0)
-    return (os.waitstatus_to_exitcode(status), b"".join(got[out_r]).decode("utf-8", "replace"),
-            b"".join(got[err_r]).decode("utf-8", "replace"))
-
-
-def _inheritable_fds():
-    """This process's descriptors above stderr that a child would inherit."""
-    try:
-        fds = [int(n) for n in os.listdir("/proc/self/fd")]
-    except OSError:
-        return []
-    out = []
-    for fd in fds:
-        if fd > 2:
-            try:
-                if os.get_inheritable(fd):
-                    out.append(fd)
-            except OSError:
-                pass                    # the listing's own descriptor, closed since
-    return out
-
-
-def _run_subprocess(argv):
-    import subprocess
     try:
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE)
     except FileNotFoundError:
         raise SystemFailure("tmux is not installed") from None
+    except OSError as e:
+        raise SystemFailure(f"cannot run tmux: {e.strerror}") from None
     return (proc.returncode, proc.stdout.decode("utf-8", "replace"),
             proc.stderr.decode("utf-8", "replace"))
 

@@ -271,7 +271,7 @@ def _warn(msg):
 DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
 DEFAULT_WINDOW = 0.5
 DEFAULT_RETRY = 2.0
-LOCK_WAIT = 1.0     # the longest wake-send waits for the primary's lock (then: the spool)
+LOCK_WAIT = 1.0     # the longest wake-send waits for the primary's lock (then: posts without it)
 # The cursor is written at most this long after the first wake it covers was
 # posted, not after every chunk: its write (the whole crew's positions, fsync)
 # must not stand between the next append and its wake. What a crash loses of
@@ -309,9 +309,9 @@ class Sender:
     change of reason.
 
     A primary whose lock is stuck (held past LOCK_WAIT) does not stop the
-    stream: its wakes are kept in its spool (said once, naming the holder)
-    and appended when the lock frees; until a post gets the lock again,
-    posts do not wait for it.
+    stream: its wakes are posted without the lock (inbox.post_many; said
+    once, naming the holder); until a post gets the lock again, posts do
+    not wait for it.
     """
 
     def __init__(self, crew, primary, window=DEFAULT_WINDOW, retry=DEFAULT_RETRY, say=DEFAULT_SAY,
@@ -440,20 +440,20 @@ class Sender:
         return True
 
     def _post(self, fresh):
-        from . import inbox, locks, spool
+        from . import inbox, locks
         old = locks.bound_waits(0 if self.stuck else LOCK_WAIT)
+        notes = []
         try:
-            inbox.post_many(self.crew, self.primary, fresh)
+            inbox.post_many(self.crew, self.primary, fresh, notes=notes)
         finally:
             locks.restore_waits(old)
-        if spool.kept:
+        if notes:
             if not self.stuck:
-                self.warn(spool.kept[-1])
+                self.warn(notes[-1])
             self.stuck = True
-            spool.kept.clear()
         elif self.stuck:
             self.stuck = False
-            self.warn(f"{self.primary}'s lock is free again; kept wakes appended")
+            self.warn(f"{self.primary}'s lock is free again; posting under it")
 
     def acknowledge(self):
         """Write the cursor for everything posted so far (see ACK_DELAY); not

@@ -95,7 +95,7 @@ class _Stop:
     once, which loses nothing (what is not written is read again)."""
 
     def __init__(self):
-        import _signal as signal    # the C module: `signal` imports enum, a third of --once's start-up
+        import signal
         self.watcher = None
         signal.signal(signal.SIGTERM, self)
         signal.signal(signal.SIGINT, self)
@@ -112,7 +112,7 @@ class _Stop:
         at the signal): a wait that began just after the handler's check
         still wakes."""
         import os
-        import _signal as signal
+        import signal
         r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(w)
         return r

@@ -35,10 +35,6 @@ def run(args):
     locks.bound_waits(LOCK_WAIT)
 
     def emit(outcomes):
-        from ..spool import kept
-        for line in dict.fromkeys(kept):
-            sys.stderr.write(f"nudge-tick: {line}\n")
-        kept.clear()
         if args.quiet or not outcomes:
             return
         ts = records.timestamp()

@@ -24,8 +24,9 @@ live and idle (never while it generates; unknown counts as busy),
 re-checked before Enter, and never twice for the same wakes. Events of
 PRIMARY itself are ignored. At end of input, what waits is posted (waiting
 for PRIMARY if need be) and a last announcement is tried once. If PRIMARY's
-lock is held for more than 1 s, wakes are kept in its spool (one line on
-stderr names the holder) and appended when it frees; the stream goes on.
+lock is held for more than 1 s, wakes are posted without it (one line on
+stderr names the holder; see protocol.md, "Bounded waits"); the stream goes
+on.
 
 Example: crew-watch --resume C | wake-filter | wake-send firstmate --cursor C
 """
@@ -35,10 +36,11 @@ def run(args):
     import sys
     from ..cli import crew
     from .. import wake
+    from ..records import escape
     from .crew_watch import _duration
 
-    def warn(msg):
-        sys.stderr.write(f"wake-send: {msg}\n")
+    def warn(msg):      # a lock holder's process name, a path: never raw to the terminal
+        sys.stderr.write(f"wake-send: {escape(msg)}\n")
         sys.stderr.flush()
 
     def log(msg):
