@@ -188,9 +188,12 @@ class TmuxServer:
                                      + self.explain(pane))
             time.sleep(0.02)
 
-    def enter_until_taken(self, pane, text, taken, markers, timeout=120, look=5.0):
+    def enter_until_taken(self, pane, text, taken, markers, timeout=120, look=5.0,
+                          person=None, after=0):
         """Press Enter on *text* typed at the pane's prompt, as the captain
-        does: again (three times at most) while *taken*() is false and the
+        does (at *person*'s terminal, in a whole second after epoch time
+        *after*, if given: see AttachedClient.type_after; else with
+        send-keys): again (three times at most) while *taken*() is false and the
         prompt line still holds the text *look* seconds after an Enter.
         Agent CLIs make an Enter that comes right behind typed keys a
         newline (Gemini CLI: one read within 30 ms of a key, its
@@ -200,7 +203,10 @@ class TmuxServer:
         from crewfile.prompt import still_holds
         deadline = time.monotonic() + timeout
         for _ in range(3):
-            self("send-keys", "-t", pane, "Enter")
+            if person:
+                person.type_after(after, b"\r")
+            else:
+                self("send-keys", "-t", pane, "Enter")
             again = time.monotonic() + look
             while not taken():
                 now = time.monotonic()
