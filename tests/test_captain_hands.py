@@ -19,9 +19,12 @@ another window, a key binding pressed.
 """
 import os
 import sys
+import tempfile
+import time
 
 from claude_harness import kinds, make_rig, records, require_real_claude, typed_by, watched
-from conftest import BIN, AttachedClient, cmd, last_captain_input, wait_for
+from conftest import (BIN, AttachedClient, captain_runs, captain_types, cmd, last_captain_input,
+                      wait_for)
 from crewfile import aside, paths
 from crewfile.sessions import Session
 
@@ -29,10 +32,66 @@ AIDE_DONE = f"{sys.executable} {os.path.join(BIN, 'aside-done')}"
 CONCLUDE = "aside-conclude design --report r.md"
 SEND_KEYS = 'tmux send-keys -t "$TMUX_PANE" "/aside-$(echo done) settled" Enter'
 RUN_SHELL = f'tmux run-shell "aside-$(echo done) design --note settled >said.txt 2>&1"; {CONCLUDE}'
-NO_KEYS = ("no key was pressed in a tmux client of the aside's server since the captain's"
-           " last input (keys sent by send-keys or run-shell are no person's)")
+NO_KEYS = NO_KEYS_SINCE = ("no key was pressed in a tmux client of the aside's server since"
+                           " the captain's last input (keys sent by send-keys or run-shell"
+                           " are no person's)")
 NOT_CONCLUDED = "aside-conclude: the captain has not concluded this aside"
 
+
+# --- the rule, on a real tmux server (no agent CLI) ---------------------------------
+
+def test_keys_a_process_sends_are_no_persons_and_keys_typed_at_a_client_are(
+        crew, tmux, aside_window):
+    from crewfile import evidence
+    sess = aside_window("a1")
+    pane = sess.meta["tmux"]
+    person = AttachedClient.on(tmux.sock)
+    captain_types(crew, "a1", "hello")                  # the captain's last input
+    # send-keys into the pane and run-shell on the server move no client's activity
+    tmux("send-keys", "-t", pane, "x", "Enter")
+    tmux("run-shell", "true")
+    wait_for(lambda: time.time() >= int(last_captain_input(sess)) + 1, what="the next second")
+    tmux("send-keys", "-t", pane, "y", "Enter")
+    tmux("run-shell", "true")
+    assert evidence.hands(sess, pane) == (NO_KEYS_SINCE, None)
+    assert evidence.hands(sess) == (NO_KEYS_SINCE, None)
+    # a key typed at the client does
+    person.type_after(last_captain_input(sess), "z\r")
+    why, keys = evidence.hands(sess, pane)
+    assert why is None and keys == f"keys {person.activity()}"
+    assert evidence.hands(sess)[0] is None                # any client, for a key binding
+    # ... only for the pane the client looks at, and only for KEYS_RECENT seconds
+    assert evidence.hands(sess, "%999") == (
+        "no tmux client attached to the aside's tmux server looks at %999", None)
+    later = time.time() + evidence.KEYS_RECENT + 1
+    assert evidence.hands(sess, pane, now=later) == (
+        f"no key was pressed in a tmux client of the aside's server in the last"
+        f" {evidence.KEYS_RECENT} seconds (keys sent by send-keys or run-shell are no"
+        f" person's)", None)
+    person.close()
+    assert evidence.hands(sess, pane) == (
+        "no tmux client is attached to the aside's tmux server: no person's keys", None)
+
+
+def test_run_shell_sent_by_a_process_is_refused_and_a_pressed_binding_concludes(
+        crew, tmux, aside_window, run):
+    sess = aside_window("a1")
+    captain_types(crew, "a1", "hello")
+    before = open(crew.session_file("a1", paths.STATUS)).read()
+    with tempfile.NamedTemporaryFile("r") as out:
+        tmux("run-shell", f"{sys.executable} {os.path.join(BIN, 'aside-done')} a1"
+                          f" >{out.name} 2>&1; true")
+        assert out.read() == f"aside-done: not believed to be the captain: {NO_KEYS_SINCE}\n"
+    after = open(crew.session_file("a1", paths.STATUS)).read()
+    assert after[len(before):].split(" ", 1)[1] == (
+        f"problem: self-conclusion refused: aside-done: {NO_KEYS_SINCE}\n")
+    assert not os.path.exists(crew.session_file("a1", paths.ACTS))
+    assert captain_runs(tmux, "aside-done", "a1", "--note", "by hand") == (0, "")
+    assert records(crew, "a1")[-1] == ("captain-done", "by hand")
+    assert aside.believed(sess, aside.scan(sess)) is None
+
+
+# --- the two doors with the real Claude Code -----------------------------------------
 
 def problems(crew):
     return [t for k, t in records(crew, "design") if k == "problem"]
