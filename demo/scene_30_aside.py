@@ -1,9 +1,12 @@
 """An aside: opened, a self-conclusion refused, the captain concludes, the report handed back, the window torn down."""
 import os
 import sys
+import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAKE = os.path.join(REPO, "tests", "fake-agent")
+sys.path.insert(0, os.path.join(REPO, "tests"))
+from terminal import AttachedClient, Tmux  # noqa: E402 (a person at a terminal)
 
 
 def run(d):
@@ -16,13 +19,17 @@ def run(d):
     screen = lambda: d.tmux("capture-pane", "-p", "-t", pane)
     d.wait(lambda: "ready>" in screen(), what="the aside's prompt")
     status = os.path.join(d.crew, "sessions", "cache", "status")
+    # The captain's keys come through a tmux client on a pseudo-terminal: a
+    # captain's act stands only on a person's key input (protocol.md, Asides).
+    person = AttachedClient(Tmux(d.sock), pane)
+    last = [0.0]
 
     def type_line(text):
         turns = open(status).read().count(" turn-ended")
         d.say(f"  (the captain types into the aside: {text!r})")
-        d.tmux("send-keys", "-t", pane, "-l", "--", text)
-        d.tmux("send-keys", "-t", pane, "Enter")
+        person.type_after(last[0], text + "\r")
         d.wait(lambda: open(status).read().count(" turn-ended") > turns, what="the agent's turn")
+        last[0] = time.time()               # its record is older than this
 
     type_line("let's design the cache: LRU?")
     d.say("The agent decides, on its own, that the design is settled. It is refused:")
@@ -33,6 +40,7 @@ def run(d):
     type_line("and a five-minute TTL")
     d.say("The captain concludes, typing the conclusion command into the aside:")
     type_line("/aside-done ship it")
+    person.close()                          # and goes back to the primary
     d.say("Now the agent may hand over its report (maildir delivery into reports/new/):")
     d.sh(f"CREWFILE_SESSION=cache aside-conclude cache --report {report}")
     d.sh("report-ls --new")

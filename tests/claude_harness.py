@@ -464,5 +464,18 @@ def watched(rig: ClaudeRig, crew, name: str):
         rig.stop()
 
 
+def typed_by(person, rig: ClaudeRig, sess, text: str, timeout: float = 30) -> None:
+    """The captain types *text* at a terminal (*person*: conftest's AttachedClient)
+    into the pane *rig* drives, and presses Enter once the input line shows it,
+    in a whole second after session *sess*'s newest captain input (a person's
+    hands are never faster; the act's evidence counts only later keys)."""
+    from conftest import last_captain_input
+    person.look_at(rig.pane)
+    person.press(text)
+    tail = "".join(text.split())[-16:]
+    rig.wait_screen(lambda s: tail in _input_line(s), timeout)
+    person.type_after(last_captain_input(sess), b"\r")
+
+
 def kinds(crew, name) -> list:
     return [k for k, _ in records(crew, name)]

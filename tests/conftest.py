@@ -13,6 +13,7 @@ BIN = os.path.join(REPO, "bin")
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from crewfile.paths import Crew  # noqa: E402
+from terminal import AttachedClient  # noqa: E402,F401 (the person at a terminal)
 
 SKIPPED = os.path.join(REPO, ".cache", "skipped")
 _skipped = []
@@ -188,9 +189,12 @@ class TmuxServer:
                                      + self.explain(pane))
             time.sleep(0.02)
 
-    def enter_until_taken(self, pane, text, taken, markers, timeout=120, look=5.0):
+    def enter_until_taken(self, pane, text, taken, markers, timeout=120, look=5.0,
+                          person=None, after=0):
         """Press Enter on *text* typed at the pane's prompt, as the captain
-        does: again (three times at most) while *taken*() is false and the
+        does (at *person*'s terminal, in a whole second after epoch time
+        *after*, if given: see AttachedClient.type_after; else with
+        send-keys): again (three times at most) while *taken*() is false and the
         prompt line still holds the text *look* seconds after an Enter.
         Agent CLIs make an Enter that comes right behind typed keys a
         newline (Gemini CLI: one read within 30 ms of a key, its
@@ -200,7 +204,10 @@ class TmuxServer:
         from crewfile.prompt import still_holds
         deadline = time.monotonic() + timeout
         for _ in range(3):
-            self("send-keys", "-t", pane, "Enter")
+            if person:
+                person.type_after(after, b"\r")
+            else:
+                self("send-keys", "-t", pane, "Enter")
             again = time.monotonic() + look
             while not taken():
                 now = time.monotonic()
@@ -340,11 +347,14 @@ def wait_for(predicate, timeout=20, what="condition", every=0.01):
         time.sleep(every)
 
 
-def captain_types(crew, name, text):
+def captain_types(crew, name, text, person=None):
     """The captain submits *text* to session NAME's agent, as Claude Code does
-    it: the prompt hook first (record_captain_input with a prompt id), then
-    the prompt in the agent's transcript (meta transcript_path; one is made
-    and recorded if the session has none). Returns the kind recorded."""
+    it: keys typed by a person in a tmux client looking at the session's pane
+    (*person*, else the AttachedClient open on the session's server; the
+    session needs a pane), then the prompt hook (record_captain_input with a
+    prompt id), then the prompt in the agent's transcript (meta
+    transcript_path; one is made and recorded if the session has none).
+    Returns the kind recorded."""
     import uuid
     from crewfile import captain
     from crewfile.sessions import Session
@@ -354,85 +364,79 @@ def captain_types(crew, name, text):
     if not path:
         path = os.path.join(os.path.dirname(crew.root), f"transcript-{name}.jsonl")
         sess.update_meta(transcript_path=path)
+    captain_keys(sess, text.encode("utf-8", "replace") + b"\r", person)
     prompt_id = str(uuid.uuid4())
     kind = captain.record_captain_input(crew, name, text, prompt_id, path)
     append_prompt(path, text, prompt_id)
     return kind
 
 
+@pytest.fixture
+def aside_window(crew, tmux):
+    """make(name): aside NAME registered in a window that only reads keys,
+    and the captain at a terminal looking at it (AttachedClient, closed at
+    the end): the library's view of an aside whose captain can type."""
+    people = []
+
+    def make(name, **meta):
+        sess, pane = tmux.agent_window(crew, name, "cat >/dev/null", kind="aside", **meta)
+        people.append(AttachedClient(tmux, pane))
+        return sess.reread()
+    yield make
+    for person in reversed(people):
+        person.close()
+
+
+def captain_keys(sess, keys, person=None):
+    """A person types *keys* into session *sess*'s pane (meta tmux) in a tmux
+    client looking at it: *person*, else the AttachedClient open on the
+    session's server (none: nothing typed, as a captain who is not there)."""
+    person = person or AttachedClient.on(sess.meta.get("tmux_socket")
+                                         or os.environ.get("CREWFILE_TMUX"))
+    if person is not None and sess.meta.get("tmux"):
+        person.look_at(sess.meta["tmux"])
+        person.type_after(last_captain_input(sess), keys)
+
+
+def last_captain_input(sess):
+    """The time of session *sess*'s newest captain input record (0 if none)."""
+    from crewfile.evidence import newest_input
+    return newest_input(sess.reread()) or 0
+
+
 def captain_runs(tmux, *argv, env=None):
-    """Run bin/ARGV[0] as the captain's key binding does: by the tmux server
-    itself (run-shell), outside every agent. Returns (exit code, stdout+stderr)."""
+    """Run bin/ARGV[0] as the captain's key binding does: a person presses C-b Y
+    in a tmux client attached to the server (AttachedClient), bound to
+    run-shell, so the tmux server runs it, outside every agent. The key is
+    pressed in a whole second after the newest captain input of the session
+    ARGV[1] names, as a person's hands are slower than that. Returns (exit
+    code, stdout+stderr)."""
     import shlex
     import tempfile
+    from crewfile.sessions import Session
     words = [sys.executable, os.path.join(BIN, argv[0]), *map(str, argv[1:])]
     full = {k: os.environ[k] for k in ("CREWFILE_DIR", "CREWFILE_TMUX") if k in os.environ}
     full.update(env or {})
-    with tempfile.NamedTemporaryFile("r") as out:
+    since = 0
+    if len(argv) > 1 and full.get("CREWFILE_DIR"):
+        sess = Session(Crew(full["CREWFILE_DIR"]), str(argv[1]))
+        since = last_captain_input(sess) if sess.exists() else 0
+    with tempfile.TemporaryDirectory() as d:
+        out, rc = os.path.join(d, "out"), os.path.join(d, "rc")
         line = "env " + " ".join(shlex.quote(f"{k}={v}") for k, v in full.items()) + " "
-        line += " ".join(map(shlex.quote, words)) + f" >{shlex.quote(out.name)} 2>&1"
-        # tmux 3.3 passes the command's exit status on to this client
-        proc = subprocess.run(["tmux", "-S", tmux.sock, "run-shell", line],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        return proc.returncode, out.read()
-
-
-class AttachedClient:
-    """A real tmux client attached to *target* through a pseudo-terminal: the
-    captain at a keyboard. press() writes bytes as keys typed into it (tmux
-    sees them as client input: key bindings run, client_activity moves).
-
-    The server's paste detection is turned off (assume-paste-time 0): tmux
-    takes a key that comes within 1 ms of the session's last activity for
-    part of a paste and types it into the pane instead of running its
-    binding. A press() of C-b D arrives in one read, and right after the
-    attach (itself session activity), so C-b D was typed as "D" into the
-    pane in 27 of 100 trials on a quiet machine; a captain's hands are
-    never that fast. Keys are read from the moment list-clients shows the
-    client: tmux puts the terminal in raw mode (tty_start_tty) before it
-    gives the client its session."""
-
-    def __init__(self, tmux, target, size=(120, 30)):
-        import pty
-        import threading
-        tmux("set-option", "-g", "assume-paste-time", "0")
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:               # the child: the tmux client
-            env = dict(os.environ, TERM="xterm-256color")
-            env.pop("TMUX", None)
-            os.execvpe("tmux", ["tmux", "-S", tmux.sock, "attach-session", "-t", target], env)
-        import fcntl
-        import struct
-        import termios
-        fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
-        self._reader = threading.Thread(target=self._drain, daemon=True)
-        self._reader.start()
-        self.tmux = tmux
-        wait_for(lambda: tmux("list-clients", "-F", "#{client_pid}", check=False).split(),
-                 what="the client to attach")
-
-    def _drain(self):
-        while True:                     # the client's screen output, discarded
-            try:
-                if not os.read(self.fd, 65536):
-                    return
-            except OSError:
-                return
-
-    def press(self, keys):
-        os.write(self.fd, keys.encode() if isinstance(keys, str) else keys)
-
-    def close(self):
-        import signal
+        line += " ".join(map(shlex.quote, words)) + f" >{shlex.quote(out)} 2>&1"
+        line += f"; echo $? >{shlex.quote(rc)}.new && mv {shlex.quote(rc)}.new {shlex.quote(rc)}"
+        tmux("bind-key", "Y", "run-shell", line)
+        person = AttachedClient.on(tmux.sock)
+        mine = person is None
+        if mine:
+            person = AttachedClient(tmux)
         try:
-            os.kill(self.pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        os.waitpid(self.pid, 0)
-        # The reader ends on the pty's EOF/EIO now that the client is gone.
-        # Only then close the fd: closed under a blocked read, its number is
-        # reused by the next pipe, and the reader would steal that pipe's bytes.
-        self._reader.join(10)
-        if self._reader.is_alive():
-            raise AssertionError("the client's pty reader did not end")
-        os.close(self.fd)
+            person.type_after(since, b"\x02Y")
+            wait_for(lambda: os.path.exists(rc), timeout=60, what=f"{argv[0]} run by C-b Y")
+        finally:
+            tmux("unbind-key", "Y", check=False)
+            if mine:
+                person.close()
+        with open(rc) as f, open(out) as g:
+            return int(f.read()), g.read()

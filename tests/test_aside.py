@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, captain_runs, captain_types, wait_for
+from conftest import REPO, AttachedClient, captain_keys, captain_runs, captain_types, wait_for
 from crewfile import aside, captain, paths, records, reports
 from crewfile.logfile import TailStats
 from crewfile.sessions import Session, register
@@ -32,10 +32,10 @@ def box(crew, which):
 
 
 @pytest.fixture
-def a1(crew):
-    """An aside registered without a window (the library's view)."""
-    register(crew, "a1", kind="aside")
-    return Session(crew, "a1")
+def a1(aside_window):
+    """An aside whose window only reads keys (the library's view), and the
+    captain at a terminal looking at it (captain_types types there)."""
+    return aside_window("a1")
 
 
 @pytest.fixture
@@ -222,7 +222,8 @@ def test_aside_say_and_done_record_the_captains_acts_with_evidence(crew, tmux, o
                                       ("captain-done", "looks good"), ("captain-done", "ship it")]
     sess = Session(crew, "a1")
     acts = open(crew.session_file("a1", paths.ACTS)).read().splitlines()
-    assert [a.split("\t")[1] for a in acts] == ["caller tmux", "caller tmux"]
+    assert [a.split("\t")[1].partition(" keys ")[0] for a in acts] == ["caller tmux", "caller tmux"]
+    assert all(a.split(" keys ")[1].isdigit() for a in acts)
     assert aside.believed(sess, aside.scan(sess)) is None
 
 
@@ -257,12 +258,15 @@ def test_captain_acts_from_inside_or_outside_tmux_are_refused_and_surfaced(
 def test_a_command_typed_in_another_window_is_the_captain(crew, tmux, opened, run):
     other = tmux.new_window("sh", name="captain")
     line = f"{sys.executable} {os.path.join(REPO, 'bin', 'aside-done')} a1 --note typed; echo rc=$?"
-    tmux("send-keys", "-t", other, "-l", line)
-    tmux("send-keys", "-t", other, "Enter")
-    tmux.wait_screen(other, "rc=0")
+    person = AttachedClient(tmux, other)
+    try:
+        person.type_after(0, line + "\r")
+        tmux.wait_screen(other, "rc=0")
+    finally:
+        person.close()
     assert kinds(crew, "a1")[-1] == ("captain-done", "typed")
     acts = open(crew.session_file("a1", paths.ACTS)).read().splitlines()
-    assert acts[-1].endswith(f"\tcaller {other}")
+    assert acts[-1].partition(" keys ")[0].endswith(f"\tcaller {other}")
 
 
 def test_a_key_binding_pressed_by_the_captain_concludes(crew, tmux, opened):
@@ -278,7 +282,7 @@ def test_a_key_binding_pressed_by_the_captain_concludes(crew, tmux, opened):
     finally:
         client.close()
     acts = open(crew.session_file("a1", paths.ACTS)).read().splitlines()
-    assert acts[-1].endswith("\tcaller tmux")
+    assert acts[-1].partition(" keys ")[0].endswith("\tcaller tmux")
 
 
 def test_status_append_never_writes_the_captains_words(crew, a1, run):
@@ -334,6 +338,7 @@ def test_a_conclusion_waits_for_the_transcript_to_catch_up(crew, a1, monkeypatch
     captain_types(crew, "a1", "let's talk")
     sess = Session(crew, "a1")
     path, pid = sess.meta["transcript_path"], str(uuid.uuid4())
+    captain_keys(sess, "/aside-done\r")
     assert captain.record_captain_input(crew, "a1", "/aside-done", pid, path) == "captain-done"
     monkeypatch.setattr(evidence, "TRANSCRIPT_WAIT", 120.0)
     looked, real, out = threading.Event(), evidence._prompt_verdict, []
@@ -403,8 +408,8 @@ def test_clean_tmp_removes_only_old_leftovers(crew):
     assert os.listdir(tmp) == ["fresh"]
 
 
-def test_report_ls(crew, a1, run, report):
-    register(crew, "b2", kind="aside")
+def test_report_ls(crew, aside_window, a1, run, report):
+    aside_window("b2")
     for name in ("a1", "b2"):
         captain_types(crew, name, "/aside-done")
         run("aside-conclude", name, "--report", report, check=True)
@@ -549,6 +554,10 @@ def test_reconcile_when_the_window_is_already_gone(crew, tmux, opened, run, repo
 def test_reconcile_of_an_aside_without_a_window(crew, a1, run, report):
     captain_types(crew, "a1", "/aside-done")
     run("aside-conclude", "a1", "--report", report, check=True)
+    path = crew.session_file("a1", paths.META)          # its window no longer recorded
+    meta = {k: v for k, v in json.load(open(path)).items() if not k.startswith("tmux")}
+    with open(path, "w") as f:
+        json.dump(meta, f)
     r = run("aside-reconcile", "a1")
     assert r.returncode == 0
     assert r.stderr == "aside-reconcile: a1: it has no tmux window: no scrollback to save\n"
@@ -593,7 +602,11 @@ def test_reconcile_of_a_pane_registered_without_its_server_touches_no_server(
     meta = {k: v for k, v in json.load(open(path)).items() if not k.startswith("tmux_")}
     with open(path, "w") as f:
         json.dump(meta, f)
-    captain_types(crew, "a1", "/aside-done")
+    person = AttachedClient(tmux, pane)
+    try:
+        captain_types(crew, "a1", "/aside-done")
+    finally:
+        person.close()
     run("aside-conclude", "a1", "--report", report, check=True)
     r = run("aside-reconcile", "a1")
     assert r.returncode == 0

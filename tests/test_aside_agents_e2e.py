@@ -7,7 +7,9 @@ mention; Gemini: the `/aside-done` command, both installed by `crew-hook
 --install DIR --agent AGENT`), believed on the CLI's own transcript; the
 agent hands its report over and aside-reconcile takes it in and tears the
 window down. In Codex also a conclusion sent while the agent works (steered
-into the running turn, whose turn_id its prompt hook gets again).
+into the running turn, whose turn_id its prompt hook gets again). The
+Enter that sends a conclusion is the captain's key at a real tmux client
+attached through a pseudo-terminal (conftest.AttachedClient).
 
 The stand-in models run the shell command of a `RUN: ` line in the newest
 user input: the captain's conclusion carries the hand-over as its note on a
@@ -26,7 +28,7 @@ import uuid
 
 import pytest
 
-from conftest import REPO, cmd, wait_for
+from conftest import REPO, AttachedClient, cmd, last_captain_input, wait_for
 from crewfile import aside, evidence, logfile
 from crewfile.prompt import markers_of
 from crewfile.sessions import Session
@@ -77,18 +79,24 @@ def open_aside(crew, tmux, name, agent_cmd):
     return Session(crew, name).meta["tmux"]
 
 
-def type_enter(tmux, pane, typed, ready=None):
+def type_enter(tmux, pane, typed, ready=None, person=None, sess=None):
     """Enter, once the screen shows *typed* (and *ready*(screen) holds):
     Enter right behind fast keys is taken as part of a paste (Codex inserts
-    a newline instead of sending), or by a completion list still open."""
+    a newline instead of sending), or by a completion list still open.
+    *person*: the captain at a terminal presses it (for a conclusion: a
+    person's key after session *sess*'s newest captain input)."""
     tmux.wait_screen(pane, lambda s: typed[-40:] in s and (ready is None or ready(s)),
                      timeout=DEADLINE)
-    tmux("send-keys", "-t", pane, "Enter")
+    if person:
+        person.type_after(last_captain_input(sess), b"\r")
+    else:
+        tmux("send-keys", "-t", pane, "Enter")
 
 
-def turn(crew, name, tmux, pane, keys, ready=None, draft=None):
+def turn(crew, name, tmux, pane, keys, ready=None, draft=None, person=None):
     """The captain types *keys* (literal text, or a list of tmux key names and
-    texts) into the aside and presses Enter; returns once that turn ended.
+    texts) into the aside and presses Enter (at *person*'s terminal, if
+    given: a conclusion's); returns once that turn ended.
     *draft* is all the prompt line then holds, when text typed before *keys*
     stands in front of them (a command, a skill mention): an Enter the agent
     did not take is told by the whole draft still standing there."""
@@ -98,8 +106,10 @@ def turn(crew, name, tmux, pane, keys, ready=None, draft=None):
         tmux("send-keys", "-t", pane, *(k[1:] if isinstance(k, tuple) else ("-l", k)))
     tmux.wait_screen(pane, lambda s: k[-40:] in s and (ready is None or ready(s)),
                      timeout=DEADLINE)
+    sess = Session(crew, name)
     tmux.enter_until_taken(pane, k if draft is None else draft, lambda: kinds(crew, name).count("turn-started") > started,
-                           markers_of(Session(crew, name).meta), timeout=DEADLINE)
+                           markers_of(sess.meta), timeout=DEADLINE, person=person,
+                           after=last_captain_input(sess))
     wait_for(lambda: kinds(crew, name).count("turn-ended") > ended, timeout=DEADLINE,
              what=lambda: f"the turn's end; records {records(crew, name)[-6:]};"
                           f" screen:\n{tmux.screen(pane)}")
@@ -121,7 +131,7 @@ def the_captain_concludes_and_the_window_goes(crew, tmux, name, pane, evidence_k
     done = [r for r in sess.last_records(200, logfile.TailStats()) if r.kind == "captain-done"]
     assert len(done) == 1 and done[0].text == HAND_OVER.format(name=name)    # the note
     ev = evidence.evidence_of(sess, done[0])
-    assert evidence_kind(ev), ev
+    assert evidence_kind(ev.partition(" keys ")[0]) and ev.split(" keys ")[1].isdigit(), ev
     assert evidence.verdict(sess, done[0]) is None          # the CLI's own transcript agrees
     report = [t for k, t in records(crew, name) if k == "concluded"][-1]
     with open(report) as f:
@@ -144,7 +154,8 @@ def codex_aside(crew, tmux, server, tmp_path):
         pytest.skip("Codex CLI not installed in .cache/codex")
     port = server("responses_server.py")
     # CODEX_HOME outside /tmp: with it under /tmp, Codex 0.171 ignored its config.toml.
-    home = os.path.join(REPO, ".cache", "codex-e2e", uuid.uuid4().hex[:12])
+    # Its real path: Codex keys its hooks' trust by it (.cache may be a link).
+    home = os.path.realpath(os.path.join(REPO, ".cache", "codex-e2e", uuid.uuid4().hex[:12]))
     os.makedirs(home)
 
     def open_codex(name):
@@ -193,7 +204,8 @@ def mention_aside_done(tmux, pane):
     tmux.wait_screen(pane, "\u203a $aside-done", timeout=DEADLINE)
 
 
-def test_an_aside_with_codex_concluded_by_the_captains_skill_mention(crew, tmux, codex_aside):
+def test_an_aside_with_codex_concluded_by_the_captains_skill_mention(crew, tmux, codex_aside,
+                                                                     request):
     pane = codex_aside("cx")
     the_agent_cannot_conclude(crew, tmux, "cx", pane)
     assert Session(crew, "cx").meta["agent"] == "codex"
@@ -204,14 +216,16 @@ def test_an_aside_with_codex_concluded_by_the_captains_skill_mention(crew, tmux,
     tmux("send-keys", "-t", pane, "End")            # it left the cursor at the start
     tmux("send-keys", "-t", pane, "-N", str(len("/aside-done")), "BSpace")
     tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
+    person = AttachedClient(tmux, pane)         # the captain comes to the terminal (as below)
+    request.addfinalizer(person.close)
     mention_aside_done(tmux, pane)
     turn(crew, "cx", tmux, pane, [("", "C-j"), HAND_OVER.format(name="cx")],
-         draft="$aside-done " + HAND_OVER.format(name="cx"))
+         draft="$aside-done " + HAND_OVER.format(name="cx"), person=person)
     the_captain_concludes_and_the_window_goes(crew, tmux, "cx", pane, lambda ev: ev == "prompt -")
 
 
 def test_codex_a_conclusion_sent_while_the_agent_works_counts(crew, tmux, codex_aside,
-                                                               tmp_path):
+                                                               tmp_path, request):
     """Enter while Codex works steers the message into the running turn, and
     its prompt hook gets that turn's id again: the conclusion still counts."""
     pane = codex_aside("cx")
@@ -220,10 +234,18 @@ def test_codex_a_conclusion_sent_while_the_agent_works_counts(crew, tmux, codex_
     tmux("send-keys", "-t", pane, "-l", f"HOLD: {go}")
     type_enter(tmux, pane, f"HOLD: {go}")
     tmux.wait_screen(pane, "esc to interrupt", timeout=DEADLINE)      # it works
+    # Codex shows it at once and runs its prompt hook a moment later: the
+    # captain's next key counts only after that prompt's record.
+    wait_for(lambda: "turn-started" in kinds(crew, "cx"), timeout=DEADLINE,
+             what="the HOLD prompt recorded")
+    # The captain comes to the terminal only now: a client attached while
+    # Codex starts had it redraw its start screen over the prompt (seen).
+    person = AttachedClient(tmux, pane)
+    request.addfinalizer(person.close)
     mention_aside_done(tmux, pane)
     tmux("send-keys", "-t", pane, "C-j")
     tmux("send-keys", "-t", pane, "-l", HAND_OVER.format(name="cx"))
-    type_enter(tmux, pane, HAND_OVER.format(name="cx"))
+    type_enter(tmux, pane, HAND_OVER.format(name="cx"), person=person, sess=Session(crew, "cx"))
     wait_for(lambda: "captain-done" in kinds(crew, "cx"), timeout=DEADLINE,
              what=lambda: f"captain-done; records {records(crew, 'cx')[-6:]}")
     assert kinds(crew, "cx").count("turn-ended") == ended                # still the same turn
@@ -244,7 +266,8 @@ def gemini_home(tmp_path):
 
 
 @pytest.mark.skipif(not os.path.exists(GEMINI), reason="Gemini CLI not installed in .cache/gemini")
-def test_an_aside_with_gemini_concluded_by_the_captains_command(crew, tmux, server, gemini_home):
+def test_an_aside_with_gemini_concluded_by_the_captains_command(crew, tmux, server, gemini_home,
+                                                                 request):
     port = server("gemini_server.py")
     home = gemini_home
     work = home.parent / "work"
@@ -266,6 +289,8 @@ def test_an_aside_with_gemini_concluded_by_the_captains_command(crew, tmux, serv
              f" PATH={shlex.quote(PATH)} {GEMINI} -m gemini-2.5-flash")
     pane = open_aside(crew, tmux, "gm", agent)
     tmux.wait_screen(pane, "Type your message", timeout=DEADLINE)
+    person = AttachedClient(tmux, pane)
+    request.addfinalizer(person.close)
 
     the_agent_cannot_conclude(crew, tmux, "gm", pane)
     assert Session(crew, "gm").meta["agent"] == "gemini"
@@ -277,6 +302,6 @@ def test_an_aside_with_gemini_concluded_by_the_captains_command(crew, tmux, serv
     tmux.wait_screen(pane, listed, timeout=DEADLINE)
     turn(crew, "gm", tmux, pane, " " + HAND_OVER.format(name="gm"),
          ready=lambda screen: listed not in screen,
-         draft="/aside-done " + HAND_OVER.format(name="gm"))
+         draft="/aside-done " + HAND_OVER.format(name="gm"), person=person)
     the_captain_concludes_and_the_window_goes(crew, tmux, "gm", pane,
                                               lambda ev: ev == "prompt -")

@@ -11,7 +11,7 @@ import pytest
 from conftest import BIN, REPO, captain_runs, captain_types
 from crewfile import aside, captain, paths, reports
 from crewfile.logfile import TailStats
-from crewfile.sessions import Session, register
+from crewfile.sessions import Session
 
 AGENT = f"{sys.executable} {os.path.join(REPO, 'tests', 'fake-agent')}"
 
@@ -30,8 +30,9 @@ def killed(proc):
 
 
 @pytest.mark.parametrize("step", ["conclude:written", "conclude:delivered"])
-def test_conclude_killed_then_rerun_delivers_exactly_one_report(crew, run, tmp_path, step):
-    register(crew, "a1", kind="aside")
+def test_conclude_killed_then_rerun_delivers_exactly_one_report(crew, run, tmp_path, step,
+                                                               aside_window):
+    aside_window("a1")
     captain_types(crew, "a1", "/aside-done")
     first = tmp_path / "first"
     first.write_text("the first run's report\n")
@@ -60,8 +61,8 @@ def test_conclude_killed_then_rerun_delivers_exactly_one_report(crew, run, tmp_p
     assert records(crew, "a1", "problem") == []
 
 
-def test_an_orphan_of_a_voided_conclusion_is_not_adopted(crew, run, tmp_path):
-    register(crew, "a1", kind="aside")
+def test_an_orphan_of_a_voided_conclusion_is_not_adopted(crew, run, tmp_path, aside_window):
+    aside_window("a1")
     captain_types(crew, "a1", "/aside-done")
     old = tmp_path / "old"
     old.write_text("old\n")

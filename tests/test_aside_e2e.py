@@ -1,5 +1,5 @@
 """The whole aside story on a real tmux server, the fake agent in the aside's
-window, the captain typing with send-keys:
+window, the captain typing at a tmux client attached through a pseudo-terminal:
 
 five captain turns, the third of which has the agent try to conclude on its
 own (refused, surfaced); the captain concludes, types once more (the
@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import BIN, REPO, wait_for
+from conftest import BIN, REPO, AttachedClient, captain_keys, wait_for
 from crewfile import aside
 from crewfile.logfile import TailStats
 from crewfile.sessions import Session
@@ -33,7 +33,7 @@ def story(crew):
 
 
 @pytest.fixture
-def scenario(crew, tmux, run, tmp_path):
+def scenario(crew, tmux, run, tmp_path, request):
     tmux("new-session", "-d", "-s", "crew", "-n", "captain", "-x", "200", "-y", "50")
     r = run("aside-open", "a1", "--topic", "cache design", "--cmd", AGENT,
             "--tmux-session", "crew", env={"CREWFILE_PRIMARY": "firstmate"})
@@ -41,12 +41,13 @@ def scenario(crew, tmux, run, tmp_path):
     pane = Session(crew, "a1").meta["tmux"]
     tmux.wait_screen(pane, "ready>")
     sess = Session(crew, "a1")
+    person = AttachedClient(tmux, pane)
+    request.addfinalizer(person.close)
 
     def turn(text):
-        """The captain types one line; wait until the agent's turn has ended."""
+        """The captain types one line at a terminal; wait until the agent's turn has ended."""
         ended = sum(r.kind == "turn-ended" for r in log(crew))
-        tmux("send-keys", "-t", pane, "-l", "--", text)
-        tmux("send-keys", "-t", pane, "Enter")
+        captain_keys(sess, text + "\r", person)
         wait_for(lambda: sum(r.kind == "turn-ended" for r in log(crew)) == ended + 1,
                  what=f"the turn after {text!r}")
 
@@ -64,6 +65,7 @@ def scenario(crew, tmux, run, tmp_path):
     turn("oh, one more thing: metrics")                   # typed again: the conclusion is void
     assert aside.scan(sess).state == aside.OPEN
     turn("/aside-done ship it")
+    person.close()                                        # the captain has gone back
     # The agent hands over its report (as its model would, from its own shell).
     report = "# cache design\nLRU, TTL five minutes, metrics.\n"
     r = run("aside-conclude", "a1", "--report", "-", input=report,

@@ -2,8 +2,8 @@
 aside-reconcile asks the one captain check (verdict.captain_at) first, and
 --wait reconciles once the window is quiet, or stops when the captain sends
 the draft. Real tmux; the fake agent with Claude Code's `❯` prompt; the
-captain typing with send-keys, or with a real client attached through a
-pseudo-terminal."""
+captain concluding at a real client attached through a pseudo-terminal,
+typing drafts with send-keys or at such a client."""
 import os
 import signal
 import subprocess
@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import BIN, REPO, AttachedClient, wait_for
+from conftest import BIN, REPO, AttachedClient, captain_keys, wait_for
 from crewfile import paths
 from crewfile.logfile import TailStats
 from crewfile.sessions import Session
@@ -38,25 +38,36 @@ def disk(crew):
 
 @pytest.fixture
 def concluded(crew, tmux, run, tmp_path):
-    """Aside `design` open with the fake agent, concluded by the captain, the report handed over."""
+    """Aside `design` open with the fake agent, concluded by the captain (typing
+    at a terminal, then detached), the report handed over. typed(): the
+    captain's later keys, sent with send-keys."""
     tmux("new-session", "-d", "-s", "crew", "-n", "captain", "-x", "120", "-y", "30")
     r = run("aside-open", "design", "--cmd", AGENT, "--tmux-session", "crew")
     assert r.returncode == 0, r.stderr
-    pane = Session(crew, "design").meta["tmux"]
+    sess = Session(crew, "design")
+    pane = sess.meta["tmux"]
     tmux.wait_screen(pane, "\u276f")
 
-    def typed(text, enter=True):
+    def typed(text, enter=True, person=None):
         n = kinds(crew).count("turn-ended")
-        tmux("send-keys", "-t", pane, "-l", "--", text)
+        if person:
+            captain_keys(sess, text + "\r", person)
+        else:
+            tmux("send-keys", "-t", pane, "-l", "--", text)
+            if enter:
+                tmux("send-keys", "-t", pane, "Enter")
         if enter:
-            tmux("send-keys", "-t", pane, "Enter")
             wait_for(lambda: kinds(crew).count("turn-ended") > n, what=f"the turn of {text!r}")
             tmux.wait_prompt(pane)
         else:
             tmux.wait_screen(pane, text)
 
-    typed("the pagination design")
-    typed("/aside-done ship it")
+    person = AttachedClient(tmux, pane)
+    try:
+        typed("the pagination design", person=person)
+        typed("/aside-done ship it", person=person)
+    finally:
+        person.close()
     report = tmp_path / "r.md"
     report.write_text("cursor pagination\n")
     r = run("aside-conclude", "design", "--report", report, env={"CREWFILE_SESSION": "design"})

@@ -7,13 +7,14 @@ each leaves the aside open, writes a `problem: self-conclusion refused`
 record and reaches the primary as exactly one wake through
 `crew-watch | wake-filter`. Then the captain concludes three ways: typing
 /aside-done in the window, `aside-done NAME` typed in another tmux window,
-and a tmux key binding pressed in an attached client.
+and a tmux key binding pressed. The captain types every prompt at a real
+tmux client attached through a pseudo-terminal (conftest.AttachedClient).
 """
 import os
 import sys
 
-from conftest import BIN, AttachedClient, cmd, wait_for
-from claude_harness import kinds, make_rig, records, require_real_claude, watched
+from conftest import BIN, AttachedClient, cmd, last_captain_input, wait_for
+from claude_harness import kinds, make_rig, records, require_real_claude, typed_by, watched
 from crewfile import aside
 from crewfile.sessions import Session
 
@@ -47,7 +48,8 @@ def wakes(crew):
     return [line.split(" ", 2)[2] for line in out if line.split(" ", 2)[1] == "design"]
 
 
-def test_the_aside_cannot_conclude_itself_and_the_captain_still_can(crew, tmux, tmp_path):
+def test_the_aside_cannot_conclude_itself_and_the_captain_still_can(crew, tmux, tmp_path,
+                                                                    request):
     require_real_claude()
     rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
     tmux("new-session", "-d", "-s", "crew", "-n", "captain", "-x", "200", "-y", "50")
@@ -57,15 +59,19 @@ def test_the_aside_cannot_conclude_itself_and_the_captain_still_can(crew, tmux, 
         r = cmd("aside-open", "design", "--topic", "pagination", "--cmd", agent,
                 "--tmux-session", "crew")
         assert r.returncode == 0, r.stderr
-        rig.attach(Session(crew, "design").meta["tmux"])
+        sess = Session(crew, "design")
+        rig.attach(sess.meta["tmux"])
         wait_for(lambda: "started" in kinds(crew, "design"), what="SessionStart")
+        person = AttachedClient(tmux, sess.meta["tmux"])
+        request.addfinalizer(person.close)
 
         def turn(text, script=()):
             ended = kinds(crew, "design").count("turn-ended")
             rig.set_script(list(script))
-            rig.turn(text)
+            typed_by(person, rig, sess, text)
             wait_for(lambda: kinds(crew, "design").count("turn-ended") > ended,
                      what=f"turn-ended of {text!r}")
+            rig.wait_idle()
 
         turn("let's talk pagination")
         seen = 0
@@ -92,7 +98,9 @@ def test_the_aside_cannot_conclude_itself_and_the_captain_still_can(crew, tmux, 
         assert got[4:] == [
             unbelieved + "it has no evidence of the captain (not written by a prompt hook or"
             " aside-done)",
-            unbelieved + "the agent's transcript has a newer prompt than that /aside-done"]
+            "self-conclusion refused: /aside-done not recorded: no key was pressed in a tmux"
+            " client of the aside's server since the captain's last input (keys sent by"
+            " send-keys or run-shell are no person's)"]
         assert wakes(crew) == [w for w in wakes(crew) if w.startswith("problem: ")]
 
         # 1. The captain types /aside-done; the agent hands over its report.
@@ -105,9 +113,9 @@ def test_the_aside_cannot_conclude_itself_and_the_captain_still_can(crew, tmux, 
         turn("one more thing: page size")
         assert aside.scan(Session(crew, "design")).state == aside.OPEN
         other = tmux.new_window("sh", name="captain2", session="crew")
-        tmux("send-keys", "-t", other, "-l",
-             f"CREWFILE_DIR={crew.root} {AIDE_DONE} design --note window; echo rc=$?")
-        tmux("send-keys", "-t", other, "Enter")
+        person.look_at(other)
+        person.type_after(last_captain_input(sess), f"CREWFILE_DIR={crew.root} {AIDE_DONE}"
+                                                    " design --note window; echo rc=$?\r")
         tmux.wait_screen(other, "rc=0")
         r = cmd("aside-conclude", "design", "--report", "-", input="page size 50\n")
         assert r.returncode == 0, r.stderr
@@ -117,25 +125,24 @@ def test_the_aside_cannot_conclude_itself_and_the_captain_still_can(crew, tmux, 
         turn("and the cursor format?")
         tmux("bind-key", "D", "run-shell",
              f"env CREWFILE_DIR={crew.root} {AIDE_DONE} design --note key")
-        client = AttachedClient(tmux, "crew:captain")
-        try:
-            client.press(b"\x02D")
-            wait_for(lambda: ("captain-done", "key") in records(crew, "design"),
-                     what="the key binding's captain-done")
-        finally:
-            client.close()
+        person.look_at("crew:captain")
+        person.type_after(last_captain_input(sess), b"\x02D")
+        wait_for(lambda: ("captain-done", "key") in records(crew, "design"),
+                 what="the key binding's captain-done")
         r = cmd("aside-conclude", "design", "--report", "-", input="opaque cursors\n")
         assert r.returncode == 0, r.stderr
         third = r.stdout.strip()
 
         assert len({first, second, third}) == 3
+        person.close()                                  # the captain has gone back
         r = cmd("aside-reconcile", "design")
         assert r.returncode == 0, r.stderr
         assert [w.split(":")[0] for w in wakes(crew)] == ["problem"] * len(ATTEMPTS) + [
             "concluded"] * 3
 
 
-def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, tmp_path):
+def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, tmp_path,
+                                                                     request):
     """An aside opened by /aside in the primary, concluded with /aside-done; a draft on
     the aside's prompt line holds aside-reconcile; --wait stops when the captain sends
     it; the next conclusion's report is reconciled once the draft is cleared."""
@@ -150,7 +157,8 @@ def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, 
         agent = rig.prepare()
         primary = agent.replace(" && exec env ", " && exec env " + " ".join(map(shlex.quote, (
             "CREWFILE_SESSION=firstmate", f"CREWFILE_AGENT_CMD={agent}"))) + " ", 1)
-        rig.attach(tmux.new_window(primary, name="firstmate", session="crew"))
+        firstmate = tmux.new_window(primary, name="firstmate", session="crew")
+        rig.attach(firstmate)
         rig.set_script(["RUN: aside-open design --topic pagination --primary firstmate"
                         " --tmux-session crew"])
         rig.turn("/aside pagination")
@@ -159,18 +167,27 @@ def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, 
         pane = Session(crew, "design").meta["tmux"]
         rig.attach(pane)
         wait_for(lambda: "started" in kinds(crew, "design"), what="SessionStart")
+        person = AttachedClient(tmux, firstmate)
+        request.addfinalizer(person.close)
 
-        def turn(text, script=()):
+        def turn(text, script=(), by_hand=False):
             ended = kinds(crew, "design").count("turn-ended")
             rig.set_script(list(script))
-            rig.turn(text)
+            if by_hand:
+                typed_by(person, rig, Session(crew, "design"), text)
+            else:
+                rig.turn(text)
             wait_for(lambda: kinds(crew, "design").count("turn-ended") > ended,
                      what=f"turn-ended of {text!r}")
+            rig.wait_idle()
 
         def conclude(report):
+            """The captain types /aside-done in the aside, then goes back to the primary."""
             n = kinds(crew, "design").count("concluded")
-            turn("/aside-done", [f"RUN: printf '{report}\\n' | aside-conclude design --report -"])
+            turn("/aside-done", [f"RUN: printf '{report}\\n' | aside-conclude design --report -"],
+                 by_hand=True)
             wait_for(lambda: kinds(crew, "design").count("concluded") > n, what="concluded")
+            person.look_at(firstmate)
 
         def disk():
             with open(crew.session_file("design", "status"), "rb") as f:

@@ -19,9 +19,9 @@ import os
 import shlex
 import sys
 
-from conftest import BIN, cmd, wait_for
-from claude_harness import (ClaudeRig, hook_command, kinds, make_rig, records, watched,
-                            require_real_claude)
+from conftest import BIN, AttachedClient, cmd, wait_for
+from claude_harness import (ClaudeRig, hook_command, kinds, make_rig, records, typed_by,
+                            watched, require_real_claude)
 from crewfile import inbox
 from crewfile.sessions import Session, register
 
@@ -33,12 +33,17 @@ def request_text(rig):
     return "\n".join(json.dumps(r) for r in rig.main_requests())
 
 
-def turn(rig, crew, name, text, script=None):
-    """One captain turn; returns when its turn-ended record is written."""
+def turn(rig, crew, name, text, script=None, person=None):
+    """One captain turn (typed at *person*'s terminal, if given, else sent with
+    send-keys); returns when its turn-ended record is written."""
     ended = kinds(crew, name).count("turn-ended")
     rig.set_script(script or [])
-    rig.turn(text)
+    if person:
+        typed_by(person, rig, Session(crew, name), text)
+    else:
+        rig.turn(text)
     wait_for(lambda: kinds(crew, name).count("turn-ended") > ended, what=f"turn-ended of {text!r}")
+    rig.wait_idle()
 
 
 def test_a_whole_aside_with_the_real_claude_code(crew, tmux, tmp_path):
@@ -94,11 +99,15 @@ def test_a_whole_aside_with_the_real_claude_code(crew, tmux, tmp_path):
         assert "concluding an aside is the captain's act only" in request_text(rig)
         assert "concluded" not in kinds(crew, "design")
 
-        # The captain concludes; the agent hands over its report.
-        turn(rig, crew, "design", "/aside-done thanks, ship it",
-             ["RUN: printf 'Decision: cursor pagination.\\n' | "
-              "aside-conclude \"$CREWFILE_SESSION\" --report -"])
-        wait_for(lambda: "concluded" in kinds(crew, "design"), what="concluded")
+        # The captain concludes at a terminal; the agent hands over its report.
+        person = AttachedClient(tmux, aside.meta["tmux"])
+        try:
+            turn(rig, crew, "design", "/aside-done thanks, ship it",
+                 ["RUN: printf 'Decision: cursor pagination.\\n' | "
+                  "aside-conclude \"$CREWFILE_SESSION\" --report -"], person)
+            wait_for(lambda: "concluded" in kinds(crew, "design"), what="concluded")
+        finally:
+            person.close()                          # then goes back to the primary
         assert ("captain-done", "thanks, ship it") in records(crew, "design")
         assert "<command-name>/aside-done</command-name>" in request_text(rig)
         assert NOTICE not in rig.screen(history=True)

@@ -110,13 +110,16 @@ def test_user_prompt_submit_records_captain_and_turn_started(crew, run):
     assert ("captain", "fix the\nbuild") in got
 
 
-def test_aside_done_prompt_is_the_captains_conclusion(crew, run, tmp_path):
-    """Recorded with its prompt id as evidence; believed once the transcript holds it."""
+def test_aside_done_prompt_is_the_captains_conclusion(crew, run, tmp_path, aside_window):
+    """Recorded with its prompt id as evidence (and the keys of the captain at
+    a terminal); believed once the transcript holds it."""
+    from conftest import captain_keys
     from crewfile import aside
     from transcript import append_prompt
-    register(crew, "a1", kind="aside")
+    aside_window("a1")
     path = str(tmp_path / "t.jsonl")
     hook(run, payload("SessionStart", source="startup", transcript_path=path), name="a1")
+    captain_keys(Session(crew, "a1"), "/aside-done thanks\r")
     p = hook(run, payload("UserPromptSubmit", prompt="/aside-done thanks", prompt_id="p-1",
                           transcript_path=path), name="a1")
     assert p.returncode == 0, p.stderr

@@ -61,28 +61,27 @@ def test_hook_import_path_stays_light():
     assert out.stdout.strip() == "[]", out.stderr
 
 
-def test_a_prompt_hook_leaves_the_rest_of_asides_unimported(tmp_path):
+def test_a_prompt_hook_leaves_the_rest_of_asides_unimported(crew, tmp_path, aside_window):
     """A captain's prompt (and /aside-done, with its evidence) is recorded by
     the captain module alone: aside, reports and window stay off every
     prompt's path (the prompt hook's start-up budget)."""
-    from crewfile.paths import Crew
-    from crewfile.sessions import Session, register
-    crew = Crew(str(tmp_path / "crew"))
-    crew.ensure()
-    register(crew, "a1", kind="aside")
-    Session(crew, "a1").update_meta(transcript_path=str(tmp_path / "t.jsonl"))
+    from conftest import captain_keys
+    from crewfile.logfile import TailStats
+    sess = aside_window("a1")
+    sess.update_meta(transcript_path=str(tmp_path / "t.jsonl"))
     code = ("import sys; sys.path.insert(0, 'lib'); from crewfile import hook; "
             "env = {'CREWFILE_DIR': sys.argv[1], 'CREWFILE_SESSION': 'a1'}; "
-            "[print(hook.handle('{\"hook_event_name\": \"UserPromptSubmit\", \"prompt\": \"%s\", "
-            "\"prompt_id\": \"p-1\", \"transcript_path\": \"%s\"}' % (p, sys.argv[2]), env).err) "
-            "for p in ('hello', '/aside-done thanks')]; "
+            "print(hook.handle('{\"hook_event_name\": \"UserPromptSubmit\", \"prompt\": \"%s\", "
+            "\"prompt_id\": \"p-1\", \"transcript_path\": \"%s\"}' % tuple(sys.argv[2:]), env).err); "
             "print(sorted(m for m in ('crewfile.aside', 'crewfile.reports', 'crewfile.window')"
             " if m in sys.modules))")
-    out = subprocess.run([sys.executable, "-c", code, crew.root, str(tmp_path / "t.jsonl")],
-                         capture_output=True, text=True, cwd=__file__.rsplit("/tests/", 1)[0])
-    assert out.stdout.split("\n")[-2] == "[]", (out.stdout, out.stderr)
-    from crewfile.logfile import TailStats
-    kinds = [(r.kind, r.text) for r in Session(crew, "a1").last_records(20, TailStats())
+    for prompt in ("hello", "/aside-done thanks"):
+        captain_keys(sess, prompt + "\r")                 # the captain types it
+        out = subprocess.run([sys.executable, "-c", code, crew.root, prompt,
+                              str(tmp_path / "t.jsonl")],
+                             capture_output=True, text=True, cwd=__file__.rsplit("/tests/", 1)[0])
+        assert out.stdout.split("\n")[-2] == "[]", (out.stdout, out.stderr)
+    kinds = [(r.kind, r.text) for r in sess.last_records(20, TailStats())
              if r.kind in ("captain", "captain-done")]
     assert kinds == [("captain", "hello"), ("captain-done", "thanks")], out
 

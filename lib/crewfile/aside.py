@@ -160,8 +160,12 @@ def _open_aside_session(crew, name):
 
 
 def _refuse_caller(sess, kind, command):
-    """Refused (and a problem record) unless this process may act as the captain; else WHERE."""
+    """Refused (and a problem record) unless this process may act as the captain, with a
+    person's keys behind it (evidence.hands); else the evidence's `WHERE keys SECOND`."""
     why, where = evidence.caller_verdict(sess.meta)
+    if not why:
+        why, keys = evidence.hands(sess, None if where == "tmux" else where)
+        where = f"{where} {keys}"
     if why:
         what = SELF_CONCLUSION if kind == CAPTAIN_DONE else CAPTAIN_INPUT_REFUSED
         sess.append(PROBLEM, f"{what}: {command}: {why}")

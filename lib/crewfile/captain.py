@@ -46,7 +46,9 @@ def record_captain_input(crew, name, text, prompt_id=None, transcript=None, agen
     the agent's conclusion command, written with its evidence (`prompt
     PROMPT_ID`, or `prompt -` for an agent whose hook names no prompt,
     checked against the agent's transcript whenever the conclusion is acted
-    on). A conclusion that cannot be such a prompt is refused at once and
+    on, then `keys SECOND`: a person's key input in a tmux client looking at
+    the session's pane, evidence.hands). A conclusion that cannot be such a
+    prompt, or has no person's keys behind it, is refused at once and
     becomes a `problem: self-conclusion refused` record (kind `problem`
     returned): no prompt id from an agent that names its prompts, a payload
     naming another transcript than the session's, or a prompt id the
@@ -63,12 +65,24 @@ def record_captain_input(crew, name, text, prompt_id=None, transcript=None, agen
         sess.append(kind, note)
         return kind
     why = _not_a_prompt(sess, prompt_id, transcript, agent)
+    keys = None
+    if not why:
+        why, keys = _hands_at_the_pane(sess)
     if why:
         sess.append(PROBLEM, f"{SELF_CONCLUSION}: {agent.CONCLUDE} not recorded: {why}")
         return PROBLEM
     evidence.record_act(sess, CAPTAIN_DONE, note,
-                        f"{evidence.PROMPT} {prompt_id if agent.PROMPT_ID else evidence.NO_ID}")
+                        f"{evidence.PROMPT} {prompt_id if agent.PROMPT_ID else evidence.NO_ID}"
+                        f" {keys}")
     return CAPTAIN_DONE
+
+
+def _hands_at_the_pane(sess):
+    """evidence.hands for a prompt: typed keys reach the agent only through its own pane."""
+    pane = sess.meta.get("tmux")
+    if not isinstance(pane, str) or not pane:
+        return "the session's tmux pane is not recorded, so no person's keys can be shown", None
+    return evidence.hands(sess, pane)
 
 
 def _not_a_prompt(sess, prompt_id, transcript, agent):

@@ -20,11 +20,20 @@ record itself. Two kinds:
                 the aside's own pane: a command typed in another window
                 (WHERE = that pane) or a key binding (WHERE = `tmux`).
 
+Either kind stands only with a person's hands behind it as well: when the
+act is recorded, a client attached to the aside's tmux server had key input
+(hands(); its evidence follows the other, ` keys SECOND`). tmux keeps the
+moment of each client's last key input, and keys or commands a process sends
+to the server (send-keys, run-shell) leave it untouched, so an agent that
+types /aside-done into its own pane, or runs `tmux run-shell "aside-done
+NAME"`, from its shell tool is refused.
+
 A status line appended by hand (printf >> status, status-append) has no acts
 line and is not believed. The limit, said plainly: this stops an agent that
 decides on its own that the aside is over, whatever its tools run; it is not
 a security boundary. A process of the same user can write any file (acts,
-meta, the transcript) or drive tmux (send-keys, run-shell) as the captain.
+meta, the transcript), or attach a tmux client of its own to a
+pseudo-terminal and type into it as the captain.
 """
 import os
 
@@ -39,6 +48,9 @@ TRANSCRIPT_SCAN = 64 << 20        # bytes of a transcript read back, at most
 TRANSCRIPT_WAIT = 5.0             # seconds a prompt id not yet in the transcript is waited for
 ACTS_SCAN = 1 << 20
 ACT_MAX_LINE = records.MAX_LINE + 1024    # a record line, a tab, its evidence
+KEYS = "keys"                     # the hands part of an act's evidence: `keys SECOND`
+KEYS_RECENT = 10                  # seconds a person's key input may precede the act
+INPUT_SCAN = 1 << 20              # bytes of the status log read back for the newest input
 
 
 # --- processes ------------------------------------------------------------------
@@ -96,6 +108,59 @@ def caller_verdict(meta, pid=None):
     if where is not None and where == pane:
         return "it was run in the aside's own window", None
     return None, where or "tmux"
+
+
+# --- a person's hands -------------------------------------------------------------
+
+def hands(sess, where=None, now=None):
+    """(None, 'keys SECOND') if a person at a terminal stands behind an act of
+    aside *sess* happening *now*, else (why not, None).
+
+    SECOND is the newest key input (tmux client_activity, whole seconds) of a
+    client attached to the aside's tmux server that
+      - looks at pane *where* (its current window's active pane, the one its
+        keys go to): the aside's own pane for a prompt, the other window's
+        pane for a command typed there; any client for a key binding (None);
+      - had that input at most KEYS_RECENT seconds before *now*;
+      - had it after the aside's newest captain input: in a whole second
+        later than that record's. The keys that submitted the prompt the
+        agent is answering are not newer than its record, so an agent that
+        acts at once on the captain's words finds no key of the captain's
+        behind its act.
+    send-keys, run-shell and every other command sent to the server leave
+    client_activity as it was (one-second resolution, checked on tmux 3.3a).
+    """
+    import time
+    from . import tmux
+    now = time.time() if now is None else now
+    sock = sess.meta.get("tmux_socket")
+    clients = tmux.clients(sock if isinstance(sock, str) and sock else None)
+    if not clients:
+        return "no tmux client is attached to the aside's tmux server: no person's keys", None
+    seen = [t for t, pane in clients if where is None or pane == where]
+    if not seen:
+        return f"no tmux client attached to the aside's tmux server looks at {where}", None
+    second = max(seen)
+    if second < int(now) - KEYS_RECENT:
+        return (f"no key was pressed in a tmux client of the aside's server in the last"
+                f" {KEYS_RECENT} seconds (keys sent by send-keys or run-shell are no"
+                f" person's)"), None
+    last = newest_input(sess)
+    if last is not None and second < int(last) + 1:
+        return ("no key was pressed in a tmux client of the aside's server since the"
+                " captain's last input (keys sent by send-keys or run-shell are no"
+                " person's)"), None
+    return None, f"{KEYS} {second}"
+
+
+def newest_input(sess):
+    """The time (epoch seconds) of the session's newest captain input record, or None."""
+    for rec in logfile.records_backwards(sess.log_paths(), logfile.TailStats(), INPUT_SCAN):
+        if rec.kind in CAPTAIN_KINDS:
+            return rec.time
+        if rec.kind == "registered":
+            return None
+    return None
 
 
 # --- the agent's transcript ---------------------------------------------------------
@@ -260,6 +325,9 @@ def verdict(sess, rec):
     ev = evidence_of(sess, rec)
     if ev is None:
         return "it has no evidence of the captain (not written by a prompt hook or aside-done)"
+    ev, keys, _ = ev.partition(f" {KEYS} ")
+    if not keys:
+        return "it has no evidence of a person's keys (no tmux client input at the act)"
     how, _, what = ev.partition(" ")
     if how == PROMPT:
         return prompt_verdict(sess.meta.get("transcript_path"),

@@ -10,7 +10,46 @@ setup() {
 }
 
 teardown() {
+  if [ -n "${PERSON:-}" ]; then person_leaves; fi
   private_tmux_teardown
+}
+
+# The captain at a terminal (tests/terminal.py): a tmux client attached
+# through a pseudo-terminal, typing what person_types writes.
+person_attach() {   # person_attach [TARGET]
+  mkfifo "$BATS_TEST_TMPDIR/keys"
+  python3 "$BATS_TEST_DIRNAME/../terminal.py" "$CREWFILE_TMUX" "$@" <"$BATS_TEST_TMPDIR/keys" 3>&- &
+  PERSON=$!
+  exec 7>"$BATS_TEST_TMPDIR/keys"
+  for _ in $(seq 500); do
+    [ -n "$(tmux -S "$CREWFILE_TMUX" list-clients)" ] && return 0
+    sleep 0.02
+  done
+  return 1
+}
+
+# person_types KEYS (printf %b): in a whole second after all recorded so far,
+# as an act's evidence counts only keys after the captain's last input.
+person_types() {
+  local t
+  t="$(date +%s)"
+  until [ "$(date +%s)" -gt "$t" ]; do sleep 0.02; done
+  printf '%b' "$1" >&7
+}
+
+person_leaves() {
+  exec 7>&-
+  wait "$PERSON"
+  PERSON=
+}
+
+wait_record() {   # wait_record NAME REGEX [COUNT]
+  for _ in $(seq 500); do
+    [ "$(grep -c -- "$2" "$CREWFILE_DIR/sessions/$1/status")" -ge "${3:-1}" ] && return 0
+    sleep 0.02
+  done
+  cat "$CREWFILE_DIR/sessions/$1/status" >&2
+  return 1
 }
 
 wait_screen() {   # wait_screen PANE TEXT
@@ -32,9 +71,17 @@ wait_screen() {   # wait_screen PANE TEXT
   run aside-say design what about eviction      # not below the aside's tmux server
   assert_failure 1
   assert_output --partial 'aside-say: not believed to be the captain: it was not run from a tmux window or key binding'
-  tmux -S "$CREWFILE_TMUX" run-shell "aside-say design what about eviction >'$BATS_TEST_TMPDIR/say.out'"
+  # the captain's key binding, pressed
+  person_attach crew
+  tmux -S "$CREWFILE_TMUX" bind-key S run-shell "aside-say design what about eviction >'$BATS_TEST_TMPDIR/say.out'"
+  person_types '\002S'
+  wait_record design 'captain: what about eviction'
   run cat "$BATS_TEST_TMPDIR/say.out"
   assert_output 'captain'
+  # tmux runs it, but no person pressed a key for it since: refused
+  tmux -S "$CREWFILE_TMUX" run-shell "aside-say design again >'$BATS_TEST_TMPDIR/say.out' 2>&1; true"
+  run cat "$BATS_TEST_TMPDIR/say.out"
+  assert_output "aside-say: not believed to be the captain: no key was pressed in a tmux client of the aside's server since the captain's last input (keys sent by send-keys or run-shell are no person's)"
   run aside-conclude design --report - <<<'premature'
   assert_failure 1
   assert_output 'aside-conclude: the captain has not concluded this aside; keep the conversation going'
@@ -50,9 +97,11 @@ wait_screen() {   # wait_screen PANE TEXT
   run aside-conclude design --report - <<<'premature'
   assert_failure 1
   assert_output --partial 'its captain-done record is not believed (it has no evidence of the captain'
-  # The captain's key binding: tmux runs it.
+  # The captain's key binding, pressed: tmux runs it.
   tmux -S "$CREWFILE_TMUX" bind-key D run-shell "aside-done design --note 'ship it'"
-  tmux -S "$CREWFILE_TMUX" run-shell "aside-done design --note 'ship it'"
+  person_types '\002D'
+  wait_record design 'captain-done: ship it$'
+  person_leaves
   run bash -c 'printf "# cache\nLRU\n" | aside-conclude design --report -'
   assert_success
   report="$output"
@@ -79,16 +128,20 @@ wait_screen() {   # wait_screen PANE TEXT
   aside-open a2 --tmux-session crew >/dev/null
   pane="$(status-show a2 --json | sed -n 's/.*"tmux": "\(%[0-9]*\)".*/\1/p')"
   wait_screen "$pane" 'ready>'
+  # sent by a process (send-keys): no person's keys, refused
   tmux -S "$CREWFILE_TMUX" send-keys -t "$pane" -l '/aside-done'
   tmux -S "$CREWFILE_TMUX" send-keys -t "$pane" Enter
-  tmux -S "$CREWFILE_TMUX" send-keys -t "$pane" -l 'no wait'
-  tmux -S "$CREWFILE_TMUX" send-keys -t "$pane" Enter
-  for _ in $(seq 500); do grep -q 'captain: no wait' "$CREWFILE_DIR/sessions/a2/status" && break; sleep 0.02; done
+  wait_record a2 'problem: self-conclusion refused: /aside-done not recorded: no tmux client is attached'
+  person_attach "$pane"
+  person_types '/aside-done\r'
+  wait_record a2 'captain-done$'
+  person_types 'no wait\r'
+  wait_record a2 'captain: no wait'
   run aside-conclude a2 --report - <<<'report'
   assert_failure 1
-  tmux -S "$CREWFILE_TMUX" send-keys -t "$pane" -l '/aside-done'
-  tmux -S "$CREWFILE_TMUX" send-keys -t "$pane" Enter
-  for _ in $(seq 500); do [ "$(grep -c 'captain-done$' "$CREWFILE_DIR/sessions/a2/status")" = 2 ] && break; sleep 0.02; done
+  person_types '/aside-done\r'
+  wait_record a2 'captain-done$' 2
+  person_leaves
   run aside-conclude a2 --report - <<<'report'
   assert_success
   run aside-conclude a2 --report - <<<'report'
@@ -106,7 +159,11 @@ wait_screen() {   # wait_screen PANE TEXT
   assert_failure 2
   assert_output "aside-conclude: 'w1' is not an aside (kind crew)"
   aside-open a3 --tmux-session crew >/dev/null
-  tmux -S "$CREWFILE_TMUX" run-shell 'aside-done a3'
+  tmux -S "$CREWFILE_TMUX" bind-key D run-shell 'aside-done a3'
+  person_attach crew
+  person_types '\002D'
+  wait_record a3 'captain-done$'
+  person_leaves
   run aside-conclude a3 --report "$BATS_TEST_TMPDIR/missing.md"
   assert_failure 2
   assert_output --partial 'no report file'

@@ -3,9 +3,11 @@ aside-done NAME
 The captain concludes aside NAME: appends `captain-done[: NOTE]`. The agent
 may then hand over its report (aside-conclude). It stands while it is the
 captain's latest act: a captain input after it reopens the conversation.
-Run it in another window of the aside's tmux server or from a key binding:
-run by the aside's agent, from its own window, detached, or from outside
-that server, it is refused (exit 1) and the attempt is a `problem` record.
+Type it in another window of the aside's tmux server or press a key bound
+to it, in a tmux client attached to that server: run by the aside's agent,
+from its own window, detached, from outside that server, or with no key of
+a person's behind it (`tmux run-shell` sent by a process), it is refused
+(exit 1) and the attempt is a `problem` record.
 
   --note TEXT   a note to the agent and the primary (the record's text)
 
