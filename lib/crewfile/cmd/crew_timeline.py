@@ -44,7 +44,7 @@ def run(args):
         known = set(names(c))
         for name in args.session:
             if name not in known:
-                raise NotFound(f"no session {name!r}")
+                raise NotFound(f"no session '{name}'")
     lanes, start, end, problems = timeline.build(c, args.session or None, since, until)
     for p in problems:
         sys.stderr.write(f"crew-timeline: {escape(p)}\n")

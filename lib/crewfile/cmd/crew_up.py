@@ -73,7 +73,7 @@ def _remotes(words):
     for w in words or ():
         host, colon, rdir = w.partition(":")
         if not colon or not rdir.startswith("/"):
-            raise BadInput(f"bad --remote {w!r}: HOST:DIR, DIR an absolute path")
+            raise BadInput(f"bad --remote '{w}': HOST:DIR, DIR an absolute path")
         out[_host(host)] = rdir
     return out
 
@@ -85,6 +85,6 @@ def _remote_file(path):
         return []
     text = read_text(path)
     if text is None:
-        raise NotFound(f"no file {path!r}")
+        raise NotFound(f"no file '{path}'")
     return [line.strip() for line in text.splitlines()
             if line.strip() and not line.lstrip().startswith("#")]
