@@ -22,7 +22,9 @@ code 1. Stages: crew-watch --resume C | wake-filter | wake-send PRIMARY
 --cursor C (C = crew-up/cursor: a wake is neither lost nor repeated when
 any stage dies), nudge-tick --watch, job-sweep. A stage that dies is
 restarted with backoff; every start, end and line a stage writes on stderr
-is a record in crew-up/log in the crew directory.
+is a record in crew-up/log in the crew directory. A stage that keeps ending
+as soon as it starts is also said once here, on stderr. The stages'
+commands are the ones beside crew-up's own executable (links resolved).
 
 Example: crew-up firstmate --systemd > ~/.config/systemd/user/crew-up.service
 """
