@@ -1,6 +1,7 @@
 """The pinned interpreter: `make install` puts the commands in a venv of their
 own, linked into ~/.local/bin (HOME is a temp dir here), and whatever crewfile
 writes for cron or Claude Code names that venv's Python, never `python3`."""
+import json
 import os
 import shlex
 import shutil
@@ -13,9 +14,10 @@ from crewfile import crewup, inbox
 from test_remote import sshd  # noqa: F401 (the fixture: a private sshd on localhost)
 
 
-def make(home, target):
+def make(home, target, extra_env=None):
     env = {k: v for k, v in os.environ.items() if k not in ("XDG_DATA_HOME", "MAKEFLAGS")}
     env["HOME"] = str(home)
+    env.update(extra_env or {})
     return subprocess.run(["make", "-s", "-C", REPO, target, f"PYTHON={sys.executable}"],
                           env=env, capture_output=True, text=True, timeout=600)
 
@@ -205,6 +207,85 @@ def test_a_stage_that_fails_at_once_is_said_on_crew_up_s_stderr(crew, tmp_path, 
     assert wake.endswith(f"still restarting it, see {crewup.files(crew)[crewup.LOG]}")
     assert up.poll() is None
     assert err.read_text().count("\n") == 2       # the sweep failed once: it waits its hour
+
+
+FAKE_CRONTAB = """#!/bin/sh
+# crontab(1) for a test: the user's crontab is the file $HOME/.crontab,
+# replaced once all of stdin is read, as crontab does (`crontab -l | ... |
+# crontab -` reads it while the new one is written)
+case "$1" in
+  -l) [ -f "$HOME/.crontab" ] && exec cat "$HOME/.crontab"; echo "no crontab for $USER" >&2; exit 1 ;;
+  -) cat > "$HOME/.crontab.new" && exec mv "$HOME/.crontab.new" "$HOME/.crontab" ;;
+esac
+exit 2
+"""
+
+
+def tree(root):
+    """Every path under *root* (relative), with a file's content."""
+    out = {}
+    for d, dirs, names in os.walk(root):
+        for n in dirs + names:
+            path = os.path.join(d, n)
+            rel = os.path.relpath(path, root)
+            out[rel] = None if os.path.isdir(path) and not os.path.islink(path) else \
+                os.readlink(path) if os.path.islink(path) else open(path, "rb").read()
+    return out
+
+
+def test_make_uninstall_removes_the_hooks_and_the_cron_line(tmp_path):
+    """Issue 31.2: after `make uninstall`, ~/.claude/settings.json,
+    ~/.codex/hooks.json and ~/.gemini/settings.json still ran the deleted
+    interpreter on every agent event; the cron line every minute."""
+    home = tmp_path / "home"
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    (stubs / "crontab").write_text(FAKE_CRONTAB)
+    (stubs / "crontab").chmod(0o755)
+    # the user's own: a command, hooks of their own in each agent's file, a cron line
+    (home / ".local" / "bin").mkdir(parents=True)
+    (home / ".local" / "bin" / "mine").write_text("#!/bin/sh\n")
+    (home / ".local" / "share" / "other").mkdir(parents=True)
+    mine = {"type": "command", "command": "/usr/local/bin/my-linter"}
+    users = {
+        "claude": (".claude/settings.json", {"model": "opus", "hooks": {
+            "Stop": [{"hooks": [mine]}]}}),
+        "codex": (".codex/hooks.json", {"hooks": {"Stop": [{"hooks": [mine]}]}}),
+        "gemini": (".gemini/settings.json", {"theme": "dark", "hooks": {
+            "AfterAgent": [{"hooks": [mine]}]}}),
+    }
+    for rel, doc in users.values():
+        (home / rel).parent.mkdir(parents=True, exist_ok=True)
+        (home / rel).write_text(json.dumps(doc, indent=2) + "\n")
+    (home / ".crontab").write_text("0 5 * * * /usr/local/bin/backup\n")
+    before = tree(home)
+
+    # a PATH of the system's own: a toolchain manager's shims (rustup's, run by
+    # pip's build) would leave their own files in this HOME
+    env_make = {"PATH": f"{stubs}:/usr/local/bin:/usr/bin:/bin"}
+    p = make(home, "install", env_make)
+    assert p.returncode == 0, p.stdout + p.stderr
+    links = home / ".local" / "bin"
+    env = {"HOME": str(home), "PATH": f"{links}:{stubs}:/usr/bin:/bin",
+           "CREWFILE_DIR": str(tmp_path / "crew")}
+    run = lambda *a: subprocess.run(a, cwd=tmp_path, env=env, capture_output=True, text=True)
+    for agent, (rel, _) in users.items():
+        p = run("crew-hook", "--install", str((home / rel).parent), "--agent", agent)
+        assert p.returncode == 0, p.stderr
+        assert "crew-hook" in (home / rel).read_text()
+    p = run("sh", "-c", "(crontab -l; nudge-tick --crontab) | crontab -")
+    assert p.returncode == 0, p.stderr
+    assert "nudge-tick --quiet" in (home / ".crontab").read_text()
+
+    p = make(home, "uninstall", env_make)
+    assert p.returncode == 0, p.stdout + p.stderr
+    after = tree(home)
+    assert sorted(after) == sorted(before)
+    for rel, doc in users.values():
+        assert json.loads(after[rel]) == doc, rel
+    for rel in before:
+        if not rel.endswith(".json"):
+            assert after[rel] == before[rel], rel
 
 
 def test_crontab_line_runs_with_cron_s_bare_environment(crew, tmp_path):
