@@ -280,11 +280,11 @@ class Supervisor:
             stage.last_error = f"cannot start {stage.name}: {e.strerror}"
             self.log("stage-failed", f"{stage.name}: {stage.last_error}")
             self.kill(stage)
-            stage.procs = []
             self.schedule(stage)
-            stage.quick_ends += 1
-            if stage.quick_ends >= FAILING_AT_ONCE and not stage.told:
-                self.tell_failing(stage, [stage.last_error])
+            if not stage.procs:         # none started: no ended() will count this one
+                stage.quick_ends += 1
+                if stage.quick_ends >= FAILING_AT_ONCE and not stage.told:
+                    self.tell_failing(stage, [stage.last_error])
             return
         stage.since = time.time()
         self.log("stage-started", f"{stage.name}: " + ", ".join(

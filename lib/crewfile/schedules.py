@@ -124,6 +124,7 @@ def rebased(sched, now):
 
 
 def due(sched, now):
+    """Does nudge-tick try *sched* at *now*: armed, and due_in() has run out."""
     return bool(sched.get("armed")) and due_in(sched, now) <= 0
 
 
