@@ -29,7 +29,7 @@ import time
 from .errors import BadInput
 
 EXAMPLES = ("a moment such as '2026-12-01 08:00', 'Dec 1 8am', '08:00', '2026-12-01T08:00Z',"
-            " a duration (2h: ago for --since, from now for --until) or -5m (ago)")
+            " a duration such as 2h, or -5m (5 minutes ago)")
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
 _TIME = r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2})(?::(?P<second>\d{2})(?:\.\d{1,6})?)?)?\s*(?P<half>am|pm)?"
