@@ -129,7 +129,19 @@ install:
 	@echo "make: crewfile's commands are in $(BINDIR) (their venv: $(INSTALL_VENV))"
 	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "make: add $(BINDIR) to your PATH";; esac
 
+# Before the venv goes, what still runs its interpreter: each agent's hooks
+# (crew-hook --uninstall, only where the hooks file names this venv: a
+# checkout's own hooks stay) and nudge-tick's cron line. Left behind, they
+# would run a deleted file on every agent event and every minute.
 uninstall:
+	@for a in claude:.claude/settings.json codex:.codex/hooks.json gemini:.gemini/settings.json; do \
+	  f="$(HOME)/$${a#*:}"; \
+	  if [ -x $(INSTALL_VENV)/bin/crew-hook ] && grep -qF "$(INSTALL_VENV)/bin/python" "$$f" 2>/dev/null; then \
+	    $(INSTALL_VENV)/bin/crew-hook --uninstall "$$(dirname "$$f")" --agent $${a%%:*} || exit 1; \
+	  fi; done
+	@if crontab -l 2>/dev/null | grep -qF "$(INSTALL_VENV)/bin/python"; then \
+	  crontab -l | grep -vF "$(INSTALL_VENV)/bin/python" | crontab - \
+	  && echo "make: removed nudge-tick's line from your crontab"; fi
 	@for f in bin/*; do n=$${f#bin/}; \
 	  [ "$$(readlink $(BINDIR)/$$n)" = "$(INSTALL_VENV)/bin/$$n" ] && rm -f $(BINDIR)/$$n; done; true
 	rm -rf $(INSTALL_VENV)

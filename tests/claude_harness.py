@@ -135,8 +135,10 @@ class ClaudeRig:
 
     # ---------------------------------------------------------------- setup
     def _tmux(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        return subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null", *args],
-                              capture_output=True, text=True, check=check)
+        argv = ["tmux", "-S", self.sock, "-f", "/dev/null", *args]
+        if check:
+            return run_checked(argv)
+        return subprocess.run(argv, capture_output=True, text=True)
 
     def version(self) -> str:
         out = subprocess.run([self.binary, "--version"], capture_output=True, text=True).stdout
@@ -424,11 +426,27 @@ def hook_command() -> str:
     return f"{shlex.quote(sys.executable)} {shlex.quote(str(BIN / 'crew-hook'))}"
 
 
+class CommandFailed(AssertionError):
+    """A command a rig needed failed; its message holds what it said."""
+
+
+def run_checked(argv, **kwargs) -> subprocess.CompletedProcess:
+    """subprocess.run (text, output captured) that fails naming the command,
+    its exit status and its stderr: a bare CalledProcessError hid tmux's
+    reason. Every rig (Claude's here, Codex's, Gemini's) runs its set-up
+    commands through this."""
+    r = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    if r.returncode != 0:
+        raise CommandFailed(f"{shlex.join(map(str, argv))}: exit {r.returncode}\n"
+                            f"stderr: {r.stderr.strip() or '(empty)'}\n"
+                            f"stdout: {r.stdout.strip()[-2000:] or '(empty)'}")
+    return r
+
+
 def install_hooks(project: Union[str, Path]) -> None:
     """`crew-hook --install PROJECT/.claude` with hook_command()."""
-    subprocess.run([sys.executable, str(BIN / "crew-hook"), "--install",
-                    str(Path(project) / ".claude"), "--command", hook_command()],
-                   check=True, capture_output=True)
+    run_checked([sys.executable, str(BIN / "crew-hook"), "--install",
+                 str(Path(project) / ".claude"), "--command", hook_command()])
 
 
 def make_rig(tmp_path, tmux, env=None, **kwargs) -> ClaudeRig:

@@ -440,3 +440,79 @@ def captain_runs(tmux, *argv, env=None):
                 person.close()
         with open(rc) as f, open(out) as g:
             return int(f.read()), g.read()
+
+
+# -- the session-end check: no process left behind ------------------------------------
+# A failed test once left tests/model_server.py running for 21 minutes. At
+# the end of the run every process this run started and left alive fails the
+# run, named, and is then stopped. "Started by this run": it carries this
+# run's mark in its environment (every child inherits it, and tmux servers
+# pass it to their panes), or its command line, environment or working
+# directory names this run's temporary directories. Never matched by a
+# name alone: the developer's own tmux, and another checkout's test run, are
+# none of ours.
+
+RUN_MARK = "CREWFILE_TEST_RUN"
+LEFT_BEHIND_GRACE = 10      # seconds for a process told to stop to be gone
+
+
+def pytest_configure(config):
+    os.environ[RUN_MARK] = f"{os.getpid()}-{time.time_ns()}"
+
+
+def left_behind(session):
+    """{pid: command line} of the processes this run started that still live."""
+    mark = f"{RUN_MARK}={os.environ[RUN_MARK]}".encode()
+    base = str(session.config._tmp_path_factory.getbasetemp()).encode()
+    inside = base + b"/"        # not pytest-5 for pytest-50, another run's
+    mine = {os.getpid()}
+    out = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit() or int(pid) in mine:
+            continue
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                if f.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                    continue        # exited; its parent reaps it
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read()
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read()
+            try:
+                cwd = os.readlink(f"/proc/{pid}/cwd").encode()
+            except OSError:
+                cwd = b""
+        except (OSError, IndexError):
+            continue
+        ours = (mark in environ.split(b"\0") or inside in cmdline or inside in environ
+                or cwd == base or cwd.startswith(inside))
+        if ours and cmdline:
+            out[int(pid)] = cmdline.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+    return out
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Fail the run naming every process it left alive, then stop them."""
+    import signal
+    try:            # a process told to stop may still be exiting
+        wait_for(lambda: not left_behind(session), timeout=LEFT_BEHIND_GRACE, every=0.1)
+        return
+    except AssertionError:
+        alive = left_behind(session)
+    if not alive:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    lines = [f"pid {pid}: {command[:300]}" for pid, command in sorted(alive.items())]
+    if reporter is not None:
+        reporter.section(f"{len(alive)} PROCESSES LEFT ALIVE BY THE TESTS", sep="!", red=True,
+                         bold=True)
+        for line in lines:
+            reporter.line(line, red=True)
+    else:
+        sys.stderr.write("".join(f"left alive: {line}\n" for line in lines))
+    for pid in alive:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -21,7 +21,7 @@ import sys
 
 from conftest import cmd, wait_for
 from claude_harness import (BIN, ClaudeRig, hook_command, kinds, records, require_real_claude,
-                            watched)
+                            run_checked, watched)
 from crewfile.sessions import Session
 
 PROMPT = "FIRST-PROMPT-3141 read the README"
@@ -29,7 +29,7 @@ NUDGE = "NUDGE-AFTER-REBOOT-2718 continue with the plan"
 
 
 def sh(*args, cwd):
-    return subprocess.run(args, cwd=cwd, check=True, capture_output=True, text=True).stdout
+    return run_checked(args, cwd=cwd).stdout
 
 
 def user_texts(rig):
@@ -63,9 +63,8 @@ def _rig(tmp_path, tmux, repo, trusted):
     rig = ClaudeRig(tmp_path / "rig", tmux.sock, {}, env={"PATH": path}, script=[],
                     project=repo)
     rig.prepare()
-    subprocess.run([sys.executable, str(BIN / "crew-hook"), "--install",
-                    str(rig.home / ".claude"), "--command", hook_command()],
-                   check=True, capture_output=True)
+    run_checked([sys.executable, str(BIN / "crew-hook"), "--install",
+                 str(rig.home / ".claude"), "--command", hook_command()])
     state = json.loads((rig.home / ".claude.json").read_text())
     trust = state["projects"][str(repo)]
     state["projects"] = {str(t): dict(trust) for t in trusted}

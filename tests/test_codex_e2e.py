@@ -27,6 +27,7 @@ import warnings
 import pytest
 
 import responses_server
+from claude_harness import run_checked
 from crewfile import inbox, logfile, tokens
 from crewfile.paths import Crew
 from crewfile.sessions import Session, register
@@ -64,8 +65,8 @@ def rig(tmp_path):
         env = dict(os.environ, PATH=f"{ROOT}/bin:{os.environ['PATH']}", CODEX_HOME=home,
                    HOME=home, FAKE_KEY="x", CREWFILE_DIR=crew.root)
         env.pop("TMUX", None)
-        subprocess.run([os.path.join(ROOT, "bin", "crew-hook"), "--install", home,
-                        "--agent", "codex"], env=env, check=True, capture_output=True)
+        run_checked([os.path.join(ROOT, "bin", "crew-hook"), "--install", home,
+                     "--agent", "codex"], env=env)
         work = tmp_path / "work"
         work.mkdir()
         yield Rig(crew, env, log, str(work))

@@ -28,6 +28,7 @@ import time
 import pytest
 
 import gemini_server
+from claude_harness import run_checked
 from crewfile import inbox, logfile, tokens
 from crewfile.paths import Crew
 from crewfile.sessions import Session, register
@@ -73,9 +74,8 @@ def rig(tmp_path):
                        '--require "%s"' % os.path.join(ROOT, "tests", "gemini_children.cjs")])))
         env.pop("TMUX", None)
         env.pop("GEMINI_CLI_TRUST_WORKSPACE", None)
-        subprocess.run([os.path.join(ROOT, "bin", "crew-hook"), "--install",
-                        str(home / ".gemini"), "--agent", "gemini"],
-                       env=env, check=True, capture_output=True)
+        run_checked([os.path.join(ROOT, "bin", "crew-hook"), "--install",
+                     str(home / ".gemini"), "--agent", "gemini"], env=env)
         work = tmp_path / "work"
         work.mkdir()
         yield Rig(crew, env, log, str(work))

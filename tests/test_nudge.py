@@ -395,3 +395,35 @@ def test_an_aside_cannot_be_scheduled_and_an_existing_schedule_disarms(crew, tmu
     tick()
     assert not sched(crew, sid)["armed"]
     assert "captain-done" not in kinds(sess) and "/aside-done" not in tmux.screen(pane)
+
+
+def nudge_column(name):
+    """crew-top --once's NUDGE cell for session *name*."""
+    frame = cmd("crew-top", "--once", check=True).stdout.splitlines()
+    header = frame[0].split()
+    row = next(line.split() for line in frame[1:] if line.split()[:1] == [name])
+    return row[header.index("NUDGE")] + (" " + row[header.index("NUDGE") + 1]
+                                          if row[header.index("NUDGE")] == "in" else "")
+
+
+def test_the_view_says_due_exactly_when_the_tick_acts(crew):
+    """Issue 30.10: a hand-edited base.mono far ahead; crew-top said `due`
+    and nudge-tick never delivered (two computations of "due")."""
+    cmd("session-add", "w1", check=True)
+    sid = add("--session", "w1", "--every", "60", "--message", "go on")
+    path = os.path.join(crew.root, "nudges", sid)
+    s = json.load(open(path))
+    s["base"]["mono"] += 10 ** 9                     # the hand edit: decades ahead
+    replace(path, json.dumps(s))
+    assert nudge_column("w1") == "in 1m"             # the tick restarts the floor from now
+    assert tick() == ""
+    after = sched(crew, sid)
+    assert (after["armed"], after["attempts"]) == (True, 0)
+    assert after["base"]["mono"] < s["base"]["mono"] - 10 ** 8
+    assert nudge_column("w1") in ("in 1m", "in 59s", "in 58s")
+    make_due(crew, sid)
+    assert nudge_column("w1") == "due"
+    tick()
+    acted = sched(crew, sid)                           # the tick acted: no pane, so it disarmed
+    assert (acted["armed"], acted["last_outcome"]) == (False, "disarmed")
+    assert nudge_column("w1").startswith("disarmed:")

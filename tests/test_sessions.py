@@ -71,6 +71,16 @@ def test_bad_names_exit_2_and_write_nothing(crew, name):
     assert not os.path.exists(os.path.join(os.path.dirname(crew.root), "x"))
 
 
+@pytest.mark.parametrize("name,shown", [
+    ("a\\b", "bad session name 'a\\\\b': use letters, digits and . _ @ + - (not first: . -), no '/' or '..'"),
+    ("x\x1by", "session name contains a control character: 'x\\x1by'"),
+])
+def test_a_bad_name_is_escaped_once(crew, name, shown):
+    """Issue 30.10: session-add 'a\\b' printed the name escaped twice (repr, then the escaper)."""
+    r = cmd("session-add", "--", name)
+    assert (r.returncode, r.stderr) == (2, f"session-add: {shown}\n")
+
+
 def test_bad_input_to_status_append_writes_nothing(crew):
     cmd("session-add", "w1", check=True)
     before = status_lines(crew, "w1")

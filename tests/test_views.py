@@ -178,6 +178,7 @@ def test_crew_status_leaves_at_once_with_everything_out(crew, tmp_path, monkeypa
 # -- crew-timeline ------------------------------------------------------------------
 
 import shutil                                      # noqa: E402
+import stat                                        # noqa: E402
 import xml.etree.ElementTree as ET                 # noqa: E402
 
 from conftest import REPO, wait_for                # noqa: E402
@@ -249,6 +250,65 @@ def test_timeline_only_named_sessions_and_a_window_of_time(crew):
     assert r.returncode == 2 and "--since" in r.stderr
     r = cmd("crew-timeline")
     assert r.returncode == 2 and "--svg FILE or --html FILE" in r.stderr
+
+
+def node(path):
+    """What identifies a file: the kind, the inode, the device it stands for."""
+    st = os.lstat(path)
+    return (stat.S_IFMT(st.st_mode), st.st_ino, st.st_rdev)
+
+
+def test_timeline_writes_to_a_device_as_the_shell_does(crew, tmp_path):
+    """Issue 28.3: run as root, --svg /dev/null renamed a regular file over
+    the device node."""
+    if os.geteuid() != 0:
+        pytest.skip("SKIPPED LOUDLY: mknod needs root; the device case is not tested")
+    session(crew, "w1", "turn-started")
+    device = tmp_path / "null"
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))      # /dev/null's numbers
+    before = node(device)
+    r = cmd("crew-timeline", "--svg", device, "--html", device)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert node(device) == before and stat.S_ISCHR(before[0])
+    assert sorted(os.listdir(tmp_path)) == ["crew", "null"]      # no temporary left beside it
+
+
+def test_timeline_writes_into_a_fifo(crew, tmp_path):
+    import threading
+    session(crew, "w1", "turn-started")
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    before = node(fifo)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()), daemon=True)
+    reader.start()
+    r = cmd("crew-timeline", "--svg", fifo)
+    try:                    # a command that never opened it: the reader gets its end of file
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    except OSError:         # ENXIO: the reader has read it all and gone
+        pass
+    reader.join(timeout=60)
+    assert not reader.is_alive()
+    assert (r.returncode, r.stderr) == (0, "")
+    assert node(fifo) == before and stat.S_ISFIFO(before[0])
+    assert got[0].decode() == timeline_svg()
+
+
+def test_timeline_follows_a_link_to_its_target(crew, tmp_path):
+    session(crew, "w1", "turn-started")
+    target = tmp_path / "real.svg"
+    target.write_text("old\n")
+    link = tmp_path / "link.svg"
+    os.symlink("real.svg", link)
+    link_before = node(link)
+    r = cmd("crew-timeline", "--svg", link)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert node(link) == link_before and os.readlink(link) == "real.svg"
+    assert target.read_text() == timeline_svg()
+    dangling = tmp_path / "dangling.svg"
+    os.symlink("new.svg", dangling)
+    assert cmd("crew-timeline", "--svg", dangling).returncode == 0
+    assert os.path.islink(dangling) and (tmp_path / "new.svg").read_text() == timeline_svg()
 
 
 def test_timeline_reads_rotated_logs_and_names_a_damaged_session(crew):

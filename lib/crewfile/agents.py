@@ -21,7 +21,7 @@ _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234
 
 def check(agent):
     if agent not in AGENTS:
-        raise BadInput(f"bad agent {agent!r}: one of {', '.join(AGENTS)}")
+        raise BadInput(f"bad agent '{agent}': one of {', '.join(AGENTS)}")
     return agent
 
 
@@ -41,5 +41,5 @@ def resume_command(agent, cmd, conversation):
         raise Refused("no conversation id is recorded (its agent never ran its SessionStart"
                       " hook): starting the agent would begin a new conversation")
     if len(conversation) > 128 or not set(conversation) <= _ID_CHARS:
-        raise Refused(f"the recorded conversation id {conversation[:40]!r} is malformed")
+        raise Refused(f"the recorded conversation id '{conversation[:40]}' is malformed")
     return f"{cmd} {resume.format(id=shlex.quote(conversation))}"

@@ -297,3 +297,36 @@ def read_json(path, at=None, limit=None):
     from .jsonio import loads
     text = read_text(path, at, limit)
     return None if text is None else loads(text)
+
+
+def write_named(path, data, mode=0o644):
+    """Write *data* (bytes or str) to a path the user named, the way the
+    shell's `>` would: a regular file or a new name is replaced atomically
+    (replace()), anything else (a device such as /dev/null or /dev/stdout,
+    a FIFO, a socket) is opened and written, never renamed over. A
+    symbolic link is followed to its target by the same rule: the link
+    stays, the target gets the content (renaming over the link would have
+    cut it). Issue: run as root, a rename onto /dev/null replaced the
+    device node with a regular file."""
+    import stat
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise SystemFailure(f"cannot write {path}: {e.strerror}") from None
+    if st is None or stat.S_ISREG(st.st_mode):
+        # The link's target, not the link; a dangling one: the name it points at.
+        replace(os.path.realpath(path), data, mode=mode)
+        return
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    try:
+        # By the name given: /dev/stdout's link through /proc names no file.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise SystemFailure(f"cannot write {path}: {e.strerror}") from None

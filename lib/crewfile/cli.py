@@ -105,7 +105,7 @@ def parse(help_text, argv):
         else:
             args[key] = None
     if rest:
-        raise UsageError(f"unexpected argument {rest[0]!r}")
+        raise UsageError(f"unexpected argument '{rest[0]}'")
     return args
 
 

@@ -39,6 +39,7 @@ STOP_GRACE = 5.0
 HANDOVER = 10.0
 DEFAULT_SWEEP = 600.0
 PIPE = ("crew-watch", "wake-filter", "wake-send")
+FAILING_AT_ONCE = 3         # ends in a row, each before RESET_AFTER: said on stderr
 PR_SET_PDEATHSIG = 1
 
 
@@ -48,8 +49,13 @@ def files(crew):
 
 
 def bin_path(name):
-    return os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), "bin", name)
+    """The command *name*, beside the running command's own executable
+    (links resolved): bin/ of a checkout, or the bin/ pip filled in the
+    venv of `make install` (whose links in ~/.local/bin point there) or of
+    any `pip install`. Not beside this module: installed, the package lies
+    in site-packages, nowhere near its commands."""
+    import sys
+    return os.path.join(os.path.dirname(os.path.realpath(sys.argv[0])), name)
 
 
 def _die_with_parent(parent):
@@ -106,6 +112,9 @@ class Stage:
         self.last_error = None
         self.backoff = BACKOFF_FIRST
         self.start_at = 0.0         # monotonic: when it may (re)start
+        self.quick_ends = 0         # ends in a row, each before RESET_AFTER
+        self.last_said = None       # the last line its processes wrote on stderr
+        self.told = False           # its failing at once is said on crew-up's stderr
 
     def running(self):
         return bool(self.procs)
@@ -271,6 +280,10 @@ class Supervisor:
             self.log("stage-failed", f"{stage.name}: {stage.last_error}")
             self.kill(stage)
             self.schedule(stage)
+            if not stage.procs:         # none started: no ended() will count this one
+                stage.quick_ends += 1
+                if stage.quick_ends >= FAILING_AT_ONCE and not stage.told:
+                    self.tell_failing(stage, [stage.last_error])
             return
         stage.since = time.time()
         self.log("stage-started", f"{stage.name}: " + ", ".join(
@@ -330,7 +343,7 @@ class Supervisor:
         self.log("said", f"{proc.name}: {text}")
         for s in self.stages.values():
             if proc in s.procs:
-                s.last_error = text
+                s.last_error, s.last_said = text, f"{proc.name}: {text}"
 
     def ended(self, stage):
         """One process of the stage ended: stop the rest, log, schedule a restart."""
@@ -356,10 +369,29 @@ class Supervisor:
         stage.restarts += 1
         if ran >= RESET_AFTER:
             stage.backoff = BACKOFF_FIRST
+            stage.quick_ends, stage.told = 0, False
+        else:
+            stage.quick_ends += 1
         delay = self.schedule(stage)
         self.log("stage-exited", f"{stage.name}: {', '.join(what)} after {ran:.1f}s;"
                                  f" restart {stage.restarts} in {delay:g}s")
         stage.last_error = "; ".join(what)
+        if stage.quick_ends >= FAILING_AT_ONCE and not stage.told:
+            self.tell_failing(stage, what)
+
+    def tell_failing(self, stage, what):
+        """Say once on crew-up's own stderr (the captain's terminal, or the
+        journal) that a stage fails as soon as it starts: restarting it for
+        ever, with the reason only in crew-up/log, looked like a crew that
+        runs (a crew-up installed with its commands not found)."""
+        import sys
+        from .records import escape
+        said = f"; it said: {stage.last_said}" if stage.last_said else ""
+        sys.stderr.write(escape(f"crew-up: stage {stage.name} fails at once ({stage.quick_ends} times"
+                                f" in a row; {', '.join(what)}{said}); still restarting it,"
+                                f" see {self.files[LOG]}") + "\n")
+        sys.stderr.flush()
+        stage.told = True
 
     def schedule(self, stage):
         delay = min(stage.backoff, self.backoff_max)

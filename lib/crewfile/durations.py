@@ -75,4 +75,4 @@ def parse_count(text, flag, least=0, most=10 ** 6):
 
 def _shown(text):
     """*text* quoted for an error line, cut short if long (a 400-digit number)."""
-    return repr(text if len(text) <= 40 else text[:40] + "...")
+    return "'" + (text if len(text) <= 40 else text[:40] + "...") + "'"   # escaped once, by the error line

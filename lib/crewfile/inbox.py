@@ -49,7 +49,7 @@ def new_id(now=None):
 def _paths(crew, name):
     sdir = crew.session_dir(name)
     if not os.path.lexists(os.path.join(sdir, paths.META)):
-        raise NotFound(f"no session {name!r}")
+        raise NotFound(f"no session '{name}'")
     return (os.path.join(sdir, paths.INBOX), os.path.join(sdir, paths.INBOX_READ),
             os.path.join(sdir, paths.LOCK))
 

@@ -29,9 +29,9 @@ def check_name(name, what="name"):
     if len(name) > MAX_NAME:
         raise BadInput(f"{what} longer than {MAX_NAME} characters")
     if any(ord(c) < 32 or ord(c) == 127 for c in name):
-        raise BadInput(f"{what} contains a control character: {name!r}")
+        raise BadInput(f"{what} contains a control character: '{name}'")
     if ".." in name or name[0] not in _FIRST or not all(c in _REST for c in name):
-        raise BadInput(f"bad {what} {name!r}: use letters, digits and . _ @ + -"
+        raise BadInput(f"bad {what} '{name}': use letters, digits and . _ @ + -"
                        f" (not first: . -), no '/' or '..'")
     return name
 

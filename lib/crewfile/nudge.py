@@ -47,10 +47,10 @@ with the same code as the schedule's previous outcome is not appended again
 import os
 
 from . import paths, records
-from .clocks import clock_now, elapsed
+from .clocks import clock_now
 from .errors import BadInput, CrewfileError, NotFound, SystemFailure
 from .locks import acquire
-from .schedules import _target_ids, _update, load_all, matches
+from .schedules import _target_ids, _update, due, load_all, matches, rebased
 from .verdict import Answer
 # The schedule files' API, for the commands and the tests that name it here.
 from .schedules import DEFAULT_MAX, _write, add, get, rearm, remove  # noqa: F401
@@ -199,10 +199,6 @@ def tick_lock(crew):
     return acquire(os.path.join(crew.ensure_sub(paths.LOCKS), paths.NUDGE_TICK_LOCK), timeout=0)
 
 
-def due(sched, now):
-    return sched.get("armed") and elapsed(sched["base"], now) >= sched["every"]
-
-
 def tick(crew, world=None, bad=None):
     """One pass over the schedules (caller holds the tick lock); returns [Outcome].
 
@@ -219,7 +215,7 @@ def tick(crew, world=None, bad=None):
             out.append(_disarm(crew, world, sched, None, Answer(
                 UNTIL, f"its --until moment {records.timestamp(sched['until'])} has passed")))
             continue
-        if elapsed(sched["base"], now) < 0:
+        if rebased(sched, now):
             # The wall clock went back across a reboot: restart the floor from now.
             _update(crew, sched, {"base": now})
             continue

@@ -6,12 +6,12 @@ import os
 import time
 
 from . import paths
-from .clocks import clock_now, elapsed
+from .clocks import clock_now
 from .delivery import TRANSIENT
 from .errors import CrewfileError
 from .locks import acquire
 from .nudge import REFUSED, World, tick
-from .schedules import _dir, load_all
+from .schedules import _dir, due_in, load_all
 
 WATCH_POLL = 60.0          # --watch also ticks this often, as cron would
 WATCH_RETRY = 0.25         # ... and this soon after an event if a refusal may be transient,
@@ -108,7 +108,7 @@ def _next_due(crew):
     wait = WATCH_POLL
     for sched in load_all(crew):
         if sched.get("armed"):
-            left = sched["every"] - elapsed(sched["base"], now)
+            left = due_in(sched, now)
             if left > 0:
                 wait = min(wait, left + 0.01)
     return wait

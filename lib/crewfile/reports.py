@@ -117,7 +117,7 @@ def accept(crew, report_path):
     """
     base = os.path.basename(report_path)
     if parse_name(base) is None:
-        raise BadInput(f"not a report name: {base!r}")
+        raise BadInput(f"not a report name: '{base}'")
     new = os.path.join(box(crew, paths.REPORT_NEW), base)
     cur_dir = box(crew, paths.REPORT_CUR)
     cur = os.path.join(cur_dir, base)

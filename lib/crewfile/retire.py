@@ -38,7 +38,7 @@ def crew_session(crew, name):
     sess = Session(crew, name)
     kind = sess.meta.get("kind")
     if kind != "crew":
-        raise BadInput(f"{name!r} is not a crew session (kind {kind})"
+        raise BadInput(f"'{name}' is not a crew session (kind {kind})"
                        + ("; an aside ends with aside-reconcile" if kind == "aside" else ""))
     return sess
 

@@ -9,7 +9,7 @@ import os
 
 from . import paths, records
 from .atomic import replace
-from .clocks import clock_now
+from .clocks import clock_now, elapsed
 from .errors import BadFile, BadInput, CrewfileError, NotFound, Refused
 from .locks import acquire
 
@@ -35,7 +35,7 @@ def _read(path, at=None):
     from .shapes import load
     obj = load(path, "schedule", at)
     if obj is not None and obj["id"] != os.path.basename(path):
-        raise BadFile(path, f"id {obj['id']!r} is not the file's name")
+        raise BadFile(path, f"id '{obj['id']}' is not the file's name")
     return obj
 
 
@@ -75,7 +75,7 @@ def load_all(crew, bad=None):
 def get(crew, sid):
     obj = _read(_path(crew, sid))
     if not obj:
-        raise NotFound(f"no schedule {sid!r}")
+        raise NotFound(f"no schedule '{sid}'")
     return obj
 
 
@@ -107,6 +107,27 @@ def matches(sched, meta):
     return bool(sched.get("session")) and sched.get("session") == meta.get("name")
 
 
+def due_in(sched, now):
+    """Seconds until *sched* is next due at *now* (clock_now()): 0 or less,
+    due. The one answer to "is it due": nudge-tick acts on it, crew-top and
+    nudge-tick --watch show and wait on it, so a view never says due where
+    the tick would not try. A base ahead of *now* (the wall clock set back
+    across a reboot, a hand-edited `mono`) is no wait of years: the tick
+    restarts the floor from now (rebased()), so it is due one `every` on."""
+    gone = elapsed(sched["base"], now)
+    return sched["every"] - max(gone, 0)
+
+
+def rebased(sched, now):
+    """Is *sched*'s base ahead of *now*, to be restarted from now?"""
+    return elapsed(sched["base"], now) < 0
+
+
+def due(sched, now):
+    """Does nudge-tick try *sched* at *now*: armed, and due_in() has run out."""
+    return bool(sched.get("armed")) and due_in(sched, now) <= 0
+
+
 def add(crew, every, message, session=None, session_key=None, agent_session_id=None,
         max_attempts=None, user=None, replace_existing=False, now=None, until=None):
     """Create (or with replace_existing, re-create) the schedule for (user, session).
@@ -129,7 +150,7 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
         sess = sessions.find(crew, agent_session_id=agent_session_id, session_key=session_key)
         if sess is None:
             raise NotFound(f"no session with {'agent session id' if agent_session_id else 'session key'}"
-                           f" {agent_session_id or session_key!r}")
+                           f" '{agent_session_id or session_key}'")
         meta = sess.meta
     if meta.get("kind") == "aside":
         raise Refused(f"{meta.get('name')} is an aside: only the captain speaks into it")
@@ -159,7 +180,7 @@ def _positive(value, what):
     """A library caller's int (the command line parses through durations)."""
     from .durations import MAX_SECONDS
     if type(value) is not int or not 1 <= value <= MAX_SECONDS:
-        raise BadInput(f"bad {what} {value!r}: a whole number from 1 to {MAX_SECONDS}")
+        raise BadInput(f"bad {what} '{value}': a whole number from 1 to {MAX_SECONDS}")
     return value
 
 
@@ -167,7 +188,7 @@ def remove(crew, sid):
     with _lock(crew):
         path = _path(crew, sid)
         if not os.path.lexists(path):
-            raise NotFound(f"no schedule {sid!r}")
+            raise NotFound(f"no schedule '{sid}'")
         os.unlink(path)
 
 

@@ -51,7 +51,7 @@ class Session:
             from .shapes import load
             self._meta = load(self.meta_path, "meta", at=self.at)
             if self._meta is None:
-                raise NotFound(f"no session {self.name!r} (register it with session-add)")
+                raise NotFound(f"no session '{self.name}' (register it with session-add)")
         return self._meta
 
     def reread(self):
@@ -139,7 +139,7 @@ class _Opened:
         try:
             self.sess.at = paths.open_dir(self.sess.dir)
         except FileNotFoundError:
-            raise NotFound(f"no session {self.sess.name!r}") from None
+            raise NotFound(f"no session '{self.sess.name}'") from None
         return self.sess
 
     def __exit__(self, *exc):
@@ -201,7 +201,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     from .locks import hold
     from .names import current_user
     if kind not in KINDS:
-        raise BadInput(f"bad kind {kind!r}: one of {', '.join(KINDS)}")
+        raise BadInput(f"bad kind '{kind}': one of {', '.join(KINDS)}")
     sess = Session(crew, name)
     crew.ensure_sub(paths.SESSIONS, name)
     meta = {"name": name, "kind": kind, "exempt": bool(exempt or kind == "aside"),
@@ -219,7 +219,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     meta.update(extra or {})
     with hold(sess.lock_path):
         if sess.exists() and not sess.ended():
-            raise Refused(f"session {name!r} is already registered and not ended")
+            raise Refused(f"session '{name}' is already registered and not ended")
         replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
         text = f"kind={kind}" + (" exempt" if meta["exempt"] else "")
         logfile.append_locked(sess.status_path, [records.new_line("registered", text)],
@@ -258,14 +258,14 @@ def archive(crew, name, force=False, look=None):
     from .locks import hold
     sess = Session(crew, name)
     if not os.path.lexists(sess.dir):
-        raise NotFound(f"no session {name!r}")
+        raise NotFound(f"no session '{name}'")
     _check_dir(sess.dir)
     with hold(sess.lock_path):
         if not force:
             st = state(sess, look)
             if not st["ended"] and st["live"] != "no":
                 why = "live" if st["live"] == "yes" else "perhaps live (its liveness is unknown)"
-                raise Refused(f"session {name!r} is {why} and not ended; end it first, "
+                raise Refused(f"session '{name}' is {why} and not ended; end it first, "
                               "or use --force")
         parent = crew.ensure_sub(paths.ARCHIVE, paths.SESSIONS, name)
         dest = os.path.join(parent, records.timestamp())

@@ -82,7 +82,7 @@ def spawn(crew, name, agent=agents.CLAUDE, ref=None, tmux_session=None, prompt=N
     here = os.path.realpath(cwd or os.getcwd())
     sess = Session(crew, name)
     if sess.exists() and not sess.ended():
-        raise Refused(f"{name!r} is already registered and not ended")
+        raise Refused(f"'{name}' is already registered and not ended")
     extra = {"agent": agent, "agent_cmd": cmd}
     if tmux_session:
         extra["tmux_session"] = tmux_session

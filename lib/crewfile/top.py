@@ -225,8 +225,8 @@ def _nudge_for(scheds, meta):
     """The next nudge of the session whose meta is *meta*: 'in 5m', 'due', or why it is held."""
     if not scheds:
         return "-"
-    from .clocks import clock_now, elapsed
-    from .schedules import matches
+    from .clocks import clock_now
+    from .schedules import due_in, matches
     mine = [s for s in scheds if matches(s, meta)]
     if not mine:
         return "-"
@@ -236,7 +236,7 @@ def _nudge_for(scheds, meta):
         return escape(f"disarmed:{why}")
     if s.get("last_outcome") == "refused":
         return escape(f"held:{why}")
-    left = s["every"] - elapsed(s.get("base") or {}, clock_now())
+    left = due_in(s, clock_now())
     return "due" if left <= 0 else f"in {age_text(left)}"
 
 

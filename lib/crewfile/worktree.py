@@ -68,7 +68,7 @@ def branch_for(repo, name):
     """`crew/NAME`, if git accepts it as a branch name (BadInput otherwise)."""
     branch = BRANCH_PREFIX + name
     if git("check-ref-format", "--branch", branch, cwd=repo.top)[0] != 0:
-        raise BadInput(f"{branch!r} is not a valid git branch name")
+        raise BadInput(f"'{branch}' is not a valid git branch name")
     if name == "@":      # git 2.39 takes a worktree named '@' for HEAD and fails half-way
         raise BadInput("'@' cannot name a git worktree (git reads it as HEAD)")
     return branch
@@ -88,13 +88,13 @@ def branch_head(repo, branch):
 def resolve(repo, ref):
     """The commit *ref* names: BadInput in a repository with no commits, NotFound for no such REF."""
     if not ref or ref.startswith("-") or any(ord(c) < 32 for c in ref):
-        raise BadInput(f"bad REF {ref!r}")
+        raise BadInput(f"bad REF '{ref}'")
     code, out, _ = git("rev-parse", "--verify", "-q", f"{ref}^{{commit}}", cwd=repo.top)
     if code == 0:
         return out.strip()
     if not git("rev-list", "-n", "1", "--all", cwd=repo.top)[1].strip():
         raise BadInput(f"the repository {repo.top} has no commits yet: commit something first")
-    raise NotFound(f"no commit {ref!r} in {repo.top}")
+    raise NotFound(f"no commit '{ref}' in {repo.top}")
 
 
 def worktrees(repo):

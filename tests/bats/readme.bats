@@ -28,14 +28,17 @@ setup() {
 [ -n "\${CREWFILE_SESSION:-}" ] && printf '{"hook_event_name":"SessionStart","session_id":"fake-%s","source":"startup","cwd":"%s"}' "\$\$" "\$PWD" | crew-hook
 exec $PY $REPO/tests/fake-agent "\$@"
 STUB
+  # crontab: the new one replaces $HOME/.crontab once all of stdin is read,
+  # as crontab does (`crontab -l | ... | crontab -` reads it meanwhile)
   cat > "$STUBS/crontab" <<'STUB'
 #!/bin/sh
 case "$1" in
   -l) [ -f "$HOME/.crontab" ] && exec cat "$HOME/.crontab"; echo "no crontab for you" >&2; exit 1 ;;
-  -) exec cat > "$HOME/.crontab" ;;
+  -) cat > "$HOME/.crontab.new" && exec mv "$HOME/.crontab.new" "$HOME/.crontab" ;;
 esac
 exit 2
 STUB
+  echo "0 5 * * * /usr/local/bin/backup" > "$HOME/.crontab"       # the captain's own line
   printf '#!/bin/sh\necho "systemctl $*" >> "$HOME/.systemctl"\n' > "$STUBS/systemctl"
   printf '#!/bin/bash\nargs=(); for a; do [ "$a" = -f ] || args+=("$a"); done\nexec %s "${args[@]}"\n' \
     "$(command -v tail)" > "$STUBS/tail"
@@ -63,8 +66,9 @@ teardown() {
   run timeout 240 bash "$BATS_TEST_TMPDIR/walkthrough.sh"
   assert_success
   assert_output --partial "the walkthrough ran to its end"
+  # the scratch crew's cron line was taken out again; the captain's own stays
   run crontab -l
-  assert_output --partial "nudge-tick --quiet"
+  assert_output "0 5 * * * /usr/local/bin/backup"
   run cat "$HOME/.config/systemd/user/crew-up.service"
   assert_output --partial "crew-up"
 }

@@ -44,11 +44,11 @@ def load(name):
     """The adapter module for agent *name* (BadInput if there is none)."""
     from ..errors import BadInput
     if not isinstance(name, str) or not name.isidentifier() or not name.islower():
-        raise BadInput(f"bad agent {name!r}")
+        raise BadInput(f"bad agent '{name}'")
     try:
         return __import__(f"{__package__}.{name}", fromlist=["EVENTS"])
     except ModuleNotFoundError:
-        raise BadInput(f"unknown agent {name!r}: no crewfile.adapters.{name}") from None
+        raise BadInput(f"unknown agent '{name}': no crewfile.adapters.{name}") from None
 
 
 def names():

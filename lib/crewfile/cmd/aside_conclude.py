@@ -28,9 +28,9 @@ def run(args):
             with open(args.report, "rb") as f:
                 data = f.read(MAX_REPORT + 1)
         except FileNotFoundError:
-            raise BadInput(f"no report file {args.report!r}") from None
+            raise BadInput(f"no report file '{args.report}'") from None
         except IsADirectoryError:
-            raise BadInput(f"{args.report!r} is a directory") from None
+            raise BadInput(f"'{args.report}' is a directory") from None
     path, adopted = conclude(crew(args), args.name, data)
     if adopted:
         sys.stderr.write(f"aside-conclude: {args.name}: adopted the report an interrupted"

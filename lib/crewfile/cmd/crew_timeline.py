@@ -4,6 +4,9 @@ Draw the crew over time: one lane per session (default: every session).
 
   --svg FILE     write the picture as SVG to FILE (- for stdout)
   --html FILE    write one self-contained HTML page holding it (hover text)
+                 FILE is written as the shell's > would: a regular file or
+                 a new name is replaced atomically; a device, FIFO or
+                 socket is opened and written; a link is followed
   --since TIME   start there (a moment: '2026-12-01 08:00', '08:00', or 2h
                  for two hours ago; default: the first record)
   --until TIME   end there (the same; 30m: half an hour ago; default: the
@@ -22,13 +25,12 @@ Example: crew-timeline --since 8h --html crew.html w1 w2 design
 
 
 def run(args):
-    import os
     import sys
     from ..cli import crew
     from ..errors import PARTIAL, NotFound, UsageError
     from ..records import escape
     from .. import timeline
-    from ..atomic import replace
+    from ..atomic import write_named
     if not args.svg and not args.html:
         raise UsageError("say where to draw: --svg FILE or --html FILE")
     since = until = None
@@ -42,7 +44,7 @@ def run(args):
         known = set(names(c))
         for name in args.session:
             if name not in known:
-                raise NotFound(f"no session {name!r}")
+                raise NotFound(f"no session '{name}'")
     lanes, start, end, problems = timeline.build(c, args.session or None, since, until)
     for p in problems:
         sys.stderr.write(f"crew-timeline: {escape(p)}\n")
@@ -53,5 +55,5 @@ def run(args):
         if path == "-":
             sys.stdout.write(text)
         else:
-            replace(os.path.abspath(path), text, mode=0o644)
+            write_named(path, text)
     return PARTIAL if problems else 0

@@ -22,7 +22,9 @@ code 1. Stages: crew-watch --resume C | wake-filter | wake-send PRIMARY
 --cursor C (C = crew-up/cursor: a wake is neither lost nor repeated when
 any stage dies), nudge-tick --watch, job-sweep. A stage that dies is
 restarted with backoff; every start, end and line a stage writes on stderr
-is a record in crew-up/log in the crew directory.
+is a record in crew-up/log in the crew directory. A stage that keeps ending
+as soon as it starts is also said once here, on stderr. The stages'
+commands are the ones beside crew-up's own executable (links resolved).
 
 Example: crew-up firstmate --systemd > ~/.config/systemd/user/crew-up.service
 """
@@ -73,7 +75,7 @@ def _remotes(words):
     for w in words or ():
         host, colon, rdir = w.partition(":")
         if not colon or not rdir.startswith("/"):
-            raise BadInput(f"bad --remote {w!r}: HOST:DIR, DIR an absolute path")
+            raise BadInput(f"bad --remote '{w}': HOST:DIR, DIR an absolute path")
         out[_host(host)] = rdir
     return out
 
@@ -85,6 +87,6 @@ def _remote_file(path):
         return []
     text = read_text(path)
     if text is None:
-        raise NotFound(f"no file {path!r}")
+        raise NotFound(f"no file '{path}'")
     return [line.strip() for line in text.splitlines()
             if line.strip() and not line.lstrip().startswith("#")]

@@ -82,5 +82,5 @@ def _host(text):
     if text is None:
         return None
     if not text or len(text) > 253 or any(c.isspace() or c in ":/\\" for c in text):
-        raise BadInput(f"bad --host {text!r}: a host name without spaces, ':' or '/'")
+        raise BadInput(f"bad --host '{text}': a host name without spaces, ':' or '/'")
     return text
