@@ -70,8 +70,8 @@ def test_each_state(crew, records, word):
 
 
 def test_the_pause_rule_is_the_wake_filter_s():
-    from crewfile import glance, wake
-    assert glance.KEEPS_PAUSE == wake.KEEPS_PAUSE
+    from crewfile import glance, wakefilter
+    assert glance.KEEPS_PAUSE == wakefilter.KEEPS_PAUSE
 
 
 def test_no_turn_record_is_unknown(crew):

@@ -10,7 +10,7 @@ only names what it found. The word is the first that holds of:
   BLOCKED     a `blocked`/`problem`/`error` record the session has not moved on
               from (no MOVES_ON record since: a new turn, the captain's words, ...)
   PAUSED      a `paused` (awaiting captain) record followed only by KEEPS_PAUSE
-              kinds: wake.py's rule for a human wait
+              kinds: wakefilter.py's rule for a human wait
   WORKING     generating
   IDLE        not generating
   UNKNOWN     no turn record to tell
@@ -24,7 +24,7 @@ BLOCKERS = frozenset({"blocked", "problem", "error"})
 # a record of these kinds after a blocked one means the session moved on
 MOVES_ON = frozenset({"turn-started", "waiting", "registered", "started", "respawned", "ended",
                       "closed", "captain", "captain-done", "concluded", "nudge"})
-# only these may follow `paused` while the human wait lasts (wake.KEEPS_PAUSE,
+# only these may follow `paused` while the human wait lasts (wakefilter.KEEPS_PAUSE,
 # repeated here so that crew-status does not import the wake filter; a test
 # holds the two equal)
 KEEPS_PAUSE = frozenset({"idle", "stale", "paused"})

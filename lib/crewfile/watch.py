@@ -47,6 +47,7 @@ import time
 
 from . import jsonio, logfile, paths, records
 from .errors import CrewfileError
+from .glance import KEEPS_PAUSE
 from .sessions import TURN_STATE
 
 # The newest of these says whether `lost` may be reported.
@@ -76,7 +77,7 @@ class Tail:
         self.meta_key = None
         self.n = 0              # events emitted for this session (orders positions)
         self.prev = None        # kind of the newest event emitted (wake-filter's fold)
-        self.paused = False     # a `paused` event not yet followed by other activity
+        self.paused = False     # in a human wait, as crew-status says (glance.PAUSED)
         from .notify import identity
         self.dir_id = identity(sdir)
 
@@ -528,7 +529,7 @@ class Watcher:
         tail.prev = kind
         if kind == "paused":
             tail.paused = True
-        elif paused and kind not in _keeps_pause():
+        elif paused and kind not in KEEPS_PAUSE:
             tail.paused = False
         if not self.positions:
             return line + b"\n"
@@ -783,11 +784,6 @@ def first_position(crew, cursor):
 def _event(line, name):
     """An event line (bytes, no newline) from a record line (str, with newline) and a name."""
     return (line[:24] + " " + name + line[24:-1]).encode("utf-8")
-
-
-def _keeps_pause():
-    from .wake import KEEPS_PAUSE
-    return KEEPS_PAUSE
 
 
 def _write_stdout(data):
