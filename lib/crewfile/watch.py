@@ -17,8 +17,8 @@ Two kinds are synthesized, because no record can say them:
   gone while its newest lifecycle record is not `ended`, `closed` or
   `concluded`. Once per registration.
 
-Following: inotify watches on *directories* (sessions/ and each
-sessions/NAME/), never on files, so a rename-replace or a rotation cannot
+Following: notify.DirWatch (the one directory follower) on sessions/ and
+each sessions/NAME/, never on files, so a rename-replace or a rotation cannot
 kill a watch. Subscribe first, then scan: a record written while the watcher
 starts is either found by the scan or announced by an event. On queue
 overflow every session is re-read from its saved position. Without inotify
@@ -129,9 +129,7 @@ class Watcher:
         self.now = now
         self.keep = logfile.rotate_limits()[1]
         self.tails = {}
-        self.inotify = None
-        self.wds = {}           # watch descriptor -> session name ('' for sessions/)
-        self.watched = {}       # session name -> its watch descriptor
+        self.dirwatch = None    # notify.DirWatch on sessions/ and each session's directory
         self.roots = None       # identities of the crew directory and sessions/
         self.overflows = 0
         self.next_probe = 0.0
@@ -216,56 +214,35 @@ class Watcher:
         from . import notify
         self.crew.ensure_sub(paths.SESSIONS)
         self.roots = self._root_ids()
-        self.inotify = notify.open_inotify(self.warn)
-        if self.inotify is None:
+        self.dirwatch = notify.DirWatch(self.warn)
+        self.dirwatch.add(self.sessions_dir)
+        if self.dirwatch.ino is None:
             self._to_polling()
-            return
-        from inotify_simple import flags
-        self._flags = flags
-        wd = notify.add_watch(self.inotify, self.sessions_dir,
-                              flags.CREATE | flags.MOVED_TO | flags.ONLYDIR, self.warn)
-        if wd is None:
-            self._to_polling()
-            return
-        self.wds[wd] = ""
 
     def _to_polling(self):
         """inotify cannot be had (said already): re-read everything every POLL s."""
         from .notify import POLL
-        if self.inotify is not None:
-            self.inotify.close()
-            self.inotify = None
-        self.wds.clear()
-        self.watched.clear()
+        if self.dirwatch is not None:
+            self.dirwatch.close()
+            self.dirwatch = None
         self.poll = POLL
         self._poll_at = time.monotonic()
 
+    def _watching(self, name):
+        return self.dirwatch is not None and os.path.join(self.sessions_dir, name) in self.dirwatch.dirs
+
     def _watch_session(self, name):
-        if self.inotify is None or name in self.watched:
+        if self.dirwatch is None:
             return
-        from . import notify
-        f = self._flags
-        try:
-            wd = notify.add_watch(self.inotify, os.path.join(self.sessions_dir, name),
-                                  f.MODIFY | f.CREATE | f.MOVED_TO | f.MOVED_FROM
-                                  | f.DELETE_SELF | f.ONLYDIR | f.DONT_FOLLOW, self.warn)
-        except OSError:
-            return          # gone already, or not a directory: the scan says so
-        if wd is None:
+        # Not watched (gone already, not a directory, not readable): the
+        # read of it says so, and the next read tries again.
+        self.dirwatch.add(os.path.join(self.sessions_dir, name))
+        if self.dirwatch.ino is None:
             self._to_polling()
-            return
-        self.wds[wd] = name
-        self.watched[name] = wd
 
     def _unwatch_session(self, name):
-        wd = self.watched.pop(name, None)
-        if wd is None:
-            return
-        self.wds.pop(wd, None)
-        try:
-            self.inotify.rm_watch(wd)
-        except OSError:
-            pass            # the directory went with its watch
+        if self.dirwatch is not None:
+            self.dirwatch.forget(os.path.join(self.sessions_dir, name))
 
     _missing = False
 
@@ -288,11 +265,8 @@ class Watcher:
         self.warn(f"the crew directory {self.crew.root} was replaced; following the new one,"
                   f" every session from its first record")
         self.tails.clear()
-        if self.inotify is not None:
-            self.inotify.close()
-            self.inotify = None
-            self.wds.clear()
-            self.watched.clear()
+        if self.dirwatch is not None:
+            self.dirwatch.close()
             self._subscribe()
         self.roots = now
         return self._scan()
@@ -329,7 +303,7 @@ class Watcher:
                 del self.tails[name]
                 tail = None
         if tail is not None:
-            if name not in self.watched:
+            if not self._watching(name):
                 self._watch_session(name)     # restored from a cursor: subscribe first
             return tail
         try:
@@ -649,8 +623,8 @@ class Watcher:
         wait = self._wait_time()
         if max_wait is not None:
             wait = min(wait, max_wait)
-        if self.inotify is not None:
-            events = self._inotify_step() if self._wait(wait) else []
+        if self.dirwatch is not None:
+            events = self._changed() if self._wait(wait) else []
         else:
             self._wait(wait)
             events = []
@@ -680,7 +654,7 @@ class Watcher:
     def _wait_time(self):
         now_m = time.monotonic()
         wait = max(0.0, self.next_probe - now_m)
-        if self.inotify is None:
+        if self.dirwatch is None:
             wait = min(wait, max(0.0, self._poll_at - now_m))
         now = self.now()
         for tail in self.tails.values():
@@ -696,8 +670,8 @@ class Watcher:
         reader gone is a broken pipe now, not at the next event."""
         import select
         poller = select.poll()
-        if self.inotify is not None:
-            poller.register(self.inotify.fileno(), select.POLLIN)
+        if self.dirwatch is not None:
+            poller.register(self.dirwatch.fileno(), select.POLLIN)
         if self.stop_fd is not None:
             poller.register(self.stop_fd, select.POLLIN)
         if self.reader_fd is not None:
@@ -713,43 +687,30 @@ class Watcher:
             self.stop_after_batch = True
         if self.reader_fd is not None and ready.get(self.reader_fd):
             raise BrokenPipeError(32, "the reader of the events is gone")
-        return self.inotify is not None and bool(ready.get(self.inotify.fileno()))
+        return self.dirwatch is not None and bool(ready.get(self.dirwatch.fileno()))
 
-    def _inotify_step(self):
-        evs = self.inotify.read(timeout=0)       # _wait said it is readable
-        if not evs:
-            return []
-        f = self._flags
-        dirty, rescan = set(), False
-        for ev in evs:
-            if ev.mask & f.Q_OVERFLOW:
-                rescan = True
-                continue
-            name = self.wds.get(ev.wd)
-            if name is None:
-                continue
-            if name == "":
-                if ev.name and not ev.name.startswith("."):
-                    dirty.add(ev.name)          # a new session directory
-                continue
-            if ev.mask & (f.DELETE_SELF | f.IGNORED):
-                if ev.mask & f.IGNORED:
-                    del self.wds[ev.wd]
-                    if self.watched.get(name) == ev.wd:
-                        del self.watched[name]
-                if self.watched.get(name) in (ev.wd, None):
-                    self.tails.pop(name, None)
-                continue
-            if ev.name.startswith(paths.STATUS):
-                dirty.add(name)
-            elif ev.name == paths.META:
-                tail = self.tails.get(name)
-                if tail is not None:
-                    tail.meta_key = None
-        if rescan:
+    def _changed(self):
+        """Read what the directory events name: a new session, a session's
+        log, its meta (read again at the next probe); a session whose
+        directory went is forgotten. The queue overflowed: every session."""
+        changes = self.dirwatch.changes(0, settle=0)      # _wait said it is readable
+        if changes is None:
             self.overflows += 1
             self.warn("the inotify queue overflowed; reading every session from its position")
             return self._scan()
+        dirty = set()
+        for d, entry in changes:
+            if d == self.sessions_dir:
+                if entry and not entry.startswith("."):
+                    dirty.add(entry)            # a session directory came, or was replaced
+                continue
+            name = os.path.basename(d)
+            if d not in self.dirwatch.dirs:     # its directory is gone, and its watch
+                self.tails.pop(name, None)
+            elif entry.startswith(paths.STATUS):
+                dirty.add(name)
+            elif entry == paths.META and name in self.tails:
+                self.tails[name].meta_key = None
         events = []
         for name in sorted(dirty):
             events += self._read_session(name)
@@ -763,9 +724,9 @@ class Watcher:
             self.step()
 
     def close(self):
-        if self.inotify is not None:
-            self.inotify.close()
-            self.inotify = None
+        if self.dirwatch is not None:
+            self.dirwatch.close()
+            self.dirwatch = None
 
 
 def first_position(crew, cursor):
