@@ -37,13 +37,14 @@ class CrewfileError(Exception):
 def failure_line(name, e):
     """The one line command *name* says on stderr of its failure *e* (a
     CrewfileError or an OSError): cli.py's, and the job watcher's for a
-    job-wait handed to it. A name or path in it must not reach the
-    terminal raw: escaped."""
+    job-wait handed to it; crew-watch's for a session it cannot read.
+    `NAME: PATH: why` when the failure names a path. A name or path in it
+    must not reach the terminal raw: escaped."""
     from .records import escape
     if isinstance(e, CrewfileError):
         return f"{name}: {escape(str(e))}\n"
-    where = f" {e.filename}" if e.filename else ""
-    return f"{name}: {escape(f'{e.strerror or e}{where}')}\n"
+    where = f"{e.filename}: " if e.filename else ""
+    return f"{name}: {escape(f'{where}{e.strerror or e}')}\n"
 
 
 class UsageError(CrewfileError):

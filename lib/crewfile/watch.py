@@ -60,7 +60,8 @@ _READ_CHUNK = 1 << 20
 class Tail:
     """Where one session's log has been read up to, and what it last said."""
     __slots__ = ("name", "dir", "status", "ino", "off", "last", "last_kind", "turn", "ended",
-                 "stale", "lost", "meta", "meta_key", "n", "prev", "paused", "dir_id")
+                 "stale", "lost", "meta", "meta_key", "n", "prev", "paused", "dir_id",
+                 "quiet_before")
 
     def __init__(self, name, sdir):
         self.name, self.dir = name, sdir
@@ -78,6 +79,7 @@ class Tail:
         self.n = 0              # events emitted for this session (orders positions)
         self.prev = None        # kind of the newest event emitted (wake-filter's fold)
         self.paused = False     # in a human wait, as crew-status says (glance.PAUSED)
+        self.quiet_before = None    # a timestamp: records before it are read, not printed
         from .notify import identity
         self.dir_id = identity(sdir)
 
@@ -143,7 +145,8 @@ class Watcher:
         # ready, so neither a stop nor a reader gone waits for the next record.
         self.stop_fd = None
         self.reader_fd = None
-        self._said = set()      # refusals already reported (see _warn_once)
+        self._troubles = {}     # session name -> what is wrong with it, as last said
+        self._unread_before = {}  # session name -> start time, when its end could not be found
 
     # -- start ------------------------------------------------------------
     def start(self, follow=True):
@@ -164,7 +167,10 @@ class Watcher:
         any event goes out: a restart before the first acknowledgement then
         resumes here, and nothing appended since is skipped."""
         for name in self._names():
-            self._tail(name)
+            try:
+                self._tail(name)
+            except (OSError, CrewfileError):
+                pass        # its first read says what is wrong with it
         self._cursor_known = True
         if self.resume == "-":
             # No file of ours: the consumer acknowledges these, one per session.
@@ -271,12 +277,6 @@ class Watcher:
         self.roots = now
         return self._scan()
 
-    def _warn_once(self, msg):
-        """A refusal that every scan would repeat is said once per run."""
-        if msg not in self._said:
-            self._said.add(msg)
-            self.warn(msg)
-
     def _names(self):
         try:
             entries = paths.list_dir(self.sessions_dir)
@@ -290,11 +290,22 @@ class Watcher:
         names = self._names()
         for gone in set(self.tails) - set(names):
             del self.tails[gone]            # its directory was removed
+        for gone in set(self._troubles) - set(names):
+            del self._troubles[gone]
         for name in names:
             events += self._read_session(name)
         return events
 
     def _tail(self, name):
+        """The session's Tail, made on its first read; None if *name* is not a
+        session's. Raises what is wrong with its directory (a link, not a
+        directory): checked first, so a session made unusable keeps its
+        position for when it is usable again."""
+        try:
+            sdir = self.crew.session_dir(name)
+        except Exception:
+            return None     # not a valid session name: not ours
+        paths.check_dirs(sdir, inclusive=True)
         tail = self.tails.get(name)
         if tail is not None and tail.dir_id is not None:
             from .notify import identity
@@ -306,23 +317,22 @@ class Watcher:
             if not self._watching(name):
                 self._watch_session(name)     # restored from a cursor: subscribe first
             return tail
-        try:
-            sdir = self.crew.session_dir(name)
-        except Exception:
-            return None     # not a valid session name: not ours
-        try:
-            paths.check_dirs(sdir, inclusive=True)
-        except CrewfileError as e:
-            self._warn_once(str(e))        # a planted link: refused, said once
-            return None
         if not os.path.isdir(sdir):
-            return None
+            return None         # gone meanwhile
         self._watch_session(name)     # subscribe before the first read of it
         tail = Tail(name, sdir)
         # A session that appears while we run, or that a cursor has not seen,
         # is new from its first record.
         if not (self.from_start or self._cursor_known or self._started):
-            self._skip_to_end(tail)
+            try:
+                self._skip_to_end(tail)
+            except (OSError, CrewfileError):
+                # Its end cannot be found now: once it can be read, its
+                # records from before we started are read, not printed.
+                self._unread_before[name] = records.timestamp(self.now())
+                raise
+        elif name in self._unread_before:
+            tail.quiet_before = self._unread_before.pop(name)
         self.tails[name] = tail
         return tail
 
@@ -333,9 +343,6 @@ class Watcher:
         try:
             fd = paths.open_file(tail.status)
         except FileNotFoundError:
-            return
-        except CrewfileError as e:
-            self._warn_once(str(e))
             return
         try:
             st = os.fstat(fd)
@@ -375,14 +382,44 @@ class Watcher:
         return out
 
     def _read_session(self, name):
+        """The events of one session's new records. A session that cannot be
+        read (its directory or a file in it unreadable, or of the wrong
+        kind) is its own problem alone: said once, as a `problem` event of
+        it, while the others are served; its position is kept (unknown is
+        not gone) and it is read on from there once it can be."""
+        events = []
+        try:
+            self._read_session_into(name, events)
+        except FileNotFoundError:
+            pass                    # removed while read: the next scan forgets it
+        except (OSError, CrewfileError) as e:
+            events += self._trouble(name, e)
+            return events
+        if self._troubles.pop(name, None) is not None:
+            self.warn(f"{name}: readable again; reading on from where it was")
+        return events
+
+    def _trouble(self, name, err):
+        """The `problem` event for what is wrong with session *name*, once per reason."""
+        from .errors import failure_line
+        said = failure_line("crew-watch", err).rstrip("\n")
+        if self._troubles.get(name) == said:
+            return []
+        self._troubles[name] = said
+        self.warn(said.removeprefix("crew-watch: "))
+        tail = self.tails.get(name) or Tail(name, self.crew.session_dir(name))
+        ts = records.timestamp(self.now())
+        line = _event(records.format_line(ts, "problem", said), name)
+        return [(ts, self._line(tail, "problem", line, synth=True))]
+
+    def _read_session_into(self, name, events):
         tail = self._tail(name)
         if tail is None:
-            return []
-        events = []
+            return
         for _attempt in range(10):
             files = self._files(tail)
             if not files:
-                return events
+                return
             inos = [ino for _p, ino in files]
             if tail.ino in inos:
                 idx = inos.index(tail.ino)
@@ -401,8 +438,8 @@ class Watcher:
                     raced = True        # renamed under us: list the files again
                     break
             if not raced:
-                return events
-        return events
+                return
+        return
 
     def _read_file(self, tail, path, ino, current, events):
         """Read complete lines of one file from tail.off. False if it is not *ino* any more.
@@ -413,9 +450,6 @@ class Watcher:
             fd = paths.open_file(path)
         except FileNotFoundError:
             return False
-        except CrewfileError as e:
-            self._warn_once(f"{tail.name}: {e}")
-            return True
         notes = []
         self._malformed = 0
         try:
@@ -467,8 +501,9 @@ class Watcher:
                     self._first_bad = raw[:80]
             return
         t = rec.time
-        if (tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None
-                and t - tail.last >= self.stale_after):
+        quiet = tail.quiet_before is not None and rec.ts < tail.quiet_before
+        if (not quiet and tail.turn == "yes" and not tail.ended and not tail.stale
+                and tail.last is not None and t - tail.last >= self.stale_after):
             events.append(self._stale_event(tail))      # positioned before this record
         tail.off += size
         tail.last, tail.last_kind, tail.stale = t, rec.kind, False
@@ -479,6 +514,9 @@ class Watcher:
             if rec.kind == "registered":
                 tail.lost = False
                 tail.meta_key = None
+        if quiet:
+            self._saw(tail, rec.kind)
+            return
         name = tail.name.encode()
         raw = records.printable_line(raw.rstrip(b"\n"))
         events.append((rec.ts, self._line(tail, rec.kind, raw[:24] + b" " + name + raw[24:])))
@@ -500,17 +538,23 @@ class Watcher:
         before it, and the cursor state after it."""
         prev, paused = tail.prev, tail.paused
         tail.n += 1
-        tail.prev = kind
-        if kind == "paused":
-            tail.paused = True
-        elif paused and kind not in KEEPS_PAUSE:
-            tail.paused = False
+        self._saw(tail, kind)
         if not self.positions:
             return line + b"\n"
         eid = f"{tail.name}:{tail.ino}:{tail.off}" + (":" + kind if synth else "")
         token = jsonio.dumps({"id": eid, "s": tail.name, "prev": prev, "paused": paused,
                               "at": tail.saved()})
         return line + b"\t" + token.encode("utf-8") + b"\n"
+
+    @staticmethod
+    def _saw(tail, kind):
+        """What the next event's context says: the kind before it, and
+        whether the session is in a human wait."""
+        tail.prev = kind
+        if kind == "paused":
+            tail.paused = True
+        elif tail.paused and kind not in KEEPS_PAUSE:
+            tail.paused = False
 
     # -- synthesized events -----------------------------------------------
     def _timers(self, probe):
@@ -636,6 +680,8 @@ class Watcher:
             self.next_probe = time.monotonic() + self.probe_every
             events += self._check_roots()
             events += self._check_sessions()
+            for name in sorted(self._troubles):     # no event may say it healed (a chmod)
+                events += self._read_session(name)
         events += self._timers(probe)
         self.emit(events)
 
