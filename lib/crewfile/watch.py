@@ -61,7 +61,7 @@ class Tail:
     """Where one session's log has been read up to, and what it last said."""
     __slots__ = ("name", "dir", "status", "ino", "off", "last", "last_kind", "turn", "ended",
                  "stale", "lost", "meta", "meta_key", "n", "prev", "paused", "dir_id",
-                 "quiet_before")
+                 "quiet_before", "overlong")
 
     def __init__(self, name, sdir):
         self.name, self.dir = name, sdir
@@ -80,6 +80,7 @@ class Tail:
         self.prev = None        # kind of the newest event emitted (wake-filter's fold)
         self.paused = False     # in a human wait, as crew-status says (glance.PAUSED)
         self.quiet_before = None    # a timestamp: records before it are read, not printed
+        self.overlong = False   # inside a line too long to be a record: skipped to its end
         from .notify import identity
         self.dir_id = identity(sdir)
 
@@ -465,11 +466,17 @@ class Watcher:
                 data = os.pread(fd, min(_READ_CHUNK, size - tail.off), tail.off)
                 if not data:
                     break
+                if tail.overlong:       # said when it began: the rest goes unsaid
+                    end = data.find(b"\n")
+                    tail.off += len(data) if end < 0 else end + 1
+                    tail.overlong = end < 0
+                    continue
                 nl = data.rfind(b"\n")
                 if nl < 0:
                     if len(data) > records.MAX_LINE:
                         notes.append("skipped an overlong line")
                         tail.off += len(data)
+                        tail.overlong = True
                         continue
                     if not current:
                         notes.append("skipped a partial last line")
