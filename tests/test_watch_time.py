@@ -1,5 +1,7 @@
 """crew-watch against what a log may hold (issue 30): a line far too long
 written while it follows, records dated ahead of its clock."""
+import time
+
 from crewfile import records
 from crewfile.sessions import Session, register
 from test_watch import at, step_until, watcher
@@ -22,4 +24,28 @@ def test_a_10_mb_line_appended_while_following_is_said_once(crew):
     assert [l.split(" ", 2)[2] for l in out.lines()] == ["note: after"]
     path = Session(crew, "w1").status_path
     assert out.warnings == [f"w1: {path}: skipped an overlong line"]
+    w.close()
+
+
+def test_a_record_dated_in_the_future_still_goes_stale(crew):
+    """Its age is measured from when crew-watch read it, on its own clock."""
+    register(crew, "w1")
+    w, out = watcher(crew, stale_after=0.3)
+    w.begin()
+    at(crew, "w1", time.time() + 3600, "turn-started")
+    step_until(w, lambda: len(out.lines()) == 2)
+    assert [l.split(" ")[2] for l in out.lines()] == ["turn-started", "stale:"]
+    w.close()
+
+
+def test_a_clock_set_back_does_not_hold_stale_off(crew):
+    """The watcher's clock an hour behind the record's: as if set back after it."""
+    register(crew, "w1")
+    w, out = watcher(crew, stale_after=0.3, now=lambda: time.time() - 3600)
+    w.begin()
+    Session(crew, "w1").append("turn-started")
+    step_until(w, lambda: len(out.lines()) == 2)
+    assert [l.split(" ")[2] for l in out.lines()] == ["turn-started", "stale:"]
+    stamp = out.lines()[1].split(" ")[0]
+    assert stamp < out.lines()[0].split(" ")[0]       # stamped on the watcher's clock
     w.close()

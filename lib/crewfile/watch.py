@@ -61,7 +61,7 @@ class Tail:
     """Where one session's log has been read up to, and what it last said."""
     __slots__ = ("name", "dir", "status", "ino", "off", "last", "last_kind", "turn", "ended",
                  "stale", "lost", "meta", "meta_key", "n", "prev", "paused", "dir_id",
-                 "quiet_before", "overlong")
+                 "quiet_before", "overlong", "seen_at")
 
     def __init__(self, name, sdir):
         self.name, self.dir = name, sdir
@@ -81,8 +81,18 @@ class Tail:
         self.paused = False     # in a human wait, as crew-status says (glance.PAUSED)
         self.quiet_before = None    # a timestamp: records before it are read, not printed
         self.overlong = False   # inside a line too long to be a record: skipped to its end
+        self.seen_at = time.monotonic()     # when its newest record was read (see silent_for)
         from .notify import identity
         self.dir_id = identity(sdir)
+
+    def silent_for(self, now):
+        """Seconds since the newest record: by its time, unless that is ahead
+        of *now* (a record dated in the future, or our clock set back): then
+        by our own monotonic clock from when we read it, so neither keeps a
+        session from going stale."""
+        if self.last <= now:
+            return now - self.last
+        return time.monotonic() - self.seen_at
 
     def saved(self):
         return {"ino": self.ino, "off": self.off, "last": self.last, "last_kind": self.last_kind,
@@ -514,6 +524,7 @@ class Watcher:
             events.append(self._stale_event(tail))      # positioned before this record
         tail.off += size
         tail.last, tail.last_kind, tail.stale = t, rec.kind, False
+        tail.seen_at = time.monotonic()
         if rec.kind in TURN_STATE:
             tail.turn = TURN_STATE[rec.kind]
         if rec.kind in LIFE:
@@ -528,10 +539,13 @@ class Watcher:
         raw = records.printable_line(raw.rstrip(b"\n"))
         events.append((rec.ts, self._line(tail, rec.kind, raw[:24] + b" " + name + raw[24:])))
 
-    def _stale_event(self, tail):
+    def _stale_event(self, tail, now=None):
+        """The `stale` event, stamped when the silence crossed the threshold,
+        or *now* when the newest record is dated ahead of it."""
         tail.stale = True
         from .output import age_text
-        ts = records.timestamp(tail.last + self.stale_after)
+        at = tail.last + self.stale_after
+        ts = records.timestamp(at if now is None or at <= now else now)
         line = records.format_line(ts, "stale", f"silent for {age_text(self.stale_after)}"
                                                 f" since {tail.last_kind}")
         return (ts, self._line(tail, "stale", _event(line, tail.name), synth=True))
@@ -569,8 +583,8 @@ class Watcher:
         events = []
         for tail in self.tails.values():
             if (tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None
-                    and now - tail.last >= self.stale_after):
-                events.append(self._stale_event(tail))
+                    and tail.silent_for(now) >= self.stale_after):
+                events.append(self._stale_event(tail, now))
         if probe:
             events += self._probe(now)
         return events
@@ -712,7 +726,7 @@ class Watcher:
         now = self.now()
         for tail in self.tails.values():
             if tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None:
-                wait = min(wait, max(0.0, tail.last + self.stale_after - now))
+                wait = min(wait, max(0.0, self.stale_after - tail.silent_for(now)))
         return wait
 
     def _wait(self, wait):
