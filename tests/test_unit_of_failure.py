@@ -83,3 +83,73 @@ def test_crew_watch_says_a_session_of_the_wrong_kind_once_and_serves_the_others(
     assert (p.returncode, p.stderr) == (0, said + "\n")
     assert lines_of(p.stdout, "w1") == [f"problem: {said}"]
     assert lines_of(p.stdout, "w2") == ["registered: kind=crew"]
+
+
+def _spoil_session(crew, kind):
+    """sessions/w1 made unusable as *kind*; returns what the views say of it."""
+    w1 = crew.session_dir("w1")
+    if kind == "mode 000":
+        os.chmod(w1, 0)
+        return f"{w1}/meta: Permission denied"
+    import shutil
+    shutil.rmtree(w1)
+    {"link": lambda: os.symlink("/etc", w1), "fifo": lambda: os.mkfifo(w1),
+     "file": lambda: open(w1, "w").close()}[kind]()
+    return f"{w1}: " + ("a symlink is not followed" if kind == "link" else "not a directory")
+
+
+@pytest.mark.parametrize("kind", ["mode 000", "link", "fifo", "file"])
+def test_views_mark_an_unusable_session_say_it_and_exit_5(crew, kind):
+    register(crew, "w1")
+    register(crew, "w2")
+    why = _spoil_session(crew, kind)
+    try:
+        status = cmd("crew-status", bound=True)
+        top = cmd("crew-top", "--once", bound=True)
+    finally:
+        if kind == "mode 000":
+            os.chmod(crew.session_dir("w1"), 0o700)
+    assert (status.returncode, status.stdout, status.stderr) == (
+        5, "1 idle 1 damaged\n", f"crew-status: {why}\n")
+    assert (top.returncode, top.stderr) == (5, f"crew-top: {why}\n")
+    rows = {l.split()[0]: l.split() for l in top.stdout.splitlines()[1:3]}
+    assert rows["w1"][:4] == ["w1", "?", "damaged", "?"]
+    assert top.stdout.splitlines()[1].endswith(f"error: {why}")
+    assert rows["w2"][:3] == ["w2", "crew", "idle(live?)"]
+
+
+def _spoil_part(crew, part):
+    """A part of the crew (`reports`, `crew-up/lock fifo`) made the wrong kind of file."""
+    name, _, variant = part.partition(" ")
+    path = os.path.join(crew.root, name)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if os.path.isdir(path):
+        os.rmdir(path)
+    {"dir": lambda: os.mkdir(path), "fifo": lambda: os.mkfifo(path),
+     "link": lambda: os.symlink("/etc/passwd", path),
+     "": lambda: open(path, "w").close()}[variant]()
+
+
+@pytest.mark.parametrize("part, why, where", [
+    ("nudges", "not a directory", "NUDGE"), ("jobs", "not a directory", "JOBS"),
+    ("reports", "not a directory", "reports"), ("reports/new", "not a directory", "reports"),
+    ("crew-up/lock dir", "cannot open {}: Is a directory", "crew-up"),
+    ("crew-up/lock fifo", "not a regular file", "crew-up"),
+    ("crew-up/lock link", "a symlink is not followed", "crew-up")])
+def test_crew_top_shows_what_it_can_and_marks_a_crew_part_it_cannot_read(crew, part, why, where):
+    register(crew, "w1")
+    os.makedirs(os.path.join(crew.root, "reports"), exist_ok=True)
+    path = os.path.join(crew.root, part.split(" ")[0])
+    _spoil_part(crew, part)
+    said = why.format(path) if "{}" in why else f"{path}: {why}"
+    top = cmd("crew-top", "--once", bound=True)
+    assert (top.returncode, top.stderr) == (5, f"crew-top: {said}\n")
+    lines = top.stdout.splitlines()
+    header, w1 = lines[0].split(), lines[1].split()
+    assert w1[:3] == ["w1", "crew", "idle(live?)"]
+    if where in header:
+        assert w1[header.index(where)] == "?"
+    else:
+        assert f"{where}: ? ({said})" in lines
+    status = cmd("crew-status", bound=True)
+    assert (status.returncode, status.stdout, status.stderr) == (0, "1 idle\n", "")

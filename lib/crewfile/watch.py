@@ -47,8 +47,10 @@ import time
 
 from . import jsonio, logfile, paths, records
 from .errors import CrewfileError
-from .glance import KEEPS_PAUSE
 from .sessions import TURN_STATE
+# The kinds that keep a human wait (the token's `paused`); not glance's copy:
+# a core command never imports the views.
+from .wakefilter import KEEPS_PAUSE
 
 # The newest of these says whether `lost` may be reported.
 LIFE = {"registered": False, "ended": True, "closed": True, "concluded": True}
@@ -78,7 +80,7 @@ class Tail:
         self.meta_key = None
         self.n = 0              # events emitted for this session (orders positions)
         self.prev = None        # kind of the newest event emitted (wake-filter's fold)
-        self.paused = False     # in a human wait, as crew-status says (glance.PAUSED)
+        self.paused = False     # in a human wait: `paused`, then only KEEPS_PAUSE kinds
         self.quiet_before = None    # a timestamp: records before it are read, not printed
         self.overlong = False   # inside a line too long to be a record: skipped to its end
         self.seen_at = time.monotonic()     # when its newest record was read (see silent_for)
