@@ -78,7 +78,9 @@ class Sender:
         self.announced = set()      # ids of wake notices already announced
         self.seen = set()           # the wakes waiting at the last announcement
         self.held = []              # [(id or None, text)] not yet in the inbox
-        self.acks = []              # [(session, state)] to acknowledge once held is posted
+        # session -> the newest state to acknowledge once held is posted: one
+        # per session however many lines a backlog brings
+        self.acks = {}
         self.cursor = cursor
         self.known = None           # ids found in the inbox before our first post
         self.said = {}              # topic -> the state last logged
@@ -113,7 +115,7 @@ class Sender:
                 if not (isinstance(eid, str) and eid and " " not in eid and is_name(sname)):
                     raise ValueError
                 check("cursor-entry", state, "(token)")   # what crew-watch will read back
-                self.acks.append((sname, state))
+                _newer(self.acks, sname, state)
             except (ValueError, TypeError, KeyError, AttributeError, BadFile):
                 self.log(f"not a position token, taken as text: {token[:80]!r}")
                 body, eid = line, None
@@ -176,7 +178,7 @@ class Sender:
                 self.due_at = self.clock() + self.window
         self.retry_at = None
         if not self.cursor:
-            self.acks = []
+            self.acks = {}
         elif self.acks and self.ack_at is None:
             self.ack_at = self.clock() + ACK_DELAY
         return True
@@ -203,11 +205,9 @@ class Sender:
         self.ack_at = None
         if not self.acks or self.held:
             return
-        for sname, state in self.acks:
-            old = self.acked.get(sname)
-            if old is None or int(state.get("n") or 0) >= int(old.get("n") or 0):
-                self.acked[sname] = state
-        self.acks = []
+        for sname, state in self.acks.items():
+            _newer(self.acked, sname, state)
+        self.acks = {}
         if self.cursor:
             from . import jsonio
             from .atomic import replace
@@ -286,6 +286,13 @@ class Sender:
         n = len(waiting)
         return self.say.format(n=f"{n} wake{'s' if n != 1 else ''}", count=n, primary=self.primary,
                                **{"from": shown})
+
+
+def _newer(states, sname, state):
+    """Keep *state* for *sname* in *states* unless an older one is there (n orders them)."""
+    old = states.get(sname)
+    if old is None or int(state.get("n") or 0) >= int(old.get("n") or 0):
+        states[sname] = state
 
 
 def send_stream(sender, fd_in=0):

@@ -56,7 +56,10 @@ from .wakefilter import KEEPS_PAUSE
 LIFE = {"registered": False, "ended": True, "closed": True, "concluded": True}
 DEFAULT_STALE = 600.0
 DEFAULT_PROBE = 5.0
-_READ_CHUNK = 1 << 20
+# What one read of a session takes at most: the rest waits for its next turn,
+# so that memory does not grow with a log's size and one session's backlog
+# never keeps another's fresh record waiting for more than one round.
+_READ_CHUNK = 1 << 18
 
 
 class Tail:
@@ -159,6 +162,8 @@ class Watcher:
         self.stop_fd = None
         self.reader_fd = None
         self._troubles = {}     # session name -> what is wrong with it, as last said
+        self.backlog = set()    # sessions with more to read than one read takes
+        self._budget = 0        # bytes the session being read may still consume
         self._unread_before = {}  # session name -> start time, when its end could not be found
 
     # -- start ------------------------------------------------------------
@@ -284,6 +289,7 @@ class Watcher:
         self.warn(f"the crew directory {self.crew.root} was replaced; following the new one,"
                   f" every session from its first record")
         self.tails.clear()
+        self.backlog.clear()
         if self.dirwatch is not None:
             self.dirwatch.close()
             self._subscribe()
@@ -394,13 +400,26 @@ class Watcher:
             out.append((path, st.st_ino))
         return out
 
+    def _catch_up(self):
+        """One round over the sessions with a backlog: a read of each."""
+        events = []
+        for name in sorted(self.backlog):
+            if name in self.tails:
+                events += self._read_session(name)
+            else:
+                self.backlog.discard(name)      # gone meanwhile
+        return events
+
     def _read_session(self, name):
-        """The events of one session's new records. A session that cannot be
+        """The events of one session's new records, at most _READ_CHUNK bytes
+        of them (more: the session joins the backlog). A session that cannot be
         read (its directory or a file in it unreadable, or of the wrong
         kind) is its own problem alone: said once, as a `problem` event of
         it, while the others are served; its position is kept (unknown is
         not gone) and it is read on from there once it can be."""
         events = []
+        self._budget = _READ_CHUNK
+        self.backlog.discard(name)
         try:
             self._read_session_into(name, events)
         except FileNotFoundError:
@@ -447,6 +466,8 @@ class Watcher:
                 if j != idx:
                     tail.ino, tail.off = ino, 0
                 done = self._read_file(tail, path, ino, current=(j == 0), events=events)
+                if name in self.backlog:
+                    return              # its next turn reads on from here
                 if not done:
                     raced = True        # renamed under us: list the files again
                     break
@@ -475,9 +496,13 @@ class Watcher:
                 notes.append("was truncated: read again from its start")
                 tail.off = 0
             while tail.off < size:
+                if self._budget <= 0:
+                    self.backlog.add(tail.name)
+                    break
                 data = os.pread(fd, min(_READ_CHUNK, size - tail.off), tail.off)
                 if not data:
                     break
+                self._budget -= len(data)
                 if tail.overlong:       # said when it began: the rest goes unsaid
                     end = data.find(b"\n")
                     tail.off += len(data) if end < 0 else end + 1
@@ -581,9 +606,13 @@ class Watcher:
 
     # -- synthesized events -----------------------------------------------
     def _timers(self, probe):
+        """stale and lost, for the sessions read up to their end (one with a
+        backlog is silent only as far as we have read)."""
         now = self.now()
         events = []
         for tail in self.tails.values():
+            if tail.name in self.backlog:
+                continue
             if (tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None
                     and tail.silent_for(now) >= self.stale_after):
                 events.append(self._stale_event(tail, now))
@@ -597,7 +626,7 @@ class Watcher:
         events = []
         for tail in list(self.tails.values()):
             meta = self._meta(tail, now, events)
-            if tail.ended or tail.lost or tail.last is None:
+            if tail.ended or tail.lost or tail.last is None or tail.name in self.backlog:
                 continue
             if not meta:
                 continue
@@ -670,8 +699,12 @@ class Watcher:
 
     # -- the loop ---------------------------------------------------------
     def run_once(self):
-        """Catch up, synthesize what is due now, write it all; return."""
+        """Catch up, synthesize what is due now, write it all; return. A
+        backlog is written a round at a time (see _READ_CHUNK)."""
         events = self.start(follow=False)
+        while self.backlog:
+            self.emit(events)
+            events = self._catch_up()
         events += self._timers(probe=True)
         self.emit(events)
 
@@ -686,8 +719,10 @@ class Watcher:
         self.emit(events)
 
     def step(self, max_wait=None):
-        """Wait for something to do (at most max_wait seconds), do it, write it out."""
-        wait = self._wait_time()
+        """Wait for something to do (at most max_wait seconds), do it, write
+        it out. With a backlog, nothing is waited for: what came is read
+        first, then one round of the backlog."""
+        wait = 0.0 if self.backlog else self._wait_time()
         if max_wait is not None:
             wait = min(wait, max_wait)
         if self.dirwatch is not None:
@@ -705,6 +740,7 @@ class Watcher:
             events += self._check_sessions()
             for name in sorted(self._troubles):     # no event may say it healed (a chmod)
                 events += self._read_session(name)
+        events += self._catch_up()
         events += self._timers(probe)
         self.emit(events)
 
