@@ -105,11 +105,13 @@ class Sender:
         body, tab, token = line.partition("\t")
         eid = None
         if tab:
+            # Imported before the try: a stop (SIGTERM) arriving in an import
+            # must not leave the except clause a name it cannot look up.
+            from .errors import BadFile
             from .jsonio import loads
+            from .names import is_name
+            from .shapes import check
             try:
-                from .errors import BadFile
-                from .names import is_name
-                from .shapes import check
                 tok = loads(token)
                 eid, sname, state = tok["id"], tok["s"], tok["at"]
                 if not (isinstance(eid, str) and eid and " " not in eid and is_name(sname)):
