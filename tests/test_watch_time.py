@@ -91,3 +91,4 @@ def test_crew_watch_once_writes_a_backlog_in_bounded_rounds(crew):
     w.run_once()
     assert sum(1 for l in out.lines() if " w1 note: " in l) == n
     assert len(out.chunks) > 4 and max(len(c) for c in out.chunks) < 1 << 20
+

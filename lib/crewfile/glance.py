@@ -180,9 +180,9 @@ def wakes_pending(crew, rows_):
     for row in rows_:
         if row.state is None or row.state["ended"] or row.state["kind"] != "primary":
             continue
-        from .inbox import pending      # here: a crew without a primary never loads it
+        from .inbox import count        # here: a crew without a primary never loads it
         try:
-            total += sum(1 for n in pending(crew, row.name) if n.kind == "wake")
+            total += count(crew, row.name, "wake")
         except CrewfileError:
             bad.append(row.name)
     return total, bad

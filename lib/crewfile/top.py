@@ -184,9 +184,9 @@ def _wakes(crew, name, at=None):
     """Notices pending in NAME's inbox ('?' if it cannot be read); at: its
     directory, opened."""
     from .errors import CrewfileError
-    from .inbox import pending
+    from .inbox import count
     try:
-        n = len(pending(crew, name, at))
+        n = count(crew, name, at=at)
     except CrewfileError:
         return "?"
     return str(n) if n else "-"
