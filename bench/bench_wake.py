@@ -1,4 +1,6 @@
-"""Wake supervision: wakes on the reference trace, append-to-wake latency, wake-filter throughput, a backlog beside a healthy session."""
+"""Wake supervision: wakes on the reference trace, append-to-wake latency, wake-filter throughput.
+
+And a backlog beside a healthy session: its append -> inbox latency, crew-watch's peak memory."""
 import importlib.util
 import os
 import random

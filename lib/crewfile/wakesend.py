@@ -331,7 +331,8 @@ def _send_loop(sender, fd_in):
                 eof = True
             lines = (carry + data).split(b"\n")
             carry = lines.pop()
-            if not data and carry:      # a fragment of a writer killed mid-write (see wakefilter.Filter.finish)
+            # a fragment of a writer killed mid-write (see wakefilter.Filter.finish)
+            if not data and carry:
                 sender.warn(f"input ended inside a line, dropped: {carry[:80]!r}")
                 carry = b""
             if len(carry) > MAX_EVENT:

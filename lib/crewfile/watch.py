@@ -253,7 +253,8 @@ class Watcher:
         self._poll_at = time.monotonic()
 
     def _watching(self, name):
-        return self.dirwatch is not None and os.path.join(self.sessions_dir, name) in self.dirwatch.dirs
+        return (self.dirwatch is not None
+                and os.path.join(self.sessions_dir, name) in self.dirwatch.dirs)
 
     def _watch_session(self, name):
         if self.dirwatch is None:
