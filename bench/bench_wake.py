@@ -1,4 +1,6 @@
-"""Wake supervision: wakes on the reference trace, append-to-wake latency, wake-filter throughput."""
+"""Wake supervision: wakes on the reference trace, append-to-wake latency, wake-filter throughput.
+
+And a backlog beside a healthy session: its append -> inbox latency, crew-watch's peak memory."""
 import importlib.util
 import os
 import random
@@ -50,6 +52,7 @@ def run(b):
     latency(b)
     throughput(b)
     startup(b)
+    backlog(b)
 
 
 def reference_trace(b):
@@ -220,3 +223,86 @@ def startup(b):
     b.figure("wake-filter start-up (empty input)", t, base, budget=1.5, base_label="python -c pass")
     t = b.wall(b.cmd("crew-watch") + ["--once"], n=30, env=env)
     b.figure("crew-watch --once on 2 sessions", t, base, budget=1.5, base_label="python -c pass")
+
+
+# Backlog sizes in MB (BENCH_BACKLOG_MB, comma-separated): the latency beside
+# each, and crew-watch's peak memory on the largest against 1 MB.
+BACKLOG_MB = [int(x) for x in os.environ.get("BENCH_BACKLOG_MB", "50,1024").split(",")]
+
+
+def _backlog_log(crew, name, mb):
+    """*mb* MB of valid records appended to NAME's log as a shell writer does:
+    no lock, no rotation."""
+    from crewfile import records
+    line = records.format_line(records.timestamp(time.time()), "note", "x" * 60).encode()
+    block = line * ((1 << 20) // len(line))
+    with open(Session(crew, name).status_path, "ab") as log:
+        for _ in range(mb):
+            log.write(block)
+
+
+def _fresh_to_inbox(b, mb):
+    """Seconds from w2's append of a `problem` (after a `blocked`: not folded)
+    to its wake in boss's inbox, with `crew-watch --resume C | wake-filter |
+    wake-send boss --cursor C` (as crew-up runs it) and w1's log *mb* MB
+    behind (0: none)."""
+    crew = Crew(os.path.join(b.tmp, f"backlog-{mb}"))
+    register(crew, "boss", kind="primary")
+    register(crew, "w1")
+    register(crew, "w2")
+    env = dict(b.env, CREWFILE_DIR=crew.root)
+    cursor = os.path.join(b.tmp, f"cursor-{mb}")
+    subprocess.run(b.cmd("crew-watch") + ["--resume", cursor, "--once"], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+    pipe = subprocess.Popen(["sh", "-c", f'"$0" "$1" --resume "$2" | "$0" "$3" |'
+                             f' "$0" "$4" boss --cursor "$2" --quiet',
+                             b.python, os.path.join(REPO, "bin", "crew-watch"), cursor,
+                             os.path.join(REPO, "bin", "wake-filter"),
+                             os.path.join(REPO, "bin", "wake-send")],
+                            env=env, start_new_session=True)
+    inbox = os.path.join(crew.session_dir("boss"), "inbox")
+    try:
+        Session(crew, "w2").append("blocked", "warm-up")
+        while not (os.path.exists(inbox) and b"warm-up" in open(inbox, "rb").read()):
+            time.sleep(0.01)
+        _backlog_log(crew, "w1", mb)
+        time.sleep(0.5)                     # the pipe is in the backlog's midst
+        t0 = time.perf_counter()
+        Session(crew, "w2").append("problem", "fresh")
+        while b"fresh" not in open(inbox, "rb").read():
+            time.sleep(0.01)
+        return time.perf_counter() - t0
+    finally:
+        os.killpg(pipe.pid, 15)
+        pipe.wait()
+        while True:                         # every stage gone, its last write done
+            try:
+                os.killpg(pipe.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+
+
+def _watch_rss(b, mb):
+    """Peak resident memory (MB) of `crew-watch --from-start --once` on an *mb* MB log."""
+    crew = Crew(os.path.join(b.tmp, f"rss-{mb}"))
+    register(crew, "w1")
+    _backlog_log(crew, "w1", mb)
+    proc = subprocess.Popen(b.cmd("crew-watch") + ["--from-start", "--once"],
+                            env=dict(b.env, CREWFILE_DIR=crew.root), stdout=subprocess.DEVNULL)
+    _, _, usage = os.wait4(proc.pid, 0)
+    proc.returncode = 0
+    return usage.ru_maxrss / 1024
+
+
+def backlog(b):
+    base = _fresh_to_inbox(b, 0)
+    for mb in BACKLOG_MB:
+        t = _fresh_to_inbox(b, mb)
+        b.figure(f"append -> inbox of a healthy session, another {mb} MB behind", t, base,
+                 base_label="none behind")
+        b.note(f"goal: under 1 s: {'OK' if t < 1 else 'OVER'}")
+    small, big = _watch_rss(b, 1), _watch_rss(b, max(BACKLOG_MB))
+    b.figure(f"crew-watch --from-start --once peak RSS, {max(BACKLOG_MB)} MB log", big, small,
+             unit="MB", base_label="1 MB log")
+    b.note(f"goal: within 32 MB of each other: {'OK' if big - small <= 32 else 'OVER'}")

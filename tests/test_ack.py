@@ -153,7 +153,8 @@ def test_hostile_position_tokens_never_crash_a_stage_nor_spoil_the_cursor(crew, 
     """A composed pipe may feed anything: each bad token is a warning, the
     line is taken as plain text, and the cursor stays one crew-watch reads."""
     import random
-    from crewfile.wake import Filter, Sender
+    from crewfile.wakefilter import Filter
+    from crewfile.wakesend import Sender
     cur = str(tmp_path / "cursor")
     register(crew, "boss", kind="primary")
     register(crew, "w1")
@@ -192,7 +193,7 @@ def test_a_filter_restarted_anywhere_judges_as_one_that_saw_everything(crew):
     over the plain lines (60 random streams, 5 random splits each)."""
     import random
     from crewfile.watch import Watcher
-    from crewfile.wake import Filter
+    from crewfile.wakefilter import Filter
     register(crew, "a1", kind="aside")
     register(crew, "boss", kind="primary")
     for n in ("w1", "w2"):

@@ -314,7 +314,8 @@ def test_finding_06_crew_watch_refuses_a_symlinked_session_once_and_goes_on(crew
     os.symlink(".a-real", os.path.join(sessions, "a"))
     r = cmd("crew-watch", "--from-start", "--once")
     assert r.returncode == 0
-    assert [line.split()[1] for line in r.stdout.splitlines()] == ["b"]
+    assert [line.split()[1:3] for line in r.stdout.splitlines()] == [["b", "registered:"],
+                                                                      ["a", "problem:"]]
     assert len(r.stderr.splitlines()) == 1 and "sessions/a: a symlink is not followed" in r.stderr
 
 

@@ -15,7 +15,7 @@ import shutil
 import pytest
 
 from conftest import cmd
-from crewfile import hook, paths, tokens, wake
+from crewfile import hook, paths, tokens, wakesend
 from crewfile.sessions import register
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,7 +42,7 @@ def stop_wake():
         "content": [hook.WAKE_HEADER + "\ncrewfile notice: wake ..."]}}, separators=(",", ":"))
 
 
-SAY = wake.DEFAULT_SAY.format(n="3 wakes", count=3, primary="firstmate", **{"from": "w1, w2"})
+SAY = wakesend.DEFAULT_SAY.format(n="3 wakes", count=3, primary="firstmate", **{"from": "w1, w2"})
 
 
 def primary(crew, tmp_path, lines=None, name="firstmate"):
@@ -321,7 +321,7 @@ def test_the_announcement_match_is_re_s():
     expression it stands for, on random joins of the template's pieces."""
     import random
     import re
-    template = wake.DEFAULT_SAY
+    template = wakesend.DEFAULT_SAY
     rx = re.compile(".+".join(map(re.escape, re.split(r"\{\w+\}", template))))
     parts = tokens._literals(template)
     pieces = parts + ["x", " ", "{n}", "ü", "\n"]

@@ -13,7 +13,7 @@ import sys
 
 from conftest import cmd, wait_for
 from claude_harness import kinds, make_rig, require_real_claude, watched
-from crewfile import hook, inbox, tokens, wake
+from crewfile import hook, inbox, tokens, wakesend
 from crewfile.sessions import Session, register
 
 PER_REQUEST = 12
@@ -66,7 +66,7 @@ def test_wake_turns_of_a_real_claude_primary(crew, tmux, tmp_path):
         ended(3)
 
         requests = rig.main_requests()
-        say = wake.DEFAULT_SAY.format(n="1 wake", count=1, primary="firstmate", **{"from": "w2"})
+        say = wakesend.DEFAULT_SAY.format(n="1 wake", count=1, primary="firstmate", **{"from": "w2"})
         woken = [r for r in requests
                  if say in newest_prompt(r) or hook.WAKE_HEADER in newest_prompt(r)]
         prompts = json.dumps([newest_prompt(r)[:80] for r in requests])

@@ -70,8 +70,8 @@ def test_each_state(crew, records, word):
 
 
 def test_the_pause_rule_is_the_wake_filter_s():
-    from crewfile import glance, wake
-    assert glance.KEEPS_PAUSE == wake.KEEPS_PAUSE
+    from crewfile import glance, wakefilter
+    assert glance.KEEPS_PAUSE == wakefilter.KEEPS_PAUSE
 
 
 def test_no_turn_record_is_unknown(crew):
@@ -151,7 +151,10 @@ def test_crew_status_leaves_at_once_with_everything_out(crew, tmp_path, monkeypa
         f.write("{not json")
     r = status()                                    # stdout and stderr are pipes
     assert (r.returncode, r.stdout) == (5, "1 idle 1 damaged 11.0k tok\n")
-    assert r.stderr == ""
+    meta = os.path.join(crew.session_dir("w2"), "meta")
+    r_damaged = (f"crew-status: {meta}: not JSON (Expecting property name enclosed in"
+                 f" double quotes)\n")
+    assert r.stderr == r_damaged        # the damaged session said, nothing else
     cache = json.load(open(crew.sub(paths.TOKENS_CACHE)))     # renamed into place, whole
     assert list(cache["transcripts"]) == [str(transcript)]
     assert not [n for n in os.listdir(crew.root) if n.startswith(".")]
@@ -168,11 +171,12 @@ def test_crew_status_leaves_at_once_with_everything_out(crew, tmp_path, monkeypa
                            stdout=gone_w, stderr=subprocess.PIPE, timeout=60)
     finally:
         os.close(gone_w)
-    assert (p.returncode, p.stderr) == (141, b"")
+    damaged = r_damaged.encode()
+    assert (p.returncode, p.stderr) == (141, damaged)
     with open("/dev/full", "w") as full:
         p = subprocess.run([sys.executable, os.path.join(REPO, "bin", "crew-status")],
                            stdout=full, stderr=subprocess.PIPE, timeout=60)
-    assert (p.returncode, p.stderr) == (111, b"crew-status: No space left on device\n")
+    assert (p.returncode, p.stderr) == (111, damaged + b"crew-status: No space left on device\n")
 
 
 # -- crew-timeline ------------------------------------------------------------------

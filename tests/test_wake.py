@@ -10,7 +10,8 @@ from crewfile import inbox
 from crewfile.paths import Crew
 from crewfile.sessions import Session, register
 from crewfile.verdict import Answer
-from crewfile.wake import Filter, Sender
+from crewfile.wakefilter import Filter
+from crewfile.wakesend import Sender
 
 TS = "2026-11-29T22:01:17.123Z"
 

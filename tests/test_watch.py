@@ -356,7 +356,7 @@ def test_poll_mode_follows_without_inotify(crew):
     register(crew, "w")
     w, out = watcher(crew, poll=0.05)
     w.begin()
-    assert w.inotify is None
+    assert w.dirwatch is None
     Session(crew, "w").append("blocked")
     register(crew, "w2")
     step_until(w, lambda: len(out.lines()) == 2)

@@ -2,7 +2,7 @@
 
 The modules are the protocol's nouns: records, locks, atomic, statuslog,
 sessions, liveness (processes), tmux, verdict (what a session is now: the
-one answer), prompt, delivery, inbox (and, on top of them, watch, wake,
+one answer), prompt, delivery, inbox (and, on top of them, watch, wakefilter, wakesend,
 aside, clocks, schedules, nudge, nudgewatch, jobs, hook). Only this package touches the crew directory; the
 commands in bin/ are thin shells over it. See protocol.md.
 """

@@ -35,15 +35,23 @@ class CrewfileError(Exception):
 
 
 def failure_line(name, e):
-    """The one line command *name* says on stderr of its failure *e* (a
-    CrewfileError or an OSError): cli.py's, and the job watcher's for a
-    job-wait handed to it. A name or path in it must not reach the
-    terminal raw: escaped."""
+    """The one line command *name* says on stderr of its failure *e* (see
+    reason): cli.py's, and the job watcher's for a job-wait handed to it;
+    crew-watch's and the views' for a session or a part of the crew they
+    cannot read. A name or path in it must not reach the terminal raw:
+    escaped."""
     from .records import escape
-    if isinstance(e, CrewfileError):
-        return f"{name}: {escape(str(e))}\n"
-    where = f" {e.filename}" if e.filename else ""
-    return f"{name}: {escape(f'{e.strerror or e}{where}')}\n"
+    return f"{name}: {escape(reason(e))}\n"
+
+
+def reason(e):
+    """What failure *e* says, not escaped: a CrewfileError's message, an
+    OSError's as `PATH: why` when it names a path, a text as it is (a
+    reason kept from an earlier failure)."""
+    if isinstance(e, (str, CrewfileError)):
+        return str(e)
+    where = f"{e.filename}: " if e.filename else ""
+    return f"{where}{e.strerror or e}"
 
 
 class UsageError(CrewfileError):

@@ -10,7 +10,7 @@ only names what it found. The word is the first that holds of:
   BLOCKED     a `blocked`/`problem`/`error` record the session has not moved on
               from (no MOVES_ON record since: a new turn, the captain's words, ...)
   PAUSED      a `paused` (awaiting captain) record followed only by KEEPS_PAUSE
-              kinds: wake.py's rule for a human wait
+              kinds: wakefilter.py's rule for a human wait
   WORKING     generating
   IDLE        not generating
   UNKNOWN     no turn record to tell
@@ -24,7 +24,7 @@ BLOCKERS = frozenset({"blocked", "problem", "error"})
 # a record of these kinds after a blocked one means the session moved on
 MOVES_ON = frozenset({"turn-started", "waiting", "registered", "started", "respawned", "ended",
                       "closed", "captain", "captain-done", "concluded", "nudge"})
-# only these may follow `paused` while the human wait lasts (wake.KEEPS_PAUSE,
+# only these may follow `paused` while the human wait lasts (wakefilter.KEEPS_PAUSE,
 # repeated here so that crew-status does not import the wake filter; a test
 # holds the two equal)
 KEEPS_PAUSE = frozenset({"idle", "stale", "paused"})
@@ -79,14 +79,61 @@ def needs_primary(recs_backwards):
 
 
 def rows(crew, look=None, now=None):
-    """A Row per registered session, sorted by name (ended ones included)."""
-    from .sessions import names
-    found = names(crew)
+    """A Row per session (see entries), sorted by name (ended ones included)."""
+    found = entries(crew)
     if not found:
         return []
     from .verdict import Look
     look = look or Look()
-    return [row(crew, name, look, now) for name in found]
+    return [row(crew, name, look, now) if why is None else Row(name, DAMAGED, error=why)
+            for name, why in found]
+
+
+def entries(crew):
+    """[(NAME, None)] for each registered session and [(NAME, why)] for each
+    entry of sessions/ named as a session that cannot be one (see
+    unusable), sorted by name: a session is the unit of failure, and one
+    that cannot be read is shown as such, never left out."""
+    from . import paths
+    from .names import is_name
+    from .sessions import is_registered
+    try:
+        found = paths.list_dir(crew.sub(paths.SESSIONS))
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in sorted(found):
+        if not is_name(name):
+            continue
+        registered = is_registered(crew, name)
+        why = None if registered else unusable(crew, name)
+        if registered or why is not None:     # else a directory without meta: not a session
+            out.append((name, why))
+    return out
+
+
+def unusable(crew, name):
+    """Why sessions/NAME cannot be a session: a link, a FIFO, a regular
+    file, a directory that cannot be searched. None when it can be, or
+    when it is a plain directory without meta (not registered)."""
+    import os
+    from . import paths
+    from .errors import CrewfileError, reason
+    sdir = crew.session_dir(name)
+    try:
+        paths.check_dirs(sdir, inclusive=True)
+        os.lstat(os.path.join(sdir, paths.META))
+    except FileNotFoundError:
+        return None
+    except (OSError, CrewfileError) as e:
+        return reason(e)
+    return None
+
+
+def said(command, rows_):
+    """The failure line *command* says on stderr of each DAMAGED row."""
+    from .errors import failure_line
+    return "".join(failure_line(command, r.error) for r in rows_ if r.word == DAMAGED)
 
 
 def row(crew, name, look, now=None, also=None):
@@ -133,9 +180,9 @@ def wakes_pending(crew, rows_):
     for row in rows_:
         if row.state is None or row.state["ended"] or row.state["kind"] != "primary":
             continue
-        from .inbox import pending      # here: a crew without a primary never loads it
+        from .inbox import count        # here: a crew without a primary never loads it
         try:
-            total += sum(1 for n in pending(crew, row.name) if n.kind == "wake")
+            total += count(crew, row.name, "wake")
         except CrewfileError:
             bad.append(row.name)
     return total, bad

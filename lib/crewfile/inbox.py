@@ -227,3 +227,48 @@ def withdraw(crew, name, nid, timeout=None):
                 replace(taking, b"\n".join(lines[:i] + lines[i + 1:]))
                 return True
     return False
+
+
+def count(crew, name, kind=None, at=None):
+    """How many notices (of *kind*, or all) wait in NAME's inbox, without
+    making a Notice of each: a view that only counts (crew-status's wakes,
+    crew-top's WAKES) then costs a fraction of what pending() does on a
+    pending inbox of many megabytes. Counts the complete lines that begin
+    as a notice of that kind would: a timestamp, then ` KIND: `. No regular
+    expression: `re` would cost crew-status --tmux 20 ms of start-up.
+    at: as for pending()."""
+    if at is None:
+        inbox = _paths(crew, name)[0]
+    else:
+        inbox = os.path.join(crew.session_dir(name), paths.INBOX)
+    return sum(_count(path, kind, at) for path in _waiting(inbox))
+
+
+def _count(path, kind, at):
+    """count() of one of the files where notices wait."""
+    want = b" " if kind is None else f" {kind}: ".encode()
+    try:
+        fd = paths.open_file(path, at=at)
+    except FileNotFoundError:
+        return 0
+    n, carry, skipping = 0, b"", False
+    try:
+        while True:
+            data = os.read(fd, 1 << 20)
+            if not data:
+                return n
+            if skipping:            # the rest of a line too long to be a record
+                nl = data.find(b"\n")
+                if nl < 0:
+                    continue
+                data, skipping = data[nl + 1:], False
+            data = carry + data
+            end = data.rfind(b"\n") + 1
+            n += sum(1 for line in data[:end].split(b"\n")
+                     if line[24:24 + len(want)] == want and len(line) < records.MAX_LINE
+                     and records.is_timestamp(line[:24].decode("latin-1")))
+            carry = data[end:]
+            if len(carry) > records.MAX_LINE:       # memory stays bounded
+                carry, skipping = b"", True
+    finally:
+        os.close(fd)

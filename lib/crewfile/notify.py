@@ -120,23 +120,27 @@ class DirWatch:
                          | flags.CREATE | flags.DELETE | flags.ONLYDIR | flags.DONT_FOLLOW)
 
     def add(self, d):
+        """Watch *d*. False when it cannot be (gone, not a directory, not
+        readable): it is not kept, so a later add() tries again."""
         if d in self.dirs:
-            return
-        self.dirs.append(d)
+            return True
         if self.ino is None:
+            self.dirs.append(d)
             self._snaps[d] = _entries(d)
-            return
+            return True
         try:
             wd = add_watch(self.ino, d, self.mask, self.warn)
         except OSError:
-            return                      # gone, or not a directory: polling it says nothing either
+            return False
+        self.dirs.append(d)
         if wd is None:                  # no watch left: poll everything from now on
             self.ino.close()
             self.ino = None
             self._snaps = {d: _entries(d) for d in self.dirs}
-            return
+            return True
         self._wd[wd] = d
         self._dir_wd[d] = wd
+        return True
 
     def forget(self, d):
         """Stop watching *d*: it is gone, or another directory now has its
@@ -152,12 +156,14 @@ class DirWatch:
             except OSError:
                 pass                    # already gone with its directory
 
-    def changes(self, timeout):
+    def changes(self, timeout, settle=0.02):
         """What changed, waiting up to *timeout* seconds for something to:
         a set of (directory, entry name), the name '' for the directory
         itself; empty when nothing did. None when the kernel's event queue
         overflowed: anything may have changed. Polling compares each
-        directory's entries with the last look (timeout 0: one look now)."""
+        directory's entries with the last look (timeout 0: one look now).
+        With inotify, a burst of writes gets *settle* seconds to land, for
+        one wake; a reader of every record (crew-watch) passes 0."""
         import time
         if self.ino is None:
             deadline = time.monotonic() + timeout
@@ -174,8 +180,8 @@ class DirWatch:
                 time.sleep(min(POLL, left))
         from inotify_simple import flags
         events = self.ino.read(timeout=int(timeout * 1000))
-        if events:
-            events += self.ino.read(timeout=20)     # let a burst of writes land: one wake
+        if events and settle:
+            events += self.ino.read(timeout=int(settle * 1000))
         found = set()
         for e in events:
             if e.mask & flags.Q_OVERFLOW:
@@ -189,6 +195,10 @@ class DirWatch:
                     self.forget(d)
             found.add((d, e.name))
         return found
+
+    def fileno(self):
+        """The descriptor a poll(2) waits on for changes (None when polling)."""
+        return None if self.ino is None else self.ino.fileno()
 
     def reset(self):
         """Forget every directory (they were replaced): add them again."""

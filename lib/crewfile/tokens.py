@@ -255,14 +255,14 @@ _announce = None
 
 
 def _is_wake_prompt(text):
-    """Wake-send's announcement (wake.DEFAULT_SAY, any count and senders), or
+    """Wake-send's announcement (wakesend.DEFAULT_SAY, any count and senders), or
     the Stop hook's wakes given as a prompt (an agent that continues a turn
     with a prompt: Codex, Gemini CLI; Claude Code's older `decision: block`)."""
     global _announce
     if _wake_header() in text:
         return True
     if _announce is None:
-        from .wake import DEFAULT_SAY
+        from .wakesend import DEFAULT_SAY
         _announce = _literals(DEFAULT_SAY)
     return _fits(_announce, text.strip())
 

@@ -13,10 +13,12 @@ HEADER = ("NAME", "KIND", "STATE", "AGE", "WAKES", "NUDGE", "JOBS", "TOKENS", "L
 
 
 class Frame:
-    """rows: [(word or None, [column strings])], footer: [lines], bad: damaged count."""
+    """rows: [(word or None, [column strings])], footer: [lines], bad: damaged
+    count; said: why each session or part of the crew marked `?` is (for a
+    failure line each on stderr)."""
 
-    def __init__(self, rows, footer, bad):
-        self.rows, self.footer, self.bad = rows, footer, bad
+    def __init__(self, rows, footer, bad, said=()):
+        self.rows, self.footer, self.bad, self.said = rows, footer, bad, list(said)
 
     def text(self, colour=False):
         from .output import table
@@ -55,14 +57,17 @@ class Rows:
         self.crew, self.show_ended = crew, show_ended
         self.sessions = {}          # name -> (glance.Row, wakes, tokens, wake line, read at)
         self.nudges, self.nudge_bad, self.jobs, self.footer = [], 0, {}, []
+        # A part of the crew that cannot be read (jobs/ a file, crew-up/lock a
+        # FIFO) -> why: its column or footer line shows `?`; the rest is shown.
+        self.broken = {}
 
     def read(self, now=None):
         """Read every session and the crew's parts afresh; returns self."""
-        from .sessions import names
         from .verdict import Look
         now = time.time() if now is None else now
         look, costs = Look(), _Costs(self.crew)     # each tmux server asked once for all its panes
-        self.sessions = {name: self._read(name, look, costs, now) for name in names(self.crew)}
+        self.sessions = {name: self._read(name, look, costs, now, why)
+                         for name, why in glance.entries(self.crew)}
         self._read_parts((JOBS, NUDGES, FOOTER), now)
         return self
 
@@ -79,8 +84,9 @@ class Rows:
             if what[0] != SESSION:
                 continue
             name = what[1]
-            if is_registered(self.crew, name):
-                self.sessions[name] = self._read(name, look, costs, now)
+            why = None if is_registered(self.crew, name) else glance.unusable(self.crew, name)
+            if is_registered(self.crew, name) or why is not None:
+                self.sessions[name] = self._read(name, look, costs, now, why)
             else:
                 self.sessions.pop(name, None)
         self._read_parts({what[0] for what in changed}, now)
@@ -99,7 +105,10 @@ class Rows:
             self.sessions[name] = (row, wakes, costs.column(row), wake_line, now)
         return self
 
-    def _read(self, name, look, costs, now):
+    def _read(self, name, look, costs, now, why=None):
+        """The kept row of session *name*; *why*: it cannot be one (glance.unusable)."""
+        if why is not None:
+            return glance.Row(name, glance.DAMAGED, error=why), "?", "?", None, now
         row = glance.row(self.crew, name, look, now, also=lambda s: _wakes(self.crew, name, s.at))
         if row.word == glance.DAMAGED:
             return row, "?", "?", None, now
@@ -108,20 +117,37 @@ class Rows:
 
     def _read_parts(self, which, now):
         if JOBS in which:
-            self.jobs = _jobs(self.crew)
+            self.jobs = self._part(JOBS, lambda: _jobs(self.crew), None)
         if NUDGES in which:
-            self.nudges, self.nudge_bad = _nudges(self.crew, now)
+            self.nudges, self.nudge_bad = self._part(NUDGES, lambda: _nudges(self.crew, now),
+                                                     (None, 0))
         if FOOTER in which:
-            self.footer = [crew_up_line(self.crew), reports_line(self.crew)]
+            self.footer = []
+            for part, line in (("crew-up", crew_up_line), ("reports", reports_line)):
+                found = self._part(part, lambda: line(self.crew), None)
+                self.footer.append(escape(f"{part}: ? ({self.broken[part]})") if found is None
+                                   else found)
+
+    def _part(self, part, read, unknown):
+        """read(), or *unknown* when that part of the crew cannot be read."""
+        from .errors import CrewfileError, reason
+        try:
+            found = read()
+        except (OSError, CrewfileError) as e:
+            self.broken[part] = reason(e)
+            return unknown
+        self.broken.pop(part, None)
+        return found
 
     def frame(self, now=None):
         """The Frame from the rows kept (the AGE column as of *now*)."""
         now = time.time() if now is None else now
-        out, bad, wake_lines = [], 0, []
+        out, bad, wake_lines, said = [], 0, [], []
         for name in sorted(self.sessions):
             row, wakes, tokens, wake_line, read_at = self.sessions[name]
             if row.word == glance.DAMAGED:
                 bad += 1
+                said.append(row.error)
                 out.append((row.word, [row.name, "?", "damaged", "?", "?", "?", "?", "?",
                                        "error: " + escape(row.error)]))
                 continue
@@ -142,23 +168,25 @@ class Rows:
             if st["last_text"]:
                 last += ": " + st["last_text"]
             age = None if st["age"] is None else st["age"] + (now - read_at)
-            out.append((row.word, [row.name, kind, word, age_text(age), wakes,
-                                   _nudge_for(self.nudges, row.sess.meta),
-                                   self.jobs.get(row.name, "-"), tokens, escape(last)]))
+            nudge = "?" if self.nudges is None else _nudge_for(self.nudges, row.sess.meta)
+            jobs = "?" if self.jobs is None else self.jobs.get(row.name, "-")
+            out.append((row.word, [row.name, kind, word, age_text(age), wakes, nudge, jobs,
+                                   tokens, escape(last)]))
         footer = self.footer + wake_lines
         if self.nudge_bad:
             footer.append(f"nudges: {self.nudge_bad} schedule file(s) cannot be read"
                           " (nudge-ls names them)")
-        return Frame(out, footer, bad + self.nudge_bad)
+        said += self.broken.values()
+        return Frame(out, footer, bad + self.nudge_bad + len(self.broken), said)
 
 
 def _wakes(crew, name, at=None):
     """Notices pending in NAME's inbox ('?' if it cannot be read); at: its
     directory, opened."""
     from .errors import CrewfileError
-    from .inbox import pending
+    from .inbox import count
     try:
-        n = len(pending(crew, name, at))
+        n = count(crew, name, at=at)
     except CrewfileError:
         return "?"
     return str(n) if n else "-"

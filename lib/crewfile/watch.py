@@ -17,8 +17,8 @@ Two kinds are synthesized, because no record can say them:
   gone while its newest lifecycle record is not `ended`, `closed` or
   `concluded`. Once per registration.
 
-Following: inotify watches on *directories* (sessions/ and each
-sessions/NAME/), never on files, so a rename-replace or a rotation cannot
+Following: notify.DirWatch (the one directory follower) on sessions/ and
+each sessions/NAME/, never on files, so a rename-replace or a rotation cannot
 kill a watch. Subscribe first, then scan: a record written while the watcher
 starts is either found by the scan or announced by an event. On queue
 overflow every session is re-read from its saved position. Without inotify
@@ -48,18 +48,25 @@ import time
 from . import jsonio, logfile, paths, records
 from .errors import CrewfileError
 from .sessions import TURN_STATE
+# The kinds that keep a human wait (the token's `paused`); not glance's copy:
+# a core command never imports the views.
+from .wakefilter import KEEPS_PAUSE
 
 # The newest of these says whether `lost` may be reported.
 LIFE = {"registered": False, "ended": True, "closed": True, "concluded": True}
 DEFAULT_STALE = 600.0
 DEFAULT_PROBE = 5.0
-_READ_CHUNK = 1 << 20
+# What one read of a session takes at most: the rest waits for its next turn,
+# so that memory does not grow with a log's size and one session's backlog
+# never keeps another's fresh record waiting for more than one round.
+_READ_CHUNK = 1 << 18
 
 
 class Tail:
     """Where one session's log has been read up to, and what it last said."""
     __slots__ = ("name", "dir", "status", "ino", "off", "last", "last_kind", "turn", "ended",
-                 "stale", "lost", "meta", "meta_key", "n", "prev", "paused", "dir_id")
+                 "stale", "lost", "meta", "meta_key", "n", "prev", "paused", "dir_id",
+                 "quiet_before", "overlong", "seen_at")
 
     def __init__(self, name, sdir):
         self.name, self.dir = name, sdir
@@ -76,9 +83,21 @@ class Tail:
         self.meta_key = None
         self.n = 0              # events emitted for this session (orders positions)
         self.prev = None        # kind of the newest event emitted (wake-filter's fold)
-        self.paused = False     # a `paused` event not yet followed by other activity
+        self.paused = False     # in a human wait: `paused`, then only KEEPS_PAUSE kinds
+        self.quiet_before = None    # a timestamp: records before it are read, not printed
+        self.overlong = False   # inside a line too long to be a record: skipped to its end
+        self.seen_at = time.monotonic()     # when its newest record was read (see silent_for)
         from .notify import identity
         self.dir_id = identity(sdir)
+
+    def silent_for(self, now):
+        """Seconds since the newest record: by its time, unless that is ahead
+        of *now* (a record dated in the future, or our clock set back): then
+        by our own monotonic clock from when we read it, so neither keeps a
+        session from going stale."""
+        if self.last <= now:
+            return now - self.last
+        return time.monotonic() - self.seen_at
 
     def saved(self):
         return {"ino": self.ino, "off": self.off, "last": self.last, "last_kind": self.last_kind,
@@ -128,9 +147,7 @@ class Watcher:
         self.now = now
         self.keep = logfile.rotate_limits()[1]
         self.tails = {}
-        self.inotify = None
-        self.wds = {}           # watch descriptor -> session name ('' for sessions/)
-        self.watched = {}       # session name -> its watch descriptor
+        self.dirwatch = None    # notify.DirWatch on sessions/ and each session's directory
         self.roots = None       # identities of the crew directory and sessions/
         self.overflows = 0
         self.next_probe = 0.0
@@ -144,7 +161,10 @@ class Watcher:
         # ready, so neither a stop nor a reader gone waits for the next record.
         self.stop_fd = None
         self.reader_fd = None
-        self._said = set()      # refusals already reported (see _warn_once)
+        self._troubles = {}     # session name -> what is wrong with it, as last said
+        self.backlog = set()    # sessions with more to read than one read takes
+        self._budget = 0        # bytes the session being read may still consume
+        self._unread_before = {}  # session name -> start time, when its end could not be found
 
     # -- start ------------------------------------------------------------
     def start(self, follow=True):
@@ -165,7 +185,10 @@ class Watcher:
         any event goes out: a restart before the first acknowledgement then
         resumes here, and nothing appended since is skipped."""
         for name in self._names():
-            self._tail(name)
+            try:
+                self._tail(name)
+            except (OSError, CrewfileError):
+                pass        # its first read says what is wrong with it
         self._cursor_known = True
         if self.resume == "-":
             # No file of ours: the consumer acknowledges these, one per session.
@@ -215,56 +238,36 @@ class Watcher:
         from . import notify
         self.crew.ensure_sub(paths.SESSIONS)
         self.roots = self._root_ids()
-        self.inotify = notify.open_inotify(self.warn)
-        if self.inotify is None:
+        self.dirwatch = notify.DirWatch(self.warn)
+        self.dirwatch.add(self.sessions_dir)
+        if self.dirwatch.ino is None:
             self._to_polling()
-            return
-        from inotify_simple import flags
-        self._flags = flags
-        wd = notify.add_watch(self.inotify, self.sessions_dir,
-                              flags.CREATE | flags.MOVED_TO | flags.ONLYDIR, self.warn)
-        if wd is None:
-            self._to_polling()
-            return
-        self.wds[wd] = ""
 
     def _to_polling(self):
         """inotify cannot be had (said already): re-read everything every POLL s."""
         from .notify import POLL
-        if self.inotify is not None:
-            self.inotify.close()
-            self.inotify = None
-        self.wds.clear()
-        self.watched.clear()
+        if self.dirwatch is not None:
+            self.dirwatch.close()
+            self.dirwatch = None
         self.poll = POLL
         self._poll_at = time.monotonic()
 
+    def _watching(self, name):
+        return (self.dirwatch is not None
+                and os.path.join(self.sessions_dir, name) in self.dirwatch.dirs)
+
     def _watch_session(self, name):
-        if self.inotify is None or name in self.watched:
+        if self.dirwatch is None:
             return
-        from . import notify
-        f = self._flags
-        try:
-            wd = notify.add_watch(self.inotify, os.path.join(self.sessions_dir, name),
-                                  f.MODIFY | f.CREATE | f.MOVED_TO | f.MOVED_FROM
-                                  | f.DELETE_SELF | f.ONLYDIR | f.DONT_FOLLOW, self.warn)
-        except OSError:
-            return          # gone already, or not a directory: the scan says so
-        if wd is None:
+        # Not watched (gone already, not a directory, not readable): the
+        # read of it says so, and the next read tries again.
+        self.dirwatch.add(os.path.join(self.sessions_dir, name))
+        if self.dirwatch.ino is None:
             self._to_polling()
-            return
-        self.wds[wd] = name
-        self.watched[name] = wd
 
     def _unwatch_session(self, name):
-        wd = self.watched.pop(name, None)
-        if wd is None:
-            return
-        self.wds.pop(wd, None)
-        try:
-            self.inotify.rm_watch(wd)
-        except OSError:
-            pass            # the directory went with its watch
+        if self.dirwatch is not None:
+            self.dirwatch.forget(os.path.join(self.sessions_dir, name))
 
     _missing = False
 
@@ -287,20 +290,12 @@ class Watcher:
         self.warn(f"the crew directory {self.crew.root} was replaced; following the new one,"
                   f" every session from its first record")
         self.tails.clear()
-        if self.inotify is not None:
-            self.inotify.close()
-            self.inotify = None
-            self.wds.clear()
-            self.watched.clear()
+        self.backlog.clear()
+        if self.dirwatch is not None:
+            self.dirwatch.close()
             self._subscribe()
         self.roots = now
         return self._scan()
-
-    def _warn_once(self, msg):
-        """A refusal that every scan would repeat is said once per run."""
-        if msg not in self._said:
-            self._said.add(msg)
-            self.warn(msg)
 
     def _names(self):
         try:
@@ -315,11 +310,22 @@ class Watcher:
         names = self._names()
         for gone in set(self.tails) - set(names):
             del self.tails[gone]            # its directory was removed
+        for gone in set(self._troubles) - set(names):
+            del self._troubles[gone]
         for name in names:
             events += self._read_session(name)
         return events
 
     def _tail(self, name):
+        """The session's Tail, made on its first read; None if *name* is not a
+        session's. Raises what is wrong with its directory (a link, not a
+        directory): checked first, so a session made unusable keeps its
+        position for when it is usable again."""
+        try:
+            sdir = self.crew.session_dir(name)
+        except Exception:
+            return None     # not a valid session name: not ours
+        paths.check_dirs(sdir, inclusive=True)
         tail = self.tails.get(name)
         if tail is not None and tail.dir_id is not None:
             from .notify import identity
@@ -328,26 +334,25 @@ class Watcher:
                 del self.tails[name]
                 tail = None
         if tail is not None:
-            if name not in self.watched:
+            if not self._watching(name):
                 self._watch_session(name)     # restored from a cursor: subscribe first
             return tail
-        try:
-            sdir = self.crew.session_dir(name)
-        except Exception:
-            return None     # not a valid session name: not ours
-        try:
-            paths.check_dirs(sdir, inclusive=True)
-        except CrewfileError as e:
-            self._warn_once(str(e))        # a planted link: refused, said once
-            return None
         if not os.path.isdir(sdir):
-            return None
+            return None         # gone meanwhile
         self._watch_session(name)     # subscribe before the first read of it
         tail = Tail(name, sdir)
         # A session that appears while we run, or that a cursor has not seen,
         # is new from its first record.
         if not (self.from_start or self._cursor_known or self._started):
-            self._skip_to_end(tail)
+            try:
+                self._skip_to_end(tail)
+            except (OSError, CrewfileError):
+                # Its end cannot be found now: once it can be read, its
+                # records from before we started are read, not printed.
+                self._unread_before[name] = records.timestamp(self.now())
+                raise
+        elif name in self._unread_before:
+            tail.quiet_before = self._unread_before.pop(name)
         self.tails[name] = tail
         return tail
 
@@ -358,9 +363,6 @@ class Watcher:
         try:
             fd = paths.open_file(tail.status)
         except FileNotFoundError:
-            return
-        except CrewfileError as e:
-            self._warn_once(str(e))
             return
         try:
             st = os.fstat(fd)
@@ -399,15 +401,58 @@ class Watcher:
             out.append((path, st.st_ino))
         return out
 
+    def _catch_up(self):
+        """One round over the sessions with a backlog: a read of each."""
+        events = []
+        for name in sorted(self.backlog):
+            if name in self.tails:
+                events += self._read_session(name)
+            else:
+                self.backlog.discard(name)      # gone meanwhile
+        return events
+
     def _read_session(self, name):
+        """The events of one session's new records, at most _READ_CHUNK bytes
+        of them (more: the session joins the backlog). A session that cannot be
+        read (its directory or a file in it unreadable, or of the wrong
+        kind) is its own problem alone: said once, as a `problem` event of
+        it, while the others are served; its position is kept (unknown is
+        not gone) and it is read on from there once it can be."""
+        events = []
+        self._budget = _READ_CHUNK
+        self.backlog.discard(name)
+        try:
+            self._read_session_into(name, events)
+        except FileNotFoundError:
+            pass                    # removed while read: the next scan forgets it
+        except (OSError, CrewfileError) as e:
+            events += self._trouble(name, e)
+            return events
+        if self._troubles.pop(name, None) is not None:
+            self.warn(f"{name}: readable again; reading on from where it was")
+        return events
+
+    def _trouble(self, name, err):
+        """The `problem` event for what is wrong with session *name*, once per reason."""
+        from .errors import failure_line
+        said = failure_line("crew-watch", err).rstrip("\n")
+        if self._troubles.get(name) == said:
+            return []
+        self._troubles[name] = said
+        self.warn(said.removeprefix("crew-watch: "))
+        tail = self.tails.get(name) or Tail(name, self.crew.session_dir(name))
+        ts = records.timestamp(self.now())
+        line = _event(records.format_line(ts, "problem", said), name)
+        return [(ts, self._line(tail, "problem", line, synth=True))]
+
+    def _read_session_into(self, name, events):
         tail = self._tail(name)
         if tail is None:
-            return []
-        events = []
+            return
         for _attempt in range(10):
             files = self._files(tail)
             if not files:
-                return events
+                return
             inos = [ino for _p, ino in files]
             if tail.ino in inos:
                 idx = inos.index(tail.ino)
@@ -422,12 +467,14 @@ class Watcher:
                 if j != idx:
                     tail.ino, tail.off = ino, 0
                 done = self._read_file(tail, path, ino, current=(j == 0), events=events)
+                if name in self.backlog:
+                    return              # its next turn reads on from here
                 if not done:
                     raced = True        # renamed under us: list the files again
                     break
             if not raced:
-                return events
-        return events
+                return
+        return
 
     def _read_file(self, tail, path, ino, current, events):
         """Read complete lines of one file from tail.off. False if it is not *ino* any more.
@@ -438,9 +485,6 @@ class Watcher:
             fd = paths.open_file(path)
         except FileNotFoundError:
             return False
-        except CrewfileError as e:
-            self._warn_once(f"{tail.name}: {e}")
-            return True
         notes = []
         self._malformed = 0
         try:
@@ -453,14 +497,24 @@ class Watcher:
                 notes.append("was truncated: read again from its start")
                 tail.off = 0
             while tail.off < size:
+                if self._budget <= 0:
+                    self.backlog.add(tail.name)
+                    break
                 data = os.pread(fd, min(_READ_CHUNK, size - tail.off), tail.off)
                 if not data:
                     break
+                self._budget -= len(data)
+                if tail.overlong:       # said when it began: the rest goes unsaid
+                    end = data.find(b"\n")
+                    tail.off += len(data) if end < 0 else end + 1
+                    tail.overlong = end < 0
+                    continue
                 nl = data.rfind(b"\n")
                 if nl < 0:
                     if len(data) > records.MAX_LINE:
                         notes.append("skipped an overlong line")
                         tail.off += len(data)
+                        tail.overlong = True
                         continue
                     if not current:
                         notes.append("skipped a partial last line")
@@ -492,11 +546,13 @@ class Watcher:
                     self._first_bad = raw[:80]
             return
         t = rec.time
-        if (tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None
-                and t - tail.last >= self.stale_after):
+        quiet = tail.quiet_before is not None and rec.ts < tail.quiet_before
+        if (not quiet and tail.turn == "yes" and not tail.ended and not tail.stale
+                and tail.last is not None and t - tail.last >= self.stale_after):
             events.append(self._stale_event(tail))      # positioned before this record
         tail.off += size
         tail.last, tail.last_kind, tail.stale = t, rec.kind, False
+        tail.seen_at = time.monotonic()
         if rec.kind in TURN_STATE:
             tail.turn = TURN_STATE[rec.kind]
         if rec.kind in LIFE:
@@ -504,14 +560,20 @@ class Watcher:
             if rec.kind == "registered":
                 tail.lost = False
                 tail.meta_key = None
+        if quiet:
+            self._saw(tail, rec.kind)
+            return
         name = tail.name.encode()
         raw = records.printable_line(raw.rstrip(b"\n"))
         events.append((rec.ts, self._line(tail, rec.kind, raw[:24] + b" " + name + raw[24:])))
 
-    def _stale_event(self, tail):
+    def _stale_event(self, tail, now=None):
+        """The `stale` event, stamped when the silence crossed the threshold,
+        or *now* when the newest record is dated ahead of it."""
         tail.stale = True
         from .output import age_text
-        ts = records.timestamp(tail.last + self.stale_after)
+        at = tail.last + self.stale_after
+        ts = records.timestamp(at if now is None or at <= now else now)
         line = records.format_line(ts, "stale", f"silent for {age_text(self.stale_after)}"
                                                 f" since {tail.last_kind}")
         return (ts, self._line(tail, "stale", _event(line, tail.name), synth=True))
@@ -525,11 +587,7 @@ class Watcher:
         before it, and the cursor state after it."""
         prev, paused = tail.prev, tail.paused
         tail.n += 1
-        tail.prev = kind
-        if kind == "paused":
-            tail.paused = True
-        elif paused and kind not in _keeps_pause():
-            tail.paused = False
+        self._saw(tail, kind)
         if not self.positions:
             return line + b"\n"
         eid = f"{tail.name}:{tail.ino}:{tail.off}" + (":" + kind if synth else "")
@@ -537,14 +595,28 @@ class Watcher:
                               "at": tail.saved()})
         return line + b"\t" + token.encode("utf-8") + b"\n"
 
+    @staticmethod
+    def _saw(tail, kind):
+        """What the next event's context says: the kind before it, and
+        whether the session is in a human wait."""
+        tail.prev = kind
+        if kind == "paused":
+            tail.paused = True
+        elif tail.paused and kind not in KEEPS_PAUSE:
+            tail.paused = False
+
     # -- synthesized events -----------------------------------------------
     def _timers(self, probe):
+        """stale and lost, for the sessions read up to their end (one with a
+        backlog is silent only as far as we have read)."""
         now = self.now()
         events = []
         for tail in self.tails.values():
+            if tail.name in self.backlog:
+                continue
             if (tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None
-                    and now - tail.last >= self.stale_after):
-                events.append(self._stale_event(tail))
+                    and tail.silent_for(now) >= self.stale_after):
+                events.append(self._stale_event(tail, now))
         if probe:
             events += self._probe(now)
         return events
@@ -555,7 +627,7 @@ class Watcher:
         events = []
         for tail in list(self.tails.values()):
             meta = self._meta(tail, now, events)
-            if tail.ended or tail.lost or tail.last is None:
+            if tail.ended or tail.lost or tail.last is None or tail.name in self.backlog:
                 continue
             if not meta:
                 continue
@@ -628,8 +700,12 @@ class Watcher:
 
     # -- the loop ---------------------------------------------------------
     def run_once(self):
-        """Catch up, synthesize what is due now, write it all; return."""
+        """Catch up, synthesize what is due now, write it all; return. A
+        backlog is written a round at a time (see _READ_CHUNK)."""
         events = self.start(follow=False)
+        while self.backlog:
+            self.emit(events)
+            events = self._catch_up()
         events += self._timers(probe=True)
         self.emit(events)
 
@@ -644,12 +720,14 @@ class Watcher:
         self.emit(events)
 
     def step(self, max_wait=None):
-        """Wait for something to do (at most max_wait seconds), do it, write it out."""
-        wait = self._wait_time()
+        """Wait for something to do (at most max_wait seconds), do it, write
+        it out. With a backlog, nothing is waited for: what came is read
+        first, then one round of the backlog."""
+        wait = 0.0 if self.backlog else self._wait_time()
         if max_wait is not None:
             wait = min(wait, max_wait)
-        if self.inotify is not None:
-            events = self._inotify_step() if self._wait(wait) else []
+        if self.dirwatch is not None:
+            events = self._changed() if self._wait(wait) else []
         else:
             self._wait(wait)
             events = []
@@ -661,6 +739,9 @@ class Watcher:
             self.next_probe = time.monotonic() + self.probe_every
             events += self._check_roots()
             events += self._check_sessions()
+            for name in sorted(self._troubles):     # no event may say it healed (a chmod)
+                events += self._read_session(name)
+        events += self._catch_up()
         events += self._timers(probe)
         self.emit(events)
 
@@ -679,12 +760,12 @@ class Watcher:
     def _wait_time(self):
         now_m = time.monotonic()
         wait = max(0.0, self.next_probe - now_m)
-        if self.inotify is None:
+        if self.dirwatch is None:
             wait = min(wait, max(0.0, self._poll_at - now_m))
         now = self.now()
         for tail in self.tails.values():
             if tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None:
-                wait = min(wait, max(0.0, tail.last + self.stale_after - now))
+                wait = min(wait, max(0.0, self.stale_after - tail.silent_for(now)))
         return wait
 
     def _wait(self, wait):
@@ -695,8 +776,8 @@ class Watcher:
         reader gone is a broken pipe now, not at the next event."""
         import select
         poller = select.poll()
-        if self.inotify is not None:
-            poller.register(self.inotify.fileno(), select.POLLIN)
+        if self.dirwatch is not None:
+            poller.register(self.dirwatch.fileno(), select.POLLIN)
         if self.stop_fd is not None:
             poller.register(self.stop_fd, select.POLLIN)
         if self.reader_fd is not None:
@@ -712,43 +793,30 @@ class Watcher:
             self.stop_after_batch = True
         if self.reader_fd is not None and ready.get(self.reader_fd):
             raise BrokenPipeError(32, "the reader of the events is gone")
-        return self.inotify is not None and bool(ready.get(self.inotify.fileno()))
+        return self.dirwatch is not None and bool(ready.get(self.dirwatch.fileno()))
 
-    def _inotify_step(self):
-        evs = self.inotify.read(timeout=0)       # _wait said it is readable
-        if not evs:
-            return []
-        f = self._flags
-        dirty, rescan = set(), False
-        for ev in evs:
-            if ev.mask & f.Q_OVERFLOW:
-                rescan = True
-                continue
-            name = self.wds.get(ev.wd)
-            if name is None:
-                continue
-            if name == "":
-                if ev.name and not ev.name.startswith("."):
-                    dirty.add(ev.name)          # a new session directory
-                continue
-            if ev.mask & (f.DELETE_SELF | f.IGNORED):
-                if ev.mask & f.IGNORED:
-                    del self.wds[ev.wd]
-                    if self.watched.get(name) == ev.wd:
-                        del self.watched[name]
-                if self.watched.get(name) in (ev.wd, None):
-                    self.tails.pop(name, None)
-                continue
-            if ev.name.startswith(paths.STATUS):
-                dirty.add(name)
-            elif ev.name == paths.META:
-                tail = self.tails.get(name)
-                if tail is not None:
-                    tail.meta_key = None
-        if rescan:
+    def _changed(self):
+        """Read what the directory events name: a new session, a session's
+        log, its meta (read again at the next probe); a session whose
+        directory went is forgotten. The queue overflowed: every session."""
+        changes = self.dirwatch.changes(0, settle=0)      # _wait said it is readable
+        if changes is None:
             self.overflows += 1
             self.warn("the inotify queue overflowed; reading every session from its position")
             return self._scan()
+        dirty = set()
+        for d, entry in changes:
+            if d == self.sessions_dir:
+                if entry and not entry.startswith("."):
+                    dirty.add(entry)            # a session directory came, or was replaced
+                continue
+            name = os.path.basename(d)
+            if d not in self.dirwatch.dirs:     # its directory is gone, and its watch
+                self.tails.pop(name, None)
+            elif entry.startswith(paths.STATUS):
+                dirty.add(name)
+            elif entry == paths.META and name in self.tails:
+                self.tails[name].meta_key = None
         events = []
         for name in sorted(dirty):
             events += self._read_session(name)
@@ -762,9 +830,9 @@ class Watcher:
             self.step()
 
     def close(self):
-        if self.inotify is not None:
-            self.inotify.close()
-            self.inotify = None
+        if self.dirwatch is not None:
+            self.dirwatch.close()
+            self.dirwatch = None
 
 
 def first_position(crew, cursor):
@@ -783,11 +851,6 @@ def first_position(crew, cursor):
 def _event(line, name):
     """An event line (bytes, no newline) from a record line (str, with newline) and a name."""
     return (line[:24] + " " + name + line[24:-1]).encode("utf-8")
-
-
-def _keeps_pause():
-    from .wake import KEEPS_PAUSE
-    return KEEPS_PAUSE
 
 
 def _write_stdout(data):

@@ -14,7 +14,8 @@ Counts of the sessions not ended, by their state (glance.py, from the
 verdict): working (generating), idle, dialog (a permission dialog is up),
 blocked (blocked/problem/error, until the session moves on), paused
 (awaiting captain, until the wait is over), lost (the verdict says not live), unknown, damaged (its files
-cannot be used); then the wakes pending in the primary's inbox. Only the
+cannot be used, or it cannot be a session: a link, a FIFO, mode 000; each
+said on stderr, exit 5); then the wakes pending in the primary's inbox. Only the
 counts that are not zero are shown; `crew: empty` when no session is
 registered, `crew: all ended` when none is left. Last, the tokens the
 crew's agents and their subagents used (`12.3k tok`, every session's
@@ -42,6 +43,7 @@ def run(args):
     rows = glance.rows(c, _look(args.panes))
     sys.stdout.write(line(rows, *glance.wakes_pending(c, rows), tmux=args.tmux,
                           used=crew_tokens(c, rows)) + "\n")
+    sys.stderr.write(glance.said("crew-status", rows))
     return PARTIAL if any(r.word == glance.DAMAGED for r in rows) else 0
 
 

@@ -14,7 +14,10 @@ ended; `(live?)` when the verdict cannot tell whether it is live,
 refusal, `disarmed:CODE`, `-` none) JOBS (`N run`, `M unheard`) TOKENS
 (what its agent used, from its transcript: meta transcript_path) and LAST
 (the last record, escaped; last on the line). A session whose files cannot
-be used is one row: `?` columns, STATE damaged, LAST `error: why`.
+be used (or that cannot be a session: a link, a FIFO, mode 000) is one row:
+`?` columns, STATE damaged, LAST `error: why`. A part of the crew that
+cannot be read (jobs/ not a directory, crew-up/lock a FIFO) shows `?` in
+its column or footer line. With --once each is said on stderr; exit 5.
 Footer: crew-up's state (as crew-up --status), the reports waiting in
 reports/new, and for each primary the share of its tokens spent on wake
 turns (turns that wake-send's announcement or its Stop hook's wakes began
@@ -45,4 +48,6 @@ def run(args):
         return 0
     f = top.frame(crew(args), show_ended=args.all)
     sys.stdout.write(f.text(colour=sys.stdout.isatty()))
+    from ..errors import failure_line
+    sys.stderr.write("".join(failure_line("crew-top", why) for why in f.said))
     return PARTIAL if f.bad else 0

@@ -33,6 +33,9 @@ SIGTERM or SIGINT ends it with exit 0, after the batch being written and
 its cursor, from the moment its arguments are read. Following into a pipe
 or socket whose reader goes away, it exits 141 at once.
 
+A session that cannot be read (mode 000, a link, not a directory) is said
+once, on stderr and as a `problem` event of it; the others are served, and
+it is read on from its position once it can be.
 The crew directory or a session directory replaced under it is followed
 anew from its start; gone (deleted, unmounted): it exits 6, so that a
 supervisor restarts it. Without inotify (exhausted, not installed) it polls

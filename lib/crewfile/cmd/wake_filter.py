@@ -20,12 +20,12 @@ Example: crew-watch | wake-filter --hold turn-ended | wake-send firstmate
 
 def run(args):
     from ..cli import crew
-    from .. import wake
-    flt = wake.Filter(crew(args),
-                      normal_pass=(wake.NORMAL_PASS | _kinds(args["pass"])) - _kinds(args.hold),
-                      exempt_pass=(wake.EXEMPT_PASS | _kinds(args.exempt_pass))
-                      - _kinds(args.exempt_hold))
-    wake.filter_stream(flt)
+    from .. import wakefilter
+    flt = wakefilter.Filter(
+        crew(args),
+        normal_pass=(wakefilter.NORMAL_PASS | _kinds(args["pass"])) - _kinds(args.hold),
+        exempt_pass=(wakefilter.EXEMPT_PASS | _kinds(args.exempt_pass)) - _kinds(args.exempt_hold))
+    wakefilter.filter_stream(flt)
     return 0
 
 

@@ -35,7 +35,7 @@ Example: crew-watch --resume C | wake-filter | wake-send firstmate --cursor C
 def run(args):
     import sys
     from ..cli import crew
-    from .. import wake
+    from .. import wakesend
     from ..records import escape
     from .crew_watch import _duration
 
@@ -46,9 +46,9 @@ def run(args):
     def log(msg):
         if not args.quiet:
             warn(msg)
-    window = _duration(args.window, "--window", wake.DEFAULT_WINDOW)
-    retry = _duration(args.retry, "--retry", wake.DEFAULT_RETRY)
-    say = _template(args.say or wake.DEFAULT_SAY)
+    window = _duration(args.window, "--window", wakesend.DEFAULT_WINDOW)
+    retry = _duration(args.retry, "--retry", wakesend.DEFAULT_RETRY)
+    say = _template(args.say or wakesend.DEFAULT_SAY)
     import signal
 
     def stop(_sig, _frame):
@@ -59,9 +59,9 @@ def run(args):
         from ..locks import acquire
         hold = acquire(args.cursor + ".lock")
     try:
-        sender = wake.Sender(crew(args), args.primary, window=window, retry=retry, say=say,
+        sender = wakesend.Sender(crew(args), args.primary, window=window, retry=retry, say=say,
                              log=log, warn=warn, cursor=args.cursor, host=_host(args.host))
-        wake.send_stream(sender)
+        wakesend.send_stream(sender)
     finally:
         if hold is not None:
             hold.release()

@@ -1,272 +1,13 @@
-"""Wakes: which events are worth a turn of the primary (the filter), and
-how they reach it (the sender).
+"""wake-send: wakes (the lines wake-filter kept) posted to the primary's
+inbox, acknowledged to crew-watch's cursor, and announced in its pane.
 
-The filter reads event lines `<ts> <session> <kind>[: <text>]` (what
-crew-watch prints) and keeps those that should wake the primary:
-
-- exempt sessions (every aside): only their conclusion and real problems
-  (EXEMPT_PASS). The turn-by-turn and idle churn of a captain's conversation
-  never wakes anyone;
-- normal sessions: the actionable kinds (NORMAL_PASS); a repeat of the same
-  kind from the same session with no other event of that session in between
-  is folded into the first; after `paused` (a bounded human wait, not a
-  wedge) its `idle` and `stale` are held until other activity;
-- a primary session: nothing passes (its own turns must not wake it);
-- a session without metadata: every line passes (waking is safer than
-  losing); a line that is not an event passes unchanged, with a warning.
-
-The class comes from sessions/NAME/meta ("exempt"), cached and re-read when
-the file's identity (inode, mtime, size) changes, checked at most once per
-input chunk and at every `registered` event.
-
-Input is read in chunks of whatever is available and each chunk's output is
-written in one write() before the next read: a live stream gets each line at
-once, a file gets no system call per line, and nothing depends on
-PYTHONUNBUFFERED.
+Input is read in chunks of whatever is available; each chunk's wakes are
+posted in one append before the next read (see Sender and send_stream).
 """
 import os
 
-from . import paths, records
-from .records import MAX_LINE
-
-# An event line at most: a record, a session name (64 at most) and a space, a
-# TAB and a position token (a small JSON object; 4096 is far above any).
-MAX_EVENT = MAX_LINE + 65 + 4096
-
-EXEMPT_PASS = frozenset({"concluded", "problem", "blocked", "error", "lost"})
-NORMAL_PASS = frozenset({"turn-ended", "done", "concluded", "blocked", "problem", "error",
-                         "stale", "lost", "waiting", "ended"})
-HELD_WHILE_PAUSED = frozenset({"idle", "stale"})
-KEEPS_PAUSE = frozenset({"idle", "stale", "paused"})     # other kinds end a human wait
-UNKNOWN, NORMAL, EXEMPT, PRIMARY = 0, 1, 2, 3
-_CHUNK = 1 << 18
-
-# Per-session slots (a list, for speed): class, meta identity, chunk checked,
-# last kind seen, paused.
-_CLS, _KEY, _GEN, _LAST, _PAUSED = range(5)
-assert (NORMAL, EXEMPT, PRIMARY) == (1, 2, 3)     # spelled as numbers in Filter._lines
-
-
-class Filter:
-    """feed(bytes) -> bytes to print; finish() -> bytes for a last partial line."""
-
-    def __init__(self, crew, normal_pass=NORMAL_PASS, exempt_pass=EXEMPT_PASS, warn=None):
-        self.sessions_dir = crew.sub(paths.SESSIONS) if crew is not None else None
-        self.normal = frozenset(k.encode() for k in normal_pass)
-        self.exempt = frozenset(k.encode() for k in exempt_pass)
-        self.warn = warn or _warn
-        self.state = {}
-        self.gen = 0
-        self.carry = b""
-        self.overlong = False       # inside a line too long to be an event: drop until newline
-        self.bad = 0
-        # kind word as read (b"idle", b"blocked:") -> the kind, one object per kind
-        self._bare, self._texted, self._canon = {}, {}, {}
-
-    def feed(self, data):
-        data = self.carry + data
-        lines = data.split(b"\n")
-        self.carry = lines.pop()
-        if self.overlong:              # the rest of a line too long to be an event
-            self.overlong = bool(not lines)
-            if lines:
-                lines.pop(0)
-            if self.overlong:
-                self.carry = b""
-        if len(self.carry) > MAX_EVENT:
-            self.warn(f"a line longer than {MAX_EVENT} bytes, dropped: {self.carry[:80]!r}")
-            self.carry, self.overlong = b"", True      # memory stays bounded
-        return self._lines(lines)
-
-    def finish(self):
-        """The input ended inside a line: its writer died mid-write (a pipe
-        write over PIPE_BUF is cut by SIGKILL). A fragment is not an event:
-        dropped, said; resumed from its cursor, the pipe delivers it whole."""
-        if self.carry:
-            self.warn(f"input ended inside a line, dropped: {self.carry[:80]!r}")
-            self.carry = b""
-        return b""
-
-    def _lines(self, lines):
-        self.gen += 1
-        gen = self.gen
-        out = []
-        keep = out.append
-        state = self.state
-        bare, texted = self._bare, self._texted
-        normal, exempt = self.normal, self.exempt
-        keeps_pause, held_paused = KEEPS_PAUSE_B, HELD_WHILE_PAUSED_B
-        for line in lines:
-            token = None
-            if b"\t" in line:      # a positioned line: `event TAB token` or `TAB token`
-                line, _, token = line.partition(b"\t")
-                if not line:
-                    keep(b"\t" + token)        # an acknowledgement only: pass it on
-                    continue
-            parts = line.split(b" ", 3)
-            n = len(parts)
-            if n == 4:
-                kind = texted.get(parts[2])
-            elif n == 3:
-                kind = bare.get(parts[2])
-            else:
-                self._bad(line, keep)
-                continue
-            if kind is None or len(parts[0]) != 24:
-                kind = self._kind(parts[2], n == 4) if len(parts[0]) == 24 else None
-                if kind is None:
-                    self._bad(line, keep)
-                    continue
-            st = state.get(parts[1])
-            if st is None or st[2] != gen or kind == b"registered":
-                st = self._refresh(parts[1], st, gen)
-                if st is None:
-                    self._bad(line, keep)
-                    continue
-            if token is not None and not self._context(st, kind, token):
-                self._bad(line + b"\t" + token, keep)
-                continue
-            # slots: 0 class, 1 meta identity, 2 chunk checked, 3 last kind, 4 paused
-            cls = st[0]
-            if cls == 1:        # NORMAL
-                if kind == b"paused":
-                    st[4] = True
-                    ok = False if kind not in normal else kind is not st[3]
-                elif st[4]:
-                    if kind not in keeps_pause:
-                        st[4] = False
-                        ok = kind in normal and kind is not st[3]
-                    else:
-                        ok = kind not in held_paused and kind in normal and kind is not st[3]
-                else:
-                    ok = kind in normal and kind is not st[3]
-            elif cls == 2:      # EXEMPT
-                ok = kind in exempt and kind is not st[3]
-            elif cls == 3:      # PRIMARY
-                ok = False
-            else:
-                ok = True
-            st[3] = kind
-            if token is not None:
-                keep(line + b"\t" + token if ok else b"\t" + token)
-            elif ok:
-                keep(line)
-        if not out:
-            return b""
-        out.append(b"")
-        return b"\n".join(out)
-
-    def _context(self, st, kind, token):
-        """Take the fold and pause context from a position token (False: not one).
-
-        The watcher says what came before this event in the session, so the
-        judgement does not depend on what this process happened to see: a
-        filter restarted mid-stream judges exactly as one that saw it all."""
-        from .jsonio import loads
-        try:
-            tok = loads(token)
-            prev, paused = tok["prev"], tok["paused"]
-            if prev is not None and not isinstance(prev, str):
-                return False
-        except (ValueError, TypeError, KeyError, AttributeError):
-            return False
-        st[_LAST] = kind if prev is not None and prev.encode() == kind else None
-        st[_PAUSED] = bool(paused)
-        return True
-
-    def _kind(self, word, has_text):
-        """Validate a kind word once and cache it (None: not a kind)."""
-        from .records import is_kind
-        kind = word
-        if has_text:
-            if not word.endswith(b":"):
-                return None
-            kind = word[:-1]
-        try:
-            ok = is_kind(kind.decode("ascii"))
-        except UnicodeDecodeError:
-            ok = False
-        if not ok:
-            return None
-        kind = self._canon.setdefault(kind, kind)      # `is` compares kinds in the loop
-        (self._texted if has_text else self._bare)[word] = kind
-        return kind
-
-    def _refresh(self, name, st, gen):
-        """The session's slots, its class re-read if its meta file changed."""
-        if st is None:
-            try:
-                text = name.decode("utf-8")
-                from .names import check_name
-                check_name(text)
-            except Exception:
-                return None
-            st = [UNKNOWN, None, gen, None, False]
-            self.state[name] = st
-        st[_GEN] = gen
-        if self.sessions_dir is None:
-            return st
-        meta = os.path.join(self.sessions_dir, name.decode("utf-8"), paths.META)
-        try:
-            s = os.stat(meta, follow_symlinks=False)
-            key = (s.st_ino, s.st_mtime_ns, s.st_size)
-        except OSError:
-            key = None
-        if key == st[_KEY] and st[_KEY] is not None:
-            return st
-        st[_KEY] = key
-        st[_CLS] = UNKNOWN if key is None else _class_of(meta)
-        return st
-
-    def _bad(self, line, keep):
-        self.bad += 1
-        if self.bad <= 100:
-            self.warn(f"not an event line, passed on unchanged: {line[:80]!r}")
-        elif self.bad == 101:
-            self.warn("more lines that are not events; no further warnings")
-        keep(line)
-
-
-KEEPS_PAUSE_B = frozenset(k.encode() for k in KEEPS_PAUSE)
-HELD_WHILE_PAUSED_B = frozenset(k.encode() for k in HELD_WHILE_PAUSED)
-
-
-def _class_of(meta_path):
-    from .errors import CrewfileError
-    from .shapes import load
-    try:
-        meta = load(meta_path, "meta")
-    except CrewfileError:
-        return UNKNOWN
-    if meta is None:
-        return UNKNOWN
-    if meta.get("kind") == "primary":
-        return PRIMARY
-    return EXEMPT if meta.get("exempt") else NORMAL
-
-
-def filter_stream(flt, fd_in=0, fd_out=1):
-    """Run *flt* from fd_in to fd_out: one write per chunk read, before the next read."""
-    from .atomic import write_all
-    while True:
-        data = os.read(fd_in, _CHUNK)
-        if not data:
-            break
-        out = flt.feed(data)
-        if out:
-            write_all(fd_out, out)
-    out = flt.finish()
-    if out:
-        write_all(fd_out, out)
-
-
-def _warn(msg):
-    import sys
-    sys.stderr.write(f"wake-filter: {msg}\n")
-    sys.stderr.flush()
-
-
-# -- wake-send ----------------------------------------------------------------
+from . import records
+from .wakefilter import MAX_EVENT
 
 DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
 DEFAULT_WINDOW = 0.5
@@ -279,6 +20,7 @@ LOCK_WAIT = 1.0     # the longest wake-send waits for the primary's lock (then: 
 ACK_DELAY = 0.2
 MAX_HELD = 10000            # wakes held in memory before input is no longer read
 MAX_TEXT = 8192             # a notice must stay within one record
+_CHUNK = 1 << 18
 
 
 class Sender:
@@ -336,7 +78,9 @@ class Sender:
         self.announced = set()      # ids of wake notices already announced
         self.seen = set()           # the wakes waiting at the last announcement
         self.held = []              # [(id or None, text)] not yet in the inbox
-        self.acks = []              # [(session, state)] to acknowledge once held is posted
+        # session -> the newest state to acknowledge once held is posted: one
+        # per session however many lines a backlog brings
+        self.acks = {}
         self.cursor = cursor
         self.known = None           # ids found in the inbox before our first post
         self.said = {}              # topic -> the state last logged
@@ -361,17 +105,19 @@ class Sender:
         body, tab, token = line.partition("\t")
         eid = None
         if tab:
+            # Imported before the try: a stop (SIGTERM) arriving in an import
+            # must not leave the except clause a name it cannot look up.
+            from .errors import BadFile
             from .jsonio import loads
+            from .names import is_name
+            from .shapes import check
             try:
-                from .errors import BadFile
-                from .names import is_name
-                from .shapes import check
                 tok = loads(token)
                 eid, sname, state = tok["id"], tok["s"], tok["at"]
                 if not (isinstance(eid, str) and eid and " " not in eid and is_name(sname)):
                     raise ValueError
                 check("cursor-entry", state, "(token)")   # what crew-watch will read back
-                self.acks.append((sname, state))
+                _newer(self.acks, sname, state)
             except (ValueError, TypeError, KeyError, AttributeError, BadFile):
                 self.log(f"not a position token, taken as text: {token[:80]!r}")
                 body, eid = line, None
@@ -434,7 +180,7 @@ class Sender:
                 self.due_at = self.clock() + self.window
         self.retry_at = None
         if not self.cursor:
-            self.acks = []
+            self.acks = {}
         elif self.acks and self.ack_at is None:
             self.ack_at = self.clock() + ACK_DELAY
         return True
@@ -461,11 +207,9 @@ class Sender:
         self.ack_at = None
         if not self.acks or self.held:
             return
-        for sname, state in self.acks:
-            old = self.acked.get(sname)
-            if old is None or int(state.get("n") or 0) >= int(old.get("n") or 0):
-                self.acked[sname] = state
-        self.acks = []
+        for sname, state in self.acks.items():
+            _newer(self.acked, sname, state)
+        self.acks = {}
         if self.cursor:
             from . import jsonio
             from .atomic import replace
@@ -546,6 +290,13 @@ class Sender:
                                **{"from": shown})
 
 
+def _newer(states, sname, state):
+    """Keep *state* for *sname* in *states* unless an older one is there (n orders them)."""
+    old = states.get(sname)
+    if old is None or int(state.get("n") or 0) >= int(old.get("n") or 0):
+        states[sname] = state
+
+
 def send_stream(sender, fd_in=0):
     """Feed lines from fd_in to *sender*, posting each chunk before the next
     read and acknowledging within ACK_DELAY; announce when due. At end of
@@ -580,7 +331,8 @@ def _send_loop(sender, fd_in):
                 eof = True
             lines = (carry + data).split(b"\n")
             carry = lines.pop()
-            if not data and carry:      # a fragment of a writer killed mid-write (see Filter.finish)
+            # a fragment of a writer killed mid-write (see wakefilter.Filter.finish)
+            if not data and carry:
                 sender.warn(f"input ended inside a line, dropped: {carry[:80]!r}")
                 carry = b""
             if len(carry) > MAX_EVENT:
