@@ -23,3 +23,17 @@ def test_status_show_names_the_turn_record_that_keeps_a_paused_session_generatin
     lines = cmd("status-show", "builder", check=True).stdout.splitlines()
     assert "generating: no" in lines and lines[at + 1].startswith("turn: turn-ended ")
     assert "paused" in cmd("status-show", "--help", check=True).stdout
+
+
+def test_every_offers_only_examples_it_accepts(crew):
+    cmd("session-add", "w", check=True)
+    r = cmd("nudge-add", "--session", "w", "--every", "soon", "--message", "go")
+    assert (r.returncode, r.stderr) == (2, "nudge-add: bad --every 'soon': a whole number of"
+                                           " seconds as a duration such as 90, 90s, 30m, 1h30m"
+                                           " or 2d (at most 366d)\n")
+    r = cmd("nudge-add", "--session", "w", "--every", "1.5s", "--message", "go")
+    assert (r.returncode, r.stderr) == (2, "nudge-add: bad --every '1.5s': a whole number of"
+                                           " seconds\n")
+    r = cmd("job-wait", "nope", "--timeout", "soon")      # a fraction is fine there
+    assert "such as 90, 90s, 1.5s, 30m" in r.stderr
+    assert schedules.load_all(crew) == []
