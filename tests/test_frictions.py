@@ -37,3 +37,14 @@ def test_every_offers_only_examples_it_accepts(crew):
     r = cmd("job-wait", "nope", "--timeout", "soon")      # a fraction is fine there
     assert "such as 90, 90s, 1.5s, 30m" in r.stderr
     assert schedules.load_all(crew) == []
+
+
+def test_nudge_add_names_the_one_option_missing(crew):
+    cmd("session-add", "builder", check=True)
+    for given, missing in ((["--every", "30m"], "--message is required"),
+                           (["--message", "go on"], "--every is required"),
+                           ([], "--every and --message are required")):
+        r = cmd("nudge-add", "--session", "builder", *given)
+        assert (r.returncode, r.stderr) == (
+            2, f"nudge-add: {missing}\nTry 'nudge-add --help'.\n"), given
+    assert schedules.load_all(crew) == []

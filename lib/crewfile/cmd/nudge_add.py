@@ -30,8 +30,10 @@ def run(args):
     from ..errors import UsageError
     from ..schedules import add
     from ..durations import parse_count, parse_duration
-    if not args.every or not args.message:
-        raise UsageError("--every and --message are required")
+    missing = [flag for flag, given in (("--every", args.every), ("--message", args.message))
+               if not given]
+    if missing:
+        raise UsageError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required")
     every = parse_duration(args.every, "--every", whole=True)
     max_attempts = None if args.max is None else parse_count(args.max, "--max", 1)
     until = None
