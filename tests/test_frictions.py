@@ -48,3 +48,22 @@ def test_nudge_add_names_the_one_option_missing(crew):
         assert (r.returncode, r.stderr) == (
             2, f"nudge-add: {missing}\nTry 'nudge-add --help'.\n"), given
     assert schedules.load_all(crew) == []
+
+
+def test_nudge_add_replace_keeps_the_max_and_until_not_given_again(crew):
+    cmd("session-add", "builder", check=True)
+    sid = cmd("nudge-add", "--session", "builder", "--every", "30m", "--message", "go on",
+              "--max", "20", "--until", "3h", check=True).stdout.strip()
+    until = schedules.get(crew, sid)["until"]
+    r = cmd("nudge-add", "--session", "builder", "--every", "1h", "--message", "carry on",
+            "--replace")
+    assert (r.returncode, r.stdout) == (0, f"{sid}\n")
+    sched = schedules.get(crew, sid)
+    assert (sched["max"], sched["until"], sched["attempts"], sched["every"],
+            sched["message"]) == (20, until, 0, 3600, "carry on")
+    row = cmd("nudge-ls", check=True).stdout.splitlines()[1].split()
+    assert row[4] == "0/20"
+    cmd("nudge-add", "--session", "builder", "--every", "1h", "--message", "m", "--max", "5",
+        "--replace", check=True)
+    assert schedules.get(crew, sid)["max"] == 5
+    assert "--max and --until kept" in cmd("nudge-add", "--help", check=True).stdout
