@@ -67,3 +67,19 @@ def test_nudge_add_replace_keeps_the_max_and_until_not_given_again(crew):
         "--replace", check=True)
     assert schedules.get(crew, sid)["max"] == 5
     assert "--max and --until kept" in cmd("nudge-add", "--help", check=True).stdout
+
+
+def test_nudge_add_says_when_its_session_is_not_live(crew, tmux):
+    cmd("session-add", "builder", check=True)
+    r = cmd("nudge-add", "--session", "builder", "--every", "30m", "--message", "go on")
+    assert r.returncode == 0 and r.stdout.strip().startswith("n")
+    assert r.stderr == ("nudge-add: note: builder is not live (no tmux pane is registered for"
+                        " the session): when the nudge is due, a tick disarms the schedule"
+                        " unless the session is live again by then\n")
+    assert schedules.get(crew, r.stdout.strip())["armed"] is True      # kept, as said
+    pane = tmux.new_window("sleep 600", name="live")
+    pid = tmux("display-message", "-p", "-t", pane, "#{pane_pid}").strip()
+    cmd("session-add", "live", "--tmux", pane, "--pid", pid, check=True,
+        env={"CREWFILE_TMUX": tmux.sock})
+    r = cmd("nudge-add", "--session", "live", "--every", "30m", "--message", "go on")
+    assert (r.returncode, r.stderr) == (0, "")

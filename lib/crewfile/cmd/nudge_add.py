@@ -22,7 +22,9 @@ Schedule a nudge: TEXT typed into a session's pane when it is due and safe.
 
 Exactly one of --session, --session-key, --agent-session-id. One schedule per
 (user, session): a second is refused (exit 1) unless --replace. Prints the
-schedule id. The first attempt is due --every after now.
+schedule id. The first attempt is due --every after now. A session that is
+not live now is said on stderr (`note:`): when due, a tick disarms the
+schedule unless the session is live again by then.
 
 Example: nudge-add --session builder --every 1800 --message 'continue; record blockers'
 """
@@ -48,4 +50,23 @@ def run(args):
                 session_key=args.session_key, agent_session_id=args.agent_session_id,
                 max_attempts=max_attempts, until=until, user=args.user, replace_existing=args.replace)
     sys.stdout.write(sched["id"] + "\n")
+    note = not_live_note(crew(args), sched)
+    if note:
+        from ..records import escape
+        sys.stderr.write(f"nudge-add: note: {escape(note)}\n")
     return 0
+
+
+def not_live_note(crew, sched):
+    """What the user must know when the target cannot be nudged at all now,
+    or None: the tick's first question (delivery.check's cheap part)."""
+    from .. import delivery
+    from ..sessions import Session
+    why, _ = delivery.check(Session(crew, sched["session"]), screen=False)
+    if why is None or why.code not in (delivery.NOT_LIVE, delivery.LIVE_UNKNOWN):
+        return None
+    if why.code == delivery.NOT_LIVE:
+        return (f"{sched['session']} is not live ({why.detail}): when the nudge is due,"
+                " a tick disarms the schedule unless the session is live again by then")
+    return (f"whether {sched['session']} is live is unknown ({why.detail}): a due nudge"
+            " is refused, and kept, until it is known")
