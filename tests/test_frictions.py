@@ -83,3 +83,21 @@ def test_nudge_add_says_when_its_session_is_not_live(crew, tmux):
         env={"CREWFILE_TMUX": tmux.sock})
     r = cmd("nudge-add", "--session", "live", "--every", "30m", "--message", "go on")
     assert (r.returncode, r.stderr) == (0, "")
+
+
+def test_nudge_ls_shows_until(crew):
+    from crewfile.records import timestamp
+    cmd("session-add", "builder", check=True)
+    cmd("session-add", "tester", check=True)
+    sid = cmd("nudge-add", "--session", "builder", "--every", "30m", "--message", "go",
+              "--until", "2h", check=True).stdout.strip()
+    other = cmd("nudge-add", "--session", "tester", "--every", "30m", "--message", "go",
+                check=True).stdout.strip()
+    r = cmd("nudge-ls")
+    assert (r.returncode, r.stderr) == (0, "")
+    header, *rows = r.stdout.splitlines()
+    assert header.split() == ["ID", "USER", "SESSION", "EVERY", "ATTEMPTS", "ARMED", "LAST",
+                              "OUTCOME", "UNTIL", "REASON"]
+    rows = {row.split()[0]: row.split() for row in rows}
+    assert rows[sid][8] == timestamp(schedules.get(crew, sid)["until"])
+    assert rows[other][8] == "-"
