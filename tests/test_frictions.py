@@ -101,3 +101,22 @@ def test_nudge_ls_shows_until(crew):
     rows = {row.split()[0]: row.split() for row in rows}
     assert rows[sid][8] == timestamp(schedules.get(crew, sid)["until"])
     assert rows[other][8] == "-"
+
+
+def test_a_retired_sessions_schedules_are_disarmed_at_once(crew):
+    for name in ("builder", "tester"):
+        cmd("session-add", name, check=True)
+    sid = cmd("nudge-add", "--session", "builder", "--every", "30m", "--message", "go",
+              check=True).stdout.strip()
+    other = cmd("nudge-add", "--session", "tester", "--every", "30m", "--message", "go",
+                check=True).stdout.strip()
+    r = cmd("crew-retire", "builder")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == (f"scrollback: -\nworktree: -\nbranch: -\nnudges: disarmed {sid}\n")
+    sched = schedules.get(crew, sid)
+    assert (sched["armed"], sched["last_outcome"], sched["last_code"], sched["last_reason"]) == (
+        False, "disarmed", "retired", "disarmed: crew-retire ended the session")
+    assert schedules.get(crew, other)["armed"] is True
+    assert Session(crew, "builder").ended()
+    r = cmd("crew-retire", "builder")                  # a rerun: nothing left to disarm
+    assert (r.returncode, r.stdout) == (0, "scrollback: -\nworktree: -\nbranch: -\n")

@@ -217,3 +217,21 @@ def rearm(crew, meta):
         if _update(crew, sched, changes) is not None:
             done.append(sched["id"])
     return done
+
+
+def disarm_ended(crew, meta, code, reason):
+    """Disarm the armed schedules of the session whose metadata is *meta*,
+    which has just ended on purpose (crew-retire); return their ids.
+
+    A tick would disarm them too, but only once due: until then nudge-ls
+    showed a retired worker's schedule armed. *code* and *reason* are kept
+    as the last outcome's, as a tick keeps its own."""
+    done = []
+    for sched in load_all(crew):
+        if not sched.get("armed") or not matches(sched, meta):
+            continue
+        changes = {"armed": False, "last_outcome": "disarmed", "last_code": code,
+                   "last_reason": reason, "last_change": records.timestamp()}
+        if _update(crew, sched, changes) is not None:
+            done.append(sched["id"])
+    return done
