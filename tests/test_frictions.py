@@ -5,7 +5,7 @@ import json
 import os
 
 from conftest import cmd
-from crewfile import schedules
+from crewfile import logfile, schedules
 from crewfile.sessions import Session
 
 
@@ -120,3 +120,25 @@ def test_a_retired_sessions_schedules_are_disarmed_at_once(crew):
     assert Session(crew, "builder").ended()
     r = cmd("crew-retire", "builder")                  # a rerun: nothing left to disarm
     assert (r.returncode, r.stdout) == (0, "scrollback: -\nworktree: -\nbranch: -\n")
+
+
+def test_session_add_pid_records_the_agent_of_a_live_registration(crew, tmux):
+    pane = tmux.new_window("sleep 600", name="builder")
+    pid = tmux("display-message", "-p", "-t", pane, "#{pane_pid}").strip()
+    env = {"CREWFILE_TMUX": tmux.sock}
+    cmd("session-add", "builder", "--tmux", pane, check=True, env=env)
+    st = json.loads(cmd("status-show", "builder", "--json", check=True).stdout)
+    assert (st["live"], st["why"]) == ("unknown", "agent-unknown")
+    assert st["why_detail"].endswith("its next crew-hook event does, or session-add NAME --pid PID")
+    r = cmd("session-add", "builder", "--pid", pid, env=env)
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert Session(crew, "builder").meta["pid"] == int(pid)
+    assert json.loads(cmd("status-show", "builder", "--json", check=True).stdout)["live"] == "yes"
+    r = cmd("session-add", "builder", "--pid", pid, env=env)
+    assert (r.returncode, r.stderr) == (
+        1, f"session-add: session 'builder' already has its agent recorded (pid {pid})\n")
+    r = cmd("session-add", "builder", "--pid", pid, "--cwd", "/", env=env)
+    assert (r.returncode, r.stderr) == (
+        1, "session-add: session 'builder' is already registered and not ended\n")
+    assert [r.kind for r in Session(crew, "builder").last_records(10, logfile.TailStats())] == [
+        "registered"]

@@ -210,6 +210,27 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     return sess
 
 
+def record_agent(crew, name, pid):
+    """Record the agent process of session NAME, registered and not ended,
+    that has none recorded (registered by hand without --pid: its liveness
+    was unknown, so nothing was typed into it). Refused if it has one: a
+    second agent is a new registration, once the first has ended."""
+    import json
+    from . import spool
+    from .atomic import replace
+    sess = Session(crew, name)
+    fields = agent_fields(pid)
+    with spool.lock(sess.dir):
+        meta = dict(sess.reread().meta)
+        if sess.ended():
+            raise Refused(f"session {name!r} has ended: register it again")
+        if meta.get("pid"):
+            raise Refused(f"session {name!r} already has its agent recorded (pid {meta['pid']})")
+        meta.update(fields)
+        replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    return sess
+
+
 def register_again(sess, tmux=None, env=None, agent_from=None):
     """A new life for an ended session whose agent starts again in its name:
     registered again with its metadata (but not the old process), so it is

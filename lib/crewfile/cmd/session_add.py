@@ -12,7 +12,9 @@ Register a session: write its metadata and a `registered` record.
   --user USER                whose session it is (default: $USER, else
                              the password database's name for your uid)
 
-A name already registered and not ended is refused (exit 1).
+A name already registered and not ended is refused (exit 1), except for
+`session-add NAME --pid PID` alone: it records the agent of a registration
+that has none (its liveness was unknown until then).
 
 Example: session-add w1 --tmux crew:1 --cwd ~/src/app
 """
@@ -20,7 +22,12 @@ Example: session-add w1 --tmux crew:1 --cwd ~/src/app
 
 def run(args):
     from ..cli import crew
-    from ..sessions import register
+    from ..sessions import is_registered, record_agent, register
+    alone = not any((args.kind, args.exempt, args.tmux, args.cwd, args.session_key,
+                     args.agent_session_id, args.user))
+    if args.pid and alone and is_registered(crew(args), args.name):
+        record_agent(crew(args), args.name, _pid(args.pid))
+        return
     register(crew(args), args.name, kind=args.kind or "crew", exempt=args.exempt,
              tmux=args.tmux, pid=args.pid and _pid(args.pid), cwd=args.cwd,
              session_key=args.session_key, agent_session_id=args.agent_session_id,
