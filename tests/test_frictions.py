@@ -142,3 +142,13 @@ def test_session_add_pid_records_the_agent_of_a_live_registration(crew, tmux):
         1, "session-add: session 'builder' is already registered and not ended\n")
     assert [r.kind for r in Session(crew, "builder").last_records(10, logfile.TailStats())] == [
         "registered"]
+
+
+def test_session_add_refuses_a_cwd_that_does_not_exist(crew, tmp_path):
+    r = cmd("session-add", "builder", "--cwd", str(tmp_path / "src" / "app"))
+    assert (r.returncode, r.stdout, r.stderr) == (
+        2, "", f"session-add: bad --cwd '{tmp_path}/src/app': no such directory\n")
+    assert not Session(crew, "builder").exists()
+    (tmp_path / "src" / "app").mkdir(parents=True)
+    cmd("session-add", "builder", "--cwd", str(tmp_path / "src" / "app"), check=True)
+    assert Session(crew, "builder").meta["cwd"] == os.path.realpath(tmp_path / "src" / "app")
