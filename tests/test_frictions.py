@@ -152,3 +152,22 @@ def test_session_add_refuses_a_cwd_that_does_not_exist(crew, tmp_path):
     (tmp_path / "src" / "app").mkdir(parents=True)
     cmd("session-add", "builder", "--cwd", str(tmp_path / "src" / "app"), check=True)
     assert Session(crew, "builder").meta["cwd"] == os.path.realpath(tmp_path / "src" / "app")
+
+
+def test_a_mistyped_session_name_is_offered_the_registered_one(crew):
+    for name in ("builder", "tester", "docs"):
+        cmd("session-add", name, check=True)
+    for typo, offered in (("buidler", "'builder'"), ("biulder", "'builder'"),
+                          ("tster", "'tester'"), ("testers", "'tester'"), ("dogs", "'docs'")):
+        r = cmd("status-show", typo)
+        assert (r.returncode, r.stdout, r.stderr) == (
+            3, "", f"status-show: no session {typo!r} (did you mean {offered}?)\n")
+    r = cmd("status-append", "reviewer", "turn-started")
+    assert (r.returncode, r.stderr) == (
+        3, "status-append: no session 'reviewer' (register it with session-add)\n")
+    cmd("session-add", "tester2", check=True)
+    r = cmd("nudge-add", "--session", "testr", "--every", "1h", "--message", "go")
+    assert r.stderr == "nudge-add: no session 'testr' (did you mean 'tester'?)\n"
+    r = cmd("status-show", "tester3")
+    assert r.stderr == "status-show: no session 'tester3' (did you mean 'tester' or 'tester2'?)\n"
+    assert not Session(crew, "buidler").exists()

@@ -9,7 +9,7 @@ import os
 import time
 
 from . import logfile, paths, records
-from .errors import BadFile, BadInput, NotFound, Refused, SystemFailure
+from .errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
 # The writers' modules (spool, atomic, locks) are imported where a write
 # happens: crew-status, run by tmux every few seconds, only reads.
 
@@ -47,7 +47,7 @@ class Session:
             from .shapes import load
             self._meta = load(self.meta_path, "meta", at=self.at)
             if self._meta is None:
-                raise NotFound(f"no session {self.name!r} (register it with session-add)")
+                raise not_found(self.crew, self.name)
         return self._meta
 
     def reread(self):
@@ -292,6 +292,32 @@ def names(crew):
     except FileNotFoundError:
         return []
     return sorted(name for name in entries if is_registered(crew, name))
+
+
+def not_found(crew, name):
+    """The NotFound for NAME, which no session has: a mistyped name is
+    offered the registered ones a typo away, not told to register the typo."""
+    try:
+        close = [other for other in names(crew) if _one_typo(name, other)][:3]
+    except (CrewfileError, OSError):
+        close = []          # the crew cannot be listed: said by whatever lists it
+    hint = ("did you mean " + " or ".join(repr(c) for c in close) + "?" if close
+            else "register it with session-add")
+    return NotFound(f"no session {name!r} ({hint})")
+
+
+def _one_typo(a, b):
+    """*a* and *b* differ by one typo: a character changed, added or dropped,
+    or two neighbours swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and (a[diff[0]], a[diff[1]]) == (b[diff[1]], b[diff[0]]))
+    short, longer = sorted((a, b), key=len)
+    at = next((i for i in range(len(short)) if short[i] != longer[i]), len(short))
+    return short[at:] == longer[at + 1:]
 
 
 def is_registered(crew, name):
