@@ -171,3 +171,10 @@ def test_a_mistyped_session_name_is_offered_the_registered_one(crew):
     r = cmd("status-show", "tester3")
     assert r.stderr == "status-show: no session 'tester3' (did you mean 'tester' or 'tester2'?)\n"
     assert not Session(crew, "buidler").exists()
+
+
+def test_aside_reconcile_synopsis_puts_duration_under_wait(crew):
+    r = cmd("aside-reconcile", "--help")
+    assert r.returncode == 0
+    assert r.stdout.splitlines()[0] == "aside-reconcile NAME [--wait [DURATION]]"
+    assert "  --wait   wait (at most DURATION, default 10m)" in r.stdout
