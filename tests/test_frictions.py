@@ -178,3 +178,23 @@ def test_aside_reconcile_synopsis_puts_duration_under_wait(crew):
     assert r.returncode == 0
     assert r.stdout.splitlines()[0] == "aside-reconcile NAME [--wait [DURATION]]"
     assert "  --wait   wait (at most DURATION, default 10m)" in r.stdout
+
+
+def test_the_demo_counts_the_wakes_it_delivered_and_runs_the_readmes_pipeline():
+    import re
+    import subprocess
+    import sys
+    demo = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo")
+    r = subprocess.run([sys.executable, os.path.join(demo, "demo.py"), "scene_10", "scene_20"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert re.search(r"\$ crew-watch --resume (\S+) \| wake-filter \| wake-send firstmate"
+                     r" --cursor \1 ", r.stdout), r.stdout
+    said = re.search(r"Of (\d+) events while the pipeline ran, (\d+) passed wake-filter; the"
+                     r" primary's inbox got (\d+) wakes", r.stdout)
+    assert said and said[2] == said[3] == "3", r.stdout
+    assert "wake-send: announced 3 wake(s)" in r.stdout
+    with open(os.path.join(demo, "scene_40_nudge.py")) as f:
+        assert "user's document" not in f.read()
+    with open(os.path.join(demo, "scene_60_crewup.py")) as f:   # done, then the turn's end
+        assert "status-append builder done 'shipped v2'; status-append builder turn-ended" in f.read()
