@@ -178,6 +178,9 @@ def test_aside_reconcile_synopsis_puts_duration_under_wait(crew):
     assert r.returncode == 0
     assert r.stdout.splitlines()[0] == "aside-reconcile NAME [--wait [DURATION]]"
     assert "  --wait   wait (at most DURATION, default 10m)" in r.stdout
+    r = cmd("aside-reconcile", "design", "15m")          # the synopsis is also the parser's spec
+    assert (r.returncode, r.stderr) == (
+        2, "aside-reconcile: a DURATION needs --wait\nTry 'aside-reconcile --help'.\n")
 
 
 def test_the_demo_counts_the_wakes_it_delivered_and_runs_the_readmes_pipeline():
