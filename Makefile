@@ -5,7 +5,7 @@ PY     := $(CURDIR)/$(VENV)/bin/python
 STAMP  := $(VENV)/.deps-installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/bin:$(PATH)
 
-.PHONY: all deps system-deps claude-code codex gemini sshd systemd viewers test pytest bats demo bench install uninstall clean
+.PHONY: all deps system-deps claude-code codex gemini sshd systemd viewers test test-oldest test-e2e pytest bats demo bench install uninstall clean
 
 all: test
 
@@ -29,40 +29,65 @@ $(STAMP): setup.cfg
 deps: system-deps $(STAMP)
 	@$(PY) -m compileall -q lib >/dev/null
 
-# The real Claude Code CLI for the end-to-end hook tests, installed into this
-# checkout (never globally). If it cannot be installed, say so loudly: those
-# tests are then skipped, and `make test` ends by saying so.
-CLAUDE_CODE := .cache/claude-code
+# The real agent CLIs for the end-to-end tests, each at an exact release, each
+# in a directory of its own in this checkout (never globally): the newest
+# releases, which users run, and the oldest the README supports. `make test
+# AGENTS=oldest` runs the whole suite against the oldest; `make test-oldest`
+# runs only the end-to-end tests against them. The tests run the release named
+# in CREWFILE_{CLAUDE,CODEX,GEMINI}_VERSION (tests/agent_clis.py).
+CLAUDE_CODE_NEWEST := 2.1.332
+CLAUDE_CODE_OLDEST := 2.1.197
+CODEX_NEWEST       := 0.171.0
+CODEX_OLDEST       := 0.171.0
+GEMINI_NEWEST      := 0.61.0
+GEMINI_OLDEST      := 0.61.0
+AGENTS ?= newest
+ifeq ($(AGENTS),newest)
+CLAUDE_CODE_VERSION := $(CLAUDE_CODE_NEWEST)
+CODEX_VERSION       := $(CODEX_NEWEST)
+GEMINI_VERSION      := $(GEMINI_NEWEST)
+else ifeq ($(AGENTS),oldest)
+CLAUDE_CODE_VERSION := $(CLAUDE_CODE_OLDEST)
+CODEX_VERSION       := $(CODEX_OLDEST)
+GEMINI_VERSION      := $(GEMINI_OLDEST)
+else
+$(error AGENTS must be newest or oldest, not '$(AGENTS)')
+endif
+export CREWFILE_CLAUDE_VERSION := $(CLAUDE_CODE_VERSION)
+export CREWFILE_CODEX_VERSION  := $(CODEX_VERSION)
+export CREWFILE_GEMINI_VERSION := $(GEMINI_VERSION)
+AGENT_VERSIONS = claude-code $(CLAUDE_CODE_$(1)), codex $(CODEX_$(1)), gemini $(GEMINI_$(1))
+
+# npm installs the newest release whose `engines` match the local Node, which
+# is not the release asked for: every Claude Code from 2.1.198 asks for Node 22
+# and ships a native binary that runs without Node at all. An exact version
+# with --engine-strict=false is installed as asked. If it cannot be installed,
+# say so loudly: those tests are then skipped, and `make test` ends by saying so.
+# $(call npm_exact,WHAT,DIR,PACKAGE@VERSION,FILE-GLOB-ONCE-INSTALLED)
+npm_exact = if ls $(4) >/dev/null 2>&1; then :; \
+	elif ! command -v npm >/dev/null; then \
+	  echo "make: WARNING: npm not found: the end-to-end tests with the real $(1) will be SKIPPED" >&2; \
+	else echo "make: installing $(1) $(3) into $(2)"; \
+	  npm install --prefix $(2) --engine-strict=false --no-audit --no-fund --loglevel=error $(3) \
+	  || echo "make: WARNING: npm install of $(1) failed: its end-to-end tests will be SKIPPED" >&2; \
+	fi
+
+# Claude Code's binary comes in a platform package (@anthropic-ai/claude-code-linux-x64)
+# pinned to the same release; its --version says which it is.
+CLAUDE_CODE := .cache/claude-code-$(CLAUDE_CODE_VERSION)
 claude-code:
-	@if ls $(CLAUDE_CODE)/node_modules/@anthropic-ai/claude-code-*/claude >/dev/null 2>&1; then :; \
-	elif ! command -v npm >/dev/null; then \
-	  echo "make: WARNING: npm not found: the end-to-end tests with the real Claude Code CLI will be SKIPPED" >&2; \
-	else echo "make: installing Claude Code into $(CLAUDE_CODE)"; \
-	  npm install --prefix $(CLAUDE_CODE) --no-audit --no-fund --loglevel=error @anthropic-ai/claude-code \
-	  || echo "make: WARNING: npm install of Claude Code failed: the end-to-end tests with the real CLI will be SKIPPED" >&2; \
-	fi
+	@$(call npm_exact,Claude Code CLI,$(CLAUDE_CODE),@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION),$(CLAUDE_CODE)/node_modules/@anthropic-ai/claude-code-*/claude)
+	@for b in $(CLAUDE_CODE)/node_modules/@anthropic-ai/claude-code-*/claude; do [ -x "$$b" ] || continue; \
+	  v=$$("$$b" --version 2>/dev/null | cut -d' ' -f1); [ "$$v" = $(CLAUDE_CODE_VERSION) ] \
+	  || echo "make: WARNING: $$b is Claude Code '$$v', not $(CLAUDE_CODE_VERSION)" >&2; done
 
-# The real Codex CLI for tests/test_codex_e2e.py, likewise into this checkout.
-CODEX := .cache/codex
+CODEX := .cache/codex-$(CODEX_VERSION)
 codex:
-	@if ls $(CODEX)/node_modules/@openai/codex-linux-*/vendor/*/bin/codex >/dev/null 2>&1; then :; \
-	elif ! command -v npm >/dev/null; then \
-	  echo "make: WARNING: npm not found: the end-to-end tests with the real Codex CLI will be SKIPPED" >&2; \
-	else echo "make: installing Codex CLI into $(CODEX)"; \
-	  npm install --prefix $(CODEX) --no-audit --no-fund --loglevel=error @openai/codex \
-	  || echo "make: WARNING: npm install of Codex CLI failed: its end-to-end tests will be SKIPPED" >&2; \
-	fi
+	@$(call npm_exact,Codex CLI,$(CODEX),@openai/codex@$(CODEX_VERSION),$(CODEX)/node_modules/@openai/codex-linux-*/vendor/*/bin/codex)
 
-# The real Gemini CLI for tests/test_gemini_e2e.py, likewise into this checkout.
-GEMINI := .cache/gemini
+GEMINI := .cache/gemini-$(GEMINI_VERSION)
 gemini:
-	@if [ -e $(GEMINI)/node_modules/.bin/gemini ]; then :; \
-	elif ! command -v npm >/dev/null; then \
-	  echo "make: WARNING: npm not found: the end-to-end tests with the real Gemini CLI will be SKIPPED" >&2; \
-	else echo "make: installing Gemini CLI into $(GEMINI)"; \
-	  npm install --prefix $(GEMINI) --no-audit --no-fund --loglevel=error @google/gemini-cli \
-	  || echo "make: WARNING: npm install of Gemini CLI failed: its end-to-end tests will be SKIPPED" >&2; \
-	fi
+	@$(call npm_exact,Gemini CLI,$(GEMINI),@google/gemini-cli@$(GEMINI_VERSION),$(GEMINI)/node_modules/.bin/gemini)
 
 # Debian's openssh-server for the multi-machine test (a private sshd on
 # localhost); where it cannot be installed that test is skipped, loudly.
@@ -102,7 +127,18 @@ test: deps claude-code codex gemini sshd viewers systemd
 	if [ -s .cache/skipped ]; then \
 	  sed 's/^/make: SKIPPED /; s/\t/: /' .cache/skipped >&2; \
 	  echo "make: WARNING: $$(wc -l < .cache/skipped) TESTS WERE SKIPPED (named above): $$(cut -f2 .cache/skipped | sort | uniq -c | sed 's/^ *\([0-9]*\) \(.*\)/\2 (\1)/' | paste -sd';' | sed 's/;/; /g')" >&2; \
-	fi; exit $$rc
+	fi; $(agents_tested); exit $$rc
+
+# The end-to-end tests alone (those that run a real agent CLI), against the
+# oldest releases the README supports.
+E2E_TESTS := tests/test_claude_harness_smoke.py tests/test_codexconf.py $(wildcard tests/test_*_e2e.py)
+test-oldest:
+	@$(MAKE) --no-print-directory AGENTS=oldest test-e2e
+test-e2e: deps claude-code codex gemini
+	@rc=0; $(PY) -m pytest -q -rs $(E2E_TESTS) || rc=$$?; $(agents_tested); exit $$rc
+
+agents_tested = echo "make: agent CLIs tested: $(call AGENT_VERSIONS,VERSION)"; \
+	echo "make: agent CLIs supported: newest $(call AGENT_VERSIONS,NEWEST); oldest $(call AGENT_VERSIONS,OLDEST) (make test-oldest)"
 
 demo: deps claude-code
 	$(PY) demo/demo.py

@@ -2,7 +2,9 @@
 temporary crew directory, narrated as it happens. Cleans up after itself
 (`--keep` leaves the crew directory for inspection).
 
-Scenes are demo/scene_*.py, run in order; each has `run(d)`.
+Scenes are demo/scene_*.py, run in order; each has `run(d)`. Naming some
+(`demo.py scene_10 scene_20`) runs only those, in order: a later scene may
+need what an earlier one set up.
 """
 import glob
 import importlib.util
@@ -57,11 +59,14 @@ class Demo:
 
 def main():
     keep = "--keep" in sys.argv
+    only = [a for a in sys.argv[1:] if a != "--keep"]
     root = tempfile.mkdtemp(prefix="crewfile-demo-")
     d = Demo(root)
     d.tmux("new-session", "-d", "-s", "crew", "-n", "captain", "-x", "160", "-y", "40")
     try:
         for path in sorted(glob.glob(os.path.join(HERE, "scene_*.py"))):
+            if only and not any(os.path.basename(path).startswith(o) for o in only):
+                continue
             spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], path)
             mod = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(mod)

@@ -18,11 +18,14 @@ def run(d):
     d.say("An interactive session the captain drives (exempt from wake supervision, as every aside):")
     d.sh("session-add chat --kind aside")
 
-    d.say("The supervision pipeline starts, following every session's status log:")
-    cursor = os.path.join(d.root, "watch.cursor")
+    d.say("The supervision pipeline starts, following every session's status log (as the"
+          " README runs it: wake-send acknowledges each wake in the cursor once it is in the"
+          " inbox, and crew-watch resumes from there):")
+    cursor = os.path.join(d.root, "wake.cursor")
     log = os.path.join(d.root, "wake-send.log")
-    line = (f"crew-watch --cursor {cursor} | wake-filter | wake-send firstmate --window 0.5"
-            f" 2> {log}")
+    started = d.sh("date -u +%Y-%m-%dT%H:%M:%S.%3NZ", show=False).strip()
+    line = (f"crew-watch --resume {cursor} | wake-filter | wake-send firstmate --cursor {cursor}"
+            f" --window 0.5 2> {log}")
     print(f"  $ {line} &", flush=True)
     pipeline = subprocess.Popen(line, shell=True, env=d.env, start_new_session=True)
     d.wait(lambda: os.path.exists(cursor), what="the watcher's first batch")
@@ -48,14 +51,16 @@ def run(d):
                       if l.strip() and not l.startswith("[hook")).rstrip())
         d.sh(f"cat {log}")
         d.say("The primary reads its wakes (durable notices with stable ids):")
-        d.sh("inbox-drain firstmate | cut -c1-120")
+        delivered = d.sh("inbox-drain firstmate | cut -c1-120").splitlines()
     finally:
         os.killpg(pipeline.pid, signal.SIGTERM)
         pipeline.wait()
 
-    events = d.sh("crew-watch --from-start --once", show=False).splitlines()
-    wakes = d.sh("crew-watch --from-start --once | wake-filter", show=False).splitlines()
-    d.say(f"Of {len(events)} events since the crew started, {len(wakes)} woke the primary:")
+    # The pipeline's own span: what came before it (the scene above) was never its to deliver.
+    events = d.sh(f"crew-watch --since {started} --once", show=False).splitlines()
+    wakes = d.sh(f"crew-watch --since {started} --once | wake-filter", show=False).splitlines()
+    d.say(f"Of {len(events)} events while the pipeline ran, {len(wakes)} passed wake-filter;"
+          f" the primary's inbox got {len(delivered)} wakes, announced in one typed line:")
     for w in wakes:
         d.say(f"    woke: {w[25:][:100]}")
     held = {}

@@ -47,8 +47,9 @@ def run(d):
         watcher.wait()
         watcher = None
 
-        d.say("The incident from the user's document, replayed: the window of the target closes;"
-              " another agent is live in the same repository:")
+        d.say("The incident behind these rules, replayed (a scheduled nudge to a session that was"
+              " gone started a second agent in a repository another agent was mid-build in):"
+              " the window of the target closes; another agent is live in the same repository:")
         _agent(d, crew, "helper", os.path.join(repo))
         d.tmux("kill-pane", "-t", pane)
         d.sh("nudge-add --session night --every 1 --message 'continue' --replace")

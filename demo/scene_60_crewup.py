@@ -30,7 +30,8 @@ def run(d):
         d.sh("status-append tester problem 'the staging database is down'")
         os.kill(victim, signal.SIGKILL)
         print(f"  $ kill -9 {victim}", flush=True)
-        d.sh("status-append builder done 'shipped v2'")
+        # what builder's turn writes: its own report, then its hook's end of the turn
+        d.sh("status-append builder done 'shipped v2'; status-append builder turn-ended")
         d.wait(lambda: stages().get("wake", {}).get("restarts") == 1
                and stages()["wake"].get("running"), what="the restarted pipe")
         # pending in the inbox, or already handed to the primary's model (inbox.read)

@@ -10,7 +10,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 def run(d):
     from claude_harness import ClaudeRig, find_claude
     if not find_claude(REPO):
-        d.say("*** SKIPPED: the real Claude Code CLI is not installed in .cache/claude-code"
+        d.say("*** SKIPPED: the real Claude Code CLI is not installed in .cache/claude-code-VERSION"
               " (`make claude-code` installs it with npm). ***")
         return
     root = os.path.join(d.root, "claude")

@@ -5,11 +5,12 @@ Standard library only (the crewfile helpers at the end import pytest and crewfil
 lazily); imported by pytest.  See tests/CLAUDE_FINDINGS.md for what the hooks were
 observed to deliver.
 
-Install (per checkout, never globally):
-    npm install --prefix <repo>/.cache/claude-code --no-audit --no-fund @anthropic-ai/claude-code
-The native binary is then
-    <repo>/.cache/claude-code/node_modules/@anthropic-ai/claude-code-linux-x64/claude
-(`find_claude(repo)` locates it; env CREWFILE_CLAUDE overrides).
+Install (per checkout, never globally): `make claude-code` installs the exact
+release the Makefile names into <repo>/.cache/claude-code-VERSION; the native
+binary is then
+    <repo>/.cache/claude-code-VERSION/node_modules/@anthropic-ai/claude-code-linux-x64/claude
+(`find_claude(repo)` locates it: the newest installed, or the release
+CREWFILE_CLAUDE_VERSION names; env CREWFILE_CLAUDE overrides; see agent_clis).
 
 Usage:
     rig = ClaudeRig(tmp_path, tmp_path / "tmux.sock",
@@ -19,7 +20,7 @@ Usage:
                     script=["SAY: hello", "RUN: echo hi"])    # model_server --script lines
     rig.start()                     # waits until the input prompt is ready
     rig.send("hello")               # send-keys -l, then a separate Enter
-    rig.turn("RUN: echo hi")        # send + wait for the end-of-turn line + ready box
+    rig.turn("RUN: echo hi")        # send + wait for a Stop event + ready box
     rig.wait_file(path, lambda text: "Stop" in text)
     rig.requests()                  # request bodies that reached the model
     rig.stop()                      # kill tmux server, stop fake server
@@ -39,6 +40,9 @@ First-run dialogs and how they are avoided (all written by the rig):
                                  DISABLE_ERROR_REPORTING=1
 Screen markers: the input box is ready when the pane shows "? for shortcuts"
 (READY_RE); a turn is running while it shows "esc to interrupt" (BUSY_RE).
+A turn has ended when the rig's own Stop hook has run (turns_done): 2.1.332
+draws in the alternate screen, so the pane keeps no scrollback to count
+end-of-turn lines in (tests/CLAUDE_FINDINGS.md).
 """
 from __future__ import annotations
 
@@ -56,11 +60,12 @@ import time
 from pathlib import Path
 from typing import Callable, Iterable, Mapping, Optional, Union
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import agent_clis  # noqa: E402  (beside this file; pytest and demo/ import it alike)
+
 READY_RE = re.compile(r"\? for shortcuts")
 INPUT_MARK = "\u276f"      # the input line's marker (then a no-break space)
 BUSY_RE = re.compile(r"esc to interrupt")
-# printed under every finished turn, e.g. "✻ Crunched for 0s", "✻ Churned for 3s"
-DONE_RE = re.compile(r"^\s*✻ \S+ for \d+(?:m \d+)?s\s*$", re.M)
 API_KEY = "sk-ant-api03-crewfile-offline-dummy-key-0123456789abcdef"
 REPO = Path(__file__).resolve().parent.parent
 
@@ -69,19 +74,8 @@ MODEL_SERVER = REPO / "tests" / "model_server.py"
 
 
 def find_claude(root: Union[str, Path, None] = None) -> Optional[str]:
-    """Path of the installed native claude binary, or None."""
-    env = os.environ.get("CREWFILE_CLAUDE")
-    if env and os.access(env, os.X_OK):
-        return env
-    base = Path(root or REPO) / ".cache" / "claude-code" / "node_modules" / "@anthropic-ai"
-    cands = [base / "claude-code-linux-x64" / "claude"]
-    if base.is_dir():
-        cands += sorted(base.glob("claude-code-*/claude"))
-        cands += [base / "claude-code" / "bin" / "claude.exe", base / "claude-code" / "bin" / "claude"]
-    for c in cands:
-        if c.is_file() and os.access(c, os.X_OK):
-            return str(c)
-    return None
+    """Path of the installed native claude binary to run, or None (see agent_clis)."""
+    return agent_clis.claude(root)
 
 
 def free_port() -> int:
@@ -121,6 +115,7 @@ class ClaudeRig:
         self.home = self.tmp / "home"
         self.project = Path(project).resolve() if project else self.tmp / "project"
         self.log = self.tmp / "requests.log"
+        self.stops = self.tmp / "stops.jsonl"       # one line per Stop event (turns_done)
         self.script_path = self.tmp / "model-script.txt" if script is not None else None
         self._script = script
         self.extra_args = list(extra_args)
@@ -169,9 +164,16 @@ class ClaudeRig:
             self.set_script(self._script)
 
     def write_settings(self, settings: dict) -> None:
-        """(Re)write $HOME/.claude/settings.json; a running session picks changes up."""
+        """(Re)write $HOME/.claude/settings.json; a running session picks changes up.
+        The rig's own Stop hook is added to the file (not to self.settings): it
+        counts finished turns for turn() (see turns_done)."""
         self.settings = settings
-        (self.home / ".claude" / "settings.json").write_text(json.dumps(settings, indent=1))
+        written = json.loads(json.dumps(settings))
+        hooks = written.setdefault("hooks", {})
+        hooks["Stop"] = list(hooks.get("Stop", ())) + [{"hooks": [{
+            "type": "command", "command": f"cat >> {shlex.quote(str(self.stops))};"
+                                          f" echo >> {shlex.quote(str(self.stops))}"}]}]
+        (self.home / ".claude" / "settings.json").write_text(json.dumps(written, indent=1))
 
     def set_script(self, lines: Union[str, Iterable[str]]) -> None:
         """Replace the model's script queue (only if the rig was created with script=...)."""
@@ -273,13 +275,19 @@ class ClaudeRig:
         return r.stdout
 
     def turns_done(self) -> int:
-        """How many "✻ <Verb> for Ns" end-of-turn lines the pane history holds."""
-        return len(DONE_RE.findall(self.screen(history=True)))
+        """How many turns have ended: the Stop events the rig's own hook saw.
+        Not the "✻ <Verb> for Ns" lines on the screen: from 2.1.332 Claude Code
+        draws in the alternate screen with a virtual scrollback, so the pane
+        keeps no history and an older end-of-turn line scrolls away for good."""
+        try:
+            return self.stops.read_text().count('"hook_event_name"')
+        except FileNotFoundError:
+            return 0
 
     def turn(self, text: str, timeout: float = 60) -> str:
         """Send a prompt and wait until that turn has finished and the box is ready.
         Fast turns (~0.2 s with the fake model) can finish before "esc to interrupt"
-        is ever seen, so completion is detected by a new end-of-turn line instead."""
+        is ever seen, so completion is detected by a new Stop event instead."""
         before = self.turns_done()
         self.send(text)
         _wait(lambda: self.turns_done() > before, timeout, what=f"turn {text!r} to finish")
@@ -406,8 +414,9 @@ def require_real_claude() -> None:
     """Skip the test, loudly, when the CLI or tmux cannot be had (see skip_loudly)."""
     why = None
     if not find_claude(REPO):
-        why = ("the real Claude Code CLI is not installed in .cache/claude-code "
-               "(run `make claude-code`; it needs npm and the npm registry)")
+        wanted = os.environ.get("CREWFILE_CLAUDE_VERSION")
+        why = (f"the real Claude Code CLI{' ' + wanted if wanted else ''} is not installed in "
+               f".cache/claude-code-VERSION (run `make claude-code`; it needs npm and the npm registry)")
     elif not have_tmux():
         why = "tmux is not installed"
     if why:

@@ -17,7 +17,6 @@ line of its own (Codex: Ctrl-J in its composer; Gemini: the command puts
 its arguments on a line of their own), as the installed command tells a
 real model to do. Skipped when a CLI is not installed (make codex gemini).
 """
-import glob
 import json
 import os
 import shlex
@@ -28,15 +27,15 @@ import uuid
 
 import pytest
 
+import agent_clis
 from conftest import REPO, AttachedClient, cmd, last_captain_input, wait_for
 from crewfile import aside, evidence, logfile
 from crewfile.prompt import markers_of
 from crewfile.sessions import Session
 from test_codex_e2e import _pretrust, _stop_codex_daemons, _wait_trusted_start
 
-CODEX = glob.glob(os.path.join(REPO, ".cache", "codex", "node_modules", "@openai",
-                               "codex-linux-*", "vendor", "*", "bin", "codex"))
-GEMINI = os.path.join(REPO, ".cache", "gemini", "node_modules", ".bin", "gemini")
+CODEX = [b for b in [agent_clis.codex(REPO)] if b]
+GEMINI = agent_clis.gemini(REPO)
 DEADLINE = 120
 PATH = f"{os.path.join(REPO, 'bin')}:{os.environ['PATH']}"
 REPORT = "retries: exponential backoff, capped at 30 s"
@@ -151,7 +150,7 @@ def codex_aside(crew, tmux, server, tmp_path):
     """open(name): an aside whose agent is the real Codex, its hooks and the
     $aside-done skill installed; its pane, once Codex waits for the captain."""
     if not CODEX:
-        pytest.skip("Codex CLI not installed in .cache/codex")
+        pytest.skip("Codex CLI not installed in .cache/codex-VERSION")
     port = server("responses_server.py")
     # CODEX_HOME outside /tmp: with it under /tmp, Codex 0.171 ignored its config.toml.
     # Its real path: Codex keys its hooks' trust by it (.cache may be a link).
@@ -265,7 +264,7 @@ def gemini_home(tmp_path):
     _stop_geminis(str(home))
 
 
-@pytest.mark.skipif(not os.path.exists(GEMINI), reason="Gemini CLI not installed in .cache/gemini")
+@pytest.mark.skipif(not GEMINI, reason="Gemini CLI not installed in .cache/gemini-VERSION")
 def test_an_aside_with_gemini_concluded_by_the_captains_command(crew, tmux, server, gemini_home,
                                                                  request):
     port = server("gemini_server.py")

@@ -148,7 +148,9 @@ def test_spawn_retire_reboot_respawn_with_the_real_claude(crew, tmux, tmp_path, 
 
 def test_the_first_prompt_never_answers_claudes_trust_dialog(crew, tmux, tmp_path, monkeypatch):
     """Nothing trusted: Claude Code asks whether to trust the new worktree. Its
-    `❯ 1. Yes, I trust this folder` reads as a draft: nothing is typed."""
+    selected option reads as a draft: nothing is typed. 2.1.197 shows
+    `❯ 1. Yes, I trust this folder`; 2.1.332 `❯ No, exit`, selected by default,
+    where an Enter typed by anyone would end the agent."""
     require_real_claude()
     repo = _repo(tmp_path, monkeypatch)
     rig, agent = _rig(tmp_path, tmux, repo, [])
@@ -159,8 +161,9 @@ def test_the_first_prompt_never_answers_claudes_trust_dialog(crew, tmux, tmp_pat
                            timeout=120)
         rig.pane = Session(crew, "w1").meta["tmux"]
         assert r.returncode == 1, r.stderr
+        selected = {"2.1.197": "1. Yes, I trust this folder"}.get(rig.version(), "No, exit")
         assert r.stderr == ("crew-spawn: w1 is spawned, but its first prompt was not delivered:"
-                            " draft: the prompt line holds '1. Yes, I trust this folder'\n")
+                            f" draft: the prompt line holds '{selected}'\n")
         screen = rig.screen()
         assert "trust this folder" in screen and "PROMPT-NEVER-TYPED" not in screen
         assert "captain" not in kinds(crew, "w1")

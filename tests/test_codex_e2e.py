@@ -14,7 +14,6 @@ start; the permission one starts as a user's next sessions do, with the trust Co
 such a review in this test session (`_pretrust`). Skipped when the CLI is not
 installed: npm install --prefix .cache/codex @openai/codex
 """
-import glob
 import json
 import os
 import shutil
@@ -26,6 +25,7 @@ import warnings
 
 import pytest
 
+import agent_clis
 import responses_server
 from claude_harness import run_checked
 from crewfile import inbox, logfile, tokens
@@ -33,9 +33,8 @@ from crewfile.paths import Crew
 from crewfile.sessions import Session, register
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BINARY = glob.glob(os.path.join(ROOT, ".cache", "codex", "node_modules", "@openai",
-                                "codex-linux-*", "vendor", "*", "bin", "codex"))
-pytestmark = pytest.mark.skipif(not BINARY, reason="Codex CLI not installed in .cache/codex")
+BINARY = [b for b in [agent_clis.codex(ROOT)] if b]
+pytestmark = pytest.mark.skipif(not BINARY, reason="Codex CLI not installed in .cache/codex-VERSION")
 DEADLINE = 120
 
 

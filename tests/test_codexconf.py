@@ -3,20 +3,19 @@ the `codex` on PATH decides (a stand-in `codex` printing an old version,
 and the real one from .cache/codex); the one-line edit of config.toml is
 checked by parsing before and after, over odd and hostile files; --uninstall
 takes out only the lines it added."""
-import glob
 import os
 import random
 import tomllib
 
 import pytest
 
+import agent_clis
 from conftest import cmd
 from crewfile import codexconf
 from crewfile.codexconf import LINE, MARK, with_flag, without_flag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REAL = glob.glob(os.path.join(ROOT, ".cache", "codex", "node_modules", "@openai",
-                              "codex-linux-*", "vendor", "*", "bin", "codex"))
+REAL = [b for b in [agent_clis.codex(ROOT)] if b]
 
 # Files the flag can be added to: (name, text).
 ADDABLE = [
@@ -193,7 +192,7 @@ def test_no_codex_on_path_is_one_line(tmp_path):
     assert not (d / "config.toml").exists()
 
 
-@pytest.mark.skipif(not REAL, reason="Codex CLI not installed in .cache/codex")
+@pytest.mark.skipif(not REAL, reason="Codex CLI not installed in .cache/codex-VERSION")
 def test_the_real_codex_needs_no_flag_but_trust(tmp_path):
     d = tmp_path / ".codex"
     path = os.path.dirname(REAL[0])

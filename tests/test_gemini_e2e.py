@@ -27,6 +27,7 @@ import time
 
 import pytest
 
+import agent_clis
 import gemini_server
 from claude_harness import run_checked
 from crewfile import inbox, logfile, tokens
@@ -34,14 +35,14 @@ from crewfile.paths import Crew
 from crewfile.sessions import Session, register
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BINARY = os.path.join(ROOT, ".cache", "gemini", "node_modules", ".bin", "gemini")
+BINARY = agent_clis.gemini(ROOT)
 # Gemini CLI runs non-interactively when it sees a CI environment (CI, and
 # CONTINUOUS_INTEGRATION or any CI_* variable): CI sets CI=true, and the tmux
 # server hands its environment to the pane. The interactive tests unset them.
 INTERACTIVE = "env -u CI -u CONTINUOUS_INTEGRATION " + " ".join(
     f"-u {k}" for k in sorted(os.environ) if k.startswith("CI_"))
-pytestmark = pytest.mark.skipif(not os.path.exists(BINARY),
-                                reason="Gemini CLI not installed in .cache/gemini")
+pytestmark = pytest.mark.skipif(not BINARY,
+                                reason="Gemini CLI not installed in .cache/gemini-VERSION")
 DEADLINE = 120
 
 

@@ -2,8 +2,9 @@
 
 Each command is a module crewfile.cmd.<name> with HELP (its --help text,
 which is also its argument spec) and run(args). The first HELP line is the
-synopsis; option lines look like `  -x, --long METAVAR   description`; a
-METAVAR ending in '...' makes the option repeatable. argparse is not used:
+synopsis (its positionals; an option named there is for the reader); option
+lines look like `  -x, --long METAVAR   description`; a METAVAR ending in
+'...' makes the option repeatable. argparse is not used:
 it costs 10 ms of start-up in commands that run in hooks and pipelines.
 """
 import os
@@ -48,8 +49,11 @@ def _spec(help_text):
             options[lflag] = (lflag[2:].replace("-", "_"), metavar)
             if sflag:
                 short[sflag] = lflag
+    # An option shown in the synopsis (`[--wait [DURATION]]`: its argument is
+    # the positional after it) is spelled out for the reader, not a positional.
     synopsis = help_text.split("\n", 1)[0].split()[1:]
-    return options, short, [w for w in synopsis if w != "[options]"]
+    return options, short, [w for w in synopsis
+                            if w != "[options]" and not w.lstrip("[").startswith("-")]
 
 
 def parse(help_text, argv):

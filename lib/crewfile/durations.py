@@ -14,6 +14,8 @@ _UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
 _DIGITS = frozenset("0123456789")
 _MAX_DIGITS = 12
 GRAMMAR = "a duration such as 90, 90s, 1.5s, 30m, 1h30m or 2d"
+# A flag that takes whole seconds only offers examples it accepts.
+WHOLE_GRAMMAR = "a whole number of seconds as a duration such as 90, 90s, 30m, 1h30m or 2d"
 
 
 def _number(text):
@@ -32,7 +34,8 @@ def parse_duration(text, flag, positive=True, whole=False):
     *whole* (then an int). BadInput naming *flag* otherwise."""
     total = _parse(text)
     if total is None or total > MAX_SECONDS:
-        raise BadInput(f"bad {flag} {_shown(text)}: {GRAMMAR} (at most {MAX_SECONDS // 86400}d)")
+        grammar = WHOLE_GRAMMAR if whole else GRAMMAR
+        raise BadInput(f"bad {flag} {_shown(text)}: {grammar} (at most {MAX_SECONDS // 86400}d)")
     if positive and total <= 0:
         raise BadInput(f"bad {flag} {_shown(text)}: more than 0 seconds")
     if whole:

@@ -9,7 +9,8 @@ session finishes what is left):
   1. `ended: retired` appended, under deliver.lock (no delivery is half
      typed) and the session lock (no turn record slips in between the check
      and the record): from here no nudge or wake types into it, and
-     crew-watch does not call its window's closing `lost`;
+     crew-watch does not call its window's closing `lost`; its schedules
+     are disarmed (nudge-ls no longer shows them armed);
   2. the window's whole scrollback saved as sessions/NAME/scrollback.TS
      (atomic replace; the pane counts only if it is still the session's,
      on its own server: window.find);
@@ -26,12 +27,13 @@ from .sessions import LIFECYCLE, Session, state
 
 
 class Retired:
-    __slots__ = ("scrollback", "worktree", "removed", "branch", "head", "thrown", "warnings")
+    __slots__ = ("scrollback", "worktree", "removed", "branch", "head", "thrown", "warnings",
+                 "disarmed")
 
     def __init__(self):
         self.scrollback = self.worktree = self.branch = self.head = None
         self.removed = False
-        self.thrown, self.warnings = [], []
+        self.thrown, self.warnings, self.disarmed = [], [], []
 
 
 def crew_session(crew, name):
@@ -88,6 +90,8 @@ def retire(crew, name, keep_worktree=False, force=False):
             from .logfile import append_locked, rotate_limits
             append_locked(sess.status_path, [records.new_line(
                 "ended", "retired" + (" --force" if out.thrown else ""))], rotate=rotate_limits())
+    from .schedules import disarm_ended
+    out.disarmed = disarm_ended(crew, meta, "retired", "disarmed: crew-retire ended the session")
     if found:
         out.scrollback = os.path.join(sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}")
         window.save_scrollback(found, out.scrollback)

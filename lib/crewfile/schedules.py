@@ -133,13 +133,17 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
     """Create (or with replace_existing, re-create) the schedule for (user, session).
 
     until: a wall-clock moment (seconds since the epoch) after which the
-    schedule disarms itself instead of nudging (the captain is back)."""
+    schedule disarms itself instead of nudging (the captain is back).
+    A replacement keeps the replaced schedule's max and until where they are
+    not given again: replacing to change the message must not quietly lift
+    the ceiling the user chose."""
     from . import delivery, sessions
     if sum(bool(x) for x in (session, session_key, agent_session_id)) != 1:
         raise BadInput("name the session with exactly one of --session, --session-key,"
                        " --agent-session-id")
     every = _positive(every, "--every")
-    max_attempts = DEFAULT_MAX if max_attempts is None else _positive(max_attempts, "--max")
+    if max_attempts is not None:
+        max_attempts = _positive(max_attempts, "--max")
     delivery.check_text(message)
     from .names import current_user
     user = user or current_user()
@@ -165,6 +169,10 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
             raise Refused(f"{user} already has schedule {existing[0]['id']} for session"
                           f" {meta.get('name')} (nudge-add --replace replaces it)")
         sid = existing[0]["id"] if existing else _new_id()
+        if max_attempts is None:
+            max_attempts = existing[0]["max"] if existing else DEFAULT_MAX
+        if until is None and existing:
+            until = existing[0].get("until")
         for old in existing[1:]:
             os.unlink(_path(crew, old["id"]))
         sched = {"id": sid, "user": user, **ids, "every": every, "message": message,
@@ -227,6 +235,24 @@ def rearm(crew, meta):
         changes = {"armed": True, "last_outcome": "rearmed", "last_code": "respawned",
                    "last_reason": "armed again: crew-respawn resumed its conversation",
                    "last_change": records.timestamp()}
+        if _update(crew, sched, changes) is not None:
+            done.append(sched["id"])
+    return done
+
+
+def disarm_ended(crew, meta, code, reason):
+    """Disarm the armed schedules of the session whose metadata is *meta*,
+    which has just ended on purpose (crew-retire); return their ids.
+
+    A tick would disarm them too, but only once due: until then nudge-ls
+    showed a retired worker's schedule armed. *code* and *reason* are kept
+    as the last outcome's, as a tick keeps its own."""
+    done = []
+    for sched in load_all(crew):
+        if not sched.get("armed") or not matches(sched, meta):
+            continue
+        changes = {"armed": False, "last_outcome": "disarmed", "last_code": code,
+                   "last_reason": reason, "last_change": records.timestamp()}
         if _update(crew, sched, changes) is not None:
             done.append(sched["id"])
     return done

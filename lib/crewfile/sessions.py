@@ -10,7 +10,7 @@ import stat
 import time
 
 from . import logfile, paths, records
-from .errors import BadFile, BadInput, NotFound, Refused, SystemFailure
+from .errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
 # The writers' modules (atomic, locks) are imported where a write happens:
 # crew-status, run by tmux every few seconds, only reads.
 
@@ -51,7 +51,7 @@ class Session:
             from .shapes import load
             self._meta = load(self.meta_path, "meta", at=self.at)
             if self._meta is None:
-                raise NotFound(f"no session '{self.name}' (register it with session-add)")
+                raise not_found(self.crew, self.name)
         return self._meta
 
     def reread(self):
@@ -227,6 +227,27 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     return sess
 
 
+def record_agent(crew, name, pid):
+    """Record the agent process of session NAME, registered and not ended,
+    that has none recorded (registered by hand without --pid: its liveness
+    was unknown, so nothing was typed into it). Refused if it has one: a
+    second agent is a new registration, once the first has ended."""
+    import json
+    from . import spool
+    from .atomic import replace
+    sess = Session(crew, name)
+    fields = agent_fields(pid)
+    with spool.lock(sess.dir):
+        meta = dict(sess.reread().meta)
+        if sess.ended():
+            raise Refused(f"session {name!r} has ended: register it again")
+        if meta.get("pid"):
+            raise Refused(f"session {name!r} already has its agent recorded (pid {meta['pid']})")
+        meta.update(fields)
+        replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    return sess
+
+
 def register_again(sess, tmux=None, env=None, agent_from=None):
     """A new life for an ended session whose agent starts again in its name:
     registered again with its metadata (but not the old process), so it is
@@ -289,6 +310,32 @@ def names(crew):
     except FileNotFoundError:
         return []
     return sorted(name for name in entries if is_registered(crew, name))
+
+
+def not_found(crew, name):
+    """The NotFound for NAME, which no session has: a mistyped name is
+    offered the registered ones a typo away, not told to register the typo."""
+    try:
+        close = [other for other in names(crew) if _one_typo(name, other)][:3]
+    except (CrewfileError, OSError):
+        close = []          # the crew cannot be listed: said by whatever lists it
+    hint = ("did you mean " + " or ".join(repr(c) for c in close) + "?" if close
+            else "register it with session-add")
+    return NotFound(f"no session '{name}' ({hint})")
+
+
+def _one_typo(a, b):
+    """*a* and *b* differ by one typo: a character changed, added or dropped,
+    or two neighbours swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and (a[diff[0]], a[diff[1]]) == (b[diff[1]], b[diff[0]]))
+    short, longer = sorted((a, b), key=len)
+    at = next((i for i in range(len(short)) if short[i] != longer[i]), len(short))
+    return short[at:] == longer[at + 1:]
 
 
 def is_registered(crew, name):

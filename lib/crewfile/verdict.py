@@ -47,8 +47,7 @@ SERVER_UNKNOWN = "server-unknown"      # a pane without its server's socket reco
 TMUX_UNKNOWN = "tmux-unknown"          # tmux missing or its answer unreadable
 NOTHING = "no-pane-or-process"         # neither pane nor process
 
-FIX_AGENT = ("record the agent: its next crew-hook event does, or session-add NAME --pid PID"
-             " (after the session ends)")
+FIX_AGENT = "record the agent: its next crew-hook event does, or session-add NAME --pid PID"
 
 
 class Answer:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
 # Nudges as a shell user runs them, on a private tmux server.
+bats_require_minimum_version 1.5.0
 
 setup() {
   load common
@@ -41,16 +42,17 @@ tick_until() {    # tick_until WORD: run nudge-tick until an outcome line holds 
 
 @test "add, refuse a second, replace, list, remove" {
   session-add w1 --tmux %99
-  run nudge-add --session w1 --every 60 --message 'keep going'
+  run --separate-stderr nudge-add --session w1 --every 60 --message 'keep going'
   assert_success
   id="$output"
+  [[ "$stderr" == "nudge-add: note: w1 is not live ("*"): when the nudge is due, a tick disarms the schedule unless the session is live again by then" ]]
   run nudge-add --session w1 --every 60 --message 'again'
   assert_failure 1
   assert_output --partial "already has schedule $id"
-  run nudge-add --session w1 --every 30 --message 'again' --replace
+  run --separate-stderr nudge-add --session w1 --every 30 --message 'again' --replace
   assert_output "$id"
   run nudge-ls
-  assert_line --index 1 --regexp "^$id +[^ ]+ +w1 +30s +0/100 +yes +- +- +-$"
+  assert_line --index 1 --regexp "^$id +[^ ]+ +w1 +30s +0/100 +yes +- +- +- +-$"
   run nudge-rm "$id"
   assert_success
   run nudge-rm "$id"

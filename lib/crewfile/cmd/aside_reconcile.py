@@ -1,5 +1,5 @@
 HELP = """\
-aside-reconcile NAME [DURATION]
+aside-reconcile NAME [--wait [DURATION]]
 The primary takes in concluded aside NAME: moves its report from
 reports/new/ to reports/cur/, saves the window's whole scrollback beside it
 (REPORT.scrollback), appends `closed: REPORT`, and only then kills the

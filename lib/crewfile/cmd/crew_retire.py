@@ -4,8 +4,10 @@ The captain's act when crew session NAME is done: appends `ended: retired`,
 saves its window's whole scrollback (sessions/NAME/scrollback.TS), closes the
 window, removes its worktree and keeps its branch. Refused while the agent
 is generating (or its state is unknown, or a dialog is up) and while the
-worktree has uncommitted changes. Prints `scrollback:`, `worktree:` and
-`branch:` lines. Safe to rerun: on an ended session it finishes what is left.
+worktree has uncommitted changes. Disarms the session's nudge schedules.
+Prints `scrollback:`, `worktree:` and `branch:` lines, and `nudges:` naming
+the schedules it disarmed, if any. Safe to rerun: on an ended session it
+finishes what is left.
 
   --keep-worktree   leave the worktree in place (uncommitted changes then
                     refuse nothing: they stay where they are)
@@ -35,4 +37,6 @@ def run(args):
     branch = f"{out.branch} {out.head}" if out.branch and out.head else out.branch or "-"
     sys.stdout.write(f"scrollback: {escape(out.scrollback or '-')}\nworktree: {escape(tree)}\n"
                      f"branch: {escape(branch)}\n")
+    if out.disarmed:
+        sys.stdout.write(f"nudges: disarmed {escape(' '.join(out.disarmed))}\n")
     return 0

@@ -8,17 +8,23 @@ Schedule a nudge: TEXT typed into a session's pane when it is due and safe.
   --every DURATION         the floor between attempts (e.g. 90, 30m, 1h30m, 2d;
                            a whole number of seconds, at least 1)
   --message TEXT           what to type (one line, no control characters)
-  --max N                  disarm after N attempts (default: 100, at most 1000000)
+  --max N                  disarm after N attempts (default: 100, or the
+                           replaced schedule's; at most 1000000)
   --until MOMENT           stop then (the captain is back): it disarms instead of
                            nudging; e.g. '2026-12-01 08:00', '08:00' (the next
-                           one), 3h (from now)
+                           one), 3h (from now); default: none, or the replaced
+                           schedule's
   --user USER              whose schedule (default: $USER, else the
                            password database's name for your uid)
-  --replace                replace the user's schedule for that session
+  --replace                replace the user's schedule for that session: same id,
+                           attempts counted from 0, --max and --until kept
+                           unless given
 
 Exactly one of --session, --session-key, --agent-session-id. One schedule per
 (user, session): a second is refused (exit 1) unless --replace. Prints the
-schedule id. The first attempt is due --every after now.
+schedule id. The first attempt is due --every after now. A session that is
+not live now is said on stderr (`note:`): when due, a tick disarms the
+schedule unless the session is live again by then.
 
 Example: nudge-add --session builder --every 1800 --message 'continue; record blockers'
 """
@@ -30,8 +36,10 @@ def run(args):
     from ..errors import UsageError
     from ..schedules import add
     from ..durations import parse_count, parse_duration
-    if not args.every or not args.message:
-        raise UsageError("--every and --message are required")
+    missing = [flag for flag, given in (("--every", args.every), ("--message", args.message))
+               if not given]
+    if missing:
+        raise UsageError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required")
     every = parse_duration(args.every, "--every", whole=True)
     max_attempts = None if args.max is None else parse_count(args.max, "--max", 1)
     until = None
@@ -42,4 +50,23 @@ def run(args):
                 session_key=args.session_key, agent_session_id=args.agent_session_id,
                 max_attempts=max_attempts, until=until, user=args.user, replace_existing=args.replace)
     sys.stdout.write(sched["id"] + "\n")
+    note = not_live_note(crew(args), sched)
+    if note:
+        from ..records import escape
+        sys.stderr.write(f"nudge-add: note: {escape(note)}\n")
     return 0
+
+
+def not_live_note(crew, sched):
+    """What the user must know when the target cannot be nudged at all now,
+    or None: the tick's first question (delivery.check's cheap part)."""
+    from .. import delivery
+    from ..sessions import Session
+    why, _ = delivery.check(Session(crew, sched["session"]), screen=False)
+    if why is None or why.code not in (delivery.NOT_LIVE, delivery.LIVE_UNKNOWN):
+        return None
+    if why.code == delivery.NOT_LIVE:
+        return (f"{sched['session']} is not live ({why.detail}): when the nudge is due,"
+                " a tick disarms the schedule unless the session is live again by then")
+    return (f"whether {sched['session']} is live is unknown ({why.detail}): a due nudge"
+            " is refused, and kept, until it is known")

@@ -6,8 +6,8 @@ List nudge schedules, one per line.
   --user USER   only USER's schedules
 
 Columns: ID USER SESSION EVERY ATTEMPTS (n/max) ARMED LAST (last attempt's
-time, or -) OUTCOME (delivered, failed, refused, disarmed, or -) and REASON
-(last on the line). A file in nudges/ that is not a schedule (damaged, a
+time, or -) OUTCOME (delivered, failed, refused, disarmed, or -) UNTIL (when
+it disarms itself: nudge-add --until; or -) and REASON (last on the line). A file in nudges/ that is not a schedule (damaged, a
 symlink) is listed with `?` in every column and REASON `error: <why>` (in
 --json: {"id", "error"}), named on stderr, and the exit code is 5.
 
@@ -20,7 +20,7 @@ def run(args):
     from ..cli import crew
     from ..errors import PARTIAL
     from ..schedules import load_all
-    from ..records import escape
+    from ..records import escape, timestamp
     bad = []
     rows = [s for s in load_all(crew(args), bad) if not args.user or s.get("user") == args.user]
     for name, e in bad:
@@ -35,15 +35,16 @@ def run(args):
     out = []
     for s in rows:
         if "error" in s:
-            out.append([escape(s["id"])] + ["?"] * 7 + ["error: " + escape(s["error"])])
+            out.append([escape(s["id"])] + ["?"] * 8 + ["error: " + escape(s["error"])])
             continue
         session = s.get("session") or s.get("session_key") or s.get("agent_session_id") or "-"
         out.append([escape(c) for c in (
             s["id"], s.get("user") or "-", session, f"{s['every']}s",
             f"{s['attempts']}/{s['max']}", "yes" if s.get("armed") else "no",
             s.get("last_attempt") or "-", s.get("last_outcome") or "-",
+            timestamp(s["until"]) if s.get("until") is not None else "-",
             s.get("last_reason") or "-")])
     from ..output import table
     sys.stdout.write(table(("ID", "USER", "SESSION", "EVERY", "ATTEMPTS", "ARMED", "LAST",
-                            "OUTCOME", "REASON"), out))
+                            "OUTCOME", "UNTIL", "REASON"), out))
     return code

@@ -9,8 +9,12 @@ Show NAME's current state: last record, its age, live, generating.
 
 live, why, stopped and foreground come from verdict.py (the recorded agent
 process, alive with its start time, in its pane on its own tmux server);
-generating from the newest turn record. Each is yes, no or unknown; why
-names the reason when live is not yes, with what to do about it.
+generating from the newest turn record, which `turn` names. Each is yes, no
+or unknown; why names the reason when live is not yes, with what to do
+about it. A `paused`, `blocked` or `done` record does not end a turn: an
+agent writes it during its turn, which runs on until its `turn-ended` (the
+hook writes it), so after `turn-started` then `paused` generating is still
+yes, and nothing is typed into the session until the turn ends.
 
 Example: status-show w1 --json | jq .generating
 """
@@ -18,13 +22,16 @@ Example: status-show w1 --json | jq .generating
 
 def run(args):
     import sys
+    import time
     from ..cli import crew
     from ..output import age_text
-    from ..sessions import Session, state
+    from ..sessions import TURN_STATE, Session, state
     from ..durations import parse_count
     from ..records import escape
     sess = Session(crew(args), args.name)
-    st = state(sess)
+    scanned = sess.scan()
+    st = state(sess, recs=scanned)
+    turn = scanned.last_of(TURN_STATE)
     if st["warning"]:
         sys.stderr.write(f"status-show: {args.name}: {escape(st['warning'])}\n")
     last_n = None if args.last is None else parse_count(args.last, "--last")
@@ -52,6 +59,7 @@ def run(args):
            f"why: {st['why'] + ': ' + st['why_detail'] if st['why'] else '-'}",
            f"stopped: {st['stopped']}", f"foreground: {st['foreground']}",
            f"generating: {st['generating']}",
+           f"turn: {turn.kind + ' ' + age_text(time.time() - turn.time) + ' ago' if turn else '-'}",
            f"ended: {'yes' if st['ended'] else 'no'}",
            f"cwd: {escape(st['cwd'] or '-')}", f"tmux: {escape(st['tmux'] or '-')}"]
     out += lines
