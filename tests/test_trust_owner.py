@@ -345,7 +345,7 @@ def test_a_session_directory_that_cannot_be_used_is_named_and_its_schedule_held(
             os.mkfifo(d)
         else:
             open(d, "w").close()
-    why = {"mode-000": f"cannot open {d}/status: Permission denied",
+    why = {"mode-000": f"{d}/status: Permission denied",
            "link-to-etc": f"{d}: a symlink is not followed"}.get(how, f"{d}: not a directory")
     try:
         r = cmd("session-ls", bound=True)

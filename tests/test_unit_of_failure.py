@@ -61,7 +61,7 @@ def test_crew_watch_follows_the_others_holds_the_unreadable_one_and_reads_on_whe
     Session(crew, "w1").append("note", "healed")
     watch.wait_out(" w1 note: healed")
     out = watch.out.decode()
-    assert lines_of(out, "w1") == [f"problem: crew-watch: cannot open {unreadable}/status:"
+    assert lines_of(out, "w1") == [f"problem: crew-watch: {unreadable}/status:"
                                    f" Permission denied",
                                    "note: while unreadable", "note: healed"]
     assert lines_of(out, "w2") == ["note: fresh"]
@@ -90,7 +90,7 @@ def _spoil_session(crew, kind):
     w1 = crew.session_dir("w1")
     if kind == "mode 000":
         os.chmod(w1, 0)
-        return f"{w1}/meta: Permission denied"
+        return f"{w1}: Permission denied"
     import shutil
     shutil.rmtree(w1)
     {"link": lambda: os.symlink("/etc", w1), "fifo": lambda: os.mkfifo(w1),
@@ -133,7 +133,7 @@ def _spoil_part(crew, part):
 @pytest.mark.parametrize("part, why, where", [
     ("nudges", "not a directory", "NUDGE"), ("jobs", "not a directory", "JOBS"),
     ("reports", "not a directory", "reports"), ("reports/new", "not a directory", "reports"),
-    ("crew-up/lock dir", "cannot open {}: Is a directory", "crew-up"),
+    ("crew-up/lock dir", "{}: Is a directory", "crew-up"),
     ("crew-up/lock fifo", "not a regular file", "crew-up"),
     ("crew-up/lock link", "a symlink is not followed", "crew-up")])
 def test_crew_top_shows_what_it_can_and_marks_a_crew_part_it_cannot_read(crew, part, why, where):

@@ -21,7 +21,7 @@ def _open(path):
     try:
         return open_file(path, os.O_RDWR | os.O_CREAT)
     except FileNotFoundError as e:       # its directory is gone
-        raise SystemFailure(f"cannot open lock {path}: {e.strerror}") from None
+        raise SystemFailure(f"{path}: {e.strerror}") from None
 
 
 class Lock:

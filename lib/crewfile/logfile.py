@@ -82,7 +82,7 @@ def append_locked(path, lines, rotate=None):
         from .paths import open_file
         fd = open_file(path, _APPEND_FLAGS)
     except OSError as e:
-        raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
+        raise SystemFailure(f"{path}: {e.strerror}") from None
     try:
         st = os.fstat(fd)
         before = _drop_fragment(fd, st.st_size)
@@ -113,7 +113,7 @@ def append_unlocked(path, lines):
     try:
         fd = open_file(path, _APPEND_FLAGS)
     except OSError as e:
-        raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
+        raise SystemFailure(f"{path}: {e.strerror}") from None
     try:
         st = os.fstat(fd)
         if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":

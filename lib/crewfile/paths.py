@@ -232,7 +232,7 @@ def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
         import errno                    # here: only a failure needs it (every command opens files)
         if e.errno == errno.ELOOP:
             raise SystemFailure(f"{path}: a symlink is not followed") from None
-        raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
+        raise SystemFailure(f"{path}: {e.strerror}") from None
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
@@ -273,7 +273,7 @@ def open_dir(path, at=None):
                 link = e.errno == errno.ELOOP
             raise SystemFailure(f"{path}: a symlink is not followed" if link
                                 else f"{path}: not a directory") from None
-        raise SystemFailure(f"cannot open {path}: {e.strerror}") from None
+        raise SystemFailure(f"{path}: {e.strerror}") from None
     try:
         _believe(path, os.fstat(fd))     # (check_dirs saw it when opened by its path)
     except BaseException:

@@ -233,16 +233,16 @@ def record_agent(crew, name, pid):
     was unknown, so nothing was typed into it). Refused if it has one: a
     second agent is a new registration, once the first has ended."""
     import json
-    from . import spool
     from .atomic import replace
+    from .locks import hold
     sess = Session(crew, name)
     fields = agent_fields(pid)
-    with spool.lock(sess.dir):
+    with hold(sess.lock_path):
         meta = dict(sess.reread().meta)
         if sess.ended():
-            raise Refused(f"session {name!r} has ended: register it again")
+            raise Refused(f"session '{name}' has ended: register it again")
         if meta.get("pid"):
-            raise Refused(f"session {name!r} already has its agent recorded (pid {meta['pid']})")
+            raise Refused(f"session '{name}' already has its agent recorded (pid {meta['pid']})")
         meta.update(fields)
         replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
     return sess
