@@ -499,6 +499,41 @@ def test_an_output_file_turned_into_a_link_is_not_followed_into_job_waits_answer
     assert err == f"job-wait: {job.output_path}: a symlink is not followed\n".encode()
 
 
+def test_job_output_reaches_a_terminal_escaped_and_a_pipe_byte_for_byte(crew, run):
+    """The job's output holds escape sequences (a colour, a window title, a
+    bell) and a tab: into a pipe (the agent's tool) job-wait copies them as
+    they are; on a terminal (a real pty) each line passes through
+    records.escape, the result line too."""
+    import tty
+    h = exec_(run, "--", "sh", "-c",
+              "printf 'red \\033[31mtext\\033[0m\\tend\\n\\033]0;title\\007\\n\\377x'; exit 2")
+    settled(crew, h)
+    raw = b"red \x1b[31mtext\x1b[0m\tend\n\x1b]0;title\x07\n\xffx\n"
+    piped = subprocess.run([sys.executable, f"{BIN}/job-wait", h, "--all"], stdout=subprocess.PIPE)
+    assert piped.returncode == 2 and piped.stdout.split(b"\n", 1)[1] == raw
+    master, slave = os.openpty()
+    tty.setraw(slave)                                   # no newline translation: the bytes as written
+    try:
+        shown = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h, "--all"], stdout=slave)
+        os.close(slave)
+        got = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:                             # EIO: the terminal's last writer is gone
+                break
+            if not chunk:
+                break
+            got += chunk
+        assert shown.wait() == 2
+    finally:
+        os.close(master)
+    line, rest = got.split(b"\n", 1)
+    assert line.startswith(f"{h} exited 2 after ".encode()) and line.endswith(b"; heard already by wait")
+    assert rest == (b"red \\x1b[31mtext\\x1b[0m\\tend\n\\x1b]0;title\\x07\n"
+                    + "\ufffdx".encode() + b"\n")
+
+
 # -- a lost watcher --------------------------------------------------------------------
 
 def test_watcher_killed_is_fate_unknown_not_running(crew, run, tmp_path):

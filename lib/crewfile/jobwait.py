@@ -18,6 +18,7 @@ from .errors import JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXIT, JOB_TIMEOU
 from .errors import NotFound
 from .jobs import POST_WAIT, Job, dump_json, duration_text, ended_text, heard_record
 from .locks import acquire
+from .records import escape
 
 
 def _hear(job, res):
@@ -201,15 +202,25 @@ def _let_go(path, timeout):
     return True
 
 
-def answer(outcome, tail=10, all_kept=False):
+def answer(outcome, tail=10, all_kept=False, terminal=False):
     """What job-wait prints of *outcome*, as bytes: the result line, then
-    (ended or lost) the output's last *tail* lines, or all of it kept."""
-    line = (outcome.line() + "\n").encode()
+    (ended or lost) the output's last *tail* lines, or all of it kept.
+
+    The output is the job's bytes, escape sequences and all: copied as they
+    are into a pipe or a file (the agent's tool reads what the job wrote),
+    but for a *terminal* every line passes through records.escape, so that
+    a job cannot move a person's cursor or retitle their window. The
+    result line is escaped either way (a notice id is read from a file)."""
+    line = escape(outcome.line()) + "\n"
     if outcome.state != "done" and outcome.state != "lost":
-        return line
-    if not all_kept:
-        return line + outcome.job.output(tail)
-    data = outcome.job.output()
-    if data and not data.endswith(b"\n"):
-        data += b"\n"
-    return line + data
+        return line.encode()
+    if all_kept:
+        data = outcome.job.output()
+        if data and not data.endswith(b"\n"):
+            data += b"\n"
+    else:
+        data = outcome.job.output(tail)
+    if not terminal:
+        return line.encode() + data
+    lines = data.decode("utf-8", "replace").split("\n")[:-1]     # (it ends with a newline)
+    return (line + "".join(escape(text) + "\n" for text in lines)).encode()

@@ -18,6 +18,8 @@ The first line tells every case apart:
   HANDLE heard already by notice ID: not repeated                  (exit 122)
   HANDLE running: timed out after waiting T                        (exit 124)
   HANDLE lost: fate unknown (watcher lost); process group PGID ... (exit 125)
+The output is copied byte for byte into a pipe or a file; on a terminal its
+control characters are escaped (ESC as \\x1b, a tab as \\t), line by line.
 job-wait's own failures (usage, no such job, system) exit 125 with a message
 on stderr and nothing on stdout.
 
@@ -43,7 +45,7 @@ def run(args):
     tail = 10 if args.tail is None else parse_count(args.tail, "--tail")
     _printable()
     outcome = wait(crew(args), args.handle, timeout, exiting=True)
-    sys.stdout.buffer.write(answer(outcome, tail, args.all))
+    sys.stdout.buffer.write(answer(outcome, tail, args.all, terminal=sys.stdout.isatty()))
     return outcome.code
 
 
