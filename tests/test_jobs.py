@@ -417,6 +417,9 @@ def test_two_job_waits_one_hears_and_the_other_is_told_it_was_heard(crew, run, t
     assert job.heard()["by"] == "wait" and job.heard()["pid"] == hearer.pid
     settled(crew, h)
     assert job_notices(crew) == [] and job.notice() is None
+    # The job's files are the protocol's, and nothing else (no socket, no temporary).
+    assert sorted(os.listdir(job.dir)) == ["alive", "heard", "lock", "output", "pids", "result",
+                                           "running", "spec", "waiters"]
 
 
 def _shared_holders(path):
