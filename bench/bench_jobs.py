@@ -1,20 +1,16 @@
 """Jobs: job-exec start-up, job-ls over 1,000 jobs, and the latency from a job's last statement to job-wait returning, against 2 s polling and tsp -w.
 
 Each figure against its baseline run alternately in the same run. job-wait:
-each trial: a job blocks on a FIFO; the waiter is started and waits (handed
-to the watcher: it is the shell blocked reading its code; or counted in,
-on its own); the FIFO is written; the job's last statement records the time
-(`date +%s.%N`) and the job exits; the latency is the moment the waiter
-returned minus that time. Medians over 200 trials each. Trial by trial in
-turn with each job-wait trial: a `tsp -w` trial, and the watcher's durable
-write of `result` timed alone, as the watcher does it (atomic.Pending with
-reserve, in a job directory of the same crew: the blanks made durable
-ahead; on the clock: overwrite, rename, then fdatasync and the directory's
-fsync at once), and the ordinary durable write (write, fsync, rename, fsync
-the directory: two disk round trips, one after the other) beside it, so the
-figure is shown beside the price of "durable before heard": job-wait minus
-the durable write (the difference of the medians) against tsp -w, which
-keeps its outcomes in memory.
+each trial: a job blocks on a FIFO; the waiter is started and waits
+(counted in: it holds its shared flock on `waiters`); the FIFO is written;
+the job's last statement records the time (`date +%s.%N`) and the job
+exits; the latency is the moment the waiter returned minus that time.
+Medians over 200 trials each. Trial by trial in turn with each job-wait
+trial: a `tsp -w` trial, and the watcher's durable write of `result` timed
+alone, as the watcher does it (atomic.replace, in a job directory of the
+same crew), so the figure is shown beside the price of "durable before
+heard": job-wait minus the durable write (the difference of the medians)
+against tsp -w, which keeps its outcomes in memory.
 """
 import os
 import shutil
@@ -78,8 +74,7 @@ def run(b):
         b.note("task-spooler is not installed (apt-get install -y task-spooler): no tsp -w figure")
     tenv = dict(env, TS_SOCKET=os.path.join(b.tmp, "ts.sock"), TMPDIR=b.tmp, TS_MAXFINISHED="1000")
     durable_dir = jobs.Job(crew, jobwatch.start(crew, ["true"])).dir    # a job directory, as the watcher's
-    lat, tsp_lat, durable, serial = [], [], [], []
-    handed_over = 0
+    lat, tsp_lat, durable = [], [], []
     try:
         for i in range(TRIALS):
             fifo, stamp = _fifos(b.tmp, f"w{i}")
@@ -88,17 +83,13 @@ def run(b):
             waiter = subprocess.Popen(b.cmd("job-wait") + [h], env=env, stdout=subprocess.DEVNULL)
             waiters = jobs.Job(crew, h).waiters_path
             while not locks.is_held(waiters):
-                if waiting_for_its_code(waiter.pid):
-                    handed_over += 1
-                    break
                 time.sleep(0.0005)
             _release(fifo)
             waiter.wait()
             lat.append(time.time() - _stamp(stamp))
             # The watcher's durable write of `result`, alone, as it does it
-            # (the same bytes, the same filesystem), and the ordinary one.
-            durable.append(_durable_write(durable_dir, reserve=jobs.RESULT_RESERVE))
-            serial.append(_durable_write(durable_dir))
+            # (the same bytes, the same filesystem).
+            durable.append(_durable_write(durable_dir))
             if tsp:
                 fifo, stamp = _fifos(b.tmp, f"t{i}")
                 jid = subprocess.run([tsp] + _job_argv(fifo, stamp), env=tenv, stdout=subprocess.PIPE,
@@ -113,8 +104,7 @@ def run(b):
             subprocess.run([tsp, "-K"], env=tenv, capture_output=True)
     jw, dw = statistics.median(lat), statistics.median(durable)
     b.note(f"job-wait: median {jw * 1000:.2f} ms, p90 {sorted(lat)[int(TRIALS * 0.9)] * 1000:.2f} ms"
-           f" (load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after); handed to the"
-           f" watcher in {handed_over} of {TRIALS} trials (the others waited on their own)")
+           f" (load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after)")
 
     # A 2-second polling wait on the same result file, 50 jobs at a time.
     lat = []
@@ -150,33 +140,16 @@ def run(b):
     if not tsp:
         return
     tw = statistics.median(tsp_lat)
-    b.figure(f"job end -> job-wait returns (median of {TRIALS})", jw, tw, budget=2,
+    b.figure(f"job end -> job-wait returns (median of {TRIALS})", jw, tw, budget=4,
              base_label="tsp -w")
     # The price of "durable before heard": `result` is on disk before any
     # wait can report it. tsp keeps its outcomes in memory and pays nothing.
-    b.figure("  of which the durable `result` alone (overwrite reserved blanks, rename, "
-             "fdatasync + fsync dir at once; same filesystem, same trials)", dw, jw,
-             base_label="job-wait")
-    b.figure("  job-wait minus the durable write", jw - dw, tw, budget=2, base_label="tsp -w")
-    b.figure("  the ordinary durable write (write, fsync, rename, fsync dir: two round trips; "
-             "not used)", statistics.median(serial), dw, base_label="the one used")
+    b.figure("  of which the durable `result` alone (write, fsync, rename, fsync dir; "
+             "same filesystem, same trials)", dw, jw, base_label="job-wait")
+    b.figure("  job-wait minus the durable write", jw - dw, tw, base_label="tsp -w")
     floor = _exit_seen(b)
     b.note(f"  the job's exit seen by its parent (waitpid; both pay it): {floor * 1000:.2f} ms; beyond it, "
            f"job-wait {(jw - floor) * 1000:.2f} ms against tsp -w {(tw - floor) * 1000:.2f} ms")
-    _breakdown(b)
-
-
-def waiting_for_its_code(pid):
-    """job-wait, handed to the watcher, is the shell blocked reading its code."""
-    try:
-        with open(f"/proc/{pid}/wchan") as f:
-            wchan = f.read()
-        return os.readlink(f"/proc/{pid}/exe") == _SHELL and "pipe_read" in wchan
-    except OSError:
-        return False
-
-
-_SHELL = os.path.realpath("/bin/sh")
 
 
 def _exit_seen(b, n=60):
@@ -192,15 +165,14 @@ def _exit_seen(b, n=60):
     return statistics.median(lat)
 
 
-def _durable_write(d, reserve=0):
-    """One durable write of a `result`-sized file into *d*, its file made
-    ahead (atomic.Pending) off the clock; seconds on the clock. Each a new
-    name, as `result` is."""
-    from crewfile.atomic import Pending
+def _durable_write(d):
+    """One durable write of a `result`-sized file into *d*, as the watcher
+    writes `result` (atomic.replace); seconds. Each a new name, as
+    `result` is."""
+    from crewfile.atomic import replace
     path = os.path.join(d, "result-alone")
-    pending = Pending(path, reserve=reserve)
     t0 = time.perf_counter()
-    pending.commit(_RESULT)
+    replace(path, _RESULT)
     took = time.perf_counter() - t0
     os.unlink(path)
     return took
@@ -253,27 +225,3 @@ def _wall_pair_envs(b, argv, env_a, env_b, n=30):
             if i >= 3:
                 out.append(time.perf_counter() - t0)
     return statistics.median(times[0]), statistics.median(times[1])
-
-
-def _breakdown(b):
-    """The exit the caller waits for: job-wait, handed to the watcher, is a
-    shell woken by the code the watcher writes into its pipe (cmd/job_wait.py);
-    beside it, a Python process woken and exiting (what job-wait was before)."""
-
-    def wake_exit(argv):
-        """From a byte written to a process blocked in read(2) (it said so) to its exit."""
-        lat = []
-        for i in range(60):
-            p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-            p.stdout.read(1)
-            t0 = time.perf_counter()
-            p.stdin.write(b"0\n")
-            p.stdin.close()
-            p.wait()
-            lat.append(time.perf_counter() - t0)
-            p.stdout.close()
-        return statistics.median(lat[5:])
-    py = wake_exit([b.python, "-c", "import os; os.write(1, b'r'); os.read(0, 1); os._exit(0)"])
-    c = wake_exit(["sh", "-c", 'printf r; IFS= read -r code; exit "$code"'])
-    b.note(f"  the exit the caller waits for: a shell woken by its code, as job-wait is, {c * 1000:.2f} ms;"
-           f" a Python process woken and exiting {py * 1000:.2f} ms")

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import BIN, wait_for
-from crewfile import inbox, jobs, jobwait, jobwatch, locks, sessions
+from crewfile import inbox, jobs, jobwait, jobwatch, liveness, locks, sessions
 from crewfile.errors import BadInput, NotFound
 from crewfile.paths import Crew
 
@@ -64,27 +64,14 @@ def started(crew, handle):
     return job
 
 
-SHELL = os.path.realpath("/bin/sh")
-
-
-def handed(pid):
-    """job-wait has handed itself to the job's watcher (jobwait.HandOver):
-    it sent its request, then became the shell that awaits its code."""
-    try:
-        return os.readlink(f"/proc/{pid}/exe") == SHELL
-    except OSError:
-        return False
-
-
-def handed_wait(h, *args, **kw):
-    """job-wait HANDLE ARGS..., once it has handed itself to the watcher.
-    Started once the watcher has bound its `socket` (a job-wait that comes
-    before waits on its own: right, but not what the caller tests)."""
+def waiting(h, *args, **kw):
+    """job-wait HANDLE ARGS..., once it has counted itself in (it holds a
+    shared flock on `waiters`) and waits."""
     from crewfile.paths import Crew
     job = jobs.Job(Crew(kw.get("env", os.environ)["CREWFILE_DIR"]), h)
-    wait_for(lambda: os.path.lexists(job.socket_path), what="the watcher's socket")
     waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h, *args], **kw)
-    wait_for(lambda: handed(waiter.pid) or waiter.poll() is not None, what="job-wait to hand itself over")
+    wait_for(lambda: locks.is_held(job.waiters_path) or waiter.poll() is not None,
+             what="job-wait to count itself in")
     assert waiter.poll() is None
     return waiter
 
@@ -143,10 +130,10 @@ def test_exec_prints_handle_and_wait_reports_code_and_tail(crew, run):
 
 
 def test_job_wait_leaving_by_os_exit_loses_nothing(crew, run, tmp_path):
-    """job-wait handed to the watcher, which answers it when the job ends:
-    through a slow pipe, every byte of a large output arrives, `heard` is
-    written naming job-wait's pid (the watcher announces nothing), and
-    nothing is left held: `lock` and `waiters` are free the moment it exits."""
+    """job-wait leaves by os._exit (cli.leave) once it has printed: through
+    a slow pipe, every byte of a large output arrives, `heard` is written
+    naming job-wait's pid (the watcher announces nothing), and nothing is
+    left held: `lock` and `waiters` are free the moment it exits."""
     live_session(crew)
     go = fifo(tmp_path)
     body = "".join(f"line {i:06d} " + "x" * 90 + "\n" for i in range(5000))     # ~500 KB
@@ -154,7 +141,7 @@ def test_job_wait_leaving_by_os_exit_loses_nothing(crew, run, tmp_path):
     h = exec_(run, "--session", "w1", "--", "sh", "-c", f'read x < "$1"; cat {tmp_path / "body"}',
               "sh", go)
     job = jobs.Job(crew, h)
-    waiter = handed_wait(h, "--all", stdout=subprocess.PIPE, env=dict(os.environ, CREWFILE_DIR=crew.root))
+    waiter = waiting(h, "--all", stdout=subprocess.PIPE, env=dict(os.environ, CREWFILE_DIR=crew.root))
     release(go)
     got = b""
     while chunk := waiter.stdout.read(4096):                         # a slow reader
@@ -247,7 +234,7 @@ def test_outcome_landing_during_a_wait_is_reported_by_it_and_not_announced(crew,
     live_session(crew)
     go = fifo(tmp_path)
     h = exec_(run, "--session", "w1", "--", *on_cue(go))
-    waiter = handed_wait(h, stdout=subprocess.PIPE, text=True)
+    waiter = waiting(h, stdout=subprocess.PIPE, text=True)
     job = jobs.Job(crew, h)
     release(go)
     out, _ = waiter.communicate(timeout=20)
@@ -406,6 +393,150 @@ def test_session_defaults_to_crewfile_session(crew, run):
     assert len(job_notices(crew, "agent")) == 1
 
 
+def test_two_job_waits_one_hears_and_the_other_is_told_it_was_heard(crew, run, tmp_path):
+    """Two job-waits on one job: the first to take `lock` hears it, the
+    other says it was heard already; both print the output and exit with
+    the job's code, and nothing is announced."""
+    live_session(crew)
+    go = fifo(tmp_path)
+    h = exec_(run, "--session", "w1", "--", *on_cue(go, "echo done; exit 5"))
+    job = jobs.Job(crew, h)
+    first = waiting(h, stdout=subprocess.PIPE)
+    second = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h], stdout=subprocess.PIPE)
+    wait_for(lambda: _shared_holders(job.waiters_path) == 2, what="both job-waits to count in")
+    release(go)
+    lines = []
+    for waiter in (first, second):
+        out, _ = waiter.communicate(timeout=20)
+        assert waiter.returncode == 5
+        line, rest = out.decode().split("\n", 1)
+        assert line.startswith(f"{h} exited 5 after ") and rest == "done\n"
+        lines.append(line.split("; ", 1)[1])
+    assert sorted(lines) == ["heard already by wait", "heard by this wait"]
+    hearer = (first, second)[lines.index("heard by this wait")]
+    assert job.heard()["by"] == "wait" and job.heard()["pid"] == hearer.pid
+    settled(crew, h)
+    assert job_notices(crew) == [] and job.notice() is None
+    # The job's files are the protocol's, and nothing else (no socket, no temporary).
+    assert sorted(os.listdir(job.dir)) == ["alive", "heard", "lock", "output", "pids", "result",
+                                           "running", "spec", "waiters"]
+
+
+def _shared_holders(path):
+    """How many flocks /proc/locks shows on *path* (shared ones count each)."""
+    st_ = os.stat(path)
+    want = f"{os.major(st_.st_dev):02x}:{os.minor(st_.st_dev):02x}:{st_.st_ino}"
+    with open("/proc/locks") as f:
+        return sum(1 for line in f if line.split()[1] != "->" and line.split()[5] == want)
+
+
+def test_a_job_wait_killed_while_it_waits_never_hears_and_the_outcome_is_announced(crew, run, tmp_path):
+    """job-wait SIGKILLed while the job runs: the kernel counts it out of
+    `waiters`; the outcome is announced, once."""
+    live_session(crew)
+    go = fifo(tmp_path)
+    h = exec_(run, "--session", "w1", "--", *on_cue(go))
+    job = jobs.Job(crew, h)
+    waiter = waiting(h, stdout=subprocess.PIPE)
+    waiter.send_signal(signal.SIGKILL)
+    assert waiter.stdout.read() == b""
+    waiter.wait()
+    assert job.result() is None
+    release(go)
+    settled(crew, h)
+    assert len(job_notices(crew)) == 1
+    assert job.heard()["by"] == "notice"
+
+
+def test_a_job_wait_killed_while_its_watcher_is_stopped_never_hears_the_outcome(crew, run, tmp_path):
+    """The watcher is stopped while job-wait is killed and the job ends:
+    when it runs again, it writes `result`, finds `waiters` free and
+    announces the outcome, once."""
+    live_session(crew)
+    go = fifo(tmp_path)
+    h = exec_(run, "--session", "w1", "--", *on_cue(go))
+    job = started(crew, h)
+    watcher = job.pids()["watcher"]
+    waiter = waiting(h, stdout=subprocess.DEVNULL)
+    os.kill(watcher, signal.SIGSTOP)
+    try:
+        wait_for(lambda: liveness.stat(watcher).stopped, what="the watcher to stop")
+        waiter.send_signal(signal.SIGKILL)
+        waiter.wait()
+        release(go)
+        pgid = job.pids()["pgid"]
+        wait_for(lambda: liveness.stat(pgid) is None or liveness.stat(pgid).gone, what="the job to end")
+    finally:
+        os.kill(watcher, signal.SIGCONT)
+    settled(crew, h)
+    assert len(job_notices(crew)) == 1 and job.heard()["by"] == "notice"
+
+
+def test_a_job_wait_whose_reader_went_away_exits_141(crew, run, tmp_path):
+    """The reader of job-wait's output is gone when it prints: exit 141."""
+    go = fifo(tmp_path)
+    h = exec_(run, "--", *on_cue(go, "echo done; exit 2"))
+    r, w = os.pipe()
+    waiter = waiting(h, stdout=w, stderr=subprocess.PIPE)
+    os.close(w)
+    os.close(r)                                         # the reader goes away
+    release(go)
+    _, err = waiter.communicate(timeout=20)
+    assert waiter.returncode == 141 and err == b""
+
+
+def test_an_output_file_turned_into_a_link_is_not_followed_into_job_waits_answer(crew, run, tmp_path):
+    """`output` replaced by a link to another file while the job runs:
+    job-wait does not follow it (nothing of that file is printed): it says
+    why on stderr, prints nothing, exits 125."""
+    go = fifo(tmp_path)
+    h = exec_(run, "--", *on_cue(go, "echo done; exit 2"))
+    job = started(crew, h)
+    (tmp_path / "secret").write_text("not for the caller\n")
+    os.unlink(job.output_path)
+    os.symlink(str(tmp_path / "secret"), job.output_path)
+    waiter = waiting(h, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    release(go)
+    out, err = waiter.communicate(timeout=20)
+    assert waiter.returncode == 125 and out == b""
+    assert err == f"job-wait: {job.output_path}: a symlink is not followed\n".encode()
+
+
+def test_job_output_reaches_a_terminal_escaped_and_a_pipe_byte_for_byte(crew, run):
+    """The job's output holds escape sequences (a colour, a window title, a
+    bell) and a tab: into a pipe (the agent's tool) job-wait copies them as
+    they are; on a terminal (a real pty) each line passes through
+    records.escape, the result line too."""
+    import tty
+    h = exec_(run, "--", "sh", "-c",
+              "printf 'red \\033[31mtext\\033[0m\\tend\\n\\033]0;title\\007\\n\\377x'; exit 2")
+    settled(crew, h)
+    raw = b"red \x1b[31mtext\x1b[0m\tend\n\x1b]0;title\x07\n\xffx\n"
+    piped = subprocess.run([sys.executable, f"{BIN}/job-wait", h, "--all"], stdout=subprocess.PIPE)
+    assert piped.returncode == 2 and piped.stdout.split(b"\n", 1)[1] == raw
+    master, slave = os.openpty()
+    tty.setraw(slave)                                   # no newline translation: the bytes as written
+    try:
+        shown = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h, "--all"], stdout=slave)
+        os.close(slave)
+        got = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:                             # EIO: the terminal's last writer is gone
+                break
+            if not chunk:
+                break
+            got += chunk
+        assert shown.wait() == 2
+    finally:
+        os.close(master)
+    line, rest = got.split(b"\n", 1)
+    assert line.startswith(f"{h} exited 2 after ".encode()) and line.endswith(b"; heard already by wait")
+    assert rest == (b"red \\x1b[31mtext\\x1b[0m\\tend\n\\x1b]0;title\\x07\n"
+                    + "\ufffdx".encode() + b"\n")
+
+
 # -- a lost watcher --------------------------------------------------------------------
 
 def test_watcher_killed_is_fate_unknown_not_running(crew, run, tmp_path):
@@ -413,10 +544,10 @@ def test_watcher_killed_is_fate_unknown_not_running(crew, run, tmp_path):
     h = exec_(run, "--", *on_cue(go))
     job = started(crew, h)
     pids = job.pids()
-    waiter = handed_wait(h, stdout=subprocess.PIPE, text=True)
+    waiter = waiting(h, stdout=subprocess.PIPE, text=True)
     os.kill(pids["watcher"], signal.SIGKILL)
-    # The watcher's end closes the pipe the code was to come through: the
-    # shell runs job-wait again, alone, which finds it lost.
+    # The kernel lets go of `running` with the watcher: the wait wakes, and
+    # finds no result and `alive` free.
     out, _ = waiter.communicate(timeout=20)
     assert waiter.returncode == 125
     assert out.splitlines()[0] == (f"{h} lost: fate unknown (watcher lost); process group "
@@ -488,85 +619,20 @@ def test_a_waiter_wakes_when_running_is_let_go_and_tells_lost_from_ended(crew, t
     let_go(alive)
 
 
-def test_result_is_written_into_blanks_reserved_ahead_and_blanks_read_as_no_result(crew, run, tmp_path):
-    """The watcher writes `result` over blanks it made durable while the
-    command ran (atomic.Pending reserve): the file is the JSON padded with
-    blanks to RESULT_RESERVE bytes. A crash between its rename and its
-    flushes can leave blanks only: that is no result (the job is lost, and
-    a wait says so), never a damaged one."""
+def test_result_is_the_json_alone_and_an_earlier_versions_padded_one_still_reads(crew, run):
+    """The watcher writes `result` as one JSON line, nothing after it. An
+    earlier version padded it with blanks to 512 bytes: such a file reads
+    as the same result (trailing white space is JSON's)."""
     h = exec_(run, "--", "sh", "-c", "echo hi; exit 3")
     job = settled(crew, h)
     with open(job.result_path, "rb") as f:
         raw = f.read()
-    assert len(raw) == jobs.RESULT_RESERVE and raw.endswith(b"\n")
-    assert json.loads(raw)["code"] == 3 and raw.count(b"\n") == 1
+    assert raw == jobs.dump_json(job.result()).encode() and json.loads(raw)["code"] == 3
     assert [n for n in os.listdir(job.dir) if n.startswith(".")] == []     # no temporary left
-    assert run("job-wait", h).stdout.startswith(f"{h} exited 3 after")
-
-    from crewfile.atomic import Pending, blanks
-    job = jobs.new_job(crew, "j-crashed")                # what a crash mid-write leaves
-    jobs.write_spec(job, ["true"])
     with open(job.result_path, "wb") as f:
-        f.write(blanks(jobs.RESULT_RESERVE))
-    assert job.result() is None
-    assert jobs.info(job)["state"] == "lost"
-    proc = run("job-wait", "j-crashed")
-    assert proc.returncode == 125 and proc.stdout.startswith("j-crashed lost: fate unknown")
-
-    # Content longer than the reservation: written the ordinary way, whole.
-    (tmp_path / "w").mkdir()
-    path = str(tmp_path / "w" / "long")
-    Pending(path, reserve=16).commit("x" * 40 + "\n")
-    with open(path) as f:
-        assert f.read() == "x" * 40 + "\n"
-    Pending(path + "2", reserve=16).commit("y" * 14 + "\n")
-    with open(path + "2") as f:
-        assert f.read() == "y" * 14 + " " + "\n"
-    assert sorted(os.listdir(tmp_path / "w")) == ["long", "long2"]
-
-
-def test_a_lock_file_opened_ahead_is_the_same_lock_as_flock1s(tmp_path):
-    """LockFile (the watcher's and the waiter's locks, opened ahead): taken
-    and let go many times on one descriptor, it excludes flock(1) and is
-    excluded by it, shared or exclusive, as acquire() does."""
-    path = str(tmp_path / "lock")
-    ahead = locks.LockFile(path)
-    for _ in range(2):
-        with ahead.take():
-            probe = subprocess.run(["flock", "-n", path, "true"])
-            assert probe.returncode == 1                   # held: flock(1) is refused
-        assert subprocess.run(["flock", "-n", path, "true"]).returncode == 0     # let go
-    holder = subprocess.Popen(["flock", "-s", path, "sh", "-c", "echo held; exec cat"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-    assert holder.stdout.readline() == b"held\n"
-    assert ahead.take(timeout=0) is None                  # busy: an answer, the file stays open
-    shared = ahead.take(shared=True, timeout=0)
-    assert shared is not None
-    shared.release()
-    holder.stdin.close()
-    holder.wait()
-    assert ahead.take(timeout=0) is not None and ahead.fd is not None
-    ahead.close()
-    assert not locks.is_held(path)
-
-
-def test_the_flush_thread_made_ahead_ends_however_the_write_ends(tmp_path):
-    """A reserved write starts its flush thread when it is made (not on the
-    commit's path). Committed into the blanks, the ordinary way (too long),
-    or discarded: the thread ends, and only a commit into the blanks used it."""
-    from crewfile.atomic import Pending
-
-    def threads():
-        return len(os.listdir("/proc/self/task"))
-    before = threads()
-    made = [Pending(str(tmp_path / name), reserve=64) for name in ("fits", "long", "dropped")]
-    assert threads() == before + 3
-    made[0].commit("short\n")
-    made[1].commit("z" * 100 + "\n")
-    made[2].discard()
-    wait_for(lambda: threads() == before, what="the flush threads to end")
-    assert sorted(os.listdir(tmp_path)) == ["fits", "long"]
-    assert (tmp_path / "fits").read_text() == "short" + " " * 58 + "\n"
+        f.write(raw.rstrip(b"\n") + b" " * (511 - len(raw)) + b"\n")
+    assert job.result() == json.loads(raw)
+    assert run("job-wait", h).stdout.startswith(f"{h} exited 3 after")
 
 
 def test_a_linked_running_lock_is_one_line_error_with_or_without_a_timeout(crew, run, tmp_path):

@@ -3,7 +3,7 @@
 Jobs (real processes under real watchers) end at random moments in the same
 few tens of milliseconds in which waiters count themselves in, time out,
 count themselves out and come back. Waiters run in threads of this process
-through the library (jobs.wait: the same locks and inotify as job-wait; flock
+through the library (jobwait.wait: the same locks as job-wait; flock
 locks belong to each open file, so threads exclude each other as processes
 do). Meanwhile a drainer hands the session's notices to "the model" at
 random moments (inbox.drain, as the hook does), so a wait that comes back
@@ -18,7 +18,7 @@ import random
 import threading
 
 from crewfile import inbox, jobs, jobwait, jobwatch, locks, sessions
-from test_jobs import handed, settled
+from test_jobs import settled
 
 TRIALS = 500
 BATCH = 25
@@ -118,9 +118,8 @@ KILL_TRIALS = 100
 
 
 def test_a_job_wait_killed_at_any_moment_never_leaves_an_outcome_heard_twice_or_never(crew):
-    """The real job-wait (handed to the watcher: a shell awaiting its code),
-    killed with SIGKILL at a random moment around its job's end, or left alone.
-    Each outcome is heard exactly once: by the wait (then no notice) or by
+    """The real job-wait, counted in and waiting, killed with SIGKILL at a
+    random moment around its job's end, or left alone. Each outcome is heard exactly once: by the wait (then no notice) or by
     one notice. A job-wait left alone reports it on stdout with the job's
     code; one killed before the job ended never heard it."""
     import subprocess
@@ -138,7 +137,7 @@ def test_a_job_wait_killed_at_any_moment_never_leaves_an_outcome_heard_twice_or_
         job = jobs.Job(crew, h)
         waiter = subprocess.Popen([sys.executable, os.path.join(BIN, "job-wait"), h], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        while not (handed(waiter.pid) or locks.is_held(job.waiters_path)) and waiter.poll() is None:
+        while not locks.is_held(job.waiters_path) and waiter.poll() is None:
             threading.Event().wait(0.0005)
         how = rng.choice(["before", "around", "alone"])
 

@@ -128,7 +128,7 @@ def main(path):
     module = __import__(f"crewfile.cmd.{name.replace('-', '_')}", fromlist=["run"])
     code = dispatch(name, module, sys.argv[1:])
     if getattr(module, "EXIT_AT_ONCE", False):
-        getattr(module, "leave", leave)(code)     # a module may hand its code on first (job-wait)
+        leave(code)
     sys.exit(code)
 
 
@@ -161,8 +161,8 @@ class _Closed:
 def _closed_at_start():
     """A standard descriptor (0, 1, 2) closed when the command started:
     /dev/null is opened onto it, so that no file this command opens later
-    takes its number (a descriptor handed on by number, job-wait's stdout,
-    must never be a lock file). Opened the wrong way round for 0 and 1
+    takes its number (what is printed must never land in a lock file or a
+    log). Opened the wrong way round for 0 and 1
     (write-only, read-only), so that using them by number fails as on a
     closed descriptor; sys.stdin and sys.stdout say so (_Closed). stderr,
     where nothing can be said anyway, takes what is written."""

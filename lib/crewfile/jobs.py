@@ -65,10 +65,6 @@ def output_limit(env=None):
 
 
 FILE_LIMIT = 1 << 20              # bytes: a longer job file (but `spec`) is damaged, not read
-# `result` is written into a file of this many blanks made durable ahead
-# (atomic.Pending reserve): its durable write is then one disk round trip,
-# not two. A result is ~140 bytes; a sector, so a crash cannot tear it.
-RESULT_RESERVE = 512
 
 
 def _json(path, kind, at=None):
@@ -77,8 +73,7 @@ def _json(path, kind, at=None):
     global _load
     if _load is None:
         from .shapes import load as _load      # lazily (job-exec), once (a listing reads thousands)
-    return _load(path, kind, at, None if kind == "job-spec" else FILE_LIMIT,
-                 kind == "job-result")
+    return _load(path, kind, at, None if kind == "job-spec" else FILE_LIMIT)
 
 
 _load = None
@@ -99,14 +94,17 @@ class Job:
         self.handle = handle
         self.at = at
         self._spec = None
-        self.dir = crew.job_dir(handle)
-        for attr, name in (("spec_path", paths.JOB_SPEC), ("pids_path", paths.JOB_PIDS),
-                           ("output_path", paths.JOB_OUTPUT), ("result_path", paths.JOB_RESULT),
-                           ("heard_path", paths.JOB_HEARD), ("notice_path", paths.JOB_NOTICE),
-                           ("lock_path", paths.JOB_LOCK), ("waiters_path", paths.JOB_WAITERS),
-                           ("alive_path", paths.JOB_ALIVE), ("running_path", paths.JOB_RUNNING),
-                           ("socket_path", paths.JOB_SOCKET)):
-            setattr(self, attr, f"{self.dir}/{name}")      # (os.path.join: 5x the cost, x9)
+        self.dir = d = crew.job_dir(handle)
+        self.spec_path = os.path.join(d, paths.JOB_SPEC)
+        self.pids_path = os.path.join(d, paths.JOB_PIDS)
+        self.output_path = os.path.join(d, paths.JOB_OUTPUT)
+        self.result_path = os.path.join(d, paths.JOB_RESULT)
+        self.heard_path = os.path.join(d, paths.JOB_HEARD)
+        self.notice_path = os.path.join(d, paths.JOB_NOTICE)
+        self.lock_path = os.path.join(d, paths.JOB_LOCK)
+        self.waiters_path = os.path.join(d, paths.JOB_WAITERS)
+        self.alive_path = os.path.join(d, paths.JOB_ALIVE)
+        self.running_path = os.path.join(d, paths.JOB_RUNNING)
 
     def check(self):
         if not os.path.lexists(self.spec_path):
@@ -180,18 +178,6 @@ class Job:
             return b""
         with os.fdopen(fd, "rb") as f:
             return f.read()
-
-
-def socket_address(path):
-    """(address, descriptor) for the job's `socket` at *path*: the path
-    itself, or, when it is too long for a socket address (108 bytes), the
-    same file named through a descriptor on its directory
-    (/proc/self/fd/N/socket). Close the descriptor (if not None) after use."""
-    if len(os.fsencode(path)) < 100:
-        return path, None
-    head, _, name = path.rpartition("/")
-    fd = paths.open_dir(head)
-    return f"/proc/self/fd/{fd}/{name}", fd
 
 
 def last_line(path, limit=LAST_LINE_CHARS):

@@ -26,10 +26,10 @@ import os
 import time
 
 from . import paths, records
-from .atomic import Pending, fsync_dir, replace, sync, write_all
+from .atomic import fsync_dir, replace, sync, write_all
 from .errors import CrewfileError, SystemFailure
-from .jobs import POST_WAIT, RESULT_RESERVE, dump_json, row_fields
-from .locks import LockFile, acquire
+from .jobs import POST_WAIT, dump_json, row_fields
+from .locks import acquire
 
 
 def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None, exiting=False):
@@ -124,13 +124,11 @@ def _watch(job, spec, alive, running):
     _detach(alive.fd, running.fd)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
-    handed = HandedWaits(job)   # first: a job-wait may come as soon as job-exec has returned
     try:
         job.at = paths.open_dir(job.dir)    # its files read in it: one openat(2) each, no path walked
     except (SystemFailure, OSError):
         pass
     from .liveness import process_start
-    from . import shapes  # noqa: F401 (reads `heard` under the lock: imported now, off that path)
     try:
         # job-exec published `spec` without waiting for the disk (its caller
         # waits on it); made durable here, with the job's directory entry,
@@ -166,48 +164,26 @@ def _watch(job, spec, alive, running):
         os.close(wfd)
         os.close(rfd)
         replace(job.pids_path, dump_json(pids))
-        try:
-            return _finish(job, out, started, t0, code, spec, None, running, _ahead(job), handed)
-        finally:
-            handed.close()
+        return _finish(job, out, started, t0, code, spec, running)
     os.close(wfd)
     pids["pid"] = pids["pgid"] = pid
     replace(job.pids_path, dump_json(pids))
-    try:
-        # Made now, while the command runs: its creation and the flush of
-        # its blanks off the outcome's path (atomic.Pending, reserve).
-        result = Pending(job.result_path, reserve=RESULT_RESERVE)
-    except SystemFailure:
-        result = None                         # settle() tries again, and fails loudly
-    ahead = _ahead(job)
-    # The collector, run on the path from the job's end to the answer over
-    # every object this process inherited, cost ~1 ms there (measured): it
-    # runs now, once, and what is here by now is never looked at again.
-    # (Its pass also takes, now, the first-write page faults that the
-    # fork left on those objects.)
-    import gc
-    gc.collect()
-    gc.freeze()
-    try:
-        rc = _copy(pid, rfd, out, handed)
-        _finish(job, out, started, t0, rc, spec, result, running, ahead, handed)
-    finally:
-        handed.close()
+    rc = _copy(pid, rfd, out)
+    _finish(job, out, started, t0, rc, spec, running)
     alive.release()
 
 
-def _copy(pid, rfd, out, handed):
+def _copy(pid, rfd, out):
     """Copy the command's output until it exits; return its exit code (-N:
-    signal N). Meanwhile, take the job-waits handed to us (*handed*)."""
+    signal N)."""
     import select
     pidfd = os.pidfd_open(pid)
     poller = select.poll()
     poller.register(rfd, select.POLLIN)
     poller.register(pidfd, select.POLLIN)
-    handed.watch(poller)
     pipe_open, exited = True, False
     while not exited:
-        for fd, _ev in poller.poll(handed.next_timeout()):
+        for fd, _ev in poller.poll():
             if fd == rfd:
                 data = os.read(rfd, 65536)
                 if data:
@@ -217,9 +193,6 @@ def _copy(pid, rfd, out, handed):
                     pipe_open = False
             elif fd == pidfd:
                 exited = True
-            else:
-                handed.event(fd)
-        handed.time_out()
     _, status = os.waitpid(pid, 0)
     # What the command wrote before it exited is in the pipe: take it. A
     # grandchild still holding the pipe is not waited for.
@@ -237,61 +210,38 @@ def _copy(pid, rfd, out, handed):
     return os.waitstatus_to_exitcode(status)
 
 
-def _ahead(job):
-    """`lock` and `waiters` opened now, while the command runs: settle()
-    then takes them without opening them (None: settle() opens them)."""
-    try:
-        return LockFile(job.lock_path), LockFile(job.waiters_path)
-    except SystemFailure:
-        return None
-
-
-def _finish(job, out, started, t0, rc, spec, pending=None, running=None, ahead=None, handed=None):
+def _finish(job, out, started, t0, rc, spec, running):
     seconds = time.monotonic() - t0
     out.close()
     result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
               "code": rc if rc >= 0 else 128 - rc, "started": records.timestamp(started),
               "ended": records.timestamp(), "seconds": round(seconds, 3)}
-    # The spec this watcher ran, not the file: a file damaged since must not
-    # silence the outcome (the session it belongs to is still told).
     try:
-        return settle(job, result, lambda j, r: announce(j, r, spec), spec, pending, running, ahead,
-                      handed)
+        return settle(job, spec, result, running)
     finally:
-        if running is not None:
-            running.release()
+        running.release()
 
 
-def settle(job, result, announce, spec=None, pending=None, running=None, ahead=None, handed=None):
+def settle(job, spec, result, running):
     """The watcher's half of the decision: write *result* (durable: the
     outcome is on disk before anyone can report it), then wait-or-announce,
     exactly once (protocol.md, "The decision"; jobwait.py is the waiter's half).
 
-    announce(job, result) posts the notice and returns (posted, id_or_reason).
-    pending: an atomic.Pending for `result`, made ahead. running: the held
-    `running` lock, let go once `result` is written and `lock` is free: that
-    wakes every waiter (jobwait._let_go). ahead: (`lock`, `waiters`) as
-    LockFiles opened ahead (_ahead()); None: opened here. (The watcher's
-    exit closes them.) handed: the HandedWaits, answered here (the first
-    whose job-wait is still there hears the outcome). Returns 'wait',
-    'notice' or 'unheard'.
+    spec: the spec this watcher ran, not the file: a file damaged since
+    must not silence the outcome (the session it belongs to is still told).
+    running: the held `running` lock, let go once `result` is written and
+    `lock` is free: that wakes every waiter (jobwait._let_go). Returns
+    'wait', 'notice' or 'unheard'.
     """
-    lock_file, waiters_file = ahead or (LockFile(job.lock_path), LockFile(job.waiters_path))
     text = dump_json(result)
     first = True
     while True:
-        answering = None
-        with lock_file.take():
+        with acquire(job.lock_path):
             if first:
                 # Nobody can have heard an outcome that was not written:
                 # no `heard` to read on this pass (the waiter waits for `lock`).
-                if pending is not None:
-                    pending.commit(text)
-                else:
-                    replace(job.result_path, text)
+                replace(job.result_path, text)
                 first = False
-                if handed is not None:
-                    answering = handed.hear(result, spec if spec is not None else job.spec())
             else:
                 try:
                     heard = job.heard()
@@ -299,188 +249,31 @@ def settle(job, result, announce, spec=None, pending=None, running=None, ahead=N
                     heard = None     # damaged: told again rather than never (a repeat has its id)
                 if heard is not None:
                     return heard.get("by", "wait")
-            nobody = None if answering else waiters_file.take(timeout=0)
+            nobody = acquire(job.waiters_path, timeout=0)
             if nobody is not None:
                 try:
-                    posted, detail = announce(job, result)
-                    now = records.timestamp()
-                    row = row_fields(spec if spec is not None else job.spec(), result)
-                    if posted:
-                        replace(job.notice_path, dump_json({"posted": True, "id": detail, "at": now,
-                                                            **row}))
-                        replace(job.heard_path, dump_json({"by": "notice", "at": now, "id": detail,
-                                                           **row}))
-                        return "notice"
-                    replace(job.notice_path, dump_json({"posted": False, "reason": detail, "at": now,
-                                                        **row}))
-                    return "unheard"
+                    return _announce_once(job, spec, result)
                 finally:
                     nobody.release()
         # Someone waits: they report it. Wake them (`result` is durable, `lock`
-        # free), answer those handed to us, block until every waiter has let
-        # go (done, timed out or killed), then decide again.
-        if running is not None:
-            running.release()
-        if answering:
-            handed.answer(answering)
-        waiters_file.take().release()
+        # free), block until every waiter has let go (done, timed out or
+        # killed), then decide again.
+        running.release()
+        acquire(job.waiters_path).release()
 
 
-class HandedWaits:
-    """The job-waits handed to this watcher (jobwait.HandOver): the job's
-    `socket`, bound while the watcher lives, and each request received on
-    it, until it is answered, runs out of time, or its job-wait is gone.
-
-    Why: at the job's end the watcher is awake anyway; answering a waiter
-    from here wakes no second process on the path from the job's end to its
-    caller's wake-up (a Python process woken costs more than the rest of
-    that path). A request whose job-wait is gone (its code pipe has no
-    reader: killed) is dropped the moment that is seen, its descriptors
-    closed, so a caller reading its output (`$(job-wait ...)`) sees the end
-    at once. Answers off the path (a timeout, a second waiter) are written
-    by threads, so a reader that does not read holds up nothing else."""
-
-    def __init__(self, job):
-        self.job, self.requests, self.poller, self.sock = job, [], None, None
-        self.pending = None             # `heard`, made ahead once a request has come
-        self.result = self.heard = None     # the outcome, and `heard` as hear() wrote it
-        self.threads = []
-        # What receiving and answering a request needs, imported now: off
-        # the path from the job's end to the answer.
-        import array, fcntl, itertools, math, select, stat  # noqa: F401,E401
-        from . import jobwait, logfile          # noqa: F401 (logfile: the answer's tail)
-        try:
-            import _socket
-            from .jobs import socket_address
-            sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_DGRAM | _socket.SOCK_CLOEXEC)
-            try:
-                sock.setsockopt(_socket.SOL_SOCKET, _socket.SO_PASSCRED, 1)   # who sent it
-                address, at = socket_address(job.socket_path)
-                try:
-                    sock.bind(address)
-                finally:
-                    if at is not None:
-                        os.close(at)
-            except BaseException:
-                sock.close()
-                raise
-            self.sock = sock
-        except (OSError, SystemFailure):
-            pass        # no socket (a damaged directory): job-waits wait on their own
-
-    def watch(self, poller):
-        self.poller = poller
-        if self.sock is not None:
-            import select
-            poller.register(self.sock.fileno(), select.POLLIN)
-
-    def event(self, fd):
-        if self.sock is not None and fd == self.sock.fileno():
-            self.receive()
-            return
-        for req in self.requests:
-            if req.code == fd:                  # POLLERR: its job-wait is gone
-                self._drop(req)
-                req.close()
-                return
-
-    def receive(self):
-        from .jobwait import receive
-        if self.sock is None:
-            return
-        while True:
-            req = receive(self.sock)
-            if req is None:
-                return
-            if req is False:
-                continue                        # not a request: closed, and its sender told so
-            self.requests.append(req)
-            if self.poller is not None:
-                self.poller.register(req.code, 0)
-            if self.pending is None:
-                try:
-                    self.pending = Pending(self.job.heard_path)
-                except SystemFailure:
-                    self.pending = False        # hear() writes it the ordinary way
-
-    def _drop(self, req):
-        self.requests.remove(req)
-        if self.poller is not None:
-            self.poller.unregister(req.code)
-
-    def next_timeout(self):
-        """Milliseconds to the first deadline (poll's timeout), or None."""
-        deadlines = [r.deadline for r in self.requests if r.deadline is not None]
-        if not deadlines:
-            return None
-        return max(0, int((min(deadlines) - time.monotonic()) * 1000) + 1)
-
-    def time_out(self):
-        from .jobwait import Outcome
-        now = time.monotonic()
-        for req in [r for r in self.requests if r.deadline is not None and r.deadline <= now]:
-            self._drop(req)
-            self._in_thread(req, Outcome(self.job, "timeout", waited=now - req.t0))
-
-    def hear(self, result, spec):
-        """Under `lock`, `result` written: the requests whose job-wait is
-        still there (the rest closed), the first of which has heard the
-        outcome (`heard` written, by=wait, its pid); None if none is."""
-        from .jobs import heard_record
-        self.receive()                  # sent under `lock`: every one is in the queue by now
-        live = []
-        for req in list(self.requests):
-            self._drop(req)
-            if req.wanted():
-                live.append(req)
-            else:
-                req.close()
-        if not live:
-            return None
-        self.result = result
-        self.heard = heard_record("wait", spec, result, pid=live[0].pid)
-        text = dump_json(self.heard)
-        if self.pending:
-            self.pending.commit(text, sync=False)   # no fsync: see jobwait._hear
-        else:
-            replace(self.job.heard_path, text, sync=False)
-        return live
-
-    def answer(self, live):
-        from .jobwait import Outcome
-        for req in live[1:]:
-            self._in_thread(req, Outcome(self.job, "done", self.result, False, self.heard))
-        live[0].answer(Outcome(self.job, "done", self.result, True, self.heard))
-
-    def _in_thread(self, req, outcome):
-        import _thread
-        done = _thread.allocate_lock()
-        done.acquire()
-
-        def run():
-            try:
-                req.answer(outcome)
-            finally:
-                done.release()
-        self.threads.append(done)
-        _thread.start_new_thread(run, ())
-
-    def close(self):
-        """Once settled: every answer out, the rest let go, `socket` removed."""
-        for done in self.threads:
-            done.acquire()
-        for req in self.requests:
-            req.close()
-        self.requests = []
-        if self.sock is not None:
-            self.sock.close()
-            self.sock = None
-            try:
-                os.unlink(self.job.socket_path)
-            except OSError:
-                pass
-        if self.pending:
-            self.pending.discard()
+def _announce_once(job, spec, result):
+    """Under `lock`, nobody waiting: announce the outcome and record that
+    (`notice`, and `heard` by=notice if it was posted)."""
+    posted, detail = announce(job, result, spec)
+    now = records.timestamp()
+    row = row_fields(spec, result)
+    if posted:
+        replace(job.notice_path, dump_json({"posted": True, "id": detail, "at": now, **row}))
+        replace(job.heard_path, dump_json({"by": "notice", "at": now, "id": detail, **row}))
+        return "notice"
+    replace(job.notice_path, dump_json({"posted": False, "reason": detail, "at": now, **row}))
+    return "unheard"
 
 
 def notice_text(job, spec, result):

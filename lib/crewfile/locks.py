@@ -25,19 +25,15 @@ def _open(path):
 
 
 class Lock:
-    """A held lock; release() or use as a context manager. kept: the
-    descriptor belongs to a LockFile, and stays open (LOCK_UN lets go)."""
-    __slots__ = ("fd", "path", "kept")
+    """A held lock; release() or use as a context manager."""
+    __slots__ = ("fd", "path")
 
-    def __init__(self, fd, path, kept=False):
-        self.fd, self.path, self.kept = fd, path, kept
+    def __init__(self, fd, path):
+        self.fd, self.path = fd, path
 
     def release(self):
         if self.fd is not None:
-            if self.kept:
-                fcntl.flock(self.fd, fcntl.LOCK_UN)
-            else:
-                os.close(self.fd)     # closing the last descriptor releases the flock
+            os.close(self.fd)     # closing the last descriptor releases the flock
             self.fd = None
 
     def __enter__(self):
@@ -45,28 +41,6 @@ class Lock:
 
     def __exit__(self, *exc):
         self.release()
-
-
-class LockFile:
-    """A lock file opened once, taken and let go many times.
-
-    Why: opening a lock file (its directories checked, then open and fstat)
-    costs several times the flock(2) itself. A latency path that takes a
-    lock it knows in advance opens it ahead: the job watcher's `lock` and
-    `waiters`, a job waiter's `lock`, on the path from a job's end to the
-    answer. take() answers as acquire() does; close() when done."""
-    __slots__ = ("fd", "path")
-
-    def __init__(self, path):
-        self.path, self.fd = path, _open(path)
-
-    def take(self, timeout=None, shared=False):
-        return acquire(self.path, timeout, shared, self)
-
-    def close(self):
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
 
 
 # The longest this process waits for a lock it was asked to wait for
@@ -108,7 +82,7 @@ def _bound():
     return max(0.0, _DEADLINE - time.monotonic())
 
 
-def acquire(path, timeout=None, shared=False, opened=None):
+def acquire(path, timeout=None, shared=False):
     """Lock *path*. Blocks in the kernel when timeout is None (and no bound is set).
 
     Returns a Lock, or None when the lock is busy (timeout=0 means one try;
@@ -116,23 +90,20 @@ def acquire(path, timeout=None, shared=False, opened=None):
     answer, not an exception; errors raise SystemFailure. Under a bound
     (bound_waits), a wait with timeout=None that outlasts it raises LockBusy
     instead: a caller written for a blocking wait must not get None.
-    opened: the LockFile of *path* (LockFile.take()): its descriptor is
-    used, and kept open whatever the answer.
     """
     if timeout is None and WAIT is not None:
-        lock = acquire(path, _bound(), shared, opened)
+        lock = acquire(path, _bound(), shared)
         if lock is None:
             raise LockBusy(path)
         return lock
-    kept = opened is not None
-    fd = opened.fd if kept else _open(path)
+    fd = _open(path)
     op = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
         if timeout is None:
             while True:
                 try:
                     fcntl.flock(fd, op)
-                    return Lock(fd, path, kept)
+                    return Lock(fd, path)
                 except InterruptedError:
                     continue
         deadline = time.monotonic() + timeout
@@ -140,18 +111,16 @@ def acquire(path, timeout=None, shared=False, opened=None):
         while True:
             try:
                 fcntl.flock(fd, op | fcntl.LOCK_NB)
-                return Lock(fd, path, kept)
+                return Lock(fd, path)
             except BlockingIOError:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    if not kept:
-                        os.close(fd)
+                    os.close(fd)
                     return None
                 time.sleep(min(pause, remaining))
                 pause = min(pause * 2, 0.05)
     except OSError as e:
-        if not kept:
-            os.close(fd)
+        os.close(fd)
         if e.errno in (errno.EWOULDBLOCK,):
             return None
         raise SystemFailure(f"cannot lock {path}: {e.strerror}") from None

@@ -166,17 +166,15 @@ def check(kind, obj, path):
     return obj
 
 
-def load(path, kind, at=None, limit=None, blank_absent=False):
+def load(path, kind, at=None, limit=None):
     """The file at *path* checked as *kind*; None if it does not exist.
 
     BadFile if it is not UTF-8 JSON or not of that shape (or longer than
     *limit* bytes); SystemFailure if it cannot be read (a link, a directory,
-    a FIFO, no permission). *at*: as for paths.open_file. blank_absent: a
-    file of blanks only is None too (a file written by atomic.Pending with
-    reserve, which a crash left unwritten).
+    a FIFO, no permission). *at*: as for paths.open_file.
     """
     text = read_text(path, at, limit)
-    if text is None or blank_absent and not text.strip():
+    if text is None:
         return None
     try:
         obj = loads(text)
