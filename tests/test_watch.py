@@ -518,3 +518,31 @@ def test_following_into_a_pipe_whose_reader_is_gone_exits_141_at_once(crew):
             proc.kill()
             proc.wait()
         proc.stderr.close()
+
+
+def test_a_cursor_named_as_a_device_or_a_link_is_never_renamed_over(crew, run, tmp_path):
+    """--cursor names a path the user chose, read before it is ever written: a
+    link or a device is refused there, and left as it was (as root, a rename
+    onto /dev/null once replaced the node: crew-timeline's output, now
+    written as the shell's `>` writes)."""
+    import stat
+    register(crew, "w1")
+    Session(crew, "w1").append("turn-started")
+    target = tmp_path / "cursor.json"
+    link = tmp_path / "cursor.link"
+    os.symlink(target, link)
+    p = run("crew-watch", "--from-start", "--once", "--cursor", str(link))
+    assert (p.returncode, p.stderr) == (
+        2, f"crew-watch: cursor {link}: {link}: a symlink is not followed\n")
+    assert os.path.islink(link) and not os.path.lexists(target)
+    if os.geteuid() != 0:
+        pytest.skip("SKIPPED LOUDLY: mknod needs root; the device case is not tested")
+    device = tmp_path / "null"
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))      # /dev/null's numbers
+    before = os.lstat(device)
+    p = run("crew-watch", "--from-start", "--once", "--cursor", str(device))
+    assert (p.returncode, p.stderr) == (
+        2, f"crew-watch: cursor {device}: {device}: not a regular file\n")
+    after = os.lstat(device)
+    assert stat.S_ISCHR(after.st_mode) and (after.st_ino, after.st_rdev) == (
+        before.st_ino, before.st_rdev), p.stderr

@@ -52,7 +52,6 @@ NUDGES_LOCK, NUDGE_TICK_LOCK = "nudges", "nudge-tick"     # files under locks/
 JOB_SPEC, JOB_PIDS, JOB_OUTPUT, JOB_RESULT = "spec", "pids", "output", "result"
 JOB_HEARD, JOB_NOTICE, JOB_LOCK, JOB_WAITERS, JOB_ALIVE, JOB_RUNNING = (
     "heard", "notice", "lock", "waiters", "alive", "running")
-JOB_SOCKET = "socket"
 
 
 def default_dir(env=None):
