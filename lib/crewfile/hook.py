@@ -28,6 +28,7 @@ import os
 
 from . import inbox, jsonio, sessions
 from .errors import CrewfileError, Refused
+from .kinds import TURN_STATE
 from .paths import Crew, default_dir
 
 # The captain-only conclusion: the aside-done command (/aside-done typed), and
@@ -408,7 +409,7 @@ def post_tool_use(ctx):
     # A tool ran, so no permission dialog is up any more: a `waiting` record
     # would keep saying so until the turn ends.
     from .logfile import TailStats
-    last = sess.last_of(sessions.TURN_STATE, TailStats())
+    last = sess.last_of(TURN_STATE, TailStats())
     if last is not None and last.kind == "waiting":
         sess.append("turn-started", "permission answered")
     return Reply(drain_notices(ctx))

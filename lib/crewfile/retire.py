@@ -22,7 +22,8 @@ import os
 from . import paths, records, window
 from .errors import BadInput, Refused
 from .locks import acquire
-from .sessions import LIFECYCLE, Session, state
+from .kinds import LIFECYCLE
+from .sessions import Session, state
 
 
 class Retired:

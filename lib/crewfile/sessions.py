@@ -10,15 +10,11 @@ import time
 
 from . import logfile, paths, records
 from .errors import BadFile, BadInput, NotFound, Refused, SystemFailure
+from .kinds import LIFECYCLE
 # The writers' modules (spool, atomic, locks) are imported where a write
 # happens: crew-status, run by tmux every few seconds, only reads.
 
 KINDS = ("crew", "aside", "primary")
-# The newest of these decides whether a turn is running.
-TURN_STATE = {"turn-started": "yes", "waiting": "yes", "turn-ended": "no", "idle": "no",
-              "started": "no", "ended": "no", "closed": "no", "registered": "no"}
-# The newest of these decides whether the session has ended.
-LIFECYCLE = {"registered": False, "ended": True, "closed": True}
 STATE_SCAN_BYTES = 1 << 20     # how far back a state query looks, at most
 
 

@@ -180,7 +180,7 @@ class Verdict:
 def of(sess, look=None, stats=None, recs=None):
     """The Verdict for *sess* (a sessions.Session), from its records and the machine.
     recs: a sess.scan() to read the records from (one read shared with the caller)."""
-    from .sessions import LIFECYCLE, TURN_STATE
+    from .kinds import LIFECYCLE, TURN_STATE
     recs = recs or sess.scan(stats)
     meta = sess.meta
     v = Verdict()

@@ -27,6 +27,7 @@ PYTHONUNBUFFERED.
 import os
 
 from . import paths, records
+from .kinds import KEEPS_PAUSE
 from .records import MAX_LINE
 
 # An event line at most: a record, a session name (64 at most) and a space, a
@@ -37,7 +38,6 @@ EXEMPT_PASS = frozenset({"concluded", "problem", "blocked", "error", "lost"})
 NORMAL_PASS = frozenset({"turn-ended", "done", "concluded", "blocked", "problem", "error",
                          "stale", "lost", "waiting", "ended"})
 HELD_WHILE_PAUSED = frozenset({"idle", "stale"})
-KEEPS_PAUSE = frozenset({"idle", "stale", "paused"})     # other kinds end a human wait
 UNKNOWN, NORMAL, EXEMPT, PRIMARY = 0, 1, 2, 3
 _CHUNK = 1 << 18
 

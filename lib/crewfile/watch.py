@@ -47,10 +47,8 @@ import time
 
 from . import jsonio, logfile, paths, records
 from .errors import CrewfileError
-from .sessions import TURN_STATE
+from .kinds import KEEPS_PAUSE, LIFECYCLE, TURN_STATE
 
-# The newest of these says whether `lost` may be reported.
-LIFE = {"registered": False, "ended": True, "closed": True, "concluded": True}
 DEFAULT_STALE = 600.0
 DEFAULT_PROBE = 5.0
 _READ_CHUNK = 1 << 20
@@ -380,8 +378,8 @@ class Watcher:
                 tail.last, tail.last_kind = rec.time, rec.kind
             if not seen_turn and rec.kind in TURN_STATE:
                 tail.turn, seen_turn = TURN_STATE[rec.kind], True
-            if not seen_life and rec.kind in LIFE:
-                tail.ended, seen_life = LIFE[rec.kind], True
+            if not seen_life and rec.kind in LIFECYCLE:
+                tail.ended, seen_life = LIFECYCLE[rec.kind], True
             if seen_turn and seen_life:
                 break
         tail.prev, tail.paused = tail.last_kind, tail.last_kind == "paused"
@@ -499,8 +497,8 @@ class Watcher:
         tail.last, tail.last_kind, tail.stale = t, rec.kind, False
         if rec.kind in TURN_STATE:
             tail.turn = TURN_STATE[rec.kind]
-        if rec.kind in LIFE:
-            tail.ended = LIFE[rec.kind]
+        if rec.kind in LIFECYCLE:
+            tail.ended = LIFECYCLE[rec.kind]
             if rec.kind == "registered":
                 tail.lost = False
                 tail.meta_key = None
@@ -528,7 +526,7 @@ class Watcher:
         tail.prev = kind
         if kind == "paused":
             tail.paused = True
-        elif paused and kind not in _keeps_pause():
+        elif paused and kind not in KEEPS_PAUSE:
             tail.paused = False
         if not self.positions:
             return line + b"\n"
@@ -783,11 +781,6 @@ def first_position(crew, cursor):
 def _event(line, name):
     """An event line (bytes, no newline) from a record line (str, with newline) and a name."""
     return (line[:24] + " " + name + line[24:-1]).encode("utf-8")
-
-
-def _keeps_pause():
-    from .wake import KEEPS_PAUSE
-    return KEEPS_PAUSE
 
 
 def _write_stdout(data):
