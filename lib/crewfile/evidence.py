@@ -211,15 +211,24 @@ def _prompt_verdict(path, prompt_id, agent):
         pid == prompt_id for pid, _ in entries)
 
 
+RECORD_REFUSED = "record refused"      # the problem text's start for the other guarded kinds
+
+
 def refuse_hand_written(sess, kind, command):
-    """Refuse a captain record written by a general command (status-append): a
-    `problem` record, then Refused. The captain's words are the captain's:
-    only a prompt hook, aside-say and aside-done write them."""
+    """Refuse a guarded record (kinds.GUARDED) written by a general command
+    (status-append): a `problem` record, which wakes the primary, then
+    Refused. Each guarded kind is written only by its own commands, after
+    their checks; the captain's words only by a prompt hook, aside-say and
+    aside-done."""
     from .errors import Refused
-    what = SELF_CONCLUSION if kind == CAPTAIN_DONE else "captain input refused"
-    sess.append("problem", f"{what}: {command} may not write {kind} records")
-    raise Refused(f"{kind} records are the captain's acts: written only by the agent's prompt"
-                  f" hook, aside-say and aside-done")
+    from .kinds import GUARDED
+    if kind in CAPTAIN_KINDS:
+        what = SELF_CONCLUSION if kind == CAPTAIN_DONE else "captain input refused"
+        sess.append("problem", f"{what}: {command} may not write {kind} records")
+        raise Refused(f"{kind} records are the captain's acts: written only by the agent's"
+                      f" prompt hook, aside-say and aside-done")
+    sess.append("problem", f"{RECORD_REFUSED}: {command} may not write {kind} records")
+    raise Refused(f"{kind} records are written only by {GUARDED[kind][0]}")
 
 
 # --- judging -------------------------------------------------------------------------

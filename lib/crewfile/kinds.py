@@ -19,3 +19,35 @@ LIFECYCLE = {"registered": False, "ended": True, "closed": True}
 # Only these may follow `paused` (awaiting captain) while the human wait
 # lasts; any other kind ends it.
 KEEPS_PAUSE = frozenset({"idle", "stale", "paused"})
+
+# Who may write each kind, and what a reader that acts on one checks. A kind
+# that moves a lifecycle or ends something is written only by its own
+# commands, after their checks; status-append refuses it (evidence.py:
+# refuse_hand_written). Yet the agent runs as the same user and can append
+# any line with printf or flock(1), or run the hook with a payload of its
+# own making: so no reader that acts believes such a line for being there,
+# only for the evidence its command kept, facts the reader checks itself.
+# Every kind not here is anyone's: ordinary progress, believed as written.
+# protocol.md, "Record kinds", is this table.
+#   kind: (its writers, the evidence a reader that acts on it asks for)
+GUARDED = {
+    "registered": ("session-add, aside-open, crew-spawn, the agent's hook (a new life)",
+                   "none needed: a beginning only makes the verdict probe the agent again,"
+                   " and holds an aside's conclusion back"),
+    "captain": ("the agent's prompt hook, aside-say",
+                "none needed: the captain's input only reopens an aside, never ends it"),
+    "captain-done": ("the agent's prompt hook, aside-say, aside-done",
+                     "its line in acts, and that evidence checked (the agent's own transcript,"
+                     " or the caller's ancestry)"),
+    "concluded": ("aside-conclude",
+                  "a believed captain-done before it, and its report (the record's text) in"
+                  " reports/new/ or reports/cur/, named for the aside"),
+    "closed": ("aside-reconcile; aside-open (a window not opened)",
+               "its report (the record's text) accepted into reports/cur/, named for the aside,"
+               " after a captain-done with its line in acts; a text that is no report only"
+               " where no window was ever recorded"),
+    "ended": ("the agent's hook (SessionEnd; SessionStart after a crash), crew-retire,"
+              " crew-spawn (a failed start)",
+              "the agent not found live by the liveness probe"),
+    "respawned": ("crew-respawn", "none: no reader acts on it"),
+}
