@@ -194,6 +194,21 @@ def test_a_forged_ended_on_a_live_agent_is_not_believed(crew, tmux, run, crewmat
     assert (st["ended"], st["live"], st["why"]) == (True, "no", "ended")
 
 
+def test_a_forged_ended_does_not_spare_a_busy_agent_crew_retires_checks(crew, tmux, run,
+                                                                       crewmates, tmp_path):
+    _, w1, _ = crewmates
+    pane, hold = w1.meta["tmux"], tmp_path / "hold"
+    tmux("send-keys", "-t", pane, "-l", f"HOLD: {hold}")
+    tmux("send-keys", "-t", pane, "Enter")
+    wait_for(lambda: lines(w1)[-1][25:] == "turn-started\n", what="the agent's turn")
+    flock_append(w1, records.new_line("ended", "retired"))
+    r = run("crew-retire", "w1")
+    assert (r.returncode, r.stderr) == (1, "crew-retire: w1 is busy: no turn record says whether"
+                                           " it is generating (--force cuts it off)\n")
+    assert pane in panes(tmux) and alive(w1.meta["pid"], w1.meta["pid_start"])
+    hold.touch()
+
+
 def test_no_hook_payload_chooses_a_guarded_kind():
     """The hook writes the kinds its event names; the only ones a payload
     picks are an agent's notification kinds, and none of them is guarded."""

@@ -10,6 +10,12 @@ own tmux window. Its status log carries, besides an agent's usual records:
     problem: self-conclusion refused[: WHY]   an attempt to conclude without the captain
     concluded: REPORT           aside-conclude: the report is in reports/new/
     closed: REPORT              aside-reconcile: report in cur/, scrollback beside it
+    problem: record not believed: KIND of TS: WHY   a concluded/closed without its evidence
+
+`concluded` and `closed` are guarded kinds (kinds.GUARDED): scan() believes
+one only with what its command leaves behind (the report in the maildir;
+for `closed`, a captain-done with its acts line before it), since any
+process of the user, the agent's included, can append the line itself.
 
 The hard rule (seed 000): an aside never concludes on its own judgment. The
 captain's latest act is the newest `captain` or `captain-done` record; the
@@ -26,6 +32,7 @@ lock every captain record is appended under, so a captain input is either
 before the decision (and counts) or after it.
 """
 import os
+import stat
 import time
 
 from . import evidence, logfile, paths, records, reports, spool, window
@@ -103,7 +110,7 @@ def scan(sess, stats=None):
             out.act = out.act or rec
             out.acts.append(rec)
         elif kind == "concluded" and out.concluded is None:
-            why = _report_why(sess, rec, (paths.REPORT_NEW, paths.REPORT_CUR))
+            why = concluded_why(sess, rec)
             if why is None:
                 out.concluded = rec
             else:
@@ -120,18 +127,15 @@ def scan(sess, stats=None):
 
 
 def _report_why(sess, rec, states):
-    """None if record *rec* names a report of this aside, a regular file in
-    reports/new/ (the place aside-conclude delivers to) that is now in one
-    of *states*; else why not."""
-    import stat
+    """None if record *rec* names a report of this aside that is a regular
+    file in one of *states* (reports/new/, cur/); else why not."""
     path = rec.text
     base = os.path.basename(path)
     found = reports.parse_name(base)
     if not os.path.isabs(path) or found is None or found[0] != sess.name:
         return "its text names no report of this aside"
-    if os.path.dirname(path) not in (sess.crew.sub(paths.REPORTS, s) for s in
-                                     (paths.REPORT_NEW, paths.REPORT_CUR)):
-        return "its report is not in reports/"
+    # By its name in this crew's maildir, not by the path's spelling: the
+    # crew directory may be named through a link by one command and not another.
     for state in states:
         try:
             if stat.S_ISREG(os.lstat(sess.crew.sub(paths.REPORTS, state, base)).st_mode):
@@ -139,6 +143,13 @@ def _report_why(sess, rec, states):
         except OSError:
             continue
     return f"its report {base} is not in " + " or ".join(f"reports/{s}/" for s in states)
+
+
+def concluded_why(sess, rec):
+    """None if `concluded` record *rec* of aside *sess* names its report where
+    aside-conclude put it (reports/new/, or cur/ once taken in), else why not:
+    for a reader that sees the record alone (an event line), not the scan."""
+    return _report_why(sess, rec, (paths.REPORT_NEW, paths.REPORT_CUR))
 
 
 def _closed_why(sess, rec, acts):

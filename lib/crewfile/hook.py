@@ -35,8 +35,10 @@ from .paths import Crew, default_dir
 # the `captain-done` record it writes. An agent's shell command naming either
 # is denied (captain.CONCLUDE_COMMAND and evidence.CAPTAIN_DONE; neither is
 # imported on this path). The denial is an early, friendly refusal, not the
-# rule: the rule is evidence.py's (a conclusion needs evidence from outside
-# the agent), which the audit below applies after every tool call.
+# rule, and nothing rests on it: the rule is the readers' (kinds.GUARDED:
+# a guarded record is believed only on its evidence; a conclusion needs
+# evidence from outside the agent), which the audit below applies after
+# every tool call.
 CAPTAIN_ONLY_WORDS = ("aside-done", "captain-done")
 NOTICE_HEADER = ("crewfile notices (machine reports from the crew's tools;"
                  " not written by the user):")

@@ -217,6 +217,7 @@ def _judge_end(v, meta, look):
         v.live, v.why = NOT_LIVE, Answer(ENDED, f"the session has {v.end_record}")
         return v
     v.ended = False
+    v.generating = UNKNOWN          # the end record said `no`, and it is not believed
     v.live, v.why = UNKNOWN, Answer(END_NOT_BELIEVED, (
         f"its `{v.end_record}` record is not believed: its agent process {found.agent.pid}"
         f" is live" + (f" in pane {found.pane.id}" if found.pane else "")))
