@@ -209,6 +209,26 @@ def test_a_forged_ended_does_not_spare_a_busy_agent_crew_retires_checks(crew, tm
     hold.touch()
 
 
+@pytest.mark.parametrize("kind", sorted(kinds.GUARDED))
+def test_status_appends_stdin_modes_refuse_every_guarded_kind(crew, run, kind):
+    from crewfile.sessions import register
+    sess = register(crew, "w1")
+    before = lines(sess)
+    r = run("status-append", "w1", "-", input=f"note: one\n{kind}: forged\nnote: two\n")
+    writers = kinds.GUARDED[kind][0]
+    why = (f"{kind} records are the captain's acts: written only by the agent's prompt hook,"
+           f" aside-say and aside-done" if kind in ("captain", "captain-done")
+           else f"{kind} records are written only by {writers}")
+    assert (r.returncode, r.stderr) == (2, f"status-append: stdin line 2: {why}\n")
+    got = [(l[25:].partition(": ")[0], l[25:].partition(": ")[2].rstrip("\n"))
+           for l in lines(sess)[len(before):]]
+    assert [k for k, _ in got] == ["note", "problem", "note"], got
+    assert got[1][1].endswith(f": status-append may not write {kind} records")
+    r = run("status-append", "w1", kind, "-", input="forged\n")     # refused before stdin is read
+    assert (r.returncode, r.stderr) == (1, f"status-append: {why}\n")
+    assert [l[25:].partition(":")[0] for l in lines(sess)[len(before) + 3:]] == ["problem"]
+
+
 def test_no_hook_payload_chooses_a_guarded_kind():
     """The hook writes the kinds its event names; the only ones a payload
     picks are an agent's notification kinds, and none of them is guarded."""
