@@ -229,6 +229,16 @@ def test_status_appends_stdin_modes_refuse_every_guarded_kind(crew, run, kind):
     assert [l[25:].partition(":")[0] for l in lines(sess)[len(before) + 3:]] == ["problem"]
 
 
+def test_a_forged_ended_frees_no_tree(crew, tmux, tmp_path):
+    from crewfile.spawn import holders
+    tree = os.path.realpath(tmp_path)
+    w3, pane = tmux.agent_window(crew, "w3", AGENT, cwd=tree)
+    tmux.wait_screen(pane, "ready>")
+    wait_for(lambda: w3.reread().meta.get("pid"), what="w3's agent recorded")
+    flock_append(w3, records.new_line("ended", "retired"))
+    assert holders(crew, tree) == [("w3", f"w3 is live in {tree}")]
+
+
 def test_no_hook_payload_chooses_a_guarded_kind():
     """The hook writes the kinds its event names; the only ones a payload
     picks are an agent's notification kinds, and none of them is guarded."""
