@@ -20,6 +20,12 @@ LIFECYCLE = {"registered": False, "ended": True, "closed": True}
 # lasts; any other kind ends it.
 KEEPS_PAUSE = frozenset({"idle", "stale", "paused"})
 
+# Something needs the primary (the views' `blocked`) ...
+BLOCKERS = frozenset({"blocked", "problem", "error"})
+# ... until a record of one of these says the session moved on.
+MOVES_ON = frozenset({"turn-started", "waiting", "registered", "started", "respawned", "ended",
+                      "closed", "captain", "captain-done", "concluded", "nudge"})
+
 # Who may write each kind, and what a reader that acts on one checks. A kind
 # that moves a lifecycle or ends something is written only by its own
 # commands, after their checks; status-append refuses it (evidence.py:
