@@ -83,8 +83,8 @@ def scan(sess, stats=None):
     timestamp of the record the walk stopped at: the current conclusion, if
     any, is newer. A `closed` or `concluded` record is believed only with
     its evidence (its report where its command put it; for `closed`, a
-    believed captain-done before it): a line anyone appended is left out
-    (Scan.forged), as if it were not there.
+    captain-done with its acts line before it): a line anyone appended is
+    left out (Scan.forged), as if it were not there.
     """
     stats = stats or logfile.TailStats()
     out = Scan()
