@@ -239,6 +239,31 @@ def test_a_forged_ended_frees_no_tree(crew, tmux, tmp_path):
     assert holders(crew, tree) == [("w3", f"w3 is live in {tree}")]
 
 
+def post_tool_use(run, name):
+    payload = {"session_id": "s", "cwd": "/tmp", "hook_event_name": "PostToolUse",
+               "tool_name": "Bash", "tool_input": {"command": "true"}}
+    r = run("crew-hook", input=json.dumps(payload), env={"CREWFILE_SESSION": name})
+    assert (r.returncode, r.stderr) == (0, "")
+
+
+def test_the_agents_own_hook_says_a_forged_end_once_right_after_the_tool(crew, run, crewmates):
+    a2, w1, _ = crewmates
+    flock_append(w1, records.new_line("ended", "retired"))
+    flock_append(a2, records.new_line("closed", "x"))
+    ended = w1.last_records(1, TailStats())[0]
+    closed = a2.last_records(1, TailStats())[0]
+    for _ in range(2):                       # every tool call asks; the problem is said once
+        post_tool_use(run, "w1")
+        post_tool_use(run, "a2")
+    assert problems(w1) == [f"record not believed: ended of {ended.ts}: its agent process"
+                            f" {w1.meta['pid']} is live"]
+    said = [f"record not believed: closed of {closed.ts}: it names no report, and a window"
+            f" is recorded"]
+    assert problems(a2) == said
+    assert run("aside-reconcile", "a2").returncode == 1       # the reader: said already
+    assert problems(a2) == said
+
+
 def test_no_hook_payload_chooses_a_guarded_kind():
     """The hook writes the kinds its event names; the only ones a payload
     picks are an agent's notification kinds, and none of them is guarded."""

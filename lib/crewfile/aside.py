@@ -173,9 +173,35 @@ def _closed_why(sess, rec, acts):
 def surface_forged(sess, st):
     """Say a record the scan did not believe, once, as a `problem` record
     (which wakes the primary); the caller holds the session lock."""
-    if st.forged is None:
-        return
-    rec, why = st.forged
+    if st.forged is not None:
+        _say_once(sess, *st.forged)
+
+
+def audit_claims(sess, claims):
+    """Say, once each, the records among *claims* (evidence.unjudged's: an
+    `ended`, `closed` or `concluded` met in the agent's current turn) that
+    are not believed. Run by the agent's own hooks, so at once after the
+    tool call that appended one, whether or not anything acts on it."""
+    forged = []
+    if any(rec.kind == "ended" for rec in claims):
+        from .verdict import LIVE, liveness
+        found = liveness(sess.meta)
+        if found.live == LIVE:
+            forged += [(rec, f"its agent process {found.agent.pid} is live") for rec in claims
+                       if rec.kind == "ended"]
+    if sess.meta.get("kind") == "aside" and any(rec.kind != "ended" for rec in claims):
+        st = scan(sess)
+        if st.forged is not None:
+            forged.append(st.forged)
+    if forged:
+        with spool.lock(sess.dir):
+            for rec, why in forged:
+                _say_once(sess, rec, why)
+
+
+def _say_once(sess, rec, why):
+    """Append `problem: record not believed: KIND of TS: WHY` for record *rec*
+    unless one is already there after it; the caller holds the session lock."""
     text = f"{NOT_BELIEVED}: {rec.kind} of {rec.ts}: {why}"
     for newer in logfile.records_backwards(sess.log_paths(), logfile.TailStats(),
                                            STATE_SCAN_BYTES):

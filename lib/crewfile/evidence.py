@@ -239,15 +239,23 @@ def refuse_hand_written(sess, kind, command):
 _AUDIT_STOPS = frozenset({CAPTAIN, "registered", "closed", "concluded"})
 
 
-def unjudged(sess):
+# Guarded kinds (kinds.GUARDED) that end or hand over, which the agent's own
+# hooks judge as the walk meets them: while its hook runs, the agent is live.
+CLAIMS = frozenset({"ended", "closed", "concluded"})
+
+
+def unjudged(sess, claims=None):
     """The captain-done records appended since the captain's newest input and not judged yet.
 
     Cheap (the walk back ends at the newest `captain` record, one prompt
     away, or at the newest judgement), so an agent's hooks can ask it after
-    every tool call.
+    every tool call. *claims*, a list, gets the CLAIMS records the walk met
+    (the one it stopped at included), for aside.audit_claims.
     """
     out = []
     for rec in logfile.records_backwards(sess.log_paths(), logfile.TailStats(), 1 << 20):
+        if claims is not None and rec.kind in CLAIMS:
+            claims.append(rec)
         if rec.kind in _AUDIT_STOPS or (rec.kind == "problem"
                                         and rec.text.startswith(SELF_CONCLUSION)):
             break

@@ -361,13 +361,18 @@ def _plain_captain_record(crew, name, text, *_evidence):
 def audit(ctx, sess):
     """A captain-done record appended since the turn began without evidence of
     the captain (printf >> status, a forged payload) becomes a `problem` record
-    now, whether or not the agent goes on to call aside-conclude. Cheap when
-    there is none: the walk back ends at the turn's start."""
+    now, whether or not the agent goes on to call aside-conclude; so does an
+    `ended`, `closed` or `concluded` record without its evidence (kinds.GUARDED).
+    Cheap when there is none: the walk back ends at the turn's start."""
     try:
         from .evidence import unjudged
-        if unjudged(sess):
+        claims = []
+        if unjudged(sess, claims):
             from .aside import audit as audit_acts
             audit_acts(sess)
+        if claims:
+            from .aside import audit_claims
+            audit_claims(sess, claims)
     except CrewfileError as e:
         ctx.notes.append(f"{sess.name}: captain acts not audited: {e}")
 
