@@ -264,6 +264,17 @@ def test_the_agents_own_hook_says_a_forged_end_once_right_after_the_tool(crew, r
     assert problems(a2) == said
 
 
+def test_the_table_is_the_one_protocol_md_and_the_help_give():
+    import re
+    from crewfile.cmd import status_append
+    text = open(os.path.join(REPO, "protocol.md"), encoding="utf-8").read()
+    section = text.split("\n### Record kinds\n", 1)[1].split("\n### ", 1)[0]
+    rows = re.findall(r"^\| `([a-z-]+)` \| (.*?) \|", section, re.M)
+    assert [k for k, _ in rows] == list(kinds.GUARDED)
+    help_kinds = re.search(r"\(([a-z, -]+): protocol.md", " ".join(status_append.HELP.split()))
+    assert help_kinds.group(1).split(", ") == list(kinds.GUARDED)
+
+
 def test_no_hook_payload_chooses_a_guarded_kind():
     """The hook writes the kinds its event names; the only ones a payload
     picks are an agent's notification kinds, and none of them is guarded."""
