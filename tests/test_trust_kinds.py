@@ -11,9 +11,10 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import BIN, REPO, cmd, wait_for
-from crewfile import aside, kinds, nudge, records
+from conftest import BIN, REPO, captain_types, cmd, wait_for
+from crewfile import aside, captain, kinds, nudge, records
 from crewfile.atomic import replace
 from crewfile.logfile import TailStats
 from crewfile.sessions import Session
@@ -106,7 +107,8 @@ def nothing_acted(crew, tmux, run, a2, w1, sid, report):
     assert run("nudge-tick").returncode == 0
     assert nudge.get(crew, sid)["armed"] is True
     r = run("crew-respawn", "--json")
-    assert {row["action"] for row in json.loads(r.stdout)}.isdisjoint({"respawned", "would-respawn"})
+    actions = {row["action"] for row in json.loads(r.stdout)}
+    assert actions.isdisjoint({"respawned", "would-respawn"}), actions
     assert panes(tmux) == windows
     for sess in (a2, w1):
         assert sess.meta["tmux"] in panes(tmux)
@@ -131,7 +133,8 @@ def test_status_append_closed_is_refused_and_written_nowhere(crew, tmux, run, cr
                " aside-open (a window not opened)\n")
     after = lines(a2)
     assert after[:len(before)] == before and len(after) == len(before) + 1
-    assert after[-1][24:] == " problem: record refused: status-append may not write closed records\n"
+    assert after[-1][24:] == (" problem: record refused: status-append may not write closed"
+                              " records\n")
     assert a2.meta["tmux"] in panes(tmux) and alive(a2.meta["pid"], a2.meta["pid_start"])
 
 
@@ -336,3 +339,62 @@ def test_no_reader_acts_on_a_forged_record(crew, tmux, run, crewmates, report, k
     for sess in (a2, w1):
         WRITERS[writer](crew, tmux, run, sess, kind)
     nothing_acted(crew, tmux, run, a2, w1, sid, report)
+
+
+# --- the aside's state, over any sequence of real acts and forged lines -----------------
+
+ACTS = ["captain", "captain-done", "conclude"] + [f"forge {k}" for k in sorted(kinds.GUARDED)]
+
+
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(acts=st.lists(st.sampled_from(ACTS), max_size=10))
+def test_an_asides_state_moves_only_on_its_commands(tmp_path_factory, acts):
+    """Forged lines of every guarded kind, appended by hand among the
+    captain's real acts and the agent's real aside-conclude: the aside is
+    concluded exactly when aside-conclude succeeded in the current run, and
+    never closed (nothing here reconciles)."""
+    from crewfile.errors import Refused
+    from crewfile.paths import Crew
+    from crewfile.sessions import register
+    crew = Crew(str(tmp_path_factory.mktemp("crew") / "crew"))
+    sess = register(crew, "a1", kind="aside")
+    sess.update_meta(tmux="%999")                 # a window is recorded: a bare `closed` is no end
+    done = concluded = False                      # a believed captain-done; a real hand-over
+    for act in acts:
+        if act == "captain":
+            captain.record_captain_input(crew, "a1", "go on")
+        elif act == "captain-done":
+            captain_types(crew, "a1", "/aside-done")
+            done = True
+        elif act == "conclude":
+            try:
+                aside.conclude(crew, "a1", b"the report")
+                handed = True
+            except Refused:
+                handed = False
+            assert handed == (done and not concluded), (acts, act)
+            concluded = concluded or handed
+        else:
+            kind = act.split()[1]
+            sess.append(kind, forged_line(crew, "a1", kind)[24:].rstrip("\n").partition(": ")[2])
+        if act in ("captain", "forge captain", "forge registered"):
+            done = concluded = False              # the captain's input, or a new life, reopens
+        state = aside.scan(sess).state
+        assert state != aside.CLOSED, acts
+        assert (state == aside.CONCLUDED) == concluded, (acts, state)
+
+
+def test_a_concluded_naming_an_earlier_conclusions_report_is_not_believed(crew):
+    import time
+    from crewfile.sessions import register
+    sess = register(crew, "a1", kind="aside")
+    old = os.path.join(crew.sub("reports", "new"), f"a1,{int(time.time()) - 1000}.M0P1Q1.host")
+    os.makedirs(os.path.dirname(old))
+    open(old, "w").write("a report of an earlier conclusion, never taken in\n")
+    captain_types(crew, "a1", "/aside-done")
+    flock_append(sess, records.new_line("concluded", old))
+    st = aside.scan(sess)
+    assert st.state == aside.CAPTAIN_CONCLUDED and st.forged[0].text == old
+    assert st.forged[1] == (f"its report {os.path.basename(old)} was delivered before the"
+                            f" captain's newest input")

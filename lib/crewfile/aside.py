@@ -88,7 +88,7 @@ def scan(sess, stats=None):
     """
     stats = stats or logfile.TailStats()
     out = Scan()
-    run = []
+    run, concluded = [], []
     for rec in logfile.records_backwards(sess.log_paths(), stats, STATE_SCAN_BYTES):
         run.append(rec)
         if rec.kind == "registered" or rec.kind == CAPTAIN:
@@ -109,12 +109,14 @@ def scan(sess, stats=None):
         if kind == CAPTAIN_DONE:
             out.act = out.act or rec
             out.acts.append(rec)
-        elif kind == "concluded" and out.concluded is None:
-            why = concluded_why(sess, rec)
-            if why is None:
-                out.concluded = rec
-            else:
-                out.forged = out.forged or (rec, why)
+        elif kind == "concluded":
+            concluded.append(rec)
+    for rec in concluded if not out.closed else ():      # the newest believed one counts
+        why = concluded_why(sess, rec, out.since)
+        if why is None:
+            out.concluded = rec
+            break
+        out.forged = out.forged or (rec, why)
     if out.closed:
         out.state = CLOSED
     elif out.act is None or out.act.kind == CAPTAIN:
@@ -126,14 +128,17 @@ def scan(sess, stats=None):
     return out
 
 
-def _report_why(sess, rec, states):
+def _report_why(sess, rec, states, since=None):
     """None if record *rec* names a report of this aside that is a regular
-    file in one of *states* (reports/new/, cur/); else why not."""
+    file in one of *states* (reports/new/, cur/), delivered at or after
+    timestamp *since* if given; else why not."""
     path = rec.text
     base = os.path.basename(path)
     found = reports.parse_name(base)
     if not os.path.isabs(path) or found is None or found[0] != sess.name:
         return "its text names no report of this aside"
+    if since is not None and records.timestamp(found[1]) < since:     # one width: sorts as time
+        return f"its report {base} was delivered before the captain's newest input"
     # By its name in this crew's maildir, not by the path's spelling: the
     # crew directory may be named through a link by one command and not another.
     for state in states:
@@ -145,11 +150,13 @@ def _report_why(sess, rec, states):
     return f"its report {base} is not in " + " or ".join(f"reports/{s}/" for s in states)
 
 
-def concluded_why(sess, rec):
+def concluded_why(sess, rec, since=None):
     """None if `concluded` record *rec* of aside *sess* names its report where
-    aside-conclude put it (reports/new/, or cur/ once taken in), else why not:
-    for a reader that sees the record alone (an event line), not the scan."""
-    return _report_why(sess, rec, (paths.REPORT_NEW, paths.REPORT_CUR))
+    aside-conclude put it (reports/new/, or cur/ once taken in), delivered at
+    or after timestamp *since* (the captain's newest input: an older report
+    belongs to an earlier conclusion), else why not. Also for a reader that
+    sees the record alone (an event line), not the scan."""
+    return _report_why(sess, rec, (paths.REPORT_NEW, paths.REPORT_CUR), since)
 
 
 def _closed_why(sess, rec, acts):

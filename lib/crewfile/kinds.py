@@ -47,7 +47,8 @@ GUARDED = {
                      " or the caller's ancestry)"),
     "concluded": ("aside-conclude",
                   "a believed captain-done before it, and its report (the record's text) in"
-                  " reports/new/ or reports/cur/, named for the aside"),
+                  " reports/new/ or reports/cur/, named for the aside and delivered after the"
+                  " captain's newest input"),
     "closed": ("aside-reconcile; aside-open (a window not opened)",
                "its report (the record's text) accepted into reports/cur/, named for the aside,"
                " after a captain-done with its line in acts; a text that is no report only"
