@@ -278,6 +278,22 @@ def test_the_table_is_the_one_protocol_md_and_the_help_give():
     assert help_kinds.group(1).split(", ") == list(kinds.GUARDED)
 
 
+def test_a_forged_end_lets_no_one_register_over_a_live_agent(crew, tmux, run, crewmates):
+    a2, w1, _ = crewmates
+    flock_append(w1, records.new_line("ended", "retired"))
+    flock_append(a2, records.new_line("closed", "x"))
+    metas = [open(s.meta_path).read() for s in (a2, w1)]
+    r = run("session-add", "w1", "--kind", "primary")
+    assert (r.returncode, r.stderr) == (1, f"session-add: session 'w1' is already registered, and"
+                                           f" its `ended` record is not believed: its agent"
+                                           f" process {w1.meta['pid']} is live\n")
+    r = run("aside-open", "a2", "--cmd", AGENT, "--tmux-session", "crew")
+    assert (r.returncode, r.stderr) == (1, f"aside-open: session 'a2' is already registered, and"
+                                           f" its `ended` record is not believed: its agent"
+                                           f" process {a2.meta['pid']} is live\n")
+    assert [open(s.meta_path).read() for s in (a2, w1)] == metas
+
+
 def test_no_hook_payload_chooses_a_guarded_kind():
     """The hook writes the kinds its event names; the only ones a payload
     picks are an agent's notification kinds, and none of them is guarded."""

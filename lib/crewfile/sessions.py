@@ -9,7 +9,7 @@ import os
 import time
 
 from . import logfile, paths, records
-from .errors import BadFile, BadInput, NotFound, Refused, SystemFailure
+from .errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
 from .kinds import LIFECYCLE
 # The writers' modules (spool, atomic, locks) are imported where a write
 # happens: crew-status, run by tmux every few seconds, only reads.
@@ -168,10 +168,15 @@ def _check_dir(path):
 
 
 def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_key=None,
-             agent_session_id=None, user=None, pid=None, extra=None, env=None, agent_from=None):
+             agent_session_id=None, user=None, pid=None, extra=None, env=None, agent_from=None,
+             new_life=False):
     """Create (or re-create, once ended) a session; return it.
 
-    Refused if a session of that name exists and has not ended. *tmux* is
+    Refused if a session of that name exists and has not ended, or ended by
+    a record its live agent contradicts (kinds.GUARDED: an `ended` anyone
+    could append), unless *new_life*: the agent's hook, which knows a new
+    agent starts in that name (Claude Code's /clear ends and starts a
+    session in one live process). *tmux* is
     resolved on the server *env* names (tmux.socket_path) and recorded with
     it (pane_fields); *pid* is the agent process (agent_fields).
     """
@@ -199,11 +204,26 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     with spool.lock(sess.dir):
         if sess.exists() and not sess.ended():
             raise Refused(f"session {name!r} is already registered and not ended")
+        live = None if new_life or not sess.exists() else _live_agent(sess)
+        if live:
+            raise Refused(f"session {name!r} is already registered, and its `ended` record is not"
+                          f" believed: {live}")
         replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
         text = f"kind={kind}" + (" exempt" if meta["exempt"] else "")
         logfile.append_locked(sess.status_path, [records.new_line("registered", text)],
                               rotate=logfile.rotate_limits())
     return sess
+
+
+def _live_agent(sess):
+    """Where the session's recorded agent is found live ('its agent process
+    PID is live'), or None: its end is then believed (verdict.liveness)."""
+    from .verdict import LIVE, liveness
+    try:
+        found = liveness(Session(sess.crew, sess.name).meta)
+    except CrewfileError:              # a damaged meta holds no agent to be found live
+        return None
+    return f"its agent process {found.agent.pid} is live" if found.live == LIVE else None
 
 
 def register_again(sess, tmux=None, env=None, agent_from=None):
@@ -220,7 +240,7 @@ def register_again(sess, tmux=None, env=None, agent_from=None):
     try:
         return register(sess.crew, sess.name, kind=old.get("kind", "crew"),
                         exempt=old.get("exempt"), user=old.get("user"), tmux=tmux, extra=keep,
-                        env=env, agent_from=agent_from)
+                        env=env, agent_from=agent_from, new_life=True)
     except Refused:
         return Session(sess.crew, sess.name)
 
