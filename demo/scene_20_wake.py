@@ -43,7 +43,8 @@ def run(d):
         d.tmux("send-keys", "-t", d.pane_builder, "Enter")
         d.say("Then things worth a turn: `tester` hits a problem, the captain concludes `chat`:")
         d.sh("status-append tester problem 'the fixtures need a database'")
-        d.sh("status-append chat concluded 'chat,report-1'")
+        d.sh('flock "$CREWFILE_DIR/sessions/chat/lock" sh -c \'printf "%s concluded: chat,report-1\\n"'
+             ' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" >> "$CREWFILE_DIR/sessions/chat/status"\'')
         d.wait(lambda: "announced" in open(log).read(), what="the primary's wake line")
         d.say("wake-send posted every wake to the primary's inbox, then typed ONE line into its"
               " pane (it was idle):")

@@ -95,11 +95,12 @@ def test_scan_follows_the_captains_latest_act(crew, a1):
     captain.record_captain_input(crew, "a1", "wait")          # typed again: void
     assert state() == aside.OPEN
     captain_types(crew, "a1", "/aside-done ok")
-    a1.append("concluded", "/x/reports/new/a1,1.M1P1Q1.h")
+    delivered = reports.deliver(crew, "a1", b"the report")       # as aside-conclude does
+    a1.append("concluded", delivered)
     assert state() == aside.CONCLUDED
     captain_types(crew, "a1", "/aside-done")   # repeated: the same conclusion
     assert state() == aside.CONCLUDED
-    a1.append("closed", "/x")
+    a1.append("closed", reports.accept(crew, delivered))        # as aside-reconcile does
     assert state() == aside.CLOSED
     captain_types(crew, "a1", "/aside-done")
     assert state() == aside.CLOSED
@@ -381,11 +382,11 @@ def test_aside_done_and_say_refuse_non_asides_and_closed_ones(crew, a1, run):
     assert (r.returncode, r.stderr) == (2, "aside-done: 'w1' is not an aside (kind crew)\n")
     assert run("aside-done", "nobody").returncode == 3
     assert run("aside-say", "nobody", "hi").returncode == 3
-    a1.append("closed", "/x")
+    a1.append("closed", "window not opened: x")     # as aside-open ends an aside without one
     r = run("aside-done", "a1")
     assert (r.returncode, r.stderr) == (1, "aside-done: aside 'a1' is closed\n")
     assert run("aside-say", "a1", "hi").returncode == 1
-    assert kinds(crew, "w1") == [] and kinds(crew, "a1") == [("closed", "/x")]
+    assert kinds(crew, "w1") == [] and kinds(crew, "a1") == [("closed", "window not opened: x")]
 
 
 # --- maildir ---------------------------------------------------------------------

@@ -15,9 +15,9 @@ from crewfile.sessions import Session
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 
 
-def agent(crew, tmux, name="w1", cwd=None):
+def agent(crew, tmux, name="w1", cwd=None, command=FAKE):
     """A fake agent in its own window, registered, showing its prompt."""
-    sess, pane = tmux.agent_window(crew, name, FAKE, cwd=cwd)
+    sess, pane = tmux.agent_window(crew, name, command, cwd=cwd)
     tmux.wait_screen(pane, "ready>")
     wait_for(lambda: kinds(sess)[-1:] in (["started"], ["registered"]) and "started" in kinds(sess),
              what="the agent's started record")
@@ -90,8 +90,12 @@ def test_refuses_gone_pane(crew, tmux):
 
 
 def test_refuses_ended_session_even_if_pane_lives(crew, tmux):
-    sess, pane = agent(crew, tmux)
-    sess.append("ended", "agent exited, a shell remains")
+    sess, pane = agent(crew, tmux, command=f"{FAKE}; exec sleep 600")   # a shell remains
+    tmux("send-keys", "-t", pane, "C-d")                  # EOF: the agent ends, `ended: eof`
+    wait_for(lambda: "ended" in kinds(sess), what="the agent's ended record")
+    from crewfile.liveness import alive
+    wait_for(lambda: not alive(sess.reread().meta["pid"], sess.meta["pid_start"]),
+             what="the agent's exit")
     ok, reason = delivery.deliver(sess, "hello", quiet=0)
     assert not ok and reason.code == "not-live"
 

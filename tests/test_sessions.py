@@ -57,7 +57,7 @@ def test_duplicate_refused_until_ended(crew):
     assert cmd("session-add", "w1").returncode == 0
     r = cmd("session-add", "w1")
     assert r.returncode == 1 and r.stderr == "session-add: session 'w1' is already registered and not ended\n"
-    cmd("status-append", "w1", "ended", "prompt_input_exit", check=True)
+    Session(crew, "w1").append("ended", "prompt_input_exit")   # as the agent's hook writes it
     assert cmd("session-add", "w1", "--kind", "primary").returncode == 0
     assert json.loads(read_text(os.path.join(crew.root, "sessions", "w1", "meta")))["kind"] == "primary"
 

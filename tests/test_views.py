@@ -69,11 +69,6 @@ def test_each_state(crew, records, word):
     assert (r.returncode, r.stdout, r.stderr) == (0, f"1 {word}\n", "")
 
 
-def test_the_pause_rule_is_the_wake_filter_s():
-    from crewfile import glance, wakefilter
-    assert glance.KEEPS_PAUSE == wakefilter.KEEPS_PAUSE
-
-
 def test_no_turn_record_is_unknown(crew):
     session(crew, "w1")
     path = os.path.join(crew.session_dir("w1"), "status")

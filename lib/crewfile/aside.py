@@ -10,6 +10,12 @@ own tmux window. Its status log carries, besides an agent's usual records:
     problem: self-conclusion refused[: WHY]   an attempt to conclude without the captain
     concluded: REPORT           aside-conclude: the report is in reports/new/
     closed: REPORT              aside-reconcile: report in cur/, scrollback beside it
+    problem: record not believed: KIND of TS: WHY   a concluded/closed without its evidence
+
+`concluded` and `closed` are guarded kinds (kinds.GUARDED): scan() believes
+one only with what its command leaves behind (the report in the maildir;
+for `closed`, a captain-done with its acts line before it), since any
+process of the user, the agent's included, can append the line itself.
 
 The hard rule (seed 000): an aside never concludes on its own judgment. The
 captain's latest act is the newest `captain` or `captain-done` record; the
@@ -26,6 +32,7 @@ lock every captain record is appended under, so a captain input is either
 before the decision (and counts) or after it.
 """
 import os
+import stat
 import time
 
 from . import evidence, logfile, paths, records, reports, window
@@ -39,6 +46,7 @@ MAX_REPORT = 16 << 20
 DEFAULT_AGENT_CMD = "claude"
 NOT_CONCLUDED = "the captain has not concluded this aside; keep the conversation going"
 CAPTAIN_INPUT_REFUSED = "captain input refused"
+NOT_BELIEVED = "record not believed"    # the problem text's start for a forged closed/concluded
 # The states scan() derives.
 OPEN, CAPTAIN_CONCLUDED, CONCLUDED, CLOSED = "open", "captain-done", "concluded", "closed"
 
@@ -54,13 +62,15 @@ class Scan:
     """Where an aside stands, from the tail of its status log.
 
     `acts`: the captain-done records of the current run, newest first (they
-    are claims; `believed` judges them).
+    are claims; `believed` judges them). `forged`: (record, why) for the
+    newest `closed` or `concluded` record that is not believed (kinds.GUARDED:
+    without its evidence), left out of the state.
     """
-    __slots__ = ("state", "act", "acts", "concluded", "closed", "since")
+    __slots__ = ("state", "act", "acts", "concluded", "closed", "since", "forged")
 
     def __init__(self):
         self.state, self.act, self.concluded, self.closed, self.since = OPEN, None, None, None, None
-        self.acts = []
+        self.acts, self.forged = [], None
 
 
 def scan(sess, stats=None):
@@ -68,18 +78,31 @@ def scan(sess, stats=None):
 
     Read backwards only as far as the newest `captain` record (or
     `registered`, the start of this life): what is older does not matter, so
-    the cost does not grow with the conversation. `closed` newer than that
-    is terminal; a captain who types into the window after it (before the
-    kill) has reopened the conversation. `since` is the timestamp of the
-    record the walk stopped at: the current conclusion, if any, is newer.
+    the cost does not grow with the conversation. A believed `closed` newer
+    than that is terminal; a captain who types into the window after it
+    (before the kill) has reopened the conversation. `since` is the
+    timestamp of the record the walk stopped at: the current conclusion, if
+    any, is newer. A `closed` or `concluded` record is believed only with
+    its evidence (its report where its command put it; for `closed`, a
+    captain-done with its acts line before it): a line anyone appended is
+    left out (Scan.forged), as if it were not there.
     """
     stats = stats or logfile.TailStats()
     out = Scan()
+    run, concluded = [], []
     for rec in logfile.records_backwards(sess.log_paths(), stats, STATE_SCAN_BYTES):
+        run.append(rec)
+        if rec.kind == "registered" or rec.kind == CAPTAIN:
+            break
+    for i, rec in enumerate(run):
         kind = rec.kind
         if kind == "closed":
-            out.closed = rec
-            break
+            why = _closed_why(sess, rec, [r for r in run[i + 1:] if r.kind == CAPTAIN_DONE])
+            if why is None:
+                out.closed = rec
+                break
+            out.forged = out.forged or (rec, why)
+            continue
         if kind == "registered" or kind == CAPTAIN:
             out.since = rec.ts
             out.act = out.act or (rec if kind == CAPTAIN else None)
@@ -87,8 +110,14 @@ def scan(sess, stats=None):
         if kind == CAPTAIN_DONE:
             out.act = out.act or rec
             out.acts.append(rec)
-        elif kind == "concluded" and out.concluded is None:
+        elif kind == "concluded":
+            concluded.append(rec)
+    for rec in concluded if not out.closed else ():      # the newest believed one counts
+        why = concluded_why(sess, rec, out.since)
+        if why is None:
             out.concluded = rec
+            break
+        out.forged = out.forged or (rec, why)
     if out.closed:
         out.state = CLOSED
     elif out.act is None or out.act.kind == CAPTAIN:
@@ -98,6 +127,97 @@ def scan(sess, stats=None):
     else:
         out.state = CAPTAIN_CONCLUDED
     return out
+
+
+def _report_why(sess, rec, states, since=None):
+    """None if record *rec* names a report of this aside that is a regular
+    file in one of *states* (reports/new/, cur/), delivered at or after
+    timestamp *since* if given; else why not."""
+    path = rec.text
+    base = os.path.basename(path)
+    found = reports.parse_name(base)
+    if not os.path.isabs(path) or found is None or found[0] != sess.name:
+        return "its text names no report of this aside"
+    if since is not None and records.timestamp(found[1]) < since:     # one width: sorts as time
+        return f"its report {base} was delivered before the captain's newest input"
+    # By its name in this crew's maildir, not by the path's spelling: the
+    # crew directory may be named through a link by one command and not another.
+    for state in states:
+        try:
+            if stat.S_ISREG(os.lstat(sess.crew.sub(paths.REPORTS, state, base)).st_mode):
+                return None
+        except OSError:
+            continue
+    return f"its report {base} is not in " + " or ".join(f"reports/{s}/" for s in states)
+
+
+def concluded_why(sess, rec, since=None):
+    """None if `concluded` record *rec* of aside *sess* names its report where
+    aside-conclude put it (reports/new/, or cur/ once taken in), delivered at
+    or after timestamp *since* (the captain's newest input: an older report
+    belongs to an earlier conclusion), else why not. Also for a reader that
+    sees the record alone (an event line), not the scan."""
+    return _report_why(sess, rec, (paths.REPORT_NEW, paths.REPORT_CUR), since)
+
+
+def _closed_why(sess, rec, acts):
+    """None if `closed` record *rec* is believed, else why not: its report
+    accepted into reports/cur/, after a captain-done whose evidence is kept
+    in acts (*acts*: the captain-done records before it, newest first; the
+    evidence was judged when the aside was reconciled: the transcript has
+    moved on since); a `closed` that names no report (aside-open's `window
+    not opened`) only where no window was ever recorded, so there is
+    nothing to tear down."""
+    if not os.path.isabs(rec.text):
+        return None if not sess.meta.get("tmux") else "it names no report, and a window is recorded"
+    why = _report_why(sess, rec, (paths.REPORT_CUR,))
+    if why:
+        return why
+    if any(evidence.evidence_of(sess, act) is not None for act in acts):
+        return None
+    return "no captain-done record with its evidence in acts comes before it"
+
+
+def surface_forged(sess, st):
+    """Say a record the scan did not believe, once, as a `problem` record
+    (which wakes the primary); the caller holds the session lock."""
+    if st.forged is not None:
+        _say_once(sess, *st.forged)
+
+
+def audit_claims(sess, claims):
+    """Say, once each, the records among *claims* (evidence.unjudged's: an
+    `ended`, `closed` or `concluded` met in the agent's current turn) that
+    are not believed. Run by the agent's own hooks, so at once after the
+    tool call that appended one, whether or not anything acts on it."""
+    forged = []
+    if any(rec.kind == "ended" for rec in claims):
+        from .verdict import LIVE, liveness
+        found = liveness(sess.meta)
+        if found.live == LIVE:
+            forged += [(rec, f"its agent process {found.agent.pid} is live") for rec in claims
+                       if rec.kind == "ended"]
+    if sess.meta.get("kind") == "aside" and any(rec.kind != "ended" for rec in claims):
+        st = scan(sess)
+        if st.forged is not None:
+            forged.append(st.forged)
+    if forged:
+        with spool.lock(sess.dir):
+            for rec, why in forged:
+                _say_once(sess, rec, why)
+
+
+def _say_once(sess, rec, why):
+    """Append `problem: record not believed: KIND of TS: WHY` for record *rec*
+    unless one is already there after it; the caller holds the session lock."""
+    text = f"{NOT_BELIEVED}: {rec.kind} of {rec.ts}: {why}"
+    for newer in logfile.records_backwards(sess.log_paths(), logfile.TailStats(),
+                                           STATE_SCAN_BYTES):
+        if newer.ts <= rec.ts and newer.line() == rec.line():
+            break
+        if newer.kind == PROBLEM and newer.text == text:
+            return                          # said already
+    _append_locked(sess, (PROBLEM, text))
 
 
 def believed(sess, st):
@@ -245,6 +365,7 @@ def conclude(crew, name, data):
         raise BadInput(f"the report is larger than {MAX_REPORT} bytes")
     with hold(sess.lock_path):
         st = scan(sess)
+        surface_forged(sess, st)
         if st.state == CLOSED:
             raise Refused(f"aside {name!r} is closed")
         if st.state == CONCLUDED:
@@ -333,6 +454,7 @@ def reconcile(crew, name, quiet=None, since_act=True):
     out = Reconciled()
     with hold(sess.lock_path):
         st = scan(sess)
+        surface_forged(sess, st)
         pane = window.find(sess.meta, "cannot save the window's scrollback")
         if st.state == CLOSED:
             since = _after(st.closed) if since_act else None

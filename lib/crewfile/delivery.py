@@ -343,7 +343,7 @@ def _turn_mark(sess, kinds=None):
     """The newest record of *kinds* (default: turn records), its line: a new
     one after Enter means the text was taken."""
     from .logfile import TailStats
-    from .sessions import TURN_STATE
+    from .kinds import TURN_STATE
     rec = sess.last_of(kinds or TURN_STATE, TailStats())
     return rec.line() if rec is not None else None
 

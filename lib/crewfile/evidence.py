@@ -250,15 +250,24 @@ def _prompt_verdict(path, prompt_id, agent):
         pid == prompt_id for pid, _ in entries)
 
 
+RECORD_REFUSED = "record refused"      # the problem text's start for the other guarded kinds
+
+
 def refuse_hand_written(sess, kind, command):
-    """Refuse a captain record written by a general command (status-append): a
-    `problem` record, then Refused. The captain's words are the captain's:
-    only a prompt hook, aside-say and aside-done write them."""
+    """Refuse a guarded record (kinds.GUARDED) written by a general command
+    (status-append): a `problem` record, which wakes the primary, then
+    Refused. Each guarded kind is written only by its own commands, after
+    their checks; the captain's words only by a prompt hook, aside-say and
+    aside-done."""
     from .errors import Refused
-    what = SELF_CONCLUSION if kind == CAPTAIN_DONE else "captain input refused"
-    sess.append("problem", f"{what}: {command} may not write {kind} records")
-    raise Refused(f"{kind} records are the captain's acts: written only by the agent's prompt"
-                  f" hook, aside-say and aside-done")
+    from .kinds import GUARDED
+    if kind in CAPTAIN_KINDS:
+        what = SELF_CONCLUSION if kind == CAPTAIN_DONE else "captain input refused"
+        sess.append("problem", f"{what}: {command} may not write {kind} records")
+        raise Refused(f"{kind} records are the captain's acts: written only by the agent's"
+                      f" prompt hook, aside-say and aside-done")
+    sess.append("problem", f"{RECORD_REFUSED}: {command} may not write {kind} records")
+    raise Refused(f"{kind} records are written only by {GUARDED[kind][0]}")
 
 
 # --- judging -------------------------------------------------------------------------
@@ -269,15 +278,23 @@ def refuse_hand_written(sess, kind, command):
 _AUDIT_STOPS = frozenset({CAPTAIN, "registered", "closed", "concluded"})
 
 
-def unjudged(sess):
+# Guarded kinds (kinds.GUARDED) that end or hand over, which the agent's own
+# hooks judge as the walk meets them: while its hook runs, the agent is live.
+CLAIMS = frozenset({"ended", "closed", "concluded"})
+
+
+def unjudged(sess, claims=None):
     """The captain-done records appended since the captain's newest input and not judged yet.
 
     Cheap (the walk back ends at the newest `captain` record, one prompt
     away, or at the newest judgement), so an agent's hooks can ask it after
-    every tool call.
+    every tool call. *claims*, a list, gets the CLAIMS records the walk met
+    (the one it stopped at included), for aside.audit_claims.
     """
     out = []
     for rec in logfile.records_backwards(sess.log_paths(), logfile.TailStats(), 1 << 20):
+        if claims is not None and rec.kind in CLAIMS:
+            claims.append(rec)
         if rec.kind in _AUDIT_STOPS or (rec.kind == "problem"
                                         and rec.text.startswith(SELF_CONCLUSION)):
             break

@@ -8,26 +8,19 @@ only names what it found. The word is the first that holds of:
   LOST        the verdict says not live and the session has not ended
   DIALOG      a permission dialog is up (the verdict's dialog)
   BLOCKED     a `blocked`/`problem`/`error` record the session has not moved on
-              from (no MOVES_ON record since: a new turn, the captain's words, ...)
+              from (no kinds.MOVES_ON record since: a new turn, the captain's words, ...)
   PAUSED      a `paused` (awaiting captain) record followed only by KEEPS_PAUSE
-              kinds: wakefilter.py's rule for a human wait
+              kinds (kinds.py): the rule for a human wait
   WORKING     generating
   IDLE        not generating
   UNKNOWN     no turn record to tell
 Ended sessions are left out (ENDED, for a view that lists them).
 """
+from .kinds import BLOCKERS, KEEPS_PAUSE, MOVES_ON
+
 DAMAGED, LOST, DIALOG, BLOCKED, PAUSED = "damaged", "lost", "dialog", "blocked", "paused"
 WORKING, IDLE, UNKNOWN, ENDED = "working", "idle", "unknown", "ended"
 ORDER = (WORKING, IDLE, DIALOG, BLOCKED, PAUSED, LOST, UNKNOWN, DAMAGED)
-
-BLOCKERS = frozenset({"blocked", "problem", "error"})
-# a record of these kinds after a blocked one means the session moved on
-MOVES_ON = frozenset({"turn-started", "waiting", "registered", "started", "respawned", "ended",
-                      "closed", "captain", "captain-done", "concluded", "nudge"})
-# only these may follow `paused` while the human wait lasts (wakefilter.KEEPS_PAUSE,
-# repeated here so that crew-status does not import the wake filter; a test
-# holds the two equal)
-KEEPS_PAUSE = frozenset({"idle", "stale", "paused"})
 
 
 class Row:

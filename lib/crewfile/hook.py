@@ -28,14 +28,17 @@ import os
 
 from . import inbox, jsonio, sessions
 from .errors import CrewfileError, Refused
+from .kinds import TURN_STATE
 from .paths import Crew, default_dir
 
 # The captain-only conclusion: the aside-done command (/aside-done typed), and
 # the `captain-done` record it writes. An agent's shell command naming either
 # is denied (captain.CONCLUDE_COMMAND and evidence.CAPTAIN_DONE; neither is
 # imported on this path). The denial is an early, friendly refusal, not the
-# rule: the rule is evidence.py's (a conclusion needs evidence from outside
-# the agent), which the audit below applies after every tool call.
+# rule, and nothing rests on it: the rule is the readers' (kinds.GUARDED:
+# a guarded record is believed only on its evidence; a conclusion needs
+# evidence from outside the agent), which the audit below applies after
+# every tool call.
 CAPTAIN_ONLY_WORDS = ("aside-done", "captain-done")
 NOTICE_HEADER = ("crewfile notices (machine reports from the crew's tools;"
                  " not written by the user):")
@@ -358,13 +361,18 @@ def _plain_captain_record(crew, name, text, *_evidence):
 def audit(ctx, sess):
     """A captain-done record appended since the turn began without evidence of
     the captain (printf >> status, a forged payload) becomes a `problem` record
-    now, whether or not the agent goes on to call aside-conclude. Cheap when
-    there is none: the walk back ends at the turn's start."""
+    now, whether or not the agent goes on to call aside-conclude; so does an
+    `ended`, `closed` or `concluded` record without its evidence (kinds.GUARDED).
+    Cheap when there is none: the walk back ends at the turn's start."""
     try:
         from .evidence import unjudged
-        if unjudged(sess):
+        claims = []
+        if unjudged(sess, claims):
             from .aside import audit as audit_acts
             audit_acts(sess)
+        if claims:
+            from .aside import audit_claims
+            audit_claims(sess, claims)
     except CrewfileError as e:
         ctx.notes.append(f"{sess.name}: captain acts not audited: {e}")
 
@@ -408,7 +416,7 @@ def post_tool_use(ctx):
     # A tool ran, so no permission dialog is up any more: a `waiting` record
     # would keep saying so until the turn ends.
     from .logfile import TailStats
-    last = sess.last_of(sessions.TURN_STATE, TailStats())
+    last = sess.last_of(TURN_STATE, TailStats())
     if last is not None and last.kind == "waiting":
         sess.append("turn-started", "permission answered")
     return Reply(drain_notices(ctx))

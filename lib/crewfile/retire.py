@@ -4,7 +4,8 @@ Nothing is deleted that is not committed or saved: refused while the agent
 is generating (or its state is unknown, or a dialog is up) and while its
 worktree holds uncommitted changes, unless forced, and then what is thrown
 away is said. Steps, each safe to redo after a crash (a rerun on an ended
-session finishes what is left):
+session, its agent gone, finishes what is left; a live agent's `ended`
+record, which anyone could append, spares it no check):
 
   1. `ended: retired` appended, under deliver.lock (no delivery is half
      typed) and the session lock (no turn record slips in between the check
@@ -23,7 +24,7 @@ import os
 from . import paths, records, window
 from .errors import BadInput, Refused
 from .locks import acquire
-from .sessions import LIFECYCLE, Session, state
+from .sessions import Session, state
 
 
 class Retired:
@@ -59,7 +60,6 @@ def _busy(st):
 def retire(crew, name, keep_worktree=False, force=False):
     """Retire crew session NAME; return a Retired (what was saved, removed, thrown away)."""
     from . import worktree as wt
-    from .logfile import TailStats
     sess = crew_session(crew, name)
     meta = sess.meta
     out = Retired()
@@ -80,9 +80,9 @@ def retire(crew, name, keep_worktree=False, force=False):
     if lock is None:
         raise Refused(f"a delivery to {name} is in progress: try again")
     with lock, acquire(sess.lock_path):
-        life = sess.last_of(LIFECYCLE, TailStats())
-        if not (life and LIFECYCLE[life.kind]):
-            busy = _busy(state(sess))
+        st = state(sess)         # an `ended` is believed only once the agent is gone (verdict)
+        if not st["ended"]:
+            busy = _busy(st)
             if busy and not force:
                 raise Refused(f"{name} is busy: {busy} (--force cuts it off)")
             if busy:

@@ -11,15 +11,11 @@ import time
 
 from . import logfile, paths, records
 from .errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
+from .kinds import LIFECYCLE
 # The writers' modules (atomic, locks) are imported where a write happens:
 # crew-status, run by tmux every few seconds, only reads.
 
 KINDS = ("crew", "aside", "primary")
-# The newest of these decides whether a turn is running.
-TURN_STATE = {"turn-started": "yes", "waiting": "yes", "turn-ended": "no", "idle": "no",
-              "started": "no", "ended": "no", "closed": "no", "registered": "no"}
-# The newest of these decides whether the session has ended.
-LIFECYCLE = {"registered": False, "ended": True, "closed": True}
 STATE_SCAN_BYTES = 1 << 20     # how far back a state query looks, at most
 
 
@@ -189,10 +185,15 @@ def _check_dir(path):
 
 
 def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_key=None,
-             agent_session_id=None, user=None, pid=None, extra=None, env=None, agent_from=None):
+             agent_session_id=None, user=None, pid=None, extra=None, env=None, agent_from=None,
+             new_life=False):
     """Create (or re-create, once ended) a session; return it.
 
-    Refused if a session of that name exists and has not ended. *tmux* is
+    Refused if a session of that name exists and has not ended, or ended by
+    a record its live agent contradicts (kinds.GUARDED: an `ended` anyone
+    could append), unless *new_life*: the agent's hook, which knows a new
+    agent starts in that name (Claude Code's /clear ends and starts a
+    session in one live process). *tmux* is
     resolved on the server *env* names (tmux.socket_path) and recorded with
     it (pane_fields); *pid* is the agent process (agent_fields).
     """
@@ -220,6 +221,10 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     with hold(sess.lock_path):
         if sess.exists() and not sess.ended():
             raise Refused(f"session '{name}' is already registered and not ended")
+        live = None if new_life or not sess.exists() else _live_agent(sess)
+        if live:
+            raise Refused(f"session '{name}' is already registered, and its `ended` record is not"
+                          f" believed: {live}")
         replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
         text = f"kind={kind}" + (" exempt" if meta["exempt"] else "")
         logfile.append_locked(sess.status_path, [records.new_line("registered", text)],
@@ -248,6 +253,17 @@ def record_agent(crew, name, pid):
     return sess
 
 
+def _live_agent(sess):
+    """Where the session's recorded agent is found live ('its agent process
+    PID is live'), or None: its end is then believed (verdict.liveness)."""
+    from .verdict import LIVE, liveness
+    try:
+        found = liveness(Session(sess.crew, sess.name).meta)
+    except CrewfileError:              # a damaged meta holds no agent to be found live
+        return None
+    return f"its agent process {found.agent.pid} is live" if found.live == LIVE else None
+
+
 def register_again(sess, tmux=None, env=None, agent_from=None):
     """A new life for an ended session whose agent starts again in its name:
     registered again with its metadata (but not the old process), so it is
@@ -262,7 +278,7 @@ def register_again(sess, tmux=None, env=None, agent_from=None):
     try:
         return register(sess.crew, sess.name, kind=old.get("kind", "crew"),
                         exempt=old.get("exempt"), user=old.get("user"), tmux=tmux, extra=keep,
-                        env=env, agent_from=agent_from)
+                        env=env, agent_from=agent_from, new_life=True)
     except Refused:
         return Session(sess.crew, sess.name)
 

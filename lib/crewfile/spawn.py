@@ -55,7 +55,9 @@ def holders(crew, tree, exclude=None, exact=False):
         if theirs is None or not overlap(mine, theirs):
             continue
         live = verdict.liveness(meta, look).live
-        if live == verdict.NOT_LIVE or sess.ended():
+        # An end is believed unless its agent is found live (kinds.GUARDED):
+        # a line anyone appended frees no tree.
+        if live == verdict.NOT_LIVE or (sess.ended() and live != verdict.LIVE):
             continue
         found.append((name, f"{name} is live in {theirs}" if live == verdict.LIVE else
                       f"{name} works in {theirs} and its liveness is unknown"))

@@ -12,7 +12,7 @@ and then as XML.
 import html
 
 from . import logfile, records
-from .glance import BLOCKERS, KEEPS_PAUSE, MOVES_ON
+from .kinds import BLOCKERS, KEEPS_PAUSE, MOVES_ON
 
 # span kinds, drawn as bars; colour and legend text
 SPANS = (("turn", "#2e9e44", "turn (generating)"), ("idle", "#d5d8dc", "idle"),

@@ -2,7 +2,9 @@
 
 A live pane is not a live conversation. A session is LIVE only when:
 
-  - its newest lifecycle record is not `ended`/`closed`;
+  - its newest lifecycle record is not a believed `ended`/`closed` (one the
+    probe contradicts, the agent live in its pane, makes the session
+    UNKNOWN: a forged end neither ends it nor leaves it to be typed into);
   - its recorded agent process (meta `pid` + `pid_start`, the start time in
     clock ticks, so a recycled pid is not it) is alive;
   - where a pane is registered: the server on the recorded socket (meta
@@ -46,6 +48,7 @@ AGENT_UNKNOWN = "agent-unknown"        # no agent process recorded
 SERVER_UNKNOWN = "server-unknown"      # a pane without its server's socket recorded
 TMUX_UNKNOWN = "tmux-unknown"          # tmux missing or its answer unreadable
 NOTHING = "no-pane-or-process"         # neither pane nor process
+END_NOT_BELIEVED = "end-not-believed"  # an `ended`/`closed` record, but the agent is live
 
 FIX_AGENT = "record the agent: its next crew-hook event does, or session-add NAME --pid PID"
 
@@ -168,18 +171,21 @@ class Verdict:
     dialog       YES or NO (a permission dialog is up)
     stopped      YES, NO or UNKNOWN (the agent process is stopped)
     foreground   YES, NO or UNKNOWN (the agent's group holds its pane's terminal)
-    ended        the newest lifecycle record is `ended`/`closed`
+    ended        the newest lifecycle record is `ended`/`closed`, and believed:
+                 the probe does not find the agent live
+    end_record   the kind of that newest lifecycle record when it is an end
+                 (believed or not), else None
     conversation the agent's session id, or None
     tree         the working tree (git top level, else cwd, resolved), or None
     """
     __slots__ = ("live", "why", "pane", "socket", "generating", "dialog", "stopped",
-                 "foreground", "ended", "conversation", "tree")
+                 "foreground", "ended", "end_record", "conversation", "tree")
 
 
 def of(sess, look=None, stats=None, recs=None):
     """The Verdict for *sess* (a sessions.Session), from its records and the machine.
     recs: a sess.scan() to read the records from (one read shared with the caller)."""
-    from .sessions import LIFECYCLE, TURN_STATE
+    from .kinds import LIFECYCLE, TURN_STATE
     recs = recs or sess.scan(stats)
     meta = sess.meta
     v = Verdict()
@@ -192,10 +198,29 @@ def of(sess, look=None, stats=None, recs=None):
     v.tree = tree_of(meta.get("cwd"))
     v.pane = v.socket = None
     v.stopped = v.foreground = UNKNOWN
+    v.end_record = life.kind if v.ended else None
     if v.ended:
-        v.live, v.why = NOT_LIVE, Answer(ENDED, f"the session has {life.kind}")
-        return v
+        return _judge_end(v, meta, look)
     return _live(v, meta, look)
+
+
+def _judge_end(v, meta, look):
+    """*v* with its end record judged. An end is believed on its evidence
+    (kinds.GUARDED), not for being written: any process of the user can
+    append `ended`. While the probe finds the agent live in its pane, the
+    record is not believed and whether the session lives is unknown:
+    nothing disarms, respawns or types on it, and no view calls it ended."""
+    found = liveness(meta, look)
+    if found.live != LIVE:
+        v.ended = True
+        v.live, v.why = NOT_LIVE, Answer(ENDED, f"the session has {v.end_record}")
+        return v
+    v.ended = False
+    v.generating = UNKNOWN          # the end record said `no`, and it is not believed
+    v.live, v.why = UNKNOWN, Answer(END_NOT_BELIEVED, (
+        f"its `{v.end_record}` record is not believed: its agent process {found.agent.pid}"
+        f" is live" + (f" in pane {found.pane.id}" if found.pane else "")))
+    return v
 
 
 def relive(v, meta, look=None):
@@ -207,7 +232,7 @@ def relive(v, meta, look=None):
     w = Verdict()
     for k in Verdict.__slots__:
         setattr(w, k, getattr(v, k))
-    return _live(w, meta, look)
+    return _judge_end(w, meta, look) if w.end_record else _live(w, meta, look)
 
 
 def _live(v, meta, look):

@@ -27,6 +27,7 @@ PYTHONUNBUFFERED.
 import os
 
 from . import paths
+from .kinds import KEEPS_PAUSE
 from .records import MAX_LINE
 
 # An event line at most: a record, a session name (64 at most) and a space, a
@@ -37,7 +38,7 @@ EXEMPT_PASS = frozenset({"concluded", "problem", "blocked", "error", "lost"})
 NORMAL_PASS = frozenset({"turn-ended", "done", "concluded", "blocked", "problem", "error",
                          "stale", "lost", "waiting", "ended"})
 HELD_WHILE_PAUSED = frozenset({"idle", "stale"})
-KEEPS_PAUSE = frozenset({"idle", "stale", "paused"})     # other kinds end a human wait
+
 # A session's class, from its meta: which events of it may wake the primary.
 UNKNOWN, NORMAL, EXEMPT, PRIMARY = "unknown", "normal", "exempt", "primary"
 _CHUNK = 1 << 18

@@ -47,13 +47,8 @@ import time
 
 from . import jsonio, logfile, paths, records
 from .errors import CrewfileError
-from .sessions import TURN_STATE
-# The kinds that keep a human wait (the token's `paused`); not glance's copy:
-# a core command never imports the views.
-from .wakefilter import KEEPS_PAUSE
+from .kinds import KEEPS_PAUSE, LIFECYCLE, TURN_STATE
 
-# The newest of these says whether `lost` may be reported.
-LIFE = {"registered": False, "ended": True, "closed": True, "concluded": True}
 DEFAULT_STALE = 600.0
 DEFAULT_PROBE = 5.0
 # What one read of a session takes at most: the rest waits for its next turn,
@@ -382,8 +377,8 @@ class Watcher:
                 tail.last, tail.last_kind = rec.time, rec.kind
             if not seen_turn and rec.kind in TURN_STATE:
                 tail.turn, seen_turn = TURN_STATE[rec.kind], True
-            if not seen_life and rec.kind in LIFE:
-                tail.ended, seen_life = LIFE[rec.kind], True
+            if not seen_life and rec.kind in LIFECYCLE:
+                tail.ended, seen_life = LIFECYCLE[rec.kind], True
             if seen_turn and seen_life:
                 break
         tail.prev, tail.paused = tail.last_kind, tail.last_kind == "paused"
@@ -555,8 +550,8 @@ class Watcher:
         tail.seen_at = time.monotonic()
         if rec.kind in TURN_STATE:
             tail.turn = TURN_STATE[rec.kind]
-        if rec.kind in LIFE:
-            tail.ended = LIFE[rec.kind]
+        if rec.kind in LIFECYCLE:
+            tail.ended = LIFECYCLE[rec.kind]
             if rec.kind == "registered":
                 tail.lost = False
                 tail.meta_key = None

@@ -36,7 +36,8 @@ wait_for_file() {   # wait_for_file FILE TEXT
   status-append w1 turn-started
   status-append w1 turn-ended
   status-append w1 idle
-  status-append design concluded 'design,123.host'
+  # the conclusion, as aside-conclude writes it (status-append refuses guarded kinds)
+  flock "$CREWFILE_DIR/sessions/design/lock" sh -c 'printf "%s concluded: design,123.host\n" "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" >> "$1"' - "$CREWFILE_DIR/sessions/design/status"
   run bash -c 'crew-watch --from-start --once | wake-filter'
   assert_success
   assert_equal "${#lines[@]}" 2

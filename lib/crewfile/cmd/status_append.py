@@ -7,9 +7,11 @@ with TEXT `-`, each line of stdin is the text of one KIND record. A bad
 stdin line is reported on stderr and skipped; the good ones are all written,
 each as it arrives; the exit code is then 2.
 
-KIND `captain` and `captain-done` are refused (exit 1; a line on stdin:
-skipped, exit 2), each attempt a `problem` record: the captain's words are
-written only by the agent's prompt hook, aside-say and aside-done.
+A kind that moves a lifecycle or ends something (registered, captain,
+captain-done, concluded, closed, ended, respawned: protocol.md, "Record
+kinds") is written only by its own commands: refused (exit 1; a line on
+stdin: skipped, exit 2), each attempt a `problem` record, which wakes the
+primary.
 
 Example: status-append w1 paused awaiting captain
          make 2>&1 | status-append w1 log -
@@ -19,11 +21,12 @@ Example: status-append w1 paused awaiting captain
 def run(args):
     import sys
     from ..cli import crew
-    from ..evidence import CAPTAIN_KINDS, refuse_hand_written
+    from ..evidence import refuse_hand_written
+    from ..kinds import GUARDED
     from ..sessions import Session
     sess = Session(crew(args), args.name)
     text = " ".join(args.text or [])
-    if args.kind in CAPTAIN_KINDS:
+    if args.kind in GUARDED:
         refuse_hand_written(sess, args.kind, "status-append")
     if args.kind != "-" and text != "-":
         sess.append(args.kind, text)
@@ -35,7 +38,8 @@ def _from_stdin(sess, kind, stream):
     import sys
     from .. import records
     from ..errors import BadInput, Refused
-    from ..evidence import CAPTAIN_KINDS, refuse_hand_written
+    from ..evidence import refuse_hand_written
+    from ..kinds import GUARDED
     bad = 0
     for n, raw in enumerate(records.bounded_lines(stream), 1):
         if raw is None:
@@ -47,7 +51,7 @@ def _from_stdin(sess, kind, stream):
         try:
             if kind is None:
                 k, _, text = line.partition(": ") if ": " in line else (line, "", "")
-                if k.strip() in CAPTAIN_KINDS:
+                if k.strip() in GUARDED:
                     refuse_hand_written(sess, k.strip(), "status-append")
                 sess.append_lines([records.new_line(k.strip(), text)])
             else:
