@@ -25,7 +25,8 @@ def run(args):
     import time
     from ..cli import crew
     from ..output import age_text
-    from ..sessions import TURN_STATE, Session, state
+    from ..kinds import TURN_STATE
+    from ..sessions import Session, state
     from ..durations import parse_count
     from ..records import escape
     sess = Session(crew(args), args.name)
