@@ -6,7 +6,7 @@ import sys
 
 def run(b):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-    from crewfile import records
+    from crewfile.core import records
     crew = os.path.join(b.tmp, "crew")
     env = dict(b.env, CREWFILE_DIR=crew)
     for name in ("small", "long"):

@@ -13,8 +13,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
-from crewfile.paths import Crew  # noqa: E402
-from crewfile.sessions import Session, register  # noqa: E402
+from crewfile.core.paths import Crew  # noqa: E402
+from crewfile.session.sessions import Session, register  # noqa: E402
 
 TRIALS = 100
 
@@ -121,8 +121,8 @@ def beside_the_pipe(b):
 CHURN = """
 import random, sys, time
 sys.path.insert(0, {lib!r})
-from crewfile.paths import Crew
-from crewfile.sessions import Session
+from crewfile.core.paths import Crew
+from crewfile.session.sessions import Session
 crew = Crew({root!r})
 rng = random.Random(1)
 sessions = [Session(crew, "s%04d" % i) for i in range({n})]
@@ -151,7 +151,7 @@ def thousand_sessions(b, n=1000, rate=200, samples=300):
         for i in range(samples):
             loaded.append(rig.once(0.005))
             if i % 50 == 49:
-                from crewfile import inbox
+                from crewfile.wake import inbox
                 inbox.drain(rig.crew, "boss")
     finally:
         if churn is not None:

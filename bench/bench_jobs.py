@@ -46,8 +46,9 @@ def _fifos(tmp, i):
 
 def run(b):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-    from crewfile import jobs, jobwatch, locks
-    from crewfile.paths import Crew
+    from crewfile.background import jobs, jobwatch
+    from crewfile.core import locks
+    from crewfile.core.paths import Crew
     crew_dir = os.path.join(b.tmp, "crew")
     env = dict(b.env, CREWFILE_DIR=crew_dir)
     env.pop("CREWFILE_SESSION", None)
@@ -169,7 +170,7 @@ def _durable_write(d):
     """One durable write of a `result`-sized file into *d*, as the watcher
     writes `result` (atomic.replace); seconds. Each a new name, as
     `result` is."""
-    from crewfile.atomic import replace
+    from crewfile.core.atomic import replace
     path = os.path.join(d, "result-alone")
     t0 = time.perf_counter()
     replace(path, _RESULT)
@@ -187,8 +188,9 @@ def _many_jobs(b, n):
     by a wait, a third nobody heard (no session), each a copy of a real one."""
     import json
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-    from crewfile import jobs, jobwatch, sessions
-    from crewfile.paths import Crew
+    from crewfile.background import jobs, jobwatch
+    from crewfile.session import sessions
+    from crewfile.core.paths import Crew
     crew = Crew(os.path.join(b.tmp, "many"))
     sessions.register(crew, "w1", pid=os.getpid())
     made = [jobwatch.start(crew, ["sh", "-c", f"echo {i}; exit {i}"], session=s, label="bench")

@@ -17,9 +17,9 @@ DUE_SHARE = 100          # one schedule in DUE_SHARE is due (its target is busy)
 def build(b, crew, n_schedules, pane):
     """1,000 busy sessions in one live pane, each with its server and agent
     recorded (the verdict checks all of it); n schedules, 1% of them due."""
-    from crewfile import clocks, records
-    from crewfile.paths import Crew
-    from crewfile.sessions import agent_fields, pane_fields
+    from crewfile.core import clocks, records
+    from crewfile.core.paths import Crew
+    from crewfile.session.sessions import agent_fields, pane_fields
     c = Crew(crew)
     sessions = os.path.join(c.ensure_sub("sessions"))
     if not os.path.isdir(os.path.join(sessions, "s999")):
@@ -125,7 +125,7 @@ def session_ls(b, env, crew):
 
 def watch_latency(b, env, sock):
     """turn-ended -> nudge delivered: nudge-tick --watch against a one-shot tick run at once."""
-    from crewfile import records
+    from crewfile.core import records
     crew = os.path.join(b.tmp, "crew-watch")
     e = dict(env, CREWFILE_DIR=crew, CREWFILE_SESSION="w1")
     tmux = ["tmux", "-S", sock, "-f", "/dev/null"]

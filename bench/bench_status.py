@@ -36,7 +36,7 @@ def run(b):
     status = os.path.join(crew, "sessions", "race", "status")
     lib = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib")
     py = ("import sys; sys.path.insert(0, %r)\n"
-          "from crewfile.paths import Crew\nfrom crewfile.sessions import Session\n"
+          "from crewfile.core.paths import Crew\nfrom crewfile.session.sessions import Session\n"
           "s = Session(Crew(%r), 'race')\n"
           "for i in range(2000): s.append('note', 'x' * 90)\n") % (lib, crew)
     t0 = time.perf_counter()

@@ -26,7 +26,7 @@ def run(b):
     size = os.path.getsize(path)
     lib = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib")
     subprocess.run([b.python, "-c", "import sys; sys.path.insert(0, %r)\n"
-                    "from crewfile.paths import Crew\nfrom crewfile.sessions import Session\n"
+                    "from crewfile.core.paths import Crew\nfrom crewfile.session.sessions import Session\n"
                     "Session(Crew(%r), 'w0').update_meta(transcript_path=%r)"
                     % (lib, crews["with"], path)], env=b.env, check=True)
     t0 = time.perf_counter()

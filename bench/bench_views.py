@@ -62,7 +62,7 @@ def status_startup(b, crew, env):
         panes = subprocess.run(tmux + ["list-panes", "-a", "-F", "#{pane_id} #{pane_pid}"],
                                check=True, capture_output=True, text=True).stdout.split("\n")
         py = ("import sys; sys.path.insert(0, %r)\n"
-              "from crewfile.paths import Crew\nfrom crewfile.sessions import register\n"
+              "from crewfile.core.paths import Crew\nfrom crewfile.session.sessions import register\n"
               "c = Crew(%r)\n"
               "for i, (pane, pid) in enumerate(%r):\n"
               "    s = register(c, f'w{i}', tmux=pane, pid=int(pid), env={'CREWFILE_TMUX': %r})\n"
@@ -72,7 +72,7 @@ def status_startup(b, crew, env):
         env_live = dict(b.env, CREWFILE_DIR=live)
         out = subprocess.run(status, env=env_live, capture_output=True,
                              text=True).stdout.strip()
-        from crewfile.tmux import LISTED_FORMAT
+        from crewfile.session.tmux import LISTED_FORMAT
         listed = subprocess.run(tmux + ["display-message", "-p", LISTED_FORMAT], check=True,
                                 capture_output=True, text=True).stdout.rstrip("\n")
         with_list = status + ["--tmux", "--panes", listed]
@@ -100,7 +100,7 @@ def as_its_shebang(b, name):
 
 def make_crew(b, root, n):
     py = ("import sys; sys.path.insert(0, %r)\n"
-          "from crewfile.paths import Crew\nfrom crewfile.sessions import register\n"
+          "from crewfile.core.paths import Crew\nfrom crewfile.session.sessions import register\n"
           "c = Crew(%r)\n"
           "for i in range(%d):\n"
           "    s = register(c, f'w{i}')\n"
@@ -118,8 +118,8 @@ def top_once(b, big, env_big):
              base_label="python -c pass")
     b.figure("crew-top --once, 1,000 sessions (the command)", t_top, FRAME_BUDGET,
              budget=1.0, base_label="the 100 ms frame budget")
-    from crewfile.paths import Crew
-    from crewfile import top
+    from crewfile.core.paths import Crew
+    from crewfile.views import top
     crew = Crew(big)
     top.frame(crew).text()          # the modules loaded, the files in the page cache
     times, cpu = [], []
@@ -140,10 +140,10 @@ def live_frame(b, big):
     """The live view's frame after one session's record: from the inotify
     events to the table the screen is drawn from (curses then writes only the
     lines that changed)."""
-    from crewfile.output import table
-    from crewfile.paths import Crew
-    from crewfile.sessions import Session
-    from crewfile import top, topview
+    from crewfile.core.output import table
+    from crewfile.core.paths import Crew
+    from crewfile.session.sessions import Session
+    from crewfile.views import top, topview
     crew = Crew(big)
     view = topview.View(crew)
     view.refresh()
@@ -180,8 +180,8 @@ def latency(b, big, env_big):
     if not shutil.which("tmux"):
         b.note("record-to-screen latency: tmux is not installed, skipped")
         return
-    from crewfile.paths import Crew
-    from crewfile.sessions import Session
+    from crewfile.core.paths import Crew
+    from crewfile.session.sessions import Session
     d = tempfile.mkdtemp(prefix="cf-bench-top-")
     tmux = ["tmux", "-S", os.path.join(d, "sock"), "-f", "/dev/null"]
     crew = Crew(big)
@@ -223,9 +223,9 @@ def long_lived(b):
     current log with no lifecycle record in reach (its `registered` rotated
     away), against a new session. The query reads at most the last 1 MiB of
     the log, counted over its files together."""
-    from crewfile.paths import Crew
-    from crewfile.sessions import Session, register, state
-    from crewfile.verdict import Look
+    from crewfile.core.paths import Crew
+    from crewfile.session.sessions import Session, register, state
+    from crewfile.session.verdict import Look
     crew = Crew(os.path.join(b.tmp, "views-long"))
     register(crew, "new").append("turn-started")
     old = register(crew, "old")

@@ -14,8 +14,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
-from crewfile.paths import Crew  # noqa: E402
-from crewfile.sessions import Session, register  # noqa: E402
+from crewfile.core.paths import Crew  # noqa: E402
+from crewfile.session.sessions import Session, register  # noqa: E402
 
 AWK = r"""
 BEGIN {
@@ -233,7 +233,7 @@ BACKLOG_MB = [int(x) for x in os.environ.get("BENCH_BACKLOG_MB", "50,1024").spli
 def _backlog_log(crew, name, mb):
     """*mb* MB of valid records appended to NAME's log as a shell writer does:
     no lock, no rotation."""
-    from crewfile import records
+    from crewfile.core import records
     line = records.format_line(records.timestamp(time.time()), "note", "x" * 60).encode()
     block = line * ((1 << 20) // len(line))
     with open(Session(crew, name).status_path, "ab") as log:

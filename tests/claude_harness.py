@@ -471,8 +471,8 @@ def make_rig(tmp_path, tmux, env=None, **kwargs) -> ClaudeRig:
 
 def records(crew, name) -> list:
     """(kind, text) of the session's status records, oldest first."""
-    from crewfile import logfile
-    from crewfile.sessions import Session
+    from crewfile.core import logfile
+    from crewfile.session.sessions import Session
     return [(r.kind, r.text) for r in
             Session(crew, name).last_records(1000, logfile.TailStats())]
 

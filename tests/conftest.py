@@ -12,7 +12,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(REPO, "bin")
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
-from crewfile.paths import Crew  # noqa: E402
+from crewfile.core.paths import Crew  # noqa: E402
 from terminal import AttachedClient  # noqa: E402,F401 (the person at a terminal)
 
 SKIPPED = os.path.join(REPO, ".cache", "skipped")
@@ -201,7 +201,7 @@ class TmuxServer:
         bufferFastReturn; Codex: a paste burst), and a look at the screen
         can come sooner than that. A spare Enter on an empty prompt line
         sends nothing."""
-        from crewfile.prompt import still_holds
+        from crewfile.session.prompt import still_holds
         deadline = time.monotonic() + timeout
         for _ in range(3):
             if person:
@@ -260,7 +260,7 @@ class TmuxServer:
     def wait_prompt(self, pane, timeout=20):
         """Wait until the pane's agent is back at an empty prompt line (its turn
         printed and done): what aside-reconcile needs to see before a teardown."""
-        from crewfile.prompt import prompt_tail
+        from crewfile.session.prompt import prompt_tail
 
         def empty(screen):
             found = prompt_tail(screen)
@@ -278,7 +278,7 @@ class TmuxServer:
         """Register session NAME, then open *command* in a window for it: in
         this order, so the agent's first record (its hook, at start) finds its
         session, as aside-open does it. Returns (session, pane id)."""
-        from crewfile.sessions import pane_fields, register
+        from crewfile.session.sessions import pane_fields, register
         sess = register(crew, name, **meta)
         pane = self.new_window(command, name=name, env={"CREWFILE_SESSION": name,
                                                         "CREWFILE_DIR": crew.root})
@@ -356,8 +356,8 @@ def captain_types(crew, name, text, person=None):
     transcript_path; one is made and recorded if the session has none).
     Returns the kind recorded."""
     import uuid
-    from crewfile import captain
-    from crewfile.sessions import Session
+    from crewfile.asides import captain
+    from crewfile.session.sessions import Session
     from transcript import append_prompt
     sess = Session(crew, name)
     path = sess.meta.get("transcript_path")
@@ -400,7 +400,7 @@ def captain_keys(sess, keys, person=None):
 
 def last_captain_input(sess):
     """The time of session *sess*'s newest captain input record (0 if none)."""
-    from crewfile.evidence import newest_input
+    from crewfile.asides.evidence import newest_input
     return newest_input(sess.reread()) or 0
 
 
@@ -413,7 +413,7 @@ def captain_runs(tmux, *argv, env=None):
     code, stdout+stderr)."""
     import shlex
     import tempfile
-    from crewfile.sessions import Session
+    from crewfile.session.sessions import Session
     words = [sys.executable, os.path.join(BIN, argv[0]), *map(str, argv[1:])]
     full = {k: os.environ[k] for k in ("CREWFILE_DIR", "CREWFILE_TMUX") if k in os.environ}
     full.update(env or {})

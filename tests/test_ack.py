@@ -10,8 +10,8 @@ import subprocess
 import sys
 
 from conftest import BIN, wait_for
-from crewfile import inbox
-from crewfile.sessions import Session, register
+from crewfile.wake import inbox
+from crewfile.session.sessions import Session, register
 
 
 def py(name):
@@ -153,8 +153,8 @@ def test_hostile_position_tokens_never_crash_a_stage_nor_spoil_the_cursor(crew, 
     """A composed pipe may feed anything: each bad token is a warning, the
     line is taken as plain text, and the cursor stays one crew-watch reads."""
     import random
-    from crewfile.wakefilter import Filter
-    from crewfile.wakesend import Sender
+    from crewfile.wake.wakefilter import Filter
+    from crewfile.wake.wakesend import Sender
     cur = str(tmp_path / "cursor")
     register(crew, "boss", kind="primary")
     register(crew, "w1")
@@ -181,7 +181,7 @@ def test_hostile_position_tokens_never_crash_a_stage_nor_spoil_the_cursor(crew, 
         s.wake(line)
     s.flush()
     s.acknowledge()
-    from crewfile.watch import Watcher
+    from crewfile.wake.watch import Watcher
     w = Watcher(crew, resume=cur, out=lambda data: None)
     w.start(follow=False)                   # the cursor reads back
     w.close()
@@ -192,8 +192,8 @@ def test_a_filter_restarted_anywhere_judges_as_one_that_saw_everything(crew):
     over any split of the stream pass exactly what one plain filter passes
     over the plain lines (60 random streams, 5 random splits each)."""
     import random
-    from crewfile.watch import Watcher
-    from crewfile.wakefilter import Filter
+    from crewfile.wake.watch import Watcher
+    from crewfile.wake.wakefilter import Filter
     register(crew, "a1", kind="aside")
     register(crew, "boss", kind="primary")
     for n in ("w1", "w2"):

@@ -8,9 +8,10 @@ import sys
 import pytest
 
 from conftest import REPO, AttachedClient, captain_keys, captain_runs, captain_types, wait_for
-from crewfile import aside, captain, paths, records, reports
-from crewfile.logfile import TailStats
-from crewfile.sessions import Session, register
+from crewfile.asides import aside, captain, reports
+from crewfile.core import paths, records
+from crewfile.core.logfile import TailStats
+from crewfile.session.sessions import Session, register
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 AGENT = f"{sys.executable} {FAKE}"
@@ -77,7 +78,7 @@ def test_a_captain_input_that_is_not_utf8_is_still_recorded(crew, a1):
 
 
 def test_record_captain_input_works_for_any_session_and_needs_one(crew):
-    from crewfile.errors import NotFound
+    from crewfile.core.errors import NotFound
     register(crew, "w1")
     assert captain.record_captain_input(crew, "w1", "hello") == "captain"
     assert kinds(crew, "w1") == [("captain", "hello")]
@@ -334,7 +335,7 @@ def test_a_conclusion_waits_for_the_transcript_to_catch_up(crew, a1, monkeypatch
     the transcript does not hold yet is waited for, not read as voided."""
     import threading
     import uuid
-    from crewfile import evidence
+    from crewfile.asides import evidence
     from transcript import append_prompt
     captain_types(crew, "a1", "let's talk")
     sess = Session(crew, "a1")

@@ -13,11 +13,12 @@ import uuid
 import pytest
 
 from conftest import captain_keys
-from crewfile import aside, evidence, logfile
-from crewfile.errors import SystemFailure
-from crewfile.hook import handle
-from crewfile.logfile import TailStats
-from crewfile.sessions import Session
+from crewfile.asides import aside, evidence
+from crewfile.core import logfile
+from crewfile.core.errors import SystemFailure
+from crewfile.hooks.hook import handle
+from crewfile.core.logfile import TailStats
+from crewfile.session.sessions import Session
 
 
 def kinds(sess):
@@ -140,8 +141,8 @@ def gemini_expansion(note):
     """What BeforeAgent's `prompt` holds when the captain types /aside-done NOTE:
     the shipped command's prompt, {{args}} replaced (observed)."""
     import tomllib
-    from crewfile.adapters import gemini
-    from crewfile.claude import shipped
+    from crewfile.agents import gemini
+    from crewfile.agents.install import shipped
     template = tomllib.loads(shipped(gemini, gemini.FILES[0]))["prompt"]
     return template.replace("{{args}}", note)
 
@@ -252,7 +253,7 @@ def test_gemini_a_forged_payload_is_never_believed(crew, aside_of, tmp_path, no_
     ("hello", "hello"),
 ])
 def test_gemini_captain_text_unexpands_the_command(prompt, words):
-    from crewfile.adapters import gemini
+    from crewfile.agents import gemini
     assert gemini.captain_text(prompt) == words
 
 

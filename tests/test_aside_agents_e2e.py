@@ -29,9 +29,10 @@ import pytest
 
 import agent_clis
 from conftest import REPO, AttachedClient, cmd, last_captain_input, wait_for
-from crewfile import aside, evidence, logfile
-from crewfile.prompt import markers_of
-from crewfile.sessions import Session
+from crewfile.asides import aside, evidence
+from crewfile.core import logfile
+from crewfile.session.prompt import markers_of
+from crewfile.session.sessions import Session
 from test_codex_e2e import _pretrust, _stop_codex_daemons, _wait_trusted_start
 
 CODEX = [b for b in [agent_clis.codex(REPO)] if b]

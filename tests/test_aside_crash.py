@@ -1,7 +1,7 @@
 """kill -9 of aside-conclude and aside-reconcile at every step, then a rerun:
 no lost report, no duplicate report, no window killed before its scrollback
 is saved. The crash is a real SIGKILL of the real command, sent by itself at
-the step CREWFILE_CRASH_AT names (crewfile.aside.checkpoint)."""
+the step CREWFILE_CRASH_AT names (crewfile.asides.aside.checkpoint)."""
 import os
 import signal
 import sys
@@ -9,9 +9,10 @@ import sys
 import pytest
 
 from conftest import BIN, REPO, captain_runs, captain_types
-from crewfile import aside, captain, paths, reports
-from crewfile.logfile import TailStats
-from crewfile.sessions import Session
+from crewfile.asides import aside, captain, reports
+from crewfile.core import paths
+from crewfile.core.logfile import TailStats
+from crewfile.session.sessions import Session
 
 AGENT = f"{sys.executable} {os.path.join(REPO, 'tests', 'fake-agent')}"
 

@@ -16,9 +16,9 @@ import sys
 import pytest
 
 from conftest import BIN, REPO, AttachedClient, captain_keys, wait_for
-from crewfile import aside
-from crewfile.logfile import TailStats
-from crewfile.sessions import Session
+from crewfile.asides import aside
+from crewfile.core.logfile import TailStats
+from crewfile.session.sessions import Session
 
 AGENT = f"{sys.executable} {os.path.join(REPO, 'tests', 'fake-agent')}"
 STORY_SKIPS = ("started", "turn-started", "turn-ended")

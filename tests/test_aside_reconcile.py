@@ -13,9 +13,9 @@ import time
 import pytest
 
 from conftest import BIN, REPO, AttachedClient, captain_keys, wait_for
-from crewfile import paths
-from crewfile.logfile import TailStats
-from crewfile.sessions import Session
+from crewfile.core import paths
+from crewfile.core.logfile import TailStats
+from crewfile.session.sessions import Session
 
 AGENT = f"env CREWFILE_FAKE_PROMPT='\u276f ' {sys.executable} {os.path.join(REPO, 'tests', 'fake-agent')}"
 DRAFT = "wait, one more thing about pagination"

@@ -5,8 +5,9 @@ that was not handed over."""
 import json
 import random
 
-from crewfile import hook, inbox
-from crewfile.sessions import register
+from crewfile.hooks import hook
+from crewfile.wake import inbox
+from crewfile.session.sessions import register
 
 TS = "2026-11-29T22:01:17.123Z"
 

@@ -25,8 +25,9 @@ import time
 from claude_harness import kinds, make_rig, records, require_real_claude, typed_by, watched
 from conftest import (BIN, AttachedClient, captain_runs, captain_types, cmd, last_captain_input,
                       wait_for)
-from crewfile import aside, paths
-from crewfile.sessions import Session
+from crewfile.asides import aside
+from crewfile.core import paths
+from crewfile.session.sessions import Session
 
 AIDE_DONE = f"{sys.executable} {os.path.join(BIN, 'aside-done')}"
 CONCLUDE = "aside-conclude design --report r.md"
@@ -42,7 +43,7 @@ NOT_CONCLUDED = "aside-conclude: the captain has not concluded this aside"
 
 def test_keys_a_process_sends_are_no_persons_and_keys_typed_at_a_client_are(
         crew, tmux, aside_window):
-    from crewfile import evidence
+    from crewfile.asides import evidence
     sess = aside_window("a1")
     pane = sess.meta["tmux"]
     person = AttachedClient.on(tmux.sock)

@@ -15,8 +15,8 @@ import sys
 
 from conftest import BIN, AttachedClient, cmd, last_captain_input, wait_for
 from claude_harness import kinds, make_rig, records, require_real_claude, typed_by, watched
-from crewfile import aside
-from crewfile.sessions import Session
+from crewfile.asides import aside
+from crewfile.session.sessions import Session
 
 AIDE_DONE = f"{sys.executable} {os.path.join(BIN, 'aside-done')}"
 
@@ -149,7 +149,7 @@ def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, 
     import shlex
     import subprocess
     from claude_harness import ClaudeRig
-    from crewfile.sessions import register
+    from crewfile.session.sessions import register
     require_real_claude()
     rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
     register(crew, "firstmate", kind="primary")

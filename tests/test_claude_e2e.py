@@ -22,8 +22,8 @@ import sys
 from conftest import BIN, AttachedClient, cmd, wait_for
 from claude_harness import (ClaudeRig, hook_command, kinds, make_rig, records, typed_by,
                             watched, require_real_claude)
-from crewfile import inbox
-from crewfile.sessions import Session, register
+from crewfile.wake import inbox
+from crewfile.session.sessions import Session, register
 
 NOTICE = "NOTICE-MARK-4711"
 WAKE = "WAKE-MARK-0815"

@@ -24,8 +24,9 @@ import json
 
 from conftest import cmd, wait_for
 from claude_harness import kinds, make_rig, records, require_real_claude, watched
-from crewfile import delivery, inbox, prompt
-from crewfile.sessions import Session, register
+from crewfile.session import delivery, prompt
+from crewfile.wake import inbox
+from crewfile.session.sessions import Session, register
 
 NUDGE = "NUDGE-MARK-2718 continue with the plan"
 DRAFT = "half typed by the captain"
@@ -175,7 +176,7 @@ def test_claude_killed_in_a_bash_pane_nothing_is_typed_into_the_shell(crew, tmux
     import os
     import shlex
     import signal
-    from crewfile import verdict
+    from crewfile.session import verdict
     rig = crew_rig(crew, tmux, tmp_path)
     command = rig.prepare().replace(" && exec env ", " && env ", 1)
     rc = tmp_path / "bashrc"

@@ -15,9 +15,10 @@ import os
 
 import pytest
 
-from crewfile import logfile, tokens
-from crewfile.adapters import claude
-from crewfile.sessions import Session
+from crewfile.core import logfile
+from crewfile.views import tokens
+from crewfile.agents import claude
+from crewfile.session.sessions import Session
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "transcripts")
 RELEASES = ("2.1.197", "2.1.332")

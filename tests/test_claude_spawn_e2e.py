@@ -22,7 +22,7 @@ import sys
 from conftest import cmd, wait_for
 from claude_harness import (BIN, ClaudeRig, hook_command, kinds, records, require_real_claude,
                             run_checked, watched)
-from crewfile.sessions import Session
+from crewfile.session.sessions import Session
 
 PROMPT = "FIRST-PROMPT-3141 read the README"
 NUDGE = "NUDGE-AFTER-REBOOT-2718 continue with the plan"

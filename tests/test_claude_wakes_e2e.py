@@ -11,8 +11,9 @@ import sys
 
 from conftest import wait_for
 from claude_harness import ClaudeRig, kinds, make_rig, require_real_claude, watched
-from crewfile import hook, inbox
-from crewfile.sessions import register
+from crewfile.hooks import hook
+from crewfile.wake import inbox
+from crewfile.session.sessions import register
 
 TS = "2026-11-29T22:01:17.123Z"
 

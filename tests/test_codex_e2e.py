@@ -28,9 +28,11 @@ import pytest
 import agent_clis
 import responses_server
 from claude_harness import run_checked
-from crewfile import inbox, logfile, tokens
-from crewfile.paths import Crew
-from crewfile.sessions import Session, register
+from crewfile.wake import inbox
+from crewfile.core import logfile
+from crewfile.views import tokens
+from crewfile.core.paths import Crew
+from crewfile.session.sessions import Session, register
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = [b for b in [agent_clis.codex(ROOT)] if b]
@@ -333,8 +335,8 @@ def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle
     only a placeholder (`› Ask Codex to do anything`, drawn dim: observed),
     which is no draft, so a nudge is typed and taken as a new turn. Text the
     captain typed (plain, not dim) is a draft: refused."""
-    from crewfile import delivery
-    from crewfile.verdict import DRAFT
+    from crewfile.session import delivery
+    from crewfile.session.verdict import DRAFT
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx1"
     # The one start through the review, as a user's first: the others start
@@ -373,7 +375,7 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux, tmp_path)
     """Codex asking to run a command outside its sandbox (-a on-request -s
     read-only): PermissionRequest records `waiting: permission`; delivery
     refuses the dialog; answered (y), PostToolUse records the answer."""
-    from crewfile import delivery
+    from crewfile.session import delivery
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx3"
     _pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
@@ -422,7 +424,7 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
     pane reaches the model with the first turn in its history."""
     from conftest import crash_and_respawn
     from test_claude_spawn_e2e import _repo
-    from crewfile import spawn
+    from crewfile.crew import spawn
     import shlex
     repo = _repo(tmp_path, monkeypatch)
     tree = str(tmp_path / "src" / "app.crew" / "w1")

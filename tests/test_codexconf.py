@@ -11,8 +11,8 @@ import pytest
 
 import agent_clis
 from conftest import cmd
-from crewfile import codexconf
-from crewfile.codexconf import LINE, MARK, with_flag, without_flag
+from crewfile.agents import codexconf
+from crewfile.agents.codexconf import LINE, MARK, with_flag, without_flag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REAL = [b for b in [agent_clis.codex(ROOT)] if b]

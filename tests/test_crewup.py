@@ -11,8 +11,9 @@ import sys
 import pytest
 
 from conftest import BIN, wait_for
-from crewfile import crewup, inbox
-from crewfile.sessions import Session, register
+from crewfile.crew import crewup
+from crewfile.wake import inbox
+from crewfile.session.sessions import Session, register
 
 
 def start(crew, primary="boss", *args):
@@ -209,7 +210,7 @@ def test_a_lock_still_held_for_a_killed_crew_up_is_waited_for(crew):
     child until its exec: the next crew-up (its state naming a dead pid) waits
     for the lock instead of exiting Refused, and runs once it is free."""
     import json
-    from crewfile import locks, paths
+    from crewfile.core import locks, paths
     register(crew, "boss", kind="primary")
     gone = subprocess.Popen(["true"])
     gone.wait()

@@ -14,8 +14,9 @@ import sys
 import time
 
 from conftest import BIN, REPO, wait_for
-from crewfile import crewup, inbox
-from crewfile.sessions import register
+from crewfile.crew import crewup
+from crewfile.wake import inbox
+from crewfile.session.sessions import register
 
 TRIALS = int(os.environ.get("CREWFILE_KILL_TRIALS", "200"))
 VICTIMS = ("crew-watch", "wake-filter", "wake-send", "crew-up")
@@ -25,8 +26,8 @@ KINDS = ["done", "blocked", "turn-started", "turn-ended", "idle", "paused", "err
 WRITER = """
 import random, sys, time
 sys.path.insert(0, {lib!r})
-from crewfile.paths import Crew
-from crewfile.sessions import Session
+from crewfile.core.paths import Crew
+from crewfile.session.sessions import Session
 crew = Crew({root!r})
 names, kinds = {names!r}, {kinds!r}
 rng = random.Random({seed})
@@ -79,7 +80,7 @@ def seen(crew, up, err, what):
 
 def said(crew):
     """The lines the stages wrote on stderr, from crew-up/log and its rotations."""
-    from crewfile.logfile import rotated
+    from crewfile.core.logfile import rotated
     out = []
     for i in range(9, -1, -1):
         try:

@@ -7,10 +7,10 @@ import sys
 import pytest
 
 from conftest import REPO, wait_for
-from crewfile import delivery, prompt
-from crewfile.errors import BadInput
-from crewfile.logfile import TailStats
-from crewfile.sessions import Session
+from crewfile.session import delivery, prompt
+from crewfile.core.errors import BadInput
+from crewfile.core.logfile import TailStats
+from crewfile.session.sessions import Session
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 
@@ -93,7 +93,7 @@ def test_refuses_ended_session_even_if_pane_lives(crew, tmux):
     sess, pane = agent(crew, tmux, command=f"{FAKE}; exec sleep 600")   # a shell remains
     tmux("send-keys", "-t", pane, "C-d")                  # EOF: the agent ends, `ended: eof`
     wait_for(lambda: "ended" in kinds(sess), what="the agent's ended record")
-    from crewfile.liveness import alive
+    from crewfile.session.liveness import alive
     wait_for(lambda: not alive(sess.reread().meta["pid"], sess.meta["pid_start"]),
              what="the agent's exit")
     ok, reason = delivery.deliver(sess, "hello", quiet=0)
@@ -149,7 +149,7 @@ def test_recheck_failure_leaves_text_unsent(crew, tmux, monkeypatch):
 
 
 def test_concurrent_delivery_is_refused(crew, tmux):
-    from crewfile.locks import acquire
+    from crewfile.core.locks import acquire
     sess, pane = agent(crew, tmux)
     with acquire(os.path.join(sess.dir, "deliver.lock")):
         ok, reason = delivery.deliver(sess, "hello", quiet=0)

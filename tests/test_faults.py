@@ -11,8 +11,8 @@ import time
 import pytest
 
 from conftest import REPO, cmd, wait_for
-from crewfile.logfile import TailStats
-from crewfile.sessions import Session, register
+from crewfile.core.logfile import TailStats
+from crewfile.session.sessions import Session, register
 
 LIB = os.path.join(REPO, "lib")
 
@@ -30,7 +30,7 @@ class Holder:
         wait_for(self._held, what=f"flock(1) holding {path}")
 
     def _held(self):
-        from crewfile.locks import is_held
+        from crewfile.core.locks import is_held
         return is_held(self.path)
 
     def stop(self):
@@ -201,7 +201,7 @@ def test_finding10_wake_send_posts_wakes_while_the_primary_lock_is_stuck(crew, h
     texts = [line.split(" ", 3)[3] for line in open(inbox).read().splitlines()]
     assert texts == [line for line in lines.splitlines()]
     holder.stop()
-    from crewfile import inbox as inboxes
+    from crewfile.wake import inbox as inboxes
     taken, garbage = inboxes.drain(crew, "boss")
     assert [n.text for n in taken] == texts and garbage == 0
 
@@ -211,8 +211,8 @@ def test_finding10_wake_send_posts_wakes_while_the_primary_lock_is_stuck(crew, h
 STOPPED_DRAIN = """
 import os, signal, sys
 sys.path.insert(0, sys.argv[2])
-from crewfile import inbox, paths
-from crewfile.paths import Crew
+from crewfile.wake import inbox; from crewfile.core import paths
+from crewfile.core.paths import Crew
 real = inbox._whole_lines
 def stop_after_the_read(path):
     data = real(path)
@@ -234,7 +234,8 @@ def test_finding10_a_notice_posted_without_the_lock_survives_a_stopped_drain(
     the new inbox, or (its descriptor opened before the drain's rename) in
     the file the drain took, which is then no longer named inbox: it posts
     again. Either way a later drain hands the notice over."""
-    from crewfile import inbox, locks, paths
+    from crewfile.wake import inbox
+    from crewfile.core import locks, paths
     register(crew, "boss", kind="primary")
     first = inbox.post(crew, "boss", "wake", "before the drain")
     path = os.path.join(Session(crew, "boss").dir, "inbox")
@@ -275,8 +276,9 @@ def test_finding10_notices_a_drain_leaves_come_first_and_a_crashed_drain_s_are_n
     """What a partial drain leaves waits in inbox.taking, ahead of what is
     posted after; an inbox.moving a drain left when it died (after its
     rename, before its append) is handed over first by the next one."""
-    from crewfile import inbox, timeline
-    from crewfile.logfile import TailStats
+    from crewfile.wake import inbox
+    from crewfile.views import timeline
+    from crewfile.core.logfile import TailStats
     register(crew, "boss", kind="primary")
     path = os.path.join(Session(crew, "boss").dir, "inbox")
     ids = [inbox.post(crew, "boss", "wake", f"n{i}") for i in range(3)]
@@ -302,8 +304,8 @@ def test_finding10_notices_a_drain_leaves_come_first_and_a_crashed_drain_s_are_n
 RACE_POSTER = """
 import sys
 sys.path.insert(0, sys.argv[2])
-from crewfile import inbox, locks
-from crewfile.paths import Crew
+from crewfile.wake import inbox; from crewfile.core import locks
+from crewfile.core.paths import Crew
 locks.bound_waits(0)            # one try: a busy lock means posting without it
 crew, unlocked = Crew(sys.argv[1]), 0
 for i in range(int(sys.argv[4])):
@@ -315,8 +317,8 @@ print(unlocked, flush=True)
 RACE_DRAINER = """
 import sys
 sys.path.insert(0, sys.argv[2])
-from crewfile import inbox
-from crewfile.paths import Crew
+from crewfile.wake import inbox
+from crewfile.core.paths import Crew
 crew, out = Crew(sys.argv[1]), open(sys.argv[3], "w")
 while sys.stdin.readline():      # one drain per line; EOF: done
     taken, rest, _ = inbox.drain_part(crew, "boss", lambda pending: (len(pending) + 1) // 2)
@@ -329,7 +331,7 @@ def test_finding10_posters_without_the_lock_and_drains_racing_lose_no_notice(cre
     """Posters that take the lock when it is free and post without it when
     it is not, against a drainer that drains half of what waits again and
     again: every notice is handed over or still pending, none is lost."""
-    from crewfile import inbox
+    from crewfile.wake import inbox
     register(crew, "boss", kind="primary")
     taken_path = str(tmp_path / "taken")
     drainer = subprocess.Popen([sys.executable, "-c", RACE_DRAINER, crew.root, LIB, taken_path],

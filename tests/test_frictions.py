@@ -5,8 +5,9 @@ import json
 import os
 
 from conftest import cmd
-from crewfile import logfile, schedules
-from crewfile.sessions import Session
+from crewfile.core import logfile
+from crewfile.nudges import schedules
+from crewfile.session.sessions import Session
 
 
 def test_status_show_names_the_turn_record_that_keeps_a_paused_session_generating(crew):
@@ -86,7 +87,7 @@ def test_nudge_add_says_when_its_session_is_not_live(crew, tmux):
 
 
 def test_nudge_ls_shows_until(crew):
-    from crewfile.records import timestamp
+    from crewfile.core.records import timestamp
     cmd("session-add", "builder", check=True)
     cmd("session-add", "tester", check=True)
     sid = cmd("nudge-add", "--session", "builder", "--every", "30m", "--message", "go",

@@ -35,8 +35,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import BIN, bound_by_modes, cmd, drop_mode_overrides, wait_for
-from crewfile import cli, reports
-from crewfile.sessions import Session, register
+from crewfile import cli
+from crewfile.asides import reports
+from crewfile.session.sessions import Session, register
 
 EXAMPLES = int(os.environ.get("CREWFILE_FUZZ_EXAMPLES", "30"))
 CODES = {0, 1, 2, 3, 4, 5, 6, 111}

@@ -5,8 +5,9 @@ import os
 
 import pytest
 
-from crewfile import inbox, logfile
-from crewfile.sessions import Session, register
+from crewfile.wake import inbox
+from crewfile.core import logfile
+from crewfile.session.sessions import Session, register
 
 SID = "5683c0de-0000-4000-8000-000000000001"
 
@@ -114,7 +115,7 @@ def test_aside_done_prompt_is_the_captains_conclusion(crew, run, tmp_path, aside
     """Recorded with its prompt id as evidence (and the keys of the captain at
     a terminal); believed once the transcript holds it."""
     from conftest import captain_keys
-    from crewfile import aside
+    from crewfile.asides import aside
     from transcript import append_prompt
     aside_window("a1")
     path = str(tmp_path / "t.jsonl")
@@ -156,7 +157,7 @@ def test_a_forged_aside_done_payload_is_refused_and_surfaced(crew, run, tmp_path
 
 def test_a_captain_done_line_written_during_a_tool_call_is_reported_after_it(crew, run, tmp_path):
     """printf >> status from the agent's shell: its PostToolUse hook reports it, once."""
-    from crewfile import records
+    from crewfile.core import records
     register(crew, "a1", kind="aside")
     hook(run, payload("UserPromptSubmit", prompt="go on", prompt_id="p-0"), name="a1")
     sess = Session(crew, "a1")
@@ -399,7 +400,7 @@ def test_internal_failure_is_exit_0_one_line(crew, run):
 
 
 def test_internal_failure_in_library_is_exit_0_one_line(crew, monkeypatch):
-    from crewfile import hook as hook_mod
+    from crewfile.hooks import hook as hook_mod
 
     def boom(ctx):
         raise KeyError("bug")
@@ -455,8 +456,8 @@ def test_fuzzed_payloads_never_fail_the_agent(tmp_path):
     """Any payload, any field of any type, for every event: exit 0, at most one
     stderr line, stdout empty or one JSON object of a documented shape."""
     from hypothesis import given, settings, HealthCheck, strategies as st
-    from crewfile import hook as hook_mod
-    from crewfile.paths import Crew
+    from crewfile.hooks import hook as hook_mod
+    from crewfile.core.paths import Crew
     crew = Crew(str(tmp_path / "crew"))
     register(crew, "w1", kind="primary")
     register(crew, "a1", kind="aside")

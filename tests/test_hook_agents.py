@@ -28,9 +28,11 @@ import os
 
 import pytest
 
-from crewfile import claude, inbox, logfile
-from crewfile.hook import handle, load_agent
-from crewfile.sessions import Session, register
+from crewfile.agents import install
+from crewfile.wake import inbox
+from crewfile.core import logfile
+from crewfile.hooks.hook import handle, load_agent
+from crewfile.session.sessions import Session, register
 
 SID = "019a0000-0000-7000-8000-00000000c0de"
 
@@ -214,7 +216,7 @@ def test_the_command_line_selects_the_agent(crew, run):
 @pytest.mark.parametrize("agent", ["codex", "gemini"])
 def test_fuzzed_payloads_never_fail_the_agent(tmp_path, agent):
     from hypothesis import given, settings, HealthCheck, strategies as st
-    from crewfile.paths import Crew
+    from crewfile.core.paths import Crew
     from test_hook import _fuzz_values
     crew = Crew(str(tmp_path / "crew"))
     register(crew, "w1", kind="primary")
@@ -273,13 +275,13 @@ def test_install_merge_dry_run_and_uninstall(tmp_path, run, agent, file, events,
         f"created {d / rel}\n" for rel in SHIPPED[agent]]
     assert len(p.stdout.splitlines()) == len(changed) + 1     # one note (tests/test_codexconf.py)
     for rel in SHIPPED[agent]:
-        assert (d / rel).read_text() == claude.shipped(load_agent(agent), rel)
+        assert (d / rel).read_text() == install.shipped(load_agent(agent), rel)
     got = json.loads((d / file).read_text())
     assert got["model"] == "mine" and set(got["hooks"]) == set(events) | {"Stop"}
     assert got["hooks"]["Stop" if agent == "codex" else "AfterAgent"]  # ours
     assert got["hooks"]["Stop"][0]["hooks"][0]["command"] == "notify-send done"   # theirs
     ours = [h for groups in got["hooks"].values() for g in groups for h in g["hooks"]
-            if claude.is_ours(h)]
+            if install.is_ours(h)]
     assert len(ours) == len(events)
     assert all(h["command"].endswith(f"crew-hook --agent {agent}") and h["timeout"] == timeout
                for h in ours)
@@ -299,10 +301,10 @@ def test_install_into_an_empty_codex_dir_and_print_settings(tmp_path, run):
     p = run("crew-hook", "--install", str(d), "--agent", "codex", "--command", "crew-hook")
     assert p.returncode == 0
     got = json.loads((d / "hooks.json").read_text())
-    assert got == claude.hooks_block("crew-hook", load_agent("codex"))
+    assert got == install.hooks_block("crew-hook", load_agent("codex"))
     assert sorted(os.listdir(d)) == ["hooks.json", "skills"] and not (d / "commands").exists()
     p = run("crew-hook", "--settings", "--agent", "gemini", "--command", "/x/crew-hook")
-    assert json.loads(p.stdout) == claude.hooks_block("/x/crew-hook", load_agent("gemini"))
+    assert json.loads(p.stdout) == install.hooks_block("/x/crew-hook", load_agent("gemini"))
     p = run("crew-hook", "--uninstall", str(d), "--agent", "codex")
     assert p.returncode == 0 and not (d / "hooks.json").exists() and not (d / "skills").exists()
 
@@ -312,15 +314,15 @@ def test_only_the_agents_own_adapter_is_imported(agent, event):
     """Start-up: one adapter, and neither json nor re, on the guard's path."""
     import subprocess
     import sys
-    code = ("import sys; sys.path.insert(0, 'lib'); from crewfile import hook; "
+    code = ("import sys; sys.path.insert(0, 'lib'); from crewfile.hooks import hook; "
             f"hook.handle('{{\"hook_event_name\": \"{event}\", \"tool_name\": \"x\", "
             "\"tool_input\": {\"command\": \"ls\"}}', {'CREWFILE_DIR': '/nonexistent-cf'}, "
             f"agent='{agent}'); "
-            "print(sorted(m for m in sys.modules if m.startswith('crewfile.adapters.')"
+            "print(sorted(m for m in sys.modules if m.startswith('crewfile.agents.')"
             " or m in ('json', 're', 'subprocess')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          cwd=__file__.rsplit("/tests/", 1)[0])
-    assert out.stdout.strip() == repr([f"crewfile.adapters.{agent}"]), out.stderr
+    assert out.stdout.strip() == repr([f"crewfile.agents.{agent}"]), out.stderr
 
 
 def test_gemini_headless_prompt_leaves_out_the_start_context(crew):
@@ -357,14 +359,14 @@ GEMINI_CURSOR_AT_START = (" \x1b[38;5;183m> \x1b[7m\x1b[38;5;231mh\x1b[0m\x1b[38
     ("gemini", GEMINI_IDLE, ""), ("gemini", GEMINI_TYPED, "hello world"),
     ("gemini", GEMINI_CURSOR_AT_START, "hello world"), ("gemini", GEMINI_YOLO_IDLE, "")])
 def test_a_placeholder_is_no_draft_typed_text_is(agent, screen, draft):
-    from crewfile.prompt import markers_of, placeholder_of, prompt_tail, without_placeholder
+    from crewfile.session.prompt import markers_of, placeholder_of, prompt_tail, without_placeholder
     plain = without_placeholder(screen, placeholder_of({"agent": agent}))
     assert "\x1b" not in plain and plain.count("\n") == screen.count("\n")
     assert prompt_tail(plain, markers_of({"agent": agent}))[0] == draft
 
 
 def test_a_yolo_gemini_prompt_line_is_read_only_in_a_gemini_pane():
-    from crewfile.prompt import PROMPT_MARKERS, markers_of, prompt_tail, without_placeholder
+    from crewfile.session.prompt import PROMPT_MARKERS, markers_of, prompt_tail, without_placeholder
     plain = without_placeholder(GEMINI_YOLO_IDLE, "38;5;248")
     assert prompt_tail(plain, markers_of({"agent": "claude"}))[0] == "HOLD: /x/go"   # a draft
     assert markers_of({"agent": "gemini", "prompt": "$"}) == ("$",)      # meta still overrides
@@ -372,7 +374,7 @@ def test_a_yolo_gemini_prompt_line_is_read_only_in_a_gemini_pane():
 
 
 def test_placeholders_only_for_agents_that_draw_one():
-    from crewfile.prompt import placeholder_of, prompt_tail, without_placeholder
+    from crewfile.session.prompt import placeholder_of, prompt_tail, without_placeholder
     assert placeholder_of({"agent": "claude"}) is None and placeholder_of({}) is None
     assert placeholder_of({"agent": "../x"}) is None and placeholder_of(None) is None
     # a dim draft in another agent's style stays a draft

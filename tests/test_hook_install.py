@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from crewfile import claude
-from crewfile.errors import BadInput
+from crewfile.agents import install
+from crewfile.core.errors import BadInput
 
 USER_SETTINGS = {
     "model": "opus",
@@ -30,22 +30,22 @@ USER_SETTINGS = {
 def ours(settings):
     return [(ev, h["command"]) for ev, groups in settings["hooks"].items()
             if isinstance(groups, list) for g in groups for h in g.get("hooks", [])
-            if claude.is_ours(h)]
+            if install.is_ours(h)]
 
 
 def test_block_has_every_event_once():
-    block = claude.hooks_block("/opt/crew-hook")
+    block = install.hooks_block("/opt/crew-hook")
     assert set(block["hooks"]) == {"SessionStart", "UserPromptSubmit", "PreToolUse",
                                    "PostToolUse", "Stop", "Notification", "SessionEnd"}
     for event, groups in block["hooks"].items():
         assert len(groups) == 1
         assert groups[0]["hooks"] == [{"type": "command", "command": "/opt/crew-hook",
-                                       "timeout": claude.TIMEOUT}]
+                                       "timeout": install.TIMEOUT}]
     assert block["hooks"]["PreToolUse"][0]["matcher"] == "Bash"
 
 
 def test_merge_keeps_unrelated_hooks_and_replaces_old_crew_hook():
-    merged = claude.merge(USER_SETTINGS, claude.hooks_block("/new/crew-hook"))
+    merged = install.merge(USER_SETTINGS, install.hooks_block("/new/crew-hook"))
     assert merged["model"] == "opus" and merged["permissions"] == USER_SETTINGS["permissions"]
     hooks = merged["hooks"]
     assert hooks["Stop"][0] == USER_SETTINGS["hooks"]["Stop"][0]
@@ -54,24 +54,24 @@ def test_merge_keeps_unrelated_hooks_and_replaces_old_crew_hook():
     assert hooks["PreToolUse"][1] == USER_SETTINGS["hooks"]["PreToolUse"][1]
     assert "PreCompact" not in hooks                   # only our old entry was there
     assert hooks["SubagentStop"] == "not a list: left alone"
-    assert sorted(ours(merged)) == sorted((ev, "/new/crew-hook") for ev, _ in claude.EVENTS)
+    assert sorted(ours(merged)) == sorted((ev, "/new/crew-hook") for ev, _ in install.EVENTS)
     assert USER_SETTINGS["hooks"]["PreToolUse"][0]["hooks"][1]["command"] == "/old/path/crew-hook"
 
 
 def test_merge_is_idempotent():
-    block = claude.hooks_block("/new/crew-hook")
-    once = claude.merge(USER_SETTINGS, block)
-    assert claude.merge(once, block) == once
-    assert claude.dumps(claude.merge(json.loads(claude.dumps(once)), block)) == claude.dumps(once)
+    block = install.hooks_block("/new/crew-hook")
+    once = install.merge(USER_SETTINGS, block)
+    assert install.merge(once, block) == once
+    assert install.dumps(install.merge(json.loads(install.dumps(once)), block)) == install.dumps(once)
 
 
 def test_merge_into_empty_and_refusals():
-    block = claude.hooks_block("crew-hook")
-    assert claude.merge({}, block) == block
+    block = install.hooks_block("crew-hook")
+    assert install.merge({}, block) == block
     with pytest.raises(BadInput):
-        claude.merge([], block)
+        install.merge([], block)
     with pytest.raises(BadInput):
-        claude.merge({"hooks": []}, block)
+        install.merge({"hooks": []}, block)
 
 
 @pytest.mark.parametrize("command,mine", [
@@ -79,13 +79,13 @@ def test_merge_into_empty_and_refusals():
     ("python3 /x/bin/crew-hook", True), ("my-crew-hook", False), ("crew-hook2", False),
     ("echo 'unbalanced", False)])
 def test_is_ours(command, mine):
-    assert claude.is_ours({"type": "command", "command": command}) is mine
+    assert install.is_ours({"type": "command", "command": command}) is mine
 
 
 def test_settings_prints_the_block(run):
     p = run("crew-hook", "--settings", "--command", "/opt/bin/crew-hook")
     assert p.returncode == 0
-    assert json.loads(p.stdout) == claude.hooks_block("/opt/bin/crew-hook")
+    assert json.loads(p.stdout) == install.hooks_block("/opt/bin/crew-hook")
     p = run("crew-hook", "--settings")
     cmd = json.loads(p.stdout)["hooks"]["Stop"][0]["hooks"][0]["command"]
     # pinned: the interpreter that ran the install, then the script; no PATH lookup
@@ -131,7 +131,7 @@ def test_install_dry_run_then_install_then_again(run, tmp_path):
     assert p.stdout == (f"updated {settings}\ncreated {d}/skills/aside/SKILL.md\n"
                         f"created {d}/commands/aside-done.md\n")
     merged = json.loads(settings.read_text())
-    assert merged == claude.merge(USER_SETTINGS, claude.hooks_block("/opt/crew-hook"))
+    assert merged == install.merge(USER_SETTINGS, install.hooks_block("/opt/crew-hook"))
     assert stat.S_IMODE(os.stat(settings).st_mode) == 0o640
     skill = (d / "skills" / "aside" / "SKILL.md").read_text()
     assert skill.startswith("---\nname: aside\n")
@@ -151,7 +151,7 @@ def test_install_creates_missing_settings_and_follows_a_link(run, tmp_path):
     d = tmp_path / "proj" / ".claude"
     p = run("crew-hook", "--install", str(d), "--command", "crew-hook")
     assert p.returncode == 0, p.stderr
-    assert json.loads((d / "settings.json").read_text()) == claude.hooks_block("crew-hook")
+    assert json.loads((d / "settings.json").read_text()) == install.hooks_block("crew-hook")
     # a dotfiles manager's link: written through to its target
     real = tmp_path / "dotfiles-settings.json"
     real.write_text('{"model": "sonnet"}')
@@ -177,16 +177,17 @@ def test_install_refuses_invalid_settings_untouched(run, tmp_path):
 
 def test_names_agree_with_the_aside_module():
     """The guard's words, the installed command's name and the aside's constants are one."""
-    from crewfile import aside, captain, hook
+    from crewfile.asides import aside, captain
+    from crewfile.hooks import hook
     assert captain.CONCLUDE_COMMAND == "/aside-done"
     assert set(hook.CAPTAIN_ONLY_WORDS) == {captain.CONCLUDE_COMMAND[1:], aside.CAPTAIN_DONE}
-    from crewfile.adapters import claude as cc, codex, gemini
+    from crewfile.agents import claude as cc, codex, gemini
     assert cc.CONCLUDE == gemini.CONCLUDE == captain.CONCLUDE_COMMAND
     assert codex.CONCLUDE == "$" + captain.CONCLUDE_COMMAND[1:]
     assert "commands/aside-done.md" in cc.FILES and "commands/aside-done.toml" in gemini.FILES
     assert "skills/aside-done/SKILL.md" in codex.FILES
-    assert "name: aside-done\n" in claude.shipped(codex, "skills/aside-done/SKILL.md")
-    assert hook.RULE_HEADING in claude.shipped(cc, cc.FILES[0])
+    assert "name: aside-done\n" in install.shipped(codex, "skills/aside-done/SKILL.md")
+    assert hook.RULE_HEADING in install.shipped(cc, cc.FILES[0])
 
 
 def test_uninstall_removes_exactly_what_install_added(run, tmp_path):
@@ -210,7 +211,7 @@ def test_uninstall_removes_exactly_what_install_added(run, tmp_path):
         f"updated {settings}", f"removed {d}/skills/aside/SKILL.md",
         f"removed {d}/commands/aside-done.md"])
     # the user's old crew-hook entries went too (--install had replaced them)
-    assert json.loads(settings.read_text()) == claude.merge(before, {"hooks": {}})
+    assert json.loads(settings.read_text()) == install.merge(before, {"hooks": {}})
     assert not (d / "skills").exists()                         # emptied: gone
     assert (d / "commands" / "mine.md").read_text() == "the user's own command\n"
     p = run("crew-hook", "--uninstall", str(d))                 # again: nothing to do

@@ -7,7 +7,7 @@ import sys
 import pytest
 from hypothesis import given, strategies as st
 
-from crewfile import jsonio
+from crewfile.core import jsonio
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -42,7 +42,7 @@ def test_specials_like_json():
 
 
 def test_import_does_not_load_json_or_re():
-    code = ("import sys; sys.path.insert(0, 'lib'); import crewfile.jsonio as j; "
+    code = ("import sys; sys.path.insert(0, 'lib'); import crewfile.core.jsonio as j; "
             "j.loads('{\"a\": [1, 2.5]}'); j.dumps({'a': 'é'}); "
             "print(sorted(m for m in ('json', 're', 'enum') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -52,7 +52,7 @@ def test_import_does_not_load_json_or_re():
 
 def test_hook_import_path_stays_light():
     """A Stop or PreToolUse call imports neither json nor re (the start-up budget)."""
-    code = ("import sys, io; sys.path.insert(0, 'lib'); from crewfile import hook; "
+    code = ("import sys, io; sys.path.insert(0, 'lib'); from crewfile.hooks import hook; "
             "hook.handle('{\"hook_event_name\": \"PreToolUse\", \"tool_name\": \"Bash\", "
             "\"tool_input\": {\"command\": \"ls\"}}', {'CREWFILE_DIR': '/nonexistent-cf'}); "
             "print(sorted(m for m in ('json', 're', 'subprocess') if m in sys.modules))")
@@ -66,14 +66,14 @@ def test_a_prompt_hook_leaves_the_rest_of_asides_unimported(crew, tmp_path, asid
     the captain module alone: aside, reports and window stay off every
     prompt's path (the prompt hook's start-up budget)."""
     from conftest import captain_keys
-    from crewfile.logfile import TailStats
+    from crewfile.core.logfile import TailStats
     sess = aside_window("a1")
     sess.update_meta(transcript_path=str(tmp_path / "t.jsonl"))
-    code = ("import sys; sys.path.insert(0, 'lib'); from crewfile import hook; "
+    code = ("import sys; sys.path.insert(0, 'lib'); from crewfile.hooks import hook; "
             "env = {'CREWFILE_DIR': sys.argv[1], 'CREWFILE_SESSION': 'a1'}; "
             "print(hook.handle('{\"hook_event_name\": \"UserPromptSubmit\", \"prompt\": \"%s\", "
             "\"prompt_id\": \"p-1\", \"transcript_path\": \"%s\"}' % tuple(sys.argv[2:]), env).err); "
-            "print(sorted(m for m in ('crewfile.aside', 'crewfile.reports', 'crewfile.window')"
+            "print(sorted(m for m in ('crewfile.asides.aside', 'crewfile.asides.reports', 'crewfile.session.window')"
             " if m in sys.modules))")
     for prompt in ("hello", "/aside-done thanks"):
         captain_keys(sess, prompt + "\r")                 # the captain types it
@@ -87,17 +87,17 @@ def test_a_prompt_hook_leaves_the_rest_of_asides_unimported(crew, tmp_path, asid
 
 
 def test_a_prompt_hook_without_the_captain_module_records_plain_and_says_so(tmp_path):
-    """A broken install (crewfile.captain cannot be imported) still records the
+    """A broken install (crewfile.asides.captain cannot be imported) still records the
     captain's input, as a plain `captain` record that can never conclude, and
     says so on the hook's stderr line."""
-    from crewfile.logfile import TailStats
-    from crewfile.paths import Crew
-    from crewfile.sessions import Session, register
+    from crewfile.core.logfile import TailStats
+    from crewfile.core.paths import Crew
+    from crewfile.session.sessions import Session, register
     crew = Crew(str(tmp_path / "crew"))
     crew.ensure()
     register(crew, "a1", kind="aside")
-    code = ("import sys; sys.path.insert(0, 'lib'); sys.modules['crewfile.captain'] = None; "
-            "from crewfile import hook; "
+    code = ("import sys; sys.path.insert(0, 'lib'); sys.modules['crewfile.asides.captain'] = None; "
+            "from crewfile.hooks import hook; "
             "r = hook.handle('{\"hook_event_name\": \"UserPromptSubmit\", \"prompt\": "
             "\"/aside-done\", \"prompt_id\": \"p-1\"}', "
             "{'CREWFILE_DIR': sys.argv[1], 'CREWFILE_SESSION': 'a1'}); print(r.code, r.err)")

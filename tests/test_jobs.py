@@ -15,9 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import BIN, wait_for
-from crewfile import inbox, jobs, jobwait, jobwatch, liveness, locks, sessions
-from crewfile.errors import BadInput, NotFound
-from crewfile.paths import Crew
+from crewfile.wake import inbox
+from crewfile.background import jobs, jobwait, jobwatch
+from crewfile.session import liveness, sessions
+from crewfile.core import locks
+from crewfile.core.errors import BadInput, NotFound
+from crewfile.core.paths import Crew
 
 
 @pytest.fixture(autouse=True)
@@ -67,7 +70,7 @@ def started(crew, handle):
 def waiting(h, *args, **kw):
     """job-wait HANDLE ARGS..., once it has counted itself in (it holds a
     shared flock on `waiters`) and waits."""
-    from crewfile.paths import Crew
+    from crewfile.core.paths import Crew
     job = jobs.Job(Crew(kw.get("env", os.environ)["CREWFILE_DIR"]), h)
     waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h, *args], **kw)
     wait_for(lambda: locks.is_held(job.waiters_path) or waiter.poll() is not None,
@@ -216,7 +219,7 @@ def test_caller_reading_the_handle_through_a_pipe_is_not_held_up(crew, run, tmp_
 
 
 def test_duration_parser():
-    from crewfile.durations import parse_duration
+    from crewfile.core.durations import parse_duration
     assert parse_duration("30s", "--x") == 30
     assert parse_duration("10m", "--x") == 600
     assert parse_duration("2h", "--x") == 7200
@@ -295,7 +298,7 @@ def test_wait_after_the_notice_reached_the_model_does_not_repeat_it(crew, run):
     drained = run("inbox-drain", "w1").stdout          # handed to the model
     assert f"job {h} exited 3" in drained
     proc = run("job-wait", h)
-    from crewfile.errors import JOB_HEARD
+    from crewfile.core.errors import JOB_HEARD
     assert proc.returncode == JOB_HEARD == 122
     assert proc.stdout == f"{h} heard already by notice {nid}: not repeated\n"
     assert job.heard()["by"] == "notice"
@@ -591,7 +594,7 @@ def test_a_waiter_wakes_when_running_is_let_go_and_tells_lost_from_ended(crew, t
         return w
 
     def write_result(job, code):
-        from crewfile.atomic import replace
+        from crewfile.core.atomic import replace
         with locks.acquire(job.lock_path):
             replace(job.result_path, jobs.dump_json({"code": code, "exit": code}))
 

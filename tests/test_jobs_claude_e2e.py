@@ -11,7 +11,7 @@ import json
 
 from conftest import wait_for
 from claude_harness import kinds, make_rig, require_real_claude, watched
-from crewfile import jobs
+from crewfile.background import jobs
 
 # Loop until the watcher has posted the job's notice (it is pending in the inbox).
 UNTIL_ANNOUNCED = ('until inbox-drain "$CREWFILE_SESSION" --peek | grep -q "$h"; '

@@ -17,7 +17,10 @@ import os
 import random
 import threading
 
-from crewfile import inbox, jobs, jobwait, jobwatch, locks, sessions
+from crewfile.wake import inbox
+from crewfile.background import jobs, jobwait, jobwatch
+from crewfile.core import locks
+from crewfile.session import sessions
 from test_jobs import settled
 
 TRIALS = 500

@@ -10,7 +10,7 @@ import sys
 
 from hypothesis import given, settings, strategies as st
 
-from crewfile import jsonio
+from crewfile.core import jsonio
 
 ROOT = __file__.rsplit("/tests/", 1)[0]
 
@@ -118,7 +118,7 @@ def test_fuzz_damaged_documents(value, data):
 def test_finding_01_syntax_errors_are_value_errors_without_json_loaded():
     """In a fresh interpreter (json.decoder never imported) a truncated
     document is a ValueError, not the SystemError _json raised before."""
-    code = ("import sys; sys.path.insert(0, 'lib'); import crewfile.jsonio as j\n"
+    code = ("import sys; sys.path.insert(0, 'lib'); import crewfile.core.jsonio as j\n"
             "for t in ['{\"name\": \"a', '\"\\x01\"', '\"\\\\q\"', '[1,', '{\"a\" 1}', b'\\xff']:\n"
             "    try: j.loads(t)\n"
             "    except ValueError: pass\n"

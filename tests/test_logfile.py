@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from crewfile import logfile, records
-from crewfile.errors import SystemFailure
+from crewfile.core import logfile, records
+from crewfile.core.errors import SystemFailure
 
 LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib")
 
@@ -24,7 +24,7 @@ def test_eight_writers_half_library_half_flock1_with_long_lines(tmp_path):
     log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
     long_text = "L" * 5000                      # over 4 KiB: beyond PIPE_BUF
     py = ("import sys; sys.path.insert(0, %r)\n"
-          "from crewfile import logfile, records\n"
+          "from crewfile.core import logfile, records\n"
           "for i in range(2000):\n"
           "    t = (%r if i %% 7 == 0 else 'short') + ' w%%s-%%d' %% (sys.argv[1], i)\n"
           "    logfile.append(%r, %r, [records.new_line('note', t)])\n") % (LIB, long_text, log, lock)
@@ -48,7 +48,7 @@ def test_eight_writers_half_library_half_flock1_with_long_lines(tmp_path):
 def test_sigkilled_writers_never_leave_a_torn_record(tmp_path):
     log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
     py = ("import sys; sys.path.insert(0, %r)\n"
-          "from crewfile import logfile, records\n"
+          "from crewfile.core import logfile, records\n"
           "i = 0\n"
           "while True:\n"
           "    i += 1\n"
@@ -98,8 +98,8 @@ def test_full_disk_leaves_no_half_record(tmp_path):
     py = ("import sys, signal, resource; sys.path.insert(0, %r)\n"
           "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
           "resource.setrlimit(resource.RLIMIT_FSIZE, (%d, %d))\n"
-          "from crewfile import logfile, records\n"
-          "from crewfile.errors import SystemFailure\n"
+          "from crewfile.core import logfile, records\n"
+          "from crewfile.core.errors import SystemFailure\n"
           "try:\n"
           "    logfile.append(%r, %r, [records.new_line('note', 'y' * 10000)])\n"
           "except SystemFailure as e:\n"

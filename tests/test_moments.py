@@ -6,8 +6,8 @@ import time
 import pytest
 
 from conftest import cmd
-from crewfile.errors import BadInput
-from crewfile.moments import EXAMPLES, parse_moment
+from crewfile.core.errors import BadInput
+from crewfile.core.moments import EXAMPLES, parse_moment
 
 NOW = calendar.timegm((2026, 12, 1, 20, 0, 0))       # Tuesday 2026-12-01 20:00 UTC
 

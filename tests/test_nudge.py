@@ -9,10 +9,10 @@ import time
 import pytest
 
 from conftest import REPO, cmd, wait_for
-from crewfile import nudge
-from crewfile.atomic import replace
-from crewfile.logfile import TailStats
-from crewfile.sessions import register, state
+from crewfile.nudges import nudge
+from crewfile.core.atomic import replace
+from crewfile.core.logfile import TailStats
+from crewfile.session.sessions import register, state
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 LIB = os.path.join(REPO, "lib")
@@ -309,8 +309,8 @@ def test_overlapping_tick_exits_at_once(crew, tmux, tmp_path):
 HOLDER = """
 import os, subprocess, sys, time
 sys.path.insert(0, {lib!r})
-from crewfile import nudge
-from crewfile.paths import Crew
+from crewfile.nudges import nudge
+from crewfile.core.paths import Crew
 crew = Crew({root!r})
 
 class Stuck(nudge.World):
@@ -368,8 +368,9 @@ def test_watch_wakes_for_a_change_made_right_after_its_tick(crew, monkeypatch, p
     """A turn that ends as the watcher says its tick (here: while emit runs)
     wakes it at once, not at its next poll (60 s): it watches, then looks.
     (test_watch_delivers_after_turn_ended lost that race under load.)"""
-    from crewfile import notify, nudgewatch
-    from crewfile.sessions import Session
+    from crewfile.core import notify
+    from crewfile.nudges import nudgewatch
+    from crewfile.session.sessions import Session
     if polling:
         monkeypatch.setattr(notify, "open_inotify", lambda warn=None: None)
     register(crew, "w1")

@@ -15,10 +15,11 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant,
                                  rule)
 
-from crewfile import nudge, verdict
-from crewfile.verdict import Answer
-from crewfile.paths import Crew
-from crewfile.sessions import register
+from crewfile.nudges import nudge
+from crewfile.session import verdict
+from crewfile.session.verdict import Answer
+from crewfile.core.paths import Crew
+from crewfile.session.sessions import register
 
 # gone: the pane and agent gone; agent-gone: the agent process died, its pane
 # lives on (a shell took it back); stopped: SIGSTOP/Ctrl-Z; background: the

@@ -5,10 +5,11 @@ import os
 import pytest
 
 from conftest import cmd
-from crewfile import nudge, verdict
-from crewfile.names import current_user
-from crewfile.errors import BadInput, NotFound, Refused
-from crewfile.sessions import register
+from crewfile.nudges import nudge
+from crewfile.session import verdict
+from crewfile.core.names import current_user
+from crewfile.core.errors import BadInput, NotFound, Refused
+from crewfile.session.sessions import register
 
 
 class Clocked(nudge.World):

@@ -1,8 +1,8 @@
 """The record line: format, escaping, parsing, limits."""
 import pytest
 
-from crewfile import records
-from crewfile.errors import BadInput
+from crewfile.core import records
+from crewfile.core.errors import BadInput
 
 
 def test_round_trip_escapes_every_control_character():

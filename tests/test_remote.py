@@ -17,9 +17,10 @@ import time
 import pytest
 
 from conftest import BIN, wait_for
-from crewfile import crewup, inbox
-from crewfile.paths import Crew
-from crewfile.sessions import Session, register
+from crewfile.crew import crewup
+from crewfile.wake import inbox
+from crewfile.core.paths import Crew
+from crewfile.session.sessions import Session, register
 
 SSHD = "/usr/sbin/sshd"
 HOSTS = ("machine-a", "machine-b")

@@ -191,7 +191,7 @@ def test_finding_05_human_output_is_escaped_everywhere(crew, tmp_path):
     assert [e.split(" ")[1] for e in events] == ["x"] * 3
     assert any(e.endswith("note: raw\\x1b]0;title\\x07 \\x9b end") for e in events), events
     # The escaped event still says the same: unescaping gives the writer's text.
-    from crewfile import records
+    from crewfile.core import records
     texts = [records.parse(e.replace(" x ", " ", 1)).text for e in events]
     assert HOSTILE in texts
     cmd("job-exec", "--session", "x", "--label", "l\x1bab", "--", "true")
@@ -213,7 +213,7 @@ def test_finding_09_year_0000_record_gives_well_formed_events(crew):
         f.write("0000-01-01T00:00:00.000Z turn-started\n0000-01-01T00:00:01.000Z note: x\n")
     r = cmd("crew-watch", "--from-start", "--once")
     assert r.returncode == 0
-    from crewfile import records
+    from crewfile.core import records
     for line in r.stdout.splitlines():
         ts, name, rest = line.split(" ", 2)
         assert records.is_timestamp(ts) and name == "a", line
@@ -335,7 +335,7 @@ def test_finding_07_job_exec_failing_early_leaves_no_job_directory(crew):
 
 def test_finding_07_abandoned_job_directory_is_swept(crew):
     import time
-    from crewfile import jobs
+    from crewfile.background import jobs
     orphan = os.path.join(crew.root, "jobs", "j-dead00")
     os.makedirs(orphan)
     open(os.path.join(orphan, "alive"), "w").close()
@@ -468,7 +468,7 @@ def test_exit_codes_protocol_table_is_errors_py():
     """Issue 12: every exit code comes from errors.py, and protocol.md's table
     lists exactly those codes; no command module returns a literal code."""
     import re
-    from crewfile import errors
+    from crewfile.core import errors
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     text = open(os.path.join(root, "protocol.md")).read()
     section = text[text.index("\n## Exit codes\n"):]
@@ -551,8 +551,8 @@ _KINDS = ["meta", "schedule", "job-spec", "job-pids", "job-result", "job-heard",
 def test_shape_check_raises_only_badfile(kind, value, data):
     """Any JSON value, also objects made of the kind's own keys with values
     of any type: the answer is the value itself or BadFile, nothing else."""
-    from crewfile import shapes
-    from crewfile.errors import BadFile
+    from crewfile.core import shapes
+    from crewfile.core.errors import BadFile
     keys = list(shapes.SHAPES[kind])
     if data.draw(st.booleans()):
         value = data.draw(st.dictionaries(st.sampled_from(keys), _json_values, max_size=len(keys)))
@@ -566,8 +566,8 @@ def test_shape_check_raises_only_badfile(kind, value, data):
 @given(st.text(alphabet=st.sampled_from(list("0123456789.dhms +-_e\u0663 ")), max_size=14)
        | st.text(max_size=14))
 def test_duration_and_count_parsers_raise_only_badinput(text):
-    from crewfile.durations import MAX_SECONDS, parse_count, parse_duration
-    from crewfile.errors import BadInput
+    from crewfile.core.durations import MAX_SECONDS, parse_count, parse_duration
+    from crewfile.core.errors import BadInput
     try:
         v = parse_duration(text, "--x", positive=False)
         assert 0 <= v <= MAX_SECONDS and set(text) <= set("0123456789.dhms")
@@ -612,7 +612,7 @@ def test_a_command_started_with_a_standard_descriptor_closed_says_so_in_one_line
     proc = closed(["wake-filter"], 0)
     assert proc.returncode == 111 and proc.stderr.count("\n") == 1
     h = run("job-exec", "--", "sh", "-c", "echo hi; exit 3").stdout.strip()
-    from crewfile import jobs
+    from crewfile.background import jobs
     from test_jobs import settled
     job = settled(crew, h)
     proc = closed(["job-wait", h], 1)

@@ -9,9 +9,10 @@ import os
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from crewfile import schedules, shapes
-from crewfile.errors import BadFile, CrewfileError
-from crewfile.paths import Crew
+from crewfile.nudges import schedules
+from crewfile.core import shapes
+from crewfile.core.errors import BadFile, CrewfileError
+from crewfile.core.paths import Crew
 
 
 class Int(int):

@@ -8,9 +8,9 @@ import sys
 import pytest
 
 from conftest import BIN, REPO, cmd, wait_for
-from crewfile import worktree
-from crewfile.logfile import TailStats
-from crewfile.sessions import Session, register
+from crewfile.crew import worktree
+from crewfile.core.logfile import TailStats
+from crewfile.session.sessions import Session, register
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 AGENT = f"{sys.executable} {FAKE} --conversation"
@@ -479,7 +479,7 @@ def test_respawn_refusals_say_why_and_open_nothing(crew, tmux, repo, case):
         import json
         meta = dict(sess.meta)
         del meta["agent_session_id"]
-        from crewfile.atomic import replace
+        from crewfile.core.atomic import replace
         replace(sess.meta_path, json.dumps(meta))
         why = ("no conversation id is recorded (its agent never ran its SessionStart hook):"
                " starting the agent would begin a new conversation")
@@ -516,7 +516,7 @@ def test_each_agent_resumes_with_its_own_command(agent, cmd, want):
     """The resume arguments each CLI's --help gives (Codex 0.171: a
     subcommand after the root options; Gemini 0.61: --resume takes a full
     session id). The real CLIs resume: test_codex_e2e, test_gemini_e2e."""
-    from crewfile.agents import resume_command
+    from crewfile.agents.launch import resume_command
     assert resume_command(agent, cmd, "0a-b_C.9") == want
 
 

@@ -14,12 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import BIN, REPO, TmuxServer, cmd, wait_for
-from crewfile import glance, tmux as tmuxmod
+from crewfile.views import glance
+from crewfile.session import tmux as tmuxmod
 from crewfile.cmd import crew_status
-from crewfile.paths import Crew
-from crewfile.sessions import register
-from crewfile.tmux import LISTED_FORMAT, Server
-from crewfile.verdict import Look
+from crewfile.core.paths import Crew
+from crewfile.session.sessions import register
+from crewfile.session.tmux import LISTED_FORMAT, Server
+from crewfile.session.verdict import Look
 
 
 def listed_text(server):
@@ -133,7 +134,7 @@ def test_verdicts_from_the_list_are_tmux_s_own(every_state, tmux, monkeypatch):
     # records name another socket than the list's
     # tmux was asked only for the session on the other server and for the
     # one whose records name an earlier server on the list's socket
-    from crewfile.sessions import Session
+    from crewfile.session.sessions import Session
     assert asked_for == [Session(crew, "other-server").meta["tmux_socket"], tmux.sock]
 
 
@@ -326,7 +327,7 @@ def test_a_descriptor_of_ours_never_reaches_a_tmux_server_we_start(tmp_path):
     import fcntl
     import shutil
     import tempfile
-    from crewfile.locks import is_held
+    from crewfile.core.locks import is_held
     short = tempfile.mkdtemp(prefix="cf-tmux-fd-")      # socket paths stay under ~107 bytes
     sock = os.path.join(short, "sock")
     lock = str(tmp_path / "lock")

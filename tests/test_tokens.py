@@ -15,8 +15,11 @@ import shutil
 import pytest
 
 from conftest import cmd
-from crewfile import hook, paths, tokens, wakesend
-from crewfile.sessions import register
+from crewfile.hooks import hook
+from crewfile.core import paths
+from crewfile.views import tokens
+from crewfile.wake import wakesend
+from crewfile.session.sessions import register
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REAL = os.path.join(HERE, "transcripts", "claude-primary.jsonl")

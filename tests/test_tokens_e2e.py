@@ -13,8 +13,10 @@ import sys
 
 from conftest import cmd, wait_for
 from claude_harness import kinds, make_rig, require_real_claude, watched
-from crewfile import hook, inbox, tokens, wakesend
-from crewfile.sessions import Session, register
+from crewfile.hooks import hook
+from crewfile.wake import inbox, wakesend
+from crewfile.views import tokens
+from crewfile.session.sessions import Session, register
 
 PER_REQUEST = 12
 

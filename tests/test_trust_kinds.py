@@ -14,10 +14,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import BIN, REPO, captain_types, cmd, wait_for
-from crewfile import aside, captain, kinds, nudge, records
-from crewfile.atomic import replace
-from crewfile.logfile import TailStats
-from crewfile.sessions import Session
+from crewfile.asides import aside, captain
+from crewfile.core import kinds, records
+from crewfile.nudges import nudge
+from crewfile.core.atomic import replace
+from crewfile.core.logfile import TailStats
+from crewfile.session.sessions import Session
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 AGENT = f"{sys.executable} {FAKE}"
@@ -36,7 +38,7 @@ def problems(sess):
 
 
 def alive(pid, start):
-    from crewfile.liveness import alive as is_alive
+    from crewfile.session.liveness import alive as is_alive
     return is_alive(pid, start)
 
 
@@ -214,7 +216,7 @@ def test_a_forged_ended_does_not_spare_a_busy_agent_crew_retires_checks(crew, tm
 
 @pytest.mark.parametrize("kind", sorted(kinds.GUARDED))
 def test_status_appends_stdin_modes_refuse_every_guarded_kind(crew, run, kind):
-    from crewfile.sessions import register
+    from crewfile.session.sessions import register
     sess = register(crew, "w1")
     before = lines(sess)
     r = run("status-append", "w1", "-", input=f"note: one\n{kind}: forged\nnote: two\n")
@@ -233,7 +235,7 @@ def test_status_appends_stdin_modes_refuse_every_guarded_kind(crew, run, kind):
 
 
 def test_a_forged_ended_frees_no_tree(crew, tmux, tmp_path):
-    from crewfile.spawn import holders
+    from crewfile.crew.spawn import holders
     tree = os.path.realpath(tmp_path)
     w3, pane = tmux.agent_window(crew, "w3", AGENT, cwd=tree)
     tmux.wait_screen(pane, "ready>")
@@ -297,7 +299,7 @@ def test_a_forged_end_lets_no_one_register_over_a_live_agent(crew, tmux, run, cr
 def test_no_hook_payload_chooses_a_guarded_kind():
     """The hook writes the kinds its event names; the only ones a payload
     picks are an agent's notification kinds, and none of them is guarded."""
-    from crewfile.adapters import load
+    from crewfile.agents import load
     for agent in ("claude", "codex", "gemini"):
         chosen = {k for k, _ in load(agent).NOTIFICATIONS.values()}
         assert chosen.isdisjoint(kinds.GUARDED), (agent, chosen)
@@ -370,9 +372,9 @@ def test_an_asides_state_moves_only_on_its_commands(tmp_path_factory, acts):
     captain's real acts and the agent's real aside-conclude: the aside is
     concluded exactly when aside-conclude succeeded in the current run, and
     never closed (nothing here reconciles)."""
-    from crewfile.errors import Refused
-    from crewfile.paths import Crew
-    from crewfile.sessions import register
+    from crewfile.core.errors import Refused
+    from crewfile.core.paths import Crew
+    from crewfile.session.sessions import register
     crew = Crew(str(tmp_path_factory.mktemp("crew") / "crew"))
     sess = register(crew, "a1", kind="aside")
     sess.update_meta(tmux="%999")                 # a window is recorded: a bare `closed` is no end
@@ -403,7 +405,7 @@ def test_an_asides_state_moves_only_on_its_commands(tmp_path_factory, acts):
 
 def test_a_concluded_naming_an_earlier_conclusions_report_is_not_believed(crew):
     import time
-    from crewfile.sessions import register
+    from crewfile.session.sessions import register
     sess = register(crew, "a1", kind="aside")
     old = os.path.join(crew.sub("reports", "new"), f"a1,{int(time.time()) - 1000}.M0P1Q1.host")
     os.makedirs(os.path.dirname(old))

@@ -16,7 +16,7 @@ import tempfile
 import pytest
 
 from conftest import BIN, REPO, bound_by_modes, cmd, wait_for
-from crewfile.logfile import TailStats
+from crewfile.core.logfile import TailStats
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 LIB = os.path.join(REPO, "lib")
@@ -121,10 +121,10 @@ def kinds(sess):
 PLANT = """
 import json, os, sys
 sys.path.insert(0, {lib!r})
-from crewfile.paths import Crew
-from crewfile.sessions import register
-from crewfile import schedules
-from crewfile.atomic import replace
+from crewfile.core.paths import Crew
+from crewfile.session.sessions import register
+from crewfile.nudges import schedules
+from crewfile.core.atomic import replace
 crew = Crew({root!r})
 register(crew, "evil", extra={fields!r})
 sid = schedules.add(crew, 60, {message!r}, session="evil")["id"]
@@ -306,7 +306,7 @@ def test_a_file_another_user_owns_is_not_believed_and_the_rest_is_served(crew, t
     assert f"{sids[0]} w1 delivered" in r.stdout
     assert f"{sids[1]} - refused: damaged: session metadata unreadable: {why}\n" in r.stdout
     wait_for(lambda: "captain" in kinds(w1), what="w1's nudge taken")
-    from crewfile import nudge
+    from crewfile.nudges import nudge
     held = nudge.get(crew, sids[1])
     assert (held["armed"], held["attempts"], held["last_outcome"]) == (True, 0, "refused")
     assert tmux.screen(pane2) == screen2
@@ -327,8 +327,8 @@ def test_a_session_directory_that_cannot_be_used_is_named_and_its_schedule_held(
     """Issue 30, items 2 and 3: sessions/w1 unreadable, or something else in
     its place. session-ls lists w2 and marks w1 (said once, exit 5);
     nudge-tick holds w1's schedule, never disarms it as not live."""
-    from crewfile import nudge
-    from crewfile.sessions import register
+    from crewfile.nudges import nudge
+    from crewfile.session.sessions import register
     register(crew, "w1")
     register(crew, "w2")
     sid = cmd("nudge-add", "--session", "w1", "--every", "60", "--message", "go",

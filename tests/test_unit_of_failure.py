@@ -6,7 +6,7 @@ import os
 import pytest
 
 from conftest import bound_by_modes, cmd
-from crewfile.sessions import Session, register
+from crewfile.session.sessions import Session, register
 from test_faults import Proc
 
 

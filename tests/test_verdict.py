@@ -15,9 +15,10 @@ import sys
 import pytest
 
 from conftest import BIN, REPO, cmd, wait_for
-from crewfile import delivery, nudge, verdict
-from crewfile.logfile import TailStats
-from crewfile.sessions import pane_fields, register
+from crewfile.session import delivery, verdict
+from crewfile.nudges import nudge
+from crewfile.core.logfile import TailStats
+from crewfile.session.sessions import pane_fields, register
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 
@@ -317,7 +318,7 @@ def test_wake_send_holds_for_a_dead_primary_and_says_so_once(crew, tmux, tmp_pat
 
 
 def inbox_texts(crew, name):
-    from crewfile import inbox
+    from crewfile.wake import inbox
     return [n.text for n in inbox.pending(crew, name)]
 
 
@@ -428,7 +429,7 @@ def test_crew_hook_finds_the_agent_among_its_ancestors_and_repairs_it(crew, tmux
     event("SessionStart")
     wait_for(lambda: kinds(sess).count("turn-ended") > n, what="the hook's turn")
     meta = sess_meta(sess)
-    from crewfile.liveness import descends_from
+    from crewfile.session.liveness import descends_from
     shell = tmux.pane_pid(pane)
     agent = [p for p in os.listdir("/proc") if p.isdigit() and cmdline(p)[1:2] == [FAKE.encode()]
              and descends_from(int(p), shell)]

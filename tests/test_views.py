@@ -7,8 +7,8 @@ import sys
 import pytest
 
 from conftest import cmd
-from crewfile import inbox
-from crewfile.sessions import Session, register
+from crewfile.wake import inbox
+from crewfile.session.sessions import Session, register
 
 
 def dead_pid():
@@ -131,7 +131,7 @@ def test_crew_status_leaves_at_once_with_everything_out(crew, tmp_path, monkeypa
     teardown): its output, exit code and tokens.cache are whole all the same,
     and a reader gone or a full disk is said as every command says it."""
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)     # as tmux runs it: buffered
-    from crewfile import paths
+    from crewfile.core import paths
     from crewfile.cli import COMMON
     from crewfile.cmd import crew_status
     sess = session(crew, "w1", "idle")
@@ -394,7 +394,7 @@ def test_top_once_on_the_reference_trace(crew):
 
 
 def test_top_once_columns_and_a_damaged_session(crew):
-    from crewfile import reports
+    from crewfile.asides import reports
     session(crew, "boss", "idle", kind="primary")
     session(crew, "w1", "turn-started", "blocked: " + HOSTILE)
     session(crew, "w2", "idle")
@@ -622,7 +622,7 @@ def test_live_view_sees_a_pane_close_that_no_file_announces(crew, tmux):
 def test_dirwatch_changes_names_the_directory_and_entry(tmp_path, mode):
     """What crew-top's live view reads again comes from DirWatch.changes():
     the directory and entry of each change, by inotify or by polling."""
-    from crewfile.notify import DirWatch
+    from crewfile.core.notify import DirWatch
     w = DirWatch(warn=lambda msg: None)
     if mode == "polling":
         w.close()                       # as when inotify cannot be had

@@ -6,12 +6,12 @@ import subprocess
 import sys
 
 from conftest import BIN, REPO, wait_for
-from crewfile import inbox
-from crewfile.paths import Crew
-from crewfile.sessions import Session, register
-from crewfile.verdict import Answer
-from crewfile.wakefilter import Filter
-from crewfile.wakesend import Sender
+from crewfile.wake import inbox
+from crewfile.core.paths import Crew
+from crewfile.session.sessions import Session, register
+from crewfile.session.verdict import Answer
+from crewfile.wake.wakefilter import Filter
+from crewfile.wake.wakesend import Sender
 
 TS = "2026-11-29T22:01:17.123Z"
 
@@ -172,7 +172,7 @@ def primary(crew, tmux, name="boss"):
 
 
 def _stats():
-    from crewfile.logfile import TailStats
+    from crewfile.core.logfile import TailStats
     return TailStats()
 
 
@@ -335,7 +335,7 @@ def test_wake_send_holds_wakes_for_a_primary_registered_later(crew):
 
 def test_refusals_are_said_once_per_change_of_state_not_per_retry(crew):
     """A primary lost, then busy, then taking it: two lines and the announcement."""
-    from crewfile.verdict import Answer
+    from crewfile.session.verdict import Answer
     register(crew, "boss", kind="primary")
     said, logged = [], []
     answers = ([(False, Answer("not-live", "pane gone"))] * 5

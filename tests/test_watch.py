@@ -12,10 +12,10 @@ import time
 import pytest
 
 from conftest import BIN, REPO, wait_for
-from crewfile import logfile, records
-from crewfile.paths import Crew
-from crewfile.sessions import Session, register
-from crewfile.watch import Watcher
+from crewfile.core import logfile, records
+from crewfile.core.paths import Crew
+from crewfile.session.sessions import Session, register
+from crewfile.wake.watch import Watcher
 
 
 class Out:
@@ -135,8 +135,8 @@ def test_malformed_and_partial_lines(crew):
 WRITER = r"""
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from crewfile.paths import Crew
-from crewfile.sessions import Session
+from crewfile.core.paths import Crew
+from crewfile.session.sessions import Session
 for line in sys.stdin:
     root, name, delay, marker = line.split()
     end = time.perf_counter() + float(delay)
@@ -447,7 +447,7 @@ def test_sigterm_mid_stream_and_restarts_neither_lose_nor_repeat(crew, tmp_path)
     subprocess.run(argv + ["--from-start", "--once"], env=env, stdout=subprocess.DEVNULL, check=True)
     writer = subprocess.Popen([sys.executable, "-c", (
         "import sys, time; sys.path.insert(0, %r)\n"
-        "from crewfile.paths import Crew\nfrom crewfile.sessions import Session\n"
+        "from crewfile.core.paths import Crew\nfrom crewfile.session.sessions import Session\n"
         "s = Session(Crew(%r), 'w')\n"
         "for i in range(%d):\n"
         "    s.append('note', '%%05d' %% i)\n"

@@ -3,8 +3,8 @@ written while it follows, records dated ahead of its clock, a backlog of
 many megabytes beside a session with something fresh to say."""
 import time
 
-from crewfile import records
-from crewfile.sessions import Session, register
+from crewfile.core import records
+from crewfile.session.sessions import Session, register
 from test_watch import at, step_until, watcher
 
 

@@ -24,8 +24,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
-from crewfile import logfile, paths, records  # noqa: E402
-from crewfile.atomic import replace  # noqa: E402
+from crewfile.core import logfile, paths, records  # noqa: E402
+from crewfile.core.atomic import replace  # noqa: E402
 
 BASE = (time.time() // 86400 - 1) * 86400 + 8 * 3600     # yesterday, 08:00 UTC
 STALE = 600.0                # the stale threshold the trace is written for

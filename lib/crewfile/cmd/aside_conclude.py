@@ -16,9 +16,9 @@ Example: aside-conclude api-design --report notes/api-design.md
 
 def run(args):
     import sys
-    from ..aside import MAX_REPORT, conclude
-    from ..cli import crew
-    from ..errors import BadInput, UsageError
+    from crewfile.asides.aside import MAX_REPORT, conclude
+    from crewfile.cli import crew
+    from crewfile.core.errors import BadInput, UsageError
     if not args.report:
         raise UsageError("missing --report FILE (or - for stdin)")
     if args.report == "-":

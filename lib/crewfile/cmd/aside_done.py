@@ -16,7 +16,7 @@ Example: tmux bind-key D run-shell 'aside-done "#{window_name}"'
 
 
 def run(args):
-    from ..aside import captain_done
-    from ..cli import crew
+    from crewfile.asides.aside import captain_done
+    from crewfile.cli import crew
     captain_done(crew(args), args.name, args.note)
     return 0

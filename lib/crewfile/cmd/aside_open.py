@@ -20,8 +20,8 @@ Example: aside-open api-design --topic "shape of the v2 API" --primary firstmate
 def run(args):
     import os
     import sys
-    from ..aside import open_aside
-    from ..cli import crew
+    from crewfile.asides.aside import open_aside
+    from crewfile.cli import crew
     target = open_aside(crew(args), args.name, topic=args.topic, cmd=args.cmd,
                         tmux_session=args.tmux_session,
                         primary=args.primary or os.environ.get("CREWFILE_PRIMARY"))

@@ -13,8 +13,8 @@ Example: aside-say api-design "what about pagination?"
 
 def run(args):
     import sys
-    from ..aside import say
-    from ..cli import crew
+    from crewfile.asides.aside import say
+    from crewfile.cli import crew
     kind = say(crew(args), args.name, " ".join(args.text))
     sys.stdout.write(kind + "\n")
     return 0

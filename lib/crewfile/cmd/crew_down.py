@@ -11,10 +11,10 @@ Example: crew-down --dir ~/crew
 
 
 def run(args):
-    from ..cli import crew
-    from .. import crewup
-    from ..durations import parse_duration
-    from ..errors import NotFound
+    from crewfile.cli import crew
+    from crewfile.crew import crewup
+    from crewfile.core.durations import parse_duration
+    from crewfile.core.errors import NotFound
     c = crew(args)
     timeout = parse_duration(args.timeout, "--timeout") if args.timeout else 30.0
     if not crewup.down(c, timeout):

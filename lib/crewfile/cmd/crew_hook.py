@@ -42,10 +42,10 @@ def run(args):
     if args.payload is not None:
         raw = args.payload
     elif sys.stdin.isatty():
-        from ..errors import UsageError
+        from crewfile.core.errors import UsageError
         raise UsageError("expected a hook payload on stdin (see --help)")
     else:
-        from ..hook import read_payload
+        from crewfile.hooks.hook import read_payload
         try:
             raw = read_payload(sys.stdin.buffer)
         except OSError as e:
@@ -53,7 +53,7 @@ def run(args):
             # on any code but 0 and 1. As a hook, one line and exit 0.
             sys.stderr.write(f"crew-hook: ?: stdin cannot be read: {e.strerror or e}\n")
             return 0
-    from ..hook import handle     # a bad --agent is a note and exit 0: exit 2 would block
+    from crewfile.hooks.hook import handle     # a bad --agent is a note and exit 0: exit 2 would block
     env = dict(__import__("os").environ)
     if args.dir:
         env["CREWFILE_DIR"] = args.dir
@@ -68,24 +68,24 @@ def run(args):
 
 def _install(args):
     import sys
-    from .. import claude
-    from ..hook import DEFAULT_AGENT, load_agent
+    from crewfile.agents import install
+    from crewfile.hooks.hook import DEFAULT_AGENT, load_agent
     if args.install and args.uninstall:
-        from ..errors import UsageError
+        from crewfile.core.errors import UsageError
         raise UsageError("--install and --uninstall exclude each other")
     agent = load_agent(args.agent or DEFAULT_AGENT)
     kept = []
     if args.uninstall:
-        changes, kept = claude.plan_uninstall(args.uninstall, agent)
+        changes, kept = install.plan_uninstall(args.uninstall, agent)
         extra, notes = agent.install_extras(args.uninstall, uninstall=True)
     else:
-        command = args.command or claude.default_command(sys.argv[0])
+        command = args.command or install.default_command(sys.argv[0])
         if not args.command and agent.NAME != DEFAULT_AGENT:
             command += f" --agent {agent.NAME}"
         if args.settings:
-            sys.stdout.write(claude.dumps(claude.hooks_block(command, agent)))
+            sys.stdout.write(install.dumps(install.hooks_block(command, agent)))
             return 0
-        changes = claude.plan(args.install, command, agent)
+        changes = install.plan(args.install, command, agent)
         extra, notes = agent.install_extras(args.install)
     changes += extra
     out = []
@@ -97,6 +97,6 @@ def _install(args):
     out += [f"kept {path} (edited: not crewfile's copy)\n" for path in kept]
     out += [f"note: {note}\n" for note in notes]
     if not args.dry_run:
-        claude.apply(changes, root=args.uninstall)
+        install.apply(changes, root=args.uninstall)
     sys.stdout.write("".join(out))
     return 0

@@ -23,11 +23,11 @@ Example: crew-respawn --dry-run && crew-respawn
 
 def run(args):
     import sys
-    from ..cli import crew
-    from ..errors import PARTIAL, REFUSED as REFUSED_EXIT
-    from ..output import json_document, table
-    from ..records import escape
-    from ..spawn import DAMAGED, REFUSED, respawn
+    from crewfile.cli import crew
+    from crewfile.core.errors import PARTIAL, REFUSED as REFUSED_EXIT
+    from crewfile.core.output import json_document, table
+    from crewfile.core.records import escape
+    from crewfile.crew.spawn import DAMAGED, REFUSED, respawn
     done = respawn(crew(args), args.name, dry_run=args.dry_run)
     for r in done:
         if r.action in (REFUSED, DAMAGED):

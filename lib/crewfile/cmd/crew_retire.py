@@ -24,10 +24,10 @@ Example: crew-retire builder && git log --oneline main..crew/builder
 def run(args):
     import os
     import sys
-    from ..cli import crew
-    from ..retire import retire
+    from crewfile.cli import crew
+    from crewfile.crew.retire import retire
     out = retire(crew(args), args.name, keep_worktree=args.keep_worktree, force=args.force)
-    from ..records import escape
+    from crewfile.core.records import escape
     for warning in out.warnings:
         sys.stderr.write(f"crew-retire: {args.name}: {escape(warning)}\n")
     if out.thrown:

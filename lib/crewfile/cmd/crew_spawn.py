@@ -36,17 +36,17 @@ Example: crew-spawn builder --from main --tmux-session crew --prompt "run the te
 
 def run(args):
     import sys
-    from ..cli import crew
-    from ..delivery import UNCONFIRMED
-    from ..errors import Refused, Unconfirmed
-    from ..spawn import spawn
-    from ..durations import parse_duration
-    from ..spawn import PROMPT_WAIT
+    from crewfile.cli import crew
+    from crewfile.session.delivery import UNCONFIRMED
+    from crewfile.core.errors import Refused, Unconfirmed
+    from crewfile.crew.spawn import spawn
+    from crewfile.core.durations import parse_duration
+    from crewfile.crew.spawn import PROMPT_WAIT
     wait = parse_duration(args.wait, "--wait") if args.wait is not None else PROMPT_WAIT
     out = spawn(crew(args), args.name, agent=args.agent or "claude", ref=args["from"],
                 tmux_session=args.tmux_session, prompt=args.prompt,
                 worktree=not args.no_worktree, cmd=args.cmd, prompt_wait=wait)
-    from ..records import escape
+    from crewfile.core.records import escape
     sys.stdout.write(f"window: {escape(out.target)}\ntree: {escape(out.tree)}\n"
                      f"branch: {escape(out.branch or '-')}\n")
     if out.prompt is not None and not out.prompt[0]:

@@ -1,4 +1,4 @@
-from ..tmuxseen import LISTED_FORMAT     # the one spelling; a module of constants, no imports
+from crewfile.session.tmuxseen import LISTED_FORMAT     # the one spelling; a module of constants, no imports
 
 HELP = """\
 crew-status
@@ -36,9 +36,9 @@ COLOUR = {"working": "green", "idle": "default", "dialog": "yellow", "blocked": 
 
 def run(args):
     import sys
-    from ..cli import crew
-    from ..errors import PARTIAL
-    from .. import glance
+    from crewfile.cli import crew
+    from crewfile.core.errors import PARTIAL
+    from crewfile.views import glance
     c = crew(args)
     rows = glance.rows(c, _look(args.panes))
     sys.stdout.write(line(rows, *glance.wakes_pending(c, rows), tmux=args.tmux,
@@ -51,8 +51,8 @@ def _look(panes):
     """The verdict's Look, with the pane list tmux handed in (--panes), if any."""
     if panes is None:
         return None
-    from ..tmuxseen import Seen       # not tmux.py: nothing here asks tmux
-    from ..verdict import Look
+    from crewfile.session.tmuxseen import Seen       # not tmux.py: nothing here asks tmux
+    from crewfile.session.verdict import Look
     listed = Seen.listed(panes)
     if listed is None:
         import sys
@@ -68,7 +68,7 @@ def crew_tokens(crew, rows):
              for p in (r.sess.meta.get("transcript_path"),) if isinstance(p, str) and p}
     if not paths:
         return None
-    from ..tokens import Cache, session_used
+    from crewfile.views.tokens import Cache, session_used
     cache = Cache(crew)
     found = [u for u in (session_used(p, cache.tally) for p in sorted(paths)) if u is not None]
     cache.save()
@@ -77,7 +77,7 @@ def crew_tokens(crew, rows):
 
 def line(rows, wakes, bad_inbox, tmux=False, used=None):
     """The segment's text for *rows*, *wakes* pending and the tokens *used*."""
-    from .. import glance
+    from crewfile.views import glance
     if not rows:
         return "crew: empty"
     n = glance.counts(rows)
@@ -85,7 +85,7 @@ def line(rows, wakes, bad_inbox, tmux=False, used=None):
     if wakes or bad_inbox:
         parts.append(("wakes", f"{wakes}{'?' if bad_inbox else ''}"))
     if used is not None:
-        from ..tokens import short
+        from crewfile.views.tokens import short
         parts.append(("tok", short(used)))
     if not any(w != "tok" for w, _ in parts):
         return " ".join(["crew: all ended"] + [f"{k} tok" for _, k in parts])

@@ -26,21 +26,21 @@ Example: crew-timeline --since 8h --html crew.html w1 w2 design
 
 def run(args):
     import sys
-    from ..cli import crew
-    from ..errors import PARTIAL, NotFound, UsageError
-    from ..records import escape
-    from .. import timeline
-    from ..atomic import write_named
+    from crewfile.cli import crew
+    from crewfile.core.errors import PARTIAL, NotFound, UsageError
+    from crewfile.core.records import escape
+    from crewfile.views import timeline
+    from crewfile.core.atomic import write_named
     if not args.svg and not args.html:
         raise UsageError("say where to draw: --svg FILE or --html FILE")
     since = until = None
     if args.since or args.until:
-        from ..moments import parse_moment
+        from crewfile.core.moments import parse_moment
         since = parse_moment(args.since, "--since", False) if args.since else None
         until = parse_moment(args.until, "--until", False) if args.until else None
     c = crew(args)
     if args.session:
-        from ..sessions import names
+        from crewfile.session.sessions import names
         known = set(names(c))
         for name in args.session:
             if name not in known:

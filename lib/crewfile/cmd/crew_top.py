@@ -37,17 +37,17 @@ Example: crew-top --once | grep -w blocked
 
 def run(args):
     import sys
-    from ..cli import crew
-    from ..errors import PARTIAL, UsageError
-    from .. import top
+    from crewfile.cli import crew
+    from crewfile.core.errors import PARTIAL, UsageError
+    from crewfile.views import top
     if not args.once:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise UsageError("the live view needs a terminal: use --once")
-        from ..topview import main
+        from crewfile.views.topview import main
         main(crew(args), show_ended=args.all)
         return 0
     f = top.frame(crew(args), show_ended=args.all)
     sys.stdout.write(f.text(colour=sys.stdout.isatty()))
-    from ..errors import failure_line
+    from crewfile.core.errors import failure_line
     sys.stderr.write("".join(failure_line("crew-top", why) for why in f.said))
     return PARTIAL if f.bad else 0

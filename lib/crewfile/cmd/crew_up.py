@@ -32,14 +32,14 @@ Example: crew-up firstmate --systemd > ~/.config/systemd/user/crew-up.service
 
 def run(args):
     import sys
-    from ..cli import crew
-    from .. import crewup
-    from ..durations import parse_duration
+    from crewfile.cli import crew
+    from crewfile.crew import crewup
+    from crewfile.core.durations import parse_duration
     c = crew(args)
     if args.status:
         return _status(c)
     if not args.primary:
-        from ..errors import UsageError
+        from crewfile.core.errors import UsageError
         raise UsageError("missing PRIMARY")
     if args.systemd:
         sys.stdout.write(crewup.systemd_unit(c, args.primary, sys.argv[0]))
@@ -54,23 +54,23 @@ def run(args):
 
 def _status(c):
     import sys
-    from .. import crewup
-    from ..records import escape
+    from crewfile.crew import crewup
+    from crewfile.core.records import escape
     got = crewup.status_lines(c)
     if got is None:
-        from ..errors import NOT_FOUND
+        from crewfile.core.errors import NOT_FOUND
         sys.stderr.write(f"crew-up: not running for {c.root}\n")
         return NOT_FOUND
     head, rows = got
-    from ..output import table
+    from crewfile.core.output import table
     sys.stdout.write(escape(head) + "\n"
                      + table(rows[0], [list(r[:-1]) + [escape(r[-1])] for r in rows[1:]]))
     return 0
 
 
 def _remotes(words):
-    from ..errors import BadInput
-    from .wake_send import _host
+    from crewfile.core.errors import BadInput
+    from crewfile.cmd.wake_send import _host
     out = {}
     for w in words or ():
         host, colon, rdir = w.partition(":")
@@ -81,8 +81,8 @@ def _remotes(words):
 
 
 def _remote_file(path):
-    from ..atomic import read_text
-    from ..errors import NotFound
+    from crewfile.core.atomic import read_text
+    from crewfile.core.errors import NotFound
     if path is None:
         return []
     text = read_text(path)

@@ -49,9 +49,9 @@ def run(args):
     stop = _Stop()          # first: a SIGTERM during start-up is a clean exit too
     w = None
     try:
-        from ..cli import crew
-        from ..watch import Watcher, DEFAULT_STALE, DEFAULT_PROBE, json_lines_out
-        from ..errors import UsageError
+        from crewfile.cli import crew
+        from crewfile.wake.watch import Watcher, DEFAULT_STALE, DEFAULT_PROBE, json_lines_out
+        from crewfile.core.errors import UsageError
         if args.resume and args.cursor:
             raise UsageError("--cursor and --resume name two different writers; give one")
         if args.json_lines and (args.resume or args.positions):
@@ -61,7 +61,7 @@ def run(args):
             if args.resume or args.cursor:
                 raise UsageError("--since replays from a moment, a cursor from a position;"
                                  " give one")
-            from ..moments import parse_moment      # dateutil: only when asked for
+            from crewfile.core.moments import parse_moment      # dateutil: only when asked for
             since = parse_moment(args.since, "--since", future=False)
         w = Watcher(crew(args), from_start=args.from_start or since is not None,
                     cursor=args.cursor,
@@ -71,7 +71,7 @@ def run(args):
                     out=json_lines_out() if args.json_lines else None,
                     positions=args.positions, resume=args.resume)
         if since is not None:
-            from ..records import timestamp
+            from crewfile.core.records import timestamp
             w.since_ts = timestamp(since)
         if args.resume == "-":
             w.resume_doc = _stdin_cursor()
@@ -133,15 +133,15 @@ def _pipe_or_socket(fd):
 
 
 def _duration(text, flag, default):
-    from ..durations import parse_duration
+    from crewfile.core.durations import parse_duration
     return default if text is None else parse_duration(text, flag)
 
 
 def _stdin_cursor():
     """The cursor document on stdin's first line (None for an empty line)."""
     import os
-    from ..errors import BadInput
-    from ..jsonio import loads
+    from crewfile.core.errors import BadInput
+    from crewfile.core.jsonio import loads
     data = b""
     while not data.endswith(b"\n"):
         chunk = os.read(0, 1)       # byte by byte: what follows is not ours to read

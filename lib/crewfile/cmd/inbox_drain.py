@@ -14,9 +14,10 @@ Example: inbox-drain firstmate
 
 def run(args):
     import sys
-    from .. import inbox, records
-    from ..cli import crew
-    from ..output import json_choice
+    from crewfile.wake import inbox
+    from crewfile.core import records
+    from crewfile.cli import crew
+    from crewfile.core.output import json_choice
     json_choice(args, ())                  # a usage error before anything is drained
     c = crew(args)
     if args.peek:
@@ -25,10 +26,10 @@ def run(args):
         notices, garbage = inbox.drain(c, args.name)
     if garbage:
         sys.stderr.write(f"inbox-drain: {args.name}: skipped {garbage} malformed line(s)\n")
-    from ..output import json_choice
+    from crewfile.core.output import json_choice
     out = json_choice(args, (n.as_dict() for n in notices))
     if out is None:
         out = "".join(records.format_line(n.ts, n.kind, f"{n.id} {n.text}") for n in notices)
     sys.stdout.write(out)
-    from ..errors import PARTIAL
+    from crewfile.core.errors import PARTIAL
     return PARTIAL if garbage else 0

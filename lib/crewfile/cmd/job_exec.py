@@ -25,9 +25,9 @@ EXIT_AT_ONCE = True
 def run(args):
     import os
     import sys
-    from ..cli import crew
-    from ..jobwatch import start
-    from ..names import check_name
+    from crewfile.cli import crew
+    from crewfile.background.jobwatch import start
+    from crewfile.core.names import check_name
     session = args.session if args.session is not None else os.environ.get("CREWFILE_SESSION")
     if session:
         check_name(session, "session name")

@@ -19,20 +19,20 @@ Example: job-ls | awk '$5 == "no" || $5 == "no!"'    # outcomes nobody heard
 
 def run(args):
     import sys
-    from ..cli import crew
-    from ..errors import PARTIAL
-    from ..jobs import list_jobs
-    from ..records import escape
+    from crewfile.cli import crew
+    from crewfile.core.errors import PARTIAL
+    from crewfile.background.jobs import list_jobs
+    from crewfile.core.records import escape
     rows = list_jobs(crew(args), full=bool(args.json))
     bad = [r for r in rows if "error" in r]
     sys.stderr.write("".join(f"job-ls: {escape(r['error'])}\n" for r in bad))
     code = PARTIAL if bad else 0
     if args.json:
-        from ..output import json_document
+        from crewfile.core.output import json_document
         sys.stdout.write(json_document({k: v for k, v in r.items() if k != "created" or "error" not in r}
                                        for r in rows))
         return code
-    from ..output import age_text, table
+    from crewfile.core.output import age_text, table
     out = []
     for r in rows:
         if "error" in r:

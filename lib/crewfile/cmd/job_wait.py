@@ -27,7 +27,7 @@ Example: job-wait j-4f2a9c --timeout 10m || echo "deploy failed: $?"
 """
 import os       # noqa: E402
 
-from ..errors import JOB_ERROR as ERROR_EXIT     # noqa: E402,F401 (cli.py reads it)
+from crewfile.core.errors import JOB_ERROR as ERROR_EXIT     # noqa: E402,F401 (cli.py reads it)
 
 # cli.leave(): the answer is out; a caller waiting on our exit would sit
 # through the interpreter's teardown (~10 ms measured), and a --timeout's
@@ -37,9 +37,9 @@ EXIT_AT_ONCE = True
 
 def run(args):
     import sys
-    from ..cli import crew
-    from ..durations import parse_count, parse_duration
-    from ..jobwait import answer, wait
+    from crewfile.cli import crew
+    from crewfile.core.durations import parse_count, parse_duration
+    from crewfile.background.jobwait import answer, wait
     timeout = (parse_duration(args.timeout, "--timeout", positive=False)
                if args.timeout is not None else None)
     tail = 10 if args.tail is None else parse_count(args.tail, "--tail")
@@ -53,7 +53,7 @@ def _printable():
     """Refuse, before anything is heard, to wait with a stdout the answer
     cannot be written to (closed, or open for reading only)."""
     import fcntl
-    from ..errors import SystemFailure
+    from crewfile.core.errors import SystemFailure
     try:
         writable = fcntl.fcntl(1, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY
     except OSError:

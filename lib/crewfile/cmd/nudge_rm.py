@@ -10,17 +10,17 @@ Example: nudge-rm n3fa2c19b07
 
 def run(args):
     import sys
-    from ..cli import crew
-    from ..errors import NotFound
-    from ..schedules import remove
+    from crewfile.cli import crew
+    from crewfile.core.errors import NotFound
+    from crewfile.nudges.schedules import remove
     c = crew(args)
     missing = 0
     for sid in args.id:
         try:
             remove(c, sid)
         except NotFound as e:
-            from ..records import escape
+            from crewfile.core.records import escape
             sys.stderr.write(f"nudge-rm: {escape(str(e))}\n")
             missing += 1
-    from ..errors import NOT_FOUND
+    from crewfile.core.errors import NOT_FOUND
     return NOT_FOUND if missing else 0

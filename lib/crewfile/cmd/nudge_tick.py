@@ -23,11 +23,11 @@ Example: (crontab -l; nudge-tick --crontab) | crontab -
 
 def run(args):
     import sys
-    from .. import records
-    from ..cli import crew
-    from .. import locks
-    from ..nudge import LOCK_WAIT, tick, tick_lock
-    from ..nudgewatch import watch
+    from crewfile.core import records
+    from crewfile.cli import crew
+    from crewfile.core import locks
+    from crewfile.nudges.nudge import LOCK_WAIT, tick, tick_lock
+    from crewfile.nudges.nudgewatch import watch
     c = crew(args)
     if args.crontab:
         sys.stdout.write(_crontab_line(c))
@@ -44,7 +44,7 @@ def run(args):
     if args.watch:
         watch(c, emit)
         return 0
-    from ..errors import PARTIAL, REFUSED
+    from crewfile.core.errors import PARTIAL, REFUSED
     lock = tick_lock(c)
     if lock is None:
         return REFUSED
@@ -60,6 +60,6 @@ def _crontab_line(c):
     No tmux server: every session's pane is reached on its recorded one."""
     import os
     import sys
-    from ..pinned import crontab_line
+    from crewfile.core.pinned import crontab_line
     env = {"CREWFILE_DIR": os.path.abspath(c.root)}
     return crontab_line(sys.argv[0], env, "--quiet")

@@ -22,9 +22,9 @@ Example: session-add w1 --tmux crew:1 --cwd ~/src/app
 
 def run(args):
     import os
-    from ..cli import crew
-    from ..errors import BadInput
-    from ..sessions import is_registered, record_agent, register
+    from crewfile.cli import crew
+    from crewfile.core.errors import BadInput
+    from crewfile.session.sessions import is_registered, record_agent, register
     alone = not any((args.kind, args.exempt, args.tmux, args.cwd, args.session_key,
                      args.agent_session_id, args.user))
     if args.pid and alone and is_registered(crew(args), args.name):
@@ -42,5 +42,5 @@ def run(args):
 
 
 def _pid(text):
-    from ..durations import parse_count
+    from crewfile.core.durations import parse_count
     return parse_count(text, "--pid", 1, 1 << 22)      # the kernel's PID_MAX_LIMIT

@@ -24,12 +24,12 @@ Example: session-ls | awk '$4 == "no"'    # sessions whose window is gone
 
 def run(args):
     import sys
-    from ..cli import crew
-    from ..errors import CrewfileError, PARTIAL
-    from ..verdict import Look
-    from ..records import escape
-    from ..output import age_text
-    from ..sessions import Session, names, state
+    from crewfile.cli import crew
+    from crewfile.core.errors import CrewfileError, PARTIAL
+    from crewfile.session.verdict import Look
+    from crewfile.core.records import escape
+    from crewfile.core.output import age_text
+    from crewfile.session.sessions import Session, names, state
     c = crew(args)
     look = Look()
     rows = []
@@ -51,7 +51,7 @@ def run(args):
                              f" {escape(st['why_detail'] or '')}\n")
         rows.append(st)
     if args.json:
-        from ..output import json_document
+        from crewfile.core.output import json_document
         sys.stdout.write(json_document(rows))
         return PARTIAL if bad else 0
     out = []
@@ -66,7 +66,7 @@ def run(args):
         out.append([st["name"], st["kind"], "yes" if st["exempt"] else "no",
                     _live(st), st["generating"], age_text(st["age"]),
                     escape(last)[:60], escape(st["cwd"] or "-")])
-    from ..output import table
+    from crewfile.core.output import table
     sys.stdout.write(table(("NAME", "KIND", "EXEMPT", "LIVE", "GEN", "AGE", "LAST", "CWD"), out))
     return PARTIAL if bad else 0
 

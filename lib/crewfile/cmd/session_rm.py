@@ -18,7 +18,7 @@ Example: session-rm builder && session-ls --all
 
 def run(args):
     import sys
-    from ..cli import crew
-    from ..sessions import archive
+    from crewfile.cli import crew
+    from crewfile.session.sessions import archive
     sys.stdout.write(archive(crew(args), args.name, force=args.force) + "\n")
     return 0

@@ -20,10 +20,10 @@ Example: status-append w1 paused awaiting captain
 
 def run(args):
     import sys
-    from ..cli import crew
-    from ..evidence import refuse_hand_written
-    from ..kinds import GUARDED
-    from ..sessions import Session
+    from crewfile.cli import crew
+    from crewfile.asides.evidence import refuse_hand_written
+    from crewfile.core.kinds import GUARDED
+    from crewfile.session.sessions import Session
     sess = Session(crew(args), args.name)
     text = " ".join(args.text or [])
     if args.kind in GUARDED:
@@ -36,10 +36,10 @@ def run(args):
 
 def _from_stdin(sess, kind, stream):
     import sys
-    from .. import records
-    from ..errors import BadInput, Refused
-    from ..evidence import refuse_hand_written
-    from ..kinds import GUARDED
+    from crewfile.core import records
+    from crewfile.core.errors import BadInput, Refused
+    from crewfile.asides.evidence import refuse_hand_written
+    from crewfile.core.kinds import GUARDED
     bad = 0
     for n, raw in enumerate(records.bounded_lines(stream), 1):
         if raw is None:
@@ -59,5 +59,5 @@ def _from_stdin(sess, kind, stream):
         except (BadInput, Refused) as e:
             bad += 1
             sys.stderr.write(f"status-append: stdin line {n}: {e}\n")
-    from ..errors import USAGE
+    from crewfile.core.errors import USAGE
     return USAGE if bad else 0

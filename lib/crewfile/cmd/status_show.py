@@ -23,12 +23,12 @@ Example: status-show w1 --json | jq .generating
 def run(args):
     import sys
     import time
-    from ..cli import crew
-    from ..output import age_text
-    from ..kinds import TURN_STATE
-    from ..sessions import Session, state
-    from ..durations import parse_count
-    from ..records import escape
+    from crewfile.cli import crew
+    from crewfile.core.output import age_text
+    from crewfile.core.kinds import TURN_STATE
+    from crewfile.session.sessions import Session, state
+    from crewfile.core.durations import parse_count
+    from crewfile.core.records import escape
     sess = Session(crew(args), args.name)
     scanned = sess.scan()
     st = state(sess, recs=scanned)
@@ -38,12 +38,12 @@ def run(args):
     last_n = None if args.last is None else parse_count(args.last, "--last")
     recs = None
     if args.since is not None:
-        from ..logfile import TailStats, records_since
-        from ..moments import parse_moment      # dateutil: only when asked for
+        from crewfile.core.logfile import TailStats, records_since
+        from crewfile.core.moments import parse_moment      # dateutil: only when asked for
         since = parse_moment(args.since, "--since", future=False)
         recs = records_since(sess.log_paths(), since, TailStats(), most=last_n)
     elif last_n:
-        from ..logfile import TailStats
+        from crewfile.core.logfile import TailStats
         recs = sess.last_records(last_n, TailStats())
     lines = [r.line().rstrip("\n") for r in recs or ()]
     if args.json:

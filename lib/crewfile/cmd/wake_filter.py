@@ -19,8 +19,8 @@ Example: crew-watch | wake-filter --hold turn-ended | wake-send firstmate
 
 
 def run(args):
-    from ..cli import crew
-    from .. import wakefilter
+    from crewfile.cli import crew
+    from crewfile.wake import wakefilter
     flt = wakefilter.Filter(
         crew(args),
         normal_pass=(wakefilter.NORMAL_PASS | _kinds(args["pass"])) - _kinds(args.hold),
@@ -30,5 +30,5 @@ def run(args):
 
 
 def _kinds(words):
-    from ..records import check_kind
+    from crewfile.core.records import check_kind
     return frozenset(check_kind(w) for w in words or ())

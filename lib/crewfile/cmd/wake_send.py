@@ -34,10 +34,10 @@ Example: crew-watch --resume C | wake-filter | wake-send firstmate --cursor C
 
 def run(args):
     import sys
-    from ..cli import crew
-    from .. import wakesend
-    from ..records import escape
-    from .crew_watch import _duration
+    from crewfile.cli import crew
+    from crewfile.wake import wakesend
+    from crewfile.core.records import escape
+    from crewfile.cmd.crew_watch import _duration
 
     def warn(msg):      # a lock holder's process name, a path: never raw to the terminal
         sys.stderr.write(f"wake-send: {escape(msg)}\n")
@@ -56,7 +56,7 @@ def run(args):
     signal.signal(signal.SIGTERM, stop)
     hold = None
     if args.cursor:         # the cursor is read after the lock: one writer at a time
-        from ..locks import acquire
+        from crewfile.core.locks import acquire
         hold = acquire(args.cursor + ".lock")
     try:
         sender = wakesend.Sender(crew(args), args.primary, window=window, retry=retry, say=say,
@@ -69,7 +69,7 @@ def run(args):
 
 
 def _template(text):
-    from ..errors import BadInput
+    from crewfile.core.errors import BadInput
     try:
         text.format(n="1 wake", count=1, primary="p", **{"from": "w"})
     except (KeyError, IndexError, ValueError) as e:
@@ -78,7 +78,7 @@ def _template(text):
 
 
 def _host(text):
-    from ..errors import BadInput
+    from crewfile.core.errors import BadInput
     if text is None:
         return None
     if not text or len(text) > 253 or any(c.isspace() or c in ":/\\" for c in text):

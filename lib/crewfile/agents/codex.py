@@ -1,0 +1,72 @@
+"""Codex CLI (@openai/codex): Claude-like hooks in hooks.json next to a
+config layer (~/.codex/hooks.json, <repo>/.codex/hooks.json); versions,
+the feature flag and hook trust: crewfile.agents.codexconf.
+
+Source: openai/codex codex-rs/hooks (schema/generated/*.schema.json,
+src/events/pre_tool_use.rs). No SessionEnd and no idle notification exist:
+an ended Codex is found by its process (liveness). Stop's output allows no
+additionalContext (the schema forbids other properties), so a primary's
+wakes continue the turn as decision "block" with the text as its reason,
+which Codex gives the model as the next prompt."""
+from crewfile.agents import additional_context as context, permission_deny as deny
+from crewfile.agents import block as carry_on, whole_prompt as captain_text
+
+NAME = "codex"
+EVENTS = {"SessionStart": "SessionStart", "UserPromptSubmit": "UserPromptSubmit",
+          "PreToolUse": "PreToolUse", "PermissionRequest": "PermissionRequest",
+          "PostToolUse": "PostToolUse", "Stop": "Stop"}
+SHELL_TOOLS = ("Bash",)
+# Observed (0.171.0, tmux capture-pane -e): the empty prompt line is
+# `› Ask Codex to do anything` (the suggestion varies) drawn dim, ESC[2m;
+# typed text is drawn plain.
+PLACEHOLDER = "2"
+NOTIFICATIONS = {}
+
+HOOKS_FILE = "hooks.json"
+INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "Bash"),
+           ("PermissionRequest", None), ("PostToolUse", None), ("Stop", None))
+TIMEOUT = 10         # seconds
+FILES = ("skills/aside-done/SKILL.md", "skills/aside-done/agents/openai.yaml")  # crewfile/agents/files/codex/
+
+NOT_ON_PURPOSE = frozenset()     # it has no SessionEnd
+HOOKS_AT_START = False           # its SessionStart runs at the first prompt
+RESUME = "resume {id}"           # a subcommand (codex resume --help, 0.171.0)
+
+
+def install_extras(directory, uninstall=False):
+    """The feature flag its version needs, its hook trust (crewfile.agents.codexconf)."""
+    from crewfile.agents.codexconf import plan
+    return plan(directory, uninstall)
+
+
+# The captain's conclusion (crewfile.asides.evidence). Codex has no custom slash
+# commands since 0.117 (custom prompts were removed; `/aside-done` is
+# "Unrecognized command" and never sent, observed with 0.171.0): the captain
+# mentions the skill FILES installs, `$aside-done`, which the skill's
+# agents/openai.yaml keeps out of the model's own choice. The rollout
+# (transcript_path) records each message of the captain as an
+# item_completed UserMessage with an id of its own. The prompt hook's
+# turn_id names no message: a message sent while the agent works (Enter
+# steers it into the running turn) comes with that turn's id (observed), so
+# the rule is the rollout's newest message alone, as for Gemini CLI.
+CONCLUDE = "$aside-done"
+PROMPT_ID = None
+TRANSCRIPT_MARK = b'"UserMessage"'
+
+
+def transcript_prompt(entry):
+    """(message id, is `$aside-done [note]`) of a rollout entry of a
+    captain's message, else None."""
+    payload = entry.get("payload")
+    if entry.get("type") != "event_msg" or not isinstance(payload, dict) or payload.get(
+            "type") != "item_completed":
+        return None
+    item = payload.get("item")
+    if not isinstance(item, dict) or item.get("type") != "UserMessage" or not isinstance(
+            item.get("id"), str) or not item["id"]:
+        return None
+    from crewfile.asides.evidence import is_conclusion
+    text = "".join(c["text"] for c in item.get("content") or ()
+                   if isinstance(c, dict) and c.get("type") == "text"
+                   and isinstance(c.get("text"), str))
+    return item["id"], is_conclusion(text, CONCLUDE)

@@ -1,0 +1,134 @@
+"""Gemini CLI (@google/gemini-cli): `hooks` in settings.json (~/.gemini or
+<project>/.gemini); JSON in and out, its own event names.
+
+Source: google-gemini/gemini-cli docs/hooks/reference.md. BeforeAgent is
+the prompt (its additionalContext is appended to the prompt for that turn
+only); AfterAgent ends the turn (decision "deny" with a reason retries the
+turn with the reason as a new prompt: a primary's wakes); BeforeTool's
+decision "deny" sends the reason to the model as the tool's error; the
+Notification type ToolPermission is a permission wait. Timeouts are in
+milliseconds."""
+from crewfile.agents import additional_context as context
+
+NAME = "gemini"
+EVENTS = {"SessionStart": "SessionStart", "BeforeAgent": "UserPromptSubmit",
+          "BeforeTool": "PreToolUse", "AfterTool": "PostToolUse", "AfterAgent": "Stop",
+          "Notification": "Notification", "SessionEnd": "SessionEnd"}
+SHELL_TOOLS = ("run_shell_command",)
+# Observed (0.61.0, tmux capture-pane -e): the empty prompt line is
+# `>   Type your message or @path/to/file` in colour 248 after the cursor
+# block; typed text is colour 231.
+PLACEHOLDER = "38;5;248"
+# Run with -y (YOLO mode) it draws that line `*   Type your message ...`
+# instead (observed, 0.61.0: `*` in colour 217, the placeholder the same).
+PROMPT_MARKERS = (">", "*")
+NOTIFICATIONS = {"ToolPermission": ("waiting", "permission")}
+
+HOOKS_FILE = "settings.json"
+INSTALL = (("SessionStart", None), ("BeforeAgent", None), ("BeforeTool", "run_shell_command"),
+           ("AfterTool", None), ("AfterAgent", None), ("Notification", None),
+           ("SessionEnd", None))
+TIMEOUT = 10000      # milliseconds
+FILES = ("commands/aside-done.toml",)     # shipped in crewfile/agents/files/gemini/
+# --resume takes "latest", an index or a session's full id (its SessionStart
+# session_id): SessionSelector.findSession, 0.61.0.
+HOOKS_AT_START = True     # SessionStart at launch, once its folder is trusted
+RESUME = "--resume {id}"
+# SessionEnd's reason `exit` comes from its clean-up handler, which runs on
+# /quit and equally when it is hung up on (its tty gone, seen when its
+# process was killed in tmux): 0.61.0 cannot tell them apart, so neither
+# is an end on purpose; crew-retire is.
+NOT_ON_PURPOSE = frozenset({"exit", "other"})
+
+
+def install_extras(directory, uninstall=False):
+    """Its folder trust: with folder trust on (its default), 0.61.0 loads no
+    hook at all, not even the user's own, in a folder not trusted
+    (HookRegistry.processHooksFromConfig), and asks at start."""
+    return [], [] if uninstall else [
+        "Gemini CLI runs no hook, not even these, in a folder you have not trusted: answer"
+        " its question at its first start in your repository, and in a worker's tree"
+        " choose `Trust parent folder` (the crew's worktrees, REPO.crew)"]
+
+
+def deny(event, reason):
+    return {"decision": "deny", "reason": reason}
+
+
+def carry_on(event, text):
+    return {"decision": "deny", "reason": text}
+
+
+HOOK_CONTEXT = ("<hook_context>", "</hook_context>\n\n")
+
+
+def captain_text(prompt):
+    """The captain's words in BeforeAgent's `prompt`. Run headless (-p),
+    Gemini CLI prepends SessionStart's additionalContext to the prompt, and
+    BeforeAgent sees it there (observed with 0.61.0:
+    `<hook_context>TEXT</hook_context>` and a blank line): that part is ours,
+    not the captain's, and is left out. A custom command reaches the hook
+    expanded (observed): /aside-done's expansion becomes `/aside-done NOTE`
+    again."""
+    head, end = HOOK_CONTEXT
+    if prompt.startswith(head) and end in prompt:
+        prompt = prompt.split(end, 1)[1]
+    if prompt.startswith(COMMAND_HEAD):
+        return _unexpanded(prompt)
+    return prompt
+
+
+# The captain's conclusion (crewfile.asides.evidence). /aside-done is the custom
+# command FILES installs; BeforeAgent names no prompt (no id in its payload),
+# so the rule is the transcript's newest captain prompt alone. The chat
+# recording (transcript_path, JSONL) keeps a command's expansion as the
+# user entry's content and what the captain typed as its displayContent
+# (observed with 0.61.0), which no tool call produces.
+CONCLUDE = "/aside-done"
+PROMPT_ID = None
+TRANSCRIPT_MARK = b'"type":"user"'
+COMMAND_HEAD = "The captain has concluded this aside by typing /aside-done"
+
+
+def _texts(parts):
+    """The text of a content list, or None if there is none."""
+    if not isinstance(parts, list):
+        return None
+    texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+    return "".join(texts) if texts else None
+
+
+def transcript_prompt(entry):
+    """(id, is the /aside-done command as typed) of a chat recording's user
+    entry of a captain prompt, else None: a tool's functionResponse is a
+    user entry without text, SessionStart's context one of hook_context
+    alone (observed), neither a captain prompt."""
+    if entry.get("type") != "user" or not isinstance(entry.get("id"), str):
+        return None
+    typed = _texts(entry.get("displayContent"))
+    if typed is None:
+        text = _texts(entry.get("content"))
+        head, end = HOOK_CONTEXT
+        if text is None or (text.startswith(head)
+                            and not text.partition(end.strip())[2].strip()):
+            return None
+    from crewfile.asides.evidence import is_conclusion
+    return entry["id"], typed is not None and is_conclusion(typed, CONCLUDE)
+
+
+def _unexpanded(prompt):
+    """`/aside-done NOTE` for the expansion of commands/aside-done.toml
+    (its prompt with {{args}} replaced by NOTE); other text as it is."""
+    import os
+    import tomllib
+    from crewfile.agents.install import SHARE
+    try:
+        with open(os.path.join(SHARE, NAME, FILES[0]), "rb") as f:
+            template = tomllib.load(f)["prompt"]
+    except (OSError, ValueError, KeyError):
+        return prompt
+    before, _, after = template.partition("{{args}}")
+    if prompt.startswith(before) and prompt.endswith(after) and len(prompt) >= len(
+            before) + len(after):
+        return f"{CONCLUDE} {prompt[len(before):len(prompt) - len(after)]}".strip()
+    return prompt

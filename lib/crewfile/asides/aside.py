@@ -1,0 +1,572 @@
+"""Asides: sessions the captain drives, which only the captain can conclude.
+
+An aside is a session of kind `aside` (exempt from wake supervision) in its
+own tmux window. Its status log carries, besides an agent's usual records:
+
+    opened: TOPIC               aside-open
+    paused: awaiting captain    aside-open
+    captain: TEXT               every captain input (captain.record_captain_input)
+    captain-done[: NOTE]        the captain's conclusion (/aside-done, aside-done)
+    problem: self-conclusion refused[: WHY]   an attempt to conclude without the captain
+    concluded: REPORT           aside-conclude: the report is in reports/new/
+    closed: REPORT              aside-reconcile: report in cur/, scrollback beside it
+    problem: record not believed: KIND of TS: WHY   a concluded/closed without its evidence
+
+`concluded` and `closed` are guarded kinds (kinds.GUARDED): scan() believes
+one only with what its command leaves behind (the report in the maildir;
+for `closed`, a captain-done with its acts line before it), since any
+process of the user, the agent's included, can append the line itself.
+
+The hard rule (seed 000): an aside never concludes on its own judgment. The
+captain's latest act is the newest `captain` or `captain-done` record; the
+agent may hand over its report only while that is `captain-done` AND the
+record is believed: it has evidence from outside the agent (evidence.py: the
+agent CLI's own transcript of the prompt, or a caller that is not the
+agent). A record without it is reported (`problem`), never obeyed. A captain
+who types again has reopened the conversation. A run of `captain-done`
+records with no `captain` between them is one conclusion, so repeating
+/aside-done does not void a report already handed over.
+
+Every decision (conclude, reconcile) is taken under the session lock, the
+lock every captain record is appended under, so a captain input is either
+before the decision (and counts) or after it.
+"""
+import os
+import stat
+import time
+
+from crewfile.asides import evidence, reports
+from crewfile.core import logfile, paths, records
+from crewfile.session import window
+from crewfile.asides.captain import PROBLEM, clip, parse_captain_input
+from crewfile.core.errors import BadInput, CaptainPresent, CrewfileError, Refused, SystemFailure
+from crewfile.asides.evidence import CAPTAIN, CAPTAIN_DONE, SELF_CONCLUSION
+from crewfile.core.locks import hold
+from crewfile.session.sessions import STATE_SCAN_BYTES, Session, register
+
+MAX_REPORT = 16 << 20
+DEFAULT_AGENT_CMD = "claude"
+NOT_CONCLUDED = "the captain has not concluded this aside; keep the conversation going"
+CAPTAIN_INPUT_REFUSED = "captain input refused"
+NOT_BELIEVED = "record not believed"    # the problem text's start for a forged closed/concluded
+# The states scan() derives.
+OPEN, CAPTAIN_CONCLUDED, CONCLUDED, CLOSED = "open", "captain-done", "concluded", "closed"
+
+
+def checkpoint(step):
+    """Crash here if CREWFILE_CRASH_AT names this step (a real SIGKILL, for tests)."""
+    if os.environ.get("CREWFILE_CRASH_AT") == step:
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Scan:
+    """Where an aside stands, from the tail of its status log.
+
+    `acts`: the captain-done records of the current run, newest first (they
+    are claims; `believed` judges them). `forged`: (record, why) for the
+    newest `closed` or `concluded` record that is not believed (kinds.GUARDED:
+    without its evidence), left out of the state.
+    """
+    __slots__ = ("state", "act", "acts", "concluded", "closed", "since", "forged")
+
+    def __init__(self):
+        self.state, self.act, self.concluded, self.closed, self.since = OPEN, None, None, None, None
+        self.acts, self.forged = [], None
+
+
+def scan(sess, stats=None):
+    """The aside's state: open, captain-done (awaiting the report), concluded or closed.
+
+    Read backwards only as far as the newest `captain` record (or
+    `registered`, the start of this life): what is older does not matter, so
+    the cost does not grow with the conversation. A believed `closed` newer
+    than that is terminal; a captain who types into the window after it
+    (before the kill) has reopened the conversation. `since` is the
+    timestamp of the record the walk stopped at: the current conclusion, if
+    any, is newer. A `closed` or `concluded` record is believed only with
+    its evidence (its report where its command put it; for `closed`, a
+    captain-done with its acts line before it): a line anyone appended is
+    left out (Scan.forged), as if it were not there.
+    """
+    stats = stats or logfile.TailStats()
+    out = Scan()
+    run, concluded = [], []
+    for rec in logfile.records_backwards(sess.log_paths(), stats, STATE_SCAN_BYTES):
+        run.append(rec)
+        if rec.kind == "registered" or rec.kind == CAPTAIN:
+            break
+    for i, rec in enumerate(run):
+        kind = rec.kind
+        if kind == "closed":
+            why = _closed_why(sess, rec, [r for r in run[i + 1:] if r.kind == CAPTAIN_DONE])
+            if why is None:
+                out.closed = rec
+                break
+            out.forged = out.forged or (rec, why)
+            continue
+        if kind == "registered" or kind == CAPTAIN:
+            out.since = rec.ts
+            out.act = out.act or (rec if kind == CAPTAIN else None)
+            break
+        if kind == CAPTAIN_DONE:
+            out.act = out.act or rec
+            out.acts.append(rec)
+        elif kind == "concluded":
+            concluded.append(rec)
+    for rec in concluded if not out.closed else ():      # the newest believed one counts
+        why = concluded_why(sess, rec, out.since)
+        if why is None:
+            out.concluded = rec
+            break
+        out.forged = out.forged or (rec, why)
+    if out.closed:
+        out.state = CLOSED
+    elif out.act is None or out.act.kind == CAPTAIN:
+        out.state, out.concluded = OPEN, None
+    elif out.concluded:
+        out.state = CONCLUDED
+    else:
+        out.state = CAPTAIN_CONCLUDED
+    return out
+
+
+def _report_why(sess, rec, states, since=None):
+    """None if record *rec* names a report of this aside that is a regular
+    file in one of *states* (reports/new/, cur/), delivered at or after
+    timestamp *since* if given; else why not."""
+    path = rec.text
+    base = os.path.basename(path)
+    found = reports.parse_name(base)
+    if not os.path.isabs(path) or found is None or found[0] != sess.name:
+        return "its text names no report of this aside"
+    if since is not None and records.timestamp(found[1]) < since:     # one width: sorts as time
+        return f"its report {base} was delivered before the captain's newest input"
+    # By its name in this crew's maildir, not by the path's spelling: the
+    # crew directory may be named through a link by one command and not another.
+    for state in states:
+        try:
+            if stat.S_ISREG(os.lstat(sess.crew.sub(paths.REPORTS, state, base)).st_mode):
+                return None
+        except OSError:
+            continue
+    return f"its report {base} is not in " + " or ".join(f"reports/{s}/" for s in states)
+
+
+def concluded_why(sess, rec, since=None):
+    """None if `concluded` record *rec* of aside *sess* names its report where
+    aside-conclude put it (reports/new/, or cur/ once taken in), delivered at
+    or after timestamp *since* (the captain's newest input: an older report
+    belongs to an earlier conclusion), else why not. Also for a reader that
+    sees the record alone (an event line), not the scan."""
+    return _report_why(sess, rec, (paths.REPORT_NEW, paths.REPORT_CUR), since)
+
+
+def _closed_why(sess, rec, acts):
+    """None if `closed` record *rec* is believed, else why not: its report
+    accepted into reports/cur/, after a captain-done whose evidence is kept
+    in acts (*acts*: the captain-done records before it, newest first; the
+    evidence was judged when the aside was reconciled: the transcript has
+    moved on since); a `closed` that names no report (aside-open's `window
+    not opened`) only where no window was ever recorded, so there is
+    nothing to tear down."""
+    if not os.path.isabs(rec.text):
+        return None if not sess.meta.get("tmux") else "it names no report, and a window is recorded"
+    why = _report_why(sess, rec, (paths.REPORT_CUR,))
+    if why:
+        return why
+    if any(evidence.evidence_of(sess, act) is not None for act in acts):
+        return None
+    return "no captain-done record with its evidence in acts comes before it"
+
+
+def surface_forged(sess, st):
+    """Say a record the scan did not believe, once, as a `problem` record
+    (which wakes the primary); the caller holds the session lock."""
+    if st.forged is not None:
+        _say_once(sess, *st.forged)
+
+
+def audit_claims(sess, claims):
+    """Say, once each, the records among *claims* (evidence.unjudged's: an
+    `ended`, `closed` or `concluded` met in the agent's current turn) that
+    are not believed. Run by the agent's own hooks, so at once after the
+    tool call that appended one, whether or not anything acts on it."""
+    forged = []
+    if any(rec.kind == "ended" for rec in claims):
+        from crewfile.session.verdict import LIVE, liveness
+        found = liveness(sess.meta)
+        if found.live == LIVE:
+            forged += [(rec, f"its agent process {found.agent.pid} is live") for rec in claims
+                       if rec.kind == "ended"]
+    if sess.meta.get("kind") == "aside" and any(rec.kind != "ended" for rec in claims):
+        st = scan(sess)
+        if st.forged is not None:
+            forged.append(st.forged)
+    if forged:
+        with spool.lock(sess.dir):
+            for rec, why in forged:
+                _say_once(sess, rec, why)
+
+
+def _say_once(sess, rec, why):
+    """Append `problem: record not believed: KIND of TS: WHY` for record *rec*
+    unless one is already there after it; the caller holds the session lock."""
+    text = f"{NOT_BELIEVED}: {rec.kind} of {rec.ts}: {why}"
+    for newer in logfile.records_backwards(sess.log_paths(), logfile.TailStats(),
+                                           STATE_SCAN_BYTES):
+        if newer.ts <= rec.ts and newer.line() == rec.line():
+            break
+        if newer.kind == PROBLEM and newer.text == text:
+            return                          # said already
+    _append_locked(sess, (PROBLEM, text))
+
+
+def believed(sess, st):
+    """None if a captain-done record of the scan's current run is believed, else why not."""
+    why = None
+    for rec in st.acts:
+        w = evidence.verdict(sess, rec)
+        if w is None:
+            return None
+        why = why or w
+    return why or "there is no captain-done record"
+
+
+def _not_believed(name, why):
+    return (f"the captain has not concluded this aside: its captain-done record is not"
+            f" believed ({why}); keep the conversation going")
+
+
+def audit(sess):
+    """Report an unjudged captain-done record that is not believed; return why, or None.
+
+    Run by the agent's own hooks after each tool call, at the end of a turn
+    and before a prompt: a record appended by hand (printf >> status) is
+    then a `problem: self-conclusion refused` record at once, whether or
+    not the agent goes on to call aside-conclude. One problem per attempt:
+    the walk back (evidence.unjudged) stops at the newest such problem.
+    """
+    if not evidence.unjudged(sess):
+        return None
+    with hold(sess.lock_path):
+        for rec in evidence.unjudged(sess):
+            why = evidence.verdict(sess, rec)
+            if why:
+                _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record"
+                                               f" is not believed: {why}"))
+                return why
+    return None
+
+
+def aside_session(crew, name):
+    """The registered aside NAME (NotFound if unregistered, BadInput if not an aside)."""
+    sess = Session(crew, name)
+    kind = sess.meta.get("kind")
+    if kind != "aside":
+        raise BadInput(f"{name!r} is not an aside (kind {kind})")
+    return sess
+
+
+def _append_locked(sess, *pairs):
+    """Append records while the caller holds the session lock."""
+    lines = [records.new_line(kind, text) for kind, text in pairs]
+    logfile.append_locked(sess.status_path, lines, rotate=logfile.rotate_limits())
+
+
+def _open_aside_session(crew, name):
+    sess = aside_session(crew, name)
+    if scan(sess).state == CLOSED:
+        raise Refused(f"aside {name!r} is closed")
+    return sess
+
+
+def _refuse_caller(sess, kind, command):
+    """Refused (and a problem record) unless this process may act as the captain, with a
+    person's keys behind it (evidence.hands); else the evidence's `WHERE keys SECOND`."""
+    why, where = evidence.caller_verdict(sess.meta)
+    if not why:
+        why, keys = evidence.hands(sess, None if where == "tmux" else where)
+        where = f"{where} {keys}"
+    if why:
+        what = SELF_CONCLUSION if kind == CAPTAIN_DONE else CAPTAIN_INPUT_REFUSED
+        sess.append(PROBLEM, f"{what}: {command}: {why}")
+        raise Refused(f"not believed to be the captain: {why}")
+    return where
+
+
+def say(crew, name, text):
+    """A captain input to aside NAME from a command (an agent without a prompt hook); the kind.
+
+    Believed only from a process that is not the aside's agent (evidence.caller_verdict).
+    """
+    sess = _open_aside_session(crew, name)
+    kind, note = parse_captain_input(text)
+    where = _refuse_caller(sess, kind, "aside-say")
+    if kind == CAPTAIN:
+        sess.append(kind, note)
+    else:
+        evidence.record_act(sess, kind, note, f"{evidence.CALLER} {where}")
+    return kind
+
+
+def captain_done(crew, name, note=None):
+    """The captain's explicit conclusion of aside NAME, from a command outside the agent."""
+    sess = _open_aside_session(crew, name)
+    where = _refuse_caller(sess, CAPTAIN_DONE, "aside-done")
+    evidence.record_act(sess, CAPTAIN_DONE, clip(note or ""), f"{evidence.CALLER} {where}")
+
+
+# --- opening ------------------------------------------------------------------
+
+def open_aside(crew, name, topic=None, cmd=None, tmux_session=None, primary=None, cwd=None):
+    """Register aside NAME and start its agent in a new tmux window; return the window target.
+
+    Registered first (so the agent's first hook finds its session), then the
+    window, then its pane id and process go into meta. A window that cannot
+    be opened ends the registration with `closed: window not opened: ...`.
+    """
+    from crewfile.core.names import check_name
+    check_name(name, "aside name")
+    if primary:
+        check_name(primary, "primary name")
+    cmd = cmd or os.environ.get("CREWFILE_AGENT_CMD") or DEFAULT_AGENT_CMD
+    cwd = os.path.realpath(cwd or os.getcwd())
+    sess = Session(crew, name)
+    if sess.exists() and not sess.ended():
+        raise Refused(f"{name!r} is already open")
+    extra = {k: v for k, v in (("primary", primary), ("topic", topic)) if v}
+    sess = register(crew, name, kind="aside", cwd=cwd, extra=extra)
+    try:
+        target = window.open_agent(sess, cmd, tmux_session=tmux_session, cwd=cwd)
+    except CrewfileError as e:
+        sess.append("closed", f"window not opened: {e}")
+        raise
+    sess.append_lines([records.new_line("opened", topic or ""),
+                       records.new_line("paused", "awaiting captain")])
+    return target
+
+
+# --- the agent's hand-over ----------------------------------------------------
+
+def conclude(crew, name, data):
+    """The agent hands over its report; return (path in reports/new, adopted).
+
+    Refused unless the captain's latest act is a conclusion (then a
+    `problem: self-conclusion refused` record is appended), and refused
+    if the report for this conclusion was already handed over. A report
+    published by an earlier run killed before its `concluded` record
+    (newer than the captain's last input) is adopted, not delivered twice.
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    sess = aside_session(crew, name)
+    if not data.strip():
+        raise BadInput("the report is empty")
+    if len(data) > MAX_REPORT:
+        raise BadInput(f"the report is larger than {MAX_REPORT} bytes")
+    with hold(sess.lock_path):
+        st = scan(sess)
+        surface_forged(sess, st)
+        if st.state == CLOSED:
+            raise Refused(f"aside {name!r} is closed")
+        if st.state == CONCLUDED:
+            raise Refused(f"already concluded: the report is {st.concluded.text}")
+        if st.state == OPEN:
+            _append_locked(sess, (PROBLEM, SELF_CONCLUSION))
+            raise Refused(NOT_CONCLUDED)
+        why = believed(sess, st)
+        if why:
+            _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is not"
+                                           f" believed: {why}"))
+            raise Refused(_not_believed(name, why))
+        path, adopted = _orphan(crew, name, st.since), True
+        if path is None:
+            path, adopted = reports.deliver(crew, name, data,
+                                            checkpoint=lambda s: checkpoint("conclude:" + s)), False
+        checkpoint("conclude:delivered")
+        _append_locked(sess, ("concluded", path))
+    return path, adopted
+
+
+def _orphan(crew, name, since):
+    """The newest report of NAME in new/ delivered at or after timestamp *since*, or None."""
+    # Record timestamps have one fixed width: as strings they sort as times
+    # (and comparing them needs no calendar import on this path).
+    found = [r for r in reports.listing(crew, aside=name, states=(paths.REPORT_NEW,))
+             if not r.error and (since is None or records.timestamp(r.time) >= since)]
+    return found[-1].path if found else None
+
+
+# --- the primary's reconcile ----------------------------------------------------
+
+class Reconciled:
+    __slots__ = ("report", "scrollback", "killed", "already", "warning")
+
+    def __init__(self):
+        self.report = self.scrollback = self.warning = None
+        self.killed = self.already = False
+
+
+def captain_at_window(sess, found, since=None, quiet=None):
+    """None when the captain is surely not at the aside's window, else why (for people).
+
+    The one captain check (verdict.captain_at): a draft on the prompt line,
+    a key pressed there by an attached client in the last *quiet* seconds
+    or at or after epoch second *since*; a prompt line that cannot be seen
+    counts as present (unsure: refuse). A dead pane takes no keys: never.
+    """
+    from crewfile.session.delivery import captain_quiet
+    from crewfile.session.prompt import markers_of, placeholder_of
+    from crewfile.session.verdict import NO, captain_at
+    if not found or found.dead:
+        return None
+    who, why = captain_at(found.pane, found.socket,
+                          within=captain_quiet() if quiet is None else quiet, since=since,
+                          markers=markers_of(sess.meta), placeholder=placeholder_of(sess.meta))
+    return None if who == NO else str(why)
+
+
+def _held(name, why, what="nothing changed"):
+    return CaptainPresent(f"the captain may be about to reopen {name!r} ({why}): {what};"
+                          f" aside-reconcile --wait does it once the window is quiet")
+
+
+def _after(rec):
+    """The first whole second after record *rec*: keys from then on came after it
+    (client_activity has one-second resolution; the act's own Enter is before)."""
+    return None if rec is None else int(rec.time) + 1
+
+
+def reconcile(crew, name, quiet=None, since_act=True):
+    """Take in aside NAME's report, keep its scrollback, close it, then kill its window.
+
+    Steps, each safe to redo after a crash: (1) every report of NAME in new/
+    moves to cur/; (2) the pane's whole scrollback is saved beside the
+    concluded report (atomic replace); (3) `closed: REPORT` is appended;
+    (4) the window is killed. The window is killed only once `closed` is
+    written, and `closed` only once the report and scrollback are in cur/.
+    Nothing is done while the captain is at the window (captain_at_window,
+    asked before the first step and again just before the kill):
+    CaptainPresent, the conversation may be about to reopen. Keys count
+    from the captain's conclusion on (since_act) or, once a wait has seen
+    the window quiet, only in the last *quiet* seconds.
+    """
+    sess = aside_session(crew, name)
+    out = Reconciled()
+    with hold(sess.lock_path):
+        st = scan(sess)
+        surface_forged(sess, st)
+        pane = window.find(sess.meta, "cannot save the window's scrollback")
+        if st.state == CLOSED:
+            since = _after(st.closed) if since_act else None
+            why = captain_at_window(sess, pane, since, quiet)
+            if why:
+                raise _held(name, why, "it is closed, its window left open")
+            out.already = True
+            out.report = st.closed.text if os.path.isabs(st.closed.text) else None
+            if out.report:
+                out.scrollback = reports.scrollback_path(out.report)
+                if pane and not os.path.lexists(out.scrollback):
+                    window.save_scrollback(pane, out.scrollback)
+        elif st.state != CONCLUDED:
+            why = ("the captain concluded it but the agent has not handed over its report"
+                   if st.state == CAPTAIN_CONCLUDED else NOT_CONCLUDED.split(";")[0])
+            raise Refused(f"{name!r} is not concluded: {why}")
+        else:
+            why = believed(sess, st)
+            if why:
+                _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is"
+                                               f" not believed: {why}"))
+                raise Refused(f"{name!r} is not concluded: its captain-done record is not"
+                              f" believed ({why})")
+            since = _after(st.act) if since_act else None
+            why = captain_at_window(sess, pane, since, quiet)
+            if why:
+                raise _held(name, why)
+            for r in reports.listing(crew, aside=name, states=(paths.REPORT_NEW,)):
+                if not r.error:                    # a planted link stays for report-ls to show
+                    reports.accept(crew, r.path)   # reports of voided conclusions, too
+            out.report = reports.accept(crew, st.concluded.text)
+            checkpoint("reconcile:moved")
+            out.scrollback = reports.scrollback_path(out.report)
+            if pane:
+                window.save_scrollback(pane, out.scrollback)
+            elif not os.path.lexists(out.scrollback):
+                out.scrollback = None
+                out.warning = window.not_found(sess.meta)
+            checkpoint("reconcile:scrollback")
+            _append_locked(sess, ("closed", out.report))
+            checkpoint("reconcile:closed")
+    if pane:
+        pane = window.find(sess.meta, "cannot close the window")
+        why = captain_at_window(sess, pane, since, quiet)
+        if why:        # the captain came back in the last moment: the window stays
+            raise _held(name, why, f"it is closed (report {out.report}), its window left open")
+        out.killed = bool(pane) and window.kill(pane)
+    return out
+
+
+WAIT_DEFAULT = 600.0              # seconds aside-reconcile --wait waits at most
+WAIT_INTERVAL = 1.0               # seconds between looks at the window while waiting
+
+
+def reconcile_wait(crew, name, timeout=WAIT_DEFAULT, quiet=None, say=None):
+    """reconcile() as soon as the captain has left the window alone for *quiet* seconds.
+
+    While the captain is at the window (CaptainPresent), it waits: on the
+    session directory (notify.DirWatch: a record arriving, the captain sent
+    the draft or the agent moved) and, every WAIT_INTERVAL, one look at the
+    window (tmux clients and the prompt line; never a tight loop). The
+    captain's absence must hold for *quiet* seconds in a row. If the
+    conversation is reopened meanwhile (the captain submitted text), the
+    conclusion is void: Refused, nothing moved or killed. CaptainPresent
+    again after *timeout* seconds. *say* gets each new reason to wait.
+    """
+    from crewfile.session.delivery import captain_quiet
+    quiet = captain_quiet() if quiet is None else quiet
+    deadline = time.monotonic() + timeout
+    said = None
+    while True:
+        try:
+            return reconcile(crew, name, quiet, since_act=said is None)
+        except CaptainPresent as e:
+            if time.monotonic() >= deadline:
+                raise
+            if say and str(e) != said:
+                say(str(e))
+                said = str(e)
+        except Refused as e:
+            if said is not None and scan(aside_session(crew, name)).state == OPEN:
+                raise Refused(f"{name!r} was reopened: the captain sent input after the"
+                              f" conclusion, which is void; nothing moved or killed") from None
+            raise
+        _await_quiet(aside_session(crew, name), deadline, quiet)
+
+
+def _await_quiet(sess, deadline, quiet):
+    """Return once the captain has been away from the window *quiet* seconds in a
+    row, the log changed in a way that ends the wait (not concluded any more), or
+    the deadline passed."""
+    from crewfile.core.notify import DirWatch
+    watch = DirWatch()
+    watch.add(sess.dir)
+    try:
+        away_since = None
+        while time.monotonic() < deadline:
+            changed = watch.wait(min(WAIT_INTERVAL, max(0.0, deadline - time.monotonic())))
+            if changed and scan(sess).state not in (CONCLUDED, CLOSED):
+                return
+            try:
+                held = captain_at_window(sess, window.find(sess.meta, "cannot look"),
+                                         quiet=quiet)
+            except SystemFailure:
+                held = True                   # tmux cannot be asked: unsure, keep waiting
+            if held:
+                away_since = None
+            elif away_since is None:
+                away_since = time.monotonic()
+            elif time.monotonic() - away_since >= quiet:
+                return
+    finally:
+        watch.close()

@@ -1,0 +1,354 @@
+"""Evidence that a captain act came from the captain, not from the aside's agent.
+
+A `captain-done` record is believed only with evidence from outside the
+agent, kept in sessions/NAME/acts (one line per act: the exact status record
+line, a tab, the evidence), written under the session lock just before the
+record itself. Two kinds:
+
+  prompt ID     a prompt hook saw the captain submit the conclusion command
+                (/aside-done; Codex: $aside-done) as the agent's prompt ID
+                (`-`: the agent's hook names no prompt: Codex, Gemini CLI).
+                Believed while the transcript the agent CLI itself writes
+                (meta `transcript_path`) has as its newest captain prompt
+                that prompt, recorded as the conclusion command. The hook
+                runs before the CLI writes the prompt to its transcript, so
+                a prompt id that is already the transcript's newest is a
+                replay (a hand-made payload), refused at once.
+  caller WHERE  aside-done/aside-say run by a process whose ancestry (ppid
+                chain, checked with start times) reaches the tmux server of
+                the aside's pane, not through the aside's agent process nor
+                the aside's own pane: a command typed in another window
+                (WHERE = that pane) or a key binding (WHERE = `tmux`).
+
+Either kind stands only with a person's hands behind it as well: when the
+act is recorded, a client attached to the aside's tmux server had key input
+(hands(); its evidence follows the other, ` keys SECOND`). tmux keeps the
+moment of each client's last key input, and keys or commands a process sends
+to the server (send-keys, run-shell) leave it untouched, so an agent that
+types /aside-done into its own pane, or runs `tmux run-shell "aside-done
+NAME"`, from its shell tool is refused.
+
+A status line appended by hand (printf >> status, status-append) has no acts
+line and is not believed. The limit, said plainly: this stops an agent that
+decides on its own that the aside is over, whatever its tools run; it is not
+a security boundary. A process of the same user can write any file (acts,
+meta, the transcript), or attach a tmux client of its own to a
+pseudo-terminal and type into it as the captain.
+"""
+import os
+
+from crewfile.core import logfile, paths, records
+
+CAPTAIN, CAPTAIN_DONE = "captain", "captain-done"        # the captain's acts (records)
+SELF_CONCLUSION = "self-conclusion refused"               # the problem text's start
+CAPTAIN_KINDS = frozenset({CAPTAIN, CAPTAIN_DONE})
+PROMPT, CALLER = "prompt", "caller"                       # the kinds of evidence
+NO_ID = "-"                       # `prompt -`: the agent's prompt hook names no prompt
+TRANSCRIPT_SCAN = 64 << 20        # bytes of a transcript read back, at most
+TRANSCRIPT_WAIT = 5.0             # seconds a prompt id not yet in the transcript is waited for
+ACTS_SCAN = 1 << 20
+ACT_MAX_LINE = records.MAX_LINE + 1024    # a record line, a tab, its evidence
+KEYS = "keys"                     # the hands part of an act's evidence: `keys SECOND`
+KEYS_RECENT = 10                  # seconds a person's key input may precede the act
+INPUT_SCAN = 1 << 20              # bytes of the status log read back for the newest input
+
+
+# --- processes ------------------------------------------------------------------
+
+def _server(meta):
+    """(server pid, {pane pid: pane id}) of the aside's tmux server, or None."""
+    from crewfile.session import tmux
+    env = dict(os.environ)
+    sock = meta.get("tmux_socket")
+    if isinstance(sock, str) and sock:
+        env["CREWFILE_TMUX"] = sock
+    try:
+        code, out = tmux.run("list-panes", "-a", "-F", "#{pid}\t#{pane_pid}\t#{pane_id}",
+                             check=False, env=env)
+    except Exception:
+        return None
+    server, panes = None, {}
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if code == 0 and len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
+            server = int(parts[0])
+            panes[int(parts[1])] = parts[2]
+    return (server, panes) if server else None
+
+
+def caller_verdict(meta, pid=None):
+    """(None, WHERE) if process *pid* (default: this one) may act as the captain, else (why, None).
+
+    WHERE is the pane the command was typed in, or `tmux` for one the tmux
+    server ran itself (a key binding's run-shell).
+    """
+    agent, agent_start = meta.get("pid"), meta.get("pid_start")
+    pane = meta.get("tmux")
+    if not agent and not pane:
+        return ("the aside's agent process is not recorded, so no command can show it is"
+                " not the agent; type /aside-done in the aside"), None
+    from crewfile.session.liveness import lineage
+    chain = [(st.pid, st.start) for st in lineage(pid)]     # nearest first, pid itself too
+    for p, start in chain:
+        if p == agent and (agent_start is None or start == agent_start):
+            return "it was run by the aside's own agent", None
+    found = _server(meta)
+    if found is None:
+        return "the aside's tmux server could not be asked", None
+    server, panes = found
+    pids = [p for p, _ in chain]
+    if server not in pids:
+        return ("it was not run from a tmux window or key binding of the aside's tmux"
+                " server (a detached process has no captain behind it)"), None
+    i = pids.index(server)
+    if i == 0:
+        return "it is the tmux server itself", None
+    child = pids[i - 1]
+    where = panes.get(child)
+    if where is not None and where == pane:
+        return "it was run in the aside's own window", None
+    return None, where or "tmux"
+
+
+# --- a person's hands -------------------------------------------------------------
+
+def hands(sess, where=None, now=None):
+    """(None, 'keys SECOND') if a person at a terminal stands behind an act of
+    aside *sess* happening *now*, else (why not, None).
+
+    SECOND is the newest key input (tmux client_activity, whole seconds) of a
+    client attached to the aside's tmux server that
+      - looks at pane *where* (its current window's active pane, the one its
+        keys go to): the aside's own pane for a prompt, the other window's
+        pane for a command typed there; any client for a key binding (None);
+      - had that input at most KEYS_RECENT seconds before *now*;
+      - had it after the aside's newest captain input: in a whole second
+        later than that record's. The keys that submitted the prompt the
+        agent is answering are not newer than its record, so an agent that
+        acts at once on the captain's words finds no key of the captain's
+        behind its act.
+    send-keys, run-shell and every other command sent to the server leave
+    client_activity as it was (one-second resolution, checked on tmux 3.3a).
+    """
+    import time
+    from crewfile.session import tmux
+    now = time.time() if now is None else now
+    sock = sess.meta.get("tmux_socket")
+    clients = tmux.clients(sock if isinstance(sock, str) and sock else None)
+    if not clients:
+        return "no tmux client is attached to the aside's tmux server: no person's keys", None
+    seen = [t for t, pane in clients if where is None or pane == where]
+    if not seen:
+        return f"no tmux client attached to the aside's tmux server looks at {where}", None
+    second = max(seen)
+    if second < int(now) - KEYS_RECENT:
+        return (f"no key was pressed in a tmux client of the aside's server in the last"
+                f" {KEYS_RECENT} seconds (keys sent by send-keys or run-shell are no"
+                f" person's)"), None
+    last = newest_input(sess)
+    if last is not None and second < int(last) + 1:
+        return ("no key was pressed in a tmux client of the aside's server since the"
+                " captain's last input (keys sent by send-keys or run-shell are no"
+                " person's)"), None
+    return None, f"{KEYS} {second}"
+
+
+def newest_input(sess):
+    """The time (epoch seconds) of the session's newest captain input record, or None."""
+    for rec in logfile.records_backwards(sess.log_paths(), logfile.TailStats(), INPUT_SCAN):
+        if rec.kind in CAPTAIN_KINDS:
+            return rec.time
+        if rec.kind == "registered":
+            return None
+    return None
+
+
+# --- the agent's transcript ---------------------------------------------------------
+# One rule for every agent CLI: the transcript the CLI itself writes (meta
+# transcript_path) has as its newest captain prompt the conclusion command,
+# and, where the prompt hook names the prompt (PROMPT_ID), that very prompt.
+# How one transcript line is read is the agent's own small part
+# (crewfile.agents: CONCLUDE, PROMPT_ID, TRANSCRIPT_MARK, transcript_prompt).
+
+def agent_of(meta):
+    """The adapter of the agent a session runs (meta `agent`; Claude Code if unknown)."""
+    from crewfile.agents import load
+    return load(meta.get("agent") or "claude")
+
+
+def is_conclusion(text, command):
+    """True if *text* is the conclusion *command* alone or followed by whitespace and a note."""
+    stripped = text.strip()
+    return stripped == command or (stripped.startswith(command)
+                                   and stripped[len(command)].isspace())
+
+
+def _prompts(path, agent):
+    """(id, is the conclusion) of each transcript entry of a captain prompt, newest first."""
+    import json
+    for line in logfile.lines_backwards(path, logfile.TailStats(), TRANSCRIPT_SCAN,
+                                        max_line=None, outside=True):
+        if agent.TRANSCRIPT_MARK not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        found = agent.transcript_prompt(entry) if isinstance(entry, dict) else None
+        if found is not None:
+            yield found
+
+
+def newest_prompt(path, agent):
+    """The id of the newest prompt in the transcript at *path*, or None."""
+    for pid, _ in _prompts(path, agent):
+        return pid
+    return None
+
+
+NEWER = "the agent's transcript has a newer prompt than that {}"
+NOT_COMMAND = "the agent's transcript does not hold that prompt as the {} command"
+
+
+def prompt_verdict(path, prompt_id, agent):
+    """None if the transcript's newest captain prompt is the conclusion (and is
+    *prompt_id*, when the agent names its prompts), else why not.
+
+    The CLI appends to its transcript a moment after the entries are made: a
+    tool call of the conclusion's turn can run before the prompt is on disk.
+    A prompt id the transcript does not hold at all is waited for (at most
+    TRANSCRIPT_WAIT seconds); a newer prompt after it is refused at once.
+    Without an id (Gemini CLI), a newest prompt that is not the conclusion
+    may be the one before it: waited for the same way."""
+    import time
+    deadline = time.monotonic() + TRANSCRIPT_WAIT
+    while True:
+        why, seen = _prompt_verdict(path, prompt_id, agent)
+        if why is None or seen or time.monotonic() >= deadline:
+            return why
+        time.sleep(0.05)
+
+
+def _prompt_verdict(path, prompt_id, agent):
+    """(why not, or None; whether the transcript holds *prompt_id* at all)."""
+    if not isinstance(path, str) or not path:
+        return "the agent's transcript is not recorded (meta transcript_path)", True
+    entries = _prompts(path, agent)
+    newest, done, older = None, False, None
+    for pid, conclusion in entries:         # a prompt may have several entries
+        if newest is None:
+            newest = pid
+        elif pid != newest:
+            older = pid
+            break
+        done = done or conclusion
+    if newest is None:
+        return NOT_COMMAND.format(agent.CONCLUDE), False
+    if prompt_id is None or newest == prompt_id:
+        return (None if done else NOT_COMMAND.format(agent.CONCLUDE)), prompt_id is not None
+    return NEWER.format(agent.CONCLUDE), older == prompt_id or any(
+        pid == prompt_id for pid, _ in entries)
+
+
+RECORD_REFUSED = "record refused"      # the problem text's start for the other guarded kinds
+
+
+def refuse_hand_written(sess, kind, command):
+    """Refuse a guarded record (kinds.GUARDED) written by a general command
+    (status-append): a `problem` record, which wakes the primary, then
+    Refused. Each guarded kind is written only by its own commands, after
+    their checks; the captain's words only by a prompt hook, aside-say and
+    aside-done."""
+    from crewfile.core.errors import Refused
+    from crewfile.core.kinds import GUARDED
+    if kind in CAPTAIN_KINDS:
+        what = SELF_CONCLUSION if kind == CAPTAIN_DONE else "captain input refused"
+        sess.append("problem", f"{what}: {command} may not write {kind} records")
+        raise Refused(f"{kind} records are the captain's acts: written only by the agent's"
+                      f" prompt hook, aside-say and aside-done")
+    sess.append("problem", f"{RECORD_REFUSED}: {command} may not write {kind} records")
+    raise Refused(f"{kind} records are written only by {GUARDED[kind][0]}")
+
+
+# --- judging -------------------------------------------------------------------------
+
+# Records that end an audit's walk back: the captain's newest input (every
+# prompt the hook sees writes one), the session's start or end, or a
+# judgement already made (a conclusion, a refusal).
+_AUDIT_STOPS = frozenset({CAPTAIN, "registered", "closed", "concluded"})
+
+
+# Guarded kinds (kinds.GUARDED) that end or hand over, which the agent's own
+# hooks judge as the walk meets them: while its hook runs, the agent is live.
+CLAIMS = frozenset({"ended", "closed", "concluded"})
+
+
+def unjudged(sess, claims=None):
+    """The captain-done records appended since the captain's newest input and not judged yet.
+
+    Cheap (the walk back ends at the newest `captain` record, one prompt
+    away, or at the newest judgement), so an agent's hooks can ask it after
+    every tool call. *claims*, a list, gets the CLAIMS records the walk met
+    (the one it stopped at included), for aside.audit_claims.
+    """
+    out = []
+    for rec in logfile.records_backwards(sess.log_paths(), logfile.TailStats(), 1 << 20):
+        if claims is not None and rec.kind in CLAIMS:
+            claims.append(rec)
+        if rec.kind in _AUDIT_STOPS or (rec.kind == "problem"
+                                        and rec.text.startswith(SELF_CONCLUSION)):
+            break
+        if rec.kind == CAPTAIN_DONE:
+            out.append(rec)
+    return out
+
+
+# --- the acts file ------------------------------------------------------------------
+
+def acts_path(sess):
+    return os.path.join(sess.dir, paths.ACTS)
+
+
+def append_act_locked(sess, line, evidence):
+    """Write the act's evidence, then its status record; the caller holds the session lock."""
+    logfile.append_locked(acts_path(sess), [line.rstrip("\n") + "\t" + evidence + "\n"])
+    logfile.append_locked(sess.status_path, [line], rotate=logfile.rotate_limits())
+
+
+def record_act(sess, kind, text, evidence):
+    """Append the captain act `kind: text` with its evidence; return the record line."""
+    line = records.new_line(kind, text)
+    if not sess.exists():
+        from crewfile.core.errors import NotFound
+        raise NotFound(f"no session {sess.name!r} (register it with session-add)")
+    from crewfile.core.locks import hold
+    with hold(sess.lock_path):
+        append_act_locked(sess, line, evidence)
+    return line
+
+
+def evidence_of(sess, rec):
+    """The evidence written for record *rec* (e.g. 'prompt ID'), or None."""
+    want = rec.line().rstrip("\n").encode("utf-8") + b"\t"
+    for line in logfile.lines_backwards(acts_path(sess), logfile.TailStats(), ACTS_SCAN,
+                                        max_line=ACT_MAX_LINE):
+        if line.startswith(want):
+            return line[len(want):].decode("utf-8", "replace")
+    return None
+
+
+def verdict(sess, rec):
+    """None if captain act *rec* is believed, else the reason it is not."""
+    ev = evidence_of(sess, rec)
+    if ev is None:
+        return "it has no evidence of the captain (not written by a prompt hook or aside-done)"
+    ev, keys, _ = ev.partition(f" {KEYS} ")
+    if not keys:
+        return "it has no evidence of a person's keys (no tmux client input at the act)"
+    how, _, what = ev.partition(" ")
+    if how == PROMPT:
+        return prompt_verdict(sess.meta.get("transcript_path"),
+                              None if what in ("", NO_ID) else what, agent_of(sess.meta))
+    if how == CALLER:
+        return None
+    return f"unknown evidence {how!r}"

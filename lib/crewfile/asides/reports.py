@@ -1,0 +1,194 @@
+"""Aside reports: a maildir (reports/tmp, new, cur) the way qmail delivers mail.
+
+Delivery: the report is written under tmp/ with a unique name (O_EXCL, never
+through a link), fsynced, then renamed into new/, and new/ is fsynced. A
+reader of new/ sees a whole report or none. The file is never written again
+after it is published. Reconciling renames it from new/ to cur/ under the
+same name; the aside window's scrollback is saved beside it as
+NAME.scrollback. A crash leaves at worst a stray file in tmp/, never a half
+report in new/ or cur/; tmp/ files older than TMP_MAX_AGE are removed by the
+next delivery (maildir's 36 hours).
+
+Unique names are `ASIDE,SECS.MUSECSPPIDQN.HOST`: the aside's name (names
+never contain ','), the delivery time, the process, a counter within it, and
+the host (reduced to letters, digits and '-', so a name has exactly two dots
+and a scrollback name is told apart by its suffix).
+"""
+import os
+import time
+
+from crewfile.core import paths, records
+from crewfile.core.atomic import fsync_dir, write_new
+from crewfile.core.errors import BadInput, NotFound, SystemFailure
+
+TMP_MAX_AGE = 36 * 3600
+_counter = 0
+
+
+class Report:
+    """One report file: which aside, when, where (state 'new' or 'cur')."""
+    __slots__ = ("aside", "time", "state", "path", "scrollback", "size", "error")
+
+    def __init__(self, aside, time_, state, path, scrollback, size, error=None):
+        self.aside, self.time, self.state = aside, time_, state
+        self.path, self.scrollback, self.size = path, scrollback, size
+        self.error = error      # why the file cannot be a report (a link, a directory), or None
+
+    def as_dict(self):
+        out = {"state": self.state, "aside": self.aside, "time": records.timestamp(self.time),
+               "path": self.path, "scrollback": self.scrollback, "size": self.size}
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+def _host():
+    import socket
+    host = socket.gethostname() or "localhost"
+    return "".join(c if c.isalnum() and c.isascii() or c == "-" else "-" for c in host)[:64]
+
+
+def unique_name(aside, now=None):
+    global _counter
+    _counter += 1
+    now = time.time() if now is None else now
+    secs = int(now)
+    usecs = int((now - secs) * 1e6)
+    return f"{aside},{secs}.M{usecs:06d}P{os.getpid()}Q{_counter}.{_host()}"
+
+
+def parse_name(base):
+    """(aside, time) of a report file name, or None if it is not one."""
+    if base.startswith(".") or base.endswith(paths.SCROLLBACK_SUFFIX):
+        return None
+    from crewfile.core.names import is_name
+    aside, comma, unique = base.partition(",")
+    parts = unique.split(".")
+    if not comma or len(parts) != 3 or not parts[1].startswith("M") or not is_name(aside):
+        return None
+    usecs = parts[1][1:].partition("P")[0]
+    # ASCII digits only, and a time a clock can show (year < 10000).
+    if not (_digits(parts[0], 11) and _digits(usecs, 6)) or int(parts[0]) >= 253402300800:
+        return None
+    return aside, int(parts[0]) + int(usecs) / 1e6
+
+
+def _digits(text, most):
+    return 0 < len(text) <= most and all("0" <= c <= "9" for c in text)
+
+
+def box(crew, which):
+    """reports/tmp, new or cur, created (0700) if missing."""
+    return crew.ensure_sub(paths.REPORTS, which)
+
+
+def deliver(crew, aside, data, checkpoint=None):
+    """Publish *data* (bytes) as a new report of *aside*; return its path in new/.
+
+    checkpoint(step) is called between the steps (tests use it to crash there).
+    """
+    tmp_dir, new_dir = box(crew, paths.REPORT_TMP), box(crew, paths.REPORT_NEW)
+    clean_tmp(crew)
+    base = unique_name(aside)
+    tmp = os.path.join(tmp_dir, base)
+    try:
+        write_new(tmp, data)
+        if checkpoint:
+            checkpoint("written")
+        dest = os.path.join(new_dir, base)
+        if os.path.lexists(dest):      # unique names make this unreachable; never overwrite
+            raise SystemFailure(f"report {dest} already exists")
+        os.rename(tmp, dest)
+        fsync_dir(new_dir)
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise SystemFailure(f"cannot deliver report {base}: {e.strerror}") from None
+    return dest
+
+
+def accept(crew, report_path):
+    """Move a report from new/ to cur/ (idempotent); return its path in cur/.
+
+    NotFound if it is in neither. A crash between the rename and the fsync
+    leaves it in one place or the other, never both, never neither.
+    """
+    base = os.path.basename(report_path)
+    if parse_name(base) is None:
+        raise BadInput(f"not a report name: '{base}'")
+    new = os.path.join(box(crew, paths.REPORT_NEW), base)
+    cur_dir = box(crew, paths.REPORT_CUR)
+    cur = os.path.join(cur_dir, base)
+    import stat
+    try:
+        if not stat.S_ISREG(os.lstat(new).st_mode):     # the one path rule: no link, no FIFO
+            raise SystemFailure(f"{new}: a symlink is not followed"
+                                if os.path.islink(new) else f"{new}: not a regular file")
+    except FileNotFoundError:
+        pass
+    try:
+        os.rename(new, cur)
+    except FileNotFoundError:
+        if os.path.lexists(cur):
+            return cur
+        raise NotFound(f"report {base} is in neither new/ nor cur/") from None
+    except OSError as e:
+        raise SystemFailure(f"cannot move {new} to cur/: {e.strerror}") from None
+    fsync_dir(cur_dir)
+    fsync_dir(os.path.dirname(new))
+    return cur
+
+
+def scrollback_path(cur_report):
+    return cur_report + paths.SCROLLBACK_SUFFIX
+
+
+def listing(crew, aside=None, states=(paths.REPORT_NEW, paths.REPORT_CUR)):
+    """Reports in new/ and cur/ (optionally of one aside), oldest first."""
+    out = []
+    for state in states:
+        d = crew.sub(paths.REPORTS, state)
+        try:
+            entries = paths.list_dir(d)
+        except FileNotFoundError:
+            continue
+        for base in entries:
+            parsed = parse_name(base)
+            if parsed is None or (aside is not None and parsed[0] != aside):
+                continue
+            path = os.path.join(d, base)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:       # moved to cur/ while we looked
+                continue
+            import stat
+            error = (None if stat.S_ISREG(st.st_mode) else "a symlink is not followed"
+                     if stat.S_ISLNK(st.st_mode) else "not a regular file")
+            sb = scrollback_path(path) if state == paths.REPORT_CUR else None
+            if sb and not os.path.lexists(sb):
+                sb = None
+            out.append(Report(parsed[0], parsed[1], state, path, sb, st.st_size, error))
+    out.sort(key=lambda r: (r.time, r.path))
+    return out
+
+
+def clean_tmp(crew, max_age=TMP_MAX_AGE, now=None):
+    """Remove files in tmp/ older than max_age: leftovers of crashed deliveries."""
+    now = time.time() if now is None else now
+    d = crew.sub(paths.REPORTS, paths.REPORT_TMP)
+    try:
+        entries = paths.list_dir(d)
+    except FileNotFoundError:
+        return 0
+    removed = 0
+    for base in entries:
+        path = os.path.join(d, base)
+        try:
+            if now - os.lstat(path).st_mtime > max_age:
+                os.unlink(path)
+                removed += 1
+        except OSError:
+            pass
+    return removed

@@ -1,0 +1,446 @@
+"""Background jobs: a job's files, and reading them (listing, sweeping).
+
+A handle now, the outcome later, heard exactly once. A job is a directory
+jobs/HANDLE/ (see paths.py): this module owns its files; jobwatch.py starts
+the job and its watcher, jobwait.py waits. job-exec writes `spec` and
+starts a watcher, double-forked into its own session, which
+runs the command in its own session and process group, copies its output
+into the bounded `output` file and, when it ends, writes `result` and then
+settles who hears the outcome:
+
+- a job-wait that is waiting reports it (and writes `heard` by=wait);
+- if nobody waits, the watcher announces it as a `job` notice in the owning
+  session's inbox (and writes `heard` by=notice);
+- if the owning session has gone quiet (its probe says not live, or it has
+  ended) or there is none, nothing is posted: `notice` records posted=false
+  and the outcome stays unheard until someone waits for it.
+
+The choice is made under one lock (jobwatch.settle() and jobwait.wait()).
+
+The watcher holds `alive` (exclusive) for its whole life, and job-exec from
+before `spec` exists until the watcher has it: a result-less job
+whose `alive` lock nobody holds has lost its watcher (SIGKILL): its fate is
+unknown, and its command is found by its process group.
+`running` is held the same way but let go as soon as `result` is written:
+a waiter waits for it (a shared flock the kernel grants the moment the
+outcome can be heard, or the watcher dies).
+"""
+import os
+import time
+
+from crewfile.core import jsonio, paths, records
+from crewfile.core.atomic import replace
+from crewfile.core.errors import BadInput, CrewfileError, NotFound, Refused, SystemFailure
+from crewfile.core.locks import acquire, is_held
+
+OUTPUT_LIMIT = 1 << 20            # bytes of output kept (plus one marker line)
+MIN_OUTPUT_LIMIT = 4096
+HEARD_RETENTION = 600             # job-sweep's default --older-than: 10 minutes
+UNHEARD_RETENTION = 7 * 86400     # an outcome nobody heard is kept 7 days
+ORPHAN_AGE = 600                  # a jobs/HANDLE without `spec` this old is abandoned
+MAX_LABEL = 200
+LAST_LINE_CHARS = 200
+POST_WAIT = 1.0                   # seconds a job's lock holder waits for a session's lock
+
+
+def duration_text(seconds):
+    """'0.42s', '12.0s', '3m05s', '2h10m', '3d4h'."""
+    if seconds < 60:
+        return f"{seconds:.2f}s" if seconds < 10 else f"{seconds:.1f}s"
+    s = int(seconds)
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600}h"
+
+
+def output_limit(env=None):
+    env = os.environ if env is None else env
+    try:
+        value = int(env.get("CREWFILE_JOB_OUTPUT_BYTES") or OUTPUT_LIMIT)
+    except ValueError:
+        value = OUTPUT_LIMIT
+    return min(max(value, MIN_OUTPUT_LIMIT), 1 << 40)     # within `spec`'s checked shape
+
+
+FILE_LIMIT = 1 << 20              # bytes: a longer job file (but `spec`) is damaged, not read
+
+
+def _json(path, kind, at=None):
+    """A job file checked for its shape (None if absent; BadFile if damaged).
+    `spec` holds the argv, which the kernel bounds; the others are small."""
+    global _load
+    if _load is None:
+        from crewfile.core.shapes import load as _load      # lazily (job-exec), once (a listing reads thousands)
+    return _load(path, kind, at, None if kind == "job-spec" else FILE_LIMIT)
+
+
+_load = None
+
+
+def dump_json(obj):
+    """One JSON object, keys sorted, newline-terminated (the job files' format)."""
+    return jsonio.dumps(dict(sorted(obj.items()))) + "\n"
+
+
+class Job:
+    """One job directory: its paths and the files in it (read fresh each time,
+    but `spec`). at: a descriptor on the job's directory (paths.open_dir),
+    in which its files are read by name (list_jobs)."""
+
+    def __init__(self, crew, handle, at=None):
+        self.crew = crew
+        self.handle = handle
+        self.at = at
+        self._spec = None
+        self.dir = d = crew.job_dir(handle)
+        self.spec_path = os.path.join(d, paths.JOB_SPEC)
+        self.pids_path = os.path.join(d, paths.JOB_PIDS)
+        self.output_path = os.path.join(d, paths.JOB_OUTPUT)
+        self.result_path = os.path.join(d, paths.JOB_RESULT)
+        self.heard_path = os.path.join(d, paths.JOB_HEARD)
+        self.notice_path = os.path.join(d, paths.JOB_NOTICE)
+        self.lock_path = os.path.join(d, paths.JOB_LOCK)
+        self.waiters_path = os.path.join(d, paths.JOB_WAITERS)
+        self.alive_path = os.path.join(d, paths.JOB_ALIVE)
+        self.running_path = os.path.join(d, paths.JOB_RUNNING)
+
+    def check(self):
+        if not os.path.lexists(self.spec_path):
+            raise NotFound(f"no job {self.handle!r}")
+        return self
+
+    def spec(self):
+        """`spec`, read once: it never changes once published."""
+        if self._spec is None:
+            self._spec = _json(self.spec_path, "job-spec", self.at)
+            if self._spec is None:
+                raise NotFound(f"no job {self.handle!r}")
+        return self._spec
+
+    def pids(self):
+        return _json(self.pids_path, "job-pids", self.at)
+
+    def result(self):
+        return _json(self.result_path, "job-result", self.at)
+
+    def heard(self):
+        return _json(self.heard_path, "job-heard", self.at)
+
+    def notice(self):
+        return _json(self.notice_path, "job-notice", self.at)
+
+    def watcher_alive(self):
+        return is_held(self.alive_path)
+
+    def fate(self):
+        """'running', 'starting' or 'lost' for a job without a result.
+
+        `alive` is held from before `spec` exists (job-exec takes it and the
+        watcher inherits it), so a free `alive` means the watcher is gone."""
+        if self.watcher_alive():
+            return "running" if self.pids() is not None else "starting"
+        return "lost" if self.result() is None else "ended"
+
+    def group_alive(self):
+        """Is the command's process group still there? None if unknown."""
+        pids = self.pids() or {}
+        pgid = pids.get("pgid")
+        if not pgid:
+            return None
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def last_line(self):
+        """The output's last non-empty line (marker excluded), or ''."""
+        return last_line(self.output_path)
+
+    def output(self, lines=None):
+        """The output kept, or (*lines*) its last *lines* lines: as
+        data.split(b"\\n") counts them, a newline at the very end closing the
+        last one. The tail is read from the end (logfile.lines_backwards),
+        not the whole file: a 1 MiB output and the default 10 lines, one block."""
+        if lines is not None:
+            from itertools import islice
+            from crewfile.core.logfile import TailStats, lines_backwards
+            got = list(islice(lines_backwards(self.output_path, TailStats(), max_line=None,
+                                              at=self.at, ended=True), max(lines, 0)))
+            return b"".join(line + b"\n" for line in reversed(got))
+        try:
+            fd = paths.open_file(self.output_path, at=self.at)
+        except FileNotFoundError:
+            return b""
+        with os.fdopen(fd, "rb") as f:
+            return f.read()
+
+
+def last_line(path, limit=LAST_LINE_CHARS):
+    try:
+        fd = paths.open_file(path)
+    except FileNotFoundError:
+        return ""
+    try:
+        size = os.fstat(fd).st_size
+        data = os.pread(fd, 4096, max(0, size - 4096))
+    finally:
+        os.close(fd)
+    for raw in reversed(data.split(b"\n")):
+        line = raw.decode("utf-8", "replace").rstrip("\r").strip()
+        if line and not is_marker(line):
+            return line if len(line) <= limit else line[:limit - 1] + "…"
+    return ""
+
+
+MARKER_PREFIX = "[crewfile: "
+MARKER_SUFFIX = " bytes of older output dropped]"
+
+
+def marker(dropped):
+    return f"{MARKER_PREFIX}{dropped}{MARKER_SUFFIX}\n".encode()
+
+
+def is_marker(line):
+    return line.startswith(MARKER_PREFIX) and line.endswith(MARKER_SUFFIX)
+
+
+# -- creating a job's files ---------------------------------------------------------
+
+def check_request(crew, argv, session=None, label=None):
+    """Refuse a job-exec request before anything is created (BadInput, NotFound)."""
+    if not argv or not argv[0]:
+        raise BadInput("empty command")
+    if label is not None:
+        if len(label) > MAX_LABEL:
+            raise BadInput(f"label longer than {MAX_LABEL} characters")
+        if any(ord(c) < 32 or ord(c) == 127 for c in label):
+            raise BadInput("label contains a control character")
+    if session and not os.path.lexists(os.path.join(crew.session_dir(session), paths.META)):
+        raise NotFound(f"no session {session!r} (register it with session-add)")
+
+
+def new_job(crew, handle=None):
+    """Make the job's directory (mkdir: a handle is never shared); its Job."""
+    jobs_dir = crew.ensure_sub(paths.JOBS)
+    if handle is None:
+        for _ in range(100):
+            handle = "j-" + os.urandom(3).hex()
+            try:
+                os.mkdir(os.path.join(jobs_dir, handle), 0o700)
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise SystemFailure("cannot find a free job handle")
+    else:
+        try:
+            os.mkdir(crew.job_dir(handle), 0o700)
+        except FileExistsError:
+            raise Refused(f"job {handle!r} exists") from None
+    return Job(crew, handle)
+
+
+def discard(job):
+    """Remove a job directory nothing was started from (gone at once: one rename)."""
+    import shutil
+    trash = os.path.join(os.path.dirname(job.dir), f".swept-{job.handle}-{os.getpid()}")
+    try:
+        os.rename(job.dir, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def write_spec(job, argv, session=None, label=None, cwd=None, env=None):
+    """Publish `spec` (visible at once, durable later: see jobwatch.start); return it."""
+    spec = {"handle": job.handle, "argv": list(argv), "label": label or "",
+            "session": session or None, "cwd": os.path.realpath(cwd or os.getcwd()),
+            "created": records.timestamp(), "output_limit": output_limit(env)}
+    replace(job.spec_path, dump_json(spec), sync=False)
+    return spec
+
+
+def ended_text(res):
+    """'exited 0 after 1.20s' or 'killed by SIGTERM (15) after 3.0s'."""
+    took = duration_text(res.get("seconds") or 0.0)
+    if res.get("signal"):
+        return f"killed by {signal_name(res['signal'])} ({res['signal']}) after {took}"
+    return f"exited {res.get('exit')} after {took}"
+
+
+def signal_name(n):
+    import signal
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
+
+
+# -- listing and sweeping -----------------------------------------------------------
+
+def handles(crew):
+    try:
+        entries = paths.list_dir(crew.sub(paths.JOBS))
+    except FileNotFoundError:
+        return []
+    return sorted(e for e in entries if not e.startswith("."))
+
+
+def row_fields(spec, result):
+    """What job-ls prints of an ended job, copied from `spec` and `result` into
+    the records written after them (`heard`, `notice`), so that listing an
+    ended job reads one file (two when nobody heard it)."""
+    return {"label": spec.get("label") or "", "session": spec.get("session"),
+            "created": spec.get("created"), "code": result.get("code"),
+            "signal": result.get("signal"), "ended": result.get("ended")}
+
+
+def heard_record(by, spec, result, **extra):
+    """The `heard` record: who heard the outcome and when, plus row_fields()."""
+    return {"by": by, "at": records.timestamp(), **row_fields(spec, result), **extra}
+
+
+def info(job, now=None, full=True):
+    """A job's state as a dict (what job-ls prints). Not *full*: only the
+    table's fields, from `heard` alone when it has them (see heard_record)."""
+    now = time.time() if now is None else now
+    heard = job.heard()
+    notice = None
+    if not full:
+        rec = heard if heard is not None else job.notice()
+        if rec is not None and rec.get("created") and rec.get("code") is not None:
+            ended = rec.get("ended")
+            return {"handle": job.handle, "label": rec.get("label") or "",
+                    "session": rec.get("session"),
+                    "state": "killed" if rec.get("signal") else "exited", "code": rec["code"],
+                    "signal": rec.get("signal"), "heard": heard["by"] if heard else None,
+                    "announced": (rec.get("posted") if heard is None else
+                                  True if heard["by"] == "notice" or heard.get("withdrawn")
+                                  else None),
+                    "created": rec["created"], "ended": ended,
+                    "age": now - records.parse_timestamp(ended) if ended else None}
+        notice = rec if heard is None else None
+    spec = job.spec()
+    res = job.result()
+    notice = notice or job.notice()
+    pids = job.pids() or {}
+    if res is not None:
+        state = "killed" if res.get("signal") else "exited"
+        code = res.get("code")
+        age = now - records.parse_timestamp(res["ended"]) if res.get("ended") else None
+    else:
+        state = job.fate()
+        code = None
+        age = now - records.parse_timestamp(spec["created"])
+    out = {"handle": job.handle, "label": spec.get("label", ""), "session": spec.get("session"),
+           "state": state, "code": code, "signal": res.get("signal") if res else None,
+           "heard": heard.get("by") if heard else None,
+           "announced": notice.get("posted") if notice else None,
+           "announce_reason": notice.get("reason") if notice else None,
+           "argv": spec.get("argv"), "created": spec.get("created"),
+           "started": res.get("started") if res else pids.get("started"),
+           "ended": res.get("ended") if res else None,
+           "seconds": res.get("seconds") if res else None,
+           "age": age, "pid": pids.get("pid"), "pgid": pids.get("pgid")}
+    if state == "lost":
+        out["group_alive"] = job.group_alive()
+    return out
+
+
+def list_jobs(crew, now=None, full=True):
+    """info() of every job, oldest first.
+
+    jobs/ is opened once and each job's directory once in it (paths.open_dir:
+    one openat(2) refuses a link or a non-directory), its files read by name
+    in that: the rule of the one path opener, paid once per job, not per file."""
+    root = crew.sub(paths.JOBS)
+    try:
+        jobs_fd = paths.open_dir(root)
+    except FileNotFoundError:
+        return []
+    now = time.time() if now is None else now
+    out = []
+    try:
+        for handle in sorted(os.listdir(jobs_fd)):
+            if handle.startswith("."):
+                continue
+            try:
+                job = Job(crew, handle)
+                job.at = paths.open_dir(job.dir, at=jobs_fd)
+                try:
+                    out.append(info(job, now, full))
+                finally:
+                    os.close(job.at)
+            except (FileNotFoundError, NotFound, BadInput):
+                continue             # mid-creation or mid-sweep
+            except CrewfileError as e:   # damaged or unsafe: listed, marked
+                out.append({"handle": handle, "error": str(e), "created": None})
+    finally:
+        os.close(jobs_fd)
+    out.sort(key=lambda r: (r["created"] or "", r["handle"]))
+    return out
+
+
+def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION, now=None,
+          bad=None):
+    """Remove heard outcomes older than *older_than* (since heard), unheard ones
+    (and lost jobs) older than *unheard_older_than* (since they ended, or were
+    created). Running jobs are never removed. Returns the removed handles."""
+    import shutil
+    now = time.time() if now is None else now
+    root = crew.sub(paths.JOBS)
+    removed = []
+    for handle in handles(crew):
+        job = Job(crew, handle)
+        if not os.path.isdir(job.dir):
+            continue
+        try:
+            with acquire(job.lock_path):
+                if not os.path.lexists(job.spec_path):
+                    # A job-exec killed before it wrote `spec` (job-exec itself
+                    # removes what it made when it fails): never listed, and
+                    # removed once surely abandoned.
+                    if (now - os.lstat(job.dir).st_mtime < ORPHAN_AGE
+                            or job.watcher_alive()):
+                        continue
+                    trash = os.path.join(root, f".swept-{handle}-{os.getpid()}")
+                    os.rename(job.dir, trash)
+                    shutil.rmtree(trash, ignore_errors=True)
+                    continue
+                res, heard = job.result(), job.heard()
+                if heard is not None:
+                    since, keep = heard.get("at"), older_than
+                elif res is not None:
+                    since, keep = res.get("ended"), unheard_older_than
+                elif job.fate() == "lost":
+                    since, keep = job.spec().get("created"), unheard_older_than
+                else:
+                    continue
+                if not since or now - records.parse_timestamp(since) < keep:
+                    continue
+                # Disappear at once (one rename), then delete at leisure.
+                trash = os.path.join(root, f".swept-{handle}-{os.getpid()}")
+                os.rename(job.dir, trash)
+        except (FileNotFoundError, NotFound):
+            continue                 # swept by someone else meanwhile
+        except CrewfileError as e:   # damaged or unsafe: kept, named in *bad*
+            if not os.path.isdir(job.dir):
+                continue
+            if bad is None:
+                raise
+            bad.append(e)
+            continue
+        shutil.rmtree(trash, ignore_errors=True)
+        removed.append(handle)
+    try:
+        for entry in os.listdir(root):     # leftovers of a sweep that crashed
+            if entry.startswith(".swept-"):
+                shutil.rmtree(os.path.join(root, entry), ignore_errors=True)
+    except FileNotFoundError:
+        pass
+    return removed

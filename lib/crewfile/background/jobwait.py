@@ -1,0 +1,226 @@
+"""Waiting for a job, and the one decision: reported by a wait, or announced.
+
+See jobs.py for the job directory. The choice is made under ONE lock, the
+job's `lock` (the watcher's half is jobwatch.settle()). A waiter registers
+by holding a shared flock on `waiters` (taken under `lock`), so a waiter
+killed by SIGKILL is deregistered by the kernel. The watcher, under `lock`, writes `result`, then tries an exclusive
+non-blocking flock on `waiters`: busy means someone waits. It then does not
+announce, but blocks until every waiter has let go and decides again: if by
+then nobody wrote `heard` (the waiter was killed after the result landed),
+it announces. Lock order is always `lock` -> `waiters` (non-blocking), or
+`waiters` alone; never the other way while blocking, so nothing deadlocks.
+"""
+import os
+import time
+
+from crewfile.core.atomic import replace, sync
+from crewfile.core.errors import JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXIT, JOB_TIMEOUT as TIMEOUT_EXIT
+from crewfile.core.errors import NotFound
+from crewfile.background.jobs import POST_WAIT, Job, dump_json, duration_text, ended_text, heard_record
+from crewfile.core.locks import acquire
+from crewfile.core.records import escape
+
+
+def _hear(job, res):
+    """Under `lock`: this wait reports the outcome, unless it was heard already.
+
+    Announced but still pending in the inbox (the model has not been handed
+    it): the notice is withdrawn and this wait reports the outcome as its
+    own. Handed over (drained) already: the model has it, and the wait says
+    so without repeating it (state 'heard').
+
+    `heard` by=wait is written without fsync: its reader that matters, the
+    watcher deciding whether to announce, is alive and reads the page cache;
+    a power loss kills that watcher too, so nothing can announce the outcome
+    again, and the worst a lost `heard` does is list the (durable) outcome
+    as unheard. The outcome itself is durable before we report it: the
+    watcher lets go of `lock` only once its flushes have returned; a
+    watcher that is gone may have died between its rename and its flushes,
+    so then we flush `result` ourselves.
+    """
+    if not job.watcher_alive():
+        sync(job.result_path)
+    heard = job.heard()
+    taken = None
+    if heard is not None:
+        if heard.get("by") == "notice" and _withdraw(job, heard.get("id")):
+            taken = heard["id"]
+        elif heard.get("by") == "notice":
+            return Outcome(job, "heard", res, False, heard)
+        else:
+            return Outcome(job, "done", res, False, heard)
+    heard = heard_record("wait", job.spec(), res, pid=os.getpid())
+    if taken:
+        heard["withdrawn"] = taken
+    replace(job.heard_path, dump_json(heard), sync=False)
+    return Outcome(job, "done", res, True, heard)
+
+
+def _withdraw(job, nid):
+    """Withdraw the job's pending notice *nid*: True if it had not reached the model."""
+    from crewfile.wake import inbox
+    from crewfile.core.errors import CrewfileError
+    try:
+        session = job.spec().get("session")
+        return bool(session and isinstance(nid, str)
+                    and inbox.withdraw(job.crew, session, nid, timeout=POST_WAIT))
+    except CrewfileError:
+        return False        # session gone, or its lock stuck: the notice stays, and will be read
+
+
+class Outcome:
+    """What a wait found: state 'done', 'timeout', 'lost', or 'heard' (the
+    notice has reached the model: the outcome is not repeated)."""
+
+    def __init__(self, job, state, result=None, heard_here=False, heard=None, waited=0.0):
+        self.job, self.state, self.result = job, state, result
+        self.heard_here, self.heard, self.waited = heard_here, heard, waited
+
+    @property
+    def code(self):
+        if self.state == "timeout":
+            return TIMEOUT_EXIT
+        if self.state == "lost":
+            return ERROR_EXIT
+        if self.state == "heard":
+            return HEARD_EXIT
+        return self.result.get("code", ERROR_EXIT)
+
+    def line(self):
+        """The result line job-wait prints first."""
+        h = self.job.handle
+        if self.state == "timeout":
+            return f"{h} running: timed out after waiting {duration_text(self.waited)}"
+        if self.state == "lost":
+            alive = self.job.group_alive()
+            where = {True: "still running", False: "gone", None: "unknown"}[alive]
+            pg = (self.job.pids() or {}).get("pgid")
+            return (f"{h} lost: fate unknown (watcher lost); process group "
+                    f"{pg if pg else '-'} {where}")
+        if self.state == "heard":
+            return f"{h} heard already by notice {self.heard.get('id')}: not repeated"
+        by = self.heard.get("by", "?") if self.heard else "?"
+        heard = "heard by this wait" if self.heard_here else f"heard already by {by}"
+        return f"{h} {ended_text(self.result)}; {heard}"
+
+
+def wait(crew, handle, timeout=None, exiting=False):
+    """Wait for the job's outcome; return an Outcome.
+
+    The waiter counts itself in (shared flock on `waiters`, taken under
+    `lock`) and out; an outcome that lands while it waits is its to report.
+    It waits by asking for a shared flock on `running`, which the watcher holds
+    until the outcome is durable (or it dies): the kernel wakes the waiter
+    the moment it lets go. No inotify, no polling, no pidfd: nothing that can
+    run out, and one wake-up between the outcome and the answer.
+    exiting: the caller exits once it has the answer (job-wait), which counts
+    it out.
+    """
+    job = Job(crew, handle).check()
+    job.spec()              # read now, off the path from the job's end to our answer
+    t0 = time.monotonic()
+    registration = None
+    try:
+        with acquire(job.lock_path):
+            res = job.result()
+            if res is not None:
+                return _hear(job, res)
+            registration = acquire(job.waiters_path, shared=True)
+        return _wait_registered(job, registration, timeout, t0)
+    finally:
+        # A waiter that exits with the answer (job-wait) counts itself out by
+        # exiting: letting go here would wake the watcher (and its exit) to
+        # compete for the CPU with our printing the answer. `heard` is
+        # written, or we failed: either way the watcher decides right.
+        if registration is not None and not exiting:
+            registration.release()
+
+
+POLL = 1.0      # seconds between looks when `running` cannot tell (see below)
+
+
+def _wait_registered(job, registration, timeout, t0):
+    deadline = None if timeout is None else t0 + timeout
+    nap = None
+    while True:
+        left = None if deadline is None else deadline - time.monotonic()
+        if nap is not None:         # polling (see below)
+            time.sleep(nap if left is None else max(0.0, min(nap, left)))
+            let_go = True
+        elif left is None or left > 0:
+            let_go = _let_go(job.running_path, left)
+        else:
+            let_go = False
+        if not os.path.isdir(job.dir):
+            raise NotFound(f"job {job.handle!r} was removed while waiting")
+        with acquire(job.lock_path):
+            res = job.result()
+            if res is not None:
+                return _hear(job, res)
+            if let_go:
+                # `running` is let go after `result` is written, or by the
+                # kernel when the watcher dies: no result, so it died...
+                if not job.watcher_alive():
+                    return Outcome(job, "lost", waited=time.monotonic() - t0)
+                # ...unless the watcher lives on (failing to write it, or
+                # a job started before `running` was): look every POLL s.
+                nap = POLL
+            if deadline is not None and time.monotonic() >= deadline:
+                # Count out under the lock: from here on the watcher announces.
+                registration.release()
+                return Outcome(job, "timeout", waited=time.monotonic() - t0)
+
+
+def _let_go(path, timeout):
+    """Block until nobody holds *path* exclusively (True), or *timeout*
+    seconds pass (False; None: no limit). Once the watcher has let go of
+    `running` it never takes it again, so a shared lock we are granted means
+    it is gone for good; ours is let go at once."""
+    if timeout is None:
+        acquire(path, shared=True).release()
+        return True
+    # flock(2) has no timeout: a thread blocks in it (the GIL is free
+    # meanwhile) and we wait for the thread at most *timeout*. If we give up
+    # first, the thread lets go the moment it is granted the lock.
+    import _thread
+    done = _thread.allocate_lock()
+    done.acquire()
+    failed = []
+
+    def block():
+        try:
+            acquire(path, shared=True).release()
+        except BaseException as e:      # (a link, a FIFO: said by our caller, as without a timeout)
+            failed.append(e)
+        finally:
+            done.release()
+    _thread.start_new_thread(block, ())
+    if not done.acquire(timeout=min(timeout, _thread.TIMEOUT_MAX)):
+        return False
+    if failed:
+        raise failed[0]
+    return True
+
+
+def answer(outcome, tail=10, all_kept=False, terminal=False):
+    """What job-wait prints of *outcome*, as bytes: the result line, then
+    (ended or lost) the output's last *tail* lines, or all of it kept.
+
+    The output is the job's bytes, escape sequences and all: copied as they
+    are into a pipe or a file (the agent's tool reads what the job wrote),
+    but for a *terminal* every line passes through records.escape, so that
+    a job cannot move a person's cursor or retitle their window. The
+    result line is escaped either way (a notice id is read from a file)."""
+    line = escape(outcome.line()) + "\n"
+    if outcome.state != "done" and outcome.state != "lost":
+        return line.encode()
+    if all_kept:
+        data = outcome.job.output()
+        if data and not data.endswith(b"\n"):
+            data += b"\n"
+    else:
+        data = outcome.job.output(tail)
+    if not terminal:
+        return line.encode() + data
+    lines = data.decode("utf-8", "replace").split("\n")[:-1]     # (it ends with a newline)
+    return (line + "".join(escape(text) + "\n" for text in lines)).encode()

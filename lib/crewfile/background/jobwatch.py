@@ -1,0 +1,373 @@
+"""Starting a job and its watcher: a process that outlives its caller.
+
+start() is job-exec: it makes the job's directory, takes the job's `alive`
+lock, publishes `spec` and forks; it returns the handle at once, without
+waiting for the command to start (an exec failure is the job's outcome,
+127 or 126, reported like any other). The watcher inherits the `alive`
+lock (flock(2) belongs to the open file, which fork shares), so `alive` is
+held without a gap from before `spec` exists until the watcher dies: a job
+whose `alive` is free and that has no `result` has lost its watcher.
+
+spawn() forks twice (the middle process calls setsid() and exits), so the
+watcher is nobody's child, in its own session, with no controlling
+terminal: its caller exiting or its terminal closing (SIGHUP to the
+terminal's process groups) does not reach it. Its stdin, stdout and stderr
+are /dev/null and every other inherited descriptor but `alive` is closed,
+so a caller reading job-exec's output through a pipe (`h=$(job-exec ...)`)
+is not held up. The watcher makes `spec` durable, starts the command in its
+own session and process group (stdin /dev/null, stdout and stderr into one
+pipe), records the pids, copies the output into the bounded `output` file,
+waits for the command (pidfd, so a grandchild keeping the pipe open does
+not hold the outcome up), writes `result` and settles who hears it
+(settle(): the watcher's half of the one decision; jobwait.py has the
+waiter's).
+"""
+import os
+import time
+
+from crewfile.core import paths, records
+from crewfile.core.atomic import fsync_dir, replace, sync, write_all
+from crewfile.core.errors import CrewfileError, SystemFailure
+from crewfile.background.jobs import POST_WAIT, dump_json, row_fields
+from crewfile.core.locks import acquire
+
+
+def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None, exiting=False):
+    """Start *argv* detached under a watcher; return its handle at once.
+
+    The watcher is forked from this process (no interpreter start-up: call
+    this from a single-threaded process). exiting: the caller exits at once
+    (job-exec), so it leaves the middle process of the double fork to init
+    instead of waiting for it.
+    """
+    from crewfile.background import jobs
+    jobs.check_request(crew, argv, session, label)
+    job = jobs.new_job(crew, handle)
+    alive = running = None
+    try:
+        alive = acquire(job.alive_path)   # before `spec`: see the module docstring
+        running = acquire(job.running_path)
+        spec = jobs.write_spec(job, argv, session, label, cwd, env)
+        spawn(job, spec, alive, running, exiting)
+    except BaseException:
+        # Nothing was started (a full disk, `ulimit -f 0`, no fork): leave no
+        # empty jobs/HANDLE behind, and the handle free for another try.
+        jobs.discard(job)
+        raise
+    finally:
+        for held in (alive, running):
+            if held is not None:
+                held.release()            # our descriptor; the watcher's keeps the flock
+    return job.handle
+
+
+_TERMINAL_SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT")
+
+
+def spawn(job, spec, alive, running, exiting=False):
+    """Fork the watcher of *job*, handing it the held `alive` and `running` locks.
+
+    Until the middle process has called setsid() it is in its caller's
+    process group, which a closing terminal (SIGHUP) or a ^C reaches, and
+    job-exec does not wait for that moment. So the fork happens with the
+    terminal's signals ignored (the child inherits that); the parent's
+    handlers are put back at once, the watcher sets its own.
+    """
+    import _signal as signal     # the C module: `signal` imports enum
+    saved = []
+    try:
+        for name in _TERMINAL_SIGNALS:
+            sig = getattr(signal, name)
+            saved.append((sig, signal.signal(sig, signal.SIG_IGN)))
+    except ValueError:
+        pass                     # not the main thread: no terminal to fear from here
+    try:
+        pid = os.fork()
+    except OSError as e:
+        pid, error = None, e
+    if pid == 0:
+        code = 1
+        try:
+            os.setsid()
+            if os.fork() == 0:
+                try:
+                    _watch(job, spec, alive, running)
+                    code = 0
+                finally:
+                    os._exit(code)
+            code = 0
+        finally:
+            os._exit(code)
+    for sig, old in saved:
+        signal.signal(sig, signal.SIG_DFL if old is None else old)
+    if pid is None:
+        raise SystemFailure(f"cannot start the watcher of job {job.handle!r}: {error.strerror}")
+    if not exiting:
+        os.waitpid(pid, 0)
+
+
+def _detach(*keep):
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _watch(job, spec, alive, running):
+    import _signal as signal     # the C module: `signal` imports enum (~10 ms)
+    _detach(alive.fd, running.fd)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+        signal.signal(sig, signal.SIG_DFL)
+    try:
+        job.at = paths.open_dir(job.dir)    # its files read in it: one openat(2) each, no path walked
+    except (SystemFailure, OSError):
+        pass
+    from crewfile.session.liveness import process_start
+    try:
+        # job-exec published `spec` without waiting for the disk (its caller
+        # waits on it); made durable here, with the job's directory entry,
+        # long before any outcome can be.
+        sync(job.spec_path)
+        fsync_dir(os.path.dirname(job.dir))
+    except (SystemFailure, OSError):
+        pass                     # the disk fails us: the outcome, if it can be written, says so
+    out = BoundedOutput(job.output_path, spec.get("output_limit") or 1 << 20)
+    pids = {"watcher": os.getpid(), "watcher_start": process_start(os.getpid()),
+            "pid": None, "pgid": None}
+    argv = spec["argv"]
+    rfd, wfd = os.pipe()
+    started, t0 = time.time(), time.monotonic()
+    pids["started"] = records.timestamp(started)
+    env = dict(os.environ, CREWFILE_JOB=job.handle)
+    try:
+        os.chdir(spec.get("cwd") or "/")
+        # posix_spawn, not subprocess: importing subprocess costs more
+        # than the spawn. Signals ignored or
+        # blocked by Python (SIGPIPE, SIGXFSZ) are reset for the command.
+        pid = os.posix_spawnp(argv[0], argv, env, setsid=True, setsigmask=(),
+                              setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT,
+                                         signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT),
+                              file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                                            (os.POSIX_SPAWN_DUP2, wfd, 1),
+                                            (os.POSIX_SPAWN_DUP2, wfd, 2)])
+    except OSError as e:
+        # Like a shell: 127 not found, 126 found but not runnable.
+        from crewfile.core.errors import NO_COMMAND, NOT_RUNNABLE
+        code = NO_COMMAND if isinstance(e, FileNotFoundError) else NOT_RUNNABLE
+        out.write(f"job-exec: {e.filename or argv[0]}: {e.strerror}\n".encode())
+        os.close(wfd)
+        os.close(rfd)
+        replace(job.pids_path, dump_json(pids))
+        return _finish(job, out, started, t0, code, spec, running)
+    os.close(wfd)
+    pids["pid"] = pids["pgid"] = pid
+    replace(job.pids_path, dump_json(pids))
+    rc = _copy(pid, rfd, out)
+    _finish(job, out, started, t0, rc, spec, running)
+    alive.release()
+
+
+def _copy(pid, rfd, out):
+    """Copy the command's output until it exits; return its exit code (-N:
+    signal N)."""
+    import select
+    pidfd = os.pidfd_open(pid)
+    poller = select.poll()
+    poller.register(rfd, select.POLLIN)
+    poller.register(pidfd, select.POLLIN)
+    pipe_open, exited = True, False
+    while not exited:
+        for fd, _ev in poller.poll():
+            if fd == rfd:
+                data = os.read(rfd, 65536)
+                if data:
+                    out.write(data)
+                else:
+                    poller.unregister(rfd)
+                    pipe_open = False
+            elif fd == pidfd:
+                exited = True
+    _, status = os.waitpid(pid, 0)
+    # What the command wrote before it exited is in the pipe: take it. A
+    # grandchild still holding the pipe is not waited for.
+    os.set_blocking(rfd, False)
+    while pipe_open:
+        try:
+            data = os.read(rfd, 65536)
+        except BlockingIOError:
+            break
+        if not data:
+            break
+        out.write(data)
+    os.close(rfd)
+    os.close(pidfd)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _finish(job, out, started, t0, rc, spec, running):
+    seconds = time.monotonic() - t0
+    out.close()
+    result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
+              "code": rc if rc >= 0 else 128 - rc, "started": records.timestamp(started),
+              "ended": records.timestamp(), "seconds": round(seconds, 3)}
+    try:
+        return settle(job, spec, result, running)
+    finally:
+        running.release()
+
+
+def settle(job, spec, result, running):
+    """The watcher's half of the decision: write *result* (durable: the
+    outcome is on disk before anyone can report it), then wait-or-announce,
+    exactly once (protocol.md, "The decision"; jobwait.py is the waiter's half).
+
+    spec: the spec this watcher ran, not the file: a file damaged since
+    must not silence the outcome (the session it belongs to is still told).
+    running: the held `running` lock, let go once `result` is written and
+    `lock` is free: that wakes every waiter (jobwait._let_go). Returns
+    'wait', 'notice' or 'unheard'.
+    """
+    text = dump_json(result)
+    first = True
+    while True:
+        with acquire(job.lock_path):
+            if first:
+                # Nobody can have heard an outcome that was not written:
+                # no `heard` to read on this pass (the waiter waits for `lock`).
+                replace(job.result_path, text)
+                first = False
+            else:
+                try:
+                    heard = job.heard()
+                except CrewfileError:
+                    heard = None     # damaged: told again rather than never (a repeat has its id)
+                if heard is not None:
+                    return heard.get("by", "wait")
+            nobody = acquire(job.waiters_path, timeout=0)
+            if nobody is not None:
+                try:
+                    return _announce_once(job, spec, result)
+                finally:
+                    nobody.release()
+        # Someone waits: they report it. Wake them (`result` is durable, `lock`
+        # free), block until every waiter has let go (done, timed out or
+        # killed), then decide again.
+        running.release()
+        acquire(job.waiters_path).release()
+
+
+def _announce_once(job, spec, result):
+    """Under `lock`, nobody waiting: announce the outcome and record that
+    (`notice`, and `heard` by=notice if it was posted)."""
+    posted, detail = announce(job, result, spec)
+    now = records.timestamp()
+    row = row_fields(spec, result)
+    if posted:
+        replace(job.notice_path, dump_json({"posted": True, "id": detail, "at": now, **row}))
+        replace(job.heard_path, dump_json({"by": "notice", "at": now, "id": detail, **row}))
+        return "notice"
+    replace(job.notice_path, dump_json({"posted": False, "reason": detail, "at": now, **row}))
+    return "unheard"
+
+
+def notice_text(job, spec, result):
+    from crewfile.background.jobs import ended_text
+    label = f" ({spec['label']})" if spec.get("label") else ""
+    try:
+        last = job.last_line() or "(no output)"
+    except (CrewfileError, OSError) as e:
+        last = f"(the output cannot be read: {e})"
+    return f"job {job.handle}{label} {ended_text(result)}; last output: {last}"
+
+
+def announce(job, result, spec=None):
+    """Post the outcome to the owning session's inbox: (True, notice id), or
+    (False, why not) when there is nobody to tell."""
+    from crewfile.session import verdict
+    from crewfile.session.sessions import Session
+    spec = job.spec() if spec is None else spec
+    name = spec.get("session")
+    if not name:
+        return False, "no owning session"
+    sess = Session(job.crew, name)
+    if not sess.exists():
+        return False, f"session {name} is not registered"
+    v = verdict.of(sess)
+    if v.live == verdict.NOT_LIVE:
+        return False, f"session {name} is not live: {v.why}"
+    # Under the job's lock a job-wait may be waiting for: past POST_WAIT with
+    # the session lock still held, the notice is posted without it.
+    from crewfile.wake import inbox
+    from crewfile.core import locks
+    old = locks.bound_waits(POST_WAIT)
+    try:
+        return True, inbox.post(job.crew, name, "job", notice_text(job, spec, result))
+    finally:
+        locks.restore_waits(old)
+
+
+class BoundedOutput:
+    """An output file that keeps at most *limit* bytes plus one marker line.
+
+    Past the limit, the oldest part is dropped: the file is replaced
+    (atomically) by a marker `[crewfile: N bytes of older output dropped]`
+    and the newest half of the limit, from a line start where there is one.
+    Appends go straight to the file, so `tail -F output` follows it. If the
+    file cannot be written (full disk), output stops being kept; the watcher
+    carries on, because the outcome matters more than the output.
+    """
+
+    def __init__(self, path, limit):
+        self.path, self.limit = path, limit
+        self.body, self.dropped = 0, 0
+        try:
+            self.fd = self._open()
+        except OSError:             # damaged (a directory, a link): the outcome matters more
+            self.fd = None
+
+    def _open(self):
+        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                       | os.O_CLOEXEC, 0o600)
+
+    def write(self, data):
+        if self.fd is None:
+            return                      # the file failed us: the outcome matters more
+        try:
+            write_all(self.fd, data)
+            self.body += len(data)
+            if self.body > self.limit:
+                self._compact()
+        except (OSError, SystemFailure):
+            self.close()
+
+    def _compact(self):
+        size = os.fstat(self.fd).st_size
+        keep = self.limit // 2
+        rfd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            tail = os.pread(rfd, keep, size - keep)
+        finally:
+            os.close(rfd)
+        nl = tail.find(b"\n")
+        if 0 <= nl < len(tail) - 1 and nl < keep // 2:
+            tail = tail[nl + 1:]
+        self.dropped += self.body - len(tail)
+        from crewfile.background.jobs import marker
+        replace(self.path, marker(self.dropped) + tail)
+        os.close(self.fd)
+        self.fd = self._open()
+        self.body = len(tail)
+
+    def close(self):
+        if self.fd is not None:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = None

@@ -1,0 +1,134 @@
+"""The one atomic-replace helper: temporary name, fsync, rename, fsync dir.
+
+A reader opening the file at any moment sees either the whole old content or
+the whole new content, never a partial or empty file; a crash at any point
+leaves at worst a stray temporary file (dot-named, cleaned by its writer's
+next run or ignored by readers).
+"""
+import os
+
+from crewfile.core.errors import SystemFailure
+from crewfile.core.paths import check_dirs, open_file, read_text  # noqa: F401 (read_text lived here)
+
+_TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def sync(path):
+    """Make a file published with replace(sync=False) durable: fsync it, then
+    its directory."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(os.path.dirname(path) or ".")
+    except OSError as e:
+        raise SystemFailure(f"cannot sync {path}: {e.strerror}") from None
+
+
+def write_all(fd, data):
+    """os.write until all of *data* is written (a short write is not an error)."""
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+def write_new(path, data, mode=0o600, sync=True):
+    """Create *path* (never an existing file, never through a link), write
+    *data* whole and fsync it (unless not *sync*). The first half of every
+    atomic publication: the caller renames the file into place. OSError on
+    failure, nothing left."""
+    fd = os.open(path, _TMP_FLAGS, mode)
+    try:
+        write_all(fd, data)
+        if sync:
+            os.fsync(fd)
+    except OSError:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+
+
+def replace(path, data, mode=0o600, sync=True):
+    """Atomically make *path* contain *data* (bytes or str).
+
+    sync=False skips both fsyncs: every reader still sees the old or the new
+    content whole, but a power loss may bring back the old one (or an empty
+    file). Only for a file whose writer makes it durable later (sync()) or
+    whose loss in a crash breaks no promise; say which at the call."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    check_dirs(path)
+    directory, base = os.path.split(path)
+    tmp = os.path.join(directory, f".{base}.tmp.{os.getpid()}")
+    try:
+        try:
+            write_new(tmp, data, mode, sync)
+        except FileExistsError:      # a crashed earlier run of this pid: ours to clear
+            os.unlink(tmp)
+            write_new(tmp, data, mode, sync)
+        os.rename(tmp, path)
+        if sync:
+            fsync_dir(directory or ".")
+    except OSError as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise SystemFailure(f"cannot write {path}: {e.strerror}") from None
+
+
+def read_json(path, at=None, limit=None):
+    """The JSON document in *path*, or None if it does not exist.
+
+    ValueError if it is not JSON. Parsed by jsonio (json's C scanner without
+    json's import cost: these reads sit on hooks' and pipelines' start-up).
+    at, limit: as for read_text.
+    """
+    from crewfile.core.jsonio import loads
+    text = read_text(path, at, limit)
+    return None if text is None else loads(text)
+
+
+def write_named(path, data, mode=0o644):
+    """Write *data* (bytes or str) to a path the user named, the way the
+    shell's `>` would: a regular file or a new name is replaced atomically
+    (replace()), anything else (a device such as /dev/null or /dev/stdout,
+    a FIFO, a socket) is opened and written, never renamed over. A
+    symbolic link is followed to its target by the same rule: the link
+    stays, the target gets the content (renaming over the link would have
+    cut it). Issue: run as root, a rename onto /dev/null replaced the
+    device node with a regular file."""
+    import stat
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise SystemFailure(f"cannot write {path}: {e.strerror}") from None
+    if st is None or stat.S_ISREG(st.st_mode):
+        # The link's target, not the link; a dangling one: the name it points at.
+        replace(os.path.realpath(path), data, mode=mode)
+        return
+    if isinstance(data, str):
+        data = data.encode("utf-8")
+    try:
+        # By the name given: /dev/stdout's link through /proc names no file.
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)
+        try:
+            write_all(fd, data)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise SystemFailure(f"cannot write {path}: {e.strerror}") from None

@@ -1,0 +1,81 @@
+"""The command line's numbers: one duration grammar, one count grammar.
+
+Every time flag (--every, --timeout, --stale, --probe, --poll, --window,
+--retry, the sweep ages) reads a duration, every count flag (--max, --tail,
+--last, --pid) a count, through these two functions and nothing else, so
+`30m` means the same everywhere and no flag takes ` 60`, `+5`, `1_000`,
+`1e3`, a 400-digit number or a non-ASCII digit (`int("٣")` is 3). re is not
+used (start-up; see records.py).
+"""
+from crewfile.core.errors import BadInput
+
+MAX_SECONDS = 366 * 86400        # no duration longer than a year
+_UNITS = (("d", 86400), ("h", 3600), ("m", 60), ("s", 1))
+_DIGITS = frozenset("0123456789")
+_MAX_DIGITS = 12
+GRAMMAR = "a duration such as 90, 90s, 1.5s, 30m, 1h30m or 2d"
+# A flag that takes whole seconds only offers examples it accepts.
+WHOLE_GRAMMAR = "a whole number of seconds as a duration such as 90, 90s, 30m, 1h30m or 2d"
+
+
+def _number(text):
+    """A non-negative decimal of ASCII digits (`12`, `1.5`), or None."""
+    whole, dot, frac = text.partition(".")
+    if (not whole or len(whole) + len(frac) > _MAX_DIGITS or not set(whole) <= _DIGITS
+            or (dot and (not frac or not set(frac) <= _DIGITS))):
+        return None
+    return float(text) if dot else int(whole)
+
+
+def parse_duration(text, flag, positive=True, whole=False):
+    """Seconds in *text*: a bare number (seconds), or groups NUMBER UNIT with
+    units d, h, m, s in that order, each at most once (`1h30m`, `2d`, `45s`).
+    At most MAX_SECONDS; above 0 if *positive*; a whole number of seconds if
+    *whole* (then an int). BadInput naming *flag* otherwise."""
+    total = _parse(text)
+    if total is None or total > MAX_SECONDS:
+        grammar = WHOLE_GRAMMAR if whole else GRAMMAR
+        raise BadInput(f"bad {flag} {_shown(text)}: {grammar} (at most {MAX_SECONDS // 86400}d)")
+    if positive and total <= 0:
+        raise BadInput(f"bad {flag} {_shown(text)}: more than 0 seconds")
+    if whole:
+        if total != int(total):
+            raise BadInput(f"bad {flag} {_shown(text)}: a whole number of seconds")
+        return int(total)
+    return total
+
+
+def _parse(text):
+    if not isinstance(text, str) or not text:
+        return None
+    bare = _number(text)
+    if bare is not None:
+        return bare
+    total, rest, units = 0, text, _UNITS
+    while rest:
+        for i, (unit, size) in enumerate(units):
+            head, sep, tail = rest.partition(unit)
+            if sep and head:
+                value = _number(head)
+                if value is None:
+                    return None
+                total += value * size
+                rest, units = tail, units[i + 1:]
+                break
+        else:
+            return None
+    return total
+
+
+def parse_count(text, flag, least=0, most=10 ** 6):
+    """A whole number of ASCII digits from *least* to *most*; BadInput naming *flag*."""
+    if (not isinstance(text, str) or not text or len(text) > _MAX_DIGITS
+            or not set(text) <= _DIGITS or not least <= int(text) <= most):
+        raise BadInput(f"bad {flag} {_shown(text)}: a whole number from {least} to {most}"
+                       " (ASCII digits only)")
+    return int(text)
+
+
+def _shown(text):
+    """*text* quoted for an error line, cut short if long (a 400-digit number)."""
+    return "'" + (text if len(text) <= 40 else text[:40] + "...") + "'"   # escaped once, by the error line

@@ -1,0 +1,344 @@
+"""An append-only file of records: the one writer and the one tail reader.
+
+Writer: whole lines in one write() under flock(2) on the file's lock path, so
+`flock LOCK -c 'echo ... >> FILE'` is a first-class writer. On a failed or
+short write (full disk, file-size limit) the file is cut back to its length
+before the write; an unfinished last line left by a writer that was killed
+mid-write is cut away by the next writer. A half-written record is never
+left behind to read as a record.
+
+Rotation (the s6-log way), done by the writer while it holds the lock: when
+the file would exceed its limit, FILE.(N-1) -> FILE.N, ..., FILE -> FILE.1,
+and the write creates a fresh FILE. A crash between two renames leaves a
+gap in the numbering, never a lost or doubled record.
+
+Reader: reads backwards from the end in blocks, so the cost of a query does
+not grow with the length of the log. A trailing line with no newline (a
+writer caught mid-write, or killed) is skipped and counted, as are garbage
+lines; the good lines are never lost.
+"""
+import os
+
+from crewfile.core import records
+from crewfile.core.errors import SystemFailure
+
+_APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+BLOCK = 65536
+DEFAULT_ROTATE_BYTES = 1 << 20
+DEFAULT_KEEP = 5
+MAX_KEEP = 1000
+
+
+def rotate_limits(env=None):
+    """(bytes, keep) from CREWFILE_ROTATE_BYTES / CREWFILE_ROTATE_KEEP."""
+    env = os.environ if env is None else env
+    try:
+        size = int(env.get("CREWFILE_ROTATE_BYTES") or DEFAULT_ROTATE_BYTES)
+        keep = int(env.get("CREWFILE_ROTATE_KEEP") or DEFAULT_KEEP)
+    except ValueError:
+        size, keep = DEFAULT_ROTATE_BYTES, DEFAULT_KEEP
+    # Bounded: a stray huge CREWFILE_ROTATE_KEEP would make every reader list
+    # that many file names.
+    return max(size, records.MAX_LINE), min(max(keep, 1), MAX_KEEP)
+
+
+def rotated(path, i):
+    return path if i == 0 else f"{path}.{i}"
+
+
+def _rotate(path, keep):
+    for i in range(keep - 1, -1, -1):
+        try:
+            os.rename(rotated(path, i), rotated(path, i + 1))
+        except FileNotFoundError:
+            pass
+
+
+def append(path, lock_path, lines, rotate=None):
+    """Append *lines* (formatted records, each ending in a newline) under the lock.
+
+    rotate: None, or (max_bytes, keep) to rotate before the file would grow
+    past max_bytes.
+    """
+    from crewfile.core.locks import acquire
+    with acquire(lock_path):
+        append_locked(path, lines, rotate)
+
+
+def append_locked(path, lines, rotate=None):
+    """append() for a caller that already holds the file's lock."""
+    from crewfile.core.atomic import write_all
+    data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
+    if not data:
+        return
+    try:
+        if rotate is not None:
+            try:
+                size = os.lstat(path).st_size
+            except FileNotFoundError:
+                size = 0
+            if size and size + len(data) > rotate[0]:
+                _rotate(path, rotate[1])
+        from crewfile.core.paths import open_file
+        fd = open_file(path, _APPEND_FLAGS)
+    except OSError as e:
+        raise SystemFailure(f"{path}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        before = _drop_fragment(fd, st.st_size)
+        try:
+            write_all(fd, data)
+        except OSError as e:
+            try:
+                os.ftruncate(fd, before)    # never leave half a record behind
+            except OSError:
+                pass
+            raise SystemFailure(f"cannot append to {path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def append_unlocked(path, lines):
+    """The one write of a writer that gave up waiting for the file's lock
+    (protocol.md, "Bounded waits"): the whole lines in one O_APPEND write(2),
+    which the kernel appends whole beside any other appender. What needs the
+    lock is not done: no rotation, and a dead writer's unfinished last line
+    is not cut but closed with a newline ahead of ours, so it cannot glue
+    itself to our record. Returns whether *path*, after the write, still
+    names the file written to: asked while it is open, so that its inode
+    number cannot have been freed and given to a new file meanwhile."""
+    from crewfile.core.atomic import write_all
+    from crewfile.core.paths import open_file
+    data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
+    try:
+        fd = open_file(path, _APPEND_FLAGS)
+    except OSError as e:
+        raise SystemFailure(f"{path}: {e.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
+            data = b"\n" + data
+        write_all(fd, data)      # a part written stays a fragment: the next holder cuts it
+        try:
+            now = os.lstat(path)
+        except FileNotFoundError:
+            return False
+        return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+    except OSError as e:
+        raise SystemFailure(f"cannot append to {path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def _drop_fragment(fd, size):
+    """Cut a dead writer's unfinished last line; return the new size.
+
+    We hold the lock, so a last line without a newline belongs to a writer
+    that died mid-write (SIGKILL can cut a large write short). Left there, it
+    would glue itself to our record; terminated, it would read as a record
+    with its text cut off. It is never visible as a record either way.
+    """
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    pos = size
+    while pos > 0:
+        start = max(0, pos - BLOCK)
+        nl = os.pread(fd, pos - start, start).rfind(b"\n")
+        if nl >= 0:
+            keep = start + nl + 1
+            break
+        pos = start
+    else:
+        keep = 0
+    os.ftruncate(fd, keep)
+    return keep
+
+
+class TailStats:
+    """What a backwards read skipped, so a command can say so."""
+    __slots__ = ("partial", "garbage")
+
+    def __init__(self):
+        self.partial = 0
+        self.garbage = 0
+
+    def warning(self):
+        parts = []
+        if self.partial:
+            parts.append("a partial trailing line")
+        if self.garbage:
+            parts.append(f"{self.garbage} malformed line{'s' if self.garbage != 1 else ''}")
+        return "skipped " + " and ".join(parts) if parts else ""
+
+
+def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, outside=False,
+                    at=None, ended=False):
+    """Yield the complete lines of *path* (bytes, no newline), last first.
+
+    limit_bytes: read no further back than this many bytes from the end.
+    max_line: a longer line is garbage, dropped and counted (memory stays
+    bounded); None: lines of any length (an agent CLI's transcript, whose
+    entries are as long as what was said; bound it with *limit_bytes*).
+    outside: *path* lies outside the crew directory (paths.open_file says
+    what that changes). at: its directory, opened (paths.open_file's at).
+    ended: the file is written whole (a job's output): its text after the
+    last newline is its last line, not a fragment, and an empty first line
+    is a line (as data.split(b"\\n") counts lines, a newline last closing
+    the last one)."""
+    from crewfile.core.paths import open_file
+    try:
+        fd = open_file(path, outside=outside, at=at)
+    except FileNotFoundError:
+        return
+    try:
+        end = os.fstat(fd).st_size
+        floor = 0 if limit_bytes is None else max(0, end - limit_bytes)
+        # The text after the last newline is a fragment to drop: empty when
+        # the file ends with a newline, else a record still being written.
+        closed = end == 0 or os.pread(fd, 1, end - 1) == b"\n"
+        dropping = end > 0 and (closed or not ended)
+        if not closed and not ended:
+            stats.partial += 1
+        pos, carry, overlong = end, b"", False
+        while pos > floor:
+            n = min(BLOCK, pos - floor)
+            pos -= n
+            pieces = (os.pread(fd, n, pos) + carry).split(b"\n")
+            carry = pieces[0]
+            tail = pieces[1:]
+            if tail:
+                if dropping:
+                    tail.pop()
+                    dropping = overlong = False
+                for line in reversed(tail):
+                    yield line
+            elif dropping:
+                carry = b""
+                continue
+            if max_line is not None and len(carry) > max_line and pos > floor:
+                if not overlong:            # garbage too long to hold: drop it, count once
+                    stats.garbage += 1
+                    overlong = True
+                carry, dropping = b"", True
+        if pos == 0 and not dropping and (carry or ended and end > 0):
+            yield carry
+    finally:
+        os.close(fd)
+
+
+def records_backwards(paths, stats, limit_bytes=None):
+    """Parsed records of several files (newest file first), last record first."""
+    for path in paths:
+        for raw in lines_backwards(path, stats, limit_bytes):
+            rec = records.parse(raw)
+            if rec is None:
+                stats.garbage += 1
+                continue
+            yield rec
+
+
+class Backwards:
+    """One backwards read of a log, shared by the several questions a state
+    query asks (the last record, the last lifecycle and turn records, what
+    the session has not moved on from): each file is opened and read once,
+    as far back as the question that looks furthest needs, and no further
+    than *limit_bytes* from the log's end, counted over the current file and
+    its rotations together (protocol.md: "the last 1 MiB of the log"), so
+    a long-lived log costs no more than one of that size. It remembers the
+    records of this one query only; a new query makes a new one, so nothing
+    read here is stale."""
+    __slots__ = ("paths", "stats", "limit", "at", "_gen", "_seen", "_first_file", "_cut")
+
+    def __init__(self, paths, stats, limit_bytes=None, at=None):
+        self.paths, self.stats, self.limit, self.at = paths, stats, limit_bytes, at
+        self._gen = self._read()
+        self._seen = []
+        self._first_file = None
+        self._cut = False           # the limit stopped the read before any record was found
+
+    def _read(self):
+        left = self.limit
+        for i, path in enumerate(self.paths):
+            if left is not None and left <= 0:
+                self._cut = self._cut or self._first_file is None
+                return
+            for raw in lines_backwards(path, self.stats, left, at=self.at):
+                rec = records.parse(raw)
+                if rec is None:
+                    self.stats.garbage += 1
+                    continue
+                if self._first_file is None:
+                    self._first_file = i
+                yield rec
+            if left is not None:
+                size = self._size(path)
+                if size > left and self._first_file is None:
+                    self._cut = True
+                left -= size
+
+    def _size(self, path):
+        try:
+            if self.at is None:
+                return os.lstat(path).st_size
+            return os.lstat(path.rpartition("/")[2], dir_fd=self.at).st_size
+        except OSError:
+            return 0
+
+    def __iter__(self):
+        i = 0
+        while True:
+            if i == len(self._seen):
+                rec = next(self._gen, None)
+                if rec is None:
+                    return
+                self._seen.append(rec)
+            yield self._seen[i]
+            i += 1
+
+    def last_of(self, kinds):
+        """The newest record whose kind is in *kinds*, or None."""
+        for rec in self:
+            if rec.kind in kinds:
+                return rec
+        return None
+
+    def last(self):
+        """The newest record, or None: last_records(paths, 1), which has no
+        byte limit. Only a log whose last *limit_bytes* hold no record at
+        all (garbage, over-long lines) sends it further back than this read."""
+        rec = next(iter(self), None)
+        if not self._cut:
+            return rec
+        found = last_records(self.paths, 1, TailStats())
+        return found[0] if found else None
+
+
+def last_records(paths, n, stats):
+    """The last *n* records, oldest first."""
+    out = []
+    if n <= 0:
+        return out
+    for rec in records_backwards(paths, stats):
+        out.append(rec)
+        if len(out) >= n:
+            break
+    out.reverse()
+    return out
+
+
+def records_since(paths, since, stats, most=None):
+    """The records from the newest back to the first one older than *since*
+    (seconds since the epoch), at most *most* of them, oldest first."""
+    out = []
+    for rec in records_backwards(paths, stats):
+        if rec.time < since or (most is not None and len(out) >= most):
+            break
+        out.append(rec)
+    out.reverse()
+    return out
+
+
+def last_of_kinds(paths, kinds, stats, limit_bytes=None):
+    """The newest record whose kind is in *kinds*, or None (within
+    *limit_bytes* of the log's end, its files together: Backwards)."""
+    return Backwards(paths, stats, limit_bytes).last_of(kinds)

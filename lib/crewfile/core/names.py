@@ -1,0 +1,55 @@
+"""Validation of names that become path components (sessions, handles).
+
+A name is used as a directory name under the crew directory, so it must never
+be able to climb out of it or confuse a terminal: no '/', no '..', no control
+characters, no leading '.' or '-', bounded length.
+"""
+from crewfile.core.errors import BadInput
+
+MAX_NAME = 64
+_FIRST = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_@+")
+_REST = _FIRST | frozenset(".-")
+
+
+def is_name(name):
+    """check_name's verdict as a bool."""
+    try:
+        check_name(name)
+    except BadInput:
+        return False
+    return True
+
+
+def check_name(name, what="name"):
+    """Return *name* if it is a safe path component, else raise BadInput."""
+    if not isinstance(name, str) or not name:
+        raise BadInput(f"empty {what}")
+    if len(name) <= MAX_NAME and _REST.issuperset(name) and name[0] in _FIRST and ".." not in name:
+        return name             # the common case in one set test (listings check thousands)
+    if len(name) > MAX_NAME:
+        raise BadInput(f"{what} longer than {MAX_NAME} characters")
+    if any(ord(c) < 32 or ord(c) == 127 for c in name):
+        raise BadInput(f"{what} contains a control character: '{name}'")
+    if ".." in name or name[0] not in _FIRST or not all(c in _REST for c in name):
+        raise BadInput(f"bad {what} '{name}': use letters, digits and . _ @ + -"
+                       f" (not first: . -), no '/' or '..'")
+    return name
+
+
+def current_user(env=None):
+    """Whose session or schedule this is by default: $USER, else the password
+    database's name for our uid (cron and `env -i` leave $USER unset), else
+    the uid as a number."""
+    import os
+    env = os.environ if env is None else env
+    if env.get("USER"):
+        return env["USER"]
+    import pwd
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
+
+
+# The agent CLIs crewfile has an adapter for (crewfile.agents: one module each).
+AGENTS = ("claude", "codex", "gemini")

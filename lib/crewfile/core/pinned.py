@@ -1,0 +1,38 @@
+"""How crewfile names itself in what other programs run (the hooks in a
+settings.json, a crontab line): the interpreter that runs this install,
+which has crewfile's dependencies, and the command's absolute path.
+
+Never `python3` or a bare command name looked up on PATH when the other
+program runs it: a pyenv shim first on PATH made every hook event of every
+turn 7x slower (150 ms against 23 ms), and a `python3` without
+inotify_simple cannot run the commands that watch.
+"""
+import os
+import shlex
+import sys
+
+from crewfile.core.errors import SystemFailure
+
+
+def interpreter():
+    """This install's interpreter, as it was started (a venv's bin/python is
+    kept as it is: resolving its link would leave the venv)."""
+    exe = sys.executable
+    if not exe or not os.path.isabs(exe):
+        raise SystemFailure("cannot tell which Python runs crewfile (sys.executable is empty)")
+    return exe
+
+
+def command_line(script, *args):
+    """The shell command line that runs the command at *script* pinned to
+    this interpreter, each word quoted."""
+    words = [interpreter(), os.path.abspath(script), *args]
+    return " ".join(shlex.quote(w) for w in words)
+
+
+def crontab_line(script, env, *args, schedule="* * * * *"):
+    """A crontab(5) line running *script* every minute with the variables
+    *env* (name -> value) set; cron's own PATH never matters."""
+    assigns = [f"{k}={shlex.quote(v)}" for k, v in env.items()]
+    line = " ".join([*assigns, command_line(script, *args)])
+    return f"{schedule} {line.replace('%', chr(92) + '%')}\n"    # cron reads % as a newline

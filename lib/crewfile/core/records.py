@@ -1,0 +1,208 @@
+"""The record line: `<RFC 3339 UTC timestamp, ms> <kind>[: <text>]`.
+
+One format serves status logs, inboxes and (with a session name inserted) the
+event stream. Text is escaped so that a record is always exactly one line of
+printable UTF-8: a reader splitting on b"\\n" can never see half a record.
+"""
+import time
+
+from crewfile.core.errors import BadInput
+
+MAX_LINE = 16384          # bytes, newline included
+MAX_KIND = 32
+_KIND_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz")
+_KIND_CHARS = _KIND_FIRST | frozenset("0123456789-")
+_NOT_KIND = str.maketrans("", "", "abcdefghijklmnopqrstuvwxyz0123456789-")
+_ESCAPES = {0x5C: "\\\\", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
+_ESCAPE_TABLE = {c: _ESCAPES.get(c, "\\x%02x" % c)
+                 for c in [*range(0x20), *range(0x7F, 0xA0), 0x5C]}
+_ESCAPE_TABLE.update({0x2028: "\\u2028", 0x2029: "\\u2029"})
+_UNESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
+_HEX = frozenset("0123456789abcdef")
+# re is not used: importing it costs ~6 ms of a command's ~20 ms budget.
+
+
+_MIN_MS, _MAX_MS = -62167219200000, 253402300799999     # 0000-01-01 .. 9999-12-31
+
+
+def timestamp(now=None):
+    """RFC 3339 UTC with milliseconds, e.g. 2026-11-29T22:01:17.123Z.
+
+    Always 24 characters: the year is four digits (strftime's %Y gives `0`
+    for year 0000, which once shifted a session name into an event's kind),
+    and a moment outside years 0000..9999 is clamped to the nearest end."""
+    if now is None:
+        now = time.time()
+    ms = min(max(int(now * 1000), _MIN_MS), _MAX_MS)
+    t = time.gmtime(ms // 1000)
+    return "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (
+        t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec, ms % 1000)
+
+
+def parse_timestamp(ts):
+    """Seconds since the epoch for a record timestamp (no time-zone lookups).
+
+    Days from the civil date by arithmetic (H. Hinnant's days_from_civil):
+    `calendar.timegm` would import datetime, locale and re, ~11 ms of start-up.
+    """
+    y, m, d = int(ts[0:4]), int(ts[5:7]), int(ts[8:10])
+    y -= m <= 2
+    era, yoe = divmod(y, 400)
+    doy = (153 * (m - 3 if m > 2 else m + 9) + 2) // 5 + d - 1
+    days = era * 146097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719468
+    return (days * 86400 + int(ts[11:13]) * 3600 + int(ts[14:16]) * 60 + int(ts[17:19])
+            + int(ts[20:23]) / 1000)
+
+
+def escape(text):
+    """Make *text* one printable line; reversible with unescape().
+
+    Also the one escaper for the terminal: every human-readable output
+    (listings, status-show, event lines, error messages) passes what it did
+    not write itself through this, so a record, a file name or a metadata
+    value can neither forge a row nor reach the terminal as a control
+    sequence."""
+    return text.translate(_ESCAPE_TABLE)
+
+
+_RAW_CONTROLS = bytes([*range(0x20), 0x7F])
+
+
+def printable_line(raw):
+    """A record line (bytes, no newline) whose text is escaped as escape()
+    would: itself when it already is (the common case, checked on bytes),
+    else re-encoded from its fields (unescape() gives the same text back).
+    A hand-written line may hold raw control characters; they never pass."""
+    if len(raw.translate(None, _RAW_CONTROLS)) == len(raw) and (
+            raw.isascii() or (b"\xc2" not in raw and b"\xe2\x80\xa8" not in raw
+                              and b"\xe2\x80\xa9" not in raw)):
+        return raw
+    rec = parse(raw)
+    if rec is None:
+        return raw.decode("utf-8", "replace").translate(_ESCAPE_TABLE).encode()
+    text = escape(rec.text)
+    return f"{rec.ts} {rec.kind}: {text}".encode() if text else f"{rec.ts} {rec.kind}".encode()
+
+
+def unescape(text):
+    if "\\" not in text:
+        return text
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if c != "\\" or i + 1 == n:
+            out.append(c)
+            i += 1
+            continue
+        e = text[i + 1]
+        width = 2 if e == "x" else 4 if e == "u" else 0
+        digits = text[i + 2:i + 2 + width]
+        if (width and len(digits) == width and set(digits) <= _HEX
+                and not 0xD800 <= int(digits, 16) <= 0xDFFF):     # a lone surrogate is no text
+            out.append(chr(int(digits, 16)))
+            i += 2 + width
+        else:
+            out.append(_UNESCAPES.get(e, "\\" + e))
+            i += 2
+    return "".join(out)
+
+
+def is_kind(kind):
+    # the allowed characters deleted, nothing may be left: one C call per
+    # kind (every record read is checked; a state query may read thousands)
+    return (isinstance(kind, str) and 0 < len(kind) <= MAX_KIND and kind[0] in _KIND_FIRST
+            and not kind.translate(_NOT_KIND))
+
+
+def check_kind(kind):
+    if not is_kind(kind):
+        raise BadInput(f"bad kind {kind!r}: a lower-case word of letters, digits and"
+                       f" hyphens, at most {MAX_KIND} characters")
+    return kind
+
+
+class Record:
+    """One parsed record; `text` is unescaped ('' when the record has none)."""
+    __slots__ = ("ts", "kind", "text")
+
+    def __init__(self, ts, kind, text=""):
+        self.ts, self.kind, self.text = ts, kind, text
+
+    @property
+    def time(self):
+        return parse_timestamp(self.ts)
+
+    def line(self):
+        """The record as it is written: one line, newline included."""
+        return format_line(self.ts, self.kind, self.text)
+
+    def __repr__(self):
+        return f"Record({self.ts!r}, {self.kind!r}, {self.text!r})"
+
+    def __eq__(self, other):
+        return isinstance(other, Record) and (self.ts, self.kind, self.text) == (
+            other.ts, other.kind, other.text)
+
+
+def format_line(ts, kind, text=""):
+    """Build and check one record line; raises BadInput if it cannot be written."""
+    check_kind(kind)
+    line = f"{ts} {kind}: {escape(text)}\n" if text else f"{ts} {kind}\n"
+    try:
+        data = line.encode("utf-8")
+    except UnicodeEncodeError:
+        raise BadInput("text is not valid UTF-8") from None
+    if len(data) > MAX_LINE:
+        raise BadInput(f"record longer than {MAX_LINE} bytes ({len(data)})")
+    return line
+
+
+def new_line(kind, text="", now=None):
+    return format_line(timestamp(now), kind, text)
+
+
+def parse(raw):
+    """Parse one line (bytes or str, with or without newline); None if garbage."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if raw.endswith("\n"):
+        raw = raw[:-1]
+    if not is_timestamp(raw[:24]) or raw[24:25] != " " or "\n" in raw:
+        return None
+    kind, sep, text = raw[25:].partition(": ")
+    if not is_kind(kind):
+        return None
+    return Record(raw[:24], kind, unescape(text))
+
+
+_TS_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+_TS_SHAPE = b"0000-00-00T00:00:00.000Z"
+
+
+def is_timestamp(ts):
+    """True for `YYYY-MM-DDTHH:MM:SS.mmmZ` exactly (ASCII digits only): its
+    ASCII bytes with every digit made a 0 (and no other byte is one) are that
+    pattern: one C call, not 24 tests (listings check three per job)."""
+    return len(ts) == 24 and ts.isascii() and ts.encode().translate(_TS_DIGITS) == _TS_SHAPE
+
+
+def bounded_lines(stream, limit=MAX_LINE):
+    """The lines of a binary stream (newline stripped), each read with at most
+    *limit* + 1 bytes in memory: a longer line is skipped as it is read (its
+    rest drained in chunks) and yielded as None. Constant memory on any input,
+    a 200 MB line without a newline included."""
+    while True:
+        line = stream.readline(limit + 1)
+        if not line:
+            return
+        if line.endswith(b"\n"):
+            yield line[:-1]
+        elif len(line) <= limit:
+            yield line                    # the last line, without a newline
+        else:
+            while line and not line.endswith(b"\n"):
+                line = stream.readline(1 << 16)
+            yield None

@@ -1,0 +1,183 @@
+"""The shape of every JSON file crewfile reads, checked in one place per kind.
+
+A file that parses is not yet a file we can use: `{"every": "x"}` in a
+schedule would surface much later as a KeyError or TypeError far from the
+file. load() reads a file and checks it against its kind's table below
+(types and ranges of the fields crewfile uses; other fields are kept as
+they are), so a damaged file is one named error, BadFile, at the moment it
+is read: "<path>: <why>". protocol.md's "File shapes" section is this table.
+"""
+from crewfile.core.errors import BadFile
+from crewfile.core.jsonio import loads
+from crewfile.core.paths import read_text
+from crewfile.core.records import is_timestamp
+
+MAX_INT = 2 ** 53          # any count, size, offset or pid: what a JSON number holds exactly
+
+
+def _str(v):
+    return isinstance(v, str)
+
+
+def _bool(v):
+    return v is True or v is False
+
+
+def _int(lo, hi=MAX_INT):
+    def check(v):
+        return type(v) is int and lo <= v <= hi
+    check.doc = f"a whole number from {lo} to {hi}"
+    return check
+
+
+def _num(v):
+    return type(v) in (int, float) and v == v and abs(v) <= 1e15
+
+
+def _ts(v):
+    return isinstance(v, str) and is_timestamp(v)
+
+
+def _one_of(*values):
+    def check(v):
+        return isinstance(v, str) and v in values
+    check.doc = "one of " + ", ".join(values)
+    return check
+
+
+class _Agent:
+    """An agent crewfile has an adapter for: adapters/ is listed when a meta
+    names an agent, not when shapes is loaded (every reader of a meta
+    loads it; crew-status is run by tmux every few seconds)."""
+    _names = None
+
+    def _known(self):
+        if _Agent._names is None:
+            from crewfile.agents import names
+            _Agent._names = names()
+        return _Agent._names
+
+    def __call__(self, v):
+        return isinstance(v, str) and v in self._known()
+
+    @property
+    def doc(self):
+        return "one of " + ", ".join(self._known())
+
+
+def _list_of_str(v):
+    return isinstance(v, list) and len(v) > 0 and all(isinstance(x, str) for x in v)
+
+
+def _prompt(v):
+    return isinstance(v, str) or _list_of_str(v)
+
+
+def _clock(v):
+    return (isinstance(v, dict) and _num(v.get("wall"))
+            and (v.get("mono") is None or _num(v["mono"]))
+            and (v.get("boot") is None or _str(v["boot"])))
+
+
+for _f, _doc in ((_str, "a string"), (_bool, "true or false"), (_num, "a finite number"),
+                 (_ts, "a record timestamp (YYYY-MM-DDTHH:MM:SS.mmmZ)"),
+                 (_list_of_str, "a non-empty array of strings"),
+                 (_prompt, "a string or a non-empty array of strings"),
+                 (_clock, 'an object {"wall": seconds, "mono": seconds, "boot": id}')):
+    _f.doc = _doc
+
+REQ, OPT = True, False       # OPT: may be absent or null
+
+def _sessions(v):
+    return isinstance(v, dict)
+
+
+_sessions.doc = "an object of session name to position"
+
+# What job-ls prints of an ended job, copied into `heard` and `notice` (jobs.row_fields).
+_JOB_ROW = {"label": (OPT, _str), "session": (OPT, _str), "created": (OPT, _ts),
+            "code": (OPT, _int(0, 255)), "signal": (OPT, _int(1, 255)), "ended": (OPT, _ts)}
+
+# kind -> {field: (required, check)}
+SHAPES = {
+    "meta": {
+        "name": (REQ, _str), "kind": (OPT, _one_of("crew", "aside", "primary")),
+        "exempt": (OPT, _bool), "created": (OPT, _ts), "user": (OPT, _str),
+        "cwd": (OPT, _str), "tmux": (OPT, _str), "tmux_target": (OPT, _str),
+        "tmux_socket": (OPT, _str), "tmux_server": (OPT, _str),
+        "pid": (OPT, _int(1, 2 ** 31)), "pid_start": (OPT, _int(0)),
+        "session_key": (OPT, _str), "agent_session_id": (OPT, _str), "prompt": (OPT, _prompt),
+        "agent": (OPT, _Agent()), "agent_cmd": (OPT, _str),
+        "tmux_session": (OPT, _str), "branch": (OPT, _str), "worktree": (OPT, _str),
+        "repo": (OPT, _str),
+    },
+    "schedule": {
+        "id": (REQ, _str), "user": (OPT, _str), "session": (OPT, _str),
+        "session_key": (OPT, _str), "agent_session_id": (OPT, _str),
+        "every": (REQ, _int(1, 10 ** 9)), "message": (REQ, _str),
+        "max": (REQ, _int(1, 10 ** 9)), "attempts": (REQ, _int(0, 10 ** 9)),
+        "armed": (REQ, _bool), "base": (REQ, _clock), "rev": (OPT, _str), "until": (OPT, _num),
+        "created": (OPT, _ts), "last_attempt": (OPT, _ts), "last_outcome": (OPT, _str),
+        "last_code": (OPT, _str), "last_reason": (OPT, _str), "last_change": (OPT, _ts),
+    },
+    "job-spec": {
+        "argv": (REQ, _list_of_str), "label": (OPT, _str), "session": (OPT, _str),
+        "cwd": (OPT, _str), "created": (REQ, _ts), "output_limit": (OPT, _int(1)),
+        "exec_pid": (OPT, _int(1, 2 ** 31)), "exec_start": (OPT, _int(0)),
+    },
+    "job-pids": {
+        "watcher": (OPT, _int(1, 2 ** 31)), "watcher_start": (OPT, _int(0)),
+        "pid": (OPT, _int(1, 2 ** 31)), "pgid": (OPT, _int(1, 2 ** 31)), "started": (OPT, _ts),
+    },
+    "job-result": {
+        "exit": (OPT, _int(0, 255)), "signal": (OPT, _int(1, 255)), "code": (REQ, _int(0, 255)),
+        "started": (OPT, _ts), "ended": (OPT, _ts), "seconds": (OPT, _num),
+    },
+    "job-heard": {
+        "by": (REQ, _one_of("wait", "notice")), "at": (OPT, _ts), "id": (OPT, _str),
+        "withdrawn": (OPT, _str), **_JOB_ROW,
+    },
+    "job-notice": {
+        "posted": (REQ, _bool), "reason": (OPT, _str), "at": (OPT, _ts), "id": (OPT, _str),
+        **_JOB_ROW,
+    },
+    "cursor": {"version": (REQ, _int(1, 1)), "sessions": (REQ, _sessions)},
+    "cursor-entry": {
+        "ino": (OPT, _int(0, 2 ** 64)), "off": (OPT, _int(0)), "last": (OPT, _num),
+        "last_kind": (OPT, _str), "turn": (OPT, _str),
+        "ended": (OPT, _bool), "stale": (OPT, _bool), "lost": (OPT, _bool),
+        "n": (OPT, _int(0)), "prev": (OPT, _str), "paused": (OPT, _bool),
+    },
+}
+
+
+def check(kind, obj, path):
+    """*obj* if it has *kind*'s shape; BadFile naming *path* and the first fault."""
+    if not isinstance(obj, dict):
+        raise BadFile(path, f"not a JSON object ({kind})")
+    for field, (required, ok) in SHAPES[kind].items():
+        value = obj.get(field)
+        if value is None:
+            if required:
+                raise BadFile(path, f"field {field!r} missing ({kind})")
+            continue
+        if not ok(value):
+            raise BadFile(path, f"field {field!r} must be {ok.doc} ({kind})")
+    return obj
+
+
+def load(path, kind, at=None, limit=None):
+    """The file at *path* checked as *kind*; None if it does not exist.
+
+    BadFile if it is not UTF-8 JSON or not of that shape (or longer than
+    *limit* bytes); SystemFailure if it cannot be read (a link, a directory,
+    a FIFO, no permission). *at*: as for paths.open_file.
+    """
+    text = read_text(path, at, limit)
+    if text is None:
+        return None
+    try:
+        obj = loads(text)
+    except ValueError as e:
+        raise BadFile(path, f"not JSON ({str(e).split(':', 1)[0]})") from None
+    return check(kind, obj, path)

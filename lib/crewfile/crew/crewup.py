@@ -1,0 +1,572 @@
+"""crew-up: the crew's supervision as one unit, for one crew and one primary.
+
+Stages, each a crewfile command run by this interpreter:
+  wake    crew-watch --resume C | wake-filter | wake-send PRIMARY --cursor C
+          (three processes; C is crew-up/cursor, acknowledged end to end, so
+          a stage killed at any moment loses and repeats nothing). If one of
+          the three ends, the other two are stopped and the pipe is started
+          again as a whole: a pipe cannot be mended in the middle.
+  nudge   nudge-tick --watch
+  sweep   job-sweep, every `sweep` seconds (a one-shot; a failure is logged)
+
+One instance per crew: crew-up/lock (flock) is held for its whole life; a
+second crew-up finds it busy and exits at once (Refused), or, when the state
+names no live crew-up (one SIGKILLed while forking: the child holds the lock
+until its exec), waits up to HANDOVER for it. Children die with
+it even when it is SIGKILLed (PR_SET_PDEATHSIG), and wake-send holds the
+cursor's lock, so a new generation never runs beside a dying one.
+
+A stage that ends is started again after a backoff (BACKOFF_FIRST doubling
+up to backoff_max; back to the first once it ran RESET_AFTER seconds). Each
+start, end and restart is a record in crew-up/log (the status-log format,
+rotated like one), and each line a stage writes on stderr too. crew-up/state
+(JSON, atomic replace) says what runs, since when, restarts, last error:
+`crew-up --status` reads it. SIGTERM or SIGINT (or crew-down) stops every
+stage (SIGTERM, then SIGKILL after STOP_GRACE) and exits 0.
+"""
+import os
+import time
+
+from crewfile.core import paths
+from crewfile.session.liveness import stat
+
+DIR = "crew-up"
+LOCK, STATE, LOG, CURSOR = "lock", "state", "log", "cursor"
+BACKOFF_FIRST = 0.25
+BACKOFF_MAX = 30.0
+RESET_AFTER = 10.0
+STOP_GRACE = 5.0
+HANDOVER = 10.0
+DEFAULT_SWEEP = 600.0
+PIPE = ("crew-watch", "wake-filter", "wake-send")
+FAILING_AT_ONCE = 3         # ends in a row, each before RESET_AFTER: said on stderr
+PR_SET_PDEATHSIG = 1
+
+
+def files(crew):
+    d = crew.sub(DIR)
+    return {k: os.path.join(d, k) for k in (LOCK, STATE, LOG, CURSOR)}
+
+
+def bin_path(name):
+    """The command *name*, beside the running command's own executable
+    (links resolved): bin/ of a checkout, or the bin/ pip filled in the
+    venv of `make install` (whose links in ~/.local/bin point there) or of
+    any `pip install`. Not beside this module: installed, the package lies
+    in site-packages, nowhere near its commands."""
+    import sys
+    return os.path.join(os.path.dirname(os.path.realpath(sys.argv[0])), name)
+
+
+def _die_with_parent(parent):
+    """A preexec_fn for a child of *parent* (crew-up's pid, taken before the
+    fork): SIGTERM when crew-up dies, even by SIGKILL. SIGTERM goes back to
+    its default first: crew-up's own handler, inherited by the fork, would
+    swallow a death signal that arrives before the exec. Then compare with
+    *parent*, not 1: a parent that died before prctl left the child to a
+    subreaper or init."""
+    def preexec():
+        import ctypes
+        import signal
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        except (OSError, AttributeError):
+            pass
+        if os.getppid() != parent:      # the parent died before prctl: follow it now
+            os._exit(0)
+    return preexec
+
+
+def _alive(pid):
+    """True if *pid* names a live process (a zombie is not)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    st = stat(pid)
+    if st is not None:
+        return not st.gone
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+class Proc:
+    """One running child: its name, Popen, start time, and a carry for stderr."""
+
+    def __init__(self, name, popen):
+        self.name, self.popen, self.since, self.carry = name, popen, time.time(), b""
+
+
+class Stage:
+    """A restartable unit: the bookkeeping --status shows."""
+
+    def __init__(self, name):
+        self.name = name
+        self.procs = []
+        self.since = None
+        self.restarts = 0
+        self.last_error = None
+        self.backoff = BACKOFF_FIRST
+        self.start_at = 0.0         # monotonic: when it may (re)start
+        self.quick_ends = 0         # ends in a row, each before RESET_AFTER
+        self.last_said = None       # the last line its processes wrote on stderr
+        self.told = False           # its failing at once is said on crew-up's stderr
+
+    def running(self):
+        return bool(self.procs)
+
+
+class Supervisor:
+    def __init__(self, crew, primary, sweep=DEFAULT_SWEEP, backoff_max=BACKOFF_MAX, env=None,
+                 remotes=None):
+        from crewfile.core.names import check_name
+        check_name(primary)
+        self.crew, self.primary = crew, primary
+        self.sweep = sweep
+        self.backoff_max = backoff_max
+        self.files = files(crew)
+        self.env = dict(os.environ if env is None else env)
+        self.env["CREWFILE_DIR"] = os.path.abspath(crew.root)
+        self.remotes = dict(remotes or {})      # host -> its crew directory there
+        names = ["wake", "nudge", "sweep"] + [f"{k}@{h}" for h in self.remotes
+                                                for k in ("wake", "nudge")]
+        self.stages = {n: Stage(n) for n in names}
+        self.stop = False
+        self.started = time.time()
+        self.lock = None
+        self.next_sweep = 0.0
+
+    # -- records ------------------------------------------------------------
+    def log(self, kind, text=""):
+        from crewfile.core import logfile, records
+        line = records.new_line(kind, text)
+        logfile.append(self.files[LOG], self.files[LOG] + ".lock", [line],
+                       rotate=logfile.rotate_limits())
+
+    def save_state(self):
+        from crewfile.core import jsonio, records
+        from crewfile.core.atomic import replace
+        stages = {}
+        for s in self.stages.values():
+            stages[s.name] = {
+                "running": s.running(),
+                "pids": {p.name: p.popen.pid for p in s.procs},
+                "since": records.timestamp(s.since) if s.since else None,
+                "restarts": s.restarts, "last_error": s.last_error}
+        replace(self.files[STATE], jsonio.dumps({
+            "version": 1, "pid": os.getpid(), "primary": self.primary,
+            "started": records.timestamp(self.started), "stages": stages}) + "\n")
+
+    # -- life ---------------------------------------------------------------
+    def acquire(self):
+        """Take the crew's crew-up lock, or Refused if another crew-up holds it.
+
+        A SIGKILLed crew-up's lock can stay busy a moment after its death: a
+        child it was forking holds the lock's open file until its exec (or
+        its exit, seeing the parent gone) closes it. So when the state names
+        no live crew-up, wait up to HANDOVER for the lock before refusing."""
+        import sys
+        from crewfile.core.errors import Refused
+        from crewfile.core.locks import acquire
+        paths.ensure_dir(self.crew.sub(DIR))
+        self.lock = acquire(self.files[LOCK], timeout=0)
+        if self.lock is None:
+            pid = read_state(self.crew).get("pid")
+            if not _alive(pid):
+                who = f"crew-up pid {pid} is gone" if pid else "crew-up/state names none"
+                sys.stderr.write(f"crew-up: the lock is busy but {who}: waiting up to"
+                                 f" {HANDOVER:g}s for a child it was starting to let go\n")
+                sys.stderr.flush()
+                self.lock = acquire(self.files[LOCK], timeout=HANDOVER)
+        if self.lock is None:
+            pid = read_state(self.crew).get("pid", "?")
+            raise Refused(f"crew-up already runs for {self.crew.root} (pid {pid})")
+        self.save_state()           # at once: a second crew-up sees a live pid
+
+    def run(self):
+        """Supervise until SIGTERM/SIGINT; then stop every stage."""
+        import signal
+        def on_signal(_sig, _frame):
+            self.stop = True
+        signal.signal(signal.SIGTERM, on_signal)
+        signal.signal(signal.SIGINT, on_signal)
+        self.acquire()
+        try:
+            from crewfile.wake.watch import first_position
+            first_position(self.crew, self.files[CURSOR])   # from now on, nothing is missed
+            for host, rdir in self.remotes.items():
+                self.remote_first_position(host, rdir)
+            self.log("up", f"pid {os.getpid()} primary {self.primary}")
+            self.save_state()
+            while not self.stop:
+                self.step()
+        finally:
+            self.shutdown()
+
+    def step(self, wait=0.2):
+        import select
+        now = time.monotonic()
+        for stage in self.stages.values():
+            if not stage.running() and now >= stage.start_at and not self.stop:
+                if stage.name != "sweep" or now >= self.next_sweep:
+                    self.start(stage)
+        fds = {p.popen.stderr.fileno(): p for s in self.stages.values() for p in s.procs
+               if p.popen.stderr is not None}
+        try:
+            ready, _, _ = select.select(list(fds), [], [], wait)
+        except InterruptedError:
+            ready = []
+        for fd in ready:
+            self.read_stderr(fds[fd])
+        changed = False
+        for stage in self.stages.values():
+            if stage.procs and any(p.popen.poll() is not None for p in stage.procs):
+                self.ended(stage)
+                changed = True
+        if changed:
+            self.save_state()
+
+    def commands(self, stage):
+        """[(name, argv, first line for its stdin or None)] of a stage's processes."""
+        import sys
+
+        def local(name, *args):
+            return (name, [sys.executable, bin_path(name), *args], None)
+        if stage.name == "nudge":
+            return [local("nudge-tick", "--watch", "--quiet")]
+        if stage.name == "sweep":
+            return [local("job-sweep")]
+        if stage.name == "wake":
+            return [local("crew-watch", "--resume", self.files[CURSOR]), local("wake-filter"),
+                    local("wake-send", self.primary, "--cursor", self.files[CURSOR])]
+        kind, _, host = stage.name.partition("@")
+        remote_dir = self.remotes[host]
+        if kind == "nudge":
+            # Its schedules are delivered there, by its own nudge-tick, which
+            # asks that machine's tmux and logs; it ends with the connection.
+            return [("ssh", ssh_argv(host, remote_nudge(remote_dir)), "")]
+        cursor = remote_cursor(self.crew, host)
+        from crewfile.core.atomic import read_text
+        doc = (read_text(cursor) or "").strip()
+        return [("ssh", ssh_argv(host, remote_pipe(remote_dir)), doc + "\n"),
+                local("wake-send", self.primary, "--cursor", cursor, "--host", host)]
+
+    def start(self, stage):
+        import subprocess
+        stage.procs = []
+        stdin = subprocess.DEVNULL
+        try:
+            cmds = self.commands(stage)
+            for i, (name, argv, first) in enumerate(cmds):
+                last = i == len(cmds) - 1
+                p = subprocess.Popen(argv, stdin=subprocess.PIPE if first is not None else stdin,
+                                     stdout=subprocess.DEVNULL if last else subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=self.env,
+                                     preexec_fn=_die_with_parent(os.getpid()),
+                                     close_fds=True)
+                if first is not None:       # kept open: its end is the remote's end
+                    p.stdin.write(first.encode())
+                    p.stdin.flush()
+                if stdin is not subprocess.DEVNULL:
+                    stdin.close()           # the next stage holds it now
+                stdin = p.stdout
+                stage.procs.append(Proc(name, p))
+        except OSError as e:
+            stage.last_error = f"cannot start {stage.name}: {e.strerror}"
+            self.log("stage-failed", f"{stage.name}: {stage.last_error}")
+            self.kill(stage)
+            self.schedule(stage)
+            if not stage.procs:         # none started: no ended() will count this one
+                stage.quick_ends += 1
+                if stage.quick_ends >= FAILING_AT_ONCE and not stage.told:
+                    self.tell_failing(stage, [stage.last_error])
+            return
+        stage.since = time.time()
+        self.log("stage-started", f"{stage.name}: " + ", ".join(
+            f"{p.name} pid {p.popen.pid}" for p in stage.procs))
+        self.save_state()
+
+    def remote_first_position(self, host, rdir):
+        """first_position() for a remote crew: ask its crew-watch where each log
+        ends now (one acknowledgement line per session) and keep that as its
+        cursor here. Unreachable now: the pipe does it when it first connects."""
+        import subprocess
+        from crewfile.core import jsonio
+        from crewfile.core.atomic import replace
+        cursor = remote_cursor(self.crew, host)
+        if os.path.lexists(cursor):
+            return
+        try:
+            out = subprocess.run(ssh_argv(host, remote_pipe(rdir, once=True)), input=b"\n",
+                                 capture_output=True, env=self.env, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            self.log("said", f"ssh {host}: first position not taken: {e}")
+            return
+        if out.returncode != 0:
+            self.log("said", f"ssh {host}: first position not taken: exit {out.returncode}: "
+                             + out.stderr.decode("utf-8", "replace").strip()[-300:])
+            return
+        state = {}
+        for line in out.stdout.split(b"\n"):
+            if line.startswith(b"\t"):
+                tok = jsonio.loads(line[1:].decode())
+                state[tok["s"]] = tok["at"]
+        replace(cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
+
+    def read_stderr(self, proc):
+        try:
+            data = os.read(proc.popen.stderr.fileno(), 65536)
+        except OSError:
+            data = b""
+        if not data:
+            if proc.carry:
+                self._said(proc, proc.carry)
+                proc.carry = b""
+            return
+        lines = (proc.carry + data).split(b"\n")
+        proc.carry = lines.pop()
+        if len(proc.carry) > 4096:
+            lines.append(proc.carry)
+            proc.carry = b""
+        for line in lines:
+            if line:
+                self._said(proc, line)
+
+    def _said(self, proc, line):
+        text = line.decode("utf-8", "replace")[:2000]
+        if text.startswith(proc.name + ": "):
+            text = text[len(proc.name) + 2:]
+        self.log("said", f"{proc.name}: {text}")
+        for s in self.stages.values():
+            if proc in s.procs:
+                s.last_error, s.last_said = text, f"{proc.name}: {text}"
+
+    def ended(self, stage):
+        """One process of the stage ended: stop the rest, log, schedule a restart."""
+        import signal
+        first = [p for p in stage.procs if p.popen.poll() is not None]
+        forced = self.kill(stage)
+        # A process killed from outside can still be exiting, not reaped,
+        # when a neighbour's end (the EOF of a pipe it held) is noticed: our
+        # SIGTERM then finds it dying. Reaped now, its status says it died of
+        # a signal crew-up did not send: it is named too.
+        what = [f"{p.name} pid {p.popen.pid} {describe(p.popen.returncode)}" for p in stage.procs
+                if p in first or (p not in forced and p.popen.returncode is not None
+                                  and p.popen.returncode < 0 and p.popen.returncode != -signal.SIGTERM)]
+        ran = time.time() - (stage.since or time.time())
+        if stage.name == "sweep" and all(p.popen.returncode == 0 for p in stage.procs):
+            stage.procs = []
+            self.next_sweep = time.monotonic() + self.sweep
+            self.log("stage-done", f"sweep: {', '.join(what)}; next in {self.sweep:g}s")
+            return
+        if stage.name == "sweep":
+            self.next_sweep = time.monotonic() + self.sweep
+        stage.procs = []
+        stage.restarts += 1
+        if ran >= RESET_AFTER:
+            stage.backoff = BACKOFF_FIRST
+            stage.quick_ends, stage.told = 0, False
+        else:
+            stage.quick_ends += 1
+        delay = self.schedule(stage)
+        self.log("stage-exited", f"{stage.name}: {', '.join(what)} after {ran:.1f}s;"
+                                 f" restart {stage.restarts} in {delay:g}s")
+        stage.last_error = "; ".join(what)
+        if stage.quick_ends >= FAILING_AT_ONCE and not stage.told:
+            self.tell_failing(stage, what)
+
+    def tell_failing(self, stage, what):
+        """Say once on crew-up's own stderr (the captain's terminal, or the
+        journal) that a stage fails as soon as it starts: restarting it for
+        ever, with the reason only in crew-up/log, looked like a crew that
+        runs (a crew-up installed with its commands not found)."""
+        import sys
+        from crewfile.core.records import escape
+        said = f"; it said: {stage.last_said}" if stage.last_said else ""
+        sys.stderr.write(escape(f"crew-up: stage {stage.name} fails at once ({stage.quick_ends} times"
+                                f" in a row; {', '.join(what)}{said}); still restarting it,"
+                                f" see {self.files[LOG]}") + "\n")
+        sys.stderr.flush()
+        stage.told = True
+
+    def schedule(self, stage):
+        delay = min(stage.backoff, self.backoff_max)
+        stage.start_at = time.monotonic() + delay
+        stage.backoff = min(stage.backoff * 2, self.backoff_max)
+        return delay
+
+    def kill(self, stage, grace=STOP_GRACE):
+        """Stop every process of the stage: SIGTERM, then SIGKILL after *grace*.
+        Returns the processes it had to SIGKILL."""
+        import signal
+        forced = []
+        for p in stage.procs:
+            if p.popen.poll() is None:
+                try:
+                    p.popen.send_signal(signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + grace
+        for p in stage.procs:
+            try:
+                p.popen.wait(max(0.0, deadline - time.monotonic()))
+            except Exception:
+                p.popen.kill()
+                p.popen.wait()
+                forced.append(p)
+            for f in (p.popen.stdin, p.popen.stdout, p.popen.stderr):
+                if f is not None:
+                    if f is p.popen.stderr:
+                        self.read_rest(p)
+                    f.close()
+        return forced
+
+    def read_rest(self, proc):
+        try:
+            while True:
+                import select
+                r, _, _ = select.select([proc.popen.stderr.fileno()], [], [], 0)
+                if not r:
+                    break
+                data = os.read(proc.popen.stderr.fileno(), 65536)
+                if not data:
+                    break
+                proc.carry += data
+        except (OSError, ValueError):
+            pass
+        for line in proc.carry.split(b"\n"):
+            if line:
+                self._said(proc, line)
+        proc.carry = b""
+
+    def shutdown(self):
+        for stage in self.stages.values():
+            if stage.procs:
+                self.kill(stage)
+                stage.procs = []
+        if self.lock is not None:
+            self.log("down", f"pid {os.getpid()}")
+            try:
+                os.unlink(self.files[STATE])
+            except FileNotFoundError:
+                pass
+            self.lock.release()
+            self.lock = None
+
+
+def remote_cursor(crew, host):
+    return os.path.join(crew.sub(DIR), f"{CURSOR}@{host}")
+
+
+def ssh_argv(host, command):
+    """ssh (or $CREWFILE_SSH, split like a shell would) to *host*, running *command*.
+
+    Keepalives make a dead connection end within ~15 s on our side; on the
+    far side crew-watch --resume - ends as soon as its stdin (the connection)
+    does."""
+    import shlex
+    base = shlex.split(os.environ.get("CREWFILE_SSH") or "ssh")
+    return base + ["-o", "BatchMode=yes", "-o", "ServerAliveInterval=5",
+                   "-o", "ServerAliveCountMax=3", "--", host, command]
+
+
+def remote_pipe(remote_dir, once=False):
+    """The remote half of a remote crew's wake pipe, as one shell command line:
+    the remote crew's own crew-watch and wake-filter (each machine classifies
+    its sessions by its own meta). crewfile is expected at the same path there."""
+    import shlex
+    import sys
+    py = shlex.quote(sys.executable)
+    watch = f"{py} {shlex.quote(bin_path('crew-watch'))} --resume -" + (" --once" if once else "")
+    return (f"CREWFILE_DIR={shlex.quote(remote_dir)} {watch}"
+            f" | CREWFILE_DIR={shlex.quote(remote_dir)} {py} {shlex.quote(bin_path('wake-filter'))}")
+
+
+def remote_nudge(remote_dir):
+    """`nudge-tick --watch` for the remote crew, stopped when its ssh
+    connection (stdin) ends: nudge-tick writes nothing that would fail."""
+    import shlex
+    import sys
+    tick = (f"CREWFILE_DIR={shlex.quote(remote_dir)} {shlex.quote(sys.executable)}"
+            f" {shlex.quote(bin_path('nudge-tick'))} --watch --quiet")
+    return f"{tick} </dev/null & p=$!; cat >/dev/null; kill $p; wait $p"
+
+
+def describe(code):
+    if code < 0:
+        import signal
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit {code}"
+
+
+def read_state(crew):
+    """crew-up/state as a dict ({} when absent or damaged)."""
+    from crewfile.core.atomic import read_json
+    try:
+        data = read_json(files(crew)[STATE])
+    except (ValueError, Exception):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def running(crew):
+    """True if a crew-up holds this crew's lock."""
+    from crewfile.core.locks import is_held
+    return is_held(files(crew)[LOCK])
+
+
+def down(crew, timeout=30.0):
+    """SIGTERM the crew's crew-up and wait until its lock is free. False if none ran."""
+    from crewfile.core.errors import SystemFailure
+    if not running(crew):
+        return False
+    pid = read_state(crew).get("pid")
+    if not isinstance(pid, int) or pid <= 1:
+        raise SystemFailure("crew-up holds the lock but its state names no pid")
+    import signal
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    deadline = time.monotonic() + timeout
+    while running(crew):
+        if time.monotonic() > deadline:
+            raise SystemFailure(f"crew-up (pid {pid}) did not stop within {timeout:g}s")
+        time.sleep(0.05)
+    return True
+
+
+def status_lines(crew):
+    """The table --status prints (header first), or None if not running."""
+    if not running(crew):
+        return None
+    st = read_state(crew)
+    rows = [("STAGE", "RUNNING", "PIDS", "SINCE", "RESTARTS", "LAST-ERROR")]
+    for name, s in sorted((st.get("stages") or {}).items()):
+        pids = ",".join(f"{k}={v}" for k, v in (s.get("pids") or {}).items()) or "-"
+        rows.append((name, "yes" if s.get("running") else "no", pids, s.get("since") or "-",
+                     str(s.get("restarts", 0)), s.get("last_error") or "-"))
+    head = f"crew-up pid {st.get('pid')} primary {st.get('primary')} since {st.get('started')}"
+    return head, rows
+
+
+def systemd_unit(crew, primary, argv0):
+    """A systemd user unit running crew-up in the foreground for this crew."""
+    from crewfile.core.pinned import command_line
+    root = os.path.abspath(crew.root)
+    tmux = os.environ.get("CREWFILE_TMUX") or os.environ.get("TMUX", "").split(",")[0]
+    env = f'Environment="CREWFILE_DIR={root}"\n'
+    if tmux:
+        env += f'Environment="CREWFILE_TMUX={tmux}"\n'
+    return (f"[Unit]\nDescription=crewfile supervision of {root} for {primary}\n\n"
+            f"[Service]\nType=simple\n{env}"
+            f"ExecStart={command_line(argv0, primary, '--dir', root)}\n"
+            "KillMode=mixed\nTimeoutStopSec=15\nRestart=on-failure\nRestartSec=5\n\n"
+            "[Install]\nWantedBy=default.target\n")

@@ -1,0 +1,107 @@
+"""crew-retire: the captain's act when a worker is done.
+
+Nothing is deleted that is not committed or saved: refused while the agent
+is generating (or its state is unknown, or a dialog is up) and while its
+worktree holds uncommitted changes, unless forced, and then what is thrown
+away is said. Steps, each safe to redo after a crash (a rerun on an ended
+session, its agent gone, finishes what is left; a live agent's `ended`
+record, which anyone could append, spares it no check):
+
+  1. `ended: retired` appended, under deliver.lock (no delivery is half
+     typed) and the session lock (no turn record slips in between the check
+     and the record): from here no nudge or wake types into it, and
+     crew-watch does not call its window's closing `lost`; its schedules
+     are disarmed (nudge-ls no longer shows them armed);
+  2. the window's whole scrollback saved as sessions/NAME/scrollback.TS
+     (atomic replace; the pane counts only if it is still the session's,
+     on its own server: window.find);
+  3. the window killed;
+  4. the worktree removed (git worktree remove; --force only when forced);
+     the branch `crew/NAME` is kept, with every commit on it.
+"""
+import os
+
+from crewfile.core import paths, records
+from crewfile.session import window
+from crewfile.core.errors import BadInput, Refused
+from crewfile.core.locks import acquire
+from crewfile.session.sessions import Session, state
+
+
+class Retired:
+    __slots__ = ("scrollback", "worktree", "removed", "branch", "head", "thrown", "warnings",
+                 "disarmed")
+
+    def __init__(self):
+        self.scrollback = self.worktree = self.branch = self.head = None
+        self.removed = False
+        self.thrown, self.warnings, self.disarmed = [], [], []
+
+
+def crew_session(crew, name):
+    sess = Session(crew, name)
+    kind = sess.meta.get("kind")
+    if kind != "crew":
+        raise BadInput(f"'{name}' is not a crew session (kind {kind})"
+                       + ("; an aside ends with aside-reconcile" if kind == "aside" else ""))
+    return sess
+
+
+def _busy(st):
+    """Why the agent must not be cut off now, or None."""
+    if st["waiting"]:
+        return "a permission dialog is up"
+    if st["generating"] == "yes":
+        return "a turn is running"
+    if st["generating"] != "no":
+        return "no turn record says whether it is generating"
+    return None
+
+
+def retire(crew, name, keep_worktree=False, force=False):
+    """Retire crew session NAME; return a Retired (what was saved, removed, thrown away)."""
+    from crewfile.crew import worktree as wt
+    sess = crew_session(crew, name)
+    meta = sess.meta
+    out = Retired()
+    out.branch, out.worktree = meta.get("branch"), meta.get("worktree")
+    repo = wt.Repo(meta.get("repo"), meta.get("repo")) if meta.get("repo") else None
+    removing = bool(out.worktree and repo and not keep_worktree
+                    and os.path.lexists(out.worktree))
+    if removing:
+        dirty = wt.changes(out.worktree)
+        if dirty and not force:
+            raise Refused(f"{name}'s worktree {out.worktree} has uncommitted changes"
+                          f" ({wt.summary(dirty)}): commit them, keep the tree"
+                          " (--keep-worktree), or --force to throw them away")
+        if dirty:
+            out.thrown.append(f"uncommitted changes in {out.worktree} ({wt.summary(dirty)})")
+    found = window.find(meta, "cannot save the window's scrollback")
+    lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
+    if lock is None:
+        raise Refused(f"a delivery to {name} is in progress: try again")
+    with lock, acquire(sess.lock_path):
+        st = state(sess)         # an `ended` is believed only once the agent is gone (verdict)
+        if not st["ended"]:
+            busy = _busy(st)
+            if busy and not force:
+                raise Refused(f"{name} is busy: {busy} (--force cuts it off)")
+            if busy:
+                out.thrown.append(f"the agent's work in progress ({busy})")
+            from crewfile.core.logfile import append_locked, rotate_limits
+            append_locked(sess.status_path, [records.new_line(
+                "ended", "retired" + (" --force" if out.thrown else ""))], rotate=rotate_limits())
+    from crewfile.nudges.schedules import disarm_ended
+    out.disarmed = disarm_ended(crew, meta, "retired", "disarmed: crew-retire ended the session")
+    if found:
+        out.scrollback = os.path.join(sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}")
+        window.save_scrollback(found, out.scrollback)
+        window.kill(found)
+    else:
+        out.warnings.append(window.not_found(meta))
+    if removing:
+        wt.remove(repo, out.worktree, force=force)
+        out.removed = True
+    if out.branch and repo:
+        out.head = wt.branch_head(repo, out.branch)
+    return out

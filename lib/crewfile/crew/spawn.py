@@ -1,0 +1,334 @@
+"""crew-spawn: a crew session in one command, in a tree of its own.
+
+Every check comes first (the name, the agent, the prompt's text, the
+repository, REF, the branch, the worktree's path, the tree, the session name),
+so a refusal leaves nothing behind. Then, in order: the registration (a
+racing spawn of the same name is refused there, before it made anything), the
+worktree (branch `crew/NAME` from REF), the window. A step that fails ends
+the registration (`ended: spawn failed: ...`, so the name is free again) and
+takes back the worktree and branch if this spawn made them; the branch is only
+ever deleted right after this spawn created it, before any agent could commit
+to it. Killed in between (kill -9), a spawn leaves a registration that
+crew-retire finishes off like any other: everything it made is known to
+crewfile, never an orphan worktree.
+
+The first prompt, if any, goes through delivery.deliver, the one path that
+types into a pane, tried until the agent shows an idle prompt.
+"""
+import os
+import time
+
+from crewfile.agents import launch
+from crewfile.session import window
+from crewfile.core.errors import BadFile, CrewfileError, Refused, UsageError
+from crewfile.session.sessions import Session, register
+
+PROMPT_WAIT = 60.0        # seconds to wait for the agent's first idle prompt
+PROMPT_POLL = 0.1
+
+
+class Spawned:
+    __slots__ = ("target", "tree", "branch", "prompt")
+
+    def __init__(self, target, tree, branch):
+        self.target, self.tree, self.branch = target, tree, branch
+        self.prompt = None       # None: none asked; else the delivery's (delivered, reason)
+
+
+def holders(crew, tree, exclude=None, exact=False):
+    """[(name, why)] of the other sessions that hold *tree*: not ended, live (or
+    their liveness unknown), working in it, above it or inside it. *tree* is
+    taken as it is with exact=True (a worktree about to be made, whose
+    parents' git top level is not its own), else as its git top level."""
+    from crewfile.session import verdict
+    from crewfile.session.verdict import overlap, tree_of
+    from crewfile.session.sessions import names
+    mine, look, found = (tree if exact else tree_of(tree)), verdict.Look(), []
+    for name in names(crew):
+        if name == exclude:
+            continue
+        sess = Session(crew, name)
+        try:
+            meta = sess.meta
+        except CrewfileError:
+            continue
+        theirs = tree_of(meta.get("cwd"))
+        if theirs is None or not overlap(mine, theirs):
+            continue
+        live = verdict.liveness(meta, look).live
+        # An end is believed unless its agent is found live (kinds.GUARDED):
+        # a line anyone appended frees no tree.
+        if live == verdict.NOT_LIVE or (sess.ended() and live != verdict.LIVE):
+            continue
+        found.append((name, f"{name} is live in {theirs}" if live == verdict.LIVE else
+                      f"{name} works in {theirs} and its liveness is unknown"))
+    return found
+
+
+def refuse_held(crew, tree, exclude=None, exact=False):
+    held = holders(crew, tree, exclude, exact)
+    if held:
+        raise Refused(f"the tree {tree} is held: {held[0][1]}")
+
+
+def spawn(crew, name, agent=launch.CLAUDE, ref=None, tmux_session=None, prompt=None,
+          worktree=True, cmd=None, cwd=None, prompt_wait=PROMPT_WAIT):
+    """Start crew session NAME in a new worktree and window; return a Spawned."""
+    from crewfile.session import delivery
+    from crewfile.crew import worktree as wt
+    from crewfile.asides.aside import checkpoint
+    from crewfile.core.names import check_name
+    check_name(name, "session name")
+    launch.check(agent)
+    if prompt is not None:
+        delivery.check_text(prompt)
+    cmd = launch.command(agent, cmd)
+    here = os.path.realpath(cwd or os.getcwd())
+    sess = Session(crew, name)
+    if sess.exists() and not sess.ended():
+        raise Refused(f"'{name}' is already registered and not ended")
+    extra = {"agent": agent, "agent_cmd": cmd}
+    if tmux_session:
+        extra["tmux_session"] = tmux_session
+    repo = branch = None
+    if worktree:
+        repo = wt.locate(here)
+        commit = wt.resolve(repo, ref or "HEAD")
+        branch = wt.branch_for(repo, name)
+        if wt.branch_exists(repo, branch):
+            raise Refused(f"branch {branch} exists (an earlier worker's?): delete it or"
+                          " choose another name")
+        tree = wt.place(repo, name)
+        if os.path.lexists(tree):
+            raise Refused(f"{tree} exists: remove it or choose another name")
+        wt.refuse_dirty_ref(repo, ref or "HEAD")
+        extra.update(branch=branch, worktree=tree, repo=repo.main)
+    elif ref:
+        raise UsageError("--from needs a worktree: not with --no-worktree")
+    else:
+        tree = here
+    refuse_held(crew, tree, exclude=name, exact=worktree)
+
+    sess = register(crew, name, kind="crew", cwd=tree, extra=extra)   # a racing spawn: Refused
+    checkpoint("spawn:registered")
+    made_parent = worktree and not os.path.isdir(os.path.dirname(tree))
+    added = False
+    try:
+        if worktree:
+            wt.add(repo, tree, branch, commit, made_parent)      # takes back its own failure
+            added = True
+        checkpoint("spawn:worktree")
+        target = window.open_agent(sess, cmd, tmux_session=tmux_session, cwd=tree)
+        if not tmux_session:     # the current one, named, so crew-respawn finds it again
+            sess.update_meta(tmux_session=target.rpartition(":")[0])
+    except BaseException as e:
+        try:
+            sess.append("ended", f"spawn failed: {e}")
+        finally:
+            if added:
+                wt.undo_add(repo, tree, branch, made_parent)
+        raise
+    out = Spawned(target, tree, branch)
+    if prompt is not None:
+        out.prompt = first_prompt(sess, prompt, prompt_wait)
+    return out
+
+
+def first_prompt(sess, text, wait=PROMPT_WAIT):
+    """Deliver *text* once the agent shows an idle, empty prompt: (delivered, reason).
+
+    Tried again while the answer is one a starting agent gives (no prompt on
+    the screen yet, a turn or state not settled, another delivery, the typed
+    keys discarded with nothing left on the prompt line: RETYPES times); given up
+    at once when the agent is gone, text was left typed on its prompt line, or
+    Enter was pressed and no record says the agent took it (unconfirmed).
+    An agent whose hooks run at its start (its adapter's HOOKS_AT_START) is
+    not typed into before its SessionStart hook has recorded `started`:
+    Gemini CLI shows its prompt line seconds before asking whether to trust
+    the folder, and a prompt typed then runs with no hook at all.
+    """
+    from crewfile.session import delivery
+    from crewfile.agents import load
+    final = (delivery.NOT_LIVE, delivery.FAILED, delivery.ABORTED, delivery.ASIDE,
+             delivery.UNCONFIRMED)       # typed and Entered: never typed a second time
+    hooked = load(sess.meta.get("agent") or launch.CLAUDE).HOOKS_AT_START
+    deadline = time.monotonic() + wait
+    retypes = RETYPES
+    while True:
+        if hooked and not _started(sess):
+            ok, reason = False, delivery.Answer(NOT_STARTED, (
+                "its SessionStart hook has not run: its hooks are not installed, or not"
+                " trusted yet (a question on its screen?)"))
+        else:
+            ok, reason = delivery.deliver(sess, text)
+        if ok or reason.code in final or time.monotonic() > deadline:
+            return ok, reason
+        if reason.code == delivery.DISCARDED:
+            if not retypes:
+                return ok, reason
+            retypes -= 1
+        time.sleep(PROMPT_POLL)
+
+
+# Typings after the first that the agent discarded: bounded, because keys an
+# agent holds unread (not dropped) show all at once when it reads them.
+RETYPES = 2
+
+
+NOT_STARTED = "not-started"
+
+
+def _started(sess):
+    """True if a `started` record follows the session's newest `registered`
+    (not `respawned`: it is appended after the window opens, and may follow
+    the resumed agent's `started`)."""
+    from crewfile.core.logfile import TailStats, records_backwards
+    from crewfile.session.sessions import STATE_SCAN_BYTES
+    for rec in records_backwards(sess.log_paths(), TailStats(), STATE_SCAN_BYTES):
+        if rec.kind == "started":
+            return True
+        if rec.kind == "registered":
+            return False
+    return False
+
+
+# --- crew-respawn -------------------------------------------------------------------
+
+RESPAWNED, WOULD, LIVE, ENDED, REFUSED, DAMAGED = (
+    "respawned", "would-respawn", "live", "ended", "refused", "damaged")
+
+
+class Respawn:
+    """What crew-respawn did (or would do) with one session."""
+    __slots__ = ("name", "action", "detail")
+
+    def __init__(self, name, action, detail=""):
+        self.name, self.action, self.detail = name, action, detail
+
+
+def ended_on_purpose(sess):
+    """The record that ended the session's current life on purpose, or None.
+
+    Any `ended` or `closed` since its newest `registered` counts, unless its
+    text is one its agent's hook also writes when the agent is hung up on
+    (its adapter's NOT_ON_PURPOSE): an agent retired (`ended: retired`) and then
+    hung up on by the window's closing writes `ended: other` after it, and
+    is still retired.
+    """
+    from crewfile.agents import load
+    from crewfile.core.logfile import TailStats, records_backwards
+    from crewfile.session.sessions import STATE_SCAN_BYTES
+    unsure = load(sess.meta.get("agent") or launch.CLAUDE).NOT_ON_PURPOSE
+    for rec in records_backwards(sess.log_paths(), TailStats(), STATE_SCAN_BYTES):
+        if rec.kind == "registered":
+            return None
+        if rec.kind == "closed" or (rec.kind == "ended" and rec.text not in unsure):
+            return rec
+    return None
+
+
+def _plan(crew, name, look):
+    """(action, detail, command) for one session, decided from files and one tmux look."""
+    sess = Session(crew, name)
+    meta = sess.meta
+    end = ended_on_purpose(sess)
+    if end:
+        return ENDED, f"it ended on purpose ({end.kind}: {end.text}): not respawned", None
+    from crewfile.session import verdict
+    life = verdict.liveness(meta, look)        # the agent process, in its pane, on its server
+    if life.live == verdict.LIVE:
+        return LIVE, f"its agent is live in {meta.get('tmux') or meta.get('pid')}", None
+    if life.live != verdict.NOT_LIVE:
+        return REFUSED, f"whether its agent is live is unknown: {life.why}", None
+    agent = meta.get("agent")
+    if not agent or not meta.get("agent_cmd"):
+        return REFUSED, ("its agent is not recorded (it was not started by crew-spawn):"
+                         " start it by hand"), None
+    try:
+        command = launch.resume_command(agent, meta["agent_cmd"], meta.get("agent_session_id"))
+    except CrewfileError as e:
+        return REFUSED, str(e), None
+    tree = meta.get("cwd")
+    if not tree or not os.path.isdir(tree):
+        return REFUSED, f"its tree {tree or '(none recorded)'} is gone", None
+    transcript = meta.get("transcript_path")
+    if transcript and not os.path.exists(transcript):
+        return REFUSED, (f"its transcript {transcript} is gone: resuming would start a new"
+                         " conversation"), None
+    held = holders(crew, tree, exclude=name)
+    if held:
+        return REFUSED, f"the tree {tree} is held: {held[0][1]}", None
+    return WOULD, f"in {tree}: {command}", command
+
+
+def respawn(crew, names=None, dry_run=False):
+    """Bring back registered sessions whose agent is gone, each resuming its own
+    conversation in its recorded tree; return a Respawn per session considered.
+
+    The captain's explicit act: nothing else calls this. Every session is
+    decided before any window opens (a new window may take a pane id that an
+    old registration still names). A window the agent died in (kept by
+    remain-on-exit) has its scrollback saved as sessions/NAME/scrollback.TS
+    before it is closed. Each session is brought back under its
+    deliver.lock, so nothing is typed into it while its agent starts.
+    """
+    from crewfile.core.names import check_name
+    from crewfile.session.sessions import names as all_names
+    if names:
+        for name in names:
+            check_name(name, "session name")
+            Session(crew, name).meta           # NotFound before anything is done
+    from crewfile.session.verdict import Look
+    look = Look()
+    plans = []
+    for name in names or all_names(crew):
+        try:
+            plans.append((name,) + _plan(crew, name, look))
+        except BadFile as e:                 # one bad file never stops the others
+            plans.append((name, DAMAGED, str(e), None))
+        except CrewfileError as e:
+            plans.append((name, REFUSED, str(e), None))
+    out = []
+    for name, action, detail, command in plans:
+        if action != WOULD or dry_run:
+            out.append(Respawn(name, action, detail))
+            continue
+        try:
+            out.append(_respawn_one(crew, name, command))
+        except CrewfileError as e:          # one session's failure never stops the others
+            out.append(Respawn(name, REFUSED, f"not respawned: {e}"))
+    return out
+
+
+def _respawn_one(crew, name, command):
+    """Bring back one session decided WOULD: the act, under its deliver.lock."""
+    from crewfile.nudges import nudge
+    from crewfile.core import paths, records
+    from crewfile.core.locks import acquire
+    sess = Session(crew, name)
+    lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
+    if lock is None:
+        return Respawn(name, REFUSED, "a delivery or respawn is in progress")
+    with lock:
+        if sess.ended():          # `ended: other`: a new life, as the hook would start
+            from crewfile.session.sessions import register_again
+            sess = register_again(sess)
+        meta = sess.meta
+        dead = window.find(meta, "cannot save the dead window's scrollback")
+        if dead and dead.dead:
+            window.save_scrollback(dead, os.path.join(
+                sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}"))
+        # The new window first, then the dead one killed: killed first, the last
+        # window of its server, that server exits (tmux's exit-empty) while the
+        # new window is asked of it ("server exited unexpectedly", seen loaded).
+        target = window.open_agent(sess, command, tmux_session=meta.get("tmux_session"),
+                                   cwd=meta["cwd"])
+        if dead and dead.dead:
+            window.kill(dead)
+        rearmed = nudge.rearm(crew, sess.meta)
+        sess.append("respawned", f"resume {meta['agent_session_id']}"
+                    + (f"; schedules armed again: {' '.join(rearmed)}" if rearmed else ""))
+    detail = f"window {target} in {meta['cwd']}: {command}"
+    if rearmed:
+        detail += f" (schedules armed again: {' '.join(rearmed)})"
+    return Respawn(name, RESPAWNED, detail)

@@ -1,0 +1,114 @@
+"""nudge-tick --watch: tick whenever a target's status log or a schedule
+changes (inotify on the directories, or polling: notify.py), at the next
+due time, and at least every WATCH_POLL seconds; look again soon after a
+refusal that a redraw may lift."""
+import os
+import time
+
+from crewfile.core import paths
+from crewfile.core.clocks import clock_now
+from crewfile.session.delivery import TRANSIENT
+from crewfile.core.errors import CrewfileError
+from crewfile.core.locks import acquire
+from crewfile.nudges.nudge import REFUSED, World, tick
+from crewfile.nudges.schedules import _dir, due_in, load_all
+
+WATCH_POLL = 60.0          # --watch also ticks this often, as cron would
+WATCH_RETRY = 0.25         # ... and this soon after an event if a refusal may be transient,
+WATCH_RETRY_MAX = 4.0      # doubling up to this: an agent slow to redraw its prompt on a
+WATCH_RETRIES = 8          # loaded machine is still reached within ~20 s, not at the next poll
+WATCH_PROBE = 5.0          # how often --watch checks its directories are still the ones it watches
+
+
+def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
+    """Tick whenever a target's status log or a schedule changes, and every WATCH_POLL.
+
+    *emit* gets each tick's outcomes. Runs until *stop*() is true. Changes
+    come from inotify, or from polling when it cannot be had (notify.py).
+    The crew directory replaced under it (moved away and made again, a
+    restore) is noticed within WATCH_PROBE seconds and the new one
+    followed: all that a tick knows is read from the directory afresh.
+    """
+    from crewfile.core import notify
+    warn = warn or notify.warn_stderr
+    changes = notify.DirWatch(warn)
+    roots = (crew.root, crew.sub(paths.SESSIONS), crew.sub(paths.NUDGES))
+    seen = None
+    said = {}
+    retries = 0
+    try:
+        while not stop():
+            _dir(crew)
+            crew.ensure_sub(paths.SESSIONS)
+            now = [notify.identity(d) for d in roots]
+            if now != seen:
+                if seen is not None:
+                    warn(f"the crew directory {crew.root} was replaced; following the new one")
+                    changes.reset()
+                seen = now
+            # Watch before looking: a change made while the tick reads, or
+            # right after it (a turn ending as its refusal is said), wakes
+            # the wait below instead of waiting for the next poll.
+            changes.add(roots[2])
+            changes.add(roots[1])
+            _watch_targets(crew, changes)
+            outcomes = None
+            lock = acquire(os.path.join(crew.ensure_sub(paths.LOCKS), paths.NUDGE_TICK_LOCK),
+                           timeout=10)
+            if lock is not None:
+                world, bad = world_factory(crew), []
+                with lock:
+                    try:
+                        outcomes = tick(crew, world, bad=bad)
+                    except CrewfileError as e:
+                        # locks/nudges stuck past the bound, a disk that fails us: a
+                        # watcher says so once and ticks again, it does not end.
+                        bad.append(("tick", e))
+                emit(outcomes or [])
+                said = _say_damaged(warn, said, bad, world)
+            timeout = _next_due(crew)
+            transient = outcomes is None or any(
+                o.outcome == REFUSED and o.why.code in TRANSIENT for o in outcomes)
+            if transient and retries < WATCH_RETRIES:
+                timeout = min(timeout, WATCH_RETRY * 2 ** retries, WATCH_RETRY_MAX)
+                retries += 1
+            deadline = time.monotonic() + timeout
+            while not stop():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                if changes.wait(min(left, WATCH_PROBE)):
+                    retries = 0
+                    break
+                if [notify.identity(d) for d in roots] != seen:
+                    break
+    finally:
+        changes.close()
+
+
+def _say_damaged(warn, said, bad, world):
+    """Name each damaged schedule or meta once while it stays the same (not
+    once per tick); return what is said now."""
+    now = {name: str(e) for name, e in bad}
+    now.update({f"meta of {name}": why for name, why in getattr(world, "damaged", {}).items()})
+    for key, why in now.items():
+        if said.get(key) != why:
+            warn(why if key == "tick" else f"skipped {why}")
+    return now
+
+
+def _watch_targets(crew, changes):
+    from crewfile.session.sessions import names
+    for name in names(crew):
+        changes.add(os.path.join(crew.sub(paths.SESSIONS), name))
+
+
+def _next_due(crew):
+    now = clock_now()
+    wait = WATCH_POLL
+    for sched in load_all(crew):
+        if sched.get("armed"):
+            left = due_in(sched, now)
+            if left > 0:
+                wait = min(wait, left + 0.01)
+    return wait

@@ -1,0 +1,258 @@
+"""Nudge schedules: the files nudges/ID, one per (user, session).
+
+Each is one JSON object, replaced atomically under locks/nudges; a change
+made by a tick applies only if the schedule is still the one it read (its
+`rev`), so a schedule removed or replaced meanwhile wins. See protocol.md,
+`nudges/ID`.
+"""
+import os
+
+from crewfile.core import paths, records
+from crewfile.core.atomic import replace
+from crewfile.core.clocks import clock_now, elapsed
+from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound, Refused
+from crewfile.core.locks import acquire
+
+DEFAULT_MAX = 100
+
+
+def _dir(crew):
+    return crew.ensure_sub(paths.NUDGES)
+
+
+def _lock(crew):
+    return acquire(os.path.join(crew.ensure_sub(paths.LOCKS), paths.NUDGES_LOCK))
+
+
+def _path(crew, sid):
+    from crewfile.core.names import check_name
+    return os.path.join(crew.sub(paths.NUDGES), check_name(sid, "schedule id"))
+
+
+def _read(path, at=None):
+    """The schedule in *path*, None if absent; BadFile if it is not a schedule.
+    at: a descriptor on nudges/ (paths.open_dir), for a listing."""
+    from crewfile.core.shapes import load
+    obj = load(path, "schedule", at)
+    if obj is not None and obj["id"] != os.path.basename(path):
+        raise BadFile(path, f"id '{obj['id']}' is not the file's name")
+    return obj
+
+
+def _write(crew, sched):
+    import json         # here: json (re, enum) costs ~9 ms; crew-top and nudge-ls only read
+    replace(_path(crew, sched["id"]), json.dumps(sched, sort_keys=True) + "\n")
+
+
+def load_all(crew, bad=None):
+    """Every schedule, sorted by id. A file that is not a schedule (damaged,
+    unreadable, a link) is skipped, and (its name, the error) appended to *bad*."""
+    base = crew.sub(paths.NUDGES)
+    try:
+        at = paths.open_dir(base)        # nudges/ checked once, each file opened in it
+    except FileNotFoundError:
+        return []
+    out = []
+    try:
+        names = os.listdir(at)
+        for name in names:
+            if name.startswith("."):
+                continue
+            try:
+                obj = _read(base + "/" + name, at)
+            except CrewfileError as e:
+                if bad is not None:
+                    bad.append((name, e))
+                continue
+            if obj:
+                out.append(obj)
+    finally:
+        os.close(at)
+    out.sort(key=lambda s: s["id"])
+    return out
+
+
+def get(crew, sid):
+    obj = _read(_path(crew, sid))
+    if not obj:
+        raise NotFound(f"no schedule '{sid}'")
+    return obj
+
+
+def _new_id():
+    return "n" + os.urandom(5).hex()
+
+
+def _target_ids(meta):
+    return {"session": meta.get("name"), "session_key": meta.get("session_key"),
+            "agent_session_id": meta.get("agent_session_id")}
+
+
+def matches(sched, meta):
+    """Does *sched* belong to the session whose metadata is *meta*?
+
+    On either id (session key, agent session id) when the schedule has one,
+    never when an id both carry differs (another conversation under a reused
+    name or key); by name only when the schedule carries no id.
+    """
+    shared = False
+    for key in ("session_key", "agent_session_id"):
+        want, have = sched.get(key), meta.get(key)
+        if want and have:
+            if want != have:
+                return False
+            shared = True
+    if sched.get("session_key") or sched.get("agent_session_id"):
+        return shared
+    return bool(sched.get("session")) and sched.get("session") == meta.get("name")
+
+
+def due_in(sched, now):
+    """Seconds until *sched* is next due at *now* (clock_now()): 0 or less,
+    due. The one answer to "is it due": nudge-tick acts on it, crew-top and
+    nudge-tick --watch show and wait on it, so a view never says due where
+    the tick would not try. A base ahead of *now* (the wall clock set back
+    across a reboot, a hand-edited `mono`) is no wait of years: the tick
+    restarts the floor from now (rebased()), so it is due one `every` on."""
+    gone = elapsed(sched["base"], now)
+    return sched["every"] - max(gone, 0)
+
+
+def rebased(sched, now):
+    """Is *sched*'s base ahead of *now*, to be restarted from now?"""
+    return elapsed(sched["base"], now) < 0
+
+
+def due(sched, now):
+    """Does nudge-tick try *sched* at *now*: armed, and due_in() has run out."""
+    return bool(sched.get("armed")) and due_in(sched, now) <= 0
+
+
+def add(crew, every, message, session=None, session_key=None, agent_session_id=None,
+        max_attempts=None, user=None, replace_existing=False, now=None, until=None):
+    """Create (or with replace_existing, re-create) the schedule for (user, session).
+
+    until: a wall-clock moment (seconds since the epoch) after which the
+    schedule disarms itself instead of nudging (the captain is back).
+    A replacement keeps the replaced schedule's max and until where they are
+    not given again: replacing to change the message must not quietly lift
+    the ceiling the user chose."""
+    from crewfile.session import delivery, sessions
+    if sum(bool(x) for x in (session, session_key, agent_session_id)) != 1:
+        raise BadInput("name the session with exactly one of --session, --session-key,"
+                       " --agent-session-id")
+    every = _positive(every, "--every")
+    if max_attempts is not None:
+        max_attempts = _positive(max_attempts, "--max")
+    delivery.check_text(message)
+    from crewfile.core.names import current_user
+    user = user or current_user()
+    if session:
+        sess = sessions.Session(crew, session)
+        meta = sess.meta
+    else:
+        sess = sessions.find(crew, agent_session_id=agent_session_id, session_key=session_key)
+        if sess is None:
+            raise NotFound(f"no session with {'agent session id' if agent_session_id else 'session key'}"
+                           f" '{agent_session_id or session_key}'")
+        meta = sess.meta
+    if meta.get("kind") == "aside":
+        raise Refused(f"{meta.get('name')} is an aside: only the captain speaks into it")
+    ids = _target_ids(meta)
+    now = now or clock_now()
+    if until is not None and until <= now["wall"]:
+        raise BadInput(f"bad --until {records.timestamp(until)}: already past")
+    _dir(crew)
+    with _lock(crew):
+        existing = [s for s in load_all(crew) if s.get("user") == user and matches(s, meta)]
+        if existing and not replace_existing:
+            raise Refused(f"{user} already has schedule {existing[0]['id']} for session"
+                          f" {meta.get('name')} (nudge-add --replace replaces it)")
+        sid = existing[0]["id"] if existing else _new_id()
+        if max_attempts is None:
+            max_attempts = existing[0]["max"] if existing else DEFAULT_MAX
+        if until is None and existing:
+            until = existing[0].get("until")
+        for old in existing[1:]:
+            os.unlink(_path(crew, old["id"]))
+        sched = {"id": sid, "user": user, **ids, "every": every, "message": message,
+                 "max": max_attempts, "attempts": 0, "armed": True,
+                 "created": records.timestamp(now["wall"]), "rev": os.urandom(6).hex(),
+                 "base": now, "until": until, "last_attempt": None, "last_outcome": None, "last_code": None,
+                 "last_reason": None, "last_change": None}
+        _write(crew, sched)
+    return sched
+
+
+def _positive(value, what):
+    """A library caller's int (the command line parses through durations)."""
+    from crewfile.core.durations import MAX_SECONDS
+    if type(value) is not int or not 1 <= value <= MAX_SECONDS:
+        raise BadInput(f"bad {what} '{value}': a whole number from 1 to {MAX_SECONDS}")
+    return value
+
+
+def remove(crew, sid):
+    with _lock(crew):
+        path = _path(crew, sid)
+        if not os.path.lexists(path):
+            raise NotFound(f"no schedule '{sid}'")
+        os.unlink(path)
+
+
+def _update(crew, sched, changes):
+    """Apply *changes* to the stored schedule if it is still the one we read."""
+    with _lock(crew):
+        try:
+            cur = _read(_path(crew, sched["id"]))
+        except CrewfileError:
+            return None          # damaged meanwhile: the next tick names it
+        if not cur or cur.get("rev") != sched.get("rev"):
+            return None          # removed or replaced meanwhile: theirs wins
+        cur.update(changes)
+        _write(crew, cur)
+        sched.clear()
+        sched.update(cur)
+        return cur
+
+
+def rearm(crew, meta):
+    """Arm again the schedules of the session whose metadata is *meta* that a
+    tick disarmed because it was not live; return their ids.
+
+    crew-respawn's act, once it has brought back that same conversation
+    (matches() holds on its ids): the outage is over, and the schedule
+    belongs to the conversation, not to the outage. Schedules spent at their
+    maximum, or disarmed for anything else, stay disarmed.
+    """
+    done = []
+    for sched in load_all(crew):
+        if (sched.get("armed") or sched["attempts"] >= sched["max"]
+                or sched.get("last_outcome") != "disarmed"
+                or sched.get("last_code") != "not-live"        # delivery.NOT_LIVE
+                or not matches(sched, meta)):
+            continue
+        changes = {"armed": True, "last_outcome": "rearmed", "last_code": "respawned",
+                   "last_reason": "armed again: crew-respawn resumed its conversation",
+                   "last_change": records.timestamp()}
+        if _update(crew, sched, changes) is not None:
+            done.append(sched["id"])
+    return done
+
+
+def disarm_ended(crew, meta, code, reason):
+    """Disarm the armed schedules of the session whose metadata is *meta*,
+    which has just ended on purpose (crew-retire); return their ids.
+
+    A tick would disarm them too, but only once due: until then nudge-ls
+    showed a retired worker's schedule armed. *code* and *reason* are kept
+    as the last outcome's, as a tick keeps its own."""
+    done = []
+    for sched in load_all(crew):
+        if not sched.get("armed") or not matches(sched, meta):
+            continue
+        changes = {"armed": False, "last_outcome": "disarmed", "last_code": code,
+                   "last_reason": reason, "last_change": records.timestamp()}
+        if _update(crew, sched, changes) is not None:
+            done.append(sched["id"])
+    return done

@@ -1,0 +1,364 @@
+"""Typing text into a session's pane, safely: the one way crewfile speaks to an agent.
+
+deliver(sess, text) types *text* into the session's registered tmux pane
+(on the server recorded with it) and presses Enter, and only when all of
+this holds, checked once before typing and again, afresh, just before Enter:
+
+  live        verdict.of(sess).live is LIVE: the recorded agent process is
+              alive, in the pane's process tree, the pane on its own server,
+              no `ended`/`closed` record (NOT_LIVE and UNKNOWN both refuse)
+  running     the agent is not stopped (SIGSTOP, Ctrl-Z) and its process
+              group holds the pane's terminal (after Ctrl-Z the shell does:
+              typed text would be a shell command)
+  idle        generating is NO (YES and UNKNOWN are busy)
+  no dialog   no permission dialog is up (typed text would answer it)
+  captain     verdict.captain_at: no attached client looking at the pane
+              pressed a key in the last CAPTAIN_QUIET seconds, and the
+              prompt line (prompt.py) holds no draft: a half-written captain
+              message is never completed by our Enter
+
+Limits of the captain check, by design on the safe side: client_activity has
+one-second resolution and covers any key of that client (a key in another
+pane of the same window does not count; a key sent just before the client
+switched to another window does not count either; the draft check catches
+what it left on the prompt line). A captain typing through a client of
+another tmux server, or over `send-keys`, is seen only through the draft.
+A prompt-line placeholder (dim suggestion text some agents show when empty)
+reads as a draft: the delivery is refused, never forced.
+
+After typing, deliver waits (up to APPEAR_SECONDS) until the prompt line
+shows exactly the typed text, then re-checks. If the text never shows or the
+re-check fails, Enter is NOT pressed and the typed text is left on the prompt
+line as a visible, unsent draft (erasing it could erase keys the captain
+typed meanwhile; the captain sees it and decides). The result says so, and
+the draft makes later deliveries refuse ("draft") until someone clears it.
+
+Delivered means taken, and the evidence depends on the agent (records_prompts):
+  recorded    an agent whose prompt hook records each prompt it takes (Claude
+              Code, Codex and Gemini CLI with crew-hook installed): a new
+              `turn-started` record after Enter, and nothing else. The screen
+              is not evidence: a TUI mid-redraw shows an empty prompt line
+              for a moment while the text was never taken (seen with Gemini
+              CLI under load). No record within RECORD_SECONDS and the
+              prompt line empty: UNCONFIRMED, and the text is not typed again
+              (it may have been taken late: typing it again could say it twice).
+  screen      any other agent (Codex through notify only, no hooks): the
+              prompt line stops showing the text within TAKEN_SECONDS, or a
+              new turn record appears. Weaker: a redraw can pass for it.
+Either way, agent CLIs drop an Enter that follows fast input now and then:
+if the text still shows on the prompt line after TAKEN_SECONDS (and no
+record came), the verdict is asked again and Enter pressed once more; if it
+still stays, the outcome is NOT_SUBMITTED (the draft left visible), never
+DELIVERED.
+
+An aside is never typed into (code `aside`): whatever reaches its prompt is
+recorded as the captain's input, and only the captain's acts may steer or
+conclude it.
+
+Two deliverers never interleave keys: deliver holds sessions/NAME/deliver.lock
+(try once; busy is a refusal). It never starts, resumes or creates anything:
+no live pane, no delivery.
+
+Returns (delivered, verdict.Answer): the code is DELIVERED or one of the
+codes below, the detail is for people.
+"""
+import os
+import re
+import time
+
+from crewfile.core import paths
+from crewfile.session import tmux, verdict
+from crewfile.core.errors import BadInput, SystemFailure
+from crewfile.session.verdict import Answer, CAPTAIN, DRAFT, NO_PROMPT
+
+DELIVERED = "delivered"
+ASIDE = "aside"                   # the captain's own conversation: nobody else types there
+NOT_LIVE = "not-live"             # the verdict: not live (the detail says why)
+LIVE_UNKNOWN = "live-unknown"     # the verdict: liveness unknown (the detail says why)
+STOPPED = "stopped"               # the agent process is stopped (SIGSTOP, Ctrl-Z)
+NOT_FOREGROUND = "not-foreground"  # something else holds the pane's terminal
+GENERATING = "generating"
+STATE_UNKNOWN = "state-unknown"   # no turn record to go by
+DIALOG = "permission-dialog"
+IN_PROGRESS = "delivery-busy"     # another delivery holds deliver.lock
+FAILED = "failed"                 # tmux failed, or the typed text never showed
+DISCARDED = "discarded"           # the agent read the typed keys, its prompt line stayed empty
+ABORTED = "aborted"               # re-check before Enter failed; text left unsent
+NOT_SUBMITTED = "not-submitted"   # Enter pressed twice, the text stayed on the prompt line
+UNCONFIRMED = "unconfirmed"       # Enter pressed, the prompt line cleared, no record of the turn
+# CAPTAIN, DRAFT, NO_PROMPT: verdict.captain_at's codes
+TRANSIENT = frozenset({DRAFT, NO_PROMPT, IN_PROGRESS, NOT_SUBMITTED})
+
+CAPTAIN_QUIET = 5.0               # seconds; $CREWFILE_CAPTAIN_QUIET overrides
+APPEAR_SECONDS = 2.0
+UNREAD_SECONDS = 15.0             # how long typed keys may wait unread for a starved agent
+TAKEN_SECONDS = 2.0               # after Enter: how long the text may stay on the prompt line
+RECORD_SECONDS = 15.0             # after Enter: how long a recording agent's hook may take
+MAX_TEXT = 4096
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def check_text(text):
+    """Text that can be typed as one line: non-empty, no control characters."""
+    if not isinstance(text, str) or not text.strip():
+        raise BadInput("empty message")
+    if _CONTROL.search(text):
+        raise BadInput("message contains a control character or newline"
+                       " (it would be typed as a key)")
+    if len(text) > MAX_TEXT:
+        raise BadInput(f"message longer than {MAX_TEXT} characters")
+    return text
+
+
+def captain_quiet(env=None):
+    env = os.environ if env is None else env
+    try:
+        value = float(env.get("CREWFILE_CAPTAIN_QUIET") or CAPTAIN_QUIET)
+    except ValueError:
+        return CAPTAIN_QUIET
+    # nan would compare false everywhere and switch the captain check off;
+    # inf would refuse every delivery for ever: neither is a setting.
+    return min(max(0.0, value), 86400.0) if value == value else CAPTAIN_QUIET
+
+
+def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=None):
+    """(None, Verdict) when it is safe to type (or, with *typed*, to press Enter), else (Answer, Verdict).
+
+    screen=False stops after the cheap part (the verdict): no client query, no capture.
+    known: a Verdict of *sess* taken in this same look (a tick's), used instead
+    of asking again; deliver never passes one (its checks are afresh).
+    """
+    from crewfile.session.prompt import capture, markers_of, placeholder_of, prompt_tail, shows_typed
+    look = look or verdict.Look()
+    now = time.time() if now is None else now
+    quiet = captain_quiet() if quiet is None else quiet
+    meta = sess.meta if known is not None else sess.reread().meta   # afresh: a hook may
+    #                                                   have recorded the agent meanwhile
+    v = None
+    if meta.get("kind") == "aside":
+        return Answer(ASIDE, "an aside is the captain's conversation: typed text would be"
+                             " recorded as the captain's words"), v
+    if not meta.get("tmux"):
+        return Answer(NOT_LIVE, "no tmux pane is registered for the session"), v
+    v = known if known is not None else verdict.of(sess, look)
+    if v.live == verdict.NOT_LIVE:
+        return Answer(NOT_LIVE, str(v.why)), v
+    if v.live != verdict.LIVE:
+        return Answer(LIVE_UNKNOWN, str(v.why)), v
+    if v.stopped != verdict.NO:
+        return Answer(STOPPED, "the agent process is stopped (SIGSTOP or Ctrl-Z)"
+                      if v.stopped == verdict.YES else "cannot tell if the agent is stopped"), v
+    if v.foreground != verdict.YES:
+        return Answer(NOT_FOREGROUND, "another process holds the pane's terminal"
+                      if v.foreground == verdict.NO else "cannot tell what holds the pane"), v
+    if v.dialog == verdict.YES:
+        return Answer(DIALOG, "a permission dialog is up"), v
+    if v.generating == verdict.YES:
+        return Answer(GENERATING, "a turn is running"), v
+    if v.generating != verdict.NO:
+        return Answer(STATE_UNKNOWN, "no turn record says whether it is generating"), v
+    if not screen:
+        return None, v
+    markers, placeholder = markers_of(meta), placeholder_of(meta)
+    if typed is None:
+        who, why = verdict.captain_at(v.pane, v.socket, within=quiet, markers=markers,
+                                      placeholder=placeholder,
+                                      look=look, now=now)
+        if who != verdict.NO:
+            return why, v
+        return None, v
+    key = look.last_key(v.pane, v.socket)
+    if key is not None and now - key < quiet:
+        return Answer(CAPTAIN, f"a key was pressed in its window {max(0, int(now - key))}s ago"), v
+    try:
+        shown = capture(v.pane, v.socket, placeholder)
+    except SystemFailure as e:
+        return Answer(FAILED, str(e)), v
+    if prompt_tail(shown, markers) is None:
+        return Answer(NO_PROMPT, "no prompt line on the screen"), v
+    if not shows_typed(shown, typed, markers):
+        return Answer(DRAFT, "the prompt line holds more than the typed text"), v
+    return None, v
+
+
+def deliver(sess, text, look=None, now=None, quiet=None):
+    """Type *text* into the session's pane and press Enter, if safe: (delivered, Answer)."""
+    from crewfile.core.locks import acquire
+    from crewfile.session.prompt import markers_of, placeholder_of, shows_typed, still_holds
+    check_text(text)
+    lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
+    if lock is None:
+        return False, Answer(IN_PROGRESS, f"another delivery to {sess.name} is in progress")
+    with lock:
+        why, v = check(sess, look, now, quiet)
+        if why:
+            return False, why
+        pane, socket = v.pane, v.socket
+        try:
+            tmux.type_literally(pane, text, socket=socket)
+        except SystemFailure as e:
+            return False, Answer(FAILED, str(e))
+        markers, placeholder = markers_of(sess.meta), placeholder_of(sess.meta)
+        shows = lambda s: shows_typed(s, text, markers)     # noqa: E731
+        if not _wait_screen(pane, socket, shows, APPEAR_SECONDS, placeholder):
+            shown, unread = _wait_read(sess.meta.get("pid"), pane, socket, shows, placeholder)
+            if not shown:
+                # read, and the prompt line empty (verdict's rule: no draft on it)
+                if unread == 0 and verdict.captain_at(pane, socket, markers=markers,
+                                                      placeholder=placeholder)[0] == verdict.NO:
+                    return False, Answer(DISCARDED, "the agent read the typed keys and its prompt"
+                                                    " line stayed empty: it discarded them; Enter"
+                                                    " not pressed, nothing is left there")
+                return False, Answer(FAILED, "the typed text did not show on the prompt line;"
+                                             " Enter not pressed, the text is left there unsent")
+        recorded = records_prompts(sess)
+        mark = PROMPT_MARK if recorded else None
+        before = _turn_mark(sess, mark)
+        for attempt in (1, 2):
+            if attempt == 2 and _turn_mark(sess, mark) != before:
+                return True, Answer(DELIVERED)      # the first Enter's, recorded late
+            why, v = check(sess, verdict.Look(), None, quiet, typed=text)
+            if why:
+                return False, Answer(ABORTED, f"{why.code} just before Enter ({why.detail});"
+                                              " Enter not pressed, the text is left on the"
+                                              " prompt line unsent")
+            try:
+                tmux.press_enter(pane, socket=socket)
+            except SystemFailure as e:
+                return False, Answer(FAILED, f"{e}; the text is left on the prompt line unsent")
+            if not recorded:
+                if _wait_screen(pane, socket, lambda s: (not still_holds(s, text, markers)
+                                                         or _turn_mark(sess) != before),
+                                TAKEN_SECONDS, placeholder):
+                    return True, Answer(DELIVERED)
+                continue
+            taken = _wait_record(sess, before, pane, socket,
+                                 lambda s: still_holds(s, text, markers), placeholder)
+            if taken:
+                return True, Answer(DELIVERED)
+            if taken is None:
+                return False, Answer(UNCONFIRMED, (
+                    f"Enter pressed; the prompt line no longer shows the text, but no"
+                    f" turn-started record came within {RECORD_SECONDS:g}s: it may not have"
+                    f" been taken, or be taken late (a turn-started record after this"
+                    f" says so); not typed again"))
+        return False, Answer(NOT_SUBMITTED, "Enter pressed twice, the text stayed on the"
+                                            " prompt line; it is left there unsent")
+
+
+def _wait_read(pid, pane, socket, shows, placeholder):
+    """After the typed text did not show in APPEAR_SECONDS: (shown, unread).
+
+    While the keys wait unread on the agent's terminal, the agent has not
+    looked yet (starved on a loaded machine): waited for, up to
+    UNREAD_SECONDS. Once it has read them all, its screen is given
+    APPEAR_SECONDS more to show them. unread: the bytes still unread at the
+    end, or None when that cannot be told."""
+    unread = _keys_unread(pid)
+    late = time.monotonic() + UNREAD_SECONDS
+    while unread and time.monotonic() < late:
+        if _wait_screen(pane, socket, shows, 0.2, placeholder):
+            return True, _keys_unread(pid)
+        unread = _keys_unread(pid)
+    if unread == 0 and _wait_screen(pane, socket, shows, APPEAR_SECONDS, placeholder):
+        return True, 0
+    return False, unread
+
+
+def _keys_unread(pid):
+    """How many typed bytes wait unread on the agent's terminal (its stdin),
+    or None when that cannot be told: no such process, not a terminal, or a
+    terminal in canonical mode (a line being edited is held by the kernel
+    uncounted). The count is the evidence that an agent has read what was
+    typed; the screen alone cannot tell dropped keys from keys not yet read."""
+    import fcntl
+    import struct
+    import termios
+    try:
+        fd = os.open(f"/proc/{int(pid)}/fd/0",
+                     os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, TypeError, ValueError):
+        return None
+    try:
+        if termios.tcgetattr(fd)[3] & termios.ICANON:
+            return None
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, bytes(4)))[0]
+    except (OSError, termios.error):
+        return None
+    finally:
+        os.close(fd)
+
+
+def records_prompts(sess):
+    """True if the session's agent records each prompt it takes, so that its
+    record, not the screen, is the evidence of a delivery: its adapter maps a
+    prompt hook (UserPromptSubmit; Gemini's BeforeAgent), and crew-hook has run
+    for it since the session was registered (a `started` or `turn-started`
+    record follows the newest `registered`). Codex through notify alone, or an
+    agent without crew-hook, writes neither. From the records, never the screen."""
+    from crewfile.agents import load
+    from crewfile.core.errors import BadInput
+    from crewfile.core.logfile import TailStats, records_backwards
+    from crewfile.session.sessions import STATE_SCAN_BYTES
+    try:
+        agent = load(sess.meta.get("agent") or "claude")
+    except BadInput:
+        return False
+    if "UserPromptSubmit" not in agent.EVENTS.values():
+        return False
+    for rec in records_backwards(sess.log_paths(), TailStats(), STATE_SCAN_BYTES):
+        if rec.kind in ("started", "turn-started"):
+            return True
+        if rec.kind == "registered":
+            return False
+    return False
+
+
+PROMPT_MARK = {"turn-started": "yes"}
+
+
+def _wait_record(sess, before, pane, socket, holds, placeholder=None):
+    """After Enter, for an agent that records its prompts: True when a new
+    `turn-started` record came; False when none came and the prompt line still
+    showed the text past TAKEN_SECONDS (Enter swallowed: press it again); None
+    when none came within RECORD_SECONDS and the text was gone from the prompt
+    line (taken or not, unknown)."""
+    from crewfile.session.prompt import capture
+    start = time.monotonic()
+    while True:
+        if _turn_mark(sess, PROMPT_MARK) != before:
+            return True
+        waited = time.monotonic() - start
+        try:
+            shown = holds(capture(pane, socket, placeholder))
+        except SystemFailure:
+            shown = False
+        if shown and waited > TAKEN_SECONDS:
+            return False
+        if waited > RECORD_SECONDS:
+            return None
+        time.sleep(0.05)
+
+
+def _turn_mark(sess, kinds=None):
+    """The newest record of *kinds* (default: turn records), its line: a new
+    one after Enter means the text was taken."""
+    from crewfile.core.logfile import TailStats
+    from crewfile.core.kinds import TURN_STATE
+    rec = sess.last_of(kinds or TURN_STATE, TailStats())
+    return rec.line() if rec is not None else None
+
+
+def _wait_screen(pane, socket, test, seconds, placeholder=None):
+    """Wait (up to *seconds*) until the pane's screen passes *test*; True if it did."""
+    from crewfile.session.prompt import capture
+    deadline = time.monotonic() + seconds
+    while True:      # the pane shows keys a moment after they are sent
+        try:
+            if test(capture(pane, socket, placeholder)):
+                return True
+        except SystemFailure:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)

@@ -1,0 +1,435 @@
+"""Sessions: registration, metadata, status records and derived state.
+
+A session is a directory sessions/NAME holding `meta` (JSON, replaced
+atomically), `status` (the append-only status log) and `lock` (the flock
+guarding every write there). Its state is derived from the tail of its
+status log plus a real liveness probe.
+"""
+import os
+import stat
+import time
+
+from crewfile.core import logfile, paths, records
+from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
+from crewfile.core.kinds import LIFECYCLE
+# The writers' modules (atomic, locks) are imported where a write happens:
+# crew-status, run by tmux every few seconds, only reads.
+
+KINDS = ("crew", "aside", "primary")
+STATE_SCAN_BYTES = 1 << 20     # how far back a state query looks, at most
+
+
+class Session:
+    """One registered session: its paths and metadata."""
+
+    def __init__(self, crew, name):
+        self.crew = crew
+        self.name = name
+        self.dir = crew.session_dir(name)
+        self.meta_path = os.path.join(self.dir, paths.META)
+        self.status_path = os.path.join(self.dir, paths.STATUS)
+        self.lock_path = os.path.join(self.dir, paths.LOCK)
+        self._meta = None
+        self.at = None          # its directory, while opened(): every read is made in it
+        # What its writes had to say (a lock still held past this process's
+        # bound, naming the holder): for the caller to print, each once.
+        self.notes = []
+
+    def opened(self):
+        """Open its directory once for a series of reads (meta, log, inbox):
+        the directories above are checked once, each file opened in it by
+        name. Use as `with sess.opened():`. NotFound if it is not there."""
+        return _Opened(self)
+
+    @property
+    def meta(self):
+        if self._meta is None:
+            from crewfile.core.shapes import load
+            self._meta = load(self.meta_path, "meta", at=self.at)
+            if self._meta is None:
+                raise not_found(self.crew, self.name)
+        return self._meta
+
+    def reread(self):
+        """Forget the metadata read so far: the next use reads it afresh."""
+        self._meta = None
+        return self
+
+    def exists(self):
+        return os.path.lexists(self.meta_path)
+
+    def log_paths(self):
+        """The current status log, then its rotations, newest first."""
+        keep = logfile.rotate_limits()[1]
+        return [logfile.rotated(self.status_path, i) for i in range(keep + 1)]
+
+    def append(self, kind, text="", now=None):
+        """Append one status record (the single writer of status logs)."""
+        self.append_lines([records.new_line(kind, text, now)])
+
+    def append_lines(self, lines):
+        """Append under the session lock. When this process's bound on lock
+        waits (locks.bound_waits) runs out with the lock still held, the
+        lines are appended without it (logfile.append_unlocked), a line
+        naming the holder goes to self.notes, and the answer is False."""
+        from crewfile.core.locks import LockBusy, hold
+        _check_dir(self.dir)
+        self.meta        # registered, and its meta usable: the same rule as every reader
+        try:
+            held = hold(self.lock_path)
+        except LockBusy as e:
+            logfile.append_unlocked(self.status_path, lines)
+            self.notes.append(f"{e}; appended to {self.status_path} without it, not rotated")
+            return False
+        with held:
+            logfile.append_locked(self.status_path, lines, rotate=logfile.rotate_limits())
+        return True
+
+    def last_records(self, n, stats):
+        return logfile.last_records(self.log_paths(), n, stats)
+
+    def scan(self, stats=None):
+        """One backwards read of the log for a state query (logfile.Backwards)."""
+        return logfile.Backwards(self.log_paths(), stats or logfile.TailStats(),
+                                 STATE_SCAN_BYTES, at=self.at)
+
+    def last_of(self, kinds, stats):
+        return self.scan(stats).last_of(kinds)
+
+    def ended(self, stats=None):
+        rec = self.last_of(LIFECYCLE, stats or logfile.TailStats())
+        return bool(rec and LIFECYCLE[rec.kind])
+
+    def update_meta(self, **fields):
+        """Merge *fields* into the metadata, atomically, under the session lock.
+
+        When this process's bound on lock waits runs out with the lock still
+        held, nothing is written (a replace without the lock could undo the
+        holder's own change) and a line naming the holder goes to
+        self.notes; the merged metadata is returned either way."""
+        import json
+        from crewfile.core.atomic import replace
+        from crewfile.core.locks import LockBusy, hold
+        fields = {k: v for k, v in fields.items() if v is not None}
+        try:
+            held = hold(self.lock_path)
+        except LockBusy as e:
+            self.notes.append(f"{e}; {self.meta_path} not updated ({', '.join(sorted(fields))})")
+            return dict(self.meta, **fields)
+        with held:
+            self._meta = None
+            meta = dict(self.meta)
+            meta.update(fields)
+            replace(self.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+            self._meta = meta
+        return meta
+
+
+class _Opened:
+    __slots__ = ("sess",)
+
+    def __init__(self, sess):
+        self.sess = sess
+
+    def __enter__(self):
+        try:
+            self.sess.at = paths.open_dir(self.sess.dir)
+        except FileNotFoundError:
+            raise NotFound(f"no session '{self.sess.name}'") from None
+        return self.sess
+
+    def __exit__(self, *exc):
+        fd, self.sess.at = self.sess.at, None
+        os.close(fd)
+
+
+def pane_fields(target, env=None, agent_from=None):
+    """Meta fields naming a pane with its server: tmux, tmux_target, tmux_socket, tmux_server.
+
+    The socket is always recorded: a pane id without its server could later
+    name any pane of any server. A target no server shows is kept as given.
+    agent_from: a pid (a hook's own) whose ancestor in that pane is the agent
+    (liveness.agent_of): pid and pid_start are added when it is found.
+    """
+    from crewfile.session import tmux
+    socket = tmux.socket_path(env)
+    try:
+        found = tmux.pane_info(target, socket=socket)
+    except SystemFailure:        # tmux is missing: the pane is named, never found
+        found = None
+    if found is None:            # not (yet) there: named on its socket, so never another's
+        return {"tmux": target, "tmux_target": target, "tmux_socket": socket}
+    pane, path = found
+    fields = {"tmux": pane.id, "tmux_target": target, "tmux_socket": os.path.abspath(path),
+              "tmux_server": pane.server}
+    if agent_from and pane.pid:
+        from crewfile.session.liveness import agent_of, descends_from
+        agent = agent_of(agent_from, pane.pid)
+        if agent and descends_from(agent[0], pane.pid):
+            fields.update(pid=agent[0], pid_start=agent[1])
+    return fields
+
+
+def agent_fields(pid):
+    """Meta fields naming the agent process: pid and its start time."""
+    from crewfile.session.liveness import process_start
+    start = process_start(pid)
+    if start is None:
+        raise BadInput(f"no process {pid}")
+    return {"pid": int(pid), "pid_start": start}
+
+
+def _check_dir(path):
+    """Refuse a session directory that is a planted link (exists() follows it)."""
+    paths.check_dirs(path, inclusive=True)
+
+
+def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_key=None,
+             agent_session_id=None, user=None, pid=None, extra=None, env=None, agent_from=None,
+             new_life=False):
+    """Create (or re-create, once ended) a session; return it.
+
+    Refused if a session of that name exists and has not ended, or ended by
+    a record its live agent contradicts (kinds.GUARDED: an `ended` anyone
+    could append), unless *new_life*: the agent's hook, which knows a new
+    agent starts in that name (Claude Code's /clear ends and starts a
+    session in one live process). *tmux* is
+    resolved on the server *env* names (tmux.socket_path) and recorded with
+    it (pane_fields); *pid* is the agent process (agent_fields).
+    """
+    import json
+    from crewfile.core.atomic import replace
+    from crewfile.core.locks import hold
+    from crewfile.core.names import current_user
+    if kind not in KINDS:
+        raise BadInput(f"bad kind '{kind}': one of {', '.join(KINDS)}")
+    sess = Session(crew, name)
+    crew.ensure_sub(paths.SESSIONS, name)
+    meta = {"name": name, "kind": kind, "exempt": bool(exempt or kind == "aside"),
+            "created": records.timestamp(),
+            "user": user or current_user()}
+    if cwd:
+        meta["cwd"] = os.path.realpath(cwd)
+    if tmux:
+        meta.update(pane_fields(tmux, env, agent_from))
+    if pid:
+        meta.update(agent_fields(pid))
+    for key, value in (("session_key", session_key), ("agent_session_id", agent_session_id)):
+        if value:
+            meta[key] = value
+    meta.update(extra or {})
+    with hold(sess.lock_path):
+        if sess.exists() and not sess.ended():
+            raise Refused(f"session '{name}' is already registered and not ended")
+        live = None if new_life or not sess.exists() else _live_agent(sess)
+        if live:
+            raise Refused(f"session '{name}' is already registered, and its `ended` record is not"
+                          f" believed: {live}")
+        replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        text = f"kind={kind}" + (" exempt" if meta["exempt"] else "")
+        logfile.append_locked(sess.status_path, [records.new_line("registered", text)],
+                              rotate=logfile.rotate_limits())
+    return sess
+
+
+def record_agent(crew, name, pid):
+    """Record the agent process of session NAME, registered and not ended,
+    that has none recorded (registered by hand without --pid: its liveness
+    was unknown, so nothing was typed into it). Refused if it has one: a
+    second agent is a new registration, once the first has ended."""
+    import json
+    from crewfile.core.atomic import replace
+    from crewfile.core.locks import hold
+    sess = Session(crew, name)
+    fields = agent_fields(pid)
+    with hold(sess.lock_path):
+        meta = dict(sess.reread().meta)
+        if sess.ended():
+            raise Refused(f"session '{name}' has ended: register it again")
+        if meta.get("pid"):
+            raise Refused(f"session '{name}' already has its agent recorded (pid {meta['pid']})")
+        meta.update(fields)
+        replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+    return sess
+
+
+def _live_agent(sess):
+    """Where the session's recorded agent is found live ('its agent process
+    PID is live'), or None: its end is then believed (verdict.liveness)."""
+    from crewfile.session.verdict import LIVE, liveness
+    try:
+        found = liveness(Session(sess.crew, sess.name).meta)
+    except CrewfileError:              # a damaged meta holds no agent to be found live
+        return None
+    return f"its agent process {found.agent.pid} is live" if found.live == LIVE else None
+
+
+def register_again(sess, tmux=None, env=None, agent_from=None):
+    """A new life for an ended session whose agent starts again in its name:
+    registered again with its metadata (but not the old process), so it is
+    live, wakeable and watched. *tmux*, *env*, *agent_from*: as register's,
+    for the new pane and agent. Returns the session; a parallel
+    re-registration that came first is fine."""
+    old = dict(sess.meta)
+    drop = ("name", "kind", "exempt", "created", "user", "pid", "pid_start")
+    if tmux:                     # a new pane is not the old one
+        drop += ("tmux", "tmux_target", "tmux_socket", "tmux_server")
+    keep = {k: v for k, v in old.items() if k not in drop}
+    try:
+        return register(sess.crew, sess.name, kind=old.get("kind", "crew"),
+                        exempt=old.get("exempt"), user=old.get("user"), tmux=tmux, extra=keep,
+                        env=env, agent_from=agent_from, new_life=True)
+    except Refused:
+        return Session(sess.crew, sess.name)
+
+
+def archive(crew, name, force=False, look=None):
+    """Take session NAME out of the crew: move its directory, whole, to
+    archive/sessions/NAME/TS (kept, never deleted); return that path.
+
+    Refused while the session may be live: not ended and its probe not a
+    sure `no` (unknown is never permission), unless *force*. Decided and
+    moved under the session lock; a writer already waiting for that lock
+    then appends to the archived log, never to a new session's.
+    """
+    from crewfile.core.locks import hold
+    sess = Session(crew, name)
+    if not os.path.lexists(sess.dir):
+        raise NotFound(f"no session '{name}'")
+    _check_dir(sess.dir)
+    with hold(sess.lock_path):
+        if not force:
+            st = state(sess, look)
+            if not st["ended"] and st["live"] != "no":
+                why = "live" if st["live"] == "yes" else "perhaps live (its liveness is unknown)"
+                raise Refused(f"session '{name}' is {why} and not ended; end it first, "
+                              "or use --force")
+        parent = crew.ensure_sub(paths.ARCHIVE, paths.SESSIONS, name)
+        dest = os.path.join(parent, records.timestamp())
+        while os.path.lexists(dest):            # two removals within a millisecond
+            dest += "+"
+        try:
+            os.rename(sess.dir, dest)
+        except OSError as e:
+            raise SystemFailure(f"cannot move {sess.dir} to {dest}: {e.strerror}") from None
+        from crewfile.core.atomic import fsync_dir
+        fsync_dir(parent)
+        fsync_dir(crew.sub(paths.SESSIONS))
+    return dest
+
+
+def names(crew):
+    """Registered session names, sorted (directories without meta are
+    skipped; an entry that cannot be told apart is kept: see is_registered)."""
+    try:
+        entries = paths.list_dir(crew.sub(paths.SESSIONS))
+    except FileNotFoundError:
+        return []
+    return sorted(name for name in entries if is_registered(crew, name))
+
+
+def not_found(crew, name):
+    """The NotFound for NAME, which no session has: a mistyped name is
+    offered the registered ones a typo away, not told to register the typo."""
+    try:
+        close = [other for other in names(crew) if _one_typo(name, other)][:3]
+    except (CrewfileError, OSError):
+        close = []          # the crew cannot be listed: said by whatever lists it
+    hint = ("did you mean " + " or ".join(repr(c) for c in close) + "?" if close
+            else "register it with session-add")
+    return NotFound(f"no session '{name}' ({hint})")
+
+
+def _one_typo(a, b):
+    """*a* and *b* differ by one typo: a character changed, added or dropped,
+    or two neighbours swapped."""
+    if a == b or abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
+                                  and (a[diff[0]], a[diff[1]]) == (b[diff[1]], b[diff[0]]))
+    short, longer = sorted((a, b), key=len)
+    at = next((i for i in range(len(short)) if short[i] != longer[i]), len(short))
+    return short[at:] == longer[at + 1:]
+
+
+def is_registered(crew, name):
+    """NAME is a session name whose directory holds a meta (names() lists it),
+    or whose entry cannot be told apart: a link, a file or a FIFO in its
+    place, a directory that cannot be searched (mode 000, another user's).
+    Those are kept, not skipped, so that every reader refuses them aloud
+    (its meta is read through the path opener) and nudge-tick holds a
+    schedule that may target them instead of disarming it as not live."""
+    from crewfile.core.names import is_name
+    if not is_name(name):
+        return False
+    entry = os.path.join(crew.sub(paths.SESSIONS), name)
+    try:
+        if not stat.S_ISDIR(os.lstat(entry).st_mode):
+            return True
+        os.lstat(os.path.join(entry, paths.META))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def find(crew, agent_session_id=None, session_key=None):
+    """The session whose metadata carries either id, or None."""
+    for name in names(crew):
+        try:
+            meta = Session(crew, name).meta
+        except (NotFound, BadFile, SystemFailure):
+            continue
+        if agent_session_id and meta.get("agent_session_id") == agent_session_id:
+            return Session(crew, name)
+        if session_key and meta.get("session_key") == session_key:
+            return Session(crew, name)
+    return None
+
+
+def state(sess, look=None, now=None, recs=None):
+    """The session's current state as a dict (what status-show and session-ls print).
+    recs: the scan() of its log to use (a caller asking more of the same
+    records passes its own, so the log is read once)."""
+    from crewfile.session import verdict
+    recs = recs or sess.scan()
+    last = recs.last()
+    v = verdict.of(sess, look, recs.stats, recs)
+    return state_of(sess, v, last, recs.stats.warning(), now)
+
+
+def state_of(sess, v, last, warning="", now=None):
+    """state()'s dict from its parts: the Verdict *v*, the *last* record,
+    the reader's *warning* (crew-top's live view probes liveness again
+    with verdict.relive, its records not read again)."""
+    from crewfile.session import verdict
+    now = time.time() if now is None else now
+    meta = sess.meta
+    return {
+        "name": sess.name,
+        "kind": meta.get("kind", "crew"),
+        "exempt": bool(meta.get("exempt")),
+        "last": last.line().rstrip("\n") if last else None,
+        "last_kind": last.kind if last else None,
+        "last_text": last.text if last else None,
+        "age": (now - last.time) if last else None,
+        "live": LIVE_WORD[v.live],
+        "why": v.why.code if v.why else None,
+        "why_detail": v.why.detail if v.why else None,
+        "stopped": v.stopped,
+        "foreground": v.foreground,
+        "generating": v.generating,
+        "waiting": v.dialog == verdict.YES,
+        "ended": v.ended,
+        "cwd": meta.get("cwd"),
+        "tmux": meta.get("tmux"),
+        "tmux_socket": meta.get("tmux_socket"),
+        "pid": meta.get("pid"),
+        "warning": warning,
+    }
+
+
+LIVE_WORD = {"live": "yes", "not-live": "no", "unknown": "unknown"}

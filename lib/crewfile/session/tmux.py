@@ -1,0 +1,210 @@
+"""Talking to tmux: a session's own server, else CREWFILE_TMUX's, else the current client's.
+
+A pane id (%N) means something only on one server, and a server restarted
+on the same socket numbers its panes from %0 again. So a session records
+the server's socket path and identity (its pid and start time) beside its
+pane id, and every later probe, capture and key for that session goes to
+that socket (`socket=`), whatever the environment of the process asking.
+
+Where no socket is given: CREWFILE_TMUX=NAME means `tmux -L NAME`; a value
+containing '/' is a socket path (`tmux -S PATH`). Unset, tmux finds the
+server the way it always does ($TMUX, then the default socket).
+"""
+import os
+import subprocess
+
+from crewfile.core.errors import SystemFailure
+from crewfile.session.tmuxseen import LISTED_FORMAT, PANE_FORMAT as _PANE_FORMAT, Pane, Seen  # noqa: F401 (re-exported)
+
+
+def base_command(env=None, socket=None):
+    if socket:
+        return ["tmux", "-S", socket]
+    env = os.environ if env is None else env
+    sock = env.get("CREWFILE_TMUX")
+    cmd = ["tmux"]
+    if sock:
+        cmd += ["-S", sock] if "/" in sock else ["-L", sock]
+    return cmd
+
+
+def socket_path(env=None):
+    """The socket path of the server a bare `tmux` (as base_command) would talk to."""
+    env = os.environ if env is None else env
+    sock = env.get("CREWFILE_TMUX")
+    if sock and "/" in sock:
+        return os.path.abspath(sock)
+    if not sock and env.get("TMUX"):
+        return os.path.abspath(env["TMUX"].split(",", 1)[0])
+    tmpdir = env.get("TMUX_TMPDIR") or "/tmp"
+    return os.path.join(tmpdir, f"tmux-{os.getuid()}", sock or "default")
+
+
+def run(*args, check=True, env=None, socket=None):
+    """Run one tmux command; return (exit code, stdout)."""
+    code, out, err = _run(args, env, socket)
+    if check and code != 0:
+        err = err.strip().splitlines()
+        raise SystemFailure(f"tmux {args[0]}: {err[0] if err else 'failed'}")
+    return code, out
+
+
+def _run(args, env, socket):
+    """Run tmux: (exit code, stdout, stderr), stdin from /dev/null. No
+    descriptor of ours reaches tmux (subprocess's close_fds): one a shell
+    handed us (`exec 9>LOCK` for flock(1)) would be held, and the lock with
+    it, by a server that tmux starts, for as long as that server runs."""
+    argv = base_command(env, socket) + list(args)
+    try:
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE)
+    except FileNotFoundError:
+        raise SystemFailure("tmux is not installed") from None
+    except OSError as e:
+        raise SystemFailure(f"cannot run tmux: {e.strerror}") from None
+    return (proc.returncode, proc.stdout.decode("utf-8", "replace"),
+            proc.stderr.decode("utf-8", "replace"))
+
+
+_GONE = ("no server running", "error connecting", "server exited", "lost server")
+_EMPTY = ("no current target", "no sessions")
+
+
+class Server(Seen):
+    """A Server as tmux answers now: asks it for every pane (list-panes -a)."""
+
+    def __init__(self, socket=None):
+        self.socket = socket
+        self.state, self.identity, self.panes, self.error = self.UNKNOWN, None, {}, ""
+        try:
+            code, out, err = _run(("list-panes", "-a", "-F", _PANE_FORMAT), None, socket)
+        except SystemFailure as e:
+            self.error = str(e)
+            return
+        if code != 0:
+            self.error = err.strip()
+            if any(g in err for g in _GONE):
+                self.state = self.GONE
+            elif any(e in err for e in _EMPTY):
+                self.state = self.UP      # answering, with no session left: no pane at all
+            return
+        self.state = self.UP
+        for line in out.splitlines():
+            pane = Pane.parse(line)
+            if pane is not None:
+                self.panes[pane.id] = pane
+                self.identity = pane.server
+
+
+def pane_info(target, env=None, socket=None):
+    """The Pane for *target* ('sess:win.0', '%3') with its server's socket, or None if gone.
+
+    Returns (Pane, socket path): the socket is asked of the server itself,
+    so a name (-L) or $TMUX is recorded as the path it stands for.
+    """
+    # display-message quietly falls back to the current pane for a target that
+    # does not exist; list-panes fails for it, so ask that first.
+    if run("list-panes", "-t", target, "-F", "#{pane_id}", check=False, env=env,
+           socket=socket)[0] != 0:
+        return None
+    code, out = run("display-message", "-p", "-t", target, _PANE_FORMAT + "\t#{socket_path}",
+                    check=False, env=env, socket=socket)
+    line, _, sock = out.rstrip("\n").rpartition("\t")
+    pane = Pane.parse(line) if code == 0 else None
+    return (pane, sock) if pane and sock else None
+
+
+def panes(socket=None):
+    """{pane id: (dead, pid, 'session:window.pane', window id)} for every pane on the server.
+
+    Empty when no server runs (so every pane is gone); None if tmux is missing.
+    """
+    server = Server(socket)
+    if server.state == Server.UNKNOWN and not server.panes:
+        return None if "not installed" in server.error else {}
+    return {p.id: (p.dead, p.pid, p.where, p.window) for p in server.panes.values()}
+
+
+def clients(socket=None):
+    """[(last key press, epoch seconds; active pane id)] for every attached client.
+
+    client_activity is when the client last sent a key (send-keys does not
+    count), with one-second resolution; the pane is the active pane of the
+    client's current window, the one its keys go to. Empty if no server or
+    tmux is missing.
+    """
+    try:
+        code, out = run("list-clients", "-F", "#{client_activity}\t#{pane_id}", check=False,
+                        socket=socket)
+    except SystemFailure:
+        return []
+    table = []
+    if code != 0:
+        return table
+    for line in out.splitlines():
+        activity, _, pane = line.partition("\t")
+        if activity.isdigit() and pane.startswith("%"):
+            table.append((int(activity), pane))
+    return table
+
+
+def resolve_pane(target, socket=None):
+    """The pane id (%N) of a target such as 'sess:win.0' or '%3', or None if gone."""
+    found = pane_info(target, socket=socket)
+    return found[0].id if found else None
+
+
+def type_literally(pane, text, socket=None):
+    """Type *text* into *pane* as keys, never interpreted (no Enter)."""
+    # -l: literal; '--' so a leading '-' is text. tmux drops a trailing ';'
+    # (its command separator) unless escaped.
+    if text.endswith(";"):
+        text = text[:-1] + "\\;"
+    run("send-keys", "-t", pane, "-l", "--", text, socket=socket)
+
+
+def press_enter(pane, socket=None):
+    run("send-keys", "-t", pane, "Enter", socket=socket)
+
+
+def capture(pane, history=False, socket=None, escapes=False):
+    """The pane's screen (or whole scrollback with history=True) as text
+    (with its colours and attributes as escape sequences if *escapes*)."""
+    args = ["capture-pane", "-p", "-J", "-t", pane] + (["-e"] if escapes else [])
+    if history:
+        args[1:1] = ["-S", "-", "-E", "-"]
+    return run(*args, socket=socket)[1]
+
+
+def kill_window(target, *, socket):
+    """Kill the window holding *target* on the server at *socket* (required: a
+    session's pane id means something only on its own server)."""
+    return run("kill-window", "-t", target, check=False, socket=socket)[0] == 0
+
+
+def new_window(command, session=None, name=None, env=None, cwd=None, keep_dead=False):
+    """Start shell *command* in a new detached window; return (pane id, 'session:index').
+
+    session: the tmux session to put it in (created, detached, if it does not
+    exist); None means tmux's current one. env: {NAME: value} set in the
+    window's environment. keep_dead: the pane stays (dead, readable) when its
+    command exits (remain-on-exit), so its scrollback is not lost with it.
+    """
+    opts = ["-d", "-P", "-F", "#{pane_id}\t#{session_name}:#{window_index}"]
+    if name:
+        opts += ["-n", name]
+    if cwd:
+        opts += ["-c", cwd]
+    for key, value in (env or {}).items():
+        opts += ["-e", f"{key}={value}"]
+    if session and run("has-session", "-t", f"={session}", check=False)[0] != 0:
+        out = run("new-session", "-s", session, *opts, command)[1]
+    elif session:
+        out = run("new-window", "-t", f"={session}:", *opts, command)[1]
+    else:
+        out = run("new-window", *opts, command)[1]
+    pane, _, target = out.strip().partition("\t")
+    if keep_dead:
+        # Set at once; a command that exits before this line takes its window with it.
+        run("set-option", "-p", "-t", pane, "remain-on-exit", "on")
+    return pane, target

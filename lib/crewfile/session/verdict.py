@@ -1,0 +1,320 @@
+"""What a session is now: the one answer every command asks for.
+
+A live pane is not a live conversation. A session is LIVE only when:
+
+  - its newest lifecycle record is not a believed `ended`/`closed` (one the
+    probe contradicts, the agent live in its pane, makes the session
+    UNKNOWN: a forged end neither ends it nor leaves it to be typed into);
+  - its recorded agent process (meta `pid` + `pid_start`, the start time in
+    clock ticks, so a recycled pid is not it) is alive;
+  - where a pane is registered: the server on the recorded socket (meta
+    `tmux_socket`) answers, is the same server (meta `tmux_server`, its
+    'PID@START'; a restarted server numbers panes from %0 again), the pane
+    is there and not dead, and the agent is in that pane's process tree.
+
+Any of these known false is NOT_LIVE (the conversation is gone: a nudge
+disarms, crew-watch says `lost`). A fact that cannot be had is UNKNOWN,
+never NO: no agent process was recorded (an old registration, a Codex
+notify session), no socket was recorded, tmux cannot be asked. Unknown is
+refused like busy.
+
+Beside liveness: generating and permission dialog (from the status log;
+UNKNOWN without a turn record), stopped (SIGSTOP, Ctrl-Z) and foreground
+(the agent's process group holds its pane's terminal: after Ctrl-Z the
+shell does), its conversation id and the tree it works in.
+
+Reasons are Answer(code, detail): the code a named constant to decide by,
+the detail for people. Nothing parses the detail.
+"""
+import os
+import time
+
+from crewfile.session import liveness as procs
+
+# liveness
+LIVE, NOT_LIVE, UNKNOWN = "live", "not-live", "unknown"
+# yes/no facts (UNKNOWN as above when the fact cannot be had)
+YES, NO = "yes", "no"
+
+# why a session is not LIVE
+ENDED = "ended"                        # an `ended`/`closed` record
+AGENT_GONE = "agent-gone"              # the recorded process is gone (or its pid reused)
+SERVER_GONE = "server-gone"            # nothing answers on the recorded socket
+SERVER_RESTARTED = "server-restarted"  # another server now answers on that socket
+PANE_GONE = "pane-gone"                # no such pane, or it is dead
+NOT_IN_PANE = "agent-not-in-pane"      # the pane's processes do not hold the agent
+# why liveness is UNKNOWN
+AGENT_UNKNOWN = "agent-unknown"        # no agent process recorded
+SERVER_UNKNOWN = "server-unknown"      # a pane without its server's socket recorded
+TMUX_UNKNOWN = "tmux-unknown"          # tmux missing or its answer unreadable
+NOTHING = "no-pane-or-process"         # neither pane nor process
+END_NOT_BELIEVED = "end-not-believed"  # an `ended`/`closed` record, but the agent is live
+
+FIX_AGENT = "record the agent: its next crew-hook event does, or session-add NAME --pid PID"
+
+
+class Answer:
+    """A named code and a detail for people: str() is 'code: detail'."""
+    __slots__ = ("code", "detail")
+
+    def __init__(self, code, detail=""):
+        self.code, self.detail = code, detail
+
+    def __str__(self):
+        return f"{self.code}: {self.detail}" if self.detail else self.code
+
+    def __repr__(self):
+        return f"Answer({self.code!r}, {self.detail!r})"
+
+    def __eq__(self, other):
+        if isinstance(other, Answer):
+            return (self.code, self.detail) == (other.code, other.detail)
+        return NotImplemented
+
+    __hash__ = None
+
+
+class Look:
+    """One look at the machine: each tmux server and its clients asked at most once.
+
+    listed: a tmuxseen.Seen handed in (Seen.listed: the pane list a
+    status line gives crew-status), used in place of asking for the server
+    it names, and only where a session's records name that server: the
+    same socket and the same identity. For any other server, or a session
+    registered without its server's identity, tmux is asked.
+    """
+
+    def __init__(self, listed=None):
+        self._servers = {}
+        self._clients = {}
+        self._listed = listed
+
+    def server(self, socket, identity=None):
+        """The Server on *socket*; *identity*: the one the session recorded
+        ('PID@START'), which a handed-in list must be to be used."""
+        listed = self._listed
+        if listed is not None and identity and (listed.socket, listed.identity) == (socket, identity):
+            return listed
+        if socket not in self._servers:
+            from crewfile.session.tmux import Server
+            self._servers[socket] = Server(socket)
+        return self._servers[socket]
+
+    def clients(self, socket):
+        if socket not in self._clients:
+            from crewfile.session.tmux import clients
+            self._clients[socket] = clients(socket)
+        return self._clients[socket]
+
+    def last_key(self, pane, socket):
+        """Epoch seconds of the newest key press by a client looking at *pane*, or None."""
+        times = [t for t, p in self.clients(socket) if p == pane]
+        return max(times) if times else None
+
+
+class Life:
+    """The process-and-pane part of a verdict (no status log): see liveness()."""
+    __slots__ = ("live", "why", "pane", "socket", "agent")
+
+    def __init__(self, live, why=None, pane=None, socket=None, agent=None):
+        self.live, self.why, self.pane, self.socket, self.agent = live, why, pane, socket, agent
+
+
+def liveness(meta, look=None):
+    """Life for the session whose metadata is *meta* (records not read)."""
+    look = look or Look()
+    pid, start = meta.get("pid"), meta.get("pid_start")
+    agent = None
+    if pid:
+        agent = procs.stat(pid) if isinstance(pid, int) else None
+        if agent is None or agent.gone:
+            return Life(NOT_LIVE, Answer(AGENT_GONE, f"agent process {pid} is gone"))
+        if start is not None and agent.start != start:
+            return Life(NOT_LIVE, Answer(AGENT_GONE, f"agent process {pid} is gone"
+                                                     " (its pid now names another process)"))
+    pane_id = meta.get("tmux")
+    if not pane_id:
+        if agent is not None:
+            return Life(LIVE, agent=agent)
+        return Life(UNKNOWN, Answer(NOTHING, "neither a tmux pane nor an agent process is recorded"))
+    socket = meta.get("tmux_socket")
+    if not socket:
+        return Life(UNKNOWN, Answer(SERVER_UNKNOWN, f"pane {pane_id} was registered without"
+                                                    " its tmux server; register the session again"))
+    want = meta.get("tmux_server")
+    server = look.server(socket, want)
+    if server.state == server.GONE:
+        return Life(NOT_LIVE, Answer(SERVER_GONE, f"no tmux server on {socket}"))
+    if server.state != server.UP:
+        return Life(UNKNOWN, Answer(TMUX_UNKNOWN, server.error or "tmux could not be asked"))
+    if want and server.identity and want != server.identity:
+        return Life(NOT_LIVE, Answer(SERVER_RESTARTED, f"the tmux server on {socket} was"
+                                                       f" restarted: {pane_id} is another pane"))
+    pane = server.panes.get(pane_id)
+    if pane is None or pane.dead:
+        return Life(NOT_LIVE, Answer(PANE_GONE, f"tmux pane {pane_id} is gone"))
+    if agent is None:
+        return Life(UNKNOWN, Answer(AGENT_UNKNOWN, f"no agent process recorded; {FIX_AGENT}"),
+                    pane, socket)
+    if pane.pid is None or not procs.descends_from(agent.pid, pane.pid):
+        return Life(NOT_LIVE, Answer(NOT_IN_PANE, f"pane {pane_id} does not hold agent"
+                                                  f" process {agent.pid}"))
+    return Life(LIVE, None, pane, socket, agent)
+
+
+class Verdict:
+    """What a session is now. Attributes:
+
+    live         LIVE, NOT_LIVE or UNKNOWN; why: Answer when not LIVE
+    pane, socket the pane id and server socket, when a live pane holds the agent
+    generating   YES, NO or UNKNOWN (no turn record)
+    dialog       YES or NO (a permission dialog is up)
+    stopped      YES, NO or UNKNOWN (the agent process is stopped)
+    foreground   YES, NO or UNKNOWN (the agent's group holds its pane's terminal)
+    ended        the newest lifecycle record is `ended`/`closed`, and believed:
+                 the probe does not find the agent live
+    end_record   the kind of that newest lifecycle record when it is an end
+                 (believed or not), else None
+    conversation the agent's session id, or None
+    tree         the working tree (git top level, else cwd, resolved), or None
+    """
+    __slots__ = ("live", "why", "pane", "socket", "generating", "dialog", "stopped",
+                 "foreground", "ended", "end_record", "conversation", "tree")
+
+
+def of(sess, look=None, stats=None, recs=None):
+    """The Verdict for *sess* (a sessions.Session), from its records and the machine.
+    recs: a sess.scan() to read the records from (one read shared with the caller)."""
+    from crewfile.core.kinds import LIFECYCLE, TURN_STATE
+    recs = recs or sess.scan(stats)
+    meta = sess.meta
+    v = Verdict()
+    life = recs.last_of(LIFECYCLE)
+    v.ended = bool(life and LIFECYCLE[life.kind])
+    turn = recs.last_of(TURN_STATE)
+    v.generating = TURN_STATE[turn.kind] if turn else UNKNOWN
+    v.dialog = YES if turn and turn.kind == "waiting" else NO
+    v.conversation = meta.get("agent_session_id")
+    v.tree = tree_of(meta.get("cwd"))
+    v.pane = v.socket = None
+    v.stopped = v.foreground = UNKNOWN
+    v.end_record = life.kind if v.ended else None
+    if v.ended:
+        return _judge_end(v, meta, look)
+    return _live(v, meta, look)
+
+
+def _judge_end(v, meta, look):
+    """*v* with its end record judged. An end is believed on its evidence
+    (kinds.GUARDED), not for being written: any process of the user can
+    append `ended`. While the probe finds the agent live in its pane, the
+    record is not believed and whether the session lives is unknown:
+    nothing disarms, respawns or types on it, and no view calls it ended."""
+    found = liveness(meta, look)
+    if found.live != LIVE:
+        v.ended = True
+        v.live, v.why = NOT_LIVE, Answer(ENDED, f"the session has {v.end_record}")
+        return v
+    v.ended = False
+    v.generating = UNKNOWN          # the end record said `no`, and it is not believed
+    v.live, v.why = UNKNOWN, Answer(END_NOT_BELIEVED, (
+        f"its `{v.end_record}` record is not believed: its agent process {found.agent.pid}"
+        f" is live" + (f" in pane {found.pane.id}" if found.pane else "")))
+    return v
+
+
+def relive(v, meta, look=None):
+    """A copy of the Verdict *v* with its process-and-pane part probed anew
+    (its records are not read again: crew-top's live view, which sees each
+    record through inotify, but no process exit or pane closed)."""
+    if v.ended:
+        return v
+    w = Verdict()
+    for k in Verdict.__slots__:
+        setattr(w, k, getattr(v, k))
+    return _judge_end(w, meta, look) if w.end_record else _live(w, meta, look)
+
+
+def _live(v, meta, look):
+    found = liveness(meta, look)
+    v.live, v.why = found.live, found.why
+    v.pane = v.socket = None
+    v.stopped = v.foreground = UNKNOWN
+    if found.live == LIVE:
+        v.pane = found.pane.id if found.pane else None
+        v.socket = found.socket
+    if found.agent is not None and found.live == LIVE:
+        v.stopped = YES if found.agent.stopped else NO
+        if found.pane is not None and found.pane.pid is not None:
+            v.foreground = foreground(found.agent, found.pane.pid)
+    return v
+
+
+def foreground(agent, pane_pid):
+    """YES when the agent's process group is the foreground group of its pane's terminal.
+    The pane's process is often the agent itself (tmux ran it in the pane):
+    then the Stat read a moment ago for liveness is the one to use."""
+    term = agent if pane_pid == agent.pid else procs.stat(pane_pid)
+    if term is None or term.tpgid <= 0:
+        return UNKNOWN
+    return YES if term.tpgid == agent.pgrp else NO
+
+
+def captain_at(pane, socket, within=None, since=None, markers=None, look=None, now=None,
+               placeholder=None):
+    """Is the captain at *pane* right now? (YES, NO or UNKNOWN, Answer or None)
+
+    YES when an attached client looking at the pane pressed a key in the
+    last *within* seconds (or at or after epoch time *since*), or the prompt
+    line holds a draft. UNKNOWN when the screen shows no prompt line or
+    cannot be read. tmux's client_activity has one-second resolution and
+    send-keys does not move it, so crewfile's own typing never counts.
+    *placeholder*: the agent's placeholder style (prompt.placeholder_of),
+    whose text on an empty prompt line is no draft.
+    """
+    from crewfile.session.prompt import PROMPT_MARKERS, capture, prompt_tail
+    from crewfile.core.errors import SystemFailure
+    from crewfile.session import tmux
+    look = look or Look()
+    now = time.time() if now is None else now
+    key = look.last_key(pane, socket)
+    if key is not None:
+        ago = max(0, int(now - key))
+        if (within is not None and now - key < within) or (since is not None and key >= int(since)):
+            return YES, Answer(CAPTAIN, f"a key was pressed in its window {ago}s ago")
+    try:
+        screen = capture(pane, socket, placeholder)
+    except SystemFailure as e:
+        return UNKNOWN, Answer(TMUX_UNKNOWN, str(e))
+    found = prompt_tail(screen, markers or PROMPT_MARKERS)
+    if found is None:
+        return UNKNOWN, Answer(NO_PROMPT, "no prompt line on the screen")
+    if found[0]:
+        return YES, Answer(DRAFT, f"the prompt line holds {found[0][:40]!r}")
+    return NO, None
+
+
+CAPTAIN = "captain-typing"
+DRAFT = "draft"
+NO_PROMPT = "no-prompt"
+
+
+def tree_of(cwd):
+    """The working tree of a directory: its git top level, else itself, resolved; None if unknown."""
+    if not cwd:
+        return None
+    path = os.path.realpath(cwd)
+    probe = path
+    while True:
+        if os.path.lexists(os.path.join(probe, ".git")):
+            return probe
+        parent = os.path.dirname(probe)
+        if parent == probe:
+            return path
+        probe = parent
+
+
+def overlap(a, b):
+    """One tree is the other or inside it."""
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)

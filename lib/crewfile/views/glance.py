@@ -1,0 +1,190 @@
+"""The crew at a glance: each session's one word of state, for the views
+(crew-status, crew-top), from the verdict and the status log.
+
+A view must not decide liveness itself: verdict.py does, and this module
+only names what it found. The word is the first that holds of:
+
+  DAMAGED     its files cannot be used (damaged meta, a link): never a traceback
+  LOST        the verdict says not live and the session has not ended
+  DIALOG      a permission dialog is up (the verdict's dialog)
+  BLOCKED     a `blocked`/`problem`/`error` record the session has not moved on
+              from (no kinds.MOVES_ON record since: a new turn, the captain's words, ...)
+  PAUSED      a `paused` (awaiting captain) record followed only by KEEPS_PAUSE
+              kinds (kinds.py): the rule for a human wait
+  WORKING     generating
+  IDLE        not generating
+  UNKNOWN     no turn record to tell
+Ended sessions are left out (ENDED, for a view that lists them).
+"""
+from crewfile.core.kinds import BLOCKERS, KEEPS_PAUSE, MOVES_ON
+
+DAMAGED, LOST, DIALOG, BLOCKED, PAUSED = "damaged", "lost", "dialog", "blocked", "paused"
+WORKING, IDLE, UNKNOWN, ENDED = "working", "idle", "unknown", "ended"
+ORDER = (WORKING, IDLE, DIALOG, BLOCKED, PAUSED, LOST, UNKNOWN, DAMAGED)
+
+
+class Row:
+    """One session as the views show it: name, word, and (unless DAMAGED)
+    its sessions.state() dict and the Session (its meta read once); error
+    the reason when DAMAGED."""
+    __slots__ = ("name", "word", "state", "error", "sess", "also", "facts")
+
+    def __init__(self, name, word, state=None, error=None, sess=None):
+        self.name, self.word, self.state, self.error, self.sess = name, word, state, error, sess
+        self.also = None
+        self.facts = None       # (Verdict, last record, warning, held): what relook() needs
+
+
+def word(sess, st, recs=None):
+    """The one word for a session whose sessions.state() is *st*; recs: the
+    sess.scan() that state was read from, if the caller has it."""
+    if st["ended"] or st["live"] == "no" or st["waiting"]:
+        return word_of(st, None)
+    return word_of(st, needs_primary(recs or sess.scan()))
+
+
+def word_of(st, held):
+    """The word for *st*, with *held* needs_primary()'s answer from its records."""
+    if st["ended"]:
+        return ENDED
+    if st["live"] == "no":
+        return LOST
+    if st["waiting"]:
+        return DIALOG
+    if held:
+        return held
+    return {"yes": WORKING, "no": IDLE}.get(st["generating"], UNKNOWN)
+
+
+def needs_primary(recs_backwards):
+    """BLOCKED, PAUSED or None, from a session's records, newest first."""
+    pause_holds = True
+    for rec in recs_backwards:
+        if rec.kind == "paused" and pause_holds:
+            return PAUSED
+        if rec.kind in BLOCKERS:
+            return BLOCKED
+        if rec.kind in MOVES_ON:
+            return None
+        if rec.kind not in KEEPS_PAUSE:
+            pause_holds = False
+    return None
+
+
+def rows(crew, look=None, now=None):
+    """A Row per session (see entries), sorted by name (ended ones included)."""
+    found = entries(crew)
+    if not found:
+        return []
+    from crewfile.session.verdict import Look
+    look = look or Look()
+    return [row(crew, name, look, now) if why is None else Row(name, DAMAGED, error=why)
+            for name, why in found]
+
+
+def entries(crew):
+    """[(NAME, None)] for each registered session and [(NAME, why)] for each
+    entry of sessions/ named as a session that cannot be one (see
+    unusable), sorted by name: a session is the unit of failure, and one
+    that cannot be read is shown as such, never left out."""
+    from crewfile.core import paths
+    from crewfile.core.names import is_name
+    from crewfile.session.sessions import is_registered
+    try:
+        found = paths.list_dir(crew.sub(paths.SESSIONS))
+    except FileNotFoundError:
+        return []
+    out = []
+    for name in sorted(found):
+        if not is_name(name):
+            continue
+        registered = is_registered(crew, name)
+        why = None if registered else unusable(crew, name)
+        if registered or why is not None:     # else a directory without meta: not a session
+            out.append((name, why))
+    return out
+
+
+def unusable(crew, name):
+    """Why sessions/NAME cannot be a session: a link, a FIFO, a regular
+    file, a directory that cannot be searched. None when it can be, or
+    when it is a plain directory without meta (not registered)."""
+    import os
+    from crewfile.core import paths
+    from crewfile.core.errors import CrewfileError, reason
+    sdir = crew.session_dir(name)
+    try:
+        paths.check_dirs(sdir, inclusive=True)
+        os.lstat(os.path.join(sdir, paths.META))
+    except FileNotFoundError:
+        return None
+    except (OSError, CrewfileError) as e:
+        return reason(e)
+    return None
+
+
+def said(command, rows_):
+    """The failure line *command* says on stderr of each DAMAGED row."""
+    from crewfile.core.errors import failure_line
+    return "".join(failure_line(command, r.error) for r in rows_ if r.word == DAMAGED)
+
+
+def row(crew, name, look, now=None, also=None):
+    """The Row of session NAME (DAMAGED when its files cannot be used).
+    also(sess): more to read while its directory is open (Row.also)."""
+    from crewfile.core.errors import CrewfileError
+    from crewfile.session.sessions import Session, state_of
+    from crewfile.session.verdict import of
+    sess = Session(crew, name)
+    try:
+        with sess.opened():
+            recs = sess.scan()
+            last = recs.last()
+            v = of(sess, look, recs.stats, recs)
+            st = state_of(sess, v, last, recs.stats.warning(), now)
+            held = needs_primary(recs)
+            row = Row(name, word_of(st, held), st, sess=sess)
+            row.facts = (v, last, st["warning"], held)
+            if also is not None:
+                row.also = also(sess)
+            return row
+    except CrewfileError as e:
+        return Row(name, DAMAGED, error=str(e))
+
+
+def relook(row, look, now=None):
+    """*row* (from row()) with its session's liveness probed anew, its
+    files not read again: the word follows (a lost agent shows as lost)."""
+    from crewfile.session.sessions import state_of
+    from crewfile.session.verdict import relive
+    v, last, warning, held = row.facts
+    v = relive(v, row.sess.meta, look)
+    st = state_of(row.sess, v, last, warning, now)
+    out = Row(row.name, word_of(st, held), st, sess=row.sess)
+    out.also, out.facts = row.also, (v, last, warning, held)
+    return out
+
+
+def wakes_pending(crew, rows_):
+    """Wake notices waiting in the inboxes of the primary sessions (not ended),
+    and the names of those whose inbox could not be read."""
+    from crewfile.core.errors import CrewfileError
+    total, bad = 0, []
+    for row in rows_:
+        if row.state is None or row.state["ended"] or row.state["kind"] != "primary":
+            continue
+        from crewfile.wake.inbox import count        # here: a crew without a primary never loads it
+        try:
+            total += count(crew, row.name, "wake")
+        except CrewfileError:
+            bad.append(row.name)
+    return total, bad
+
+
+def counts(rows_):
+    """{word: how many} over the sessions not ended."""
+    out = {}
+    for row in rows_:
+        if row.word != ENDED:
+            out[row.word] = out.get(row.word, 0) + 1
+    return out

@@ -1,0 +1,434 @@
+"""What supervision costs: the tokens a session's agent used, from the
+transcript its agent writes (meta `transcript_path`), and for a primary
+the part spent on wake turns.
+
+Claude Code writes one JSON line per content block of each model message,
+each carrying the message's `id` and its `usage`; the lines of one message
+repeat it, so a message counts once (its last line). Gemini CLI appends
+each message again as it changes (its `tokens` come later), same rule.
+Codex writes `token_count` events whose `total_token_usage` is the
+session's running total. A line that is not JSON, or not of those shapes, is skipped: a
+transcript is another program's file.
+
+A wake turn is told from what crewfile itself put into the transcript:
+a prompt that is wake-send's announcement (its DEFAULT_SAY line) starts one;
+the primary's Stop hook carrying its wakes (hook.WAKE_HEADER, in a Stop
+hook attachment or a prompt) turns the rest of the turn into one. The next
+prompt of anyone else ends it. Messages count where they fall.
+
+A transcript is read forwards from where the last read stopped (a Tally),
+so a caller that keeps its Tally (crew-top's live view in memory,
+crew-status in the crew's `tokens.cache`) reads each byte once. The first
+read takes the last MAX_BYTES; a Tally whose file was replaced, truncated
+or rewritten (inode, size, the bytes before the offset) starts again.
+"""
+import os
+
+MAX_BYTES = 64 << 20
+MAX_LINE = 16 << 20      # a longer line is skipped whole
+RECENT = 16              # message ids remembered across reads (a message's lines are adjacent)
+TAIL = 32                # bytes before the offset kept to know the file again
+FIELDS = ("input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens",
+          "output_tokens")
+_CHUNK = 1 << 20
+_WAKE_B = b"crewfile wake: "
+
+
+class Tally:
+    """One transcript's count, and where its reading stopped."""
+    __slots__ = ("dev", "ino", "offset", "tail", "total", "wake", "recent", "in_wake",
+                 "skipping", "cum")
+
+    def __init__(self, dev=0, ino=0):
+        self.dev, self.ino = dev, ino
+        self.offset, self.tail = 0, b""
+        self.total = self.wake = self.cum = 0
+        self.recent = {}          # message id -> [tokens, in a wake turn]
+        self.in_wake = self.skipping = False
+
+    def copy(self):
+        t = Tally(self.dev, self.ino)
+        for k in self.__slots__:
+            setattr(t, k, getattr(self, k))
+        t.recent = {k: list(v) for k, v in self.recent.items()}
+        return t
+
+    def count(self, key, n):
+        """Message *key* used *n* tokens (a repeat replaces its earlier count)."""
+        old = self.recent.pop(key, None) if key is not None else None
+        if old is not None:
+            self.total -= old[0]
+            if old[1]:
+                self.wake -= old[0]
+        self.total += n
+        if self.in_wake:
+            self.wake += n
+        if key is not None:
+            self.recent[key] = [n, self.in_wake]
+            while len(self.recent) > RECENT:
+                del self.recent[next(iter(self.recent))]
+
+    def to_json(self):
+        return {"dev": self.dev, "ino": self.ino, "offset": self.offset,
+                "tail": self.tail.hex(), "total": self.total, "wake": self.wake,
+                "cum": self.cum, "in_wake": self.in_wake, "skipping": self.skipping,
+                "recent": [[k, v[0], v[1]] for k, v in self.recent.items()]}
+
+    @classmethod
+    def from_json(cls, d):
+        """The Tally *d* describes, or None if it is not one (a damaged cache: recount)."""
+        try:
+            nums = [d[k] for k in ("dev", "ino", "offset", "total", "wake", "cum")]
+            if not all(type(x) is int and x >= 0 for x in nums) or d["wake"] > d["total"]:
+                return None
+            t = cls(d["dev"], d["ino"])
+            t.offset, t.total, t.wake, t.cum = nums[2:]
+            t.tail = bytes.fromhex(d["tail"])
+            t.in_wake, t.skipping = d["in_wake"], d["skipping"]
+            if (type(t.in_wake) is not bool or type(t.skipping) is not bool
+                    or len(t.tail) > TAIL or len(t.tail) > t.offset):
+                return None
+            for k, n, w in d["recent"][:RECENT]:
+                if not (isinstance(k, str) and type(n) is int and 0 <= n and type(w) is bool):
+                    return None
+                t.recent[k] = [n, w]
+            return t
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+
+def read(path, tally=None):
+    """The Tally of the transcript at *path*, read on from *tally* when it
+    is of the same file (*tally* itself is not changed); None when there is
+    no transcript or it cannot be read (a FIFO, a device: the one path
+    opener's rules for a file outside the crew directory, as evidence.py
+    reads the same transcript: a link is the user's layout, followed)."""
+    from crewfile.core.errors import CrewfileError
+    from crewfile.core.paths import open_file
+    if not path or not isinstance(path, str) or not os.path.isabs(path) or path.endswith(".json"):
+        return None             # .json: an older Gemini CLI's chat, one document, not lines
+    try:
+        fd = open_file(path, outside=True)
+    except (OSError, CrewfileError, ValueError):
+        return None
+    try:
+        st = os.fstat(fd)
+        t = tally.copy() if tally is not None and _same(fd, st, tally) else None
+        if t is None:
+            t = Tally(st.st_dev, st.st_ino)
+            t.offset = max(0, st.st_size - MAX_BYTES)
+            # a line cut in two by the window is skipped
+            t.skipping = t.offset > 0 and os.pread(fd, 1, t.offset - 1) != b"\n"
+        _advance(fd, t, st.st_size)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return t
+
+
+def _same(fd, st, t):
+    """The file *t* was read from, grown or not, with its bytes before the offset unchanged."""
+    if (st.st_dev, st.st_ino) != (t.dev, t.ino) or st.st_size < t.offset:
+        return False
+    return os.pread(fd, len(t.tail), t.offset - len(t.tail)) == t.tail
+
+
+def _advance(fd, t, size):
+    pos, carry = t.offset, b""
+    while pos < size:
+        chunk = os.pread(fd, min(_CHUNK, size - pos), pos)
+        if not chunk:
+            break
+        pos += len(chunk)
+        lines = (carry + chunk).split(b"\n")
+        carry = lines.pop()
+        if t.skipping and lines:
+            lines.pop(0)
+            t.skipping = False
+        for raw in lines:
+            if len(raw) <= MAX_LINE:     # the same verdict wherever the chunks fall
+                _line(t, raw)
+        if t.skipping:
+            carry = b""
+        elif len(carry) > MAX_LINE:
+            carry, t.skipping = b"", True
+    t.offset = pos - len(carry)     # a last line without its newline: read next time
+    n = min(TAIL, t.offset)
+    t.tail = os.pread(fd, n, t.offset - n) if n else b""
+
+
+def _line(t, raw):
+    # Only lines that can matter are parsed (the agents write compact JSON:
+    # a key and its value are never apart).
+    usage = b'"usage"' in raw or b'"token_count"' in raw or b'"tokens"' in raw
+    if not (usage or b'"type":"user' in raw or b'"role":"user"' in raw or _WAKE_B in raw):
+        return
+    from crewfile.core.jsonio import loads
+    try:
+        e = loads(raw)
+    except ValueError:
+        return
+    if not isinstance(e, dict):
+        return
+    kind = e.get("type")
+    msg = e.get("message")
+    if usage and isinstance(msg, dict) and isinstance(msg.get("usage"), dict):
+        u = msg["usage"]
+        n = sum(v for v in (u.get(k) for k in FIELDS) if type(v) is int and v > 0)
+        key = msg.get("id")
+        t.count(key if isinstance(key, str) else None, n)
+    elif kind == "user" and isinstance(msg, dict) and not (
+            e.get("isMeta") or e.get("isCompactSummary") or e.get("isSidechain")):
+        text = _prompt_text(msg.get("content"))
+        if text is not None:
+            t.in_wake = _is_wake_prompt(text)
+    elif kind == "gemini" and isinstance(e.get("tokens"), dict):
+        n, key = e["tokens"].get("total"), e.get("id")
+        t.count(key if isinstance(key, str) else None, n if type(n) is int and n > 0 else 0)
+    elif kind == "user" and "message" not in e:           # Gemini CLI: parts
+        text = _gemini_text(e.get("content"))
+        if text is not None:
+            t.in_wake = _is_wake_prompt(text)
+    elif kind == "attachment" and isinstance(e.get("attachment"), dict):
+        a = e["attachment"]
+        content = a.get("content")
+        if a.get("hookEvent") == "Stop" and any(
+                isinstance(c, str) and _wake_header() in c
+                for c in (content if isinstance(content, list) else [content])):
+            t.in_wake = True
+    elif kind in ("event_msg", "response_item") and isinstance(e.get("payload"), dict):
+        _codex(t, e["payload"])
+
+
+def _codex(t, p):
+    """Codex's rollout: token_count events (a running total); prompts as
+    user messages of the model's history (a Stop hook's `<hook_prompt>` too)
+    or, in older versions, user_message events."""
+    if p.get("type") == "token_count":
+        info = p.get("info")
+        total = info.get("total_token_usage") if isinstance(info, dict) else None
+        n = total.get("total_tokens") if isinstance(total, dict) else None
+        if type(n) is int and n >= 0:
+            t.count(None, max(0, n - t.cum) if n >= t.cum else n)
+            t.cum = n
+    elif p.get("type") == "user_message" and isinstance(p.get("message"), str):
+        t.in_wake = _is_wake_prompt(p["message"])
+    elif p.get("type") == "message" and p.get("role") == "user" and isinstance(
+            p.get("content"), list):      # the model's history: a prompt, a hook's prompt
+        texts = [b["text"] for b in p["content"]
+                 if isinstance(b, dict) and isinstance(b.get("text"), str)]
+        if texts:
+            t.in_wake = _is_wake_prompt("\n".join(texts))
+
+
+def _prompt_text(content):
+    """A prompt's text; None for a tool's result (the turn goes on)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or not content:
+        return None
+    texts = []
+    for b in content:
+        if not isinstance(b, dict) or b.get("type") != "text":
+            return None
+        texts.append(b.get("text") if isinstance(b.get("text"), str) else "")
+    return "\n".join(texts)
+
+
+def _gemini_text(content):
+    """A Gemini CLI prompt's text (a string, or parts each with `text`)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list) or not content or not all(
+            isinstance(p, dict) and isinstance(p.get("text"), str) for p in content):
+        return None
+    return "\n".join(p["text"] for p in content)
+
+
+def _wake_header():
+    from crewfile.hooks.hook import WAKE_HEADER
+    return WAKE_HEADER
+
+
+_announce = None
+
+
+def _is_wake_prompt(text):
+    """Wake-send's announcement (wakesend.DEFAULT_SAY, any count and senders), or
+    the Stop hook's wakes given as a prompt (an agent that continues a turn
+    with a prompt: Codex, Gemini CLI; Claude Code's older `decision: block`)."""
+    global _announce
+    if _wake_header() in text:
+        return True
+    if _announce is None:
+        from crewfile.wake.wakesend import DEFAULT_SAY
+        _announce = _literals(DEFAULT_SAY)
+    return _fits(_announce, text.strip())
+
+
+def _literals(template):
+    """The fixed parts of a str.format *template* ('a {x} b' -> ['a ', ' b'])."""
+    parts, rest = [], template
+    while "{" in rest:
+        head, _, rest = rest.partition("{")
+        parts.append(head)
+        rest = rest.partition("}")[2]
+    return parts + [rest]
+
+
+def _fits(parts, text):
+    """*text* is the fixed *parts* in order, each gap filled by one or more
+    characters (what re's `.+` between them would match; re costs more to
+    import than a status line may spend)."""
+    if len(parts) == 1 or "\n" in text:
+        return text == parts[0]
+    if not text.startswith(parts[0]) or not text.endswith(parts[-1]):
+        return False
+    at, end = len(parts[0]), len(text) - len(parts[-1])
+    for part in parts[1:-1]:
+        found = text.find(part, at + 1, end)
+        if found < 0:
+            return False
+        at = found + len(part)
+    return at < end
+
+
+class Cache:
+    """The crew's `tokens.cache`: a Tally per transcript path, so crew-status
+    reads only what was appended since its last call. Anything wrong with
+    the file (absent, not JSON, not of its shape, a link) is an empty cache:
+    a recount, never a wrong figure taken on trust beyond the checks of
+    Tally.from_json and _same."""
+    VERSION = 1
+
+    def __init__(self, crew):
+        from crewfile.core import paths
+        from crewfile.core.atomic import read_json
+        from crewfile.core.errors import CrewfileError
+        self.path = crew.sub(paths.TOKENS_CACHE)
+        self.old, self.new, self.changed = {}, {}, False
+        try:
+            doc = read_json(self.path)
+        except (ValueError, CrewfileError):
+            doc = None
+        if isinstance(doc, dict) and doc.get("version") == self.VERSION and isinstance(
+                doc.get("transcripts"), dict):
+            self.old = doc["transcripts"]
+
+    def tally(self, path):
+        """The Tally of the transcript at *path* now, or None."""
+        if not isinstance(path, str):
+            return None
+        if path in self.new:
+            return self.new[path]
+        d = self.old.get(path)
+        before = Tally.from_json(d) if isinstance(d, dict) else None
+        t = read(path, before)
+        if t is not None:
+            self.new[path] = t
+            self.changed |= d is None or t.to_json() != d
+        return t
+
+    def save(self):
+        """Write the tallies taken, if any changed (transcripts no longer
+        asked about are dropped). A crew directory that cannot be written
+        (a copy, a full disk) keeps the figures, not the cache."""
+        if not self.changed and set(self.new) == set(self.old):
+            return
+        from crewfile.core.atomic import replace
+        from crewfile.core.errors import CrewfileError
+        from crewfile.core.jsonio import dumps
+        doc = {"version": self.VERSION,
+               "transcripts": {p: t.to_json() for p, t in self.new.items()}}
+        try:
+            # sync=False: a cache lost in a crash is a recount, no promise broken
+            replace(self.path, dumps(doc) + "\n", sync=False)
+        except CrewfileError:
+            pass
+
+
+SUBAGENT_FILES = 4096       # subagent transcripts counted per session, at most
+
+
+def subagents(path):
+    """The transcripts of the subagents of the agent whose transcript is
+    *path*, sorted: Claude Code (2.1) writes the messages of a subagent (its
+    Task tool's) to `<stem>/subagents/agent-ID.jsonl` beside the session's
+    `<stem>.jsonl`, a workflow's under `subagents/workflows/RUN/`; every
+    `.jsonl` file below `subagents/` (links to directories not followed,
+    at most SUBAGENT_FILES). Empty for any other path or when there is none."""
+    if not isinstance(path, str) or not path.endswith(".jsonl") or not os.path.isabs(path):
+        return []
+    found, todo = [], [path[:-6] + "/subagents"]
+    while todo and len(found) < SUBAGENT_FILES:
+        try:
+            entries = os.scandir(todo.pop())
+        except OSError:         # none (the common case), not a directory, unreadable
+            continue
+        with entries:
+            for e in entries:
+                try:
+                    if e.is_dir(follow_symlinks=False):
+                        todo.append(e.path)
+                    elif e.name.endswith(".jsonl"):
+                        found.append(e.path)
+                except OSError:
+                    pass
+    return sorted(found)[:SUBAGENT_FILES]
+
+
+class Used:
+    """What a session's agent used: its transcript's Tally with its
+    subagents' totals added (a subagent's messages count in no turn of the
+    session's: *wake* is the session's own messages in wake turns)."""
+    __slots__ = ("total", "wake")
+
+    def __init__(self, total, wake):
+        self.total, self.wake = total, wake
+
+
+def session_used(path, tally_of):
+    """Used by the agent whose transcript is *path* and by its subagents
+    (None when *path* cannot be read); tally_of(path): a Tally or None
+    (Cache.tally, crew-top's own reading)."""
+    main = tally_of(path)
+    if main is None:
+        return None
+    found = Used(main.total, main.wake)
+    for sub in subagents(path):
+        t = tally_of(sub)
+        if t is not None:
+            found.total += t.total
+    return found
+
+
+def used(path):
+    """Total tokens of the transcript at *path* and its subagents'; None when there is none."""
+    found = session_used(path, read)
+    return None if found is None else found.total
+
+
+def text(n):
+    """A TOKENS column: '-', '950', '12k', '3.4M'."""
+    if n is None:
+        return "-"
+    if n < 1000:
+        return str(n)
+    if n < 1_000_000:
+        return f"{n // 1000}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def short(n):
+    """A total for one line: '950', '12.3k', '3.4M'."""
+    if n < 1000:
+        return str(n)
+    if n < 999_950:
+        return f"{n / 1000:.1f}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def share(part, whole):
+    """'58%' of *whole*; '-' when nothing was used."""
+    return f"{round(100 * part / whole)}%" if whole else "-"

@@ -1,0 +1,339 @@
+"""crew-top's live view: the frame of top.py in curses, redrawn when a file
+of the crew changes (notify.DirWatch: inotify on the directories, polling
+when inotify cannot be had). Only what changed is read again: a record in
+one session's directory re-reads that session alone (top.Rows). Every FULL
+seconds each session's liveness is probed again (top.Rows.relook), for what
+no file announces (an agent process gone, a tmux pane closed), and the AGE
+column follows. It only reads, and switches the captain's tmux client:
+nothing is ever typed into an agent.
+
+Keys: up/down (k/j) choose a row; Enter switches the captain's client to
+the session's pane; i its inbox, l its log (scroll with up/down, PgUp/PgDn),
+r the reports waiting; / filters the rows by a word (empty: all); q quits
+(or leaves a list back to the rows).
+"""
+import curses
+import os
+import select
+import time
+
+from crewfile.core import paths
+from crewfile.views import top
+from crewfile.core.errors import CrewfileError
+from crewfile.core.records import escape
+
+FULL = 10.0          # seconds between looks at liveness; CREWFILE_TOP_FULL sets it
+
+
+def full_period(env=None):
+    """FULL, or CREWFILE_TOP_FULL's seconds (a test sets it long, so that
+    only inotify can show it a change)."""
+    env = os.environ if env is None else env
+    try:
+        return max(1.0, float(env.get("CREWFILE_TOP_FULL") or FULL))
+    except ValueError:
+        return FULL
+
+
+class View:
+    def __init__(self, crew, show_ended=False):
+        self.crew, self.show_ended = crew, show_ended
+        self.sel, self.filter, self.message = 0, "", ""
+        from crewfile.core.notify import DirWatch
+        self.watch = DirWatch(warn=self._warn)
+        self.kept = top.Rows(crew, show_ended)
+        self.frame = None
+        self.full_at = 0.0
+
+    def _warn(self, msg):
+        self.message = msg
+
+    def _crew_dirs(self):
+        c = self.crew
+        return (c.root, c.sub(paths.SESSIONS), c.sub(paths.JOBS), c.sub("nudges"),
+                c.sub(paths.REPORTS), c.sub(paths.REPORTS, paths.REPORT_NEW), c.sub("crew-up"))
+
+    def watch_dirs(self):
+        """Watch the crew's directories, each session's and each job's (a
+        watch is added before its directory is read: a file made while the
+        frame is read wakes us again)."""
+        for d in self._crew_dirs():
+            if os.path.isdir(d):
+                self.watch.add(d)
+        for sub in (paths.SESSIONS, paths.JOBS):
+            try:
+                for name in paths.list_dir(self.crew.sub(sub)):
+                    self._watch_one(self.crew.sub(sub, name))
+            except (OSError, CrewfileError):
+                pass                    # not made yet, or a link: its row says so
+
+    def _watch_one(self, d):
+        if os.path.isdir(d) and not os.path.islink(d):
+            self.watch.add(d)
+
+    def rows(self):
+        rows = self.frame.rows
+        if self.filter:
+            rows = [r for r in rows if self.filter in " ".join(r[1])]
+        return rows
+
+    def refresh(self):
+        """Read everything afresh."""
+        self.watch_dirs()
+        self.kept.read()
+        self.full_at = time.monotonic()
+        self.frame = self.kept.frame()
+
+    def relook(self):
+        """Liveness probed again for every row (no file read)."""
+        self.kept.relook()
+        self.full_at = time.monotonic()
+        self.frame = self.kept.frame()
+
+    def apply(self, changes):
+        """Read again only what *changes* (DirWatch.changes()) touched."""
+        if changes is None:                 # the kernel lost events: read it all
+            self.watch.reset()
+            return self.refresh()
+        what = set()
+        c = self.crew
+        sessions, jobs = c.sub(paths.SESSIONS), c.sub(paths.JOBS)
+        footer = (c.sub(paths.REPORTS), c.sub(paths.REPORTS, paths.REPORT_NEW), c.sub("crew-up"))
+        for d, name in changes:
+            if d == sessions and name:          # a session came, left or was replaced
+                self.watch.forget(os.path.join(d, name))
+                self._watch_one(os.path.join(d, name))
+                what.add((top.SESSION, name))
+            elif os.path.dirname(d) == sessions:
+                what.add((top.SESSION, os.path.basename(d)))
+            elif d == jobs or os.path.dirname(d) == jobs:
+                if d == jobs and name:
+                    self.watch.forget(os.path.join(d, name))
+                    self._watch_one(os.path.join(d, name))
+                what.add((top.JOBS,))
+            elif d == c.sub("nudges"):
+                what.add((top.NUDGES,))
+            elif d in footer:
+                if d == footer[0]:
+                    self._watch_one(footer[1])
+                what.add((top.FOOTER,))
+            elif d == c.root and name in (paths.SESSIONS, paths.JOBS, "nudges", paths.REPORTS,
+                                          "crew-up"):
+                what.add((top.ALL,))            # a directory of the crew made (or replaced)
+        if (top.ALL,) in what:
+            self.watch_dirs()
+        if what:
+            self.kept.update(what)
+        self.frame = self.kept.frame()
+
+    def rows(self):
+        rows = self.frame.rows
+        if self.filter:
+            rows = [r for r in rows if self.filter in " ".join(r[1])]
+        return rows
+
+    def selected(self):
+        rows = self.rows()
+        if not rows:
+            return None
+        self.sel = max(0, min(self.sel, len(rows) - 1))
+        return rows[self.sel][1][0]
+
+    # -- drawing -------------------------------------------------------------
+    def draw(self, scr):
+        from crewfile.core.output import table
+        scr.erase()
+        h, w = scr.getmaxyx()
+        rows = self.rows()
+        lines = table(top.HEADER, [cols for _, cols in rows]).splitlines()
+        _put(scr, 0, lines[0], w, curses.A_BOLD)
+        self.selected()
+        for i, line in enumerate(lines[1:h - 4]):
+            attr = curses.A_REVERSE if i == self.sel else 0
+            word = rows[i][0]
+            if curses.has_colors() and word in PAIRS:
+                attr |= curses.color_pair(PAIRS[word])
+            _put(scr, i + 1, line, w, attr)
+        y = min(len(lines), h - 4) + 1
+        for line in self.frame.footer:
+            if y < h - 1:
+                _put(scr, y, line, w)
+                y += 1
+        hint = "Enter: go to pane  i: inbox  l: log  r: reports  /: filter  q: quit"
+        if self.filter:
+            hint = f"filter: {escape(self.filter)}  " + hint
+        _put(scr, h - 1, self.message or hint, w, curses.A_DIM)
+        scr.refresh()
+
+    # -- actions -----------------------------------------------------------
+    def go(self, name):
+        """Switch the captain's tmux client to NAME's pane (never types into it)."""
+        from crewfile.core.errors import CrewfileError
+        from crewfile.session.sessions import Session
+        from crewfile.session import tmux
+        try:
+            meta = Session(self.crew, name).meta
+        except CrewfileError as e:
+            self.message = f"{name}: {e}"
+            return
+        pane, socket = meta.get("tmux"), meta.get("tmux_socket")
+        if not pane or not socket:
+            self.message = f"{name}: no tmux pane recorded"
+            return
+        try:
+            code, _ = tmux.run("switch-client", "-t", pane, check=False, socket=socket)
+        except CrewfileError as e:
+            self.message = f"{name}: {e}"
+            return
+        self.message = (f"{name}: switched to {pane}" if code == 0 else
+                        f"{name}: no tmux client of {socket} to switch (attach one)")
+
+    def lines_of(self, key, name):
+        """The lines of the list shown for *key* (i, l, r)."""
+        from crewfile.core.errors import CrewfileError
+        try:
+            if key == "r":
+                from crewfile.asides import reports
+                found = reports.listing(self.crew, states=(paths.REPORT_NEW,))
+                return [escape(f"{r.aside}  {r.path}") for r in found] or ["no reports waiting"]
+            if name is None:
+                return ["no session chosen"]
+            if key == "i":
+                from crewfile.wake.inbox import pending
+                found = pending(self.crew, name)
+                return ([escape(f"{n.ts} {n.kind}: {n.text}") for n in found]
+                        or [f"{name}: inbox empty"])
+            from crewfile.core.logfile import TailStats
+            from crewfile.session.sessions import Session
+            recs = Session(self.crew, name).last_records(1000, TailStats())
+            return [escape(r.line().rstrip("\n")) for r in recs] or [f"{name}: no records"]
+        except CrewfileError as e:
+            return [escape(f"{name}: {e}")]
+
+
+PAIRS = {}
+
+
+def _put(scr, y, text, w, attr=0):
+    try:
+        scr.addnstr(y, 0, text, max(0, w - 1), attr)
+    except curses.error:
+        pass
+
+
+def _colours():
+    if not curses.has_colors():
+        return
+    curses.start_color()
+    try:
+        curses.use_default_colors()
+        bg = -1
+    except curses.error:
+        bg = curses.COLOR_BLACK
+    from crewfile.views import glance
+    for n, (word, fg) in enumerate(((glance.WORKING, curses.COLOR_GREEN),
+                                    (glance.DIALOG, curses.COLOR_YELLOW),
+                                    (glance.BLOCKED, curses.COLOR_RED),
+                                    (glance.PAUSED, curses.COLOR_MAGENTA),
+                                    (glance.LOST, curses.COLOR_RED),
+                                    (glance.DAMAGED, curses.COLOR_RED)), 1):
+        curses.init_pair(n, fg, bg)
+        PAIRS[word] = n
+
+
+def _wait(view, timeout):
+    """Until a key is pressed, a crew file changes or *timeout* passes:
+    ('key', None), ('change', changes) or (None, None)."""
+    from crewfile.core.notify import POLL
+    ino = view.watch.ino
+    fds = [0] + ([ino.fileno()] if ino is not None else [])
+    ready, _, _ = select.select(fds, [], [], max(0, timeout if ino is not None
+                                                 else min(timeout, POLL)))
+    if 0 in ready:
+        return "key", None
+    if ino is None or ready:
+        changes = view.watch.changes(0)
+        if changes is None or changes:
+            return "change", changes
+    return None, None
+
+
+def _list(view, scr, title, lines):
+    """Show *lines* scrollable; back on q, Esc or Enter."""
+    top_ = max(0, len(lines) - 1)
+    while True:
+        scr.erase()
+        h, w = scr.getmaxyx()
+        body = h - 2
+        top_ = max(0, min(top_, len(lines) - body))
+        _put(scr, 0, title, w, curses.A_BOLD)
+        for i, line in enumerate(lines[top_:top_ + body]):
+            _put(scr, i + 1, line, w)
+        _put(scr, h - 1, "up/down, PgUp/PgDn: scroll  q: back", w, curses.A_DIM)
+        scr.refresh()
+        key = scr.getch()
+        if key in (ord("q"), 27, 10, 13, curses.KEY_ENTER):
+            return
+        top_ += {curses.KEY_UP: -1, ord("k"): -1, curses.KEY_DOWN: 1, ord("j"): 1,
+                 curses.KEY_PPAGE: -body, curses.KEY_NPAGE: body}.get(key, 0)
+
+
+def _ask(scr, prompt):
+    h, w = scr.getmaxyx()
+    _put(scr, h - 1, " " * (w - 1), w)
+    _put(scr, h - 1, prompt, w)
+    curses.echo()
+    curses.curs_set(1)
+    try:
+        raw = scr.getstr(h - 1, len(prompt), 60)
+    finally:
+        curses.noecho()
+        curses.curs_set(0)
+    return raw.decode("utf-8", "replace").strip()
+
+
+def main(crew, show_ended=False):
+    def body(scr):
+        try:
+            curses.curs_set(0)
+        except curses.error:
+            pass
+        _colours()
+        scr.keypad(True)
+        view = View(crew, show_ended)
+        view.refresh()
+        full = full_period()
+        while True:
+            if time.monotonic() >= view.full_at + full:    # however busy the files are
+                view.relook()
+            view.draw(scr)
+            what, changes = _wait(view, view.full_at + full - time.monotonic())
+            if what == "change":
+                view.apply(changes)
+            if what != "key":
+                continue
+            key = scr.getch()
+            view.message = ""
+            if key in (ord("q"), ord("Q")):
+                return
+            if key in (curses.KEY_DOWN, ord("j")):
+                view.sel += 1
+            elif key in (curses.KEY_UP, ord("k")):
+                view.sel = max(0, view.sel - 1)
+            elif key in (10, 13, curses.KEY_ENTER):
+                name = view.selected()
+                if name:
+                    view.go(name)
+            elif key in (ord("i"), ord("l"), ord("r")):
+                name = view.selected()
+                k = chr(key)
+                title = {"i": f"inbox of {name}", "l": f"log of {name}",
+                         "r": "reports waiting"}[k]
+                _list(view, scr, title, view.lines_of(k, name))
+                view.apply(view.watch.changes(0))     # what came while the list was shown
+            elif key == ord("/"):
+                view.filter = _ask(scr, "filter: ")
+                view.sel = 0
+            elif key == curses.KEY_RESIZE:
+                pass
+    curses.wrapper(body)

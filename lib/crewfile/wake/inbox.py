@@ -1,0 +1,274 @@
+"""A session's inbox: notices for its model, machine reports, never captain words.
+
+sessions/NAME/inbox holds records `<ts> <kind>: <id> <text>` (kind `wake`,
+`job`, ...; id unique, stable). Posting appends under the session lock.
+Draining, under the same lock, first renames the inbox to inbox.taking (or
+moves it onto the end of an inbox.taking a drain left), then copies the
+notices taken to inbox.read and removes inbox.taking, or leaves in it the
+ones not taken: a notice posted during a drain waits for the next one. A
+crash between the copy and the removal delivers a notice twice, never
+loses one: its id lets a reader see the repeat.
+
+Why the rename comes first: a poster whose bound on lock waits ran out
+(wake-send, a job's watcher) appends without the lock, then checks that
+the file it wrote to is still the one named inbox, and appends again if
+not. A drain holding the lock, however long it is stopped, removes only
+notices it read after its rename; the poster's write landed either before
+that rename (the drain reads it) or in a file no longer named inbox (the
+poster writes it again): a notice may come twice, it is never lost.
+"""
+import os
+import time
+
+from crewfile.core import logfile, paths, records
+from crewfile.core.errors import NotFound
+from crewfile.core.locks import LockBusy, hold
+
+TAKING = ".taking"      # inbox.taking: what a drain is taking, or left pending
+MOVING = ".moving"      # inbox.moving: an inbox on its way onto inbox.taking
+_counter = 0
+
+
+class Notice:
+    __slots__ = ("ts", "kind", "id", "text")
+
+    def __init__(self, ts, kind, id, text):
+        self.ts, self.kind, self.id, self.text = ts, kind, id, text
+
+    def as_dict(self):
+        return {"ts": self.ts, "kind": self.kind, "id": self.id, "text": self.text}
+
+
+def new_id(now=None):
+    global _counter
+    _counter += 1
+    now = time.time() if now is None else now
+    return f"{int(now * 1000):x}-{os.getpid()}-{_counter}"
+
+
+def _paths(crew, name):
+    sdir = crew.session_dir(name)
+    if not os.path.lexists(os.path.join(sdir, paths.META)):
+        raise NotFound(f"no session '{name}'")
+    return (os.path.join(sdir, paths.INBOX), os.path.join(sdir, paths.INBOX_READ),
+            os.path.join(sdir, paths.LOCK))
+
+
+def post(crew, name, kind, text):
+    """Append one notice to NAME's inbox; return its id."""
+    return post_many(crew, name, [(kind, None, text)])[0]
+
+
+def post_many(crew, name, notices, notes=None):
+    """Append notices [(kind, id or None for a new one, text)] in one write; their ids.
+
+    A caller that gives ids (wake-send: the event's own id) can tell a
+    notice it posted before a crash from a new one (see ids()). When this
+    process's bound on lock waits runs out with the lock still held, they
+    are appended without it (see the module docstring) and a line naming
+    the holder is added to *notes* (a list), if given."""
+    inbox, _read, lock = _paths(crew, name)
+    out, lines = [], []
+    for kind, nid, text in notices:
+        nid = nid or new_id()
+        out.append(nid)
+        lines.append(records.new_line(kind, f"{nid} {text}"))
+    try:
+        held = hold(lock)
+    except LockBusy as e:
+        # Each time round, a drain renamed the inbox after we opened it:
+        # that takes the lock, so the loop ends once the drains do.
+        while not logfile.append_unlocked(inbox, lines):
+            pass
+        if notes is not None:
+            notes.append(f"{e}; posted to {inbox} without it")
+        return out
+    with held:
+        logfile.append_locked(inbox, lines)
+    return out
+
+
+def ids(crew, name, limit_bytes=1 << 22):
+    """The ids of the notices pending in NAME's inbox and of the drained ones
+    (inbox.read and its rotations; at most limit_bytes of each)."""
+    inbox, read, _lock = _paths(crew, name)
+    found = set()
+    keep = logfile.rotate_limits()[1]
+    for path in _waiting(inbox) + [logfile.rotated(read, i) for i in range(keep + 1)]:
+        for raw in logfile.lines_backwards(path, logfile.TailStats(), limit_bytes):
+            n = _parse(raw)
+            if n is not None:
+                found.add(n.id)
+    return found
+
+
+def _parse(raw):
+    rec = records.parse(raw)
+    if rec is None:
+        return None
+    nid, _, text = rec.text.partition(" ")
+    return Notice(rec.ts, rec.kind, nid, text)
+
+
+def _waiting(inbox):
+    """The files that hold NAME's pending notices, oldest first."""
+    return [inbox + TAKING, inbox + MOVING, inbox]
+
+
+def pending(crew, name, at=None):
+    """The notices waiting in NAME's inbox, oldest first (nothing removed).
+    at: NAME's directory, opened by a caller that has read its meta there
+    (Session.opened)."""
+    if at is None:
+        inbox = _paths(crew, name)[0]
+    else:
+        inbox = os.path.join(crew.session_dir(name), paths.INBOX)
+    stats = logfile.TailStats()
+    out = []
+    for path in _waiting(inbox):
+        found = [n for n in map(_parse, logfile.lines_backwards(path, stats, at=at)) if n]
+        out += reversed(found)
+    return out
+
+
+def _whole_lines(path):
+    """The complete lines of *path*; b"" when absent. A last line without a
+    newline is a dead writer's fragment, or a poster's write still landing
+    in a file no longer named inbox (that poster writes it again)."""
+    try:
+        fd = paths.open_file(path)
+    except FileNotFoundError:
+        return b""
+    with os.fdopen(fd, "rb") as f:
+        data = f.read()
+    return data[:data.rfind(b"\n") + 1]
+
+
+def _gather(inbox):
+    """Under the session lock: what waits, moved into inbox.taking, the
+    inbox renamed before anything is read (see the module docstring);
+    returns inbox.taking's path. An inbox.moving a crashed drain left is
+    moved first (the inbox then waits for the next drain)."""
+    taking, moving = inbox + TAKING, inbox + MOVING
+    if not os.path.lexists(moving):
+        try:
+            os.close(paths.open_file(inbox))    # a link or a FIFO is refused, not moved
+            os.rename(inbox, taking if not os.path.lexists(taking) else moving)
+        except FileNotFoundError:
+            pass
+        if not os.path.lexists(moving):
+            return taking
+    logfile.append_locked(taking, _whole_lines(moving))
+    os.unlink(moving)
+    return taking
+
+
+def drain(crew, name, take=None):
+    """Take the pending notices out of NAME's inbox; (notices, skipped garbage).
+
+    take: None for all, or a callable given the pending notices (oldest
+    first) that returns how many of the oldest to take; the rest stay
+    pending, in order (see drain_part)."""
+    taken, _rest, garbage = drain_part(crew, name, take)
+    return taken, garbage
+
+
+def drain_part(crew, name, take=None):
+    """drain() that also returns the notices left pending: (taken, rest, garbage).
+
+    Under the session lock: what waits is gathered into inbox.taking, the
+    taken ones are appended to inbox.read, then inbox.taking is removed
+    (all taken) or atomically replaced by the rest. A crash between the two
+    can hand a notice over twice (same id), never lose one."""
+    inbox, read, lock = _paths(crew, name)
+    with hold(lock):
+        taking = _gather(inbox)
+        data = _whole_lines(taking)
+        garbage = 0
+        notices, raws = [], []
+        for raw in data.split(b"\n"):
+            if not raw:
+                continue
+            n = _parse(raw)
+            if n is None:
+                garbage += 1
+            else:
+                notices.append(n)
+                raws.append(raw.decode("utf-8") + "\n")
+        k = len(notices) if take is None else max(0, min(len(notices), take(notices)))
+        if k == 0 and not garbage:
+            if not notices and os.path.lexists(taking):
+                os.unlink(taking)          # an empty inbox, renamed
+            return [], notices, 0
+        logfile.append_locked(read, raws[:k], rotate=logfile.rotate_limits())
+        if k == len(notices):
+            os.unlink(taking)
+        else:
+            from crewfile.core.atomic import replace
+            replace(taking, "".join(raws[k:]))
+    return notices[:k], notices[k:], garbage
+
+
+def withdraw(crew, name, nid, timeout=None):
+    """Take notice *nid* back out of NAME's inbox if it is still pending;
+    True if it was (and is now gone for good), False if it was drained (or
+    never there). Under the session lock (LockBusy after *timeout*
+    seconds), so a drain either handed it over before or will never see
+    it. What waits is gathered first, as a drain does, and inbox.taking
+    without it is an atomic, durable replace: a crash never brings it back."""
+    from crewfile.core.atomic import replace
+    inbox, _read, lock = _paths(crew, name)
+    with hold(lock, timeout):
+        taking = _gather(inbox)
+        lines = _whole_lines(taking).split(b"\n")
+        for i, raw in enumerate(lines):
+            n = _parse(raw) if raw else None
+            if n is not None and n.id == nid:
+                replace(taking, b"\n".join(lines[:i] + lines[i + 1:]))
+                return True
+    return False
+
+
+def count(crew, name, kind=None, at=None):
+    """How many notices (of *kind*, or all) wait in NAME's inbox, without
+    making a Notice of each: a view that only counts (crew-status's wakes,
+    crew-top's WAKES) then costs a fraction of what pending() does on a
+    pending inbox of many megabytes. Counts the complete lines that begin
+    as a notice of that kind would: a timestamp, then ` KIND: `. No regular
+    expression: `re` would cost crew-status --tmux 20 ms of start-up.
+    at: as for pending()."""
+    if at is None:
+        inbox = _paths(crew, name)[0]
+    else:
+        inbox = os.path.join(crew.session_dir(name), paths.INBOX)
+    return sum(_count(path, kind, at) for path in _waiting(inbox))
+
+
+def _count(path, kind, at):
+    """count() of one of the files where notices wait."""
+    want = b" " if kind is None else f" {kind}: ".encode()
+    try:
+        fd = paths.open_file(path, at=at)
+    except FileNotFoundError:
+        return 0
+    n, carry, skipping = 0, b"", False
+    try:
+        while True:
+            data = os.read(fd, 1 << 20)
+            if not data:
+                return n
+            if skipping:            # the rest of a line too long to be a record
+                nl = data.find(b"\n")
+                if nl < 0:
+                    continue
+                data, skipping = data[nl + 1:], False
+            data = carry + data
+            end = data.rfind(b"\n") + 1
+            n += sum(1 for line in data[:end].split(b"\n")
+                     if line[24:24 + len(want)] == want and len(line) < records.MAX_LINE
+                     and records.is_timestamp(line[:24].decode("latin-1")))
+            carry = data[end:]
+            if len(carry) > records.MAX_LINE:       # memory stays bounded
+                carry, skipping = b"", True
+    finally:
+        os.close(fd)

@@ -1,0 +1,278 @@
+"""wake-filter: which events are worth a turn of the primary (wakesend.py
+takes them to it).
+
+The filter reads event lines `<ts> <session> <kind>[: <text>]` (what
+crew-watch prints) and keeps those that should wake the primary:
+
+- exempt sessions (every aside): only their conclusion and real problems
+  (EXEMPT_PASS). The turn-by-turn and idle churn of a captain's conversation
+  never wakes anyone;
+- normal sessions: the actionable kinds (NORMAL_PASS); a repeat of the same
+  kind from the same session with no other event of that session in between
+  is folded into the first; after `paused` (a bounded human wait, not a
+  wedge) its `idle` and `stale` are held until other activity;
+- a primary session: nothing passes (its own turns must not wake it);
+- a session without metadata: every line passes (waking is safer than
+  losing); a line that is not an event passes unchanged, with a warning.
+
+The class comes from sessions/NAME/meta ("exempt"), cached and re-read when
+the file's identity (inode, mtime, size) changes, checked at most once per
+input chunk and at every `registered` event.
+
+Input is read in chunks of whatever is available and each chunk's output is
+written in one write() before the next read: a live stream gets each line at
+once, a file gets no system call per line, and nothing depends on
+PYTHONUNBUFFERED.
+"""
+import os
+
+from crewfile.core import paths
+from crewfile.core.kinds import KEEPS_PAUSE
+from crewfile.core.records import MAX_LINE
+
+# An event line at most: a record, a session name (64 at most) and a space, a
+# TAB and a position token (a small JSON object; 4096 is far above any).
+MAX_EVENT = MAX_LINE + 65 + 4096
+
+EXEMPT_PASS = frozenset({"concluded", "problem", "blocked", "error", "lost"})
+NORMAL_PASS = frozenset({"turn-ended", "done", "concluded", "blocked", "problem", "error",
+                         "stale", "lost", "waiting", "ended"})
+HELD_WHILE_PAUSED = frozenset({"idle", "stale"})
+
+# A session's class, from its meta: which events of it may wake the primary.
+UNKNOWN, NORMAL, EXEMPT, PRIMARY = "unknown", "normal", "exempt", "primary"
+_CHUNK = 1 << 18
+
+
+class _Seen:
+    """What the filter knows of one session: its class (and the meta file
+    identity it was read from, and the input chunk it was last checked in),
+    the kind of its newest event (for the fold), and whether a human wait
+    (`paused`) holds its idle and stale."""
+    __slots__ = ("cls", "meta_key", "checked_in", "last_kind", "paused")
+
+    def __init__(self, checked_in):
+        self.cls = UNKNOWN
+        self.meta_key = None
+        self.checked_in = checked_in
+        self.last_kind = None
+        self.paused = False
+
+
+class Filter:
+    """feed(bytes) -> bytes to print; finish() -> bytes for a last partial line."""
+
+    def __init__(self, crew, normal_pass=NORMAL_PASS, exempt_pass=EXEMPT_PASS, warn=None):
+        self.sessions_dir = crew.sub(paths.SESSIONS) if crew is not None else None
+        self.normal = frozenset(k.encode() for k in normal_pass)
+        self.exempt = frozenset(k.encode() for k in exempt_pass)
+        self.warn = warn or _warn
+        self.state = {}
+        self.gen = 0
+        self.carry = b""
+        self.overlong = False       # inside a line too long to be an event: drop until newline
+        self.bad = 0
+        # kind word as read (b"idle", b"blocked:") -> the kind, one object per kind
+        self._bare, self._texted, self._canon = {}, {}, {}
+
+    def feed(self, data):
+        data = self.carry + data
+        lines = data.split(b"\n")
+        self.carry = lines.pop()
+        if self.overlong:              # the rest of a line too long to be an event
+            self.overlong = bool(not lines)
+            if lines:
+                lines.pop(0)
+            if self.overlong:
+                self.carry = b""
+        if len(self.carry) > MAX_EVENT:
+            self.warn(f"a line longer than {MAX_EVENT} bytes, dropped: {self.carry[:80]!r}")
+            self.carry, self.overlong = b"", True      # memory stays bounded
+        return self._lines(lines)
+
+    def finish(self):
+        """The input ended inside a line: its writer died mid-write (a pipe
+        write over PIPE_BUF is cut by SIGKILL). A fragment is not an event:
+        dropped, said; resumed from its cursor, the pipe delivers it whole."""
+        if self.carry:
+            self.warn(f"input ended inside a line, dropped: {self.carry[:80]!r}")
+            self.carry = b""
+        return b""
+
+    def _lines(self, lines):
+        self.gen += 1
+        gen = self.gen
+        out = []
+        keep = out.append
+        state = self.state
+        bare, texted = self._bare, self._texted
+        normal, exempt = self.normal, self.exempt
+        keeps_pause, held_paused = KEEPS_PAUSE_B, HELD_WHILE_PAUSED_B
+        for line in lines:
+            token = None
+            if b"\t" in line:      # a positioned line: `event TAB token` or `TAB token`
+                line, _, token = line.partition(b"\t")
+                if not line:
+                    keep(b"\t" + token)        # an acknowledgement only: pass it on
+                    continue
+            parts = line.split(b" ", 3)
+            n = len(parts)
+            if n == 4:
+                kind = texted.get(parts[2])
+            elif n == 3:
+                kind = bare.get(parts[2])
+            else:
+                self._bad(line, keep)
+                continue
+            if kind is None or len(parts[0]) != 24:
+                kind = self._kind(parts[2], n == 4) if len(parts[0]) == 24 else None
+                if kind is None:
+                    self._bad(line, keep)
+                    continue
+            seen = state.get(parts[1])
+            if seen is None or seen.checked_in != gen or kind == b"registered":
+                seen = self._refresh(parts[1], seen, gen)
+                if seen is None:
+                    self._bad(line, keep)
+                    continue
+            if token is not None and not self._context(seen, kind, token):
+                self._bad(line + b"\t" + token, keep)
+                continue
+            cls = seen.cls
+            if cls is NORMAL:
+                if kind == b"paused":
+                    seen.paused = True
+                    ok = False if kind not in normal else kind is not seen.last_kind
+                elif seen.paused:
+                    if kind not in keeps_pause:
+                        seen.paused = False
+                        ok = kind in normal and kind is not seen.last_kind
+                    else:
+                        ok = (kind not in held_paused and kind in normal
+                              and kind is not seen.last_kind)
+                else:
+                    ok = kind in normal and kind is not seen.last_kind
+            elif cls is EXEMPT:
+                ok = kind in exempt and kind is not seen.last_kind
+            elif cls is PRIMARY:
+                ok = False          # its own turns must not wake it
+            else:
+                ok = True           # no metadata: waking is safer than losing
+            seen.last_kind = kind
+            if token is not None:
+                keep(line + b"\t" + token if ok else b"\t" + token)
+            elif ok:
+                keep(line)
+        if not out:
+            return b""
+        out.append(b"")
+        return b"\n".join(out)
+
+    def _context(self, seen, kind, token):
+        """Take the fold and pause context from a position token (False: not one).
+
+        The watcher says what came before this event in the session, so the
+        judgement does not depend on what this process happened to see: a
+        filter restarted mid-stream judges exactly as one that saw it all."""
+        from crewfile.core.jsonio import loads
+        try:
+            tok = loads(token)
+            prev, paused = tok["prev"], tok["paused"]
+            if prev is not None and not isinstance(prev, str):
+                return False
+        except (ValueError, TypeError, KeyError, AttributeError):
+            return False
+        seen.last_kind = kind if prev is not None and prev.encode() == kind else None
+        seen.paused = bool(paused)
+        return True
+
+    def _kind(self, word, has_text):
+        """Validate a kind word once and cache it (None: not a kind)."""
+        from crewfile.core.records import is_kind
+        kind = word
+        if has_text:
+            if not word.endswith(b":"):
+                return None
+            kind = word[:-1]
+        try:
+            ok = is_kind(kind.decode("ascii"))
+        except UnicodeDecodeError:
+            ok = False
+        if not ok:
+            return None
+        kind = self._canon.setdefault(kind, kind)      # `is` compares kinds in the loop
+        (self._texted if has_text else self._bare)[word] = kind
+        return kind
+
+    def _refresh(self, name, seen, gen):
+        """The session's _Seen, its class re-read if its meta file changed."""
+        if seen is None:
+            try:
+                text = name.decode("utf-8")
+                from crewfile.core.names import check_name
+                check_name(text)
+            except Exception:
+                return None
+            seen = _Seen(gen)
+            self.state[name] = seen
+        seen.checked_in = gen
+        if self.sessions_dir is None:
+            return seen
+        meta = os.path.join(self.sessions_dir, name.decode("utf-8"), paths.META)
+        try:
+            s = os.stat(meta, follow_symlinks=False)
+            key = (s.st_ino, s.st_mtime_ns, s.st_size)
+        except OSError:
+            key = None
+        if key == seen.meta_key and key is not None:
+            return seen
+        seen.meta_key = key
+        seen.cls = UNKNOWN if key is None else _class_of(meta)
+        return seen
+
+    def _bad(self, line, keep):
+        self.bad += 1
+        if self.bad <= 100:
+            self.warn(f"not an event line, passed on unchanged: {line[:80]!r}")
+        elif self.bad == 101:
+            self.warn("more lines that are not events; no further warnings")
+        keep(line)
+
+
+KEEPS_PAUSE_B = frozenset(k.encode() for k in KEEPS_PAUSE)
+HELD_WHILE_PAUSED_B = frozenset(k.encode() for k in HELD_WHILE_PAUSED)
+
+
+def _class_of(meta_path):
+    from crewfile.core.errors import CrewfileError
+    from crewfile.core.shapes import load
+    try:
+        meta = load(meta_path, "meta")
+    except CrewfileError:
+        return UNKNOWN
+    if meta is None:
+        return UNKNOWN
+    if meta.get("kind") == "primary":
+        return PRIMARY
+    return EXEMPT if meta.get("exempt") else NORMAL
+
+
+def filter_stream(flt, fd_in=0, fd_out=1):
+    """Run *flt* from fd_in to fd_out: one write per chunk read, before the next read."""
+    from crewfile.core.atomic import write_all
+    while True:
+        data = os.read(fd_in, _CHUNK)
+        if not data:
+            break
+        out = flt.feed(data)
+        if out:
+            write_all(fd_out, out)
+    out = flt.finish()
+    if out:
+        write_all(fd_out, out)
+
+
+def _warn(msg):
+    import sys
+    sys.stderr.write(f"wake-filter: {msg}\n")
+    sys.stderr.flush()

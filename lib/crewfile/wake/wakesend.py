@@ -1,0 +1,357 @@
+"""wake-send: wakes (the lines wake-filter kept) posted to the primary's
+inbox, acknowledged to crew-watch's cursor, and announced in its pane.
+
+Input is read in chunks of whatever is available; each chunk's wakes are
+posted in one append before the next read (see Sender and send_stream).
+"""
+import os
+
+from crewfile.core import records
+from crewfile.wake.wakefilter import MAX_EVENT
+
+DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
+DEFAULT_WINDOW = 0.5
+DEFAULT_RETRY = 2.0
+LOCK_WAIT = 1.0     # the longest wake-send waits for the primary's lock (then: posts without it)
+# The cursor is written at most this long after the first wake it covers was
+# posted, not after every chunk: its write (the whole crew's positions, fsync)
+# must not stand between the next append and its wake. What a crash loses of
+# it is replayed, and recognised by id.
+ACK_DELAY = 0.2
+MAX_HELD = 10000            # wakes held in memory before input is no longer read
+MAX_TEXT = 8192             # a notice must stay within one record
+_CHUNK = 1 << 18
+
+
+class Sender:
+    """Post wakes to the primary's inbox; acknowledge them; announce bursts in its pane.
+
+    wake(line) takes one input line; flush() posts what was taken, all in one
+    append, then (with a cursor) writes the acknowledged position: the
+    position a restart resumes from never passes a wake that is not in the
+    inbox. A positioned line (`event TAB token`, see protocol.md) posts its
+    wake under the event's own id; ids already in the inbox or among the
+    newest drained notices (a crash between the append and the cursor) are
+    not posted again. A line `TAB token` acknowledges a filtered-out event.
+
+    The primary not registered yet, or the inbox not writable: the wakes are
+    held (in memory, and, with a cursor, unacknowledged in the status logs,
+    so a restart replays them) and flush() is retried; input is not read
+    while MAX_HELD wait. Each change of that state is logged once.
+
+    tick() is called when due(): a window after the first wake of a burst, it
+    types one line (through delivery.deliver: live, idle, no dialog, no
+    captain typing, re-checked before Enter) naming how many wake notices
+    wait in the inbox and from whom. The count is read from the inbox
+    itself, so wakes drained meanwhile are not announced. A refused delivery
+    is retried every *retry* seconds while unannounced wakes wait; once
+    announced, a wake is not announced again, unless the primary took only
+    part of what waited (its hook shows a turn what fits inline): then the
+    rest is announced once more. Refusals are logged once per
+    change of reason.
+
+    A primary whose lock is stuck (held past LOCK_WAIT) does not stop the
+    stream: its wakes are posted without the lock (inbox.post_many; said
+    once, naming the holder); until a post gets the lock again, posts do
+    not wait for it.
+    """
+
+    def __init__(self, crew, primary, window=DEFAULT_WINDOW, retry=DEFAULT_RETRY, say=DEFAULT_SAY,
+                 log=None, clock=None, deliver=None, warn=None, cursor=None, host=None):
+        import time
+        from crewfile.core.names import check_name
+        from crewfile.session.sessions import Session
+        check_name(primary)
+        self.crew = crew
+        self.host = host            # the events come from this host's crew (see wake())
+        self.sess = Session(crew, primary)
+        self.primary = primary
+        self.window, self.retry, self.say = window, retry, say
+        self.log = log or (lambda msg: None)
+        self.warn = warn or self.log
+        self.stuck = False          # the primary's lock was stuck at the last post
+        self.clock = clock or time.monotonic
+        self._deliver = deliver
+        self.due_at = None          # when to try to announce; None: nothing to announce
+        self.retry_at = None        # when to try flush() again; None: nothing held
+        self.ack_at = None          # when to write the cursor; None: nothing to acknowledge
+        self.announced = set()      # ids of wake notices already announced
+        self.seen = set()           # the wakes waiting at the last announcement
+        self.held = []              # [(id or None, text)] not yet in the inbox
+        # session -> the newest state to acknowledge once held is posted: one
+        # per session however many lines a backlog brings
+        self.acks = {}
+        self.cursor = cursor
+        self.known = None           # ids found in the inbox before our first post
+        self.said = {}              # topic -> the state last logged
+        self.acked = {}
+        if cursor:
+            from crewfile.core.atomic import read_json
+            from crewfile.core.errors import BadInput
+            try:
+                data = read_json(cursor) or {"sessions": {}}
+                self.acked = dict(data["sessions"])
+            except (ValueError, KeyError, TypeError):
+                raise BadInput(f"cursor {cursor} is not a crew-watch cursor") from None
+
+    def say_once(self, topic, state, msg):
+        """Log *msg* if *topic*'s state changed since it was last logged."""
+        if self.said.get(topic) != state:
+            self.said[topic] = state
+            self.log(msg)
+
+    def wake(self, line):
+        """Take one input line (str, no newline); flush() posts it."""
+        body, tab, token = line.partition("\t")
+        eid = None
+        if tab:
+            # Imported before the try: a stop (SIGTERM) arriving in an import
+            # must not leave the except clause a name it cannot look up.
+            from crewfile.core.errors import BadFile
+            from crewfile.core.jsonio import loads
+            from crewfile.core.names import is_name
+            from crewfile.core.shapes import check
+            try:
+                tok = loads(token)
+                eid, sname, state = tok["id"], tok["s"], tok["at"]
+                if not (isinstance(eid, str) and eid and " " not in eid and is_name(sname)):
+                    raise ValueError
+                check("cursor-entry", state, "(token)")   # what crew-watch will read back
+                _newer(self.acks, sname, state)
+            except (ValueError, TypeError, KeyError, AttributeError, BadFile):
+                self.log(f"not a position token, taken as text: {token[:80]!r}")
+                body, eid = line, None
+        if not body:
+            return
+        name = body.split(" ", 2)[1] if body.count(" ") >= 2 else ""
+        if self.host:
+            # Another machine's crew: its session names (and ids) qualified by
+            # host, so its w1 is never ours, nor ever taken for the primary.
+            if name:
+                ts, _, rest = body.partition(" ")
+                body = f"{ts} {self.host}:{rest}"
+            if eid is not None:
+                eid = f"{self.host}:{eid}"
+        elif name == self.primary:
+            return              # the primary's own events never wake it
+        if len(body) > MAX_TEXT:
+            body = body[:MAX_TEXT] + " [cut]"
+        self.held.append((eid, body))
+
+    def holding(self):
+        """True if so many wakes wait for the inbox that input should not be read."""
+        return len(self.held) >= MAX_HELD
+
+    def flush(self):
+        """Post the held wakes, then acknowledge; True if nothing is left held."""
+        from crewfile.wake import inbox
+        from crewfile.core.errors import CrewfileError, NotFound
+        if self.held:
+            try:
+                if self.known is None:
+                    try:
+                        self.known = inbox.ids(self.crew, self.primary)
+                    except NotFound:
+                        raise
+                    except CrewfileError as e:
+                        # Only the check for repeats needs those files: a damaged
+                        # inbox.read must not hold every wake back.
+                        self.say_once("ids", "damaged", f"cannot read the notices {self.primary}"
+                                      f" already has ({e}); posting without that check")
+                        self.known = set()
+                fresh = [("wake", eid, text) for eid, text in self.held
+                         if eid is None or eid not in self.known]
+                if fresh:
+                    self._post(fresh)
+            except NotFound:
+                self.say_once("inbox", "absent", f"{self.primary} is not registered; holding"
+                              f" {len(self.held)} wake(s) until it is")
+                self.retry_at = self.clock() + self.retry
+                return False
+            except CrewfileError as e:
+                self.say_once("inbox", "failing", f"cannot post to {self.primary}'s inbox ({e});"
+                              f" holding {len(self.held)} wake(s), retrying")
+                self.retry_at = self.clock() + self.retry
+                return False
+            if self.said.get("inbox") not in (None, "ok"):
+                self.say_once("inbox", "ok", f"posting to {self.primary}'s inbox again")
+            self.held = []
+            if fresh and self.due_at is None:
+                self.due_at = self.clock() + self.window
+        self.retry_at = None
+        if not self.cursor:
+            self.acks = {}
+        elif self.acks and self.ack_at is None:
+            self.ack_at = self.clock() + ACK_DELAY
+        return True
+
+    def _post(self, fresh):
+        from crewfile.wake import inbox
+        from crewfile.core import locks
+        old = locks.bound_waits(0 if self.stuck else LOCK_WAIT)
+        notes = []
+        try:
+            inbox.post_many(self.crew, self.primary, fresh, notes=notes)
+        finally:
+            locks.restore_waits(old)
+        if notes:
+            if not self.stuck:
+                self.warn(notes[-1])
+            self.stuck = True
+        elif self.stuck:
+            self.stuck = False
+            self.warn(f"{self.primary}'s lock is free again; posting under it")
+
+    def acknowledge(self):
+        """Write the cursor for everything posted so far (see ACK_DELAY); not
+        while wakes are held (their acknowledgements wait for them)."""
+        self.ack_at = None
+        if not self.acks or self.held:
+            return
+        for sname, state in self.acks.items():
+            _newer(self.acked, sname, state)
+        self.acks = {}
+        if self.cursor:
+            from crewfile.core import jsonio
+            from crewfile.core.atomic import replace
+            replace(self.cursor, jsonio.dumps({"version": 1, "sessions": self.acked}) + "\n")
+
+    def due(self):
+        """When tick() or flush() wants to run next (monotonic), or None."""
+        times = [t for t in (self.due_at, self.retry_at, self.ack_at) if t is not None]
+        return min(times) if times else None
+
+    def tick(self):
+        """Announce what waits, if the primary can take it now. True if typed."""
+        from crewfile.wake import inbox
+        from crewfile.core.errors import CrewfileError, NotFound
+        self.due_at = None
+        try:
+            waiting = [n for n in inbox.pending(self.crew, self.primary) if n.kind == "wake"]
+        except NotFound:
+            return False            # flush() says so; nothing can be waiting
+        except CrewfileError as e:
+            return self._cannot(e)
+        ids = {n.id for n in waiting}
+        fresh = [n for n in waiting if n.id not in self.announced]
+        self.announced &= ids
+        # The primary's hook took part of what was announced and left the rest
+        # (more than it can show in one turn): announce the rest once more.
+        partly = bool(waiting) and ids < self.seen
+        if not fresh and not partly:
+            if waiting:
+                self.due_at = self.clock() + self.retry     # watch for a partial take
+            return False
+        from crewfile.session.delivery import UNCONFIRMED
+        text = self.message(waiting)
+        deliver = self._deliver
+        if deliver is None:
+            from crewfile.session.delivery import deliver
+        try:
+            ok, reason = deliver(self.sess, text)
+        except CrewfileError as e:  # a damaged meta or inbox: said once, tried again
+            return self._cannot(e)
+        if ok or reason.code == UNCONFIRMED:
+            # Unconfirmed: Enter was pressed and the prompt line cleared, but no
+            # turn-started came. Not announced again (it may have been taken
+            # late); the wakes stay in the inbox for its next turn's hook.
+            self.announced |= ids
+            self.seen = ids
+            self.due_at = self.clock() + self.retry
+            self.said.pop("announce", None)
+            self.log(f"announced {len(waiting)} wake(s) to {self.primary}: {text}" if ok else
+                     f"announced {len(waiting)} wake(s) to {self.primary}, unconfirmed"
+                     f" ({reason.detail}); they stay in its inbox: {text}")
+        else:
+            self.due_at = self.clock() + self.retry
+            self.say_once("announce", reason.code,
+                          f"holding the announcement of {len(fresh)} wake(s) for {self.primary}"
+                          f" (they are in its inbox): {reason}")
+        return ok
+
+    def _cannot(self, err):
+        """A file of the primary's is damaged: keep going, say so once, retry."""
+        self.due_at = self.clock() + self.retry
+        self.say_once("announce", "damaged", f"cannot announce to {self.primary} ({err});"
+                      f" the wakes stay in its inbox; retrying every {self.retry:g} s")
+        return False
+
+    def message(self, waiting):
+        senders = []
+        for n in waiting:
+            parts = n.text.split(" ", 2)
+            # Whatever a line named as its session is typed into the pane:
+            # escaped (no control character reaches the keys), and short.
+            who = records.escape(parts[1])[:40] if len(parts) > 1 and parts[1] else "?"
+            if who not in senders:
+                senders.append(who)
+        shown = ", ".join(senders[:5]) + (f" and {len(senders) - 5} more" if len(senders) > 5 else "")
+        n = len(waiting)
+        return self.say.format(n=f"{n} wake{'s' if n != 1 else ''}", count=n, primary=self.primary,
+                               **{"from": shown})
+
+
+def _newer(states, sname, state):
+    """Keep *state* for *sname* in *states* unless an older one is there (n orders them)."""
+    old = states.get(sname)
+    if old is None or int(state.get("n") or 0) >= int(old.get("n") or 0):
+        states[sname] = state
+
+
+def send_stream(sender, fd_in=0):
+    """Feed lines from fd_in to *sender*, posting each chunk before the next
+    read and acknowledging within ACK_DELAY; announce when due. At end of
+    input: post what is held (retrying while the primary cannot take it), one
+    last announcement, acknowledge, return."""
+    try:
+        _send_loop(sender, fd_in)
+    finally:
+        # Stopped (SIGTERM as KeyboardInterrupt, end of input): acknowledge what
+        # is posted; with wakes still held, their acks wait too (replayed).
+        sender.acknowledge()
+
+
+def _send_loop(sender, fd_in):
+    import select
+    import time
+    carry = b""
+    eof = False
+    while True:
+        due = sender.due()
+        timeout = None if due is None else max(0.0, due - sender.clock())
+        if eof or sender.holding():
+            if due is None:
+                break
+            time.sleep(timeout)
+            ready = []
+        else:
+            ready, _, _ = select.select([fd_in], [], [], timeout)
+        if ready:
+            data = os.read(fd_in, _CHUNK)
+            if not data:
+                eof = True
+            lines = (carry + data).split(b"\n")
+            carry = lines.pop()
+            # a fragment of a writer killed mid-write (see wakefilter.Filter.finish)
+            if not data and carry:
+                sender.warn(f"input ended inside a line, dropped: {carry[:80]!r}")
+                carry = b""
+            if len(carry) > MAX_EVENT:
+                carry = carry[:MAX_EVENT]     # a wake is one line: what follows adds nothing
+            for raw in lines:
+                if raw:
+                    sender.wake(raw.decode("utf-8", "replace"))
+            sender.flush()
+        now = sender.clock()
+        if sender.retry_at is not None and now >= sender.retry_at:
+            sender.flush()
+        if sender.ack_at is not None and (now >= sender.ack_at or eof):
+            sender.acknowledge()
+        if sender.due_at is not None and (now >= sender.due_at or (eof and not sender.held)):
+            if eof and now < sender.due_at:
+                time.sleep(sender.due_at - now)
+            sender.tick()
+            if eof and not sender.held:
+                break
+        if eof and not sender.held and sender.due_at is None:
+            break

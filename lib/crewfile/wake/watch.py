@@ -1,0 +1,874 @@
+"""crew-watch: one event line for every new status record of every session.
+
+An event is the record with the session's name inserted after the timestamp:
+
+    <ts> <session> <kind>[: <text>]
+
+The text stays escaped as in the log (re-escaped where a hand-written line
+holds a raw control character), so an event is one line too.
+Two kinds are synthesized, because no record can say them:
+
+- `stale`: the session is generating (its newest turn record is
+  `turn-started` or `waiting`) and has been silent for `stale_after`
+  seconds. Once per silence; the event's timestamp is the moment the silence
+  crossed the threshold (last record + stale_after), so a replay of old logs
+  synthesizes the same events a live watcher did.
+- `lost`: the liveness probe says the session's tmux pane or process is
+  gone while its newest lifecycle record is not `ended`, `closed` or
+  `concluded`. Once per registration.
+
+Following: notify.DirWatch (the one directory follower) on sessions/ and
+each sessions/NAME/, never on files, so a rename-replace or a rotation cannot
+kill a watch. Subscribe first, then scan: a record written while the watcher
+starts is either found by the scan or announced by an event. On queue
+overflow every session is re-read from its saved position. Without inotify
+(`poll`), every session is re-read every `poll` seconds; when inotify cannot
+be had (instances or watches exhausted, inotify_simple missing) the watcher
+polls every notify.POLL seconds and says so once.
+
+Going deaf: a watch follows an inode, not a name. At every probe (and
+every read of a session) the identity (st_dev, st_ino) of the crew
+directory, sessions/ and each session directory is compared with the one
+subscribed to. A session directory replaced is followed anew from its
+first record; the crew directory or sessions/ replaced (a restore, a tool
+that recreates it, a mount) is followed anew, every session from its first
+record, with one line on stderr; either missing at two probes in a row
+raises Gone (exit 6) so a supervisor restarts the watcher.
+
+Position: per session (inode, offset) of the next unread byte. A rotation
+(status -> status.1 under the session lock) is followed by finding the inode
+among status, status.1 ... status.N, finishing it, then reading the newer
+files in order. Only complete lines are consumed; a partial last line is
+read again when it is finished. The cursor file saves every position and
+the stale/lost bookkeeping after each batch is written out.
+"""
+import os
+import time
+
+from crewfile.core import jsonio, logfile, paths, records
+from crewfile.core.errors import CrewfileError
+from crewfile.core.kinds import KEEPS_PAUSE, LIFECYCLE, TURN_STATE
+
+DEFAULT_STALE = 600.0
+DEFAULT_PROBE = 5.0
+# What one read of a session takes at most: the rest waits for its next turn,
+# so that memory does not grow with a log's size and one session's backlog
+# never keeps another's fresh record waiting for more than one round.
+_READ_CHUNK = 1 << 18
+
+
+class Tail:
+    """Where one session's log has been read up to, and what it last said."""
+    __slots__ = ("name", "dir", "status", "ino", "off", "last", "last_kind", "turn", "ended",
+                 "stale", "lost", "meta", "meta_key", "n", "prev", "paused", "dir_id",
+                 "quiet_before", "overlong", "seen_at")
+
+    def __init__(self, name, sdir):
+        self.name, self.dir = name, sdir
+        self.status = os.path.join(sdir, paths.STATUS)
+        self.ino = None         # None: read every file from the oldest, from 0
+        self.off = 0
+        self.last = None        # time of the newest record (seconds since the epoch)
+        self.last_kind = None
+        self.turn = "unknown"
+        self.ended = False
+        self.stale = False      # a stale event was emitted for the current silence
+        self.lost = False       # a lost event was emitted since the last registration
+        self.meta = None
+        self.meta_key = None
+        self.n = 0              # events emitted for this session (orders positions)
+        self.prev = None        # kind of the newest event emitted (wake-filter's fold)
+        self.paused = False     # in a human wait: `paused`, then only KEEPS_PAUSE kinds
+        self.quiet_before = None    # a timestamp: records before it are read, not printed
+        self.overlong = False   # inside a line too long to be a record: skipped to its end
+        self.seen_at = time.monotonic()     # when its newest record was read (see silent_for)
+        from crewfile.core.notify import identity
+        self.dir_id = identity(sdir)
+
+    def silent_for(self, now):
+        """Seconds since the newest record: by its time, unless that is ahead
+        of *now* (a record dated in the future, or our clock set back): then
+        by our own monotonic clock from when we read it, so neither keeps a
+        session from going stale."""
+        if self.last <= now:
+            return now - self.last
+        return time.monotonic() - self.seen_at
+
+    def saved(self):
+        return {"ino": self.ino, "off": self.off, "last": self.last, "last_kind": self.last_kind,
+                "turn": self.turn, "ended": self.ended, "stale": self.stale, "lost": self.lost,
+                "n": self.n, "prev": self.prev, "paused": self.paused}
+
+    def restore(self, d):
+        self.ino, self.off = d.get("ino"), int(d.get("off") or 0)
+        self.last, self.last_kind = d.get("last"), d.get("last_kind")
+        self.turn = d.get("turn") or "unknown"
+        self.ended, self.stale, self.lost = (bool(d.get(k)) for k in ("ended", "stale", "lost"))
+        self.n = int(d.get("n") or 0)
+        prev = d.get("prev")
+        self.prev = prev if isinstance(prev, str) else None
+        self.paused = bool(d.get("paused"))
+
+
+class Watcher:
+    """The watch loop as a library: start(), then step() until you are done.
+
+    out: a callable taking bytes (default: write everything to fd 1).
+    warn: a callable taking one message line (default: stderr).
+    """
+
+    def __init__(self, crew, from_start=False, cursor=None, stale_after=DEFAULT_STALE,
+                 probe_every=DEFAULT_PROBE, poll=None, out=None, warn=None, now=time.time,
+                 positions=False, resume=None):
+        self.crew = crew
+        self.since_ts = None    # a record timestamp: events before it are not written
+        # resume: a cursor the consumer writes (wake-send --cursor) once the
+        # events are safe; we only read it (and create it when absent).
+        # resume "-": the cursor comes from the consumer over stdin (a remote
+        # crew-watch under ssh): resume_doc, the parsed document or None.
+        self.resume = resume
+        self.resume_doc = None
+        self.positions = positions or resume is not None
+        if resume is not None:
+            cursor = None if resume == "-" else resume
+        self.sessions_dir = crew.sub(paths.SESSIONS)
+        self.from_start = from_start
+        self.cursor = cursor
+        self.stale_after = float(stale_after)
+        self.probe_every = float(probe_every)
+        self.poll = poll
+        self.out = out or _write_stdout
+        self.warn = warn or _warn
+        self.now = now
+        self.keep = logfile.rotate_limits()[1]
+        self.tails = {}
+        self.dirwatch = None    # notify.DirWatch on sessions/ and each session's directory
+        self.roots = None       # identities of the crew directory and sessions/
+        self.overflows = 0
+        self.next_probe = 0.0
+        self._saved = None      # the cursor state last written
+        self._cursor_known = False
+        self.busy = False               # writing a batch: a stop waits for its end
+        self.stop_after_batch = False
+        # Set by a command that follows for ever (crew-watch): stop_fd, the
+        # read end of the signal wakeup pipe, and reader_fd, a pipe or socket
+        # the events go to. Every wait in step() returns when either is
+        # ready, so neither a stop nor a reader gone waits for the next record.
+        self.stop_fd = None
+        self.reader_fd = None
+        self._troubles = {}     # session name -> what is wrong with it, as last said
+        self.backlog = set()    # sessions with more to read than one read takes
+        self._budget = 0        # bytes the session being read may still consume
+        self._unread_before = {}  # session name -> start time, when its end could not be found
+
+    # -- start ------------------------------------------------------------
+    def start(self, follow=True):
+        """Subscribe (when following with inotify), restore the cursor, scan."""
+        if self.cursor or self.resume == "-":
+            self._load_cursor()
+        self.roots = self._root_ids()
+        if follow and self.poll is None:
+            self._subscribe()
+        acks = []
+        if self.resume is not None and not self._cursor_known:
+            acks = self._first_position()
+        events = self._scan()
+        return acks + events
+
+    def _first_position(self):
+        """Write the starting position into an absent resume cursor before
+        any event goes out: a restart before the first acknowledgement then
+        resumes here, and nothing appended since is skipped."""
+        for name in self._names():
+            try:
+                self._tail(name)
+            except (OSError, CrewfileError):
+                pass        # its first read says what is wrong with it
+        self._cursor_known = True
+        if self.resume == "-":
+            # No file of ours: the consumer acknowledges these, one per session.
+            return [("", b"\t" + jsonio.dumps({
+                "id": f"{t.name}:start", "s": t.name, "prev": t.prev, "paused": t.paused,
+                "at": t.saved()}).encode() + b"\n") for t in self.tails.values()]
+        state = {name: t.saved() for name, t in self.tails.items()}
+        from crewfile.core.atomic import replace
+        replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
+        return []
+
+    def _root_ids(self):
+        from crewfile.core.notify import identity
+        return (identity(self.crew.root), identity(self.sessions_dir))
+
+    def _load_cursor(self):
+        from crewfile.core.errors import BadFile, BadInput, CrewfileError
+        from crewfile.core.names import is_name
+        from crewfile.core.shapes import check, load
+        try:
+            if self.resume == "-":
+                data = self.resume_doc
+                if data is not None:
+                    check("cursor", data, "(stdin)")
+            else:
+                data = load(self.cursor, "cursor")
+            if data is None:
+                return
+            saved = data["sessions"]
+            for name, d in saved.items():
+                if not is_name(name):
+                    raise BadFile(self.cursor, f"bad session name {name!r}")
+                check("cursor-entry", d, self.cursor)
+        except BadFile as e:
+            raise BadInput(f"cursor {e.path} is not a crew-watch cursor: {e.why}") from None
+        except CrewfileError as e:
+            raise BadInput(f"cursor {self.cursor}: {e}") from None
+        self._cursor_known = True
+        for name, d in saved.items():
+            sdir = self.crew.session_dir(name)
+            tail = Tail(name, sdir)
+            tail.restore(d)
+            self.tails[name] = tail
+        self._saved = jsonio.dumps(saved)
+
+    def _subscribe(self):
+        from crewfile.core import notify
+        self.crew.ensure_sub(paths.SESSIONS)
+        self.roots = self._root_ids()
+        self.dirwatch = notify.DirWatch(self.warn)
+        self.dirwatch.add(self.sessions_dir)
+        if self.dirwatch.ino is None:
+            self._to_polling()
+
+    def _to_polling(self):
+        """inotify cannot be had (said already): re-read everything every POLL s."""
+        from crewfile.core.notify import POLL
+        if self.dirwatch is not None:
+            self.dirwatch.close()
+            self.dirwatch = None
+        self.poll = POLL
+        self._poll_at = time.monotonic()
+
+    def _watching(self, name):
+        return (self.dirwatch is not None
+                and os.path.join(self.sessions_dir, name) in self.dirwatch.dirs)
+
+    def _watch_session(self, name):
+        if self.dirwatch is None:
+            return
+        # Not watched (gone already, not a directory, not readable): the
+        # read of it says so, and the next read tries again.
+        self.dirwatch.add(os.path.join(self.sessions_dir, name))
+        if self.dirwatch.ino is None:
+            self._to_polling()
+
+    def _unwatch_session(self, name):
+        if self.dirwatch is not None:
+            self.dirwatch.forget(os.path.join(self.sessions_dir, name))
+
+    _missing = False
+
+    def _check_roots(self):
+        """Follow a replaced crew directory from its start; Gone if it is
+        missing at two probes in a row."""
+        now = self._root_ids()
+        if None not in now:
+            self._missing = False
+        if now == self.roots:
+            return []
+        from crewfile.core.errors import Gone
+        if None in now:
+            if not self._missing:           # a restore may be half-way: look once more
+                self._missing = True
+                return []
+            raise Gone(f"the crew directory {self.crew.root} is gone (deleted or unmounted,"
+                       f" or its sessions/ removed); exiting so that a supervisor restarts"
+                       f" crew-watch")
+        self.warn(f"the crew directory {self.crew.root} was replaced; following the new one,"
+                  f" every session from its first record")
+        self.tails.clear()
+        self.backlog.clear()
+        if self.dirwatch is not None:
+            self.dirwatch.close()
+            self._subscribe()
+        self.roots = now
+        return self._scan()
+
+    def _names(self):
+        try:
+            entries = paths.list_dir(self.sessions_dir)
+        except FileNotFoundError:
+            return []
+        return sorted(e for e in entries if not e.startswith("."))
+
+    def _scan(self):
+        """Read every session from its saved position (new ones found too)."""
+        events = []
+        names = self._names()
+        for gone in set(self.tails) - set(names):
+            del self.tails[gone]            # its directory was removed
+        for gone in set(self._troubles) - set(names):
+            del self._troubles[gone]
+        for name in names:
+            events += self._read_session(name)
+        return events
+
+    def _tail(self, name):
+        """The session's Tail, made on its first read; None if *name* is not a
+        session's. Raises what is wrong with its directory (a link, not a
+        directory): checked first, so a session made unusable keeps its
+        position for when it is usable again."""
+        try:
+            sdir = self.crew.session_dir(name)
+        except Exception:
+            return None     # not a valid session name: not ours
+        paths.check_dirs(sdir, inclusive=True)
+        tail = self.tails.get(name)
+        if tail is not None and tail.dir_id is not None:
+            from crewfile.core.notify import identity
+            if identity(tail.dir) != tail.dir_id:    # replaced: a new session from its start
+                self._unwatch_session(name)
+                del self.tails[name]
+                tail = None
+        if tail is not None:
+            if not self._watching(name):
+                self._watch_session(name)     # restored from a cursor: subscribe first
+            return tail
+        if not os.path.isdir(sdir):
+            return None         # gone meanwhile
+        self._watch_session(name)     # subscribe before the first read of it
+        tail = Tail(name, sdir)
+        # A session that appears while we run, or that a cursor has not seen,
+        # is new from its first record.
+        if not (self.from_start or self._cursor_known or self._started):
+            try:
+                self._skip_to_end(tail)
+            except (OSError, CrewfileError):
+                # Its end cannot be found now: once it can be read, its
+                # records from before we started are read, not printed.
+                self._unread_before[name] = records.timestamp(self.now())
+                raise
+        elif name in self._unread_before:
+            tail.quiet_before = self._unread_before.pop(name)
+        self.tails[name] = tail
+        return tail
+
+    _started = False
+
+    def _skip_to_end(self, tail):
+        """Begin a session at the end of its log; take its state from the tail."""
+        try:
+            fd = paths.open_file(tail.status)
+        except FileNotFoundError:
+            return
+        try:
+            st = os.fstat(fd)
+            end = st.st_size
+            if end and os.pread(fd, 1, end - 1) != b"\n":
+                head = os.pread(fd, min(end, records.MAX_LINE + 1), max(0, end - records.MAX_LINE - 1))
+                nl = head.rfind(b"\n")
+                end = end - len(head) + nl + 1 if nl >= 0 else max(0, end - len(head))
+        finally:
+            os.close(fd)
+        tail.ino, tail.off = st.st_ino, end
+        stats = logfile.TailStats()
+        log_paths = [logfile.rotated(tail.status, i) for i in range(self.keep + 1)]
+        seen_turn = seen_life = False
+        for rec in logfile.records_backwards(log_paths, stats, 1 << 20):
+            if tail.last is None:
+                tail.last, tail.last_kind = rec.time, rec.kind
+            if not seen_turn and rec.kind in TURN_STATE:
+                tail.turn, seen_turn = TURN_STATE[rec.kind], True
+            if not seen_life and rec.kind in LIFECYCLE:
+                tail.ended, seen_life = LIFECYCLE[rec.kind], True
+            if seen_turn and seen_life:
+                break
+        tail.prev, tail.paused = tail.last_kind, tail.last_kind == "paused"
+
+    # -- reading ----------------------------------------------------------
+    def _files(self, tail):
+        """[(path, inode)] of the log, newest first (missing numbers skipped)."""
+        out = []
+        for i in range(self.keep + 1):
+            path = logfile.rotated(tail.status, i)
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                continue
+            out.append((path, st.st_ino))
+        return out
+
+    def _catch_up(self):
+        """One round over the sessions with a backlog: a read of each."""
+        events = []
+        for name in sorted(self.backlog):
+            if name in self.tails:
+                events += self._read_session(name)
+            else:
+                self.backlog.discard(name)      # gone meanwhile
+        return events
+
+    def _read_session(self, name):
+        """The events of one session's new records, at most _READ_CHUNK bytes
+        of them (more: the session joins the backlog). A session that cannot be
+        read (its directory or a file in it unreadable, or of the wrong
+        kind) is its own problem alone: said once, as a `problem` event of
+        it, while the others are served; its position is kept (unknown is
+        not gone) and it is read on from there once it can be."""
+        events = []
+        self._budget = _READ_CHUNK
+        self.backlog.discard(name)
+        try:
+            self._read_session_into(name, events)
+        except FileNotFoundError:
+            pass                    # removed while read: the next scan forgets it
+        except (OSError, CrewfileError) as e:
+            events += self._trouble(name, e)
+            return events
+        if self._troubles.pop(name, None) is not None:
+            self.warn(f"{name}: readable again; reading on from where it was")
+        return events
+
+    def _trouble(self, name, err):
+        """The `problem` event for what is wrong with session *name*, once per reason."""
+        from crewfile.core.errors import failure_line
+        said = failure_line("crew-watch", err).rstrip("\n")
+        if self._troubles.get(name) == said:
+            return []
+        self._troubles[name] = said
+        self.warn(said.removeprefix("crew-watch: "))
+        tail = self.tails.get(name) or Tail(name, self.crew.session_dir(name))
+        ts = records.timestamp(self.now())
+        line = _event(records.format_line(ts, "problem", said), name)
+        return [(ts, self._line(tail, "problem", line, synth=True))]
+
+    def _read_session_into(self, name, events):
+        tail = self._tail(name)
+        if tail is None:
+            return
+        for _attempt in range(10):
+            files = self._files(tail)
+            if not files:
+                return
+            inos = [ino for _p, ino in files]
+            if tail.ino in inos:
+                idx = inos.index(tail.ino)
+            else:
+                if tail.ino is not None:
+                    self.warn(f"{name}: its log rotated past what is kept while unread;"
+                              f" reading on from the oldest file kept")
+                idx, tail.off = len(files) - 1, 0
+            raced = False
+            for j in range(idx, -1, -1):
+                path, ino = files[j]
+                if j != idx:
+                    tail.ino, tail.off = ino, 0
+                done = self._read_file(tail, path, ino, current=(j == 0), events=events)
+                if name in self.backlog:
+                    return              # its next turn reads on from here
+                if not done:
+                    raced = True        # renamed under us: list the files again
+                    break
+            if not raced:
+                return
+        return
+
+    def _read_file(self, tail, path, ino, current, events):
+        """Read complete lines of one file from tail.off. False if it is not *ino* any more.
+
+        Whatever was wrong with the file is said in one line per read (not
+        one per line: a file of garbage is one bad file)."""
+        try:
+            fd = paths.open_file(path)
+        except FileNotFoundError:
+            return False
+        notes = []
+        self._malformed = 0
+        try:
+            st = os.fstat(fd)
+            if st.st_ino != ino:
+                return False
+            tail.ino = ino
+            size = st.st_size
+            if size < tail.off:
+                notes.append("was truncated: read again from its start")
+                tail.off = 0
+            while tail.off < size:
+                if self._budget <= 0:
+                    self.backlog.add(tail.name)
+                    break
+                data = os.pread(fd, min(_READ_CHUNK, size - tail.off), tail.off)
+                if not data:
+                    break
+                self._budget -= len(data)
+                if tail.overlong:       # said when it began: the rest goes unsaid
+                    end = data.find(b"\n")
+                    tail.off += len(data) if end < 0 else end + 1
+                    tail.overlong = end < 0
+                    continue
+                nl = data.rfind(b"\n")
+                if nl < 0:
+                    if len(data) > records.MAX_LINE:
+                        notes.append("skipped an overlong line")
+                        tail.off += len(data)
+                        tail.overlong = True
+                        continue
+                    if not current:
+                        notes.append("skipped a partial last line")
+                        tail.off = size
+                    break
+                for raw in data[:nl].split(b"\n"):
+                    self._record(tail, raw, len(raw) + 1, events)
+            if self._malformed:
+                n = self._malformed
+                notes.append(f"skipped {n} malformed line{'s' if n != 1 else ''}"
+                             f" (the first: {self._first_bad!r})")
+        finally:
+            os.close(fd)
+            if notes:
+                self.warn(f"{tail.name}: {path}: {'; '.join(dict.fromkeys(notes))}")
+        return True
+
+    _malformed = 0
+    _first_bad = b""
+
+    def _record(self, tail, raw, size, events):
+        """One line of the log, *size* bytes with its newline, at tail.off."""
+        rec = records.parse(raw)
+        if rec is None:
+            tail.off += size
+            if raw:
+                self._malformed += 1
+                if self._malformed == 1:
+                    self._first_bad = raw[:80]
+            return
+        t = rec.time
+        quiet = tail.quiet_before is not None and rec.ts < tail.quiet_before
+        if (not quiet and tail.turn == "yes" and not tail.ended and not tail.stale
+                and tail.last is not None and t - tail.last >= self.stale_after):
+            events.append(self._stale_event(tail))      # positioned before this record
+        tail.off += size
+        tail.last, tail.last_kind, tail.stale = t, rec.kind, False
+        tail.seen_at = time.monotonic()
+        if rec.kind in TURN_STATE:
+            tail.turn = TURN_STATE[rec.kind]
+        if rec.kind in LIFECYCLE:
+            tail.ended = LIFECYCLE[rec.kind]
+            if rec.kind == "registered":
+                tail.lost = False
+                tail.meta_key = None
+        if quiet:
+            self._saw(tail, rec.kind)
+            return
+        name = tail.name.encode()
+        raw = records.printable_line(raw.rstrip(b"\n"))
+        events.append((rec.ts, self._line(tail, rec.kind, raw[:24] + b" " + name + raw[24:])))
+
+    def _stale_event(self, tail, now=None):
+        """The `stale` event, stamped when the silence crossed the threshold,
+        or *now* when the newest record is dated ahead of it."""
+        tail.stale = True
+        from crewfile.core.output import age_text
+        at = tail.last + self.stale_after
+        ts = records.timestamp(at if now is None or at <= now else now)
+        line = records.format_line(ts, "stale", f"silent for {age_text(self.stale_after)}"
+                                                f" since {tail.last_kind}")
+        return (ts, self._line(tail, "stale", _event(line, tail.name), synth=True))
+
+    def _line(self, tail, kind, line, synth=False):
+        """The event line (bytes, newline added) for *kind*, emitted now for *tail*.
+
+        Keeps the per-session bookkeeping a restart needs (count, previous
+        kind, human wait); with positions, appends TAB and the position token
+        (see protocol.md, Event lines): the event's id, the filter's context
+        before it, and the cursor state after it."""
+        prev, paused = tail.prev, tail.paused
+        tail.n += 1
+        self._saw(tail, kind)
+        if not self.positions:
+            return line + b"\n"
+        eid = f"{tail.name}:{tail.ino}:{tail.off}" + (":" + kind if synth else "")
+        token = jsonio.dumps({"id": eid, "s": tail.name, "prev": prev, "paused": paused,
+                              "at": tail.saved()})
+        return line + b"\t" + token.encode("utf-8") + b"\n"
+
+    @staticmethod
+    def _saw(tail, kind):
+        """What the next event's context says: the kind before it, and
+        whether the session is in a human wait."""
+        tail.prev = kind
+        if kind == "paused":
+            tail.paused = True
+        elif tail.paused and kind not in KEEPS_PAUSE:
+            tail.paused = False
+
+    # -- synthesized events -----------------------------------------------
+    def _timers(self, probe):
+        """stale and lost, for the sessions read up to their end (one with a
+        backlog is silent only as far as we have read)."""
+        now = self.now()
+        events = []
+        for tail in self.tails.values():
+            if tail.name in self.backlog:
+                continue
+            if (tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None
+                    and tail.silent_for(now) >= self.stale_after):
+                events.append(self._stale_event(tail, now))
+        if probe:
+            events += self._probe(now)
+        return events
+
+    def _probe(self, now):
+        from crewfile.session import verdict
+        look = verdict.Look()
+        events = []
+        for tail in list(self.tails.values()):
+            meta = self._meta(tail, now, events)
+            if tail.ended or tail.lost or tail.last is None or tail.name in self.backlog:
+                continue
+            if not meta:
+                continue
+            life = verdict.liveness(meta, look)
+            if life.live != verdict.NOT_LIVE:
+                continue
+            tail.lost = True
+            what = life.why.detail
+            ts = records.timestamp(now)
+            line = _event(records.format_line(ts, "lost", what), tail.name)
+            events.append((ts, self._line(tail, "lost", line, synth=True)))
+        return events
+
+    def _meta(self, tail, now=None, events=None):
+        """The session's metadata (None if absent or bad), re-read when the
+        file's identity changes. A bad one is said once per identity: one
+        line on stderr and, with *events*, an `error: meta unreadable` event
+        for the session (it passes wake-filter: the primary can act on it)."""
+        path = os.path.join(tail.dir, paths.META)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return None
+        key = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode)
+        if key != tail.meta_key:
+            from crewfile.core.errors import CrewfileError
+            from crewfile.core.shapes import load
+            tail.meta_key = key
+            try:
+                tail.meta = load(path, "meta")
+            except CrewfileError as e:
+                tail.meta = None
+                self.warn(f"{tail.name}: {e}")
+                if events is not None:
+                    ts = records.timestamp(self.now() if now is None else now)
+                    why = str(e).replace(path, "meta").replace("meta: ", "", 1)[:200]
+                    why = why.encode("utf-8", "replace").decode("utf-8")
+                    line = _event(records.format_line(ts, "error", f"meta unreadable: {why}"),
+                                  tail.name)
+                    events.append((ts, self._line(tail, "error", line, synth=True)))
+        return tail.meta if isinstance(tail.meta, dict) else None
+
+    # -- output -----------------------------------------------------------
+    def emit(self, events):
+        """Write a batch (sorted by time) in one go, then save the cursor."""
+        self.busy = True
+        try:
+            if self.since_ts is not None:       # --since: the replay starts at that moment
+                events = [e for e in events if e[0] >= self.since_ts]
+            if events:
+                if not self.positions:      # with positions, each session's log order
+                    events.sort(key=lambda e: e[0])
+                self.out(b"".join(line for _ts, line in events))
+            self._save_cursor()
+        finally:
+            self.busy = False
+        if self.stop_after_batch:
+            raise KeyboardInterrupt
+
+    def _save_cursor(self):
+        if not self.cursor or self.resume is not None:
+            return
+        state = {name: t.saved() for name, t in self.tails.items()}
+        text = jsonio.dumps(state)
+        if text == self._saved:
+            return
+        from crewfile.core.atomic import replace
+        replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
+        self._saved = text
+
+    # -- the loop ---------------------------------------------------------
+    def run_once(self):
+        """Catch up, synthesize what is due now, write it all; return. A
+        backlog is written a round at a time (see _READ_CHUNK)."""
+        events = self.start(follow=False)
+        while self.backlog:
+            self.emit(events)
+            events = self._catch_up()
+        events += self._timers(probe=True)
+        self.emit(events)
+
+    def begin(self):
+        """start() in follow mode and write the catch-up batch."""
+        events = self.start(follow=True)
+        self._started = True
+        events += self._timers(probe=True)
+        self.next_probe = time.monotonic() + self.probe_every
+        if self.poll is not None:
+            self._poll_at = time.monotonic() + self.poll
+        self.emit(events)
+
+    def step(self, max_wait=None):
+        """Wait for something to do (at most max_wait seconds), do it, write
+        it out. With a backlog, nothing is waited for: what came is read
+        first, then one round of the backlog."""
+        wait = 0.0 if self.backlog else self._wait_time()
+        if max_wait is not None:
+            wait = min(wait, max_wait)
+        if self.dirwatch is not None:
+            events = self._changed() if self._wait(wait) else []
+        else:
+            self._wait(wait)
+            events = []
+            if time.monotonic() >= self._poll_at:
+                self._poll_at = time.monotonic() + self.poll
+                events = self._scan()
+        probe = time.monotonic() >= self.next_probe
+        if probe:
+            self.next_probe = time.monotonic() + self.probe_every
+            events += self._check_roots()
+            events += self._check_sessions()
+            for name in sorted(self._troubles):     # no event may say it healed (a chmod)
+                events += self._read_session(name)
+        events += self._catch_up()
+        events += self._timers(probe)
+        self.emit(events)
+
+    def _check_sessions(self):
+        """Read again every session whose directory was replaced (same name,
+        new inode): without an event from its new directory it would go unheard."""
+        from crewfile.core.notify import identity
+        events = []
+        for name, tail in list(self.tails.items()):
+            if tail.dir_id is not None and identity(tail.dir) != tail.dir_id:
+                events += self._read_session(name)
+        return events
+
+    _poll_at = 0.0
+
+    def _wait_time(self):
+        now_m = time.monotonic()
+        wait = max(0.0, self.next_probe - now_m)
+        if self.dirwatch is None:
+            wait = min(wait, max(0.0, self._poll_at - now_m))
+        now = self.now()
+        for tail in self.tails.values():
+            if tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None:
+                wait = min(wait, max(0.0, self.stale_after - tail.silent_for(now)))
+        return wait
+
+    def _wait(self, wait):
+        """Wait up to *wait* seconds for inotify (True when it has events),
+        a signal or the reader's end. A stop asked by a signal ends the
+        step's batch (emit raises), whether or not its handler's exception
+        reached us: one raised inside a finalizer is dropped by Python. A
+        reader gone is a broken pipe now, not at the next event."""
+        import select
+        poller = select.poll()
+        if self.dirwatch is not None:
+            poller.register(self.dirwatch.fileno(), select.POLLIN)
+        if self.stop_fd is not None:
+            poller.register(self.stop_fd, select.POLLIN)
+        if self.reader_fd is not None:
+            poller.register(self.reader_fd, 0)      # POLLERR, POLLHUP: always reported
+        # At most a day per poll(2): its timeout is a C int of ms.
+        ready = dict(poller.poll(min(int(wait * 1000) + 1, 86400000) if wait > 0 else 0))
+        if self.stop_fd is not None and ready.get(self.stop_fd):
+            try:
+                while os.read(self.stop_fd, 512):
+                    pass
+            except BlockingIOError:
+                pass
+            self.stop_after_batch = True
+        if self.reader_fd is not None and ready.get(self.reader_fd):
+            raise BrokenPipeError(32, "the reader of the events is gone")
+        return self.dirwatch is not None and bool(ready.get(self.dirwatch.fileno()))
+
+    def _changed(self):
+        """Read what the directory events name: a new session, a session's
+        log, its meta (read again at the next probe); a session whose
+        directory went is forgotten. The queue overflowed: every session."""
+        changes = self.dirwatch.changes(0, settle=0)      # _wait said it is readable
+        if changes is None:
+            self.overflows += 1
+            self.warn("the inotify queue overflowed; reading every session from its position")
+            return self._scan()
+        dirty = set()
+        for d, entry in changes:
+            if d == self.sessions_dir:
+                if entry and not entry.startswith("."):
+                    dirty.add(entry)            # a session directory came, or was replaced
+                continue
+            name = os.path.basename(d)
+            if d not in self.dirwatch.dirs:     # its directory is gone, and its watch
+                self.tails.pop(name, None)
+            elif entry.startswith(paths.STATUS):
+                dirty.add(name)
+            elif entry == paths.META and name in self.tails:
+                self.tails[name].meta_key = None
+        events = []
+        for name in sorted(dirty):
+            events += self._read_session(name)
+        return events
+
+    def follow(self):
+        """begin(), then step() for ever. A caller stopping it on a signal
+        sets stop_after_batch while `busy` (writing), else raises."""
+        self.begin()
+        while True:
+            self.step()
+
+    def close(self):
+        if self.dirwatch is not None:
+            self.dirwatch.close()
+            self.dirwatch = None
+
+
+def first_position(crew, cursor):
+    """Create an absent resume cursor at the end of every log now, so that
+    whatever starts the pipe later (and however often it dies before its
+    first acknowledgement) delivers every record appended from now on."""
+    if os.path.lexists(cursor):
+        return False
+    w = Watcher(crew, resume=cursor, out=lambda data: None)
+    w._load_cursor()
+    if not w._cursor_known:
+        w._first_position()
+    return True
+
+
+def _event(line, name):
+    """An event line (bytes, no newline) from a record line (str, with newline) and a name."""
+    return (line[:24] + " " + name + line[24:-1]).encode("utf-8")
+
+
+def _write_stdout(data):
+    from crewfile.core.atomic import write_all
+    write_all(1, data)
+
+
+def json_lines_out(write=_write_stdout):
+    """An `out` for Watcher writing each event as one JSON object per line:
+    {"ts", "session", "kind", "text"}, the text unescaped."""
+    from crewfile.core.jsonio import dumps
+
+    def out(data):
+        objs = []
+        for line in data.decode("utf-8").splitlines():
+            ts, session, rest = line.split(" ", 2)
+            rec = records.parse(f"{ts} {rest}")
+            objs.append(dumps({"ts": ts, "session": session, "kind": rec.kind, "text": rec.text}))
+        write(("\n".join(objs) + "\n").encode("utf-8"))
+    return out
+
+
+def _warn(msg):
+    import sys
+    sys.stderr.write(f"crew-watch: {msg}\n")
+    sys.stderr.flush()
