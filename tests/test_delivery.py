@@ -93,7 +93,7 @@ def test_refuses_ended_session_even_if_pane_lives(crew, tmux):
     sess, pane = agent(crew, tmux, command=f"{FAKE}; exec sleep 600")   # a shell remains
     tmux("send-keys", "-t", pane, "C-d")                  # EOF: the agent ends, `ended: eof`
     wait_for(lambda: "ended" in kinds(sess), what="the agent's ended record")
-    from crewfile.session.liveness import alive
+    from crewfile.core.liveness import alive
     wait_for(lambda: not alive(sess.reread().meta["pid"], sess.meta["pid_start"]),
              what="the agent's exit")
     ok, reason = delivery.deliver(sess, "hello", quiet=0)

@@ -356,7 +356,7 @@ def test_the_recorded_agent_is_the_launcher_and_dies_with_the_gemini_it_runs(rig
     either, the safe side)."""
     import signal
     from crewfile.session import delivery, verdict
-    from crewfile.session.liveness import stat
+    from crewfile.core.liveness import stat
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
                                    "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "gm4"

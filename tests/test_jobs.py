@@ -17,7 +17,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from conftest import BIN, wait_for
 from crewfile.wake import inbox
 from crewfile.background import jobs, jobwait, jobwatch
-from crewfile.session import liveness, sessions
+from crewfile.core import liveness
+from crewfile.session import sessions
 from crewfile.core import locks
 from crewfile.core.errors import BadInput, NotFound
 from crewfile.core.paths import Crew

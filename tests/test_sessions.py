@@ -205,7 +205,7 @@ def test_pid_liveness_checks_start_time(crew):
 def test_a_process_named_with_parentheses_and_spaces_is_read_right():
     """/proc/PID/stat's second field is the command name in parentheses,
     which may itself hold ') (' and spaces: the fields are read after the last ')'."""
-    from crewfile.session import liveness
+    from crewfile.core import liveness
     code = ("import ctypes, sys, time\n"
             "ctypes.CDLL(None).prctl(15, b'a) R 1 (b c)', 0, 0, 0)\n"   # PR_SET_NAME
             "sys.stdout.write('named\\n'); sys.stdout.flush(); time.sleep(600)\n")

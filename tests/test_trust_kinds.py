@@ -38,7 +38,7 @@ def problems(sess):
 
 
 def alive(pid, start):
-    from crewfile.session.liveness import alive as is_alive
+    from crewfile.core.liveness import alive as is_alive
     return is_alive(pid, start)
 
 

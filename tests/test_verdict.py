@@ -429,7 +429,7 @@ def test_crew_hook_finds_the_agent_among_its_ancestors_and_repairs_it(crew, tmux
     event("SessionStart")
     wait_for(lambda: kinds(sess).count("turn-ended") > n, what="the hook's turn")
     meta = sess_meta(sess)
-    from crewfile.session.liveness import descends_from
+    from crewfile.core.liveness import descends_from
     shell = tmux.pane_pid(pane)
     agent = [p for p in os.listdir("/proc") if p.isdigit() and cmdline(p)[1:2] == [FAKE.encode()]
              and descends_from(int(p), shell)]

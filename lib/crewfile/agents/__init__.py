@@ -38,6 +38,7 @@ Adding an agent is one new module here defining:
                 and Codex copied, for a module to take or replace)
 """
 import os
+from crewfile.core.names import AGENTS
 
 
 def load(name):
@@ -52,10 +53,8 @@ def load(name):
 
 
 def names():
-    """The agents there is an adapter for, sorted (its modules' names)."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    return tuple(sorted(f[:-3] for f in os.listdir(here)
-                        if f.endswith(".py") and not f.startswith("_")))
+    """The agents there is an adapter for, sorted: one module each beside this one."""
+    return AGENTS
 
 
 def additional_context(event, text):
@@ -78,3 +77,10 @@ def block(event, text):
 def whole_prompt(prompt):
     """The captain's words in the prompt hook's `prompt`: all of it."""
     return prompt
+
+
+def is_conclusion(text, command):
+    """True if *text* is the conclusion *command* alone or followed by whitespace and a note."""
+    stripped = text.strip()
+    return stripped == command or (stripped.startswith(command)
+                                   and stripped[len(command)].isspace())

@@ -65,7 +65,7 @@ def transcript_prompt(entry):
     if not isinstance(item, dict) or item.get("type") != "UserMessage" or not isinstance(
             item.get("id"), str) or not item["id"]:
         return None
-    from crewfile.asides.evidence import is_conclusion
+    from crewfile.agents import is_conclusion
     text = "".join(c["text"] for c in item.get("content") or ()
                    if isinstance(c, dict) and c.get("type") == "text"
                    and isinstance(c.get("text"), str))

@@ -112,7 +112,7 @@ def transcript_prompt(entry):
         if text is None or (text.startswith(head)
                             and not text.partition(end.strip())[2].strip()):
             return None
-    from crewfile.asides.evidence import is_conclusion
+    from crewfile.agents import is_conclusion
     return entry["id"], typed is not None and is_conclusion(typed, CONCLUDE)
 
 

@@ -7,6 +7,7 @@ the prompt's path (its start-up is measured: `make bench`).
 from crewfile.asides import evidence
 from crewfile.asides.evidence import CAPTAIN, CAPTAIN_DONE, SELF_CONCLUSION
 from crewfile.session.sessions import Session
+from crewfile.agents import is_conclusion
 
 CONCLUDE_COMMAND = "/aside-done"
 CAPTAIN_TEXT_MAX = 2048           # characters kept of one captain input (escaped, < 16 KiB)
@@ -24,7 +25,7 @@ def parse_captain_input(text, command=CONCLUDE_COMMAND):
     is spelled with backslash escapes: the act must always be recorded; the
     transcript keeps the words.
     """
-    if evidence.is_conclusion(text, command):
+    if is_conclusion(text, command):
         return CAPTAIN_DONE, clip(text.strip()[len(command):].strip())
     return CAPTAIN, clip(text)
 

@@ -87,7 +87,7 @@ def caller_verdict(meta, pid=None):
     if not agent and not pane:
         return ("the aside's agent process is not recorded, so no command can show it is"
                 " not the agent; type /aside-done in the aside"), None
-    from crewfile.session.liveness import lineage
+    from crewfile.core.liveness import lineage
     chain = [(st.pid, st.start) for st in lineage(pid)]     # nearest first, pid itself too
     for p, start in chain:
         if p == agent and (agent_start is None or start == agent_start):
@@ -174,13 +174,6 @@ def agent_of(meta):
     """The adapter of the agent a session runs (meta `agent`; Claude Code if unknown)."""
     from crewfile.agents import load
     return load(meta.get("agent") or "claude")
-
-
-def is_conclusion(text, command):
-    """True if *text* is the conclusion *command* alone or followed by whitespace and a note."""
-    stripped = text.strip()
-    return stripped == command or (stripped.startswith(command)
-                                   and stripped[len(command)].isspace())
 
 
 def _prompts(path, agent):

@@ -18,7 +18,7 @@ from crewfile.core.errors import JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXI
 from crewfile.core.errors import NotFound
 from crewfile.background.jobs import POST_WAIT, Job, dump_json, duration_text, ended_text, heard_record
 from crewfile.core.locks import acquire
-from crewfile.core.records import escape
+from crewfile.core.text import escape
 
 
 def _hear(job, res):

@@ -128,7 +128,7 @@ def _watch(job, spec, alive, running):
         job.at = paths.open_dir(job.dir)    # its files read in it: one openat(2) each, no path walked
     except (SystemFailure, OSError):
         pass
-    from crewfile.session.liveness import process_start
+    from crewfile.core.liveness import process_start
     try:
         # job-exec published `spec` without waiting for the disk (its caller
         # waits on it); made durable here, with the job's directory entry,

@@ -31,7 +31,7 @@ def run(args):
         if args.duration is not None:
             from crewfile.core.durations import parse_duration
             timeout = parse_duration(args.duration, "DURATION")
-        from crewfile.core.records import escape
+        from crewfile.core.text import escape
         out = reconcile_wait(crew(args), args.name, timeout, say=lambda why: sys.stderr.write(
             escape(f"aside-reconcile: {args.name}: waiting: {why}") + "\n"))
     else:

@@ -26,7 +26,7 @@ def run(args):
     from crewfile.cli import crew
     from crewfile.core.errors import PARTIAL, REFUSED as REFUSED_EXIT
     from crewfile.core.output import json_document, table
-    from crewfile.core.records import escape
+    from crewfile.core.text import escape
     from crewfile.crew.spawn import DAMAGED, REFUSED, respawn
     done = respawn(crew(args), args.name, dry_run=args.dry_run)
     for r in done:

@@ -27,7 +27,7 @@ def run(args):
     from crewfile.cli import crew
     from crewfile.crew.retire import retire
     out = retire(crew(args), args.name, keep_worktree=args.keep_worktree, force=args.force)
-    from crewfile.core.records import escape
+    from crewfile.core.text import escape
     for warning in out.warnings:
         sys.stderr.write(f"crew-retire: {args.name}: {escape(warning)}\n")
     if out.thrown:

@@ -46,7 +46,7 @@ def run(args):
     out = spawn(crew(args), args.name, agent=args.agent or "claude", ref=args["from"],
                 tmux_session=args.tmux_session, prompt=args.prompt,
                 worktree=not args.no_worktree, cmd=args.cmd, prompt_wait=wait)
-    from crewfile.core.records import escape
+    from crewfile.core.text import escape
     sys.stdout.write(f"window: {escape(out.target)}\ntree: {escape(out.tree)}\n"
                      f"branch: {escape(out.branch or '-')}\n")
     if out.prompt is not None and not out.prompt[0]:

@@ -28,7 +28,7 @@ def run(args):
     import sys
     from crewfile.cli import crew
     from crewfile.core.errors import PARTIAL, NotFound, UsageError
-    from crewfile.core.records import escape
+    from crewfile.core.text import escape
     from crewfile.views import timeline
     from crewfile.core.atomic import write_named
     if not args.svg and not args.html:

@@ -55,7 +55,7 @@ def run(args):
 def _status(c):
     import sys
     from crewfile.crew import crewup
-    from crewfile.core.records import escape
+    from crewfile.core.text import escape
     got = crewup.status_lines(c)
     if got is None:
         from crewfile.core.errors import NOT_FOUND

@@ -22,7 +22,7 @@ def run(args):
     from crewfile.cli import crew
     from crewfile.core.errors import PARTIAL
     from crewfile.background.jobs import list_jobs
-    from crewfile.core.records import escape
+    from crewfile.core.text import escape
     rows = list_jobs(crew(args), full=bool(args.json))
     bad = [r for r in rows if "error" in r]
     sys.stderr.write("".join(f"job-ls: {escape(r['error'])}\n" for r in bad))

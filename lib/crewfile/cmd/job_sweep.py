@@ -27,6 +27,6 @@ def run(args):
     bad = []
     removed = sweep(crew(args), older, unheard, bad=bad)
     sys.stdout.write("".join(h + "\n" for h in removed))
-    from crewfile.core.records import escape
+    from crewfile.core.text import escape
     sys.stderr.write("".join(f"job-sweep: kept {escape(str(e))}\n" for e in bad))
     return PARTIAL if bad else 0

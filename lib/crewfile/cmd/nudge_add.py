@@ -52,7 +52,7 @@ def run(args):
     sys.stdout.write(sched["id"] + "\n")
     note = not_live_note(crew(args), sched)
     if note:
-        from crewfile.core.records import escape
+        from crewfile.core.text import escape
         sys.stderr.write(f"nudge-add: note: {escape(note)}\n")
     return 0
 

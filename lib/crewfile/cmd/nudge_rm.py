@@ -19,7 +19,7 @@ def run(args):
         try:
             remove(c, sid)
         except NotFound as e:
-            from crewfile.core.records import escape
+            from crewfile.core.text import escape
             sys.stderr.write(f"nudge-rm: {escape(str(e))}\n")
             missing += 1
     from crewfile.core.errors import NOT_FOUND

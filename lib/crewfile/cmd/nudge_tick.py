@@ -1,3 +1,5 @@
+from crewfile.core.text import escape
+
 HELP = """\
 nudge-tick
 Run every due nudge schedule once (from cron), or keep doing it with --watch.
@@ -51,7 +53,7 @@ def run(args):
     bad = []
     with lock:
         emit(tick(c, bad=bad))
-    sys.stderr.write("".join(f"nudge-tick: skipped {records.escape(str(e))}\n" for _, e in bad))
+    sys.stderr.write("".join(f"nudge-tick: skipped {escape(str(e))}\n" for _, e in bad))
     return PARTIAL if bad else 0
 
 

@@ -24,7 +24,7 @@ def run(args):
     from crewfile.asides.reports import listing
     states = (paths.REPORT_NEW,) if args.new else (paths.REPORT_NEW, paths.REPORT_CUR)
     from crewfile.core.errors import PARTIAL
-    from crewfile.core.records import escape
+    from crewfile.core.text import escape
     found = listing(crew(args), aside=args.aside, states=states)
     bad = [r for r in found if r.error]
     sys.stderr.write("".join(f"report-ls: {escape(r.path)}: {r.error}\n" for r in bad))

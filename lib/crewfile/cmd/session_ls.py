@@ -27,7 +27,7 @@ def run(args):
     from crewfile.cli import crew
     from crewfile.core.errors import CrewfileError, PARTIAL
     from crewfile.session.verdict import Look
-    from crewfile.core.records import escape
+    from crewfile.core.text import escape
     from crewfile.core.output import age_text
     from crewfile.session.sessions import Session, names, state
     c = crew(args)

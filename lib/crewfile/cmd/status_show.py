@@ -28,7 +28,7 @@ def run(args):
     from crewfile.core.kinds import TURN_STATE
     from crewfile.session.sessions import Session, state
     from crewfile.core.durations import parse_count
-    from crewfile.core.records import escape
+    from crewfile.core.text import escape
     sess = Session(crew(args), args.name)
     scanned = sess.scan()
     st = state(sess, recs=scanned)

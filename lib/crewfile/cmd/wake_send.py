@@ -36,7 +36,7 @@ def run(args):
     import sys
     from crewfile.cli import crew
     from crewfile.wake import wakesend
-    from crewfile.core.records import escape
+    from crewfile.core.text import escape
     from crewfile.cmd.crew_watch import _duration
 
     def warn(msg):      # a lock holder's process name, a path: never raw to the terminal

@@ -40,7 +40,7 @@ def failure_line(name, e):
     crew-watch's and the views' for a session or a part of the crew they
     cannot read. A name or path in it must not reach the terminal raw:
     escaped."""
-    from crewfile.core.records import escape
+    from crewfile.core.text import escape
     return f"{name}: {escape(reason(e))}\n"
 
 

@@ -168,7 +168,7 @@ def holder(path):
 
 
 def _describe(pid):
-    from crewfile.session.liveness import started_at, stat
+    from crewfile.core.liveness import started_at, stat
     from crewfile.core.records import timestamp
     st = stat(pid)
     since = started_at(st.start) if st is not None else None

@@ -11,6 +11,7 @@ from crewfile.core.errors import BadFile
 from crewfile.core.jsonio import loads
 from crewfile.core.paths import read_text
 from crewfile.core.records import is_timestamp
+from crewfile.core.names import AGENTS
 
 MAX_INT = 2 ** 53          # any count, size, offset or pid: what a JSON number holds exactly
 
@@ -46,19 +47,10 @@ def _one_of(*values):
 
 
 class _Agent:
-    """An agent crewfile has an adapter for: adapters/ is listed when a meta
-    names an agent, not when shapes is loaded (every reader of a meta
-    loads it; crew-status is run by tmux every few seconds)."""
-    _names = None
-
-    def _known(self):
-        if _Agent._names is None:
-            from crewfile.agents import names
-            _Agent._names = names()
-        return _Agent._names
+    """An agent crewfile has an adapter for (core.names.AGENTS)."""
 
     def __call__(self, v):
-        return isinstance(v, str) and v in self._known()
+        return isinstance(v, str) and v in AGENTS
 
     @property
     def doc(self):

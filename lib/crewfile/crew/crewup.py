@@ -28,7 +28,7 @@ import os
 import time
 
 from crewfile.core import paths
-from crewfile.session.liveness import stat
+from crewfile.core.liveness import stat
 
 DIR = "crew-up"
 LOCK, STATE, LOG, CURSOR = "lock", "state", "log", "cursor"
@@ -385,7 +385,7 @@ class Supervisor:
         ever, with the reason only in crew-up/log, looked like a crew that
         runs (a crew-up installed with its commands not found)."""
         import sys
-        from crewfile.core.records import escape
+        from crewfile.core.text import escape
         said = f"; it said: {stage.last_said}" if stage.last_said else ""
         sys.stderr.write(escape(f"crew-up: stage {stage.name} fails at once ({stage.quick_ends} times"
                                 f" in a row; {', '.join(what)}{said}); still restarting it,"

@@ -121,7 +121,7 @@ def record_agent(ctx, sess):
     pane = ctx.env.get("TMUX_PANE")
     if not pane or not ctx.env.get("TMUX") or sess.meta.get("kind") == "aside":
         return
-    from crewfile.session.liveness import alive, descends_from
+    from crewfile.core.liveness import alive, descends_from
     meta = sess.meta
     pid, start = meta.get("pid"), meta.get("pid_start")
     if (isinstance(pid, int) and alive(pid, start) and descends_from(os.getpid(), pid)
@@ -292,7 +292,7 @@ def session_start(ctx):
 
 def _agent_gone(sess):
     """The recorded agent process is gone (so this SessionStart is a new agent's)."""
-    from crewfile.session.liveness import alive
+    from crewfile.core.liveness import alive
     pid, start = sess.meta.get("pid"), sess.meta.get("pid_start")
     return isinstance(pid, int) and not alive(pid, start)
 
@@ -563,7 +563,7 @@ def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
     notes = list(dict.fromkeys(notes))      # each once
     if notes:
         reply.err = "; ".join(([reply.err] if reply.err else []) + notes)
-    from crewfile.core.records import escape         # loaded already (sessions reads records)
+    from crewfile.core.text import escape         # loaded already (sessions reads records)
     reply.err = escape(reply.err)       # one line, no control character (a process's name)
     reply.code = 0
     return reply

@@ -190,7 +190,7 @@ class Outcome:
         self.reason = ("refused and disarmed: " if refused else "") + (text or str(why))
 
     def line(self, ts):
-        from crewfile.core.records import escape      # a reason may quote a screen or a file
+        from crewfile.core.text import escape      # a reason may quote a screen or a file
         return f"{ts} {self.sched} {self.session or '-'} {self.outcome}: {escape(self.reason)}\n"
 
 

@@ -163,7 +163,7 @@ def pane_fields(target, env=None, agent_from=None):
     fields = {"tmux": pane.id, "tmux_target": target, "tmux_socket": os.path.abspath(path),
               "tmux_server": pane.server}
     if agent_from and pane.pid:
-        from crewfile.session.liveness import agent_of, descends_from
+        from crewfile.core.liveness import agent_of, descends_from
         agent = agent_of(agent_from, pane.pid)
         if agent and descends_from(agent[0], pane.pid):
             fields.update(pid=agent[0], pid_start=agent[1])
@@ -172,7 +172,7 @@ def pane_fields(target, env=None, agent_from=None):
 
 def agent_fields(pid):
     """Meta fields naming the agent process: pid and its start time."""
-    from crewfile.session.liveness import process_start
+    from crewfile.core.liveness import process_start
     start = process_start(pid)
     if start is None:
         raise BadInput(f"no process {pid}")

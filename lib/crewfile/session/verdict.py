@@ -29,7 +29,7 @@ the detail for people. Nothing parses the detail.
 import os
 import time
 
-from crewfile.session import liveness as procs
+from crewfile.core import liveness as procs
 
 # liveness
 LIVE, NOT_LIVE, UNKNOWN = "live", "not-live", "unknown"

@@ -29,7 +29,7 @@ def open_agent(sess, cmd, tmux_session=None, cwd=None):
     says how the registration ends.
     """
     from crewfile.session import tmux
-    from crewfile.session.liveness import process_start
+    from crewfile.core.liveness import process_start
     pane, target = tmux.new_window(cmd, session=tmux_session, name=sess.name,
                                    env=agent_env(sess.crew, sess.name), cwd=cwd, keep_dead=True)
     from crewfile.session.sessions import pane_fields
@@ -89,7 +89,7 @@ def find(meta, why):
     """
     from crewfile.session import tmux
     from crewfile.core.errors import SystemFailure
-    from crewfile.session.liveness import descends_from
+    from crewfile.core.liveness import descends_from
     pane_id, socket = meta.get("tmux"), meta.get("tmux_socket")
     if not pane_id or not socket:
         return None

@@ -13,6 +13,7 @@ import html
 
 from crewfile.core import logfile, records
 from crewfile.core.kinds import BLOCKERS, KEEPS_PAUSE, MOVES_ON
+from crewfile.core.text import escape
 
 # span kinds, drawn as bars; colour and legend text
 SPANS = (("turn", "#2e9e44", "turn (generating)"), ("idle", "#d5d8dc", "idle"),
@@ -180,7 +181,7 @@ def _x(t, start, end):
 
 def _text(s):
     """Text from the files, safe inside XML: no control character, markup escaped."""
-    return html.escape(records.escape(s), quote=True)
+    return html.escape(escape(s), quote=True)
 
 
 def _clock(t, span):

@@ -7,7 +7,7 @@ import time
 
 from crewfile.views import glance
 from crewfile.core.output import age_text
-from crewfile.core.records import escape
+from crewfile.core.text import escape
 
 HEADER = ("NAME", "KIND", "STATE", "AGE", "WAKES", "NUDGE", "JOBS", "TOKENS", "LAST")
 

@@ -20,7 +20,7 @@ import time
 from crewfile.core import paths
 from crewfile.views import top
 from crewfile.core.errors import CrewfileError
-from crewfile.core.records import escape
+from crewfile.core.text import escape
 
 FULL = 10.0          # seconds between looks at liveness; CREWFILE_TOP_FULL sets it
 

@@ -8,6 +8,7 @@ import os
 
 from crewfile.core import records
 from crewfile.wake.wakefilter import MAX_EVENT
+from crewfile.core.text import escape
 
 DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
 DEFAULT_WINDOW = 0.5
@@ -282,7 +283,7 @@ class Sender:
             parts = n.text.split(" ", 2)
             # Whatever a line named as its session is typed into the pane:
             # escaped (no control character reaches the keys), and short.
-            who = records.escape(parts[1])[:40] if len(parts) > 1 and parts[1] else "?"
+            who = escape(parts[1])[:40] if len(parts) > 1 and parts[1] else "?"
             if who not in senders:
                 senders.append(who)
         shown = ", ".join(senders[:5]) + (f" and {len(senders) - 5} more" if len(senders) > 5 else "")
