@@ -365,7 +365,8 @@ def test_quiet_session_gets_no_notice_and_outcome_stays_unheard(crew, run):
     sessions.register(crew, "dead", pid=os.getpid())
     sessions.Session(crew, "dead").update_meta(pid=gone.pid)    # its process is gone
     sessions.register(crew, "done", pid=os.getpid())
-    sessions.Session(crew, "done").append("ended", "exit")
+    sessions.Session(crew, "done").update_meta(pid=gone.pid)    # an end is believed once
+    sessions.Session(crew, "done").append("ended", "exit")      # its agent is gone
     for name, why in (("dead", "session dead is not live: agent-gone: agent process"),
                       ("done", "session done is not live: ended: the session has ended")):
         h = exec_(run, "--session", name, "--", "echo", "hi")
