@@ -10,7 +10,9 @@ it costs 10 ms of start-up in commands that run in hooks and pipelines.
 import os
 import sys
 
-from crewfile.core.errors import BROKEN_PIPE, INTERRUPTED, SYSTEM, CrewfileError, UsageError, failure_line
+from crewfile.core.errors import (
+    BROKEN_PIPE, CrewfileError, INTERRUPTED, SYSTEM, UsageError, failure_line)
+from crewfile.core.paths import Crew
 
 COMMON = """
   --dir DIR   crew directory (default: $CREWFILE_DIR, else $XDG_STATE_HOME/crewfile,
@@ -116,7 +118,6 @@ def parse(help_text, argv):
 def crew(args):
     """The crew directory named by --dir or the environment (Refused if
     another user could steer it: paths.check_owner)."""
-    from crewfile.core.paths import Crew
     return Crew(args.dir)
 
 

@@ -38,12 +38,13 @@ Adding an agent is one new module here defining:
                 and Codex copied, for a module to take or replace)
 """
 import os
+
+from crewfile.core.errors import BadInput
 from crewfile.core.names import AGENTS
 
 
 def load(name):
     """The adapter module for agent *name* (BadInput if there is none)."""
-    from crewfile.core.errors import BadInput
     if not isinstance(name, str) or not name.isidentifier() or not name.islower():
         raise BadInput(f"bad agent '{name}'")
     try:

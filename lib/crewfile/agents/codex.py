@@ -8,8 +8,9 @@ an ended Codex is found by its process (liveness). Stop's output allows no
 additionalContext (the schema forbids other properties), so a primary's
 wakes continue the turn as decision "block" with the text as its reason,
 which Codex gives the model as the next prompt."""
-from crewfile.agents import additional_context as context, permission_deny as deny
-from crewfile.agents import block as carry_on, whole_prompt as captain_text
+from crewfile.agents import (
+    additional_context as context, block as carry_on, is_conclusion, permission_deny as deny,
+    whole_prompt as captain_text)
 
 NAME = "codex"
 EVENTS = {"SessionStart": "SessionStart", "UserPromptSubmit": "UserPromptSubmit",
@@ -65,7 +66,6 @@ def transcript_prompt(entry):
     if not isinstance(item, dict) or item.get("type") != "UserMessage" or not isinstance(
             item.get("id"), str) or not item["id"]:
         return None
-    from crewfile.agents import is_conclusion
     text = "".join(c["text"] for c in item.get("content") or ()
                    if isinstance(c, dict) and c.get("type") == "text"
                    and isinstance(c.get("text"), str))

@@ -19,6 +19,12 @@ ends with MARK, so --uninstall removes exactly those lines and nothing a
 user wrote; a flag the user set (true or false) is never touched.
 """
 import os
+import shutil
+import subprocess
+import tomllib
+
+from crewfile.agents.install import Change
+from crewfile.core.atomic import read_text
 
 FLAG_FROM, DEFAULT_FROM, TRUST_FROM = (0, 114, 0), (0, 124, 0), (0, 129, 0)
 FILE = "config.toml"
@@ -32,8 +38,6 @@ VERSION_WAIT = 20.0      # seconds for `codex --version` (a node start on a load
 def version(env=None):
     """(path, (major, minor, patch)) of the codex PATH finds; (None, None)
     when there is none; (path, None) when its version cannot be read."""
-    import shutil
-    import subprocess
     env = os.environ if env is None else env
     path = shutil.which("codex", path=env.get("PATH"))
     if path is None:
@@ -56,7 +60,6 @@ def parse_version(text):
 
 
 def _parse(text):
-    import tomllib
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -140,8 +143,6 @@ def without_flag(text):
 
 def plan(directory, uninstall=False, env=None):
     """(changes, notes) for DIR/config.toml and what the user must know."""
-    from crewfile.core.atomic import read_text
-    from crewfile.agents.install import Change
     path = os.path.realpath(os.path.join(directory, FILE))
     old = read_text(path)
     mode = os.stat(path).st_mode & 0o777 if old is not None else 0o600

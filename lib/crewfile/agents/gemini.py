@@ -8,7 +8,9 @@ turn with the reason as a new prompt: a primary's wakes); BeforeTool's
 decision "deny" sends the reason to the model as the tool's error; the
 Notification type ToolPermission is a permission wait. Timeouts are in
 milliseconds."""
-from crewfile.agents import additional_context as context
+import os
+
+from crewfile.agents import additional_context as context, is_conclusion
 
 NAME = "gemini"
 EVENTS = {"SessionStart": "SessionStart", "BeforeAgent": "UserPromptSubmit",
@@ -112,14 +114,12 @@ def transcript_prompt(entry):
         if text is None or (text.startswith(head)
                             and not text.partition(end.strip())[2].strip()):
             return None
-    from crewfile.agents import is_conclusion
     return entry["id"], typed is not None and is_conclusion(typed, CONCLUDE)
 
 
 def _unexpanded(prompt):
     """`/aside-done NOTE` for the expansion of commands/aside-done.toml
     (its prompt with {{args}} replaced by NOTE); other text as it is."""
-    import os
     import tomllib
     from crewfile.agents.install import SHARE
     try:

@@ -12,6 +12,7 @@ written with the one atomic-replace helper; settings.json is written only
 when its content changes, keeping its mode; a settings.json that is a link
 (a dotfiles manager's) is written through to its target.
 """
+import difflib
 import json
 import os
 import shlex
@@ -19,6 +20,7 @@ import shlex
 from crewfile.agents import claude as CLAUDE
 from crewfile.core.atomic import read_text, replace
 from crewfile.core.errors import BadInput
+from crewfile.core.pinned import command_line
 
 HOOK_NAME = "crew-hook"
 TIMEOUT = CLAUDE.TIMEOUT     # seconds; Claude Code's default is 600, SessionEnd has ~1.5 s
@@ -44,7 +46,6 @@ def hooks_block(command, agent=CLAUDE):
 def default_command(argv0):
     """The hook command for a crew-hook run as *argv0*: pinned to this
     interpreter (crewfile.core.pinned says why)."""
-    from crewfile.core.pinned import command_line
     return command_line(argv0)
 
 
@@ -110,7 +111,6 @@ class Change:
         return "created" if self.old is None else "removed" if self.new is None else "updated"
 
     def diff(self):
-        import difflib
         return "".join(difflib.unified_diff(
             (self.old or "").splitlines(True), (self.new or "").splitlines(True),
             fromfile=self.path if self.old is not None else "/dev/null",

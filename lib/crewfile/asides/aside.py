@@ -36,13 +36,15 @@ import stat
 import time
 
 from crewfile.asides import evidence, reports
-from crewfile.core import logfile, paths, records
-from crewfile.session import window
 from crewfile.asides.captain import PROBLEM, clip, parse_captain_input
-from crewfile.core.errors import BadInput, CaptainPresent, CrewfileError, Refused, SystemFailure
 from crewfile.asides.evidence import CAPTAIN, CAPTAIN_DONE, SELF_CONCLUSION
+from crewfile.core import logfile, paths, records
+from crewfile.core.errors import BadInput, CaptainPresent, CrewfileError, Refused, SystemFailure
 from crewfile.core.locks import hold
-from crewfile.session.sessions import STATE_SCAN_BYTES, Session, register
+from crewfile.core.names import check_name
+from crewfile.session import window
+from crewfile.session.sessions import Session, STATE_SCAN_BYTES, register
+from crewfile.session.verdict import NO, captain_at
 
 MAX_REPORT = 16 << 20
 DEFAULT_AGENT_CMD = "claude"
@@ -326,7 +328,6 @@ def open_aside(crew, name, topic=None, cmd=None, tmux_session=None, primary=None
     window, then its pane id and process go into meta. A window that cannot
     be opened ends the registration with `closed: window not opened: ...`.
     """
-    from crewfile.core.names import check_name
     check_name(name, "aside name")
     if primary:
         check_name(primary, "primary name")
@@ -418,7 +419,6 @@ def captain_at_window(sess, found, since=None, quiet=None):
     """
     from crewfile.session.delivery import captain_quiet
     from crewfile.session.prompt import markers_of, placeholder_of
-    from crewfile.session.verdict import NO, captain_at
     if not found or found.dead:
         return None
     who, why = captain_at(found.pane, found.socket,

@@ -36,8 +36,13 @@ meta, the transcript), or attach a tmux client of its own to a
 pseudo-terminal and type into it as the captain.
 """
 import os
+import time
 
+from crewfile.agents import load
 from crewfile.core import logfile, paths, records
+from crewfile.core.errors import Refused
+from crewfile.core.kinds import GUARDED
+from crewfile.core.locks import hold
 
 CAPTAIN, CAPTAIN_DONE = "captain", "captain-done"        # the captain's acts (records)
 SELF_CONCLUSION = "self-conclusion refused"               # the problem text's start
@@ -130,7 +135,6 @@ def hands(sess, where=None, now=None):
     send-keys, run-shell and every other command sent to the server leave
     client_activity as it was (one-second resolution, checked on tmux 3.3a).
     """
-    import time
     from crewfile.session import tmux
     now = time.time() if now is None else now
     sock = sess.meta.get("tmux_socket")
@@ -172,7 +176,6 @@ def newest_input(sess):
 
 def agent_of(meta):
     """The adapter of the agent a session runs (meta `agent`; Claude Code if unknown)."""
-    from crewfile.agents import load
     return load(meta.get("agent") or "claude")
 
 
@@ -213,7 +216,6 @@ def prompt_verdict(path, prompt_id, agent):
     TRANSCRIPT_WAIT seconds); a newer prompt after it is refused at once.
     Without an id (Gemini CLI), a newest prompt that is not the conclusion
     may be the one before it: waited for the same way."""
-    import time
     deadline = time.monotonic() + TRANSCRIPT_WAIT
     while True:
         why, seen = _prompt_verdict(path, prompt_id, agent)
@@ -252,8 +254,6 @@ def refuse_hand_written(sess, kind, command):
     Refused. Each guarded kind is written only by its own commands, after
     their checks; the captain's words only by a prompt hook, aside-say and
     aside-done."""
-    from crewfile.core.errors import Refused
-    from crewfile.core.kinds import GUARDED
     if kind in CAPTAIN_KINDS:
         what = SELF_CONCLUSION if kind == CAPTAIN_DONE else "captain input refused"
         sess.append("problem", f"{what}: {command} may not write {kind} records")
@@ -314,7 +314,6 @@ def record_act(sess, kind, text, evidence):
     if not sess.exists():
         from crewfile.core.errors import NotFound
         raise NotFound(f"no session {sess.name!r} (register it with session-add)")
-    from crewfile.core.locks import hold
     with hold(sess.lock_path):
         append_act_locked(sess, line, evidence)
     return line

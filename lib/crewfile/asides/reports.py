@@ -15,11 +15,13 @@ the host (reduced to letters, digits and '-', so a name has exactly two dots
 and a scrollback name is told apart by its suffix).
 """
 import os
+import stat
 import time
 
 from crewfile.core import paths, records
 from crewfile.core.atomic import fsync_dir, write_new
 from crewfile.core.errors import BadInput, NotFound, SystemFailure
+from crewfile.core.names import is_name
 
 TMP_MAX_AGE = 36 * 3600
 _counter = 0
@@ -61,7 +63,6 @@ def parse_name(base):
     """(aside, time) of a report file name, or None if it is not one."""
     if base.startswith(".") or base.endswith(paths.SCROLLBACK_SUFFIX):
         return None
-    from crewfile.core.names import is_name
     aside, comma, unique = base.partition(",")
     parts = unique.split(".")
     if not comma or len(parts) != 3 or not parts[1].startswith("M") or not is_name(aside):
@@ -121,7 +122,6 @@ def accept(crew, report_path):
     new = os.path.join(box(crew, paths.REPORT_NEW), base)
     cur_dir = box(crew, paths.REPORT_CUR)
     cur = os.path.join(cur_dir, base)
-    import stat
     try:
         if not stat.S_ISREG(os.lstat(new).st_mode):     # the one path rule: no link, no FIFO
             raise SystemFailure(f"{new}: a symlink is not followed"

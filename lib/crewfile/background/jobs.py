@@ -26,12 +26,16 @@ a waiter waits for it (a shared flock the kernel grants the moment the
 outcome can be heard, or the watcher dies).
 """
 import os
+import shutil
+import signal
 import time
+from itertools import islice
 
 from crewfile.core import jsonio, paths, records
 from crewfile.core.atomic import replace
 from crewfile.core.errors import BadInput, CrewfileError, NotFound, Refused, SystemFailure
 from crewfile.core.locks import acquire, is_held
+from crewfile.core.logfile import TailStats, lines_backwards
 
 OUTPUT_LIMIT = 1 << 20            # bytes of output kept (plus one marker line)
 MIN_OUTPUT_LIMIT = 4096
@@ -167,8 +171,6 @@ class Job:
         last one. The tail is read from the end (logfile.lines_backwards),
         not the whole file: a 1 MiB output and the default 10 lines, one block."""
         if lines is not None:
-            from itertools import islice
-            from crewfile.core.logfile import TailStats, lines_backwards
             got = list(islice(lines_backwards(self.output_path, TailStats(), max_line=None,
                                               at=self.at, ended=True), max(lines, 0)))
             return b"".join(line + b"\n" for line in reversed(got))
@@ -247,7 +249,6 @@ def new_job(crew, handle=None):
 
 def discard(job):
     """Remove a job directory nothing was started from (gone at once: one rename)."""
-    import shutil
     trash = os.path.join(os.path.dirname(job.dir), f".swept-{job.handle}-{os.getpid()}")
     try:
         os.rename(job.dir, trash)
@@ -274,7 +275,6 @@ def ended_text(res):
 
 
 def signal_name(n):
-    import signal
     try:
         return signal.Signals(n).name
     except ValueError:
@@ -391,7 +391,6 @@ def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION
     """Remove heard outcomes older than *older_than* (since heard), unheard ones
     (and lost jobs) older than *unheard_older_than* (since they ended, or were
     created). Running jobs are never removed. Returns the removed handles."""
-    import shutil
     now = time.time() if now is None else now
     root = crew.sub(paths.JOBS)
     removed = []

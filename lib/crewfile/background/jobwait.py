@@ -10,15 +10,19 @@ then nobody wrote `heard` (the waiter was killed after the result landed),
 it announces. Lock order is always `lock` -> `waiters` (non-blocking), or
 `waiters` alone; never the other way while blocking, so nothing deadlocks.
 """
+import _thread
 import os
 import time
 
+from crewfile.background.jobs import (
+    Job, POST_WAIT, dump_json, duration_text, ended_text, heard_record)
 from crewfile.core.atomic import replace, sync
-from crewfile.core.errors import JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXIT, JOB_TIMEOUT as TIMEOUT_EXIT
-from crewfile.core.errors import NotFound
-from crewfile.background.jobs import POST_WAIT, Job, dump_json, duration_text, ended_text, heard_record
+from crewfile.core.errors import (
+    CrewfileError, JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXIT,
+    JOB_TIMEOUT as TIMEOUT_EXIT, NotFound)
 from crewfile.core.locks import acquire
 from crewfile.core.text import escape
+from crewfile.wake import inbox
 
 
 def _hear(job, res):
@@ -58,8 +62,6 @@ def _hear(job, res):
 
 def _withdraw(job, nid):
     """Withdraw the job's pending notice *nid*: True if it had not reached the model."""
-    from crewfile.wake import inbox
-    from crewfile.core.errors import CrewfileError
     try:
         session = job.spec().get("session")
         return bool(session and isinstance(nid, str)
@@ -182,7 +184,6 @@ def _let_go(path, timeout):
     # flock(2) has no timeout: a thread blocks in it (the GIL is free
     # meanwhile) and we wait for the thread at most *timeout*. If we give up
     # first, the thread lets go the moment it is granted the lock.
-    import _thread
     done = _thread.allocate_lock()
     done.acquire()
     failed = []

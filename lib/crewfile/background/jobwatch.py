@@ -22,14 +22,21 @@ not hold the outcome up), writes `result` and settles who hears it
 (settle(): the watcher's half of the one decision; jobwait.py has the
 waiter's).
 """
+import _signal as signal
 import os
+import select
 import time
 
-from crewfile.core import paths, records
+from crewfile.background import jobs
+from crewfile.background.jobs import POST_WAIT, dump_json, ended_text, marker, row_fields
+from crewfile.core import locks, paths, records
 from crewfile.core.atomic import fsync_dir, replace, sync, write_all
 from crewfile.core.errors import CrewfileError, SystemFailure
-from crewfile.background.jobs import POST_WAIT, dump_json, row_fields
+from crewfile.core.liveness import process_start
 from crewfile.core.locks import acquire
+from crewfile.session import verdict
+from crewfile.session.sessions import Session
+from crewfile.wake import inbox
 
 
 def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None, exiting=False):
@@ -40,7 +47,6 @@ def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None,
     (job-exec), so it leaves the middle process of the double fork to init
     instead of waiting for it.
     """
-    from crewfile.background import jobs
     jobs.check_request(crew, argv, session, label)
     job = jobs.new_job(crew, handle)
     alive = running = None
@@ -73,7 +79,6 @@ def spawn(job, spec, alive, running, exiting=False):
     terminal's signals ignored (the child inherits that); the parent's
     handlers are put back at once, the watcher sets its own.
     """
-    import _signal as signal     # the C module: `signal` imports enum
     saved = []
     try:
         for name in _TERMINAL_SIGNALS:
@@ -120,7 +125,6 @@ def _detach(*keep):
 
 
 def _watch(job, spec, alive, running):
-    import _signal as signal     # the C module: `signal` imports enum (~10 ms)
     _detach(alive.fd, running.fd)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
@@ -128,7 +132,6 @@ def _watch(job, spec, alive, running):
         job.at = paths.open_dir(job.dir)    # its files read in it: one openat(2) each, no path walked
     except (SystemFailure, OSError):
         pass
-    from crewfile.core.liveness import process_start
     try:
         # job-exec published `spec` without waiting for the disk (its caller
         # waits on it); made durable here, with the job's directory entry,
@@ -176,7 +179,6 @@ def _watch(job, spec, alive, running):
 def _copy(pid, rfd, out):
     """Copy the command's output until it exits; return its exit code (-N:
     signal N)."""
-    import select
     pidfd = os.pidfd_open(pid)
     poller = select.poll()
     poller.register(rfd, select.POLLIN)
@@ -277,7 +279,6 @@ def _announce_once(job, spec, result):
 
 
 def notice_text(job, spec, result):
-    from crewfile.background.jobs import ended_text
     label = f" ({spec['label']})" if spec.get("label") else ""
     try:
         last = job.last_line() or "(no output)"
@@ -289,8 +290,6 @@ def notice_text(job, spec, result):
 def announce(job, result, spec=None):
     """Post the outcome to the owning session's inbox: (True, notice id), or
     (False, why not) when there is nobody to tell."""
-    from crewfile.session import verdict
-    from crewfile.session.sessions import Session
     spec = job.spec() if spec is None else spec
     name = spec.get("session")
     if not name:
@@ -303,8 +302,6 @@ def announce(job, result, spec=None):
         return False, f"session {name} is not live: {v.why}"
     # Under the job's lock a job-wait may be waiting for: past POST_WAIT with
     # the session lock still held, the notice is posted without it.
-    from crewfile.wake import inbox
-    from crewfile.core import locks
     old = locks.bound_waits(POST_WAIT)
     try:
         return True, inbox.post(job.crew, name, "job", notice_text(job, spec, result))
@@ -358,7 +355,6 @@ class BoundedOutput:
         if 0 <= nl < len(tail) - 1 and nl < keep // 2:
             tail = tail[nl + 1:]
         self.dropped += self.body - len(tail)
-        from crewfile.background.jobs import marker
         replace(self.path, marker(self.dropped) + tail)
         os.close(self.fd)
         self.fd = self._open()

@@ -1,3 +1,9 @@
+import sys
+
+from crewfile.asides.aside import MAX_REPORT, conclude
+from crewfile.cli import crew
+from crewfile.core.errors import BadInput, UsageError
+
 HELP = """\
 aside-conclude NAME
 The aside's agent hands over its report. Allowed only while the captain's
@@ -15,10 +21,6 @@ Example: aside-conclude api-design --report notes/api-design.md
 
 
 def run(args):
-    import sys
-    from crewfile.asides.aside import MAX_REPORT, conclude
-    from crewfile.cli import crew
-    from crewfile.core.errors import BadInput, UsageError
     if not args.report:
         raise UsageError("missing --report FILE (or - for stdin)")
     if args.report == "-":

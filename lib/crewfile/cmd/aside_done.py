@@ -1,3 +1,6 @@
+from crewfile.asides.aside import captain_done
+from crewfile.cli import crew
+
 HELP = """\
 aside-done NAME
 The captain concludes aside NAME: appends `captain-done[: NOTE]`. The agent
@@ -16,7 +19,5 @@ Example: tmux bind-key D run-shell 'aside-done "#{window_name}"'
 
 
 def run(args):
-    from crewfile.asides.aside import captain_done
-    from crewfile.cli import crew
     captain_done(crew(args), args.name, args.note)
     return 0

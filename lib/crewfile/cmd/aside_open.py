@@ -1,3 +1,9 @@
+import os
+import sys
+
+from crewfile.asides.aside import open_aside
+from crewfile.cli import crew
+
 HELP = """\
 aside-open NAME
 Open aside NAME: register it (kind aside, exempt from wake supervision) and
@@ -18,10 +24,6 @@ Example: aside-open api-design --topic "shape of the v2 API" --primary firstmate
 
 
 def run(args):
-    import os
-    import sys
-    from crewfile.asides.aside import open_aside
-    from crewfile.cli import crew
     target = open_aside(crew(args), args.name, topic=args.topic, cmd=args.cmd,
                         tmux_session=args.tmux_session,
                         primary=args.primary or os.environ.get("CREWFILE_PRIMARY"))

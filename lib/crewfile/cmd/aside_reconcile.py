@@ -1,3 +1,11 @@
+import sys
+
+from crewfile.asides.aside import WAIT_DEFAULT, reconcile, reconcile_wait
+from crewfile.cli import crew
+from crewfile.core.durations import parse_duration
+from crewfile.core.errors import UsageError
+from crewfile.core.text import escape
+
 HELP = """\
 aside-reconcile NAME [--wait [DURATION]]
 The primary takes in concluded aside NAME: moves its report from
@@ -20,18 +28,12 @@ Example: aside-reconcile api-design --wait 15m && cat "$(report-ls --aside api-d
 
 
 def run(args):
-    import sys
-    from crewfile.asides.aside import WAIT_DEFAULT, reconcile, reconcile_wait
-    from crewfile.cli import crew
-    from crewfile.core.errors import UsageError
     if args.duration is not None and not args.wait:
         raise UsageError("a DURATION needs --wait")
     if args.wait:
         timeout = WAIT_DEFAULT
         if args.duration is not None:
-            from crewfile.core.durations import parse_duration
             timeout = parse_duration(args.duration, "DURATION")
-        from crewfile.core.text import escape
         out = reconcile_wait(crew(args), args.name, timeout, say=lambda why: sys.stderr.write(
             escape(f"aside-reconcile: {args.name}: waiting: {why}") + "\n"))
     else:

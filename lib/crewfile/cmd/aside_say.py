@@ -1,3 +1,8 @@
+import sys
+
+from crewfile.asides.aside import say
+from crewfile.cli import crew
+
 HELP = """\
 aside-say NAME TEXT...
 Record TEXT as the captain's input to aside NAME, as a prompt hook would:
@@ -12,9 +17,6 @@ Example: aside-say api-design "what about pagination?"
 
 
 def run(args):
-    import sys
-    from crewfile.asides.aside import say
-    from crewfile.cli import crew
     kind = say(crew(args), args.name, " ".join(args.text))
     sys.stdout.write(kind + "\n")
     return 0

@@ -1,3 +1,8 @@
+from crewfile.cli import crew
+from crewfile.core.durations import parse_duration
+from crewfile.core.errors import NotFound
+from crewfile.crew import crewup
+
 HELP = """\
 crew-down
 Stop the crew's crew-up: SIGTERM, then wait until every stage has stopped.
@@ -11,10 +16,6 @@ Example: crew-down --dir ~/crew
 
 
 def run(args):
-    from crewfile.cli import crew
-    from crewfile.crew import crewup
-    from crewfile.core.durations import parse_duration
-    from crewfile.core.errors import NotFound
     c = crew(args)
     timeout = parse_duration(args.timeout, "--timeout") if args.timeout else 30.0
     if not crewup.down(c, timeout):

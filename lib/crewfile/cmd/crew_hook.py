@@ -1,3 +1,5 @@
+from crewfile.hooks.hook import DEFAULT_AGENT, handle, load_agent
+
 HELP = """\
 crew-hook [PAYLOAD]
 The agent hook: the agent CLI runs it for each hook event (the event's JSON
@@ -53,7 +55,6 @@ def run(args):
             # on any code but 0 and 1. As a hook, one line and exit 0.
             sys.stderr.write(f"crew-hook: ?: stdin cannot be read: {e.strerror or e}\n")
             return 0
-    from crewfile.hooks.hook import handle     # a bad --agent is a note and exit 0: exit 2 would block
     env = dict(__import__("os").environ)
     if args.dir:
         env["CREWFILE_DIR"] = args.dir
@@ -69,7 +70,6 @@ def run(args):
 def _install(args):
     import sys
     from crewfile.agents import install
-    from crewfile.hooks.hook import DEFAULT_AGENT, load_agent
     if args.install and args.uninstall:
         from crewfile.core.errors import UsageError
         raise UsageError("--install and --uninstall exclude each other")

@@ -1,3 +1,11 @@
+import sys
+
+from crewfile.cli import crew
+from crewfile.core.errors import PARTIAL, REFUSED as REFUSED_EXIT
+from crewfile.core.output import json_document, table
+from crewfile.core.text import escape
+from crewfile.crew.spawn import DAMAGED, REFUSED, respawn
+
 HELP = """\
 crew-respawn [NAME...]
 The captain's explicit act after a reboot or a lost tmux server (never run by
@@ -22,12 +30,6 @@ Example: crew-respawn --dry-run && crew-respawn
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.core.errors import PARTIAL, REFUSED as REFUSED_EXIT
-    from crewfile.core.output import json_document, table
-    from crewfile.core.text import escape
-    from crewfile.crew.spawn import DAMAGED, REFUSED, respawn
     done = respawn(crew(args), args.name, dry_run=args.dry_run)
     for r in done:
         if r.action in (REFUSED, DAMAGED):

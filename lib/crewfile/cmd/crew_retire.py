@@ -1,3 +1,10 @@
+import os
+import sys
+
+from crewfile.cli import crew
+from crewfile.core.text import escape
+from crewfile.crew.retire import retire
+
 HELP = """\
 crew-retire NAME
 The captain's act when crew session NAME is done: appends `ended: retired`,
@@ -22,12 +29,7 @@ Example: crew-retire builder && git log --oneline main..crew/builder
 
 
 def run(args):
-    import os
-    import sys
-    from crewfile.cli import crew
-    from crewfile.crew.retire import retire
     out = retire(crew(args), args.name, keep_worktree=args.keep_worktree, force=args.force)
-    from crewfile.core.text import escape
     for warning in out.warnings:
         sys.stderr.write(f"crew-retire: {args.name}: {escape(warning)}\n")
     if out.thrown:

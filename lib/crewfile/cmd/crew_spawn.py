@@ -1,3 +1,12 @@
+import sys
+
+from crewfile.cli import crew
+from crewfile.core.durations import parse_duration
+from crewfile.core.errors import Refused, Unconfirmed
+from crewfile.core.text import escape
+from crewfile.crew.spawn import PROMPT_WAIT, spawn
+from crewfile.session.delivery import UNCONFIRMED
+
 HELP = """\
 crew-spawn NAME
 Start crew session NAME in a tree of its own: a git worktree on a new branch
@@ -35,18 +44,10 @@ Example: crew-spawn builder --from main --tmux-session crew --prompt "run the te
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.session.delivery import UNCONFIRMED
-    from crewfile.core.errors import Refused, Unconfirmed
-    from crewfile.crew.spawn import spawn
-    from crewfile.core.durations import parse_duration
-    from crewfile.crew.spawn import PROMPT_WAIT
     wait = parse_duration(args.wait, "--wait") if args.wait is not None else PROMPT_WAIT
     out = spawn(crew(args), args.name, agent=args.agent or "claude", ref=args["from"],
                 tmux_session=args.tmux_session, prompt=args.prompt,
                 worktree=not args.no_worktree, cmd=args.cmd, prompt_wait=wait)
-    from crewfile.core.text import escape
     sys.stdout.write(f"window: {escape(out.target)}\ntree: {escape(out.tree)}\n"
                      f"branch: {escape(out.branch or '-')}\n")
     if out.prompt is not None and not out.prompt[0]:

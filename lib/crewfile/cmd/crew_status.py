@@ -1,4 +1,8 @@
-from crewfile.session.tmuxseen import LISTED_FORMAT     # the one spelling; a module of constants, no imports
+from crewfile.cli import crew
+from crewfile.core.errors import PARTIAL
+from crewfile.session.tmuxseen import LISTED_FORMAT, Seen
+from crewfile.session.verdict import Look
+from crewfile.views import glance
 
 HELP = """\
 crew-status
@@ -36,9 +40,6 @@ COLOUR = {"working": "green", "idle": "default", "dialog": "yellow", "blocked": 
 
 def run(args):
     import sys
-    from crewfile.cli import crew
-    from crewfile.core.errors import PARTIAL
-    from crewfile.views import glance
     c = crew(args)
     rows = glance.rows(c, _look(args.panes))
     sys.stdout.write(line(rows, *glance.wakes_pending(c, rows), tmux=args.tmux,
@@ -51,8 +52,6 @@ def _look(panes):
     """The verdict's Look, with the pane list tmux handed in (--panes), if any."""
     if panes is None:
         return None
-    from crewfile.session.tmuxseen import Seen       # not tmux.py: nothing here asks tmux
-    from crewfile.session.verdict import Look
     listed = Seen.listed(panes)
     if listed is None:
         import sys
@@ -77,7 +76,6 @@ def crew_tokens(crew, rows):
 
 def line(rows, wakes, bad_inbox, tmux=False, used=None):
     """The segment's text for *rows*, *wakes* pending and the tokens *used*."""
-    from crewfile.views import glance
     if not rows:
         return "crew: empty"
     n = glance.counts(rows)

@@ -1,3 +1,13 @@
+import sys
+
+from crewfile.cli import crew
+from crewfile.core.atomic import write_named
+from crewfile.core.errors import NotFound, PARTIAL, UsageError
+from crewfile.core.moments import parse_moment
+from crewfile.core.text import escape
+from crewfile.session.sessions import names
+from crewfile.views import timeline
+
 HELP = """\
 crew-timeline [SESSION...]
 Draw the crew over time: one lane per session (default: every session).
@@ -25,22 +35,14 @@ Example: crew-timeline --since 8h --html crew.html w1 w2 design
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.core.errors import PARTIAL, NotFound, UsageError
-    from crewfile.core.text import escape
-    from crewfile.views import timeline
-    from crewfile.core.atomic import write_named
     if not args.svg and not args.html:
         raise UsageError("say where to draw: --svg FILE or --html FILE")
     since = until = None
     if args.since or args.until:
-        from crewfile.core.moments import parse_moment
         since = parse_moment(args.since, "--since", False) if args.since else None
         until = parse_moment(args.until, "--until", False) if args.until else None
     c = crew(args)
     if args.session:
-        from crewfile.session.sessions import names
         known = set(names(c))
         for name in args.session:
             if name not in known:

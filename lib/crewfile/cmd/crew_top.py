@@ -1,3 +1,10 @@
+import sys
+
+from crewfile.cli import crew
+from crewfile.core.errors import PARTIAL, UsageError, failure_line
+from crewfile.views import top
+from crewfile.views.topview import main
+
 HELP = """\
 crew-top
 The crew, live: one row per session and a footer, redrawn as records come.
@@ -36,18 +43,12 @@ Example: crew-top --once | grep -w blocked
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.core.errors import PARTIAL, UsageError
-    from crewfile.views import top
     if not args.once:
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise UsageError("the live view needs a terminal: use --once")
-        from crewfile.views.topview import main
         main(crew(args), show_ended=args.all)
         return 0
     f = top.frame(crew(args), show_ended=args.all)
     sys.stdout.write(f.text(colour=sys.stdout.isatty()))
-    from crewfile.core.errors import failure_line
     sys.stderr.write("".join(failure_line("crew-top", why) for why in f.said))
     return PARTIAL if f.bad else 0

@@ -1,3 +1,14 @@
+import sys
+
+from crewfile.cli import crew
+from crewfile.cmd.wake_send import _host
+from crewfile.core.atomic import read_text
+from crewfile.core.durations import parse_duration
+from crewfile.core.errors import BadInput, NOT_FOUND, NotFound, UsageError
+from crewfile.core.output import table
+from crewfile.core.text import escape
+from crewfile.crew import crewup
+
 HELP = """\
 crew-up [PRIMARY] [options]
 Start and supervise the crew's wake pipeline, nudge-tick --watch and job-sweep.
@@ -31,15 +42,10 @@ Example: crew-up firstmate --systemd > ~/.config/systemd/user/crew-up.service
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.crew import crewup
-    from crewfile.core.durations import parse_duration
     c = crew(args)
     if args.status:
         return _status(c)
     if not args.primary:
-        from crewfile.core.errors import UsageError
         raise UsageError("missing PRIMARY")
     if args.systemd:
         sys.stdout.write(crewup.systemd_unit(c, args.primary, sys.argv[0]))
@@ -53,24 +59,17 @@ def run(args):
 
 
 def _status(c):
-    import sys
-    from crewfile.crew import crewup
-    from crewfile.core.text import escape
     got = crewup.status_lines(c)
     if got is None:
-        from crewfile.core.errors import NOT_FOUND
         sys.stderr.write(f"crew-up: not running for {c.root}\n")
         return NOT_FOUND
     head, rows = got
-    from crewfile.core.output import table
     sys.stdout.write(escape(head) + "\n"
                      + table(rows[0], [list(r[:-1]) + [escape(r[-1])] for r in rows[1:]]))
     return 0
 
 
 def _remotes(words):
-    from crewfile.core.errors import BadInput
-    from crewfile.cmd.wake_send import _host
     out = {}
     for w in words or ():
         host, colon, rdir = w.partition(":")
@@ -81,8 +80,6 @@ def _remotes(words):
 
 
 def _remote_file(path):
-    from crewfile.core.atomic import read_text
-    from crewfile.core.errors import NotFound
     if path is None:
         return []
     text = read_text(path)

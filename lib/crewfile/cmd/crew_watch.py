@@ -1,3 +1,12 @@
+import os
+import signal
+import stat
+import threading
+
+from crewfile.core.durations import parse_duration
+from crewfile.core.errors import BadInput
+from crewfile.core.jsonio import loads
+
 HELP = """\
 crew-watch [options]
 Print one event line `<ts> <session> <kind>[: <text>]` per new status record.
@@ -98,7 +107,6 @@ class _Stop:
     once, which loses nothing (what is not written is read again)."""
 
     def __init__(self):
-        import signal
         self.watcher = None
         signal.signal(signal.SIGTERM, self)
         signal.signal(signal.SIGINT, self)
@@ -114,8 +122,6 @@ class _Stop:
         """The read end of a pipe each caught signal writes a byte to (C-level,
         at the signal): a wait that began just after the handler's check
         still wakes."""
-        import os
-        import signal
         r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         signal.set_wakeup_fd(w)
         return r
@@ -123,8 +129,6 @@ class _Stop:
 
 def _pipe_or_socket(fd):
     """*fd* when it is a pipe or a socket (its reader can go away), else None."""
-    import os
-    import stat
     try:
         mode = os.fstat(fd).st_mode
     except OSError:
@@ -133,15 +137,11 @@ def _pipe_or_socket(fd):
 
 
 def _duration(text, flag, default):
-    from crewfile.core.durations import parse_duration
     return default if text is None else parse_duration(text, flag)
 
 
 def _stdin_cursor():
     """The cursor document on stdin's first line (None for an empty line)."""
-    import os
-    from crewfile.core.errors import BadInput
-    from crewfile.core.jsonio import loads
     data = b""
     while not data.endswith(b"\n"):
         chunk = os.read(0, 1)       # byte by byte: what follows is not ours to read
@@ -160,9 +160,6 @@ def _stdin_cursor():
 
 def _exit_at_end_of_stdin():
     """A thread that waits for the end of stdin, then stops us as SIGTERM does."""
-    import os
-    import signal
-    import threading
 
     def wait():
         try:

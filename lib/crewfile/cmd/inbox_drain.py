@@ -1,3 +1,11 @@
+import sys
+
+from crewfile.cli import crew
+from crewfile.core import records
+from crewfile.core.errors import PARTIAL
+from crewfile.core.output import json_choice
+from crewfile.wake import inbox
+
 HELP = """\
 inbox-drain NAME
 Print and remove NAME's pending notices, oldest first, one per line:
@@ -13,11 +21,6 @@ Example: inbox-drain firstmate
 
 
 def run(args):
-    import sys
-    from crewfile.wake import inbox
-    from crewfile.core import records
-    from crewfile.cli import crew
-    from crewfile.core.output import json_choice
     json_choice(args, ())                  # a usage error before anything is drained
     c = crew(args)
     if args.peek:
@@ -26,10 +29,8 @@ def run(args):
         notices, garbage = inbox.drain(c, args.name)
     if garbage:
         sys.stderr.write(f"inbox-drain: {args.name}: skipped {garbage} malformed line(s)\n")
-    from crewfile.core.output import json_choice
     out = json_choice(args, (n.as_dict() for n in notices))
     if out is None:
         out = "".join(records.format_line(n.ts, n.kind, f"{n.id} {n.text}") for n in notices)
     sys.stdout.write(out)
-    from crewfile.core.errors import PARTIAL
     return PARTIAL if garbage else 0

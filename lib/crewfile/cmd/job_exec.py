@@ -1,3 +1,10 @@
+import os
+import sys
+
+from crewfile.background.jobwatch import start
+from crewfile.cli import crew
+from crewfile.core.names import check_name
+
 HELP = """\
 job-exec COMMAND...
 Run COMMAND detached under a watcher; print its handle at once and return.
@@ -23,11 +30,6 @@ EXIT_AT_ONCE = True
 
 
 def run(args):
-    import os
-    import sys
-    from crewfile.cli import crew
-    from crewfile.background.jobwatch import start
-    from crewfile.core.names import check_name
     session = args.session if args.session is not None else os.environ.get("CREWFILE_SESSION")
     if session:
         check_name(session, "session name")

@@ -1,3 +1,11 @@
+import sys
+
+from crewfile.background.jobs import list_jobs
+from crewfile.cli import crew
+from crewfile.core.errors import PARTIAL
+from crewfile.core.output import age_text, json_document, table
+from crewfile.core.text import escape
+
 HELP = """\
 job-ls
 List the jobs, oldest first: handle, session, state, code, who heard it, age, label.
@@ -18,21 +26,14 @@ Example: job-ls | awk '$5 == "no" || $5 == "no!"'    # outcomes nobody heard
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.core.errors import PARTIAL
-    from crewfile.background.jobs import list_jobs
-    from crewfile.core.text import escape
     rows = list_jobs(crew(args), full=bool(args.json))
     bad = [r for r in rows if "error" in r]
     sys.stderr.write("".join(f"job-ls: {escape(r['error'])}\n" for r in bad))
     code = PARTIAL if bad else 0
     if args.json:
-        from crewfile.core.output import json_document
         sys.stdout.write(json_document({k: v for k, v in r.items() if k != "created" or "error" not in r}
                                        for r in rows))
         return code
-    from crewfile.core.output import age_text, table
     out = []
     for r in rows:
         if "error" in r:

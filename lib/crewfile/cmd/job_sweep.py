@@ -1,3 +1,11 @@
+import sys
+
+from crewfile.background.jobs import HEARD_RETENTION, UNHEARD_RETENTION, sweep
+from crewfile.cli import crew
+from crewfile.core.durations import parse_duration
+from crewfile.core.errors import PARTIAL
+from crewfile.core.text import escape
+
 HELP = """\
 job-sweep
 Remove finished jobs whose outcome was heard, once past their retention.
@@ -15,18 +23,12 @@ Example: job-sweep --older-than 1h
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.core.durations import parse_duration
-    from crewfile.background.jobs import HEARD_RETENTION, UNHEARD_RETENTION, sweep
     older = (parse_duration(args.older_than, "--older-than", positive=False)
              if args.older_than is not None else HEARD_RETENTION)
     unheard = (parse_duration(args.unheard_older_than, "--unheard-older-than", positive=False)
                if args.unheard_older_than is not None else UNHEARD_RETENTION)
-    from crewfile.core.errors import PARTIAL
     bad = []
     removed = sweep(crew(args), older, unheard, bad=bad)
     sys.stdout.write("".join(h + "\n" for h in removed))
-    from crewfile.core.text import escape
     sys.stderr.write("".join(f"job-sweep: kept {escape(str(e))}\n" for e in bad))
     return PARTIAL if bad else 0

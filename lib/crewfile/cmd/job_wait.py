@@ -1,3 +1,11 @@
+import fcntl
+import sys
+
+from crewfile.background.jobwait import answer, wait
+from crewfile.cli import crew
+from crewfile.core.durations import parse_count, parse_duration
+from crewfile.core.errors import SystemFailure
+
 HELP = """\
 job-wait HANDLE
 Wait for job HANDLE to end; print a result line, then the output's tail.
@@ -36,10 +44,6 @@ EXIT_AT_ONCE = True
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.core.durations import parse_count, parse_duration
-    from crewfile.background.jobwait import answer, wait
     timeout = (parse_duration(args.timeout, "--timeout", positive=False)
                if args.timeout is not None else None)
     tail = 10 if args.tail is None else parse_count(args.tail, "--tail")
@@ -52,8 +56,6 @@ def run(args):
 def _printable():
     """Refuse, before anything is heard, to wait with a stdout the answer
     cannot be written to (closed, or open for reading only)."""
-    import fcntl
-    from crewfile.core.errors import SystemFailure
     try:
         writable = fcntl.fcntl(1, fcntl.F_GETFL) & os.O_ACCMODE != os.O_RDONLY
     except OSError:

@@ -1,3 +1,14 @@
+import sys
+
+from crewfile.cli import crew
+from crewfile.core.durations import parse_count, parse_duration
+from crewfile.core.errors import UsageError
+from crewfile.core.moments import parse_moment
+from crewfile.core.text import escape
+from crewfile.nudges.schedules import add
+from crewfile.session import delivery
+from crewfile.session.sessions import Session
+
 HELP = """\
 nudge-add [options]
 Schedule a nudge: TEXT typed into a session's pane when it is due and safe.
@@ -31,11 +42,6 @@ Example: nudge-add --session builder --every 1800 --message 'continue; record bl
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.core.errors import UsageError
-    from crewfile.nudges.schedules import add
-    from crewfile.core.durations import parse_count, parse_duration
     missing = [flag for flag, given in (("--every", args.every), ("--message", args.message))
                if not given]
     if missing:
@@ -44,7 +50,6 @@ def run(args):
     max_attempts = None if args.max is None else parse_count(args.max, "--max", 1)
     until = None
     if args.until is not None:
-        from crewfile.core.moments import parse_moment      # dateutil: only when asked for
         until = parse_moment(args.until, "--until", future=True)
     sched = add(crew(args), every, args.message, session=args.session,
                 session_key=args.session_key, agent_session_id=args.agent_session_id,
@@ -52,7 +57,6 @@ def run(args):
     sys.stdout.write(sched["id"] + "\n")
     note = not_live_note(crew(args), sched)
     if note:
-        from crewfile.core.text import escape
         sys.stderr.write(f"nudge-add: note: {escape(note)}\n")
     return 0
 
@@ -60,8 +64,6 @@ def run(args):
 def not_live_note(crew, sched):
     """What the user must know when the target cannot be nudged at all now,
     or None: the tick's first question (delivery.check's cheap part)."""
-    from crewfile.session import delivery
-    from crewfile.session.sessions import Session
     why, _ = delivery.check(Session(crew, sched["session"]), screen=False)
     if why is None or why.code not in (delivery.NOT_LIVE, delivery.LIVE_UNKNOWN):
         return None

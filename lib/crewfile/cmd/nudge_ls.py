@@ -1,3 +1,11 @@
+import sys
+
+from crewfile.cli import crew
+from crewfile.core.errors import PARTIAL
+from crewfile.core.output import json_document, table
+from crewfile.core.records import escape, timestamp
+from crewfile.nudges.schedules import load_all
+
 HELP = """\
 nudge-ls
 List nudge schedules, one per line.
@@ -16,11 +24,6 @@ Example: nudge-ls | awk '$6 == "no"'     # disarmed schedules
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.core.errors import PARTIAL
-    from crewfile.nudges.schedules import load_all
-    from crewfile.core.records import escape, timestamp
     bad = []
     rows = [s for s in load_all(crew(args), bad) if not args.user or s.get("user") == args.user]
     for name, e in bad:
@@ -29,7 +32,6 @@ def run(args):
     rows = sorted(rows + errors, key=lambda s: s["id"])
     code = PARTIAL if bad else 0
     if args.json:
-        from crewfile.core.output import json_document
         sys.stdout.write(json_document(rows))
         return code
     out = []
@@ -44,7 +46,6 @@ def run(args):
             s.get("last_attempt") or "-", s.get("last_outcome") or "-",
             timestamp(s["until"]) if s.get("until") is not None else "-",
             s.get("last_reason") or "-")])
-    from crewfile.core.output import table
     sys.stdout.write(table(("ID", "USER", "SESSION", "EVERY", "ATTEMPTS", "ARMED", "LAST",
                             "OUTCOME", "UNTIL", "REASON"), out))
     return code

@@ -1,3 +1,9 @@
+import sys
+
+from crewfile.cli import crew
+from crewfile.core.errors import NOT_FOUND, NotFound
+from crewfile.nudges.schedules import remove
+
 HELP = """\
 nudge-rm ID...
 Remove nudge schedules by id (see nudge-ls).
@@ -9,10 +15,6 @@ Example: nudge-rm n3fa2c19b07
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.core.errors import NotFound
-    from crewfile.nudges.schedules import remove
     c = crew(args)
     missing = 0
     for sid in args.id:
@@ -22,5 +24,4 @@ def run(args):
             from crewfile.core.text import escape
             sys.stderr.write(f"nudge-rm: {escape(str(e))}\n")
             missing += 1
-    from crewfile.core.errors import NOT_FOUND
     return NOT_FOUND if missing else 0

@@ -1,4 +1,13 @@
+import os
+import sys
+
+from crewfile.cli import crew
+from crewfile.core import locks, records
+from crewfile.core.errors import PARTIAL, REFUSED
+from crewfile.core.pinned import crontab_line
 from crewfile.core.text import escape
+from crewfile.nudges.nudge import LOCK_WAIT, tick, tick_lock
+from crewfile.nudges.nudgewatch import watch
 
 HELP = """\
 nudge-tick
@@ -24,12 +33,6 @@ Example: (crontab -l; nudge-tick --crontab) | crontab -
 
 
 def run(args):
-    import sys
-    from crewfile.core import records
-    from crewfile.cli import crew
-    from crewfile.core import locks
-    from crewfile.nudges.nudge import LOCK_WAIT, tick, tick_lock
-    from crewfile.nudges.nudgewatch import watch
     c = crew(args)
     if args.crontab:
         sys.stdout.write(_crontab_line(c))
@@ -46,7 +49,6 @@ def run(args):
     if args.watch:
         watch(c, emit)
         return 0
-    from crewfile.core.errors import PARTIAL, REFUSED
     lock = tick_lock(c)
     if lock is None:
         return REFUSED
@@ -60,8 +62,5 @@ def run(args):
 def _crontab_line(c):
     """Cron lacks the user's PATH: name the crew directory and the interpreter.
     No tmux server: every session's pane is reached on its recorded one."""
-    import os
-    import sys
-    from crewfile.core.pinned import crontab_line
     env = {"CREWFILE_DIR": os.path.abspath(c.root)}
     return crontab_line(sys.argv[0], env, "--quiet")

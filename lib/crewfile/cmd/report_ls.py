@@ -1,3 +1,12 @@
+import sys
+
+from crewfile.asides.reports import listing
+from crewfile.cli import crew
+from crewfile.core import paths, records
+from crewfile.core.errors import PARTIAL
+from crewfile.core.output import json_choice, table
+from crewfile.core.text import escape
+
 HELP = """\
 report-ls
 List aside reports, oldest first, one line each under a header line:
@@ -18,17 +27,10 @@ Example: report-ls --new | tail -n +2 | while read -r state aside time path; do 
 
 
 def run(args):
-    import sys
-    from crewfile.core import paths, records
-    from crewfile.cli import crew
-    from crewfile.asides.reports import listing
     states = (paths.REPORT_NEW,) if args.new else (paths.REPORT_NEW, paths.REPORT_CUR)
-    from crewfile.core.errors import PARTIAL
-    from crewfile.core.text import escape
     found = listing(crew(args), aside=args.aside, states=states)
     bad = [r for r in found if r.error]
     sys.stderr.write("".join(f"report-ls: {escape(r.path)}: {r.error}\n" for r in bad))
-    from crewfile.core.output import json_choice, table
     out = json_choice(args, (r.as_dict() for r in found))
     if out is None:
         out = table(("STATE", "ASIDE", "TIME", "PATH"), (

@@ -1,3 +1,10 @@
+import os
+
+from crewfile.cli import crew
+from crewfile.core.durations import parse_count
+from crewfile.core.errors import BadInput
+from crewfile.session.sessions import is_registered, record_agent, register
+
 HELP = """\
 session-add NAME
 Register a session: write its metadata and a `registered` record.
@@ -21,10 +28,6 @@ Example: session-add w1 --tmux crew:1 --cwd ~/src/app
 
 
 def run(args):
-    import os
-    from crewfile.cli import crew
-    from crewfile.core.errors import BadInput
-    from crewfile.session.sessions import is_registered, record_agent, register
     alone = not any((args.kind, args.exempt, args.tmux, args.cwd, args.session_key,
                      args.agent_session_id, args.user))
     if args.pid and alone and is_registered(crew(args), args.name):
@@ -42,5 +45,4 @@ def run(args):
 
 
 def _pid(text):
-    from crewfile.core.durations import parse_count
     return parse_count(text, "--pid", 1, 1 << 22)      # the kernel's PID_MAX_LIMIT

@@ -1,3 +1,12 @@
+import sys
+
+from crewfile.cli import crew
+from crewfile.core.errors import CrewfileError, PARTIAL
+from crewfile.core.output import age_text, json_document, table
+from crewfile.core.text import escape
+from crewfile.session.sessions import Session, names, state
+from crewfile.session.verdict import Look
+
 HELP = """\
 session-ls
 The crew at a glance: one line per registered session.
@@ -23,13 +32,6 @@ Example: session-ls | awk '$4 == "no"'    # sessions whose window is gone
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.core.errors import CrewfileError, PARTIAL
-    from crewfile.session.verdict import Look
-    from crewfile.core.text import escape
-    from crewfile.core.output import age_text
-    from crewfile.session.sessions import Session, names, state
     c = crew(args)
     look = Look()
     rows = []
@@ -51,7 +53,6 @@ def run(args):
                              f" {escape(st['why_detail'] or '')}\n")
         rows.append(st)
     if args.json:
-        from crewfile.core.output import json_document
         sys.stdout.write(json_document(rows))
         return PARTIAL if bad else 0
     out = []
@@ -66,7 +67,6 @@ def run(args):
         out.append([st["name"], st["kind"], "yes" if st["exempt"] else "no",
                     _live(st), st["generating"], age_text(st["age"]),
                     escape(last)[:60], escape(st["cwd"] or "-")])
-    from crewfile.core.output import table
     sys.stdout.write(table(("NAME", "KIND", "EXEMPT", "LIVE", "GEN", "AGE", "LAST", "CWD"), out))
     return PARTIAL if bad else 0
 

@@ -1,3 +1,8 @@
+import sys
+
+from crewfile.cli import crew
+from crewfile.session.sessions import archive
+
 HELP = """\
 session-rm NAME
 Take session NAME out of the crew: its directory (metadata, status logs,
@@ -17,8 +22,5 @@ Example: session-rm builder && session-ls --all
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.session.sessions import archive
     sys.stdout.write(archive(crew(args), args.name, force=args.force) + "\n")
     return 0

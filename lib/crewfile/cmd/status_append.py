@@ -1,3 +1,12 @@
+import sys
+
+from crewfile.asides.evidence import refuse_hand_written
+from crewfile.cli import crew
+from crewfile.core import records
+from crewfile.core.errors import BadInput, Refused, USAGE
+from crewfile.core.kinds import GUARDED
+from crewfile.session.sessions import Session
+
 HELP = """\
 status-append NAME KIND [TEXT...]
 Append one record `<timestamp> KIND[: TEXT]` to NAME's status log.
@@ -19,11 +28,6 @@ Example: status-append w1 paused awaiting captain
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.asides.evidence import refuse_hand_written
-    from crewfile.core.kinds import GUARDED
-    from crewfile.session.sessions import Session
     sess = Session(crew(args), args.name)
     text = " ".join(args.text or [])
     if args.kind in GUARDED:
@@ -35,11 +39,6 @@ def run(args):
 
 
 def _from_stdin(sess, kind, stream):
-    import sys
-    from crewfile.core import records
-    from crewfile.core.errors import BadInput, Refused
-    from crewfile.asides.evidence import refuse_hand_written
-    from crewfile.core.kinds import GUARDED
     bad = 0
     for n, raw in enumerate(records.bounded_lines(stream), 1):
         if raw is None:
@@ -59,5 +58,4 @@ def _from_stdin(sess, kind, stream):
         except (BadInput, Refused) as e:
             bad += 1
             sys.stderr.write(f"status-append: stdin line {n}: {e}\n")
-    from crewfile.core.errors import USAGE
     return USAGE if bad else 0

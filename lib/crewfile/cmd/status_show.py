@@ -1,3 +1,16 @@
+import json
+import sys
+import time
+
+from crewfile.cli import crew
+from crewfile.core.durations import parse_count
+from crewfile.core.kinds import TURN_STATE
+from crewfile.core.logfile import TailStats, records_since
+from crewfile.core.moments import parse_moment
+from crewfile.core.output import age_text
+from crewfile.core.text import escape
+from crewfile.session.sessions import Session, state
+
 HELP = """\
 status-show NAME
 Show NAME's current state: last record, its age, live, generating.
@@ -21,14 +34,6 @@ Example: status-show w1 --json | jq .generating
 
 
 def run(args):
-    import sys
-    import time
-    from crewfile.cli import crew
-    from crewfile.core.output import age_text
-    from crewfile.core.kinds import TURN_STATE
-    from crewfile.session.sessions import Session, state
-    from crewfile.core.durations import parse_count
-    from crewfile.core.text import escape
     sess = Session(crew(args), args.name)
     scanned = sess.scan()
     st = state(sess, recs=scanned)
@@ -38,16 +43,12 @@ def run(args):
     last_n = None if args.last is None else parse_count(args.last, "--last")
     recs = None
     if args.since is not None:
-        from crewfile.core.logfile import TailStats, records_since
-        from crewfile.core.moments import parse_moment      # dateutil: only when asked for
         since = parse_moment(args.since, "--since", future=False)
         recs = records_since(sess.log_paths(), since, TailStats(), most=last_n)
     elif last_n:
-        from crewfile.core.logfile import TailStats
         recs = sess.last_records(last_n, TailStats())
     lines = [r.line().rstrip("\n") for r in recs or ()]
     if args.json:
-        import json
         st = dict(st)
         if recs is not None:
             st["records"] = lines

@@ -1,3 +1,7 @@
+from crewfile.cli import crew
+from crewfile.core.records import check_kind
+from crewfile.wake import wakefilter
+
 HELP = """\
 wake-filter [options]
 Read event lines (crew-watch's) on stdin; print those that should wake the primary.
@@ -19,8 +23,6 @@ Example: crew-watch | wake-filter --hold turn-ended | wake-send firstmate
 
 
 def run(args):
-    from crewfile.cli import crew
-    from crewfile.wake import wakefilter
     flt = wakefilter.Filter(
         crew(args),
         normal_pass=(wakefilter.NORMAL_PASS | _kinds(args["pass"])) - _kinds(args.hold),
@@ -30,5 +32,4 @@ def run(args):
 
 
 def _kinds(words):
-    from crewfile.core.records import check_kind
     return frozenset(check_kind(w) for w in words or ())

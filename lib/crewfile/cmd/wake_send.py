@@ -1,3 +1,13 @@
+import signal
+import sys
+
+from crewfile.cli import crew
+from crewfile.cmd.crew_watch import _duration
+from crewfile.core.errors import BadInput
+from crewfile.core.locks import acquire
+from crewfile.core.text import escape
+from crewfile.wake import wakesend
+
 HELP = """\
 wake-send PRIMARY [options]
 Post each wake line on stdin to PRIMARY's inbox, then tell PRIMARY in its pane.
@@ -33,11 +43,6 @@ Example: crew-watch --resume C | wake-filter | wake-send firstmate --cursor C
 
 
 def run(args):
-    import sys
-    from crewfile.cli import crew
-    from crewfile.wake import wakesend
-    from crewfile.core.text import escape
-    from crewfile.cmd.crew_watch import _duration
 
     def warn(msg):      # a lock holder's process name, a path: never raw to the terminal
         sys.stderr.write(f"wake-send: {escape(msg)}\n")
@@ -49,14 +54,12 @@ def run(args):
     window = _duration(args.window, "--window", wakesend.DEFAULT_WINDOW)
     retry = _duration(args.retry, "--retry", wakesend.DEFAULT_RETRY)
     say = _template(args.say or wakesend.DEFAULT_SAY)
-    import signal
 
     def stop(_sig, _frame):
         raise KeyboardInterrupt         # send_stream acknowledges what is posted
     signal.signal(signal.SIGTERM, stop)
     hold = None
     if args.cursor:         # the cursor is read after the lock: one writer at a time
-        from crewfile.core.locks import acquire
         hold = acquire(args.cursor + ".lock")
     try:
         sender = wakesend.Sender(crew(args), args.primary, window=window, retry=retry, say=say,
@@ -69,7 +72,6 @@ def run(args):
 
 
 def _template(text):
-    from crewfile.core.errors import BadInput
     try:
         text.format(n="1 wake", count=1, primary="p", **{"from": "w"})
     except (KeyError, IndexError, ValueError) as e:
@@ -78,7 +80,6 @@ def _template(text):
 
 
 def _host(text):
-    from crewfile.core.errors import BadInput
     if text is None:
         return None
     if not text or len(text) > 253 or any(c.isspace() or c in ":/\\" for c in text):

@@ -6,9 +6,11 @@ leaves at worst a stray temporary file (dot-named, cleaned by its writer's
 next run or ignored by readers).
 """
 import os
+import stat
 
 from crewfile.core.errors import SystemFailure
-from crewfile.core.paths import check_dirs, open_file, read_text  # noqa: F401 (read_text lived here)
+from crewfile.core.jsonio import loads
+from crewfile.core.paths import check_dirs, open_file, read_text
 
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -96,7 +98,6 @@ def read_json(path, at=None, limit=None):
     json's import cost: these reads sit on hooks' and pipelines' start-up).
     at, limit: as for read_text.
     """
-    from crewfile.core.jsonio import loads
     text = read_text(path, at, limit)
     return None if text is None else loads(text)
 
@@ -110,7 +111,6 @@ def write_named(path, data, mode=0o644):
     stays, the target gets the content (renaming over the link would have
     cut it). Issue: run as root, a rename onto /dev/null replaced the
     device node with a regular file."""
-    import stat
     try:
         st = os.stat(path)
     except FileNotFoundError:

@@ -6,6 +6,9 @@ command returns is a constant here, and protocol.md's "Exit codes" table
 lists exactly these (tests/test_robust.py checks that they agree).
 """
 
+from crewfile.core.text import escape
+
+
 OK = 0
 REFUSED = 1      # understood and declined: the expected "no"
 USAGE = 2        # wrong usage or bad input
@@ -40,7 +43,6 @@ def failure_line(name, e):
     crew-watch's and the views' for a session or a part of the crew they
     cannot read. A name or path in it must not reach the terminal raw:
     escaped."""
-    from crewfile.core.text import escape
     return f"{name}: {escape(reason(e))}\n"
 
 

@@ -15,9 +15,10 @@ import os
 import time
 
 from crewfile.core.errors import Refused, SystemFailure
+from crewfile.core.paths import open_file
+from crewfile.core.records import timestamp
 
 def _open(path):
-    from crewfile.core.paths import open_file
     try:
         return open_file(path, os.O_RDWR | os.O_CREAT)
     except FileNotFoundError as e:       # its directory is gone
@@ -169,7 +170,6 @@ def holder(path):
 
 def _describe(pid):
     from crewfile.core.liveness import started_at, stat
-    from crewfile.core.records import timestamp
     st = stat(pid)
     since = started_at(st.start) if st is not None else None
     if since is None:

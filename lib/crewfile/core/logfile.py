@@ -21,6 +21,7 @@ import os
 
 from crewfile.core import records
 from crewfile.core.errors import SystemFailure
+from crewfile.core.paths import open_file
 
 _APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 BLOCK = 65536
@@ -108,7 +109,6 @@ def append_unlocked(path, lines):
     names the file written to: asked while it is open, so that its inode
     number cannot have been freed and given to a new file meanwhile."""
     from crewfile.core.atomic import write_all
-    from crewfile.core.paths import open_file
     data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
     try:
         fd = open_file(path, _APPEND_FLAGS)
@@ -185,7 +185,6 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
     last newline is its last line, not a fragment, and an empty first line
     is a line (as data.split(b"\\n") counts lines, a newline last closing
     the last one)."""
-    from crewfile.core.paths import open_file
     try:
         fd = open_file(path, outside=outside, at=at)
     except FileNotFoundError:

@@ -23,9 +23,13 @@ let through (imported here, and this module only when such a flag is
 given: it costs tens of milliseconds of start-up that hooks and pipelines
 never pay); what it reads must agree with what was typed, field by field.
 """
+import calendar
+import datetime
 import re
 import time
+import warnings
 
+from crewfile.core.durations import parse_duration
 from crewfile.core.errors import BadInput
 
 EXAMPLES = ("a moment such as '2026-12-01 08:00', 'Dec 1 8am', '08:00', '2026-12-01T08:00Z',"
@@ -69,7 +73,6 @@ def _bad(flag, text):
 
 def _duration(text):
     """Seconds for a DURATION with a unit, else None (a bare number is no moment)."""
-    from crewfile.core.durations import parse_duration
     if not text or text[-1] not in "dhms":
         return None
     try:
@@ -101,7 +104,6 @@ def _fields(text):
 
 def _full_name(name):
     """Is *name* a month's abbreviation or its whole English name?"""
-    import calendar
     return name.lower() in {m.lower() for m in calendar.month_name[1:]} or len(name) == 3 \
         or name.lower() == "sept"
 
@@ -111,8 +113,6 @@ def _read(text, fields, flag, future, now):
         from dateutil import parser
     except ImportError:
         raise BadInput(f"{flag} needs python-dateutil (pip install python-dateutil)") from None
-    import datetime
-    import warnings
     today = datetime.datetime.fromtimestamp(now).replace(hour=0, minute=0, second=0,
                                                          microsecond=0)
     try:

@@ -4,6 +4,8 @@ A name is used as a directory name under the crew directory, so it must never
 be able to climb out of it or confuse a terminal: no '/', no '..', no control
 characters, no leading '.' or '-', bounded length.
 """
+import os
+
 from crewfile.core.errors import BadInput
 
 MAX_NAME = 64
@@ -40,7 +42,6 @@ def current_user(env=None):
     """Whose session or schedule this is by default: $USER, else the password
     database's name for our uid (cron and `env -i` leave $USER unset), else
     the uid as a number."""
-    import os
     env = os.environ if env is None else env
     if env.get("USER"):
         return env["USER"]

@@ -10,6 +10,8 @@ with how to raise the limit.
 """
 import errno
 import os
+import sys
+import time
 
 POLL = 1.0
 _SYSCTL = {"instances": "fs.inotify.max_user_instances",
@@ -19,7 +21,6 @@ _RAISE_TO = {"instances": 1024, "watches": 524288}
 
 def warn_stderr(msg):
     """The default: one line on stderr, prefixed with the command's name."""
-    import sys
     sys.stderr.write(f"{os.path.basename(sys.argv[0] or 'crewfile')}: {msg}\n")
     sys.stderr.flush()
 
@@ -164,7 +165,6 @@ class DirWatch:
         directory's entries with the last look (timeout 0: one look now).
         With inotify, a burst of writes gets *settle* seconds to land, for
         one wake; a reader of every record (crew-watch) passes 0."""
-        import time
         if self.ino is None:
             deadline = time.monotonic() + timeout
             while True:

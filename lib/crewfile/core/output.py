@@ -7,6 +7,7 @@
 - `--json-lines` (the streams: report-ls, inbox-drain, crew-watch): one
   JSON object per line, written as the rows come.
 """
+from crewfile.core.errors import UsageError
 from crewfile.core.jsonio import dumps
 
 
@@ -40,7 +41,6 @@ def json_lines(objects):
 def json_choice(args, objects):
     """The JSON text for --json or --json-lines, or None when neither was given."""
     if args.json and args.json_lines:
-        from crewfile.core.errors import UsageError
         raise UsageError("--json and --json-lines exclude each other")
     if args.json:
         return json_document(objects)

@@ -24,11 +24,23 @@ rotated like one), and each line a stage writes on stderr too. crew-up/state
 `crew-up --status` reads it. SIGTERM or SIGINT (or crew-down) stops every
 stage (SIGTERM, then SIGKILL after STOP_GRACE) and exits 0.
 """
+import ctypes
 import os
+import select
+import shlex
+import signal
+import subprocess
+import sys
 import time
 
-from crewfile.core import paths
+from crewfile.core import jsonio, logfile, paths, records
+from crewfile.core.atomic import read_json, read_text, replace
+from crewfile.core.errors import Refused, SystemFailure
 from crewfile.core.liveness import stat
+from crewfile.core.locks import acquire, is_held
+from crewfile.core.names import check_name
+from crewfile.core.pinned import command_line
+from crewfile.core.text import escape
 
 DIR = "crew-up"
 LOCK, STATE, LOG, CURSOR = "lock", "state", "log", "cursor"
@@ -54,7 +66,6 @@ def bin_path(name):
     venv of `make install` (whose links in ~/.local/bin point there) or of
     any `pip install`. Not beside this module: installed, the package lies
     in site-packages, nowhere near its commands."""
-    import sys
     return os.path.join(os.path.dirname(os.path.realpath(sys.argv[0])), name)
 
 
@@ -66,8 +77,6 @@ def _die_with_parent(parent):
     *parent*, not 1: a parent that died before prctl left the child to a
     subreaper or init."""
     def preexec():
-        import ctypes
-        import signal
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         try:
             ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -123,7 +132,6 @@ class Stage:
 class Supervisor:
     def __init__(self, crew, primary, sweep=DEFAULT_SWEEP, backoff_max=BACKOFF_MAX, env=None,
                  remotes=None):
-        from crewfile.core.names import check_name
         check_name(primary)
         self.crew, self.primary = crew, primary
         self.sweep = sweep
@@ -142,14 +150,11 @@ class Supervisor:
 
     # -- records ------------------------------------------------------------
     def log(self, kind, text=""):
-        from crewfile.core import logfile, records
         line = records.new_line(kind, text)
         logfile.append(self.files[LOG], self.files[LOG] + ".lock", [line],
                        rotate=logfile.rotate_limits())
 
     def save_state(self):
-        from crewfile.core import jsonio, records
-        from crewfile.core.atomic import replace
         stages = {}
         for s in self.stages.values():
             stages[s.name] = {
@@ -169,9 +174,6 @@ class Supervisor:
         child it was forking holds the lock's open file until its exec (or
         its exit, seeing the parent gone) closes it. So when the state names
         no live crew-up, wait up to HANDOVER for the lock before refusing."""
-        import sys
-        from crewfile.core.errors import Refused
-        from crewfile.core.locks import acquire
         paths.ensure_dir(self.crew.sub(DIR))
         self.lock = acquire(self.files[LOCK], timeout=0)
         if self.lock is None:
@@ -189,7 +191,6 @@ class Supervisor:
 
     def run(self):
         """Supervise until SIGTERM/SIGINT; then stop every stage."""
-        import signal
         def on_signal(_sig, _frame):
             self.stop = True
         signal.signal(signal.SIGTERM, on_signal)
@@ -208,7 +209,6 @@ class Supervisor:
             self.shutdown()
 
     def step(self, wait=0.2):
-        import select
         now = time.monotonic()
         for stage in self.stages.values():
             if not stage.running() and now >= stage.start_at and not self.stop:
@@ -232,7 +232,6 @@ class Supervisor:
 
     def commands(self, stage):
         """[(name, argv, first line for its stdin or None)] of a stage's processes."""
-        import sys
 
         def local(name, *args):
             return (name, [sys.executable, bin_path(name), *args], None)
@@ -250,13 +249,11 @@ class Supervisor:
             # asks that machine's tmux and logs; it ends with the connection.
             return [("ssh", ssh_argv(host, remote_nudge(remote_dir)), "")]
         cursor = remote_cursor(self.crew, host)
-        from crewfile.core.atomic import read_text
         doc = (read_text(cursor) or "").strip()
         return [("ssh", ssh_argv(host, remote_pipe(remote_dir)), doc + "\n"),
                 local("wake-send", self.primary, "--cursor", cursor, "--host", host)]
 
     def start(self, stage):
-        import subprocess
         stage.procs = []
         stdin = subprocess.DEVNULL
         try:
@@ -294,9 +291,6 @@ class Supervisor:
         """first_position() for a remote crew: ask its crew-watch where each log
         ends now (one acknowledgement line per session) and keep that as its
         cursor here. Unreachable now: the pipe does it when it first connects."""
-        import subprocess
-        from crewfile.core import jsonio
-        from crewfile.core.atomic import replace
         cursor = remote_cursor(self.crew, host)
         if os.path.lexists(cursor):
             return
@@ -347,7 +341,6 @@ class Supervisor:
 
     def ended(self, stage):
         """One process of the stage ended: stop the rest, log, schedule a restart."""
-        import signal
         first = [p for p in stage.procs if p.popen.poll() is not None]
         forced = self.kill(stage)
         # A process killed from outside can still be exiting, not reaped,
@@ -384,8 +377,6 @@ class Supervisor:
         journal) that a stage fails as soon as it starts: restarting it for
         ever, with the reason only in crew-up/log, looked like a crew that
         runs (a crew-up installed with its commands not found)."""
-        import sys
-        from crewfile.core.text import escape
         said = f"; it said: {stage.last_said}" if stage.last_said else ""
         sys.stderr.write(escape(f"crew-up: stage {stage.name} fails at once ({stage.quick_ends} times"
                                 f" in a row; {', '.join(what)}{said}); still restarting it,"
@@ -402,7 +393,6 @@ class Supervisor:
     def kill(self, stage, grace=STOP_GRACE):
         """Stop every process of the stage: SIGTERM, then SIGKILL after *grace*.
         Returns the processes it had to SIGKILL."""
-        import signal
         forced = []
         for p in stage.procs:
             if p.popen.poll() is None:
@@ -468,7 +458,6 @@ def ssh_argv(host, command):
     Keepalives make a dead connection end within ~15 s on our side; on the
     far side crew-watch --resume - ends as soon as its stdin (the connection)
     does."""
-    import shlex
     base = shlex.split(os.environ.get("CREWFILE_SSH") or "ssh")
     return base + ["-o", "BatchMode=yes", "-o", "ServerAliveInterval=5",
                    "-o", "ServerAliveCountMax=3", "--", host, command]
@@ -478,8 +467,6 @@ def remote_pipe(remote_dir, once=False):
     """The remote half of a remote crew's wake pipe, as one shell command line:
     the remote crew's own crew-watch and wake-filter (each machine classifies
     its sessions by its own meta). crewfile is expected at the same path there."""
-    import shlex
-    import sys
     py = shlex.quote(sys.executable)
     watch = f"{py} {shlex.quote(bin_path('crew-watch'))} --resume -" + (" --once" if once else "")
     return (f"CREWFILE_DIR={shlex.quote(remote_dir)} {watch}"
@@ -489,8 +476,6 @@ def remote_pipe(remote_dir, once=False):
 def remote_nudge(remote_dir):
     """`nudge-tick --watch` for the remote crew, stopped when its ssh
     connection (stdin) ends: nudge-tick writes nothing that would fail."""
-    import shlex
-    import sys
     tick = (f"CREWFILE_DIR={shlex.quote(remote_dir)} {shlex.quote(sys.executable)}"
             f" {shlex.quote(bin_path('nudge-tick'))} --watch --quiet")
     return f"{tick} </dev/null & p=$!; cat >/dev/null; kill $p; wait $p"
@@ -498,7 +483,6 @@ def remote_nudge(remote_dir):
 
 def describe(code):
     if code < 0:
-        import signal
         try:
             return f"killed by {signal.Signals(-code).name}"
         except ValueError:
@@ -508,7 +492,6 @@ def describe(code):
 
 def read_state(crew):
     """crew-up/state as a dict ({} when absent or damaged)."""
-    from crewfile.core.atomic import read_json
     try:
         data = read_json(files(crew)[STATE])
     except (ValueError, Exception):
@@ -518,19 +501,16 @@ def read_state(crew):
 
 def running(crew):
     """True if a crew-up holds this crew's lock."""
-    from crewfile.core.locks import is_held
     return is_held(files(crew)[LOCK])
 
 
 def down(crew, timeout=30.0):
     """SIGTERM the crew's crew-up and wait until its lock is free. False if none ran."""
-    from crewfile.core.errors import SystemFailure
     if not running(crew):
         return False
     pid = read_state(crew).get("pid")
     if not isinstance(pid, int) or pid <= 1:
         raise SystemFailure("crew-up holds the lock but its state names no pid")
-    import signal
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
@@ -559,7 +539,6 @@ def status_lines(crew):
 
 def systemd_unit(crew, primary, argv0):
     """A systemd user unit running crew-up in the foreground for this crew."""
-    from crewfile.core.pinned import command_line
     root = os.path.abspath(crew.root)
     tmux = os.environ.get("CREWFILE_TMUX") or os.environ.get("TMUX", "").split(",")[0]
     env = f'Environment="CREWFILE_DIR={root}"\n'

@@ -22,9 +22,12 @@ record, which anyone could append, spares it no check):
 import os
 
 from crewfile.core import paths, records
-from crewfile.session import window
 from crewfile.core.errors import BadInput, Refused
 from crewfile.core.locks import acquire
+from crewfile.core.logfile import append_locked, rotate_limits
+from crewfile.crew import worktree as wt
+from crewfile.nudges.schedules import disarm_ended
+from crewfile.session import window
 from crewfile.session.sessions import Session, state
 
 
@@ -60,7 +63,6 @@ def _busy(st):
 
 def retire(crew, name, keep_worktree=False, force=False):
     """Retire crew session NAME; return a Retired (what was saved, removed, thrown away)."""
-    from crewfile.crew import worktree as wt
     sess = crew_session(crew, name)
     meta = sess.meta
     out = Retired()
@@ -88,10 +90,8 @@ def retire(crew, name, keep_worktree=False, force=False):
                 raise Refused(f"{name} is busy: {busy} (--force cuts it off)")
             if busy:
                 out.thrown.append(f"the agent's work in progress ({busy})")
-            from crewfile.core.logfile import append_locked, rotate_limits
             append_locked(sess.status_path, [records.new_line(
                 "ended", "retired" + (" --force" if out.thrown else ""))], rotate=rotate_limits())
-    from crewfile.nudges.schedules import disarm_ended
     out.disarmed = disarm_ended(crew, meta, "retired", "disarmed: crew-retire ended the session")
     if found:
         out.scrollback = os.path.join(sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}")

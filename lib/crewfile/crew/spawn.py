@@ -18,10 +18,19 @@ types into a pane, tried until the agent shows an idle prompt.
 import os
 import time
 
-from crewfile.agents import launch
-from crewfile.session import window
+from crewfile.agents import launch, load
+from crewfile.asides.aside import checkpoint
+from crewfile.core import paths, records
 from crewfile.core.errors import BadFile, CrewfileError, Refused, UsageError
-from crewfile.session.sessions import Session, register
+from crewfile.core.locks import acquire
+from crewfile.core.logfile import TailStats, records_backwards
+from crewfile.core.names import check_name
+from crewfile.crew import worktree as wt
+from crewfile.nudges import nudge
+from crewfile.session import delivery, verdict, window
+from crewfile.session.sessions import (
+    Session, STATE_SCAN_BYTES, names, names as all_names, register, register_again)
+from crewfile.session.verdict import Look, overlap, tree_of
 
 PROMPT_WAIT = 60.0        # seconds to wait for the agent's first idle prompt
 PROMPT_POLL = 0.1
@@ -40,9 +49,6 @@ def holders(crew, tree, exclude=None, exact=False):
     their liveness unknown), working in it, above it or inside it. *tree* is
     taken as it is with exact=True (a worktree about to be made, whose
     parents' git top level is not its own), else as its git top level."""
-    from crewfile.session import verdict
-    from crewfile.session.verdict import overlap, tree_of
-    from crewfile.session.sessions import names
     mine, look, found = (tree if exact else tree_of(tree)), verdict.Look(), []
     for name in names(crew):
         if name == exclude:
@@ -74,10 +80,6 @@ def refuse_held(crew, tree, exclude=None, exact=False):
 def spawn(crew, name, agent=launch.CLAUDE, ref=None, tmux_session=None, prompt=None,
           worktree=True, cmd=None, cwd=None, prompt_wait=PROMPT_WAIT):
     """Start crew session NAME in a new worktree and window; return a Spawned."""
-    from crewfile.session import delivery
-    from crewfile.crew import worktree as wt
-    from crewfile.asides.aside import checkpoint
-    from crewfile.core.names import check_name
     check_name(name, "session name")
     launch.check(agent)
     if prompt is not None:
@@ -147,8 +149,6 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
     Gemini CLI shows its prompt line seconds before asking whether to trust
     the folder, and a prompt typed then runs with no hook at all.
     """
-    from crewfile.session import delivery
-    from crewfile.agents import load
     final = (delivery.NOT_LIVE, delivery.FAILED, delivery.ABORTED, delivery.ASIDE,
              delivery.UNCONFIRMED)       # typed and Entered: never typed a second time
     hooked = load(sess.meta.get("agent") or launch.CLAUDE).HOOKS_AT_START
@@ -182,8 +182,6 @@ def _started(sess):
     """True if a `started` record follows the session's newest `registered`
     (not `respawned`: it is appended after the window opens, and may follow
     the resumed agent's `started`)."""
-    from crewfile.core.logfile import TailStats, records_backwards
-    from crewfile.session.sessions import STATE_SCAN_BYTES
     for rec in records_backwards(sess.log_paths(), TailStats(), STATE_SCAN_BYTES):
         if rec.kind == "started":
             return True
@@ -215,9 +213,6 @@ def ended_on_purpose(sess):
     hung up on by the window's closing writes `ended: other` after it, and
     is still retired.
     """
-    from crewfile.agents import load
-    from crewfile.core.logfile import TailStats, records_backwards
-    from crewfile.session.sessions import STATE_SCAN_BYTES
     unsure = load(sess.meta.get("agent") or launch.CLAUDE).NOT_ON_PURPOSE
     for rec in records_backwards(sess.log_paths(), TailStats(), STATE_SCAN_BYTES):
         if rec.kind == "registered":
@@ -234,7 +229,6 @@ def _plan(crew, name, look):
     end = ended_on_purpose(sess)
     if end:
         return ENDED, f"it ended on purpose ({end.kind}: {end.text}): not respawned", None
-    from crewfile.session import verdict
     life = verdict.liveness(meta, look)        # the agent process, in its pane, on its server
     if life.live == verdict.LIVE:
         return LIVE, f"its agent is live in {meta.get('tmux') or meta.get('pid')}", None
@@ -272,13 +266,10 @@ def respawn(crew, names=None, dry_run=False):
     before it is closed. Each session is brought back under its
     deliver.lock, so nothing is typed into it while its agent starts.
     """
-    from crewfile.core.names import check_name
-    from crewfile.session.sessions import names as all_names
     if names:
         for name in names:
             check_name(name, "session name")
             Session(crew, name).meta           # NotFound before anything is done
-    from crewfile.session.verdict import Look
     look = Look()
     plans = []
     for name in names or all_names(crew):
@@ -302,16 +293,12 @@ def respawn(crew, names=None, dry_run=False):
 
 def _respawn_one(crew, name, command):
     """Bring back one session decided WOULD: the act, under its deliver.lock."""
-    from crewfile.nudges import nudge
-    from crewfile.core import paths, records
-    from crewfile.core.locks import acquire
     sess = Session(crew, name)
     lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
     if lock is None:
         return Respawn(name, REFUSED, "a delivery or respawn is in progress")
     with lock:
         if sess.ended():          # `ended: other`: a new life, as the hook would start
-            from crewfile.session.sessions import register_again
             sess = register_again(sess)
         meta = sess.meta
         dead = window.find(meta, "cannot save the dead window's scrollback")

@@ -26,12 +26,16 @@ arrives, re only when a Bash command names a captain-only word.
 """
 import os
 
-from crewfile.wake import inbox
-from crewfile.core import jsonio
-from crewfile.session import sessions
+from crewfile.agents import load
+from crewfile.core import jsonio, locks
 from crewfile.core.errors import CrewfileError, Refused
 from crewfile.core.kinds import TURN_STATE
+from crewfile.core.locks import LockBusy
+from crewfile.core.logfile import TailStats
 from crewfile.core.paths import Crew, default_dir
+from crewfile.core.text import escape
+from crewfile.session import sessions
+from crewfile.wake import inbox
 
 # The captain-only conclusion: the aside-done command (/aside-done typed), and
 # the `captain-done` record it writes. An agent's shell command naming either
@@ -146,7 +150,6 @@ DEFAULT_AGENT = "claude"
 
 def load_agent(name):
     """The adapter module for agent *name* (BadInput if there is none)."""
-    from crewfile.agents import load
     return load(name)
 
 
@@ -244,7 +247,6 @@ def _with_kind(n):
 
 def drain_notices(ctx):
     """Drain the session's inbox into the agent's context output ('' if empty)."""
-    from crewfile.core.locks import LockBusy
     sess = ctx.session
     if sess is None:
         return ""
@@ -417,7 +419,6 @@ def post_tool_use(ctx):
     audit(ctx, sess)
     # A tool ran, so no permission dialog is up any more: a `waiting` record
     # would keep saying so until the turn ends.
-    from crewfile.core.logfile import TailStats
     last = sess.last_of(TURN_STATE, TailStats())
     if last is not None and last.kind == "waiting":
         sess.append("turn-started", "permission answered")
@@ -528,7 +529,6 @@ def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
     str); always a Reply, exit 0. *codex*: the payload is Codex's notify JSON.
 
     Every lock wait is bounded by *lock_wait* seconds meanwhile."""
-    from crewfile.core import locks
     env = os.environ if env is None else env
     event = "?"
     ctx = None
@@ -563,7 +563,6 @@ def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
     notes = list(dict.fromkeys(notes))      # each once
     if notes:
         reply.err = "; ".join(([reply.err] if reply.err else []) + notes)
-    from crewfile.core.text import escape         # loaded already (sessions reads records)
     reply.err = escape(reply.err)       # one line, no control character (a process's name)
     reply.code = 0
     return reply

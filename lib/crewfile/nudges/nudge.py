@@ -54,6 +54,17 @@ from crewfile.nudges.schedules import _target_ids, _update, due, load_all, match
 from crewfile.session.verdict import Answer
 # The schedule files' API, for the commands and the tests that name it here.
 from crewfile.nudges.schedules import DEFAULT_MAX, _write, add, get, rearm, remove  # noqa: F401
+from crewfile.session.verdict import NOT_LIVE
+from crewfile.session.verdict import overlap
+from crewfile.session import delivery
+from crewfile.session.verdict import LIVE
+from crewfile.session.verdict import Look
+from crewfile.session.sessions import Session
+from crewfile.core.locks import holder
+from crewfile.core.text import escape
+from crewfile.session.sessions import names
+from crewfile.session import verdict
+from crewfile.session.verdict import tree_of
 
 DELIVERED, FAILED, REFUSED, DISARMED = "delivered", "failed", "refused", "disarmed"
 UNCONFIRMED = "unconfirmed"
@@ -76,7 +87,6 @@ class World:
     """
 
     def __init__(self, crew):
-        from crewfile.session.verdict import Look
         self.crew = crew
         self.look = Look()
         self._metas = None
@@ -89,7 +99,6 @@ class World:
 
     def metas(self):
         if self._metas is None:
-            from crewfile.session.sessions import Session, names
             self._metas = {}
             for name in names(self.crew):
                 try:
@@ -113,7 +122,6 @@ class World:
 
     def session(self, name):
         """The Session, its metadata the one this tick read (delivery reads it afresh)."""
-        from crewfile.session.sessions import Session
         sess = Session(self.crew, name)
         if self._metas is not None and name in self._metas:
             sess._meta = self._metas[name]
@@ -121,7 +129,6 @@ class World:
 
     def verdict(self, name):
         if name not in self._verdicts:
-            from crewfile.session import verdict
             self._verdicts[name] = verdict.of(self.session(name), self.look)
         return self._verdicts[name]
 
@@ -137,7 +144,6 @@ class World:
     def stuck(self, name):
         """None, or an Answer saying the session's lock is stuck: held past
         LOCK_WAIT, its writers' records are held up, so its log cannot say it is idle."""
-        from crewfile.core.locks import acquire, holder
         lock_path = self.session(name).lock_path
         held = acquire(lock_path, timeout=LOCK_WAIT)
         if held is None:
@@ -147,24 +153,20 @@ class World:
 
     def busy(self, name, screen):
         """None when safe to type now, else delivery's Answer."""
-        from crewfile.session import delivery
         return delivery.check(self.session(name), self.look, screen=screen,
                               known=self.verdict(name))[0]
 
     def tree(self, name):
         if name not in self._trees:
-            from crewfile.session.verdict import tree_of
             self._trees[name] = tree_of(self.metas()[name].get("cwd"))
         return self._trees[name]
 
     def deliver(self, name, text):
-        from crewfile.session import delivery
         return delivery.deliver(self.session(name), text)
 
 
 def tree_conflict(world, name):
     """None, or an Answer saying which other live session works in *name*'s tree."""
-    from crewfile.session.verdict import NOT_LIVE, overlap
     mine = world.tree(name)
     for other in sorted(world.metas()):
         if other == name or world.live(other) == NOT_LIVE:
@@ -190,7 +192,6 @@ class Outcome:
         self.reason = ("refused and disarmed: " if refused else "") + (text or str(why))
 
     def line(self, ts):
-        from crewfile.core.text import escape      # a reason may quote a screen or a file
         return f"{ts} {self.sched} {self.session or '-'} {self.outcome}: {escape(self.reason)}\n"
 
 
@@ -229,7 +230,6 @@ def tick(crew, world=None, bad=None):
 
 def _find(world, sched):
     """(session name, None) or (None, Answer)."""
-    from crewfile.session.verdict import NOT_LIVE
     index = world.index()
     names = set()
     for key in ("session_key", "agent_session_id", "session"):
@@ -252,8 +252,6 @@ def _find(world, sched):
 
 
 def _decide(crew, world, sched, now, nudged):
-    from crewfile.session import delivery
-    from crewfile.session.verdict import LIVE, NOT_LIVE
     name, why = _find(world, sched)
     if name is None:
         if why.code in (AMBIGUOUS, DAMAGED):

@@ -5,13 +5,14 @@ refusal that a redraw may lift."""
 import os
 import time
 
-from crewfile.core import paths
+from crewfile.core import notify, paths
 from crewfile.core.clocks import clock_now
-from crewfile.session.delivery import TRANSIENT
 from crewfile.core.errors import CrewfileError
 from crewfile.core.locks import acquire
 from crewfile.nudges.nudge import REFUSED, World, tick
 from crewfile.nudges.schedules import _dir, due_in, load_all
+from crewfile.session.delivery import TRANSIENT
+from crewfile.session.sessions import names
 
 WATCH_POLL = 60.0          # --watch also ticks this often, as cron would
 WATCH_RETRY = 0.25         # ... and this soon after an event if a refusal may be transient,
@@ -29,7 +30,6 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
     restore) is noticed within WATCH_PROBE seconds and the new one
     followed: all that a tick knows is read from the directory afresh.
     """
-    from crewfile.core import notify
     warn = warn or notify.warn_stderr
     changes = notify.DirWatch(warn)
     roots = (crew.root, crew.sub(paths.SESSIONS), crew.sub(paths.NUDGES))
@@ -98,7 +98,6 @@ def _say_damaged(warn, said, bad, world):
 
 
 def _watch_targets(crew, changes):
-    from crewfile.session.sessions import names
     for name in names(crew):
         changes.add(os.path.join(crew.sub(paths.SESSIONS), name))
 

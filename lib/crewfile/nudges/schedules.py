@@ -5,13 +5,18 @@ made by a tick applies only if the schedule is still the one it read (its
 `rev`), so a schedule removed or replaced meanwhile wins. See protocol.md,
 `nudges/ID`.
 """
+import json
 import os
 
 from crewfile.core import paths, records
 from crewfile.core.atomic import replace
 from crewfile.core.clocks import clock_now, elapsed
+from crewfile.core.durations import MAX_SECONDS
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound, Refused
 from crewfile.core.locks import acquire
+from crewfile.core.names import check_name, current_user
+from crewfile.core.shapes import load
+from crewfile.session import delivery, sessions
 
 DEFAULT_MAX = 100
 
@@ -25,14 +30,12 @@ def _lock(crew):
 
 
 def _path(crew, sid):
-    from crewfile.core.names import check_name
     return os.path.join(crew.sub(paths.NUDGES), check_name(sid, "schedule id"))
 
 
 def _read(path, at=None):
     """The schedule in *path*, None if absent; BadFile if it is not a schedule.
     at: a descriptor on nudges/ (paths.open_dir), for a listing."""
-    from crewfile.core.shapes import load
     obj = load(path, "schedule", at)
     if obj is not None and obj["id"] != os.path.basename(path):
         raise BadFile(path, f"id '{obj['id']}' is not the file's name")
@@ -40,7 +43,6 @@ def _read(path, at=None):
 
 
 def _write(crew, sched):
-    import json         # here: json (re, enum) costs ~9 ms; crew-top and nudge-ls only read
     replace(_path(crew, sched["id"]), json.dumps(sched, sort_keys=True) + "\n")
 
 
@@ -137,7 +139,6 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
     A replacement keeps the replaced schedule's max and until where they are
     not given again: replacing to change the message must not quietly lift
     the ceiling the user chose."""
-    from crewfile.session import delivery, sessions
     if sum(bool(x) for x in (session, session_key, agent_session_id)) != 1:
         raise BadInput("name the session with exactly one of --session, --session-key,"
                        " --agent-session-id")
@@ -145,7 +146,6 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
     if max_attempts is not None:
         max_attempts = _positive(max_attempts, "--max")
     delivery.check_text(message)
-    from crewfile.core.names import current_user
     user = user or current_user()
     if session:
         sess = sessions.Session(crew, session)
@@ -186,7 +186,6 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
 
 def _positive(value, what):
     """A library caller's int (the command line parses through durations)."""
-    from crewfile.core.durations import MAX_SECONDS
     if type(value) is not int or not 1 <= value <= MAX_SECONDS:
         raise BadInput(f"bad {what} '{value}': a whole number from 1 to {MAX_SECONDS}")
     return value

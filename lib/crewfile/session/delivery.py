@@ -62,13 +62,23 @@ no live pane, no delivery.
 Returns (delivered, verdict.Answer): the code is DELIVERED or one of the
 codes below, the detail is for people.
 """
+import fcntl
 import os
 import re
+import struct
+import termios
 import time
 
+from crewfile.agents import load
 from crewfile.core import paths
-from crewfile.session import tmux, verdict
 from crewfile.core.errors import BadInput, SystemFailure
+from crewfile.core.kinds import TURN_STATE
+from crewfile.core.locks import acquire
+from crewfile.core.logfile import TailStats, records_backwards
+from crewfile.session import tmux, verdict
+from crewfile.session.prompt import (
+    capture, markers_of, placeholder_of, prompt_tail, shows_typed, still_holds)
+from crewfile.session.sessions import STATE_SCAN_BYTES
 from crewfile.session.verdict import Answer, CAPTAIN, DRAFT, NO_PROMPT
 
 DELIVERED = "delivered"
@@ -128,7 +138,6 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
     known: a Verdict of *sess* taken in this same look (a tick's), used instead
     of asking again; deliver never passes one (its checks are afresh).
     """
-    from crewfile.session.prompt import capture, markers_of, placeholder_of, prompt_tail, shows_typed
     look = look or verdict.Look()
     now = time.time() if now is None else now
     quiet = captain_quiet() if quiet is None else quiet
@@ -183,8 +192,6 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
 
 def deliver(sess, text, look=None, now=None, quiet=None):
     """Type *text* into the session's pane and press Enter, if safe: (delivered, Answer)."""
-    from crewfile.core.locks import acquire
-    from crewfile.session.prompt import markers_of, placeholder_of, shows_typed, still_holds
     check_text(text)
     lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
     if lock is None:
@@ -271,9 +278,6 @@ def _keys_unread(pid):
     terminal in canonical mode (a line being edited is held by the kernel
     uncounted). The count is the evidence that an agent has read what was
     typed; the screen alone cannot tell dropped keys from keys not yet read."""
-    import fcntl
-    import struct
-    import termios
     try:
         fd = os.open(f"/proc/{int(pid)}/fd/0",
                      os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -296,10 +300,6 @@ def records_prompts(sess):
     for it since the session was registered (a `started` or `turn-started`
     record follows the newest `registered`). Codex through notify alone, or an
     agent without crew-hook, writes neither. From the records, never the screen."""
-    from crewfile.agents import load
-    from crewfile.core.errors import BadInput
-    from crewfile.core.logfile import TailStats, records_backwards
-    from crewfile.session.sessions import STATE_SCAN_BYTES
     try:
         agent = load(sess.meta.get("agent") or "claude")
     except BadInput:
@@ -323,7 +323,6 @@ def _wait_record(sess, before, pane, socket, holds, placeholder=None):
     showed the text past TAKEN_SECONDS (Enter swallowed: press it again); None
     when none came within RECORD_SECONDS and the text was gone from the prompt
     line (taken or not, unknown)."""
-    from crewfile.session.prompt import capture
     start = time.monotonic()
     while True:
         if _turn_mark(sess, PROMPT_MARK) != before:
@@ -343,15 +342,12 @@ def _wait_record(sess, before, pane, socket, holds, placeholder=None):
 def _turn_mark(sess, kinds=None):
     """The newest record of *kinds* (default: turn records), its line: a new
     one after Enter means the text was taken."""
-    from crewfile.core.logfile import TailStats
-    from crewfile.core.kinds import TURN_STATE
     rec = sess.last_of(kinds or TURN_STATE, TailStats())
     return rec.line() if rec is not None else None
 
 
 def _wait_screen(pane, socket, test, seconds, placeholder=None):
     """Wait (up to *seconds*) until the pane's screen passes *test*; True if it did."""
-    from crewfile.session.prompt import capture
     deadline = time.monotonic() + seconds
     while True:      # the pane shows keys a moment after they are sent
         try:

@@ -7,6 +7,9 @@ such marker on it is the draft. A session may name its own markers (meta
 """
 import re
 
+from crewfile.agents import load
+from crewfile.session import tmux
+
 PROMPT_MARKERS = ("\u276f", "\u203a", ">")     # Claude Code, Codex, most REPLs
 _BOX = " \t\u2502\u2503|\u00a0"
 
@@ -21,7 +24,6 @@ def markers_of(meta):
         return tuple(m for m in custom if isinstance(m, str) and m) or PROMPT_MARKERS
     agent = meta.get("agent") if isinstance(meta, dict) else None
     if agent in ("codex", "gemini"):
-        from crewfile.agents import load
         return getattr(load(agent), "PROMPT_MARKERS", PROMPT_MARKERS)
     return PROMPT_MARKERS
 
@@ -81,7 +83,6 @@ def placeholder_of(meta):
     agent = meta.get("agent") if isinstance(meta, dict) else None
     if agent not in ("codex", "gemini"):
         return None
-    from crewfile.agents import load
     return load(agent).PLACEHOLDER
 
 
@@ -117,7 +118,6 @@ def without_placeholder(screen, sgr):
 def capture(pane, socket=None, placeholder=None):
     """The pane's screen as plain text; with *placeholder*, without the
     placeholder's characters (so an empty prompt line reads empty)."""
-    from crewfile.session import tmux
     if placeholder is None:
         return tmux.capture(pane, socket=socket)
     return without_placeholder(tmux.capture(pane, socket=socket, escapes=True), placeholder)

@@ -12,6 +12,7 @@ import time
 from crewfile.core import logfile, paths, records
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
 from crewfile.core.kinds import LIFECYCLE
+from crewfile.core.names import current_user, is_name
 # The writers' modules (atomic, locks) are imported where a write happens:
 # crew-status, run by tmux every few seconds, only reads.
 
@@ -200,7 +201,6 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     import json
     from crewfile.core.atomic import replace
     from crewfile.core.locks import hold
-    from crewfile.core.names import current_user
     if kind not in KINDS:
         raise BadInput(f"bad kind '{kind}': one of {', '.join(KINDS)}")
     sess = Session(crew, name)
@@ -361,7 +361,6 @@ def is_registered(crew, name):
     Those are kept, not skipped, so that every reader refuses them aloud
     (its meta is read through the path opener) and nudge-tick holds a
     schedule that may target them instead of disarming it as not live."""
-    from crewfile.core.names import is_name
     if not is_name(name):
         return False
     entry = os.path.join(crew.sub(paths.SESSIONS), name)

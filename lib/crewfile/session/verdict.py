@@ -30,6 +30,8 @@ import os
 import time
 
 from crewfile.core import liveness as procs
+from crewfile.core.errors import SystemFailure
+from crewfile.core.kinds import LIFECYCLE, TURN_STATE
 
 # liveness
 LIVE, NOT_LIVE, UNKNOWN = "live", "not-live", "unknown"
@@ -185,7 +187,6 @@ class Verdict:
 def of(sess, look=None, stats=None, recs=None):
     """The Verdict for *sess* (a sessions.Session), from its records and the machine.
     recs: a sess.scan() to read the records from (one read shared with the caller)."""
-    from crewfile.core.kinds import LIFECYCLE, TURN_STATE
     recs = recs or sess.scan(stats)
     meta = sess.meta
     v = Verdict()
@@ -273,7 +274,6 @@ def captain_at(pane, socket, within=None, since=None, markers=None, look=None, n
     whose text on an empty prompt line is no draft.
     """
     from crewfile.session.prompt import PROMPT_MARKERS, capture, prompt_tail
-    from crewfile.core.errors import SystemFailure
     from crewfile.session import tmux
     look = look or Look()
     now = time.time() if now is None else now

@@ -9,6 +9,11 @@ save_scrollback() and kill() of what it found.
 """
 import os
 
+from crewfile.core.atomic import replace
+from crewfile.core.errors import SystemFailure
+from crewfile.core.liveness import descends_from, process_start
+from crewfile.session.sessions import pane_fields
+
 
 def agent_env(crew, name):
     """The environment an agent's window gets: its crew, its session, our tmux server."""
@@ -29,10 +34,8 @@ def open_agent(sess, cmd, tmux_session=None, cwd=None):
     says how the registration ends.
     """
     from crewfile.session import tmux
-    from crewfile.core.liveness import process_start
     pane, target = tmux.new_window(cmd, session=tmux_session, name=sess.name,
                                    env=agent_env(sess.crew, sess.name), cwd=cwd, keep_dead=True)
-    from crewfile.session.sessions import pane_fields
     table = tmux.panes() or {}
     pid = table[pane][1] if pane in table else None
     fields = {**pane_fields(pane), "tmux_target": target}      # the pane with its server
@@ -46,7 +49,6 @@ def save_scrollback(found, path):
     """Save the whole history and screen of *found* (find()'s answer: the pane on
     its own server) at *path* (atomic replace), without the empty bottom rows."""
     from crewfile.session import tmux
-    from crewfile.core.atomic import replace
     replace(path, tmux.capture(found.pane, history=True, socket=found.socket).rstrip("\n") + "\n")
 
 
@@ -88,8 +90,6 @@ def find(meta, why):
     saying *why* it was needed, when tmux cannot be asked.
     """
     from crewfile.session import tmux
-    from crewfile.core.errors import SystemFailure
-    from crewfile.core.liveness import descends_from
     pane_id, socket = meta.get("tmux"), meta.get("tmux_socket")
     if not pane_id or not socket:
         return None

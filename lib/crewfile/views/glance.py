@@ -16,7 +16,14 @@ only names what it found. The word is the first that holds of:
   UNKNOWN     no turn record to tell
 Ended sessions are left out (ENDED, for a view that lists them).
 """
+import os
+
+from crewfile.core import paths
+from crewfile.core.errors import CrewfileError, failure_line, reason
 from crewfile.core.kinds import BLOCKERS, KEEPS_PAUSE, MOVES_ON
+from crewfile.core.names import is_name
+from crewfile.session.sessions import Session, is_registered, state_of
+from crewfile.session.verdict import Look, of, relive
 
 DAMAGED, LOST, DIALOG, BLOCKED, PAUSED = "damaged", "lost", "dialog", "blocked", "paused"
 WORKING, IDLE, UNKNOWN, ENDED = "working", "idle", "unknown", "ended"
@@ -76,7 +83,6 @@ def rows(crew, look=None, now=None):
     found = entries(crew)
     if not found:
         return []
-    from crewfile.session.verdict import Look
     look = look or Look()
     return [row(crew, name, look, now) if why is None else Row(name, DAMAGED, error=why)
             for name, why in found]
@@ -87,9 +93,6 @@ def entries(crew):
     entry of sessions/ named as a session that cannot be one (see
     unusable), sorted by name: a session is the unit of failure, and one
     that cannot be read is shown as such, never left out."""
-    from crewfile.core import paths
-    from crewfile.core.names import is_name
-    from crewfile.session.sessions import is_registered
     try:
         found = paths.list_dir(crew.sub(paths.SESSIONS))
     except FileNotFoundError:
@@ -109,9 +112,6 @@ def unusable(crew, name):
     """Why sessions/NAME cannot be a session: a link, a FIFO, a regular
     file, a directory that cannot be searched. None when it can be, or
     when it is a plain directory without meta (not registered)."""
-    import os
-    from crewfile.core import paths
-    from crewfile.core.errors import CrewfileError, reason
     sdir = crew.session_dir(name)
     try:
         paths.check_dirs(sdir, inclusive=True)
@@ -125,16 +125,12 @@ def unusable(crew, name):
 
 def said(command, rows_):
     """The failure line *command* says on stderr of each DAMAGED row."""
-    from crewfile.core.errors import failure_line
     return "".join(failure_line(command, r.error) for r in rows_ if r.word == DAMAGED)
 
 
 def row(crew, name, look, now=None, also=None):
     """The Row of session NAME (DAMAGED when its files cannot be used).
     also(sess): more to read while its directory is open (Row.also)."""
-    from crewfile.core.errors import CrewfileError
-    from crewfile.session.sessions import Session, state_of
-    from crewfile.session.verdict import of
     sess = Session(crew, name)
     try:
         with sess.opened():
@@ -155,8 +151,6 @@ def row(crew, name, look, now=None, also=None):
 def relook(row, look, now=None):
     """*row* (from row()) with its session's liveness probed anew, its
     files not read again: the word follows (a lost agent shows as lost)."""
-    from crewfile.session.sessions import state_of
-    from crewfile.session.verdict import relive
     v, last, warning, held = row.facts
     v = relive(v, row.sess.meta, look)
     st = state_of(row.sess, v, last, warning, now)
@@ -168,7 +162,6 @@ def relook(row, look, now=None):
 def wakes_pending(crew, rows_):
     """Wake notices waiting in the inboxes of the primary sessions (not ended),
     and the names of those whose inbox could not be read."""
-    from crewfile.core.errors import CrewfileError
     total, bad = 0, []
     for row in rows_:
         if row.state is None or row.state["ended"] or row.state["kind"] != "primary":

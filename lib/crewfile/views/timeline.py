@@ -10,10 +10,17 @@ reaches the picture escaped twice: records.escape (no control character)
 and then as XML.
 """
 import html
+import os
+import time
+import time as _time
 
-from crewfile.core import logfile, records
+from crewfile.background.jobs import list_jobs
+from crewfile.core import logfile, paths, records
+from crewfile.core.errors import CrewfileError
 from crewfile.core.kinds import BLOCKERS, KEEPS_PAUSE, MOVES_ON
 from crewfile.core.text import escape
+from crewfile.session import sessions
+from crewfile.wake.inbox import MOVING, TAKING
 
 # span kinds, drawn as bars; colour and legend text
 SPANS = (("turn", "#2e9e44", "turn (generating)"), ("idle", "#d5d8dc", "idle"),
@@ -83,9 +90,6 @@ def lane_of(name, kind, recs, until):
 
 def wakes(crew, name, stats):
     """(time, text) of each wake notice in NAME's inbox and inbox.read files."""
-    import os
-    from crewfile.core import paths
-    from crewfile.wake.inbox import MOVING, TAKING
     keep = logfile.rotate_limits()[1]
     sdir = crew.session_dir(name)
     inbox = os.path.join(sdir, paths.INBOX)
@@ -104,8 +108,6 @@ def build(crew, names=None, since=None, until=None):
     """(lanes, start, end, problems): the lanes of *names* (default: every
     session), clipped to [since, until]; problems: lines naming what could
     not be read (the rest is drawn)."""
-    from crewfile.core.errors import CrewfileError
-    from crewfile.session import sessions
     problems = []
     wanted = names or sessions.names(crew)
     raw = []
@@ -126,7 +128,6 @@ def build(crew, names=None, since=None, until=None):
     jobs = _jobs(crew, problems)
     times += [j[0] for j in jobs]
     if not times:                   # nothing recorded: the last hour, empty
-        import time
         times = [time.time() - 3600, time.time()]
     start = since if since is not None else min(times)
     end = until if until is not None else max(times)
@@ -148,7 +149,6 @@ def build(crew, names=None, since=None, until=None):
 
 def _jobs(crew, problems):
     """(start, end, outcome, text, session) of every job with a session."""
-    from crewfile.background.jobs import list_jobs
     out = []
     for j in list_jobs(crew, full=False):
         if "error" in j:
@@ -185,7 +185,6 @@ def _text(s):
 
 
 def _clock(t, span):
-    import time as _time
     fmt = "%H:%M" if span < 2 * 86400 else "%m-%d %H:%M"
     return _time.strftime(fmt, _time.gmtime(t))
 

@@ -24,6 +24,14 @@ or rewritten (inode, size, the bytes before the offset) starts again.
 """
 import os
 
+from crewfile.core import paths
+from crewfile.core.atomic import read_json, replace
+from crewfile.core.errors import CrewfileError
+from crewfile.core.jsonio import dumps, loads
+from crewfile.core.paths import open_file
+from crewfile.hooks.hook import WAKE_HEADER
+from crewfile.wake.wakesend import DEFAULT_SAY
+
 MAX_BYTES = 64 << 20
 MAX_LINE = 16 << 20      # a longer line is skipped whole
 RECENT = 16              # message ids remembered across reads (a message's lines are adjacent)
@@ -103,8 +111,6 @@ def read(path, tally=None):
     no transcript or it cannot be read (a FIFO, a device: the one path
     opener's rules for a file outside the crew directory, as evidence.py
     reads the same transcript: a link is the user's layout, followed)."""
-    from crewfile.core.errors import CrewfileError
-    from crewfile.core.paths import open_file
     if not path or not isinstance(path, str) or not os.path.isabs(path) or path.endswith(".json"):
         return None             # .json: an older Gemini CLI's chat, one document, not lines
     try:
@@ -164,7 +170,6 @@ def _line(t, raw):
     usage = b'"usage"' in raw or b'"token_count"' in raw or b'"tokens"' in raw
     if not (usage or b'"type":"user' in raw or b'"role":"user"' in raw or _WAKE_B in raw):
         return
-    from crewfile.core.jsonio import loads
     try:
         e = loads(raw)
     except ValueError:
@@ -247,7 +252,6 @@ def _gemini_text(content):
 
 
 def _wake_header():
-    from crewfile.hooks.hook import WAKE_HEADER
     return WAKE_HEADER
 
 
@@ -262,7 +266,6 @@ def _is_wake_prompt(text):
     if _wake_header() in text:
         return True
     if _announce is None:
-        from crewfile.wake.wakesend import DEFAULT_SAY
         _announce = _literals(DEFAULT_SAY)
     return _fits(_announce, text.strip())
 
@@ -303,9 +306,6 @@ class Cache:
     VERSION = 1
 
     def __init__(self, crew):
-        from crewfile.core import paths
-        from crewfile.core.atomic import read_json
-        from crewfile.core.errors import CrewfileError
         self.path = crew.sub(paths.TOKENS_CACHE)
         self.old, self.new, self.changed = {}, {}, False
         try:
@@ -336,9 +336,6 @@ class Cache:
         (a copy, a full disk) keeps the figures, not the cache."""
         if not self.changed and set(self.new) == set(self.old):
             return
-        from crewfile.core.atomic import replace
-        from crewfile.core.errors import CrewfileError
-        from crewfile.core.jsonio import dumps
         doc = {"version": self.VERSION,
                "transcripts": {p: t.to_json() for p, t in self.new.items()}}
         try:

@@ -5,9 +5,19 @@ writes or types anything: it only reads.
 """
 import time
 
-from crewfile.views import glance
-from crewfile.core.output import age_text
+from crewfile.asides import reports
+from crewfile.background.jobs import list_jobs
+from crewfile.core import paths
+from crewfile.core.clocks import clock_now
+from crewfile.core.errors import CrewfileError, reason
+from crewfile.core.output import age_text, table
 from crewfile.core.text import escape
+from crewfile.crew import crewup
+from crewfile.nudges.schedules import due_in, load_all, matches
+from crewfile.session.sessions import is_registered
+from crewfile.session.verdict import Look
+from crewfile.views import glance, tokens
+from crewfile.wake.inbox import count
 
 HEADER = ("NAME", "KIND", "STATE", "AGE", "WAKES", "NUDGE", "JOBS", "TOKENS", "LAST")
 
@@ -21,7 +31,6 @@ class Frame:
         self.rows, self.footer, self.bad, self.said = rows, footer, bad, list(said)
 
     def text(self, colour=False):
-        from crewfile.core.output import table
         lines = table(HEADER, [cols for _, cols in self.rows]).splitlines()
         if colour:
             lines[0] = f"\x1b[1m{lines[0]}\x1b[0m"
@@ -63,7 +72,6 @@ class Rows:
 
     def read(self, now=None):
         """Read every session and the crew's parts afresh; returns self."""
-        from crewfile.session.verdict import Look
         now = time.time() if now is None else now
         look, costs = Look(), _Costs(self.crew)     # each tmux server asked once for all its panes
         self.sessions = {name: self._read(name, look, costs, now, why)
@@ -76,8 +84,6 @@ class Rows:
         (FOOTER,), (ALL,)}; a session no longer registered leaves the rows."""
         if (ALL,) in changed:
             return self.read(now)
-        from crewfile.session.sessions import is_registered
-        from crewfile.session.verdict import Look
         now = time.time() if now is None else now
         look, costs = Look(), _Costs(self.crew)
         for what in changed:
@@ -94,7 +100,6 @@ class Rows:
 
     def relook(self, now=None):
         """Probe each session's liveness again, from its kept records; returns self."""
-        from crewfile.session.verdict import Look
         now = time.time() if now is None else now
         look, costs = Look(), _Costs(self.crew)
         for name, (row, wakes, _tokens, _line, _at) in list(self.sessions.items()):
@@ -130,7 +135,6 @@ class Rows:
 
     def _part(self, part, read, unknown):
         """read(), or *unknown* when that part of the crew cannot be read."""
-        from crewfile.core.errors import CrewfileError, reason
         try:
             found = read()
         except (OSError, CrewfileError) as e:
@@ -183,8 +187,6 @@ class Rows:
 def _wakes(crew, name, at=None):
     """Notices pending in NAME's inbox ('?' if it cannot be read); at: its
     directory, opened."""
-    from crewfile.core.errors import CrewfileError
-    from crewfile.wake.inbox import count
     try:
         n = count(crew, name, at=at)
     except CrewfileError:
@@ -206,7 +208,6 @@ class _Costs:
 
     def tally(self, row):
         """tokens.Used by the row's agent and its subagents, or None."""
-        from crewfile.views import tokens
         path = row.sess.meta.get("transcript_path")
         if not isinstance(path, str):
             return None
@@ -216,7 +217,6 @@ class _Costs:
 
     def _read(self, path):
         """One transcript's Tally, read on from this process's last reading."""
-        from crewfile.views import tokens
         if path in _tallies:
             t = tokens.read(path, _tallies[path])
         else:
@@ -230,12 +230,10 @@ class _Costs:
         return t
 
     def column(self, row):
-        from crewfile.views import tokens
         t = self.tally(row)
         return tokens.text(None if t is None else t.total)
 
     def wake_line(self, row):
-        from crewfile.views import tokens
         t = self.tally(row)
         if t is None:
             return escape(f"wake turns: {row.name} names no transcript that can be read")
@@ -244,7 +242,6 @@ class _Costs:
 
 
 def _nudges(crew, now):
-    from crewfile.nudges.schedules import load_all
     bad = []
     return load_all(crew, bad), len(bad)
 
@@ -253,8 +250,6 @@ def _nudge_for(scheds, meta):
     """The next nudge of the session whose meta is *meta*: 'in 5m', 'due', or why it is held."""
     if not scheds:
         return "-"
-    from crewfile.core.clocks import clock_now
-    from crewfile.nudges.schedules import due_in, matches
     mine = [s for s in scheds if matches(s, meta)]
     if not mine:
         return "-"
@@ -270,7 +265,6 @@ def _nudge_for(scheds, meta):
 
 def _jobs(crew):
     """{session: 'N run M unheard'} from the jobs' own files."""
-    from crewfile.background.jobs import list_jobs
     count = {}
     for j in list_jobs(crew, full=False):
         s = j.get("session")
@@ -291,7 +285,6 @@ def _jobs(crew):
 
 def crew_up_line(crew):
     """crew-up: what --status says, in one line."""
-    from crewfile.crew import crewup
     found = crewup.status_lines(crew)
     if found is None:
         return "crew-up: not running (wakes are not delivered: crew-up PRIMARY)"
@@ -302,8 +295,6 @@ def crew_up_line(crew):
 
 
 def reports_line(crew):
-    from crewfile.core import paths
-    from crewfile.asides import reports
     waiting = reports.listing(crew, states=(paths.REPORT_NEW,))
     if not waiting:
         return "reports: none waiting"

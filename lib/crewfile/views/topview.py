@@ -18,9 +18,13 @@ import select
 import time
 
 from crewfile.core import paths
-from crewfile.views import top
 from crewfile.core.errors import CrewfileError
+from crewfile.core.notify import DirWatch, POLL
+from crewfile.core.output import table
 from crewfile.core.text import escape
+from crewfile.session import tmux
+from crewfile.session.sessions import Session
+from crewfile.views import glance, top
 
 FULL = 10.0          # seconds between looks at liveness; CREWFILE_TOP_FULL sets it
 
@@ -39,7 +43,6 @@ class View:
     def __init__(self, crew, show_ended=False):
         self.crew, self.show_ended = crew, show_ended
         self.sel, self.filter, self.message = 0, "", ""
-        from crewfile.core.notify import DirWatch
         self.watch = DirWatch(warn=self._warn)
         self.kept = top.Rows(crew, show_ended)
         self.frame = None
@@ -141,7 +144,6 @@ class View:
 
     # -- drawing -------------------------------------------------------------
     def draw(self, scr):
-        from crewfile.core.output import table
         scr.erase()
         h, w = scr.getmaxyx()
         rows = self.rows()
@@ -168,9 +170,6 @@ class View:
     # -- actions -----------------------------------------------------------
     def go(self, name):
         """Switch the captain's tmux client to NAME's pane (never types into it)."""
-        from crewfile.core.errors import CrewfileError
-        from crewfile.session.sessions import Session
-        from crewfile.session import tmux
         try:
             meta = Session(self.crew, name).meta
         except CrewfileError as e:
@@ -190,7 +189,6 @@ class View:
 
     def lines_of(self, key, name):
         """The lines of the list shown for *key* (i, l, r)."""
-        from crewfile.core.errors import CrewfileError
         try:
             if key == "r":
                 from crewfile.asides import reports
@@ -230,7 +228,6 @@ def _colours():
         bg = -1
     except curses.error:
         bg = curses.COLOR_BLACK
-    from crewfile.views import glance
     for n, (word, fg) in enumerate(((glance.WORKING, curses.COLOR_GREEN),
                                     (glance.DIALOG, curses.COLOR_YELLOW),
                                     (glance.BLOCKED, curses.COLOR_RED),
@@ -244,7 +241,6 @@ def _colours():
 def _wait(view, timeout):
     """Until a key is pressed, a crew file changes or *timeout* passes:
     ('key', None), ('change', changes) or (None, None)."""
-    from crewfile.core.notify import POLL
     ino = view.watch.ino
     fds = [0] + ([ino.fileno()] if ino is not None else [])
     ready, _, _ = select.select(fds, [], [], max(0, timeout if ino is not None

@@ -25,10 +25,15 @@ once, a file gets no system call per line, and nothing depends on
 PYTHONUNBUFFERED.
 """
 import os
+import sys
 
 from crewfile.core import paths
+from crewfile.core.atomic import write_all
+from crewfile.core.errors import CrewfileError
+from crewfile.core.jsonio import loads
 from crewfile.core.kinds import KEEPS_PAUSE
-from crewfile.core.records import MAX_LINE
+from crewfile.core.records import MAX_LINE, is_kind
+from crewfile.core.shapes import load
 
 # An event line at most: a record, a session name (64 at most) and a space, a
 # TAB and a position token (a small JSON object; 4096 is far above any).
@@ -174,7 +179,6 @@ class Filter:
         The watcher says what came before this event in the session, so the
         judgement does not depend on what this process happened to see: a
         filter restarted mid-stream judges exactly as one that saw it all."""
-        from crewfile.core.jsonio import loads
         try:
             tok = loads(token)
             prev, paused = tok["prev"], tok["paused"]
@@ -188,7 +192,6 @@ class Filter:
 
     def _kind(self, word, has_text):
         """Validate a kind word once and cache it (None: not a kind)."""
-        from crewfile.core.records import is_kind
         kind = word
         if has_text:
             if not word.endswith(b":"):
@@ -244,8 +247,6 @@ HELD_WHILE_PAUSED_B = frozenset(k.encode() for k in HELD_WHILE_PAUSED)
 
 
 def _class_of(meta_path):
-    from crewfile.core.errors import CrewfileError
-    from crewfile.core.shapes import load
     try:
         meta = load(meta_path, "meta")
     except CrewfileError:
@@ -259,7 +260,6 @@ def _class_of(meta_path):
 
 def filter_stream(flt, fd_in=0, fd_out=1):
     """Run *flt* from fd_in to fd_out: one write per chunk read, before the next read."""
-    from crewfile.core.atomic import write_all
     while True:
         data = os.read(fd_in, _CHUNK)
         if not data:
@@ -273,6 +273,5 @@ def filter_stream(flt, fd_in=0, fd_out=1):
 
 
 def _warn(msg):
-    import sys
     sys.stderr.write(f"wake-filter: {msg}\n")
     sys.stderr.flush()

@@ -5,10 +5,20 @@ Input is read in chunks of whatever is available; each chunk's wakes are
 posted in one append before the next read (see Sender and send_stream).
 """
 import os
+import select
+import time
 
-from crewfile.core import records
-from crewfile.wake.wakefilter import MAX_EVENT
+from crewfile.core import jsonio, locks, records
+from crewfile.core.atomic import read_json, replace
+from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound
+from crewfile.core.jsonio import loads
+from crewfile.core.names import check_name, is_name
+from crewfile.core.shapes import check
 from crewfile.core.text import escape
+from crewfile.session.delivery import UNCONFIRMED
+from crewfile.session.sessions import Session
+from crewfile.wake import inbox
+from crewfile.wake.wakefilter import MAX_EVENT
 
 DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
 DEFAULT_WINDOW = 0.5
@@ -59,9 +69,6 @@ class Sender:
 
     def __init__(self, crew, primary, window=DEFAULT_WINDOW, retry=DEFAULT_RETRY, say=DEFAULT_SAY,
                  log=None, clock=None, deliver=None, warn=None, cursor=None, host=None):
-        import time
-        from crewfile.core.names import check_name
-        from crewfile.session.sessions import Session
         check_name(primary)
         self.crew = crew
         self.host = host            # the events come from this host's crew (see wake())
@@ -87,8 +94,6 @@ class Sender:
         self.said = {}              # topic -> the state last logged
         self.acked = {}
         if cursor:
-            from crewfile.core.atomic import read_json
-            from crewfile.core.errors import BadInput
             try:
                 data = read_json(cursor) or {"sessions": {}}
                 self.acked = dict(data["sessions"])
@@ -108,10 +113,6 @@ class Sender:
         if tab:
             # Imported before the try: a stop (SIGTERM) arriving in an import
             # must not leave the except clause a name it cannot look up.
-            from crewfile.core.errors import BadFile
-            from crewfile.core.jsonio import loads
-            from crewfile.core.names import is_name
-            from crewfile.core.shapes import check
             try:
                 tok = loads(token)
                 eid, sname, state = tok["id"], tok["s"], tok["at"]
@@ -145,8 +146,6 @@ class Sender:
 
     def flush(self):
         """Post the held wakes, then acknowledge; True if nothing is left held."""
-        from crewfile.wake import inbox
-        from crewfile.core.errors import CrewfileError, NotFound
         if self.held:
             try:
                 if self.known is None:
@@ -187,8 +186,6 @@ class Sender:
         return True
 
     def _post(self, fresh):
-        from crewfile.wake import inbox
-        from crewfile.core import locks
         old = locks.bound_waits(0 if self.stuck else LOCK_WAIT)
         notes = []
         try:
@@ -213,8 +210,6 @@ class Sender:
             _newer(self.acked, sname, state)
         self.acks = {}
         if self.cursor:
-            from crewfile.core import jsonio
-            from crewfile.core.atomic import replace
             replace(self.cursor, jsonio.dumps({"version": 1, "sessions": self.acked}) + "\n")
 
     def due(self):
@@ -224,8 +219,6 @@ class Sender:
 
     def tick(self):
         """Announce what waits, if the primary can take it now. True if typed."""
-        from crewfile.wake import inbox
-        from crewfile.core.errors import CrewfileError, NotFound
         self.due_at = None
         try:
             waiting = [n for n in inbox.pending(self.crew, self.primary) if n.kind == "wake"]
@@ -243,7 +236,6 @@ class Sender:
             if waiting:
                 self.due_at = self.clock() + self.retry     # watch for a partial take
             return False
-        from crewfile.session.delivery import UNCONFIRMED
         text = self.message(waiting)
         deliver = self._deliver
         if deliver is None:
@@ -313,8 +305,6 @@ def send_stream(sender, fd_in=0):
 
 
 def _send_loop(sender, fd_in):
-    import select
-    import time
     carry = b""
     eof = False
     while True:

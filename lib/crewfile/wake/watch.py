@@ -43,11 +43,20 @@ read again when it is finished. The cursor file saves every position and
 the stale/lost bookkeeping after each batch is written out.
 """
 import os
+import select
+import sys
 import time
 
-from crewfile.core import jsonio, logfile, paths, records
-from crewfile.core.errors import CrewfileError
+from crewfile.core import jsonio, logfile, notify, paths, records
+from crewfile.core.atomic import replace, write_all
+from crewfile.core.errors import BadFile, BadInput, CrewfileError, Gone, failure_line
+from crewfile.core.jsonio import dumps
 from crewfile.core.kinds import KEEPS_PAUSE, LIFECYCLE, TURN_STATE
+from crewfile.core.names import is_name
+from crewfile.core.notify import POLL, identity
+from crewfile.core.output import age_text
+from crewfile.core.shapes import check, load
+from crewfile.session import verdict
 
 DEFAULT_STALE = 600.0
 DEFAULT_PROBE = 5.0
@@ -82,7 +91,6 @@ class Tail:
         self.quiet_before = None    # a timestamp: records before it are read, not printed
         self.overlong = False   # inside a line too long to be a record: skipped to its end
         self.seen_at = time.monotonic()     # when its newest record was read (see silent_for)
-        from crewfile.core.notify import identity
         self.dir_id = identity(sdir)
 
     def silent_for(self, now):
@@ -191,18 +199,13 @@ class Watcher:
                 "id": f"{t.name}:start", "s": t.name, "prev": t.prev, "paused": t.paused,
                 "at": t.saved()}).encode() + b"\n") for t in self.tails.values()]
         state = {name: t.saved() for name, t in self.tails.items()}
-        from crewfile.core.atomic import replace
         replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
         return []
 
     def _root_ids(self):
-        from crewfile.core.notify import identity
         return (identity(self.crew.root), identity(self.sessions_dir))
 
     def _load_cursor(self):
-        from crewfile.core.errors import BadFile, BadInput, CrewfileError
-        from crewfile.core.names import is_name
-        from crewfile.core.shapes import check, load
         try:
             if self.resume == "-":
                 data = self.resume_doc
@@ -230,7 +233,6 @@ class Watcher:
         self._saved = jsonio.dumps(saved)
 
     def _subscribe(self):
-        from crewfile.core import notify
         self.crew.ensure_sub(paths.SESSIONS)
         self.roots = self._root_ids()
         self.dirwatch = notify.DirWatch(self.warn)
@@ -240,7 +242,6 @@ class Watcher:
 
     def _to_polling(self):
         """inotify cannot be had (said already): re-read everything every POLL s."""
-        from crewfile.core.notify import POLL
         if self.dirwatch is not None:
             self.dirwatch.close()
             self.dirwatch = None
@@ -274,7 +275,6 @@ class Watcher:
             self._missing = False
         if now == self.roots:
             return []
-        from crewfile.core.errors import Gone
         if None in now:
             if not self._missing:           # a restore may be half-way: look once more
                 self._missing = True
@@ -323,7 +323,6 @@ class Watcher:
         paths.check_dirs(sdir, inclusive=True)
         tail = self.tails.get(name)
         if tail is not None and tail.dir_id is not None:
-            from crewfile.core.notify import identity
             if identity(tail.dir) != tail.dir_id:    # replaced: a new session from its start
                 self._unwatch_session(name)
                 del self.tails[name]
@@ -429,7 +428,6 @@ class Watcher:
 
     def _trouble(self, name, err):
         """The `problem` event for what is wrong with session *name*, once per reason."""
-        from crewfile.core.errors import failure_line
         said = failure_line("crew-watch", err).rstrip("\n")
         if self._troubles.get(name) == said:
             return []
@@ -566,7 +564,6 @@ class Watcher:
         """The `stale` event, stamped when the silence crossed the threshold,
         or *now* when the newest record is dated ahead of it."""
         tail.stale = True
-        from crewfile.core.output import age_text
         at = tail.last + self.stale_after
         ts = records.timestamp(at if now is None or at <= now else now)
         line = records.format_line(ts, "stale", f"silent for {age_text(self.stale_after)}"
@@ -617,7 +614,6 @@ class Watcher:
         return events
 
     def _probe(self, now):
-        from crewfile.session import verdict
         look = verdict.Look()
         events = []
         for tail in list(self.tails.values()):
@@ -648,8 +644,6 @@ class Watcher:
             return None
         key = (st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode)
         if key != tail.meta_key:
-            from crewfile.core.errors import CrewfileError
-            from crewfile.core.shapes import load
             tail.meta_key = key
             try:
                 tail.meta = load(path, "meta")
@@ -689,7 +683,6 @@ class Watcher:
         text = jsonio.dumps(state)
         if text == self._saved:
             return
-        from crewfile.core.atomic import replace
         replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
         self._saved = text
 
@@ -743,7 +736,6 @@ class Watcher:
     def _check_sessions(self):
         """Read again every session whose directory was replaced (same name,
         new inode): without an event from its new directory it would go unheard."""
-        from crewfile.core.notify import identity
         events = []
         for name, tail in list(self.tails.items()):
             if tail.dir_id is not None and identity(tail.dir) != tail.dir_id:
@@ -769,7 +761,6 @@ class Watcher:
         step's batch (emit raises), whether or not its handler's exception
         reached us: one raised inside a finalizer is dropped by Python. A
         reader gone is a broken pipe now, not at the next event."""
-        import select
         poller = select.poll()
         if self.dirwatch is not None:
             poller.register(self.dirwatch.fileno(), select.POLLIN)
@@ -849,14 +840,12 @@ def _event(line, name):
 
 
 def _write_stdout(data):
-    from crewfile.core.atomic import write_all
     write_all(1, data)
 
 
 def json_lines_out(write=_write_stdout):
     """An `out` for Watcher writing each event as one JSON object per line:
     {"ts", "session", "kind", "text"}, the text unescaped."""
-    from crewfile.core.jsonio import dumps
 
     def out(data):
         objs = []
@@ -869,6 +858,5 @@ def json_lines_out(write=_write_stdout):
 
 
 def _warn(msg):
-    import sys
     sys.stderr.write(f"crew-watch: {msg}\n")
     sys.stderr.flush()
