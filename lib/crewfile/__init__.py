@@ -1,9 +1,21 @@
 """crewfile: a crew of agent sessions supervised through files.
 
-The modules are the protocol's nouns: records, locks, atomic, statuslog,
-sessions, liveness (processes), tmux, verdict (what a session is now: the
-one answer), prompt, delivery, inbox (and, on top of them, watch, wakefilter, wakesend,
-aside, clocks, schedules, nudge, nudgewatch, jobs, hook). Only this package touches the crew directory; the
-commands in bin/ are thin shells over it. See protocol.md.
+Only this package touches the crew directory; the commands in bin/ are a few
+lines over it (cli.py runs crewfile.cmd.<name>). protocol.md is the contract.
+The packages are concepts, on floors: each imports only from the floors
+below it and from itself (tests/test_layout.py holds this).
+
+  floor 9  cmd/         one module per command: arguments in, one library call, exit code out
+  floor 8  cli.py       the command runner: exceptions to exit codes, one line on stderr
+  floor 7  views/       crew-status, crew-top, crew-timeline, tokens
+  floor 6  crew/        crew-spawn, crew-retire, crew-up
+  floor 5  background/  jobs: job-exec, job-wait
+           hooks/       crew-hook's core, on every agent event
+  floor 4  wake/        crew-watch, wake-filter, wake-send, inboxes
+           asides/      the captain's asides and their reports
+           nudges/      schedules and nudge-tick
+  floor 3  session/     a session now: registration, verdict, liveness, tmux, delivery
+  floor 2  agents/      facts about each agent CLI (Claude Code, Codex, Gemini CLI)
+  floor 1  core/        paths, records, logs, locks, atomic writes, errors, kinds
 """
 __version__ = "0.1.0"

@@ -1,4 +1,16 @@
-"""One module per agent CLI: how its hook events map onto crew-hook's shared
+"""Facts about each agent CLI, floor 2: its hook events and replies, its prompt
+line and transcript, how it is installed, started and resumed. One module per
+agent (claude, codex, gemini); crew-hook loads only the one it runs for.
+
+Modules:
+  claude     Claude Code: the hook events and reply shapes crew-hook was first written
+  codex      Codex CLI (@openai/codex): Claude-like hooks in hooks.json next to a
+  codexconf  Codex CLI's version and the one line of its config.toml that crewfile may
+  gemini     Gemini CLI (@google/gemini-cli): `hooks` in settings.json (~/.gemini or
+  install    What a user installs into an agent CLI: the hooks block that runs crew-hook,
+  launch     The agents a crew session can run, and how each gets its own conversation back.
+
+One module per agent CLI: how its hook events map onto crew-hook's shared
 actions (hook.py), how its replies are spelled, how it is installed and
 resumed. crew-hook imports only the one it is run for (`--agent NAME`), so
 start-up stays small.

@@ -1,1 +1,12 @@
-"""session."""
+"""What a session is now, and reaching it, floor 3: its registration and status
+log, the verdict (live, generating, dialog, tree), the processes and tmux panes
+behind it, and delivery, the one way crewfile types into a pane.
+
+  delivery  Typing text into a session's pane, safely: the one way crewfile speaks to an agent.
+  prompt    Reading an agent's prompt line off its pane's screen.
+  sessions  Sessions: registration, metadata, status records and derived state.
+  tmux      Talking to tmux: a session's own server, else CREWFILE_TMUX's, else the current client's.
+  tmuxseen  What one look at a tmux server found: its state, identity and panes.
+  verdict   What a session is now: the one answer every command asks for.
+  window    A session's tmux window: opened with its agent in it, its scrollback kept.
+"""
