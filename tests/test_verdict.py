@@ -68,7 +68,7 @@ def tick(**env):
 def make_due(crew, sid):
     s = nudge.get(crew, sid)
     s["base"] = dict(s["base"], wall=s["base"]["wall"] - 10 ** 6, mono=s["base"]["mono"] - 10 ** 6)
-    nudge._write(crew, s)
+    nudge.store(crew, s)
 
 
 def add_nudge(name, message):

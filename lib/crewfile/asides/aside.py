@@ -32,6 +32,7 @@ lock every captain record is appended under, so a captain input is either
 before the decision (and counts) or after it.
 """
 import os
+import signal
 import stat
 import time
 
@@ -44,7 +45,10 @@ from crewfile.core.locks import hold
 from crewfile.core.names import check_name
 from crewfile.session import window
 from crewfile.session.sessions import Session, STATE_SCAN_BYTES, register
-from crewfile.session.verdict import NO, captain_at
+from crewfile.session.verdict import LIVE, NO, captain_at, liveness
+from crewfile.session.delivery import captain_quiet
+from crewfile.session.prompt import markers_of, placeholder_of
+from crewfile.core.notify import DirWatch
 
 MAX_REPORT = 16 << 20
 DEFAULT_AGENT_CMD = "claude"
@@ -58,7 +62,6 @@ OPEN, CAPTAIN_CONCLUDED, CONCLUDED, CLOSED = "open", "captain-done", "concluded"
 def checkpoint(step):
     """Crash here if CREWFILE_CRASH_AT names this step (a real SIGKILL, for tests)."""
     if os.environ.get("CREWFILE_CRASH_AT") == step:
-        import signal
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -196,7 +199,6 @@ def audit_claims(sess, claims):
     tool call that appended one, whether or not anything acts on it."""
     forged = []
     if any(rec.kind == "ended" for rec in claims):
-        from crewfile.session.verdict import LIVE, liveness
         found = liveness(sess.meta)
         if found.live == LIVE:
             forged += [(rec, f"its agent process {found.agent.pid} is live") for rec in claims
@@ -417,8 +419,6 @@ def captain_at_window(sess, found, since=None, quiet=None):
     or at or after epoch second *since*; a prompt line that cannot be seen
     counts as present (unsure: refuse). A dead pane takes no keys: never.
     """
-    from crewfile.session.delivery import captain_quiet
-    from crewfile.session.prompt import markers_of, placeholder_of
     if not found or found.dead:
         return None
     who, why = captain_at(found.pane, found.socket,
@@ -523,7 +523,6 @@ def reconcile_wait(crew, name, timeout=WAIT_DEFAULT, quiet=None, say=None):
     conclusion is void: Refused, nothing moved or killed. CaptainPresent
     again after *timeout* seconds. *say* gets each new reason to wait.
     """
-    from crewfile.session.delivery import captain_quiet
     quiet = captain_quiet() if quiet is None else quiet
     deadline = time.monotonic() + timeout
     said = None
@@ -548,7 +547,6 @@ def _await_quiet(sess, deadline, quiet):
     """Return once the captain has been away from the window *quiet* seconds in a
     row, the log changed in a way that ends the wait (not concluded any more), or
     the deadline passed."""
-    from crewfile.core.notify import DirWatch
     watch = DirWatch()
     watch.add(sess.dir)
     try:

@@ -15,6 +15,7 @@ the host (reduced to letters, digits and '-', so a name has exactly two dots
 and a scrollback name is told apart by its suffix).
 """
 import os
+import socket
 import stat
 import time
 
@@ -45,7 +46,6 @@ class Report:
 
 
 def _host():
-    import socket
     host = socket.gethostname() or "localhost"
     return "".join(c if c.isalnum() and c.isascii() or c == "-" else "-" for c in host)[:64]
 
@@ -163,7 +163,6 @@ def listing(crew, aside=None, states=(paths.REPORT_NEW, paths.REPORT_CUR)):
                 st = os.lstat(path)
             except FileNotFoundError:       # moved to cur/ while we looked
                 continue
-            import stat
             error = (None if stat.S_ISREG(st.st_mode) else "a symlink is not followed"
                      if stat.S_ISLNK(st.st_mode) else "not a regular file")
             sb = scrollback_path(path) if state == paths.REPORT_CUR else None

@@ -31,7 +31,7 @@ import signal
 import time
 from itertools import islice
 
-from crewfile.core import jsonio, paths, records
+from crewfile.core import jsonio, paths, records, shapes
 from crewfile.core.atomic import replace
 from crewfile.core.errors import BadInput, CrewfileError, NotFound, Refused, SystemFailure
 from crewfile.core.locks import acquire, is_held
@@ -74,13 +74,9 @@ FILE_LIMIT = 1 << 20              # bytes: a longer job file (but `spec`) is dam
 def _json(path, kind, at=None):
     """A job file checked for its shape (None if absent; BadFile if damaged).
     `spec` holds the argv, which the kernel bounds; the others are small."""
-    global _load
-    if _load is None:
-        from crewfile.core.shapes import load as _load      # lazily (job-exec), once (a listing reads thousands)
-    return _load(path, kind, at, None if kind == "job-spec" else FILE_LIMIT)
+    return shapes.load(path, kind, at, None if kind == "job-spec" else FILE_LIMIT)
 
 
-_load = None
 
 
 def dump_json(obj):

@@ -22,16 +22,16 @@ not hold the outcome up), writes `result` and settles who hears it
 (settle(): the watcher's half of the one decision; jobwait.py has the
 waiter's).
 """
-import _signal as signal
 import os
 import select
+import signal
 import time
 
 from crewfile.background import jobs
 from crewfile.background.jobs import POST_WAIT, dump_json, ended_text, marker, row_fields
 from crewfile.core import locks, paths, records
 from crewfile.core.atomic import fsync_dir, replace, sync, write_all
-from crewfile.core.errors import CrewfileError, SystemFailure
+from crewfile.core.errors import NO_COMMAND, NOT_RUNNABLE, CrewfileError, SystemFailure
 from crewfile.core.liveness import process_start
 from crewfile.core.locks import acquire
 from crewfile.session import verdict
@@ -161,7 +161,6 @@ def _watch(job, spec, alive, running):
                                             (os.POSIX_SPAWN_DUP2, wfd, 2)])
     except OSError as e:
         # Like a shell: 127 not found, 126 found but not runnable.
-        from crewfile.core.errors import NO_COMMAND, NOT_RUNNABLE
         code = NO_COMMAND if isinstance(e, FileNotFoundError) else NOT_RUNNABLE
         out.write(f"job-exec: {e.filename or argv[0]}: {e.strerror}\n".encode())
         os.close(wfd)

@@ -1,10 +1,10 @@
 import sys
 
 from crewfile.cli import crew
-from crewfile.cmd.wake_send import _host
 from crewfile.core.atomic import read_text
 from crewfile.core.durations import parse_duration
 from crewfile.core.errors import BadInput, NOT_FOUND, NotFound, UsageError
+from crewfile.core.names import check_host
 from crewfile.core.output import table
 from crewfile.core.text import escape
 from crewfile.crew import crewup
@@ -75,7 +75,7 @@ def _remotes(words):
         host, colon, rdir = w.partition(":")
         if not colon or not rdir.startswith("/"):
             raise BadInput(f"bad --remote '{w}': HOST:DIR, DIR an absolute path")
-        out[_host(host)] = rdir
+        out[check_host(host)] = rdir
     return out
 
 

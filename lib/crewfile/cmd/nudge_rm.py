@@ -2,6 +2,7 @@ import sys
 
 from crewfile.cli import crew
 from crewfile.core.errors import NOT_FOUND, NotFound
+from crewfile.core.text import escape
 from crewfile.nudges.schedules import remove
 
 HELP = """\
@@ -21,7 +22,6 @@ def run(args):
         try:
             remove(c, sid)
         except NotFound as e:
-            from crewfile.core.text import escape
             sys.stderr.write(f"nudge-rm: {escape(str(e))}\n")
             missing += 1
     return NOT_FOUND if missing else 0

@@ -2,9 +2,10 @@ import signal
 import sys
 
 from crewfile.cli import crew
-from crewfile.cmd.crew_watch import _duration
+from crewfile.core.durations import parse_duration
 from crewfile.core.errors import BadInput
 from crewfile.core.locks import acquire
+from crewfile.core.names import check_host
 from crewfile.core.text import escape
 from crewfile.wake import wakesend
 
@@ -51,8 +52,9 @@ def run(args):
     def log(msg):
         if not args.quiet:
             warn(msg)
-    window = _duration(args.window, "--window", wakesend.DEFAULT_WINDOW)
-    retry = _duration(args.retry, "--retry", wakesend.DEFAULT_RETRY)
+    window = (wakesend.DEFAULT_WINDOW if args.window is None
+              else parse_duration(args.window, "--window"))
+    retry = wakesend.DEFAULT_RETRY if args.retry is None else parse_duration(args.retry, "--retry")
     say = _template(args.say or wakesend.DEFAULT_SAY)
 
     def stop(_sig, _frame):
@@ -63,7 +65,7 @@ def run(args):
         hold = acquire(args.cursor + ".lock")
     try:
         sender = wakesend.Sender(crew(args), args.primary, window=window, retry=retry, say=say,
-                             log=log, warn=warn, cursor=args.cursor, host=_host(args.host))
+                             log=log, warn=warn, cursor=args.cursor, host=check_host(args.host))
         wakesend.send_stream(sender)
     finally:
         if hold is not None:
@@ -76,12 +78,4 @@ def _template(text):
         text.format(n="1 wake", count=1, primary="p", **{"from": "w"})
     except (KeyError, IndexError, ValueError) as e:
         raise BadInput(f"bad --say template: {e}") from None
-    return text
-
-
-def _host(text):
-    if text is None:
-        return None
-    if not text or len(text) > 253 or any(c.isspace() or c in ":/\\" for c in text):
-        raise BadInput(f"bad --host '{text}': a host name without spaces, ':' or '/'")
     return text

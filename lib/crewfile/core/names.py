@@ -54,3 +54,12 @@ def current_user(env=None):
 
 # The agent CLIs crewfile has an adapter for (crewfile.agents: one module each).
 AGENTS = ("claude", "codex", "gemini")
+
+
+def check_host(text):
+    """A host name for --host / --remote (None stays None): one ssh can be given."""
+    if text is None:
+        return None
+    if not text or len(text) > 253 or any(c.isspace() or c in ":/\\" for c in text):
+        raise BadInput(f"bad --host '{text}': a host name without spaces, ':' or '/'")
+    return text

@@ -41,6 +41,7 @@ from crewfile.core.locks import acquire, is_held
 from crewfile.core.names import check_name
 from crewfile.core.pinned import command_line
 from crewfile.core.text import escape
+from crewfile.wake.watch import first_position
 
 DIR = "crew-up"
 LOCK, STATE, LOG, CURSOR = "lock", "state", "log", "cursor"
@@ -197,7 +198,6 @@ class Supervisor:
         signal.signal(signal.SIGINT, on_signal)
         self.acquire()
         try:
-            from crewfile.wake.watch import first_position
             first_position(self.crew, self.files[CURSOR])   # from now on, nothing is missed
             for host, rdir in self.remotes.items():
                 self.remote_first_position(host, rdir)
@@ -418,7 +418,6 @@ class Supervisor:
     def read_rest(self, proc):
         try:
             while True:
-                import select
                 r, _, _ = select.select([proc.popen.stderr.fileno()], [], [], 0)
                 if not r:
                     break

@@ -50,10 +50,10 @@ from crewfile.core import paths, records
 from crewfile.core.clocks import clock_now
 from crewfile.core.errors import BadInput, CrewfileError, NotFound, SystemFailure
 from crewfile.core.locks import acquire
-from crewfile.nudges.schedules import _target_ids, _update, due, load_all, matches, rebased
+from crewfile.nudges.schedules import target_ids, update_stored, due, load_all, matches, rebased
 from crewfile.session.verdict import Answer
 # The schedule files' API, for the commands and the tests that name it here.
-from crewfile.nudges.schedules import DEFAULT_MAX, _write, add, get, rearm, remove  # noqa: F401
+from crewfile.nudges.schedules import DEFAULT_MAX, store, add, get, rearm, remove  # noqa: F401
 from crewfile.session.verdict import NOT_LIVE
 from crewfile.session.verdict import overlap
 from crewfile.session import delivery
@@ -218,7 +218,7 @@ def tick(crew, world=None, bad=None):
             continue
         if rebased(sched, now):
             # The wall clock went back across a reboot: restart the floor from now.
-            _update(crew, sched, {"base": now})
+            update_stored(crew, sched, {"base": now})
             continue
         if not due(sched, now):
             continue
@@ -281,9 +281,9 @@ def _decide(crew, world, sched, now, nudged):
         return _refuse(crew, world, sched, name, why)
     # Permission. Count and store the attempt before typing a key.
     attempts = sched["attempts"] + 1
-    learned = {k: v for k, v in _target_ids(world.metas()[name]).items()
+    learned = {k: v for k, v in target_ids(world.metas()[name]).items()
                if v and not sched.get(k)}
-    if _update(crew, sched, {"attempts": attempts, "base": now, **learned,
+    if update_stored(crew, sched, {"attempts": attempts, "base": now, **learned,
                              "last_attempt": records.timestamp(now["wall"])}) is None:
         return None
     nudged.add(name)
@@ -319,7 +319,7 @@ def _record(crew, world, sched, name, outcome, why, refused=False, text=None, **
     out = Outcome(sched["id"], name, outcome, why, refused, text)
     changes = {"last_outcome": outcome, "last_code": why.code, "last_reason": out.reason,
                "last_change": records.timestamp(), **extra}
-    if _update(crew, sched, changes) is None:
+    if update_stored(crew, sched, changes) is None:
         return None
     if name is not None:
         try:

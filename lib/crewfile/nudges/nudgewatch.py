@@ -10,7 +10,7 @@ from crewfile.core.clocks import clock_now
 from crewfile.core.errors import CrewfileError
 from crewfile.core.locks import acquire
 from crewfile.nudges.nudge import REFUSED, World, tick
-from crewfile.nudges.schedules import _dir, due_in, load_all
+from crewfile.nudges.schedules import ensure_dir, due_in, load_all
 from crewfile.session.delivery import TRANSIENT
 from crewfile.session.sessions import names
 
@@ -38,7 +38,7 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
     retries = 0
     try:
         while not stop():
-            _dir(crew)
+            ensure_dir(crew)
             crew.ensure_sub(paths.SESSIONS)
             now = [notify.identity(d) for d in roots]
             if now != seen:

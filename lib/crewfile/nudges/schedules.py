@@ -21,7 +21,7 @@ from crewfile.session import delivery, sessions
 DEFAULT_MAX = 100
 
 
-def _dir(crew):
+def ensure_dir(crew):
     return crew.ensure_sub(paths.NUDGES)
 
 
@@ -42,7 +42,7 @@ def _read(path, at=None):
     return obj
 
 
-def _write(crew, sched):
+def store(crew, sched):
     replace(_path(crew, sched["id"]), json.dumps(sched, sort_keys=True) + "\n")
 
 
@@ -85,7 +85,7 @@ def _new_id():
     return "n" + os.urandom(5).hex()
 
 
-def _target_ids(meta):
+def target_ids(meta):
     return {"session": meta.get("name"), "session_key": meta.get("session_key"),
             "agent_session_id": meta.get("agent_session_id")}
 
@@ -158,11 +158,11 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
         meta = sess.meta
     if meta.get("kind") == "aside":
         raise Refused(f"{meta.get('name')} is an aside: only the captain speaks into it")
-    ids = _target_ids(meta)
+    ids = target_ids(meta)
     now = now or clock_now()
     if until is not None and until <= now["wall"]:
         raise BadInput(f"bad --until {records.timestamp(until)}: already past")
-    _dir(crew)
+    ensure_dir(crew)
     with _lock(crew):
         existing = [s for s in load_all(crew) if s.get("user") == user and matches(s, meta)]
         if existing and not replace_existing:
@@ -180,7 +180,7 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
                  "created": records.timestamp(now["wall"]), "rev": os.urandom(6).hex(),
                  "base": now, "until": until, "last_attempt": None, "last_outcome": None, "last_code": None,
                  "last_reason": None, "last_change": None}
-        _write(crew, sched)
+        store(crew, sched)
     return sched
 
 
@@ -199,7 +199,7 @@ def remove(crew, sid):
         os.unlink(path)
 
 
-def _update(crew, sched, changes):
+def update_stored(crew, sched, changes):
     """Apply *changes* to the stored schedule if it is still the one we read."""
     with _lock(crew):
         try:
@@ -209,7 +209,7 @@ def _update(crew, sched, changes):
         if not cur or cur.get("rev") != sched.get("rev"):
             return None          # removed or replaced meanwhile: theirs wins
         cur.update(changes)
-        _write(crew, cur)
+        store(crew, cur)
         sched.clear()
         sched.update(cur)
         return cur
@@ -234,7 +234,7 @@ def rearm(crew, meta):
         changes = {"armed": True, "last_outcome": "rearmed", "last_code": "respawned",
                    "last_reason": "armed again: crew-respawn resumed its conversation",
                    "last_change": records.timestamp()}
-        if _update(crew, sched, changes) is not None:
+        if update_stored(crew, sched, changes) is not None:
             done.append(sched["id"])
     return done
 
@@ -252,6 +252,6 @@ def disarm_ended(crew, meta, code, reason):
             continue
         changes = {"armed": False, "last_outcome": "disarmed", "last_code": code,
                    "last_reason": reason, "last_change": records.timestamp()}
-        if _update(crew, sched, changes) is not None:
+        if update_stored(crew, sched, changes) is not None:
             done.append(sched["id"])
     return done

@@ -12,6 +12,7 @@ import os
 from crewfile.core.atomic import replace
 from crewfile.core.errors import SystemFailure
 from crewfile.core.liveness import descends_from, process_start
+from crewfile.session import tmux
 from crewfile.session.sessions import pane_fields
 
 
@@ -33,7 +34,6 @@ def open_agent(sess, cmd, tmux_session=None, cwd=None):
     be opened raises (CrewfileError) and meta is left as it was: the caller
     says how the registration ends.
     """
-    from crewfile.session import tmux
     pane, target = tmux.new_window(cmd, session=tmux_session, name=sess.name,
                                    env=agent_env(sess.crew, sess.name), cwd=cwd, keep_dead=True)
     table = tmux.panes() or {}
@@ -48,7 +48,6 @@ def open_agent(sess, cmd, tmux_session=None, cwd=None):
 def save_scrollback(found, path):
     """Save the whole history and screen of *found* (find()'s answer: the pane on
     its own server) at *path* (atomic replace), without the empty bottom rows."""
-    from crewfile.session import tmux
     replace(path, tmux.capture(found.pane, history=True, socket=found.socket).rstrip("\n") + "\n")
 
 
@@ -62,7 +61,6 @@ class Found:
 
 def kill(found):
     """Kill the window of *found* (find()'s answer), on its own server."""
-    from crewfile.session import tmux
     return tmux.kill_window(found.pane, socket=found.socket)
 
 
@@ -89,7 +87,6 @@ def find(meta, why):
     that recorded it (a dead pane kept by remain-on-exit). SystemFailure,
     saying *why* it was needed, when tmux cannot be asked.
     """
-    from crewfile.session import tmux
     pane_id, socket = meta.get("tmux"), meta.get("tmux_socket")
     if not pane_id or not socket:
         return None

@@ -17,14 +17,17 @@ import os
 import select
 import time
 
+from crewfile.asides import reports
 from crewfile.core import paths
 from crewfile.core.errors import CrewfileError
+from crewfile.core.logfile import TailStats
 from crewfile.core.notify import DirWatch, POLL
 from crewfile.core.output import table
 from crewfile.core.text import escape
 from crewfile.session import tmux
 from crewfile.session.sessions import Session
 from crewfile.views import glance, top
+from crewfile.wake.inbox import pending
 
 FULL = 10.0          # seconds between looks at liveness; CREWFILE_TOP_FULL sets it
 
@@ -191,18 +194,14 @@ class View:
         """The lines of the list shown for *key* (i, l, r)."""
         try:
             if key == "r":
-                from crewfile.asides import reports
                 found = reports.listing(self.crew, states=(paths.REPORT_NEW,))
                 return [escape(f"{r.aside}  {r.path}") for r in found] or ["no reports waiting"]
             if name is None:
                 return ["no session chosen"]
             if key == "i":
-                from crewfile.wake.inbox import pending
                 found = pending(self.crew, name)
                 return ([escape(f"{n.ts} {n.kind}: {n.text}") for n in found]
                         or [f"{name}: inbox empty"])
-            from crewfile.core.logfile import TailStats
-            from crewfile.session.sessions import Session
             recs = Session(self.crew, name).last_records(1000, TailStats())
             return [escape(r.line().rstrip("\n")) for r in recs] or [f"{name}: no records"]
         except CrewfileError as e:

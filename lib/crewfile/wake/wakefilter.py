@@ -32,6 +32,7 @@ from crewfile.core.atomic import write_all
 from crewfile.core.errors import CrewfileError
 from crewfile.core.jsonio import loads
 from crewfile.core.kinds import KEEPS_PAUSE
+from crewfile.core.names import check_name
 from crewfile.core.records import MAX_LINE, is_kind
 from crewfile.core.shapes import load
 
@@ -212,7 +213,6 @@ class Filter:
         if seen is None:
             try:
                 text = name.decode("utf-8")
-                from crewfile.core.names import check_name
                 check_name(text)
             except Exception:
                 return None

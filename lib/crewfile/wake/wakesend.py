@@ -15,6 +15,7 @@ from crewfile.core.jsonio import loads
 from crewfile.core.names import check_name, is_name
 from crewfile.core.shapes import check
 from crewfile.core.text import escape
+from crewfile.session import delivery
 from crewfile.session.delivery import UNCONFIRMED
 from crewfile.session.sessions import Session
 from crewfile.wake import inbox
@@ -237,9 +238,7 @@ class Sender:
                 self.due_at = self.clock() + self.retry     # watch for a partial take
             return False
         text = self.message(waiting)
-        deliver = self._deliver
-        if deliver is None:
-            from crewfile.session.delivery import deliver
+        deliver = self._deliver or delivery.deliver
         try:
             ok, reason = deliver(self.sess, text)
         except CrewfileError as e:  # a damaged meta or inbox: said once, tried again

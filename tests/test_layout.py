@@ -1,0 +1,188 @@
+"""The layout shows the architecture, and stays so: packages by concept on
+floors (crewfile/__init__.py draws them), every import pointing down or
+within its own package, no circle, no private name borrowed, imports at the
+top of each file but where a budgeted path keeps them lazy on purpose."""
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+LIB = os.path.join(REPO, "lib", "crewfile")
+
+# The floors, from the ground up (as crewfile/__init__.py draws them).
+FLOOR = {"core": 1, "agents": 2, "session": 3, "wake": 4, "asides": 4, "nudges": 4,
+         "background": 5, "hooks": 5, "crew": 6, "views": 7, "cli": 8, "cmd": 9}
+
+# Modules whose imports inside functions are deliberate: the hook runs on
+# every agent event and crew-status from tmux's status line (DESIGN.md,
+# "Budgets"), so what only some of their paths need is imported there.
+BUDGETED = {
+    "crewfile.cli", "crewfile.cmd.crew_hook", "crewfile.cmd.crew_status",
+    "crewfile.hooks.hook", "crewfile.agents", "crewfile.agents.claude",
+    "crewfile.agents.codex", "crewfile.agents.gemini", "crewfile.asides.captain",
+    "crewfile.asides.evidence", "crewfile.session.sessions", "crewfile.session.liveness",
+    "crewfile.session.verdict", "crewfile.session.tmuxseen", "crewfile.wake.inbox",
+    "crewfile.views.glance", "crewfile.core.atomic", "crewfile.core.errors",
+    "crewfile.core.jsonio", "crewfile.core.locks", "crewfile.core.logfile",
+    "crewfile.core.names", "crewfile.core.paths", "crewfile.core.records",
+    "crewfile.core.shapes", "crewfile.core.text", "crewfile.core.kinds",
+}
+# crew-watch imports inside its SIGTERM handler's reach: crew-up stops its
+# stages with SIGTERM, and one that arrives during start-up is a clean exit.
+BUDGETED |= {"crewfile.cmd.crew_watch"}
+# Optional or heavy dependencies, imported only where a flag needs them.
+OPTIONAL = {"dateutil", "inotify_simple"}
+
+
+def modules():
+    for d, _, files in os.walk(LIB):
+        for f in sorted(files):
+            if f.endswith(".py"):
+                path = os.path.join(d, f)
+                rel = os.path.relpath(path, os.path.dirname(LIB))[:-3].replace(os.sep, ".")
+                yield rel.removesuffix(".__init__"), path
+
+
+def package(mod):
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 else None
+
+
+def imports(path):
+    """(node, target module names, at top level) of each crewfile import in *path*."""
+    tree = ast.parse(open(path).read())
+    top = {id(n) for n in tree.body}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and n.module:
+            yield n, [n.module] + [f"{n.module}.{a.name}" for a in n.names], id(n) in top
+        elif isinstance(n, ast.Import):
+            yield n, [a.name for a in n.names], id(n) in top
+
+
+def is_module(name):
+    parts = name.split(".")
+    base = os.path.join(os.path.dirname(LIB), *parts)
+    return os.path.exists(base + ".py") or os.path.exists(os.path.join(base, "__init__.py"))
+
+
+def test_every_module_has_a_floor():
+    for mod, _ in modules():
+        if mod != "crewfile":
+            assert package(mod) in FLOOR, f"{mod}: its package has no floor in FLOOR"
+
+
+def test_imports_point_down_or_within_their_package():
+    wrong = []
+    for mod, path in modules():
+        here = package(mod)
+        if here is None:
+            continue
+        for node, targets, _ in imports(path):
+            for t in targets:
+                if not t.startswith("crewfile.") or not is_module(t):
+                    continue
+                there = package(t)
+                if there == here or there is None:
+                    continue
+                if FLOOR[there] >= FLOOR[here]:
+                    wrong.append(f"{mod}:{node.lineno} imports {t} (floor {FLOOR[there]}"
+                                 f" from floor {FLOOR[here]})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_circle_of_imports():
+    edges = {}
+    for mod, path in modules():
+        edges[mod] = {t for _, targets, _ in imports(path) for t in targets
+                      if t.startswith("crewfile.") and is_module(t) and t != mod}
+    circles, state = [], {}
+
+    def visit(u, stack):
+        state[u] = "open"
+        stack.append(u)
+        for v in sorted(edges.get(u, ())):
+            if state.get(v) == "open":
+                circles.append(" -> ".join(stack[stack.index(v):] + [v]))
+            elif v not in state:
+                visit(v, stack)
+        stack.pop()
+        state[u] = "done"
+
+    for u in sorted(edges):
+        if u not in state:
+            visit(u, [])
+    assert not circles, "\n".join(circles)
+
+
+def test_no_private_name_borrowed_from_another_module():
+    borrowed = []
+    for mod, path in modules():
+        for node, _, _ in imports(path):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("crewfile"):
+                for a in node.names:
+                    if a.name.startswith("_") and node.module != mod:
+                        borrowed.append(f"{mod}:{node.lineno} imports {node.module}.{a.name}")
+    assert not borrowed, "\n".join(borrowed)
+
+
+def test_imports_at_the_top_but_on_budgeted_paths():
+    inner = []
+    for mod, path in modules():
+        if mod in BUDGETED:
+            continue
+        for node, targets, top in imports(path):
+            if top or targets[0].split(".")[0] in OPTIONAL:
+                continue
+            inner.append(f"{mod}:{node.lineno} imports {targets[0]} inside a function")
+    assert not inner, "\n".join(inner)
+
+
+HOOK_EVENTS = {
+    "claude": ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop",
+               "Notification", "SessionEnd"],
+    "codex": ["SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"],
+    "gemini": ["SessionStart", "BeforeAgent", "BeforeTool", "AfterTool", "AfterAgent",
+               "Notification", "SessionEnd"],
+}
+# What the hook may load on any event: the modules on its path, nothing a
+# command needs beyond it (tmux, verdict, delivery, asides' conclusion, jobs,
+# views). A module added here is start-up time on every agent event.
+HOOK_CLOSURE = {
+    "crewfile", "crewfile.cli", "crewfile.cmd", "crewfile.cmd.crew_hook",
+    "crewfile.hooks", "crewfile.hooks.hook", "crewfile.agents", "crewfile.agents.claude",
+    "crewfile.agents.codex", "crewfile.agents.gemini", "crewfile.asides",
+    "crewfile.asides.captain", "crewfile.asides.evidence", "crewfile.core",
+    "crewfile.core.atomic", "crewfile.core.errors", "crewfile.core.jsonio",
+    "crewfile.core.kinds", "crewfile.core.locks", "crewfile.core.logfile",
+    "crewfile.core.names", "crewfile.core.paths", "crewfile.core.records",
+    "crewfile.core.shapes", "crewfile.core.text", "crewfile.core.liveness",
+    "crewfile.session", "crewfile.session.liveness", "crewfile.session.sessions",
+    "crewfile.wake", "crewfile.wake.inbox",
+}
+
+
+@pytest.mark.parametrize("agent,event", [(a, e) for a, es in HOOK_EVENTS.items() for e in es])
+def test_the_hooks_import_closure_stays_small(tmp_path, agent, event):
+    """Each hook event, run as the agent runs it, loads only HOOK_CLOSURE of
+    crewfile, and neither subprocess nor the json package on its way."""
+    payload = '{"hook_event_name": "%s", "prompt": "hello", "prompt_id": "p1",' \
+              ' "tool_name": "Bash", "tool_input": {"command": "ls"}}' % event
+    code = ("import sys, io\n"
+            "sys.argv = ['crew-hook', '--agent', sys.argv[1]]\n"
+            "sys.path.insert(0, sys.argv.pop() if False else %r)\n"
+            "from crewfile import cli\n"
+            "import atexit\n"
+            "atexit.register(lambda: sys.__stderr__.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n'))\n"
+            "cli.main(%r)\n") % (os.path.join(REPO, "lib"), os.path.join(REPO, "bin", "crew-hook"))
+    env = dict(os.environ, CREWFILE_DIR=str(tmp_path / "crew"), CREWFILE_SESSION="w1")
+    out = subprocess.run([sys.executable, "-c", code, agent], input=payload, text=True,
+                         capture_output=True, env=env, cwd=str(tmp_path))
+    line = [l for l in out.stderr.splitlines() if l.startswith("MODULES ")]
+    assert line, out.stderr
+    loaded = set(line[-1].split()[1:])
+    extra = {m for m in loaded if m.startswith("crewfile")} - HOOK_CLOSURE
+    assert not extra, f"{agent} {event} loads {sorted(extra)}"
+    assert "subprocess" not in loaded, f"{agent} {event} loads subprocess"
