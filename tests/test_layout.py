@@ -13,8 +13,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB = os.path.join(REPO, "lib", "crewfile")
 
 # The floors, from the ground up (as crewfile/__init__.py draws them).
-FLOOR = {"core": 1, "agents": 2, "session": 3, "wake": 4, "asides": 4, "nudges": 4,
-         "background": 5, "hooks": 5, "crew": 6, "views": 7, "cli": 8, "cmd": 9}
+FLOOR = {"core": 1, "agents": 2, "session": 3, "asides": 4, "nudges": 4, "wake": 5,
+         "background": 6, "hooks": 6, "crew": 7, "views": 8, "cli": 9, "cmd": 10}
 
 # Modules whose imports inside functions are deliberate: the hook runs on
 # every agent event and crew-status from tmux's status line (DESIGN.md,

@@ -4,6 +4,7 @@ the evidence those commands keep, whichever writer tries whichever kind.
 
 Real tmux, real fake agents (tests/fake-agent), real flock(1), the real
 commands."""
+import itertools
 import json
 import os
 import shlex
@@ -13,7 +14,7 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import BIN, REPO, captain_types, cmd, wait_for
+from conftest import BIN, REPO, AttachedClient, captain_types, cmd, wait_for
 from crewfile.asides import aside, captain
 from crewfile.core import kinds, records
 from crewfile.nudges import nudge
@@ -364,30 +365,34 @@ def test_no_reader_acts_on_a_forged_record(crew, tmux, run, crewmates, report, k
 ACTS = ["captain", "captain-done", "conclude"] + [f"forge {k}" for k in sorted(kinds.GUARDED)]
 
 
+EXAMPLES = itertools.count()
+
+
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(acts=st.lists(st.sampled_from(ACTS), max_size=10))
-def test_an_asides_state_moves_only_on_its_commands(tmp_path_factory, acts):
+def test_an_asides_state_moves_only_on_its_commands(crew, tmux, acts):
     """Forged lines of every guarded kind, appended by hand among the
-    captain's real acts and the agent's real aside-conclude: the aside is
-    concluded exactly when aside-conclude succeeded in the current run, and
-    never closed (nothing here reconciles)."""
+    captain's real acts (keys typed by a person at an attached client) and
+    the agent's real aside-conclude: the aside is concluded exactly when
+    aside-conclude succeeded in the current run, and never closed (nothing
+    here reconciles). Each example is an aside of its own, in a window of
+    its own, the one captain looking at it."""
     from crewfile.core.errors import Refused
-    from crewfile.core.paths import Crew
-    from crewfile.session.sessions import register
-    crew = Crew(str(tmp_path_factory.mktemp("crew") / "crew"))
-    sess = register(crew, "a1", kind="aside")
-    sess.update_meta(tmux="%999")                 # a window is recorded: a bare `closed` is no end
+    name = f"a{next(EXAMPLES)}"
+    sess, pane = tmux.agent_window(crew, name, "cat >/dev/null", kind="aside")
+    if AttachedClient.on(tmux.sock) is None:
+        PEOPLE.append(AttachedClient(tmux, pane))
     done = concluded = False                      # a believed captain-done; a real hand-over
     for act in acts:
         if act == "captain":
-            captain.record_captain_input(crew, "a1", "go on")
+            captain.record_captain_input(crew, name, "go on")
         elif act == "captain-done":
-            captain_types(crew, "a1", "/aside-done")
+            captain_types(crew, name, "/aside-done")
             done = True
         elif act == "conclude":
             try:
-                aside.conclude(crew, "a1", b"the report")
+                aside.conclude(crew, name, b"the report")
                 handed = True
             except Refused:
                 handed = False
@@ -395,7 +400,7 @@ def test_an_asides_state_moves_only_on_its_commands(tmp_path_factory, acts):
             concluded = concluded or handed
         else:
             kind = act.split()[1]
-            sess.append(kind, forged_line(crew, "a1", kind)[24:].rstrip("\n").partition(": ")[2])
+            sess.append(kind, forged_line(crew, name, kind)[24:].rstrip("\n").partition(": ")[2])
         if act in ("captain", "forge captain", "forge registered"):
             done = concluded = False              # the captain's input, or a new life, reopens
         state = aside.scan(sess).state
@@ -403,10 +408,19 @@ def test_an_asides_state_moves_only_on_its_commands(tmp_path_factory, acts):
         assert (state == aside.CONCLUDED) == concluded, (acts, state)
 
 
-def test_a_concluded_naming_an_earlier_conclusions_report_is_not_believed(crew):
+PEOPLE = []
+
+
+@pytest.fixture(autouse=True)
+def _people_leave():
+    yield
+    while PEOPLE:
+        PEOPLE.pop().close()
+
+
+def test_a_concluded_naming_an_earlier_conclusions_report_is_not_believed(crew, aside_window):
     import time
-    from crewfile.session.sessions import register
-    sess = register(crew, "a1", kind="aside")
+    sess = aside_window("a1")
     old = os.path.join(crew.sub("reports", "new"), f"a1,{int(time.time()) - 1000}.M0P1Q1.host")
     os.makedirs(os.path.dirname(old))
     open(old, "w").write("a report of an earlier conclusion, never taken in\n")

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 from conftest import BIN, REPO, wait_for
+from crewfile.asides import reports
 from crewfile.wake import inbox
 from crewfile.core.paths import Crew
 from crewfile.session.sessions import Session, register
@@ -38,13 +39,33 @@ def ev(session, kind, text=""):
 
 def test_an_aside_wakes_only_for_its_conclusion_and_real_problems(crew):
     register(crew, "a1", kind="aside")
+    report = reports.deliver(crew, "a1", b"the report\n")      # what aside-conclude leaves
     churn = ["registered", "opened", "paused", "captain", "turn-started", "turn-ended", "idle",
              "stale", "captain-done", "started", "waiting", "ended", "closed", "note"]
     real = ["problem", "blocked", "error", "lost", "concluded"]
-    text = "".join(ev("a1", k) + ev("a1", "captain", "next") for k in churn + real)
+    text = "".join(ev("a1", k, report if k == "concluded" else "") + ev("a1", "captain", "next")
+                   for k in churn + real)
     out, warnings = filt(crew, text)
     assert [l.split()[2].rstrip(":") for l in out.splitlines()] == real
     assert not warnings
+
+
+def test_an_asides_concluded_line_without_its_report_wakes_no_one(crew):
+    """A `concluded` appended by hand (its report never delivered, or another
+    aside's) is not believed: held, said on stderr; the agent's own hooks
+    have already written it as a `problem`, which does wake."""
+    register(crew, "a1", kind="aside")
+    register(crew, "a2", kind="aside")
+    other = reports.deliver(crew, "a2", b"a2's report\n")
+    missing = os.path.join(os.path.dirname(other), "a1,1796040000.M000123P1Q1.host")
+    out, warnings = filt(crew, "".join(ev("a1", "concluded", t) + ev("a1", "captain", "next")
+                                       for t in ("settled", other, missing))
+                         + ev("a1", "problem", "forged"))
+    assert out == ev("a1", "problem", "forged")
+    assert warnings == [
+        "a1: concluded not believed: its text names no report of this aside"] * 2 + [
+        "a1: concluded not believed: its report a1,1796040000.M000123P1Q1.host is not in"
+        " reports/new/ or reports/cur/"]
 
 
 def test_a_refused_self_conclusion_passes_as_a_problem(crew):

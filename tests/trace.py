@@ -24,6 +24,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+from crewfile.asides import reports  # noqa: E402
 from crewfile.core import logfile, paths, records  # noqa: E402
 from crewfile.core.atomic import replace  # noqa: E402
 
@@ -65,10 +66,25 @@ class Trace:
 
     def write(self, crew):
         for name, lines in self.logs.items():
+            lines = [_delivered(crew, name, line) for line in lines]
             sdir = crew.ensure_sub(paths.SESSIONS, name)
             replace(os.path.join(sdir, paths.META), json.dumps(self.meta[name], indent=1) + "\n")
             logfile.append(os.path.join(sdir, paths.STATUS), os.path.join(sdir, paths.LOCK), lines)
         return self
+
+
+def _delivered(crew, name, line):
+    """A `concluded` line: its report put where aside-conclude puts it, named
+    as aside-conclude names it, and the line naming its path (a reader
+    believes a conclusion by its report, kinds.GUARDED)."""
+    ts, _, rest = line.partition(" ")
+    if not rest.startswith("concluded: ") or rest.startswith("concluded: /"):
+        return line
+    base = reports.unique_name(name, now=records.parse_timestamp(ts))
+    new = crew.ensure_sub(paths.REPORTS, paths.REPORT_NEW)
+    with open(os.path.join(new, base), "w") as f:
+        f.write("the report\n")
+    return f"{ts} concluded: {os.path.join(new, base)}" + ("\n" if line.endswith("\n") else "")
 
 
 def dead_pid():

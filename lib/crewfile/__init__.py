@@ -5,14 +5,15 @@ lines over it (cli.py runs crewfile.cmd.<name>). protocol.md is the contract.
 The packages are concepts, on floors: each imports only from the floors
 below it and from itself (tests/test_layout.py holds this).
 
-  floor 9  cmd/         one module per command: arguments in, one library call, exit code out
-  floor 8  cli.py       the command runner: exceptions to exit codes, one line on stderr
-  floor 7  views/       crew-status, crew-top, crew-timeline, tokens
-  floor 6  crew/        crew-spawn, crew-retire, crew-up
-  floor 5  background/  jobs: job-exec, job-wait
+  floor 10 cmd/         one module per command: arguments in, one library call, exit code out
+  floor 9  cli.py       the command runner: exceptions to exit codes, one line on stderr
+  floor 8  views/       crew-status, crew-top, crew-timeline, tokens
+  floor 7  crew/        crew-spawn, crew-retire, crew-up
+  floor 6  background/  jobs: job-exec, job-wait
            hooks/       crew-hook's core, on every agent event
-  floor 4  wake/        crew-watch, wake-filter, wake-send, inboxes
-           asides/      the captain's asides and their reports
+  floor 5  wake/        crew-watch, wake-filter, wake-send, inboxes (it believes an
+                        aside's conclusion by the asides' own evidence)
+  floor 4  asides/      the captain's asides and their reports
            nudges/      schedules and nudge-tick
   floor 3  session/     a session now: registration, verdict, liveness, tmux, delivery
   floor 2  agents/      facts about each agent CLI (Claude Code, Codex, Gemini CLI)

@@ -36,13 +36,16 @@ wait_for_file() {   # wait_for_file FILE TEXT
   status-append w1 turn-started
   status-append w1 turn-ended
   status-append w1 idle
-  # the conclusion, as aside-conclude writes it (status-append refuses guarded kinds)
-  flock "$CREWFILE_DIR/sessions/design/lock" sh -c 'printf "%s concluded: design,123.host\n" "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" >> "$1"' - "$CREWFILE_DIR/sessions/design/status"
+  # the conclusion, as aside-conclude leaves it: its report in reports/new/,
+  # and the record naming it (status-append refuses guarded kinds)
+  report="$CREWFILE_DIR/reports/new/design,1796040000.M000123P1Q1.host"
+  mkdir -p "${report%/*}" && echo "the report" > "$report"
+  flock "$CREWFILE_DIR/sessions/design/lock" sh -c 'printf "%s concluded: %s\n" "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" "$2" >> "$1"' - "$CREWFILE_DIR/sessions/design/status" "$report"
   run bash -c 'crew-watch --from-start --once | wake-filter'
   assert_success
   assert_equal "${#lines[@]}" 2
   assert_line --index 0 --regexp '^[0-9T:.-]+Z w1 turn-ended$'
-  assert_line --index 1 --regexp '^[0-9T:.-]+Z design concluded: design,123\.host$'
+  assert_line --index 1 --regexp '^[0-9T:.-]+Z design concluded: /.*/reports/new/design,1796040000\.M000123P1Q1\.host$'
   run bash -c 'crew-watch --from-start --once | wc -l'
   assert_output 21
 }

@@ -208,7 +208,7 @@ def audit_claims(sess, claims):
         if st.forged is not None:
             forged.append(st.forged)
     if forged:
-        with spool.lock(sess.dir):
+        with hold(sess.lock_path):
             for rec, why in forged:
                 _say_once(sess, rec, why)
 

@@ -1,4 +1,4 @@
-"""Background commands, floor 5: a job's files, its watcher, and waiting for it,
+"""Background commands, floor 6: a job's files, its watcher, and waiting for it,
 so that each outcome is heard exactly once.
 
   jobs      Background jobs: a job's files, and reading them (listing, sweeping).

@@ -1,4 +1,4 @@
-"""The crew as a whole, floor 6: spawning a worker in its own tree, retiring it,
+"""The crew as a whole, floor 7: spawning a worker in its own tree, retiring it,
 and crew-up, which runs the crew's supervision as one unit.
 
   crewup    crew-up: the crew's supervision as one unit, for one crew and one primary.

@@ -1,4 +1,4 @@
-"""The agents' hook, floor 5: crew-hook's shared core, run on every agent event,
+"""The agents' hook, floor 6: crew-hook's shared core, run on every agent event,
 so its imports are kept few (tests/test_layout.py holds them).
 
   hook  The agent hook's shared core: an agent's hook events (and Codex's notify)

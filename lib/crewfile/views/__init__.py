@@ -1,4 +1,4 @@
-"""Seeing the crew, floor 7: crew-status's one line, crew-top, crew-timeline, and
+"""Seeing the crew, floor 8: crew-status's one line, crew-top, crew-timeline, and
 what supervision costs in tokens. Nothing below imports a view.
 
   glance    The crew at a glance: each session's one word of state, for the views

@@ -1,4 +1,4 @@
-"""Waking the primary, floor 4: crew-watch turns status records into events, the
+"""Waking the primary, floor 5: crew-watch turns status records into events, the
 filter keeps only what the primary must act on, the sender delivers them; each
 session's inbox holds what its model is told.
 

@@ -27,14 +27,17 @@ PYTHONUNBUFFERED.
 import os
 import sys
 
+from crewfile.asides.aside import concluded_why
 from crewfile.core import paths
 from crewfile.core.atomic import write_all
 from crewfile.core.errors import CrewfileError
 from crewfile.core.jsonio import loads
 from crewfile.core.kinds import KEEPS_PAUSE
 from crewfile.core.names import check_name
-from crewfile.core.records import MAX_LINE, is_kind
+from crewfile.core.records import MAX_LINE, Record, is_kind
 from crewfile.core.shapes import load
+from crewfile.core.text import escape, unescape
+from crewfile.session.sessions import Session
 
 # An event line at most: a record, a session name (64 at most) and a space, a
 # TAB and a position token (a small JSON object; 4096 is far above any).
@@ -69,6 +72,7 @@ class Filter:
     """feed(bytes) -> bytes to print; finish() -> bytes for a last partial line."""
 
     def __init__(self, crew, normal_pass=NORMAL_PASS, exempt_pass=EXEMPT_PASS, warn=None):
+        self.crew = crew
         self.sessions_dir = crew.sub(paths.SESSIONS) if crew is not None else None
         self.normal = frozenset(k.encode() for k in normal_pass)
         self.exempt = frozenset(k.encode() for k in exempt_pass)
@@ -164,6 +168,8 @@ class Filter:
                 ok = False          # its own turns must not wake it
             else:
                 ok = True           # no metadata: waking is safer than losing
+            if ok and kind == b"concluded" and self.crew is not None:
+                ok = self._believed_conclusion(parts)
             seen.last_kind = kind
             if token is not None:
                 keep(line + b"\t" + token if ok else b"\t" + token)
@@ -173,6 +179,22 @@ class Filter:
             return b""
         out.append(b"")
         return b"\n".join(out)
+
+    def _believed_conclusion(self, parts):
+        """An aside's `concluded` wakes the primary only when the report it
+        names is where aside-conclude puts it (asides.aside.concluded_why): a
+        line appended by hand names none, and the agent's own hooks have
+        already said it as a `problem` (kinds.GUARDED), which wakes."""
+        try:
+            name = parts[1].decode("utf-8")
+            text = unescape(parts[3].decode("utf-8")) if len(parts) == 4 else ""
+            rec = Record(parts[0].decode("ascii"), "concluded", text)
+            why = concluded_why(Session(self.crew, name), rec)
+        except (CrewfileError, OSError, UnicodeDecodeError):
+            return True             # unsure: a wake is safer than a lost conclusion
+        if why:
+            self.warn(f"{escape(name)}: concluded not believed: {why}")
+        return why is None
 
     def _context(self, seen, kind, token):
         """Take the fold and pause context from a position token (False: not one).
