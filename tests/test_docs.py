@@ -83,6 +83,14 @@ def test_page_options_are_the_help_options(name):
 
 
 @pytest.mark.parametrize("name", COMMANDS)
+def test_synopsis_shows_every_option(name):
+    """The synopsis shows the same options (the common ones aside) as --help."""
+    known, _, _ = cli._spec(help_module(name).HELP)
+    shown = set(re.findall(r"(--[a-z][a-z0-9-]*)", section(page(name), "Synopsis")))
+    assert shown == set(known) - {"--dir", "--help"}, (name, sorted(shown ^ (set(known) - {"--dir", "--help"})))
+
+
+@pytest.mark.parametrize("name", COMMANDS)
 def test_page_options_say_their_default(name):
     body = section(page(name), "Options")
     bullets = re.split(r"^- ", body, flags=re.M)[1:]
