@@ -1,5 +1,8 @@
-"""Every command is documented: a protocol.md section, a --help with an
-example, and every option its help lists is one the parser knows."""
+"""Every command is documented: a page under docs/commands/ with the fixed
+headings, whose options and exit codes agree with its --help; a --help with
+an example, every option it lists one the parser knows; and every relative
+link of the contract (protocol.md and docs/) resolves."""
+import glob
 import os
 import re
 
@@ -31,10 +34,186 @@ def test_bin_entry_is_the_stub_and_executable(name):
         assert text == STUB
 
 
+HEADINGS = ["Synopsis", "Options", "Output", "Exit codes", "Notes"]
+PAGES = sorted(glob.glob(os.path.join(REPO, "docs", "**", "*.md"), recursive=True))
+CONTRACT = [os.path.join(REPO, "protocol.md")] + PAGES
+
+
+def page(name):
+    path = os.path.join(REPO, "docs", "commands", f"{name}.md")
+    assert os.path.isfile(path), f"docs/commands/{name}.md is missing"
+    return open(path, encoding="utf-8").read()
+
+
+def section(text, heading):
+    """The body of `## heading` in *text*, up to the next `## `."""
+    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def help_module(name):
+    return __import__(f"crewfile.cmd.{name.replace('-', '_')}", fromlist=["HELP"])
+
+
 @pytest.mark.parametrize("name", COMMANDS)
-def test_protocol_has_a_section(name):
-    protocol = open(os.path.join(REPO, "protocol.md")).read()
-    assert re.search(rf"^### {re.escape(name)}\n", protocol, re.M), f"protocol.md lacks ### {name}"
+def test_command_page_has_the_fixed_headings_in_order(name):
+    text = page(name)
+    lines = text.split("\n")
+    assert lines[0] == f"# {name}" and lines[1] == "" and lines[2].strip(), \
+        f"{name}: the page starts with `# {name}`, then one line of purpose"
+    headings = re.findall(r"^## (.*)$", text, re.M)
+    assert headings in (HEADINGS, HEADINGS + ["Examples"]), (name, headings)
+    assert "    " + name in section(text, "Synopsis"), f"{name}: the synopsis names the command"
+
+
+def page_options(text):
+    """The options a page's Options section lists: the flags its bullets open with."""
+    found = set()
+    for line in section(text, "Options").splitlines():
+        if line.startswith("- `"):
+            found |= set(re.findall(r"(--[a-z][a-z0-9-]*)", line.split("`:", 1)[0]))
+    return found
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_page_options_are_the_help_options(name):
+    known, _, _ = cli._spec(help_module(name).HELP)
+    documented = page_options(page(name))
+    assert documented == set(known), (f"{name}: only in --help: {sorted(set(known) - documented)};"
+                                      f" only on the page: {sorted(documented - set(known))}")
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_synopsis_shows_every_option(name):
+    """The synopsis shows the same options (the common ones aside) as --help."""
+    known, _, _ = cli._spec(help_module(name).HELP)
+    shown = set(re.findall(r"(--[a-z][a-z0-9-]*)", section(page(name), "Synopsis")))
+    assert shown == set(known) - {"--dir", "--help"}, (name, sorted(shown ^ (set(known) - {"--dir", "--help"})))
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_page_options_say_their_default(name):
+    body = section(page(name), "Options")
+    bullets = re.split(r"^- ", body, flags=re.M)[1:]
+    for b in bullets:
+        if "common options" not in b:
+            assert re.search(r"default|required", b), f"{name}: no default said: {b.splitlines()[0]}"
+
+
+def exit_table():
+    """The index's exit table: {code: meaning}."""
+    text = open(os.path.join(REPO, "protocol.md"), encoding="utf-8").read()
+    return {int(c): m for c, m in re.findall(r"^\| (\d+) \| (.*) \|$", section(text, "Exit codes"), re.M)}
+
+
+def page_codes(text):
+    """The exit codes a page gives: its `- `N`` lines and its line of the codes every command has."""
+    body = section(text, "Exit codes")
+    return {int(c) for c in re.findall(r"^- `(\d+)`", body, re.M)} | \
+           {int(c) for line in body.splitlines() if line.startswith("And, as for every command")
+            for c in re.findall(r"`(\d+)`", line)}
+
+
+def help_codes(help_text):
+    """The exit codes a --help names: `exit N`, `exits N`, `the exit code is N`, an `Exit:` list."""
+    flat = " ".join(help_text.split())
+    # "its outcome is exit 127" (job-exec) is the job's code, not the command's.
+    codes = {int(c) for c in re.findall(r"(?<!outcome is )\b(?:exit|exits|exit code is(?: then)?)\s+(\d+)",
+                                        flat, re.I)}
+    for listing in re.findall(r"\bExit:? ([^.]*)", flat):
+        codes |= {int(c) for c in re.findall(r"(?:^|;)\s*(\d+)\b", listing)}
+    return codes
+
+
+# Codes only one command gives, as the exit table says.
+ONLY = {7: "aside-reconcile", 8: "crew-spawn", 122: "job-wait", 124: "job-wait",
+        125: "job-wait", 126: "job-wait", 127: "job-wait"}
+# What every command can give: the crew directory not trusted (1), usage (2),
+# a system call (111), SIGINT (130), a reader gone (141); job-wait says all
+# of its own failures with 125, and crew-hook as a hook always exits 0.
+EVERY = {1, 2, 111, 130, 141}
+OWN = {"job-wait": {125, 130, 141}, "crew-hook": {2, 111, 130, 141}}
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_page_exit_codes_are_the_commands_codes(name):
+    codes = page_codes(page(name))
+    table = exit_table()
+    assert 0 in codes or name == "job-wait", f"{name}: success is a code too"
+    assert codes <= set(table), f"{name}: codes not in the exit table: {sorted(codes - set(table))}"
+    assert help_codes(help_module(name).HELP) <= codes, \
+        f"{name}: --help names {sorted(help_codes(help_module(name).HELP) - codes)}, the page does not"
+    assert OWN.get(name, EVERY) <= codes, f"{name}: lacks {sorted(OWN.get(name, EVERY) - codes)}"
+    for code, only in ONLY.items():
+        assert (code in codes) == (name == only) or (name == "job-wait" and code in (126, 127)), \
+            f"{name}: exit {code} is {only}'s alone (the exit table)"
+    for code, only in ONLY.items():
+        assert only in table[code], f"the exit table does not say exit {code} is {only}'s"
+
+
+def test_help_codes_reads_what_help_texts_say():
+    assert help_codes("Exit: 0; 1 refused; 2 bad name; 111.") == {0, 1, 2, 111}
+    assert help_codes("is refused (exit 1), and exits 7; the exit code is then 5.") == {1, 5, 7}
+    assert help_codes("a command that cannot be started: its outcome is exit 127") == set()
+
+
+def slug(heading):
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def anchors(path):
+    text = open(path, encoding="utf-8").read()
+    return {slug(h) for h in re.findall(r"^#+ (.*)$", text, re.M)}
+
+
+def links(path):
+    """The relative links of a Markdown file, outside code blocks and code spans."""
+    text = open(path, encoding="utf-8").read()
+    text = re.sub(r"^(?:    |\t).*$", "", text, flags=re.M)
+    text = re.sub(r"`[^`\n]*`", "``", text)
+    return [t for t in re.findall(r"\]\(([^)\s]+)\)", text)
+            if not re.match(r"[a-z]+:", t)]
+
+
+@pytest.mark.parametrize("path", CONTRACT, ids=lambda p: os.path.relpath(p, REPO))
+def test_every_relative_link_resolves(path):
+    bad = []
+    for target in links(path):
+        where, _, anchor = target.partition("#")
+        dest = os.path.normpath(os.path.join(os.path.dirname(path), where)) if where else path
+        if not os.path.exists(dest):
+            bad.append(f"{target}: no such file")
+        elif anchor and (not dest.endswith(".md") or anchor not in anchors(dest)):
+            bad.append(f"{target}: no such heading")
+    assert not bad, bad
+
+
+def test_every_page_is_linked_from_the_index():
+    """protocol.md is the entry point: every page of docs/ is reachable from it."""
+    seen, todo = set(), [os.path.join(REPO, "protocol.md")]
+    while todo:
+        path = todo.pop()
+        if path in seen or not path.endswith(".md") or not os.path.isfile(path):
+            continue
+        seen.add(path)
+        for target in links(path):
+            where = target.partition("#")[0]
+            if where:
+                todo.append(os.path.normpath(os.path.join(os.path.dirname(path), where)))
+    assert not set(PAGES) - seen, sorted(os.path.relpath(p, REPO) for p in set(PAGES) - seen)
+
+
+def test_slug_is_githubs():
+    assert slug("What crewfile guards, and what it cannot") == "what-crewfile-guards-and-what-it-cannot"
+    assert slug("Nudge records in `sessions/NAME/status`") == "nudge-records-in-sessionsnamestatus"
+
+
+def test_the_link_checker_finds_a_broken_link(tmp_path):
+    bad = tmp_path / "x.md"
+    bad.write_text("# T\n\nsee [a](nowhere.md) and [b](#t) and [c](#nope)\n    [code](skipped.md)\n")
+    assert links(str(bad)) == ["nowhere.md", "#t", "#nope"]
+    assert anchors(str(bad)) == {"t"}
 
 
 @pytest.mark.parametrize("name", COMMANDS)

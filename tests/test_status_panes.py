@@ -211,10 +211,10 @@ def readme_status_line():
 
 def test_the_format_is_written_once_in_each_place():
     """crew-status's --help spells the format out (tmux.py is not loaded for
-    --help); the README's line and protocol.md carry the same."""
+    --help); the README's line and crew-status's page carry the same."""
     assert crew_status.LISTED_FORMAT == LISTED_FORMAT
     assert LISTED_FORMAT in crew_status.HELP
-    assert LISTED_FORMAT in open(os.path.join(REPO, "protocol.md")).read()
+    assert LISTED_FORMAT in open(os.path.join(REPO, "docs", "commands", "crew-status.md")).read()
 
 
 # -- the parser: only tmux's exact form, never an exception ---------------------------
