@@ -25,6 +25,7 @@ Without the CLI (make claude-code) this test is skipped loudly.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -113,6 +114,8 @@ def test_the_readme_quick_start_as_written(tmp_path):
     # the user's own in ~/.claude, a crontab line of theirs, the project.
     for d in (".local/bin", ".local/share", ".local/state", ".claude"):
         (home / d).mkdir(parents=True)
+    # in crew-hook's own layout: it rewrites a settings file it changes so
+    # (indent 2), the user's content kept (readme.bats compares a compact one as JSON)
     (home / ".claude" / "settings.json").write_text('{\n  "includeCoAuthoredBy": false\n}\n')
     (home / ".claude.json").write_text(json.dumps(claude_state(home, [app, *trees.values()])))
     (home / ".crontab").write_text("0 5 * * * /usr/local/bin/backup\n")
@@ -233,3 +236,17 @@ def read(path):
             return f.read()
     except FileNotFoundError:
         return ""
+
+
+def test_the_quick_start_is_ten_lines_and_every_command_has_its_link():
+    """Issue 31: ten command lines or fewer, from install to a crew; the rest
+    of the README links each command's page (docs/commands/NAME.md) and the
+    contract, protocol.md."""
+    text = readme()
+    (first, block), = readme_walkthrough.blocks(text, "## Quick start")
+    lines = readme_walkthrough.commands(block, first)
+    assert len(lines) <= 10, lines
+    assert lines[0][1].startswith("make install")
+    linked = set(re.findall(r"\]\(docs/commands/([a-z-]+)\.md\)", text))
+    assert linked == set(os.listdir(os.path.join(REPO, "bin")))
+    assert "](protocol.md)" in text
