@@ -19,7 +19,7 @@ def run(d):
     d.sh("session-add chat --kind aside")
 
     d.say("The supervision pipeline starts, following every session's status log (as the"
-          " README runs it: wake-send acknowledges each wake in the cursor once it is in the"
+          " crew-up runs it: wake-send acknowledges each wake in the cursor once it is in the"
           " inbox, and crew-watch resumes from there):")
     cursor = os.path.join(d.root, "wake.cursor")
     log = os.path.join(d.root, "wake-send.log")

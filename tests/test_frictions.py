@@ -202,25 +202,3 @@ def test_the_demo_counts_the_wakes_it_delivered_and_runs_the_readmes_pipeline():
         assert "user's document" not in f.read()
     with open(os.path.join(demo, "scene_60_crewup.py")) as f:   # done, then the turn's end
         assert "status-append builder done 'shipped v2'; status-append builder turn-ended" in f.read()
-
-
-def test_use_it_with_claude_code_starts_where_a_fresh_machine_can(tmp_path):
-    """The section's first commands name the project ($APP) and, where there is
-    none, make one; every later step uses $APP, never a path that may not exist."""
-    import subprocess
-    import readme_walkthrough
-    readme = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
-    with open(readme) as f:
-        text = f.read()
-    heading = text.splitlines().index("### Use it with Claude Code") + 1
-    end = next(n for n, line in enumerate(text.splitlines(), 1)
-               if n > heading and line.startswith("### "))
-    blocks = [(n, b) for n, b in readme_walkthrough.blocks(text) if heading < n < end]
-    first = "\n".join(blocks[0][1])
-    assert first.startswith("export APP=")
-    assert all("~/src/app" not in line for _, b in blocks[1:] for line in b)
-    env = {"HOME": str(tmp_path), "PATH": os.environ["PATH"]}
-    for _ in range(2):                     # a second run changes nothing
-        r = subprocess.run(["bash", "-ec", first + '\ncd "$APP" && git log --format=%s'],
-                           env=env, capture_output=True, text=True)
-        assert (r.returncode, r.stdout, r.stderr) == (0, "start\n", "")

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+import readme_walkthrough
 from conftest import BIN, REPO, cmd, wait_for
 from crewfile.crew import worktree
 from crewfile.core.logfile import TailStats
@@ -105,11 +106,11 @@ def test_two_workers_two_trees_two_windows_and_a_nudge_to_each(crew, tmux, repo)
                     "#{pane_current_path}").strip() == tree
     assert sorted(windows(tmux)) == ["builder", "firstmate", "tester"]
     assert {"crew/builder", "crew/tester", "main"} <= set(branches(repo))
-    # README, "Use it with Claude Code", step 3: its nudge line, word for word, for builder.
+    # The README's quick start: its nudge line, word for word, for builder.
     readme = open(os.path.join(REPO, "README.md")).read()
     line = ("nudge-add --session builder --every 1800 --message 'continue; record blockers in"
             " NOTES.md' --max 20")
-    assert "    " + line + "\n" in readme
+    assert line in readme_walkthrough.blocks(readme, "## Quick start")[0][1]
     messages = {"builder": "continue; record blockers in NOTES.md", "tester": "go on tester"}
     r = subprocess.run(line, shell=True, env=dict(os.environ, PATH=BIN + ":" + os.environ["PATH"]),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
