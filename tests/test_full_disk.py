@@ -113,12 +113,16 @@ class CrewUp:
     """crew-up running for the crew on the small file system; its output
     goes to a file outside it (that must never be the one that fills)."""
 
-    def __init__(self, crew, out_path):
+    def __init__(self, crew, out_path, wait=True):
         self.crew, self.out_path = crew, out_path
         self.out = open(out_path, "ab")
         self.proc = subprocess.Popen(
             [sys.executable, os.path.join(BIN, "crew-up"), "boss", "--backoff-max", "0.5s"],
             env={**os.environ, "CREWFILE_DIR": crew.root}, stdout=self.out, stderr=self.out)
+        if wait:
+            self.wait_running()
+
+    def wait_running(self):
         wait_for(lambda: self.alive() and {"nudge-tick", *PIPE} <= set(children(self.proc.pid).values()),
                  what="every stage running")
 
@@ -220,6 +224,36 @@ def test_crew_up_lives_through_a_full_disk_filled_and_freed_three_times(disk_cre
         filler.free()
 
 
+def test_crew_up_started_on_a_full_disk_runs_and_delivers_once_there_is_room(disk_crew, tmp_path):
+    """Nothing of crew-up's own can be written, not even the wake pipe's
+    first position: it says so and goes on; once there is room the pipe
+    runs and a record appended then is a wake."""
+    crew, filler = disk_crew, Filler(os.path.dirname(disk_crew.root))
+    filler.fill()
+    up = CrewUp(crew, str(tmp_path / "crew-up.out"), wait=False)
+    try:
+        state = crewup.files(crew)["state"]
+        wait_for(lambda: up.alive() and f"cannot write {state}" in up.said(),
+                 what=lambda: f"crew-up saying it cannot write its state ({up.said()})")
+        wait_for(lambda: up.alive() and "first position" in up.said(),
+                 what=lambda: f"crew-up saying the pipe positions itself ({up.said()})")
+        up.kill_and_see_restarted("nudge-tick")      # restarts still work
+        filler.free()
+        up.wait_running()
+        wait_for(lambda: os.path.exists(crewup.files(crew)["cursor"]) and up.alive(),
+                 what="the pipe's first position")
+        got = []
+        blocked(crew, "after the space came back")
+        delivered(crew, ["after the space came back"], got)
+        assert len(got) == 1
+        wait_for(lambda: f"crew-up: {state} is written again\n" in up.said(),
+                 what=lambda: f"crew-up writing its state again ({up.said()})")
+        up.alive()
+    finally:
+        up.stop()
+        filler.free()
+
+
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
           suppress_health_check=list(HealthCheck))
 @given(data=st.data())
@@ -286,3 +320,29 @@ def disk_crew_up(tmp_path_factory):
         else:
             os.environ["CREWFILE_DIR"] = old
         subprocess.run(["umount", str(where)], check=True)
+
+
+def test_the_log_held_in_memory_is_bounded_and_says_what_it_lost(disk_crew, monkeypatch, capsys):
+    crew, filler = disk_crew, Filler(os.path.dirname(disk_crew.root))
+    monkeypatch.setattr(crewup, "MAX_UNLOGGED", 5)
+    sup = crewup.Supervisor(crew, "boss")
+    os.makedirs(crew.sub(crewup.DIR), exist_ok=True)
+    filler.fill()
+    try:
+        for i in range(8):
+            sup.log("said", f"line {i}")
+        log = crewup.files(crew)["log"]
+        assert not os.path.exists(log) or os.path.getsize(log) == 0
+        err = capsys.readouterr().err
+        assert err == (f"crew-up: cannot append to {log}: No space left on device;"
+                       " the stages go on, retrying; its lines are held until then\n")
+        sup.retry_writes()                  # before its backoff is over: not tried
+        assert capsys.readouterr().err == ""
+    finally:
+        filler.free()
+    wait_for(lambda: (sup.retry_writes() or True) and not sup.unlogged, what="the log written")
+    with open(log) as f:
+        texts = [line.split(" ", 1)[1] for line in f]
+    assert texts == ["said: crew-up: 3 line(s) of this log lost while it could not be written\n"] \
+        + [f"said: line {i}\n" for i in range(3, 8)]
+    assert capsys.readouterr().err == f"crew-up: {log} is written again\n"

@@ -279,7 +279,13 @@ class Supervisor:
         self.acquire()
         try:
             from crewfile.wake.watch import first_position
-            first_position(self.crew, self.files[CURSOR])   # from now on, nothing is missed
+            try:
+                first_position(self.crew, self.files[CURSOR])   # from now on, nothing is missed
+            except (CrewfileError, OSError) as e:
+                # A full disk: the pipe's crew-watch takes that position when it
+                # first runs, as it would after a lost cursor; crew-up goes on.
+                self._tell(f"crew-up: {reason(e)}; the wake pipe takes its first position"
+                           " when it can write it")
             for host, rdir in self.remotes.items():
                 self.remote_first_position(host, rdir)
             self.log("up", f"pid {os.getpid()} primary {self.primary}")
@@ -391,7 +397,10 @@ class Supervisor:
             if line.startswith(b"\t"):
                 tok = jsonio.loads(line[1:].decode())
                 state[tok["s"]] = tok["at"]
-        replace(cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
+        try:
+            replace(cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
+        except CrewfileError as e:      # a full disk: the pipe takes it when it first connects
+            self.log("said", f"ssh {host}: first position not kept: {e}")
 
     def read_stderr(self, proc):
         try:
