@@ -7,7 +7,7 @@ tried again; a stage killed meanwhile is restarted without crew-up's
 bookkeeping; a wake held by wake-send while the primary's inbox cannot
 grow is delivered, exactly once, as soon as there is room again.
 
-The fuzz one level up: random rounds of filling, freeing, killing a stage
+The same for EROFS (crew-up/ bind-mounted read-only). The fuzz one level up: random rounds of filling, freeing, killing a stage
 of the running pipeline and appending a healthy session's record; at the
 end of each example the space is freed and every record written reached
 the primary's inbox exactly once. CREWFILE_FUZZ_EXAMPLES sets the number
@@ -27,6 +27,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import BIN, wait_for
 from crewfile.core.errors import CrewfileError
+from crewfile.core.locks import is_held
 from crewfile.core.paths import Crew
 from crewfile.crew import crewup
 from crewfile.session.sessions import Session, register
@@ -252,6 +253,41 @@ def test_crew_up_started_on_a_full_disk_runs_and_delivers_once_there_is_room(dis
     finally:
         up.stop()
         filler.free()
+
+
+def test_crew_up_lives_through_a_read_only_file_system(disk_crew, tmp_path):
+    """EROFS as ENOSPC: crew-up/ made read-only (a read-only bind mount over
+    it: a file system with files open for writing cannot be remounted
+    read-only whole), a stage killed is restarted, and once it is writable
+    again the state is written and a wake goes through."""
+    crew = disk_crew
+    fs = crew.sub(crewup.DIR)
+    up = CrewUp(crew, str(tmp_path / "crew-up.out"))
+    try:
+        # wake-send holds its cursor's lock (a lock file cannot be opened
+        # for writing on a read-only mount: a wake-send started then exits
+        # 111 and is restarted until it can be)
+        wait_for(lambda: is_held(crewup.files(crew)["cursor"] + ".lock"), what="wake-send running")
+        subprocess.run(["mount", "--bind", fs, fs], check=True)
+        try:
+            subprocess.run(["mount", "-o", "remount,bind,ro", fs], check=True)
+            up.kill_and_see_restarted("nudge-tick")
+            state = crewup.files(crew)["state"]
+            wait_for(lambda: up.alive() and f"cannot write {state}: Read-only file system" in up.said(),
+                     what=lambda: f"crew-up saying its state cannot be written ({up.said()})")
+            got = []    # the inbox is elsewhere: the wake goes through, its cursor waits
+            blocked(crew, "while read-only")
+            delivered(crew, ["while read-only"], got)
+        finally:
+            subprocess.run(["umount", fs], check=True)
+        blocked(crew, "after the remount")
+        delivered(crew, ["after the remount"], got)
+        assert [t.split(" ", 3)[-1] for t in got] == ["while read-only", "after the remount"]
+        wait_for(lambda: f"crew-up: {state} is written again\n" in up.said(),
+                 what=lambda: f"crew-up writing its state again ({up.said()})")
+        up.alive()
+    finally:
+        up.stop()
 
 
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
