@@ -19,7 +19,9 @@ verdict): working (generating), idle, dialog (a permission dialog is up),
 blocked (blocked/problem/error, until the session moves on), paused
 (awaiting captain, until the wait is over), lost (the verdict says not live), unknown, damaged (its files
 cannot be used, or it cannot be a session: a link, a FIFO, mode 000; each
-said on stderr, exit 5); then the wakes pending in the primary's inbox. Only the
+said on stderr, exit 5); then the wakes pending in the primary's inbox
+(`4369+ wakes`: at least that many, in an inbox too big to count whole
+at once: its first 1 MiB is read). Only the
 counts that are not zero are shown; `crew: empty` when no session is
 registered, `crew: all ended` when none is left. Last, the tokens the
 crew's agents and their subagents used (`12.3k tok`, every session's
@@ -74,14 +76,15 @@ def crew_tokens(crew, rows):
     return sum(u.total for u in found) if found else None
 
 
-def line(rows, wakes, bad_inbox, tmux=False, used=None):
-    """The segment's text for *rows*, *wakes* pending and the tokens *used*."""
+def line(rows, wakes, bad_inbox, more=False, tmux=False, used=None):
+    """The segment's text for *rows*, *wakes* pending (*more*: at least that
+    many) and the tokens *used*."""
     if not rows:
         return "crew: empty"
     n = glance.counts(rows)
     parts = [(w, n[w]) for w in glance.ORDER if n.get(w)]
     if wakes or bad_inbox:
-        parts.append(("wakes", f"{wakes}{'?' if bad_inbox else ''}"))
+        parts.append(("wakes", f"{wakes}{'+' if more else ''}{'?' if bad_inbox else ''}"))
     if used is not None:
         from crewfile.views.tokens import short
         parts.append(("tok", short(used)))

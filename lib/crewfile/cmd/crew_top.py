@@ -17,7 +17,8 @@ Columns: NAME KIND (an aside is `aside*`) STATE (glance.py's word from the
 verdict: working, idle, dialog, blocked, paused, lost(CODE), unknown(CODE),
 ended; `(live?)` when the verdict cannot tell whether it is live,
 `(stopped)` after SIGSTOP/Ctrl-Z) AGE (of the last record) WAKES
-(notices pending in its inbox) NUDGE (`in 5m`, `due`, `held:CODE` after a
+(notices pending in its inbox; `N+`: at least N, in an inbox too big
+to count whole at once) NUDGE (`in 5m`, `due`, `held:CODE` after a
 refusal, `disarmed:CODE`, `-` none) JOBS (`N run`, `M unheard`) TOKENS
 (what its agent used, from its transcript: meta transcript_path) and LAST
 (the last record, escaped; last on the line). A session whose files cannot

@@ -36,6 +36,11 @@ restarted with backoff; every start, end and line a stage writes on stderr
 is a record in crew-up/log in the crew directory. A stage that keeps ending
 as soon as it starts is also said once here, on stderr. The stages'
 commands are the ones beside crew-up's own executable (links resolved).
+crew-up never gives up on its own account: when crew-up/state or
+crew-up/log cannot be written (a full disk, EIO, a read-only file system)
+that is said once here and the write tried again with the same backoff;
+the stages go on and are restarted meanwhile, the log's lines wait in
+memory (at most 1000) and the state is written once it can be.
 
 Example: crew-up firstmate --systemd > ~/.config/systemd/user/crew-up.service
 """

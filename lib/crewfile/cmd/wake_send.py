@@ -22,7 +22,9 @@ Post each wake line on stdin to PRIMARY's inbox, then tell PRIMARY in its pane.
   --cursor FILE      acknowledge positioned lines (crew-watch --resume FILE)
                      by writing FILE once their wakes are in the inbox;
                      FILE.lock is held while it runs (a second wake-send on
-                     FILE waits for the first to end)
+                     FILE waits for the first to end); FILE that cannot
+                     be written (a full disk) is said once and written
+                     later, the wakes go on
   --host HOST        the events come from HOST's crew (ssh HOST crew-watch
                      ...): session names and event ids are posted as
                      HOST:NAME, and none is taken for PRIMARY

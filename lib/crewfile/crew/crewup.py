@@ -23,6 +23,13 @@ rotated like one), and each line a stage writes on stderr too. crew-up/state
 (JSON, atomic replace) says what runs, since when, restarts, last error:
 `crew-up --status` reads it. SIGTERM or SIGINT (or crew-down) stops every
 stage (SIGTERM, then SIGKILL after STOP_GRACE) and exits 0.
+
+crew-up never gives up on its own account: a write of its state or log
+that fails (a full disk, EIO, a read-only file system) is said once on its
+stderr and tried again with backoff, while the stages run and are
+restarted as before (starting a process needs no disk space). The log's
+lines wait in memory meanwhile (at most MAX_UNLOGGED, the oldest dropped
+and counted); the state is written anew when it can be.
 """
 import ctypes
 import os
@@ -35,7 +42,7 @@ import time
 
 from crewfile.core import jsonio, logfile, paths, records
 from crewfile.core.atomic import read_json, read_text, replace
-from crewfile.core.errors import Refused, SystemFailure
+from crewfile.core.errors import CrewfileError, Refused, SystemFailure, reason
 from crewfile.core.liveness import stat
 from crewfile.core.locks import acquire, is_held
 from crewfile.core.names import check_name
@@ -54,6 +61,7 @@ DEFAULT_SWEEP = 600.0
 PIPE = ("crew-watch", "wake-filter", "wake-send")
 FAILING_AT_ONCE = 3         # ends in a row, each before RESET_AFTER: said on stderr
 PR_SET_PDEATHSIG = 1
+MAX_UNLOGGED = 1000         # log lines kept in memory while crew-up/log cannot be written
 
 
 def files(crew):
@@ -130,6 +138,16 @@ class Stage:
         return bool(self.procs)
 
 
+class Writing:
+    """One of crew-up's own files while writing it fails: why (None when it
+    works), when to try again (monotonic) and the wait after that."""
+
+    def __init__(self):
+        self.failing = None
+        self.retry_at = 0.0
+        self.backoff = BACKOFF_FIRST
+
+
 class Supervisor:
     def __init__(self, crew, primary, sweep=DEFAULT_SWEEP, backoff_max=BACKOFF_MAX, env=None,
                  remotes=None):
@@ -148,14 +166,37 @@ class Supervisor:
         self.started = time.time()
         self.lock = None
         self.next_sweep = 0.0
+        self.writing = {STATE: Writing(), LOG: Writing()}
+        self.unlogged = []          # log lines not written yet (the log is failing)
+        self.dropped = 0            # and those dropped from memory meanwhile
+        self.state_due = False      # the state changed since it was last written
 
     # -- records ------------------------------------------------------------
     def log(self, kind, text=""):
-        line = records.new_line(kind, text)
-        logfile.append(self.files[LOG], self.files[LOG] + ".lock", [line],
-                       rotate=logfile.rotate_limits())
+        """Append a record to crew-up/log; held in memory while it cannot be."""
+        self.unlogged.append(records.new_line(kind, text))
+        if len(self.unlogged) > MAX_UNLOGGED:
+            del self.unlogged[0]
+            self.dropped += 1
+        if time.monotonic() >= self.writing[LOG].retry_at:
+            self.write_log()
+
+    def write_log(self):
+        lines = self.unlogged
+        if self.dropped:
+            lines = [records.new_line("said", f"crew-up: {self.dropped} line(s) of this log lost"
+                                              " while it could not be written")] + lines
+        if self._write(LOG, lambda: logfile.append(self.files[LOG], self.files[LOG] + ".lock",
+                                                   lines, rotate=logfile.rotate_limits())):
+            self.unlogged, self.dropped = [], 0
 
     def save_state(self):
+        """Write crew-up/state now, or as soon as it can be (see retry_writes)."""
+        self.state_due = True
+        if time.monotonic() >= self.writing[STATE].retry_at:
+            self.write_state()
+
+    def write_state(self):
         stages = {}
         for s in self.stages.values():
             stages[s.name] = {
@@ -163,9 +204,49 @@ class Supervisor:
                 "pids": {p.name: p.popen.pid for p in s.procs},
                 "since": records.timestamp(s.since) if s.since else None,
                 "restarts": s.restarts, "last_error": s.last_error}
-        replace(self.files[STATE], jsonio.dumps({
+        doc = jsonio.dumps({
             "version": 1, "pid": os.getpid(), "primary": self.primary,
-            "started": records.timestamp(self.started), "stages": stages}) + "\n")
+            "started": records.timestamp(self.started), "stages": stages}) + "\n"
+        if self._write(STATE, lambda: replace(self.files[STATE], doc)):
+            self.state_due = False
+
+    def retry_writes(self):
+        """Try again the writes that failed, each once its backoff is over."""
+        now = time.monotonic()
+        if self.unlogged and now >= self.writing[LOG].retry_at:
+            self.write_log()
+        if self.state_due and now >= self.writing[STATE].retry_at:
+            self.write_state()
+
+    def _write(self, which, write):
+        """Run *write* (one of crew-up's own files); True if it worked. A
+        failure is said once on stderr, not raised: supervision goes on, and
+        the write is tried again after a backoff (BACKOFF_FIRST doubling up
+        to backoff_max). Once it works again, that is said too."""
+        w = self.writing[which]
+        try:
+            write()
+        except (CrewfileError, OSError) as e:
+            why = reason(e)
+            if w.failing is None:
+                held = "; its lines are held until then" if which == LOG else ""
+                self._tell(f"crew-up: {why}; the stages go on, retrying{held}")
+            w.failing = why
+            w.retry_at = time.monotonic() + w.backoff
+            w.backoff = min(w.backoff * 2, self.backoff_max)
+            return False
+        if w.failing is not None:
+            self._tell(f"crew-up: {self.files[which]} is written again")
+        w.failing, w.retry_at, w.backoff = None, 0.0, BACKOFF_FIRST
+        return True
+
+    def _tell(self, text):
+        """A line on crew-up's own stderr (the captain's terminal, or the journal)."""
+        try:
+            sys.stderr.write(escape(text) + "\n")
+            sys.stderr.flush()
+        except OSError:
+            pass            # a stderr that cannot be written stops nothing either
 
     # -- life ---------------------------------------------------------------
     def acquire(self):
@@ -198,7 +279,13 @@ class Supervisor:
         signal.signal(signal.SIGINT, on_signal)
         self.acquire()
         try:
-            first_position(self.crew, self.files[CURSOR])   # from now on, nothing is missed
+            try:
+                first_position(self.crew, self.files[CURSOR])   # from now on, nothing is missed
+            except (CrewfileError, OSError) as e:
+                # A full disk: the pipe's crew-watch takes that position when it
+                # first runs, as it would after a lost cursor; crew-up goes on.
+                self._tell(f"crew-up: {reason(e)}; the wake pipe takes its first position"
+                           " when it can write it")
             for host, rdir in self.remotes.items():
                 self.remote_first_position(host, rdir)
             self.log("up", f"pid {os.getpid()} primary {self.primary}")
@@ -229,6 +316,7 @@ class Supervisor:
                 changed = True
         if changed:
             self.save_state()
+        self.retry_writes()
 
     def commands(self, stage):
         """[(name, argv, first line for its stdin or None)] of a stage's processes."""
@@ -309,7 +397,10 @@ class Supervisor:
             if line.startswith(b"\t"):
                 tok = jsonio.loads(line[1:].decode())
                 state[tok["s"]] = tok["at"]
-        replace(cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
+        try:
+            replace(cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
+        except CrewfileError as e:      # a full disk: the pipe takes it when it first connects
+            self.log("said", f"ssh {host}: first position not kept: {e}")
 
     def read_stderr(self, proc):
         try:
@@ -438,6 +529,7 @@ class Supervisor:
                 self.kill(stage)
                 stage.procs = []
         if self.lock is not None:
+            self.writing[LOG].retry_at = 0.0     # one last try for what is held
             self.log("down", f"pid {os.getpid()}")
             try:
                 os.unlink(self.files[STATE])

@@ -433,7 +433,7 @@ def stop(ctx):
     audit(ctx, sess)
     # Pending wakes first: reading meta costs a JSON parse that most Stops never need.
     if (ctx.payload.get("stop_hook_active") is not True
-            and any(n.kind == "wake" for n in inbox.pending(ctx.crew, sess.name))
+            and inbox.has(ctx.crew, sess.name, "wake")
             and sess.meta.get("kind") == PRIMARY):
         from crewfile.core.locks import LockBusy
         try:

@@ -161,17 +161,20 @@ def relook(row, look, now=None):
 
 def wakes_pending(crew, rows_):
     """Wake notices waiting in the inboxes of the primary sessions (not ended),
-    and the names of those whose inbox could not be read."""
-    total, bad = 0, []
+    the names of those whose inbox could not be read, and whether there are
+    more than that (an inbox too big to count whole: inbox.count)."""
+    total, bad, more = 0, [], False
     for row in rows_:
         if row.state is None or row.state["ended"] or row.state["kind"] != "primary":
             continue
         from crewfile.wake.inbox import count        # here: a crew without a primary never loads it
         try:
-            total += count(crew, row.name, "wake")
+            n, beyond = count(crew, row.name, "wake")
         except CrewfileError:
             bad.append(row.name)
-    return total, bad
+            continue
+        total, more = total + n, more or beyond
+    return total, bad, more
 
 
 def counts(rows_):

@@ -188,10 +188,10 @@ def _wakes(crew, name, at=None):
     """Notices pending in NAME's inbox ('?' if it cannot be read); at: its
     directory, opened."""
     try:
-        n = count(crew, name, at=at)
+        n, more = count(crew, name, at=at)
     except CrewfileError:
         return "?"
-    return str(n) if n else "-"
+    return f"{n}{'+' if more else ''}" if n or more else "-"
 
 
 _tallies = {}    # transcript path -> tokens.Tally: the live view reads each byte once

@@ -26,6 +26,7 @@ from crewfile.core.locks import LockBusy, hold
 
 TAKING = ".taking"      # inbox.taking: what a drain is taking, or left pending
 MOVING = ".moving"      # inbox.moving: an inbox on its way onto inbox.taking
+COUNT_LIMIT = 1 << 20   # bytes count() reads at most (some 4,000 wakes): a view's cost stays bounded
 _counter = 0
 
 
@@ -118,25 +119,26 @@ def _waiting(inbox):
 def pending(crew, name, at=None):
     """The notices waiting in NAME's inbox, oldest first (nothing removed).
     at: NAME's directory, opened by a caller that has read its meta there
-    (Session.opened)."""
+    (Session.opened). Each file is read forward, whole: all of it is
+    wanted, and one read costs far less than seeking back through it."""
     if at is None:
         inbox = _paths(crew, name)[0]
     else:
         inbox = os.path.join(crew.session_dir(name), paths.INBOX)
-    stats = logfile.TailStats()
     out = []
     for path in _waiting(inbox):
-        found = [n for n in map(_parse, logfile.lines_backwards(path, stats, at=at)) if n]
-        out += reversed(found)
+        out += [n for n in map(_parse, (raw for raw in _whole_lines(path, at).split(b"\n")
+                                        if len(raw) < records.MAX_LINE))
+                if n is not None]
     return out
 
 
-def _whole_lines(path):
+def _whole_lines(path, at=None):
     """The complete lines of *path*; b"" when absent. A last line without a
     newline is a dead writer's fragment, or a poster's write still landing
     in a file no longer named inbox (that poster writes it again)."""
     try:
-        fd = paths.open_file(path)
+        fd = paths.open_file(path, at=at)
     except FileNotFoundError:
         return b""
     with os.fdopen(fd, "rb") as f:
@@ -229,34 +231,55 @@ def withdraw(crew, name, nid, timeout=None):
     return False
 
 
-def count(crew, name, kind=None, at=None):
-    """How many notices (of *kind*, or all) wait in NAME's inbox, without
-    making a Notice of each: a view that only counts (crew-status's wakes,
-    crew-top's WAKES) then costs a fraction of what pending() does on a
-    pending inbox of many megabytes. Counts the complete lines that begin
-    as a notice of that kind would: a timestamp, then ` KIND: `. No regular
-    expression: `re` would cost crew-status --tmux 20 ms of start-up.
-    at: as for pending()."""
+def count(crew, name, kind=None, at=None, limit=COUNT_LIMIT):
+    """How many notices (of *kind*, or all) wait in NAME's inbox: (n, more).
+
+    A view that only counts (crew-status's wakes, crew-top's WAKES) reads
+    at most *limit* bytes of the files where notices wait, oldest first:
+    past that, *n* is the count of what was read and *more* is True (the
+    view shows `N+`), so a session whose inbox holds 50 MB costs about
+    what one with a few notices does; limit None: all of it. Counts the complete lines that begin
+    as a notice of that kind would: a timestamp, then ` KIND: `. No
+    regular expression: `re` would cost crew-status --tmux 20 ms of
+    start-up. at: as for pending()."""
     if at is None:
         inbox = _paths(crew, name)[0]
     else:
         inbox = os.path.join(crew.session_dir(name), paths.INBOX)
-    return sum(_count(path, kind, at) for path in _waiting(inbox))
+    n, left = 0, limit
+    for path in _waiting(inbox):
+        got, read, more = _count(path, kind, at, left)
+        n, left = n + got, None if left is None else left - read
+        if more:
+            return n, True
+    return n, False
 
 
-def _count(path, kind, at):
-    """count() of one of the files where notices wait."""
+def has(crew, name, kind):
+    """True if a notice of *kind* waits in NAME's inbox: read up to the
+    first one (a hook asks this on every Stop; pending() would make a
+    notice of every line)."""
+    inbox = _paths(crew, name)[0]
+    return any(_count(path, kind, None, None, first=True)[0] for path in _waiting(inbox))
+
+
+def _count(path, kind, at, limit, first=False):
+    """count() of one of the files where notices wait: (n, bytes read, more
+    left unread past *limit*, None for no limit). first: stop at the first."""
     want = b" " if kind is None else f" {kind}: ".encode()
     try:
         fd = paths.open_file(path, at=at)
     except FileNotFoundError:
-        return 0
-    n, carry, skipping = 0, b"", False
+        return 0, 0, False
+    n, carry, skipping, read = 0, b"", False, 0
     try:
         while True:
-            data = os.read(fd, 1 << 20)
+            size = 1 << 20 if limit is None else min(1 << 20, limit - read)
+            data = os.read(fd, size) if size > 0 else b""
             if not data:
-                return n
+                # at the limit: more if the file goes on
+                return n, read, size <= 0 and bool(os.read(fd, 1))
+            read += len(data)
             if skipping:            # the rest of a line too long to be a record
                 nl = data.find(b"\n")
                 if nl < 0:
@@ -267,6 +290,8 @@ def _count(path, kind, at):
             n += sum(1 for line in data[:end].split(b"\n")
                      if line[24:24 + len(want)] == want and len(line) < records.MAX_LINE
                      and records.is_timestamp(line[:24].decode("latin-1")))
+            if first and n:
+                return n, read, False
             carry = data[end:]
             if len(carry) > records.MAX_LINE:       # memory stays bounded
                 carry, skipping = b"", True

@@ -207,11 +207,22 @@ class Sender:
         self.ack_at = None
         if not self.acks or self.held:
             return
+        acked = dict(self.acked)
         for sname, state in self.acks.items():
-            _newer(self.acked, sname, state)
-        self.acks = {}
+            _newer(acked, sname, state)
         if self.cursor:
-            replace(self.cursor, jsonio.dumps({"version": 1, "sessions": self.acked}) + "\n")
+            try:
+                replace(self.cursor, jsonio.dumps({"version": 1, "sessions": acked}) + "\n")
+            except CrewfileError as e:
+                # A full disk must not stop the wakes: the positions wait here
+                # and are written later; a restart meanwhile replays from the
+                # older cursor, and the inbox's ids tell the repeats.
+                self.say_once("cursor", "failing", f"{e}; keeping the position, retrying")
+                self.ack_at = self.clock() + self.retry
+                return
+            if self.said.get("cursor") not in (None, "ok"):
+                self.say_once("cursor", "ok", f"writing {self.cursor} again")
+        self.acked, self.acks = acked, {}
 
     def due(self):
         """When tick() or flush() wants to run next (monotonic), or None."""
