@@ -19,9 +19,8 @@ lines; the good lines are never lost.
 """
 import os
 
-from crewfile.core import records
+from crewfile.core import paths, records
 from crewfile.core.errors import SystemFailure
-from crewfile.core.paths import open_file
 
 _APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 BLOCK = 65536
@@ -80,8 +79,7 @@ def append_locked(path, lines, rotate=None):
                 size = 0
             if size and size + len(data) > rotate[0]:
                 _rotate(path, rotate[1])
-        from crewfile.core.paths import open_file
-        fd = open_file(path, _APPEND_FLAGS)
+        fd = paths.open_file(path, _APPEND_FLAGS)
     except OSError as e:
         raise SystemFailure(f"{path}: {e.strerror}") from None
     try:
@@ -111,7 +109,7 @@ def append_unlocked(path, lines):
     from crewfile.core.atomic import write_all
     data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
     try:
-        fd = open_file(path, _APPEND_FLAGS)
+        fd = paths.open_file(path, _APPEND_FLAGS)
     except OSError as e:
         raise SystemFailure(f"{path}: {e.strerror}") from None
     try:
@@ -186,7 +184,7 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
     is a line (as data.split(b"\\n") counts lines, a newline last closing
     the last one)."""
     try:
-        fd = open_file(path, outside=outside, at=at)
+        fd = paths.open_file(path, outside=outside, at=at)
     except FileNotFoundError:
         return
     try:
