@@ -422,3 +422,27 @@ def test_crew_up_runs_the_notify_stage(crew, tmp_path):
     text = out.read_text()
     assert text.splitlines()[1].endswith("w1 blocked: account: out of credit")
     assert "turn-ended" not in text
+
+
+def test_a_pause_answered_before_it_is_told_is_not_told(crew, tmp_path):
+    """The captain answered (or typed into the aside they just opened): the
+    pause is over before it went, so it never goes; a problem still does."""
+    cursor = str(tmp_path / "cur")
+    out = tmp_path / "out"
+    w = register(crew, "w1")
+    a = register(crew, "a1", kind="aside")
+    first_position(crew, cursor)
+    w.append("paused", "awaiting captain")
+    w.append("idle")                    # still waiting
+    w.append("problem", "y")            # still waiting, and a problem besides
+    w.append("captain", "go on")
+    w.append("turn-started")
+    a.append("paused", "awaiting captain")
+    a.append("problem", "x")
+    code, err = finish(*pipe(crew, cursor, f"cat >> {out}", "--always", "--window", "1"))
+    assert code == 0 and err == ""
+    lines = out.read_text().splitlines()
+    assert lines[0].startswith("crewfile: 3 events need you: ")
+    # Positioned events keep each session's order, not the crew's.
+    assert sorted(ln.split(" ", 1)[1] for ln in lines[1:]) == [
+        "a1 paused: awaiting captain", "a1 problem: x", "w1 problem: y"]

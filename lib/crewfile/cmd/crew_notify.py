@@ -37,7 +37,8 @@ Tell the captain, through CMD, the events on stdin that need them.
 
 Passes only the kinds that need the captain: paused (awaiting captain),
 concluded (an aside's report ready, named in its text), lost, blocked,
-problem, error; never turns, tools or progress. With --cursor, each event
+problem, error; never turns, tools or progress. A pause not told yet is
+dropped once its session moves on (the captain answered). With --cursor, each event
 is given to CMD until it exits 0, and never again after that, across
 restarts; a kill between CMD's exit and the journal's record of it sends
 that message again with the same ids (see docs/commands/crew-notify.md).

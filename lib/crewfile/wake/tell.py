@@ -26,7 +26,7 @@ from crewfile.core import jsonio
 from crewfile.core.atomic import read_json, replace, write_all
 from crewfile.core.errors import BadInput, CrewfileError, SystemFailure
 from crewfile.core.jsonio import loads
-from crewfile.core.kinds import CAPTAINS
+from crewfile.core.kinds import CAPTAINS, MOVES_ON
 from crewfile.core.names import is_name
 from crewfile.core.records import printable_line
 from crewfile.core.text import escape
@@ -169,11 +169,11 @@ class Journal:
 
 class Event:
     """One input event: its id, its session, the cursor state after it
-    (None without a position), and, if it needs the captain, its line."""
-    __slots__ = ("eid", "session", "state", "line", "done")
+    (None without a position), its kind, and, if it needs the captain, its line."""
+    __slots__ = ("eid", "session", "state", "kind", "line", "done")
 
-    def __init__(self, eid, session, state, line):
-        self.eid, self.session, self.state, self.line = eid, session, state, line
+    def __init__(self, eid, session, state, kind, line):
+        self.eid, self.session, self.state, self.kind, self.line = eid, session, state, kind, line
         self.done = line is None
 
 
@@ -235,7 +235,7 @@ class Teller:
                 self.log(f"not a position token, taken as text: {token[:80]!r}")
                 body, eid, sname, state = line, None, None, None
         words = body.split(" ", 2)
-        captain = None
+        captain = kind = None
         if len(words) == 3:
             kind = words[2].split(":", 1)[0]
             if kind in CAPTAINS:
@@ -244,13 +244,29 @@ class Teller:
             self.log(f"not an event line, skipped: {body[:80]!r}")
         if captain is not None and eid is not None and self.journal and eid in self.journal.sent:
             captain = None          # told before a restart: acknowledged, not told again
-        ev = Event(eid, sname, state, captain)
+        if kind in MOVES_ON:
+            self._unpause(words[1])
+        ev = Event(eid, sname, state, kind, captain)
         if state is not None:
             self.queues.setdefault(sname, []).append(ev)
         if captain is not None:
             if not self.pending:
                 self.first_at = self.clock()
             self.pending.append(ev)
+
+    def _unpause(self, name):
+        """A pause not told yet is no news once its session moved on (the
+        captain answered; aside-open's own pause, once the captain types):
+        it is dropped, acknowledged, never told."""
+        over = [ev for ev in self.pending if ev.kind == "paused"
+                and ev.line.split(" ", 2)[1] == name]
+        if not over:
+            return
+        for ev in over:
+            ev.done = True
+        self.pending = [ev for ev in self.pending if not ev.done]
+        if not self.pending:
+            self.first_at = None
 
     def holding(self):
         return sum(len(q) for q in self.queues.values()) >= MAX_QUEUE
