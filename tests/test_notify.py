@@ -159,8 +159,9 @@ def test_each_kind_of_captain_event_arrives_once_and_routine_never(crew, tmux, t
 
 def test_killed_at_random_with_the_receiver_down_every_event_arrives_once(crew, tmp_path,
                                                                           receiver):
-    """150 trials: events appended, the pipe started, crew-notify SIGKILLed
-    at a random moment (or let finish), the receiver down for stretches.
+    """150 trials or more: events appended, the pipe started, crew-notify SIGKILLed
+    at a random moment (or let finish) until 100 kills landed, the receiver
+    down for stretches.
     Then the receiver up and one last run: every captain event has arrived,
     and each arrival after an id's first came in a message marked again
     (CREWFILE_NOTIFY_AGAIN=1: a kill between CMD's exit and the journal's
@@ -169,8 +170,12 @@ def test_killed_at_random_with_the_receiver_down_every_event_arrives_once(crew, 
     sessions = [register(crew, f"w{i}") for i in range(3)]
     first_position(crew, cursor)
     rng = random.Random(33)
-    trials, kills, down_trials = 150, 0, 0
-    for trial in range(trials):
+    trials, kills, down_trials = 0, 0, 0
+    # Until 100 kills landed on a live crew-notify (one that ended before its
+    # moment is no kill), and 150 trials at least; 400 at most.
+    while (kills < 100 or trials < 150) and trials < 400:
+        trial = trials
+        trials += 1
         if trial % 30 == 10:
             receiver.down()
         if trial % 30 == 22:
