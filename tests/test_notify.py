@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from conftest import BIN, wait_for
+from crewfile.core import records
 from crewfile.core.kinds import CAPTAINS
 from crewfile.crew import crewup
 from crewfile.session.sessions import register
@@ -241,6 +242,42 @@ def test_a_burst_of_500_is_one_message(crew, tmp_path, receiver):
     assert lines[0] == ("crewfile: 500 events need you: w0 problem, w1 problem, w2 problem"
                         " and 2 more")
     assert len(lines) == 1 + tell.SHOWN + 1 and lines[-1] == f"... and {500 - tell.SHOWN} more"
+
+
+def test_a_burst_of_500_past_the_ceiling_is_told_once_when_there_is_room(crew, tmp_path,
+                                                                       receiver):
+    """Ten bursts of 50 (each one append): three messages (the ceiling), the
+    other seven bursts held, unacknowledged, and told in one message by the
+    next run with room; every one of the 500 exactly once."""
+    cursor = str(tmp_path / "cur")
+    w = register(crew, "w1")
+    first_position(crew, cursor)
+    watch, notify = pipe(crew, cursor, receiver.command(), "--always", "--window", "0.5",
+                         "--max-per-hour", "3", once=False)
+    try:
+        for burst in range(10):
+            w.append_lines([records.new_line("problem", f"burst {burst} event {n}")
+                            for n in range(50)])
+            if burst < 3:
+                wait_for(lambda: len(receiver.ids()) == 50 * (burst + 1),
+                         what=f"burst {burst} told")
+        line = notify.stderr.readline()
+        assert line.startswith("crew-notify: holding "), line
+        assert "(the ceiling)" in line
+    finally:
+        notify.send_signal(signal.SIGTERM)
+        watch.send_signal(signal.SIGTERM)
+        notify.wait(30)
+        watch.wait(30)
+        notify.stderr.close()
+    assert len(receiver.posts) == 3
+    code, err = finish(*pipe(crew, cursor, receiver.command(), "--always", "--window", "1",
+                             "--max-per-hour", "4"))
+    assert code == 0, err
+    assert len(receiver.posts) == 4
+    ids = receiver.ids()
+    assert len(ids) == len(set(ids)) == 500
+    assert receiver.posts[3][2].splitlines()[0].startswith("crewfile: 350 events need you: ")
 
 
 def test_the_ceiling_holds_the_rest_unacknowledged(crew, tmp_path, receiver):
