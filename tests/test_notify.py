@@ -490,3 +490,21 @@ def test_a_pause_answered_before_it_is_told_is_not_told(crew, tmp_path):
     # Positioned events keep each session's order, not the crew's.
     assert sorted(ln.split(" ", 1)[1] for ln in lines[1:]) == [
         "a1 paused: awaiting captain", "a1 problem: x", "w1 problem: y"]
+
+
+def test_crew_up_systemd_unit_keeps_the_notify_command_for_its_shell(crew, run):
+    cmd = 'curl -fsS -H "Title: $CREWFILE_NOTIFY_TITLE" --data-binary @- https://ntfy.sh/x%20y'
+    p = run("crew-up", "boss", "--systemd", "--notify", cmd, "--notify-with", "--always")
+    assert p.returncode == 0, p.stderr
+    start = [ln for ln in p.stdout.splitlines() if ln.startswith("ExecStart=")][0]
+    assert start.endswith(" --notify 'curl -fsS -H \"Title: $$CREWFILE_NOTIFY_TITLE\""
+                          " --data-binary @- https://ntfy.sh/x%%20y' --notify-with --always")
+
+
+def test_crew_up_notify_usage(run):
+    p = run("crew-up", "boss", "--notify-with", "--always")
+    assert (p.returncode, p.stderr) == (2, "crew-up: --notify-with needs --notify CMD\n"
+                                           "Try 'crew-up --help'.\n")
+    p = run("crew-up", "boss", "--notify", "true", "--notify-with", "--cursor x")
+    assert (p.returncode, p.stderr) == (2, "crew-up: bad --notify-with: --exec and --cursor"
+                                           " are crew-up's to give\n")

@@ -37,7 +37,8 @@ Runs in the foreground until SIGTERM or SIGINT (or crew-down), then stops
 every stage and exits 0. One crew-up per crew: a second exits at once with
 code 1. Stages: crew-watch --resume C | wake-filter | wake-send PRIMARY
 --cursor C (C = crew-up/cursor: a wake is neither lost nor repeated when
-any stage dies), nudge-tick --watch, job-sweep. A stage that dies is
+any stage dies), nudge-tick --watch, job-sweep; with --notify, crew-watch
+--resume N | crew-notify --cursor N --exec CMD (N = crew-up/notify-cursor). A stage that dies is
 restarted with backoff; every start, end and line a stage writes on stderr
 is a record in crew-up/log in the crew directory. A stage that keeps ending
 as soon as it starts is also said once here, on stderr. The stages'

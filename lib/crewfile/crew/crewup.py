@@ -559,8 +559,11 @@ def systemd_unit(crew, primary, argv0, extra=()):
     env = f'Environment="CREWFILE_DIR={root}"\n'
     if tmux:
         env += f'Environment="CREWFILE_TMUX={tmux}"\n'
+    # systemd expands $VAR and %x itself, even inside quotes: a notify
+    # command's $CREWFILE_NOTIFY_TITLE is for its shell, so written $$.
+    start = command_line(argv0, primary, '--dir', root, *extra).replace("%", "%%").replace("$", "$$")
     return (f"[Unit]\nDescription=crewfile supervision of {root} for {primary}\n\n"
             f"[Service]\nType=simple\n{env}"
-            f"ExecStart={command_line(argv0, primary, '--dir', root, *extra)}\n"
+            f"ExecStart={start}\n"
             "KillMode=mixed\nTimeoutStopSec=15\nRestart=on-failure\nRestartSec=5\n\n"
             "[Install]\nWantedBy=default.target\n")
