@@ -40,8 +40,8 @@ concluded (an aside's report ready, named in its text), lost, blocked,
 problem, error; never turns, tools or progress. A pause not told yet is
 dropped once its session moves on (the captain answered). With --cursor, each event
 is given to CMD until it exits 0, and never again after that, across
-restarts; a kill between CMD's exit and the journal's record of it sends
-that message again with the same ids (see docs/commands/crew-notify.md).
+restarts; a kill while CMD runs, or between its exit and the journal's
+record of it, sends that message again with the same ids (see docs/commands/crew-notify.md).
 A failed CMD is said once on stderr, then retried with backoff.
 
 Example: crew-watch --resume C | crew-notify --cursor C --exec 'curl -s -T - ntfy.sh/my-crew'

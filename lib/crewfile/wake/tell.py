@@ -12,8 +12,8 @@ Exactly once, as far as an external command allows it (see Journal): the
 cursor moves past an event only once CMD succeeded for it; the ids a message
 carries are journaled (fsynced) before CMD runs and marked sent after. A
 restart replays from the cursor and skips what the journal says was sent.
-What a kill between CMD's success and the `sent` mark leaves in doubt is
-sent again, with the same ids in CREWFILE_NOTIFY_IDS and CREWFILE_NOTIFY_AGAIN=1,
+What a kill while CMD runs, or between its success and the `sent` mark,
+leaves in doubt is sent again, with the same ids in CREWFILE_NOTIFY_IDS and CREWFILE_NOTIFY_AGAIN=1,
 so a receiver that keeps the ids it has seen shows each event once.
 """
 import os
@@ -294,19 +294,24 @@ class Teller:
     # -- telling -------------------------------------------------------------
     def due(self, eof=False):
         """Monotonic time of the next step(), or None with nothing to do."""
+        times = [t for t in (self._tell_at(eof), self.write_at) if t is not None]
+        return min(times) if times else None
+
+    def _tell_at(self, eof):
+        """When what is pending may be told (the window, a hold, a backoff), or None."""
         if not self.pending:
-            return self.write_at
+            return None
         at = self.first_at if eof else self.first_at + self.window
         if self.wait_until is not None:
             at = max(at, self.wait_until)
         return at
 
     def step(self, eof=False):
-        """Tell what is pending if nothing holds it; True if a message went."""
+        """Write the cursor if due; tell what is pending if nothing holds it;
+        True if a message went."""
         self.acknowledge()
-        now = self.clock()
-        due = self.due(eof)
-        if due is None or now < due:
+        due = self._tell_at(eof)
+        if due is None or self.clock() < due:
             return False
         self.wait_until = None
         wall = self.wall()
