@@ -350,34 +350,49 @@ def test_quiet_hours_hold_then_one_summary(crew, tmp_path, receiver):
 
 
 def test_input_holds_the_notification_and_idle_sends_it(crew, tmp_path, receiver, tmux):
-    """A real client attached through a pty: its key input within --away
-    holds the message; once it is older, the message goes."""
+    """A real client attached through a pty: its key input in the last
+    minute (--away 1m) holds the message, unacknowledged; a restart with
+    --away 5 holds it too while the input is newer than that, and sends it
+    once the input is older."""
     cursor = str(tmp_path / "cur")
     tmux.new_window("sleep 600", name="captain")
     client = AttachedClient(tmux)
     try:
         w = register(crew, "w1")
         first_position(crew, cursor)
-        watch, notify = pipe(crew, cursor, receiver.command(), "--window", "0", "--away", "3",
+        watch, notify = pipe(crew, cursor, receiver.command(), "--window", "0", "--away", "1m",
                              once=False)
         try:
             client.type_after(time.time() - 1, "x")
-            pressed = client.activity()
             w.append("paused", "awaiting captain")
             line = notify.stderr.readline()
             assert line.startswith("crew-notify: holding 1 event(s): the captain is at a terminal"
                                    " (key input "), line
-            assert receiver.posts == []
+        finally:
+            notify.send_signal(signal.SIGTERM)
+            watch.send_signal(signal.SIGTERM)
+            assert notify.wait(30) == 130
+            watch.wait(30)
+            notify.stderr.close()
+        assert receiver.posts == []
+        client.type_after(time.time() - 1, "y")     # before the restart: its replay is held
+        pressed = client.activity()
+        watch, notify = pipe(crew, cursor, receiver.command(), "--window", "0", "--away", "5",
+                             once=False)
+        try:
             wait_for(lambda: receiver.posts, timeout=30, what="the message once idle")
             # It went only once the newest input was older than --away.
             assert client.activity() == pressed
-            assert time.time() >= pressed + 3
+            assert time.time() >= pressed + 5
         finally:
             notify.send_signal(signal.SIGTERM)
             watch.send_signal(signal.SIGTERM)
             notify.wait(30)
             watch.wait(30)
+            err = notify.stderr.read()
             notify.stderr.close()
+        assert err.startswith("crew-notify: holding 1 event(s): the captain is at a terminal"
+                              " (key input "), err
     finally:
         client.close()
     assert len(receiver.posts) == 1 and "w1 paused: awaiting captain" in receiver.posts[0][2]
