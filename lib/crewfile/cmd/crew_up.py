@@ -1,3 +1,4 @@
+import shlex
 import sys
 
 from crewfile.cli import crew
@@ -22,6 +23,11 @@ Start and supervise the crew's wake pipeline, nudge-tick --watch and job-sweep.
                            there)
   --remotes FILE           more HOST:DIR, one a line, from FILE (blank
                            lines and lines starting with # skipped)
+  --notify CMD             also run crew-watch | crew-notify --exec CMD
+                           on its own cursor (crew-up/notify-cursor): the
+                           captain is told what needs them (see crew-notify)
+  --notify-with ARGS       more crew-notify options, one shell-quoted
+                           string: '--always --quiet 22:00-07:00'
   --status                 print what runs, since when, restarts and the
                            last error, and exit (3: crew-up is not running)
   --systemd                print a systemd user unit running crew-up for
@@ -31,7 +37,8 @@ Runs in the foreground until SIGTERM or SIGINT (or crew-down), then stops
 every stage and exits 0. One crew-up per crew: a second exits at once with
 code 1. Stages: crew-watch --resume C | wake-filter | wake-send PRIMARY
 --cursor C (C = crew-up/cursor: a wake is neither lost nor repeated when
-any stage dies), nudge-tick --watch, job-sweep. A stage that dies is
+any stage dies), nudge-tick --watch, job-sweep; with --notify, crew-watch
+--resume N | crew-notify --cursor N --exec CMD (N = crew-up/notify-cursor). A stage that dies is
 restarted with backoff; every start, end and line a stage writes on stderr
 is a record in crew-up/log in the crew directory. A stage that keeps ending
 as soon as it starts is also said once here, on stderr. The stages'
@@ -52,14 +59,18 @@ def run(args):
         return _status(c)
     if not args.primary:
         raise UsageError("missing PRIMARY")
+    notify_with = _notify_with(args)
+    extra = (["--notify", args.notify] if args.notify else []) + (
+        ["--notify-with", args.notify_with] if args.notify_with else [])
     if args.systemd:
-        sys.stdout.write(crewup.systemd_unit(c, args.primary, sys.argv[0]))
+        sys.stdout.write(crewup.systemd_unit(c, args.primary, sys.argv[0], extra))
         return 0
     sweep = parse_duration(args.sweep, "--sweep") if args.sweep else crewup.DEFAULT_SWEEP
     backoff = (parse_duration(args.backoff_max, "--backoff-max") if args.backoff_max
                else crewup.BACKOFF_MAX)
     crewup.Supervisor(c, args.primary, sweep=sweep, backoff_max=backoff,
-                      remotes=_remotes(list(args.remote or ()) + _remote_file(args.remotes))).run()
+                      remotes=_remotes(list(args.remote or ()) + _remote_file(args.remotes)),
+                      notify=args.notify, notify_options=notify_with).run()
     return 0
 
 
@@ -72,6 +83,20 @@ def _status(c):
     sys.stdout.write(escape(head) + "\n"
                      + table(rows[0], [list(r[:-1]) + [escape(r[-1])] for r in rows[1:]]))
     return 0
+
+
+def _notify_with(args):
+    if args.notify_with is None:
+        return []
+    if not args.notify:
+        raise UsageError("--notify-with needs --notify CMD")
+    try:
+        words = shlex.split(args.notify_with)
+    except ValueError as e:
+        raise BadInput(f"bad --notify-with: {e}") from None
+    if any(w in ("--exec", "--cursor") or w.startswith(("--exec=", "--cursor=")) for w in words):
+        raise BadInput("bad --notify-with: --exec and --cursor are crew-up's to give")
+    return words
 
 
 def _remotes(words):

@@ -58,3 +58,10 @@ GUARDED = {
               "the agent not found live by the liveness probe"),
     "respawned": ("crew-respawn", "none: no reader acts on it"),
 }
+
+# What needs the person, not the primary: the events crew-notify passes to the
+# captain's phone or desktop (a session waiting for them, an aside's report
+# ready, a session lost, an account or a session blocked, a problem). Turns,
+# tool calls and routine progress are never among them. `lost` and `error`
+# are crew-watch's synthesized kinds (see protocol.md, Event lines).
+CAPTAINS = frozenset({"paused", "concluded", "lost", "blocked", "problem", "error"})

@@ -7,6 +7,10 @@ Stages, each a crewfile command run by this interpreter:
           the three ends, the other two are stopped and the pipe is started
           again as a whole: a pipe cannot be mended in the middle.
   nudge   nudge-tick --watch
+  notify  crew-watch --resume N | crew-notify --cursor N --exec CMD (with
+          --notify CMD; N is crew-up/notify-cursor, its own position: the
+          captain is told what needs them exactly once, whatever the wake
+          pipe does)
   sweep   job-sweep, every `sweep` seconds (a one-shot; a failure is logged)
 
 One instance per crew: crew-up/lock (flock) is held for its whole life; a
@@ -52,6 +56,7 @@ from crewfile.wake.watch import first_position
 
 DIR = "crew-up"
 LOCK, STATE, LOG, CURSOR = "lock", "state", "log", "cursor"
+NOTIFY_CURSOR = "notify-cursor"
 BACKOFF_FIRST = 0.25
 BACKOFF_MAX = 30.0
 RESET_AFTER = 10.0
@@ -66,7 +71,7 @@ MAX_UNLOGGED = 1000         # log lines kept in memory while crew-up/log cannot 
 
 def files(crew):
     d = crew.sub(DIR)
-    return {k: os.path.join(d, k) for k in (LOCK, STATE, LOG, CURSOR)}
+    return {k: os.path.join(d, k) for k in (LOCK, STATE, LOG, CURSOR, NOTIFY_CURSOR)}
 
 
 def bin_path(name):
@@ -150,8 +155,10 @@ class Writing:
 
 class Supervisor:
     def __init__(self, crew, primary, sweep=DEFAULT_SWEEP, backoff_max=BACKOFF_MAX, env=None,
-                 remotes=None):
+                 remotes=None, notify=None, notify_options=()):
         check_name(primary)
+        self.notify = notify                    # crew-notify's CMD, or None: no notify stage
+        self.notify_options = list(notify_options)
         self.crew, self.primary = crew, primary
         self.sweep = sweep
         self.backoff_max = backoff_max
@@ -159,7 +166,7 @@ class Supervisor:
         self.env = dict(os.environ if env is None else env)
         self.env["CREWFILE_DIR"] = os.path.abspath(crew.root)
         self.remotes = dict(remotes or {})      # host -> its crew directory there
-        names = ["wake", "nudge", "sweep"] + [f"{k}@{h}" for h in self.remotes
+        names = ["wake", "nudge", "sweep"] + (["notify"] if notify else []) + [f"{k}@{h}" for h in self.remotes
                                                 for k in ("wake", "nudge")]
         self.stages = {n: Stage(n) for n in names}
         self.stop = False
@@ -281,6 +288,8 @@ class Supervisor:
         try:
             try:
                 first_position(self.crew, self.files[CURSOR])   # from now on, nothing is missed
+                if self.notify:
+                    first_position(self.crew, self.files[NOTIFY_CURSOR])
             except (CrewfileError, OSError) as e:
                 # A full disk: the pipe's crew-watch takes that position when it
                 # first runs, as it would after a lost cursor; crew-up goes on.
@@ -327,6 +336,11 @@ class Supervisor:
             return [local("nudge-tick", "--watch", "--quiet")]
         if stage.name == "sweep":
             return [local("job-sweep")]
+        if stage.name == "notify":
+            cursor = self.files[NOTIFY_CURSOR]
+            return [local("crew-watch", "--resume", cursor),
+                    local("crew-notify", "--cursor", cursor, "--exec", self.notify,
+                          *self.notify_options)]
         if stage.name == "wake":
             return [local("crew-watch", "--resume", self.files[CURSOR]), local("wake-filter"),
                     local("wake-send", self.primary, "--cursor", self.files[CURSOR])]
@@ -628,15 +642,19 @@ def status_lines(crew):
     return head, rows
 
 
-def systemd_unit(crew, primary, argv0):
-    """A systemd user unit running crew-up in the foreground for this crew."""
+def systemd_unit(crew, primary, argv0, extra=()):
+    """A systemd user unit running crew-up in the foreground for this crew
+    (*extra*: more of crew-up's arguments, --notify CMD and its options)."""
     root = os.path.abspath(crew.root)
     tmux = os.environ.get("CREWFILE_TMUX") or os.environ.get("TMUX", "").split(",")[0]
     env = f'Environment="CREWFILE_DIR={root}"\n'
     if tmux:
         env += f'Environment="CREWFILE_TMUX={tmux}"\n'
+    # systemd expands $VAR and %x itself, even inside quotes: a notify
+    # command's $CREWFILE_NOTIFY_TITLE is for its shell, so written $$.
+    start = command_line(argv0, primary, '--dir', root, *extra).replace("%", "%%").replace("$", "$$")
     return (f"[Unit]\nDescription=crewfile supervision of {root} for {primary}\n\n"
             f"[Service]\nType=simple\n{env}"
-            f"ExecStart={command_line(argv0, primary, '--dir', root)}\n"
+            f"ExecStart={start}\n"
             "KillMode=mixed\nTimeoutStopSec=15\nRestart=on-failure\nRestartSec=5\n\n"
             "[Install]\nWantedBy=default.target\n")

@@ -1,0 +1,477 @@
+"""crew-notify: the events that need the captain, told to the person through a
+command of their choosing (ntfy, a webhook, notify-send, mail).
+
+Input: crew-watch's event lines, positioned (`crew-watch --resume C`). Only
+the kinds core/kinds.CAPTAINS names pass; the rest are acknowledged at once.
+What passes is batched (a window after the first), held while the captain
+is at a terminal (a tmux client had key input within *away* seconds), in
+quiet hours, or past the per-hour ceiling, and then given to CMD as one
+message on stdin: a title line, then one line per event.
+
+Exactly once, as far as an external command allows it (see Journal): the
+cursor moves past an event only once CMD succeeded for it; the ids a message
+carries are journaled (fsynced) before CMD runs and marked sent after. A
+restart replays from the cursor and skips what the journal says was sent.
+What a kill while CMD runs, or between its success and the `sent` mark,
+leaves in doubt is sent again, with the same ids in CREWFILE_NOTIFY_IDS and CREWFILE_NOTIFY_AGAIN=1,
+so a receiver that keeps the ids it has seen shows each event once.
+"""
+import os
+import select
+import signal
+import subprocess
+import time
+
+from crewfile.core import jsonio
+from crewfile.core.atomic import read_json, replace, write_all
+from crewfile.core.errors import BadInput, CrewfileError, SystemFailure
+from crewfile.core.jsonio import loads
+from crewfile.core.kinds import CAPTAINS, MOVES_ON
+from crewfile.core.names import is_name
+from crewfile.core.records import printable_line
+from crewfile.core.text import escape
+from crewfile.session import tmux
+
+DEFAULT_WINDOW = 2.0        # a burst's events within this of the first go in one message
+DEFAULT_TIMEOUT = 30.0      # CMD killed after this long: a failed try
+DEFAULT_AWAY = 300.0        # no key input for this long: the captain is away
+DEFAULT_PER_HOUR = 20       # messages in any hour, at most
+RETRY_FIRST = 2.0           # after a failed try; doubling up to RETRY_MAX
+RETRY_MAX = 300.0
+LOOK_AGAIN = 5.0            # while the captain is present: how often to look again
+SHOWN = 50                  # event lines in one message; the rest counted
+JOURNAL_KEEP = 2000         # journal lines kept when it is compacted
+MAX_QUEUE = 100000          # events held before input is no longer read
+# The cursor (the whole crew's positions, fsynced) is written at most this
+# often while events only pass through; at once after a message went. What
+# a kill loses of it is replayed, and the journal knows what was told.
+ACK_DELAY = 0.2
+_CHUNK = 1 << 18
+HOUR = 3600.0
+
+
+def parse_quiet(text, flag="--quiet"):
+    """(start, end) minutes of the day for `HH:MM-HH:MM` (local time; the span
+    may cross midnight), BadInput otherwise."""
+    def minutes(part):
+        h, colon, m = part.partition(":")
+        if not (colon and h.isdigit() and m.isdigit() and len(h) <= 2 and len(m) == 2
+                and h.isascii() and m.isascii() and int(h) < 24 and int(m) < 60):
+            raise ValueError
+        return int(h) * 60 + int(m)
+    try:
+        a, dash, b = text.partition("-")
+        if not dash:
+            raise ValueError
+        start, end = minutes(a), minutes(b)
+    except ValueError:
+        raise BadInput(f"bad {flag} '{escape(text)}': HH:MM-HH:MM such as 22:00-07:00") from None
+    if start == end:
+        raise BadInput(f"bad {flag} '{escape(text)}': the start and the end are the same")
+    return start, end
+
+
+def quiet_left(quiet, now):
+    """Seconds until quiet hours *quiet* end, if epoch time *now* is inside them, else 0."""
+    if quiet is None:
+        return 0.0
+    t = time.localtime(now)
+    m = t.tm_hour * 60 + t.tm_min + t.tm_sec / 60.0
+    start, end = quiet
+    inside = start <= m < end if start < end else (m >= start or m < end)
+    if not inside:
+        return 0.0
+    return max(1.0, ((end - m) % 1440) * 60.0)
+
+
+def captain_present(away, now, socket=None):
+    """Seconds since the newest key input of a tmux client attached to the
+    server (CREWFILE_TMUX's, else tmux's own), if within *away*; else None.
+    No server, no client, or tmux missing: away."""
+    newest = max((t for t, _pane in tmux.clients(socket)), default=None)
+    if newest is None or newest < now - away:
+        return None
+    return max(0.0, now - newest)
+
+
+class Journal:
+    """FILE: the ids of the events given to CMD, one line per try and per success:
+
+        sending KEY EPOCH ID ID ...     fsynced before CMD runs
+        sent KEY EPOCH                  fsynced after CMD exits 0
+
+    Only its crew-notify writes it (it holds the cursor's lock); a torn or
+    foreign line is skipped. Compacted (atomic replace) to its newest
+    JOURNAL_KEEP lines when it grows past twice that: an id older than
+    that is behind the cursor and never replayed."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sent = set()       # ids CMD took
+        self.doubt = set()      # ids given to a CMD that never said it took them
+        self.times = []         # epoch of each success in the last hour
+        self.lines = 0
+        tries = {}
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except FileNotFoundError:
+            raw = b""
+        except OSError as e:
+            raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
+        now = time.time()
+        for line in raw.decode("utf-8", "replace").split("\n"):
+            words = line.split(" ")
+            if len(words) < 3:
+                continue
+            self.lines += 1
+            try:
+                at = float(words[2])
+            except ValueError:
+                continue
+            if words[0] == "sending":
+                tries[words[1]] = words[3:]
+            elif words[0] == "sent" and words[1] in tries:
+                self.sent.update(tries.pop(words[1]))
+                if at > now - HOUR:
+                    self.times.append(at)
+        for ids in tries.values():
+            self.doubt.update(ids)
+        self.doubt -= self.sent
+        if self.lines > 2 * JOURNAL_KEEP:
+            keep = [ln for ln in raw.decode("utf-8", "replace").split("\n") if ln][-JOURNAL_KEEP:]
+            replace(path, "\n".join(keep) + "\n")
+            self.lines = len(keep)
+
+    def append(self, line):
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+                         | os.O_CLOEXEC, 0o600)
+            try:
+                write_all(fd, (line + "\n").encode())
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise SystemFailure(f"cannot write {self.path}: {e.strerror}") from None
+        self.lines += 1
+
+    def sending(self, key, ids):
+        self.append(f"sending {key} {time.time():.3f} {' '.join(ids)}")
+
+    def done(self, key, ids):
+        now = time.time()
+        self.append(f"sent {key} {now:.3f}")
+        self.sent.update(ids)
+        self.doubt.difference_update(ids)
+        self.times.append(now)
+
+
+class Event:
+    """One input event: its id, its session, the cursor state after it
+    (None without a position), its kind, and, if it needs the captain, its line."""
+    __slots__ = ("eid", "session", "state", "kind", "line", "done")
+
+    def __init__(self, eid, session, state, kind, line):
+        self.eid, self.session, self.state, self.kind, self.line = eid, session, state, kind, line
+        self.done = line is None
+
+
+class Teller:
+    """take(line) for each input line; step() sends what is due; due() says when.
+
+    *command*: the shell command given each message (sh -c). *cursor*: the
+    crew-watch cursor acknowledged (None: nothing is acknowledged, no
+    journal). *away*: seconds without key input after which the captain is
+    away (None: always tell). *quiet*: (start, end) minutes or None.
+    """
+
+    def __init__(self, command, cursor=None, window=DEFAULT_WINDOW, timeout=DEFAULT_TIMEOUT,
+                 away=DEFAULT_AWAY, per_hour=DEFAULT_PER_HOUR, quiet=None, retry=RETRY_FIRST,
+                 log=None, clock=None, wall=None, socket=None):
+        self.command = command
+        self.cursor = cursor
+        self.window, self.timeout, self.away = window, timeout, away
+        self.per_hour, self.quiet, self.retry_first = per_hour, quiet, retry
+        self.socket = socket
+        self.log = log or (lambda msg: None)
+        self.clock = clock or time.monotonic
+        self.wall = wall or time.time
+        self.queues = {}            # session -> [Event] not yet acknowledged, in log order
+        self.pending = []           # [Event] that need the captain, not yet told
+        self.first_at = None        # monotonic: when the oldest pending arrived
+        self.wait_until = None      # monotonic: no try before this (backoff, hold)
+        self.retry = retry
+        self.failures = 0
+        self.held_quiet = False     # what is pending was held by quiet hours
+        self.said = None            # the hold or failure last said
+        self.acked = {}
+        self.dirty = False
+        self.write_at = None        # monotonic: when the cursor is written next, if dirty
+        self.journal = None
+        self.told_at = []           # epoch of each message in the last hour (the ceiling)
+        if cursor:
+            try:
+                data = read_json(cursor) or {"sessions": {}}
+                self.acked = dict(data["sessions"])
+            except (ValueError, KeyError, TypeError):
+                raise BadInput(f"cursor {cursor} is not a crew-watch cursor") from None
+            self.journal = Journal(cursor + ".journal")
+            self.told_at = self.journal.times
+
+    # -- input ---------------------------------------------------------------
+    def take(self, line):
+        """One input line (str, no newline)."""
+        body, tab, token = line.partition("\t")
+        eid = sname = state = None
+        if tab:
+            try:
+                tok = loads(token)
+                eid, sname, state = tok["id"], tok["s"], tok["at"]
+                if not (isinstance(eid, str) and eid and " " not in eid and is_name(sname)
+                        and isinstance(state, dict)):
+                    raise ValueError
+            except (ValueError, TypeError, KeyError):
+                self.log(f"not a position token, taken as text: {token[:80]!r}")
+                body, eid, sname, state = line, None, None, None
+        words = body.split(" ", 2)
+        captain = kind = None
+        if len(words) == 3:
+            kind = words[2].split(":", 1)[0]
+            if kind in CAPTAINS:
+                captain = printable_line(body.encode()).decode("utf-8", "replace")
+        elif body:
+            self.log(f"not an event line, skipped: {body[:80]!r}")
+        if captain is not None and eid is not None and self.journal and eid in self.journal.sent:
+            captain = None          # told before a restart: acknowledged, not told again
+        if kind in MOVES_ON:
+            self._unpause(words[1])
+        ev = Event(eid, sname, state, kind, captain)
+        if state is not None:
+            self.queues.setdefault(sname, []).append(ev)
+        if captain is not None:
+            if not self.pending:
+                self.first_at = self.clock()
+            self.pending.append(ev)
+
+    def _unpause(self, name):
+        """A pause not told yet is no news once its session moved on (the
+        captain answered; aside-open's own pause, once the captain types):
+        it is dropped, acknowledged, never told."""
+        over = [ev for ev in self.pending if ev.kind == "paused"
+                and ev.line.split(" ", 2)[1] == name]
+        if not over:
+            return
+        for ev in over:
+            ev.done = True
+        self.pending = [ev for ev in self.pending if not ev.done]
+        if not self.pending:
+            self.first_at = None
+
+    def holding(self):
+        return sum(len(q) for q in self.queues.values()) >= MAX_QUEUE
+
+    # -- acknowledgement -----------------------------------------------------
+    def acknowledge(self, now=False):
+        """Move the position, per session, past every event before its first
+        untold one; write the cursor within ACK_DELAY (*now*: at once)."""
+        for sname, queue in self.queues.items():
+            i = 0
+            while i < len(queue) and queue[i].done:
+                i += 1
+            if i:
+                _newer(self.acked, sname, queue[i - 1].state)
+                del queue[:i]
+                self.dirty = True
+        if not (self.dirty and self.cursor):
+            return
+        if self.write_at is None:
+            self.write_at = self.clock() + ACK_DELAY
+        if now or self.clock() >= self.write_at:
+            replace(self.cursor, jsonio.dumps({"version": 1, "sessions": self.acked}) + "\n")
+            self.dirty, self.write_at = False, None
+
+    # -- telling -------------------------------------------------------------
+    def due(self, eof=False):
+        """Monotonic time of the next step(), or None with nothing to do."""
+        times = [t for t in (self._tell_at(eof), self.write_at) if t is not None]
+        return min(times) if times else None
+
+    def _tell_at(self, eof):
+        """When what is pending may be told (the window, a hold, a backoff), or None."""
+        if not self.pending:
+            return None
+        at = self.first_at if eof else self.first_at + self.window
+        if self.wait_until is not None:
+            at = max(at, self.wait_until)
+        return at
+
+    def step(self, eof=False):
+        """Write the cursor if due; tell what is pending if nothing holds it;
+        True if a message went."""
+        self.acknowledge()
+        due = self._tell_at(eof)
+        if due is None or self.clock() < due:
+            return False
+        self.wait_until = None
+        wall = self.wall()
+        n = len(self.pending)
+        left = quiet_left(self.quiet, wall)
+        if left:
+            self.held_quiet = True
+            return self._hold(left, "quiet", f"holding {n} event(s): quiet hours, for {left:.0f}s")
+        if self.away is not None:
+            since = captain_present(self.away, wall, self.socket)
+            if since is not None:
+                return self._hold(min(LOOK_AGAIN, self.away), "present",
+                                  f"holding {n} event(s): the captain is at a terminal"
+                                  f" (key input {since:.0f}s ago)")
+        if len(self.told_at) >= self.per_hour:
+            self.told_at[:] = [t for t in self.told_at if t > wall - HOUR]
+            if len(self.told_at) >= self.per_hour:
+                wait = self.told_at[0] + HOUR - wall
+                return self._hold(wait, "ceiling", f"holding {n} event(s): {self.per_hour}"
+                                  f" messages in the last hour (the ceiling), for {wait:.0f}s")
+        return self._send()
+
+    def _hold(self, seconds, why, msg):
+        self.wait_until = self.clock() + max(0.01, seconds)
+        if self.said != why:
+            self.said = why
+            self.log(msg)
+        return False
+
+    def message(self, events):
+        """(title, body) of the message for *events*."""
+        n = len(events)
+        names = []
+        for ev in events:
+            words = ev.line.split(" ", 2)
+            what = f"{words[1]} {words[2].split(':', 1)[0]}"
+            if what not in names:
+                names.append(what)
+        head = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        title = (f"crewfile: {n} event{'s' if n != 1 else ''} need{'' if n != 1 else 's'}"
+                 f" you: {head}")
+        if self.held_quiet:
+            title += " (held through quiet hours)"
+        lines = [ev.line for ev in events[:SHOWN]]
+        if n > SHOWN:
+            lines.append(f"... and {n - SHOWN} more")
+        return title, title + "\n" + "\n".join(lines) + "\n"
+
+    def _send(self):
+        events = list(self.pending)
+        ids = [ev.eid for ev in events if ev.eid is not None]
+        title, text = self.message(events)
+        key = f"{os.getpid()}-{time.time_ns()}"
+        again = bool(self.journal and self.journal.doubt.intersection(ids))
+        if self.journal:
+            self.journal.sending(key, ids)      # before CMD: a kill now leaves them in doubt
+        env = dict(os.environ, CREWFILE_NOTIFY_IDS=" ".join(ids), CREWFILE_NOTIFY_KEY=key,
+                   CREWFILE_NOTIFY_TITLE=title, CREWFILE_NOTIFY_COUNT=str(len(events)),
+                   CREWFILE_NOTIFY_AGAIN="1" if again else "0")
+        why = run_command(self.command, text, env, self.timeout)
+        if why is not None:
+            self.failures += 1
+            self.wait_until = self.clock() + self.retry
+            if self.failures == 1:
+                self.log(f"the command failed ({why}); holding {len(events)} event(s),"
+                         f" retrying from {self.retry:g}s, backing off to {RETRY_MAX:g}s")
+            self.retry = min(RETRY_MAX, self.retry * 2)
+            return False
+        if self.journal:
+            self.journal.done(key, ids)     # appends to told_at, the same list
+        else:
+            self.told_at.append(time.time())
+        if self.failures:
+            self.log(f"the command succeeded again after {self.failures} failed tries")
+        self.failures, self.retry, self.said, self.held_quiet = 0, self.retry_first, None, False
+        for ev in events:
+            ev.done = True
+        self.pending = []
+        self.first_at = None
+        self.acknowledge(now=True)
+        return True
+
+
+def run_command(command, text, env, timeout):
+    """Run sh -c *command* with *text* on stdin; None if it exited 0, else why not.
+    In a session of its own, so a timeout kills what it started too."""
+    try:
+        p = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
+                             start_new_session=True)
+    except OSError as e:
+        return f"cannot run it: {e.strerror}"
+    try:
+        _out, err = p.communicate(text.encode(), timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(p.pid)
+        p.communicate()
+        return f"no exit after {timeout:g}s, killed"
+    except BaseException:
+        _kill_group(p.pid)      # stopped mid-try: nothing of ours outlives us
+        p.wait()
+        raise
+    if p.returncode == 0:
+        return None
+    said = (err or b"").decode("utf-8", "replace").strip().splitlines()
+    how = f"exit {p.returncode}" if p.returncode > 0 else f"signal {-p.returncode}"
+    return how + (f": {escape(said[-1])[:200]}" if said else "")
+
+
+def _kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def _newer(states, sname, state):
+    """Keep *state* for *sname* unless a newer one is there (n orders them)."""
+    old = states.get(sname)
+    if old is None or int(state.get("n") or 0) >= int(old.get("n") or 0):
+        states[sname] = state
+
+
+def tell_stream(teller, fd_in=0):
+    """Feed lines from fd_in to *teller*, acknowledging each chunk and telling
+    when due. At end of input: tell what is pending (retrying, holding as
+    ever), acknowledge, return."""
+    try:
+        _loop(teller, fd_in)
+    finally:
+        try:
+            teller.acknowledge(now=True)
+        except CrewfileError:
+            pass
+
+
+def _loop(teller, fd_in):
+    carry = b""
+    eof = False
+    while True:
+        due = teller.due(eof)
+        if eof and due is None:
+            return
+        timeout = None if due is None else max(0.0, due - teller.clock())
+        if eof or teller.holding():
+            time.sleep(LOOK_AGAIN if timeout is None else timeout)
+            ready = []
+        else:
+            ready, _, _ = select.select([fd_in], [], [], timeout)
+        if ready:
+            data = os.read(fd_in, _CHUNK)
+            if not data:
+                eof = True
+                if carry:
+                    teller.log(f"input ended inside a line, dropped: {carry[:80]!r}")
+                    carry = b""
+            lines = (carry + data).split(b"\n")
+            carry = lines.pop()
+            for raw in lines:
+                if raw:
+                    teller.take(raw.decode("utf-8", "replace"))
+            teller.acknowledge()
+        teller.step(eof)
