@@ -15,15 +15,11 @@ for a request of JSON (responseMimeType) the simplest object of its schema
 (the model router's, when Gemini CLI runs without -m). Every
 request (path and body) is appended to the log FILE, one JSON line each.
 """
-import argparse
 import json
-import os
 import sys
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-HOLD_CAP = 300
+import stand_in
+
 USAGE = {"promptTokenCount": 10, "candidatesTokenCount": 2, "totalTokenCount": 12}
 
 
@@ -56,36 +52,28 @@ def _simplest(schema):
             "array": []}.get(kind)
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(stand_in.Handler):
     protocol_version = "HTTP/1.1"
-    log = None
+    log = stand_in.Log()
     reply = "ok"
-    lock = threading.Lock()
-
-    def log_message(self, *args):
-        pass
 
     def _record(self, raw):
-        if self.log:
-            try:
-                body = json.loads(raw or b"null")
-            except ValueError:
-                body = None
-            with self.lock, open(self.log, "a") as f:
-                f.write(json.dumps({"method": self.command, "path": self.path,
-                                    "body": body}) + "\n")
+        """The method and path with the body: side requests differ by path alone."""
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError:
+            body = None
+        self.log.append(json.dumps({"method": self.command, "path": self.path,
+                                    "body": body}).encode())
 
     def do_GET(self):
         self._record(b"")
         self._json({})
 
     def do_POST(self):
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        raw = self._body()
         self._record(raw)
-        try:
-            req = json.loads(raw)
-        except ValueError:
-            req = {}
+        req = self._parse(raw)
         if ":countTokens" in self.path:
             return self._json({"totalTokens": 10})
         config = req.get("generationConfig") or {}
@@ -104,45 +92,26 @@ class Handler(BaseHTTPRequestHandler):
                                        "args": {"command": cmd, "description": "run it"}}}]
         else:
             hold = _directive(req, "HOLD: ")
-            deadline = time.monotonic() + HOLD_CAP
-            while hold and not os.path.exists(hold) and time.monotonic() < deadline:
-                time.sleep(0.05)         # polling a condition, not ordering events
+            if hold:
+                stand_in.hold(hold)
             parts = [{"text": self.reply}]
         chunk = {"candidates": [{"content": {"role": "model", "parts": parts},
                                  "finishReason": "STOP", "index": 0}],
                  "usageMetadata": USAGE, "modelVersion": "gemini-test"}
         if "alt=sse" not in self.path:
             return self._json(chunk)
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())
+        self._stream()
+        self.wfile.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())   # no event name
         self.wfile.flush()
-        self.close_connection = True
-
-    def _json(self, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
 
 def serve(port=0, log=None, reply="ok", announce=sys.stdout):
-    handler = type("H", (Handler,), {"log": log, "reply": reply})
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
-    print(f"port {server.server_address[1]}", file=announce, flush=True)
-    server.serve_forever()
+    handler = type("H", (Handler,), {"log": stand_in.Log(log), "reply": reply})
+    stand_in.serve(handler, port, announce)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--log")
-    ap.add_argument("--reply", default="ok")
-    a = ap.parse_args(argv)
+    a = stand_in.options(__doc__.split("\n\n")[0], argv=argv)
     serve(a.port, a.log, a.reply)
 
 

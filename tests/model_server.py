@@ -24,13 +24,12 @@ Everything else, a tool result included, gets the reply TEXT.
 Every Messages request body is appended to the log FILE, one line each, so a
 test reads exactly what reached the model (tests/claude_harness.py parses it).
 """
-import argparse
 import itertools
 import json
 import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import stand_in
 
 USAGE = {"input_tokens": 10, "output_tokens": 2,
          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
@@ -38,33 +37,19 @@ SLOW_CAP = 600          # seconds: a typo in a script must not hang a run foreve
 
 
 class Model:
-    """The scripted answers; one lock orders the script pops and log appends of
-    concurrent requests (the CLI sends side requests in parallel with a turn)."""
+    """The scripted answers. The script's pops and the log's appends are each
+    taken under a lock (stand_in): the CLI sends side requests in parallel
+    with a turn."""
 
     def __init__(self, log=None, script=None, reply="ok"):
-        self.log, self.script, self.reply = log, script, reply
-        self.lock = threading.Lock()
+        self.log, self.script, self.reply = stand_in.Log(log), stand_in.Script(script), reply
         self.ids = itertools.count(1)
 
     def record(self, raw: bytes) -> None:
-        if self.log:
-            with self.lock, open(self.log, "ab") as f:
-                f.write(raw.replace(b"\n", b" ") + b"\n")
+        self.log.append(raw)
 
     def _next_script_line(self):
-        if not self.script:
-            return None
-        with self.lock:
-            try:
-                with open(self.script) as f:
-                    lines = f.read().splitlines()
-            except FileNotFoundError:
-                return None
-            if not lines:
-                return None
-            with open(self.script, "w") as f:
-                f.write("".join(line + "\n" for line in lines[1:]))
-            return lines[0]
+        return self.script.next_line()
 
     def answer(self, req: dict):
         """(tool_call or None, text, seconds to keep streaming or a path to
@@ -95,10 +80,7 @@ class Model:
 def _pause(delay):
     """Sleep *delay* seconds, or until the file *delay* names exists."""
     if isinstance(delay, str):
-        import os
-        deadline = time.monotonic() + SLOW_CAP
-        while not os.path.exists(delay) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        stand_in.hold(delay, SLOW_CAP)
     else:
         time.sleep(delay)
 
@@ -125,22 +107,15 @@ def _directives(req):
     return out
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(stand_in.Handler):
     model: Model = None          # set by serve()
-
-    def log_message(self, *args):
-        pass
 
     def do_GET(self):
         self._json({})
 
     def do_POST(self):
-        n = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(n) if n else b""
-        try:
-            req = json.loads(raw or b"{}")
-        except ValueError:
-            req = {}
+        raw = self._body()
+        req = self._parse(raw)
         path = self.path.split("?")[0]
         if path.endswith("/count_tokens"):
             return self._json({"input_tokens": 10})
@@ -156,10 +131,7 @@ class Handler(BaseHTTPRequestHandler):
         if not req.get("stream"):
             _pause(delay)
             return self._json(dict(msg, content=[block], stop_reason=stop))
-        self.send_response(200)
-        self.send_header("content-type", "text/event-stream")
-        self.send_header("cache-control", "no-cache")
-        self.end_headers()              # HTTP/1.0: the stream ends when we close
+        self._stream()                  # HTTP/1.0: the stream ends when we close
         self._event("message_start", message=msg)
         if tool:
             self._event("content_block_start", index=0, content_block=dict(tool, input={}))
@@ -174,39 +146,15 @@ class Handler(BaseHTTPRequestHandler):
                     usage={"output_tokens": 2})
         self._event("message_stop")
 
-    def _event(self, name, **data):
-        data = {"type": name, **data}
-        self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
-        self.wfile.flush()
-
-    def _json(self, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
 
 def serve(port=0, log=None, script=None, reply="ok", announce=sys.stdout):
-    Handler.model = Model(log, script, reply)
-    server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    server.daemon_threads = True
-    print(f"port {server.server_address[1]}", file=announce, flush=True)
-    server.serve_forever()
+    handler = type("Handler", (Handler,), {"model": Model(log, script, reply)})
+    stand_in.serve(handler, port, announce)
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--port", type=int, default=0)
-    p.add_argument("--log", help="append every request body here")
-    p.add_argument("--script", help="scripted answers, one a line, consumed in order")
-    p.add_argument("--reply", default="ok", help="the text reply otherwise")
-    a = p.parse_args(argv)
-    try:
-        serve(a.port, a.log, a.script, a.reply)
-    except KeyboardInterrupt:
-        pass
+    a = stand_in.options(__doc__.split("\n\n")[0], script=True, argv=argv)
+    serve(a.port, a.log, a.script, a.reply)
 
 
 if __name__ == "__main__":

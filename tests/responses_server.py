@@ -26,31 +26,24 @@ The events sent are the few a Codex turn needs (observed with Codex 0.171.0:
 response.created, response.output_item.added, response.output_text.delta,
 response.output_item.done, response.completed with a usage object).
 """
-import argparse
 import itertools
 import json
-import os
 import sys
-import threading
-import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import stand_in
 
 USAGE = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
          "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 0},
          "total_tokens": 12}
-HOLD_CAP = 300          # seconds: a test that never lets go must not hang a run forever
 
 
 class Model:
     def __init__(self, log=None, reply="ok"):
-        self.log, self.reply = log, reply
-        self.lock = threading.Lock()
+        self.log, self.reply = stand_in.Log(log), reply
         self.ids = itertools.count(1)
 
     def record(self, raw):
-        if self.log:
-            with self.lock, open(self.log, "ab") as f:
-                f.write(raw.replace(b"\n", b" ") + b"\n")
+        self.log.append(raw)
 
 
 def _texts(item):
@@ -90,32 +83,22 @@ def shell_tool(req):
     return None
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(stand_in.Handler):
     protocol_version = "HTTP/1.1"
     model = None
 
-    def log_message(self, *args):
-        pass
-
     def do_GET(self):
-        self._json(200, {"data": [], "object": "list"})
+        self._json({"data": [], "object": "list"})
 
     def do_POST(self):
-        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        raw = self._body()
         self.model.record(raw)
-        try:
-            req = json.loads(raw)
-        except ValueError:
-            req = {}
+        req = self._parse(raw)
         if not self.path.endswith("/responses"):
-            return self._json(404, {"error": {"message": "not here"}})
+            return self._json({"error": {"message": "not here"}}, 404)
         n = next(self.model.ids)
         rid = f"resp_{n}"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Cache-Control", "no-cache")
-        self.send_header("Connection", "close")
-        self.end_headers()
+        self._stream()
         self._event("response.created", response={"id": rid, "object": "response",
                                                   "status": "in_progress", "output": []})
         cmd, tool = run_directive(req), shell_tool(req)
@@ -134,9 +117,8 @@ class Handler(BaseHTTPRequestHandler):
             self._event("response.output_item.done", output_index=0, item=item)
         else:
             hold = run_directive(req, "HOLD: ")
-            deadline = time.monotonic() + HOLD_CAP
-            while hold and not os.path.exists(hold) and time.monotonic() < deadline:
-                time.sleep(0.05)         # polling a condition, not ordering events
+            if hold:
+                stand_in.hold(hold)
             text = self.model.reply
             item = {"type": "message", "id": f"msg_{n}", "role": "assistant",
                     "status": "in_progress", "content": []}
@@ -149,35 +131,14 @@ class Handler(BaseHTTPRequestHandler):
         self._event("response.completed", response={"id": rid, "object": "response",
                                                     "status": "completed", "output": [item],
                                                     "usage": USAGE})
-        self.close_connection = True
-
-    def _event(self, name, **data):
-        body = json.dumps(dict(data, type=name))
-        self.wfile.write(f"event: {name}\ndata: {body}\n\n".encode())
-        self.wfile.flush()
-
-    def _json(self, code, obj):
-        body = json.dumps(obj).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
 
 
 def serve(port=0, log=None, reply="ok", announce=sys.stdout):
-    handler = type("H", (Handler,), {"model": Model(log, reply)})
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
-    print(f"port {server.server_address[1]}", file=announce, flush=True)
-    server.serve_forever()
+    stand_in.serve(type("H", (Handler,), {"model": Model(log, reply)}), port, announce)
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--port", type=int, default=0)
-    ap.add_argument("--log")
-    ap.add_argument("--reply", default="ok")
-    a = ap.parse_args(argv)
+    a = stand_in.options(__doc__.split("\n\n")[0], argv=argv)
     serve(a.port, a.log, a.reply)
 
 

@@ -17,23 +17,23 @@ line of its own (Codex: Ctrl-J in its composer; Gemini: the command puts
 its arguments on a line of their own), as the installed command tells a
 real model to do. Skipped when a CLI is not installed (make codex gemini).
 """
-import json
+import contextlib
 import os
 import shlex
 import shutil
-import subprocess
 import sys
-import uuid
 
 import pytest
 
 import agent_clis
+from agent_rigs import (NOT_CI, codex_home, gemini_settings, stand_in_server,
+                        stop_codex_daemons, stop_geminis, write_codex_config)
 from conftest import REPO, AttachedClient, cmd, last_captain_input, wait_for
 from crewfile.asides import aside, evidence
 from crewfile.core import logfile
 from crewfile.session.prompt import markers_of
 from crewfile.session.sessions import Session
-from test_codex_e2e import _pretrust, _stop_codex_daemons, _wait_trusted_start
+from test_codex_e2e import _pretrust, _wait_trusted_start
 
 CODEX = [b for b in [agent_clis.codex(REPO)] if b]
 GEMINI = agent_clis.gemini(REPO)
@@ -56,19 +56,10 @@ def kinds(crew, name):
 
 @pytest.fixture
 def server(tmp_path):
-    """start(script): a stand-in model server from tests/; its port."""
-    procs = []
-
-    def start(script):
-        p = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", script),
-                              "--log", str(tmp_path / f"{script}.log")],
-                             stdout=subprocess.PIPE, text=True)
-        procs.append(p)
-        return int(p.stdout.readline().split()[1])
-    yield start
-    for p in procs:
-        p.kill()
-        p.wait()
+    """start(script): a stand-in model server from tests/ (agent_rigs); its port."""
+    with contextlib.ExitStack() as servers:
+        yield lambda script: servers.enter_context(
+            stand_in_server(script, tmp_path / f"{script}.log"))
 
 
 def open_aside(crew, tmux, name, agent_cmd):
@@ -153,28 +144,11 @@ def codex_aside(crew, tmux, server, tmp_path):
     if not CODEX:
         pytest.skip("Codex CLI not installed in .cache/codex-VERSION")
     port = server("responses_server.py")
-    # CODEX_HOME outside /tmp: with it under /tmp, Codex 0.171 ignored its config.toml.
-    # Its real path: Codex keys its hooks' trust by it (.cache may be a link).
-    home = os.path.realpath(os.path.join(REPO, ".cache", "codex-e2e", uuid.uuid4().hex[:12]))
-    os.makedirs(home)
+    home = codex_home()
 
     def open_codex(name):
         work = tmp_path / "work"
-        with open(os.path.join(home, "config.toml"), "w") as f:
-            f.write(f'model = "gpt-test"\nmodel_provider = "fake"\n'
-                    f'[model_providers.fake]\nname = "fake"\n'
-                    f'base_url = "http://127.0.0.1:{port}/v1"\nenv_key = "FAKE_KEY"\n'
-                    f'wire_api = "responses"\nsupports_websockets = false\n'
-                    # the work folder trusted, as Codex writes a captain's yes
-                    f'[projects."{work}"]\ntrust_level = "trusted"\n'
-                    # Writable roots: the work folder and the crew (--add-dir),
-                    # not /tmp: Codex's Linux sandbox protects `.git` and
-                    # `.codex` in each writable root by mounting over them,
-                    # making empty ones where there are none, so /tmp/.git
-                    # came and went while a command ran (seen with inotify),
-                    # and every session under /tmp had /tmp for its tree.
-                    f'[sandbox_workspace_write]\nexclude_slash_tmp = true\n'
-                    f'exclude_tmpdir_env_var = true\n')
+        write_codex_config(home, port, work)
         r = cmd("crew-hook", "--install", home, "--agent", "codex")
         assert r.returncode == 0 and "skills/aside-done/SKILL.md" in r.stdout, r.stderr
         work.mkdir()
@@ -193,7 +167,7 @@ def codex_aside(crew, tmux, server, tmp_path):
     try:
         yield open_codex
     finally:
-        _stop_codex_daemons(home)
+        stop_codex_daemons(home)
         shutil.rmtree(home, ignore_errors=True)
 
 
@@ -259,10 +233,9 @@ def gemini_home(tmp_path):
     process run with that HOME is ended (its launcher outlives the window
     and the tmux server: seen here, a launcher and its child left running
     with parent 1 after the test)."""
-    from test_gemini_e2e import _stop_geminis
     home = tmp_path / "home"
     yield home
-    _stop_geminis(str(home))
+    stop_geminis(str(home))
 
 
 @pytest.mark.skipif(not GEMINI, reason="Gemini CLI not installed in .cache/gemini-VERSION")
@@ -271,20 +244,14 @@ def test_an_aside_with_gemini_concluded_by_the_captains_command(crew, tmux, serv
     port = server("gemini_server.py")
     home = gemini_home
     work = home.parent / "work"
-    (home / ".gemini").mkdir(parents=True)
     # Its shell tool allowed without a dialog, as a user allows it in
     # settings.json (a YOLO -y pane: test_gemini_e2e).
-    (home / ".gemini" / "settings.json").write_text(json.dumps({
-        "security": {"auth": {"selectedType": "gemini-api-key"}},
-        "tools": {"allowed": ["run_shell_command"]}}))
+    gemini_settings(str(home), tools={"allowed": ["run_shell_command"]})
     r = cmd("crew-hook", "--install", str(home / ".gemini"), "--agent", "gemini")
     assert r.returncode == 0 and "commands/aside-done.toml" in r.stdout, r.stderr
     work.mkdir()
-    # Gemini CLI runs non-interactively under CI variables (test_gemini_e2e
-    # says why).
-    unset = " ".join(f"-u {k}" for k in sorted(os.environ)
-                     if k in ("CI", "CONTINUOUS_INTEGRATION") or k.startswith("CI_"))
-    agent = (f"cd {shlex.quote(str(work))} && exec env {unset} HOME={home} GEMINI_API_KEY=x"
+    # Gemini CLI runs non-interactively under CI variables (agent_rigs.NOT_CI).
+    agent = (f"cd {shlex.quote(str(work))} && exec {NOT_CI} HOME={home} GEMINI_API_KEY=x"
              f" GOOGLE_GEMINI_BASE_URL=http://127.0.0.1:{port} GEMINI_CLI_TRUST_WORKSPACE=true"
              f" PATH={shlex.quote(PATH)} {GEMINI} -m gemini-2.5-flash")
     pane = open_aside(crew, tmux, "gm", agent)

@@ -109,7 +109,8 @@ def test_reconcile_killed_at_each_step_then_rerun(crew, tmux, run, tmp_path, ste
 
     r = run("aside-reconcile", "a1")
     assert r.returncode == 0, r.stderr
-    assert r.stdout == f"report: {cur}\nscrollback: {cur}.scrollback\n"
+    assert r.stdout == (f"report: {cur}\nscrollback: {cur}.scrollback\n"
+                        f"transcript: {cur}.transcript\n")
     assert pane not in panes()
     assert box(crew, "new") == [] and open(cur).read() == "report\n"
     assert "the words that must survive" in open(cur + ".scrollback").read()

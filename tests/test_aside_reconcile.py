@@ -111,7 +111,7 @@ def test_wait_reconciles_once_the_draft_is_cleared_and_the_window_quiet(crew, tm
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 0, err
-    assert out.startswith("report: ") and box(crew, "new") == [] and len(box(crew, "cur")) == 2
+    assert out.startswith("report: ") and box(crew, "new") == [] and len(box(crew, "cur")) == 3
     assert pane not in panes(tmux)
     assert kinds(crew)[-1] in ("closed", "ended")
 
@@ -199,4 +199,4 @@ def test_a_wait_killed_while_waiting_leaves_everything_as_it_was(crew, tmux, run
     tmux.wait_prompt(pane)
     r = run("aside-reconcile", "design")
     assert r.returncode == 0, r.stderr
-    assert box(crew, "new") == [] and len(box(crew, "cur")) == 2 and pane not in panes(tmux)
+    assert box(crew, "new") == [] and len(box(crew, "cur")) == 3 and pane not in panes(tmux)

@@ -234,7 +234,8 @@ def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, 
         out, err = proc.communicate(timeout=120)
         assert proc.returncode == 0, err
         cur = crew.sub("reports", "cur")
-        reports = sorted(f for f in os.listdir(cur) if not f.endswith(".scrollback"))
+        reports = sorted(f for f in os.listdir(cur)
+                         if not f.endswith((".scrollback", ".transcript")))
         assert [open(os.path.join(cur, f)).read() for f in reports] == [
             "first report\n", "second report\n"]
         current = [t for k, t in records(crew, "design") if k == "concluded"][-1]

@@ -20,13 +20,13 @@ import shutil
 import subprocess
 import sys
 import time
-import uuid
 import warnings
 
 import pytest
 
 import agent_clis
 import responses_server
+from agent_rigs import codex_home, stand_in_server, stop_codex_daemons, write_codex_config
 from claude_harness import run_checked
 from crewfile.wake import inbox
 from crewfile.core import logfile
@@ -42,39 +42,23 @@ DEADLINE = 120
 
 @pytest.fixture
 def rig(tmp_path):
-    """CODEX_HOME outside /tmp: with it under /tmp, Codex 0.171 ignored its
-    config.toml (observed: provider openai, network tried)."""
-    home = os.path.join(ROOT, ".cache", "codex-e2e", uuid.uuid4().hex[:12])
-    os.makedirs(home)
+    """Codex with its hooks installed, its model the stand-in (agent_rigs)."""
+    home = codex_home()
     log = str(tmp_path / "requests.log")
-    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "responses_server.py"),
-                               "--log", log], stdout=subprocess.PIPE, text=True)
     try:
-        port = int(server.stdout.readline().split()[1])
-        with open(os.path.join(home, "config.toml"), "w") as f:
-            f.write(f'model = "gpt-test"\nmodel_provider = "fake"\n'
-                    f'[model_providers.fake]\nname = "fake"\n'
-                    f'base_url = "http://127.0.0.1:{port}/v1"\nenv_key = "FAKE_KEY"\n'
-                    f'wire_api = "responses"\nsupports_websockets = false\n'
-                    # the work folder trusted, as Codex writes a captain's yes
-                    f'[projects."{tmp_path / "work"}"]\ntrust_level = "trusted"\n'
-                    # no /tmp among its sandbox's writable roots (see
-                    # test_aside_agents_e2e: its sandbox makes /tmp/.git)
-                    f'[sandbox_workspace_write]\nexclude_slash_tmp = true\n'
-                    f'exclude_tmpdir_env_var = true\n')
-        crew = Crew(str(tmp_path / "crew"))
-        env = dict(os.environ, PATH=f"{ROOT}/bin:{os.environ['PATH']}", CODEX_HOME=home,
-                   HOME=home, FAKE_KEY="x", CREWFILE_DIR=crew.root)
-        env.pop("TMUX", None)
-        run_checked([os.path.join(ROOT, "bin", "crew-hook"), "--install", home,
-                     "--agent", "codex"], env=env)
-        work = tmp_path / "work"
-        work.mkdir()
-        yield Rig(crew, env, log, str(work))
+        with stand_in_server("responses_server.py", log) as port:
+            write_codex_config(home, port, tmp_path / "work")
+            crew = Crew(str(tmp_path / "crew"))
+            env = dict(os.environ, PATH=f"{ROOT}/bin:{os.environ['PATH']}", CODEX_HOME=home,
+                       HOME=home, FAKE_KEY="x", CREWFILE_DIR=crew.root)
+            env.pop("TMUX", None)
+            run_checked([os.path.join(ROOT, "bin", "crew-hook"), "--install", home,
+                         "--agent", "codex"], env=env)
+            work = tmp_path / "work"
+            work.mkdir()
+            yield Rig(crew, env, log, str(work))
     finally:
-        server.kill()
-        server.wait()
-        _stop_codex_daemons(home)
+        stop_codex_daemons(home)
         shutil.rmtree(home, ignore_errors=True)
 
 
@@ -317,7 +301,7 @@ def _pretrust(tmux, home, work):
             with open(os.path.join(scratch, "config.toml"), "rb") as f:
                 state = tomllib.load(f)["hooks"]["state"]
         finally:
-            _stop_codex_daemons(scratch)
+            stop_codex_daemons(scratch)
             shutil.rmtree(scratch, ignore_errors=True)
         prefix = os.path.join(scratch, "hooks.json:")
         assert state and all(k.startswith(prefix) for k in state), state
@@ -398,22 +382,6 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux, tmp_path)
     got = rig.kinds("cx3")
     assert got[-2:] == [("turn-started", "permission answered"), ("turn-ended", "")]
     assert os.path.exists(made)
-
-
-def _stop_codex_daemons(home):
-    """Codex's TUI starts a managed app-server daemon from CODEX_HOME that
-    outlives it (observed, 0.171.0): end the ones under *home*, by pid."""
-    import signal
-    for pid in os.listdir("/proc"):
-        try:
-            exe = os.readlink(f"/proc/{pid}/exe")
-        except OSError:
-            continue
-        if exe.startswith(home + os.sep):
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_path, monkeypatch):

@@ -29,6 +29,7 @@ import pytest
 
 import agent_clis
 import gemini_server
+from agent_rigs import NOT_CI, gemini_settings, stand_in_server, stop_geminis
 from claude_harness import run_checked
 from crewfile.wake import inbox
 from crewfile.core import logfile
@@ -38,11 +39,7 @@ from crewfile.session.sessions import Session, register
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = agent_clis.gemini(ROOT)
-# Gemini CLI runs non-interactively when it sees a CI environment (CI, and
-# CONTINUOUS_INTEGRATION or any CI_* variable): CI sets CI=true, and the tmux
-# server hands its environment to the pane. The interactive tests unset them.
-INTERACTIVE = "env -u CI -u CONTINUOUS_INTEGRATION " + " ".join(
-    f"-u {k}" for k in sorted(os.environ) if k.startswith("CI_"))
+INTERACTIVE = NOT_CI            # an interactive Gemini sees no CI environment (agent_rigs)
 pytestmark = pytest.mark.skipif(not BINARY,
                                 reason="Gemini CLI not installed in .cache/gemini-VERSION")
 DEADLINE = 120
@@ -51,61 +48,35 @@ DEADLINE = 120
 @pytest.fixture
 def rig(tmp_path):
     home = tmp_path / "home"
-    (home / ".gemini").mkdir(parents=True)
-    (home / ".gemini" / "settings.json").write_text(
-        json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
+    gemini_settings(str(home))
     # The work folder trusted, as Gemini writes a captain's answer to its
     # question (headless -p cannot ask; untrusted, it runs no hook at all).
     (home / ".gemini" / "trustedFolders.json").write_text(
         json.dumps({str(tmp_path / "work"): "TRUST_FOLDER"}))
     log = str(tmp_path / "requests.log")
-    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "tests", "gemini_server.py"),
-                               "--log", log], stdout=subprocess.PIPE, text=True)
     try:
-        port = int(server.stdout.readline().split()[1])
-        crew = Crew(str(tmp_path / "crew"))
-        # TMPDIR: where Gemini writes its error reports (gemini-client-error-*.json,
-        # os.tmpdir() in 0.61.0), kept with the rig; the preload logs each child
-        # its node processes spawn (the relaunched CLI, the hooks' shells).
-        (tmp_path / "tmp").mkdir()
-        env = dict(os.environ, PATH=f"{ROOT}/bin:{os.environ['PATH']}", HOME=str(home),
-                   GEMINI_API_KEY="x", GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{port}",
-                   CREWFILE_DIR=crew.root, TMPDIR=str(tmp_path / "tmp"),
-                   CREWFILE_TEST_CHILDREN=str(tmp_path / "children.log"),
-                   NODE_OPTIONS=" ".join(filter(None, [
-                       os.environ.get("NODE_OPTIONS"),
-                       '--require "%s"' % os.path.join(ROOT, "tests", "gemini_children.cjs")])))
-        env.pop("TMUX", None)
-        env.pop("GEMINI_CLI_TRUST_WORKSPACE", None)
-        run_checked([os.path.join(ROOT, "bin", "crew-hook"), "--install",
-                     str(home / ".gemini"), "--agent", "gemini"], env=env)
-        work = tmp_path / "work"
-        work.mkdir()
-        yield Rig(crew, env, log, str(work))
+        with stand_in_server("gemini_server.py", log) as port:
+            crew = Crew(str(tmp_path / "crew"))
+            # TMPDIR: where Gemini writes its error reports (gemini-client-error-*.json,
+            # os.tmpdir() in 0.61.0), kept with the rig; the preload logs each child
+            # its node processes spawn (the relaunched CLI, the hooks' shells).
+            (tmp_path / "tmp").mkdir()
+            env = dict(os.environ, PATH=f"{ROOT}/bin:{os.environ['PATH']}", HOME=str(home),
+                       GEMINI_API_KEY="x", GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{port}",
+                       CREWFILE_DIR=crew.root, TMPDIR=str(tmp_path / "tmp"),
+                       CREWFILE_TEST_CHILDREN=str(tmp_path / "children.log"),
+                       NODE_OPTIONS=" ".join(filter(None, [
+                           os.environ.get("NODE_OPTIONS"), '--require "%s"'
+                           % os.path.join(ROOT, "tests", "gemini_children.cjs")])))
+            env.pop("TMUX", None)
+            env.pop("GEMINI_CLI_TRUST_WORKSPACE", None)
+            run_checked([os.path.join(ROOT, "bin", "crew-hook"), "--install",
+                         str(home / ".gemini"), "--agent", "gemini"], env=env)
+            work = tmp_path / "work"
+            work.mkdir()
+            yield Rig(crew, env, log, str(work))
     finally:
-        server.kill()
-        server.wait()
-        _stop_geminis(str(home))
-
-
-def _stop_geminis(home):
-    """End the Gemini CLI processes run with HOME *home*, by pid: one can
-    outlive its tmux server (seen: a process relaunched after its folder was
-    trusted kept running, its parent gone)."""
-    import signal
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read().split(b"\0")
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                argv = f.read()
-        except OSError:
-            continue
-        if f"HOME={home}".encode() in env and b"gemini" in argv:
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        stop_geminis(str(home))
 
 
 def _tail(path, limit=4000):

@@ -1,18 +1,22 @@
 """tests/model_server.py, the stand-in model, spoken to as Claude Code does
 (Messages API, streamed and not): script lines taken in order by the
 agent's turns only, RUN/SLOW directives, tool results answered with text,
-every request logged. Runs without Claude Code or npm."""
+every request logged. Then the skeleton all three stand-in servers share
+(tests/stand_in.py): a port the kernel picks, the request log, a reply held
+until a file exists, a quiet end on SIGTERM. Runs without an agent CLI or npm."""
 import http.client
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, wait_for
 
 SERVER = os.path.join(REPO, "tests", "model_server.py")
 TOOLS = [{"name": "Bash", "input_schema": {"type": "object"}}]
@@ -100,3 +104,57 @@ def test_count_tokens_and_other_paths(server):
     assert json.loads(conn.getresponse().read()) == {"input_tokens": 10}
     conn.request("GET", "/anything")
     assert json.loads(conn.getresponse().read()) == {}
+
+
+# --- the skeleton the three stand-in servers share (tests/stand_in.py) -------------
+
+# (server file, a request that holds until PATH exists, the text of its answer)
+HELD = {
+    "model_server.py": ("/v1/messages", lambda path: {
+        "model": "m", "stream": True, "tools": TOOLS, "messages": user("a")}),
+    "responses_server.py": ("/v1/responses", lambda path: {
+        "input": [{"role": "user", "content": f"HOLD: {path}"}]}),
+    "gemini_server.py": ("/v1beta/models/m:streamGenerateContent?alt=sse", lambda path: {
+        "contents": [{"role": "user", "parts": [{"text": f"HOLD: {path}"}]}]}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(HELD))
+def test_each_server_holds_a_reply_logs_it_and_ends_quietly(tmp_path, name):
+    log, go = tmp_path / "log", tmp_path / "go"
+    argv = [sys.executable, os.path.join(REPO, "tests", name), "--log", str(log),
+            "--reply", "held reply"]
+    if name == "model_server.py":              # its holds come from the script
+        (tmp_path / "script").write_text(f"HOLD: {go}\n")
+        argv += ["--script", str(tmp_path / "script")]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert select.select([proc.stdout], [], [], 30)[0], "the server did not say its port"
+        port = int(proc.stdout.readline().decode().split()[1])
+        path, body = HELD[name]
+        answer = {}
+
+        def post():
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+            conn.request("POST", path, json.dumps(body(go)),
+                         {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            answer["status"], answer["body"] = resp.status, resp.read().decode()
+            conn.close()
+
+        asker = threading.Thread(target=post)
+        asker.start()
+        wait_for(lambda: log.exists() and log.read_text().count("\n") == 1,
+                 what="the request logged")
+        assert asker.is_alive() and answer == {}          # held: go does not exist
+        go.touch()
+        asker.join(60)
+        assert answer["status"] == 200 and "held reply" in answer["body"]
+        assert len(log.read_text().splitlines()) == 1
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0 and proc.stderr.read() == b""
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()

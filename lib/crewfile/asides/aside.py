@@ -9,7 +9,7 @@ own tmux window. Its status log carries, besides an agent's usual records:
     captain-done[: NOTE]        the captain's conclusion (/aside-done, aside-done)
     problem: self-conclusion refused[: WHY]   an attempt to conclude without the captain
     concluded: REPORT           aside-conclude: the report is in reports/new/
-    closed: REPORT              aside-reconcile: report in cur/, scrollback beside it
+    closed: REPORT              aside-reconcile: report in cur/, scrollback and transcript beside it
     problem: record not believed: KIND of TS: WHY   a concluded/closed without its evidence
 
 `concluded` and `closed` are guarded kinds (kinds.GUARDED): scan() believes
@@ -404,11 +404,25 @@ def _orphan(crew, name, since):
 # --- the primary's reconcile ----------------------------------------------------
 
 class Reconciled:
-    __slots__ = ("report", "scrollback", "killed", "already", "warning")
+    __slots__ = ("report", "scrollback", "transcript", "killed", "already", "warning")
 
     def __init__(self):
-        self.report = self.scrollback = self.warning = None
+        self.report = self.scrollback = self.transcript = self.warning = None
         self.killed = self.already = False
+
+    def warn(self, why):
+        if why:
+            self.warning = f"{self.warning}; {why}" if self.warning else why
+
+
+def _keep_transcript(sess, out):
+    """Keep the agent's transcript beside the report in cur/, unless kept already."""
+    path = reports.transcript_path(out.report)
+    if os.path.lexists(path):
+        out.transcript = path
+        return
+    out.transcript, why = window.keep_transcript(sess.meta, path)
+    out.warn(why)
 
 
 def captain_at_window(sess, found, since=None, quiet=None):
@@ -439,13 +453,17 @@ def _after(rec):
 
 
 def reconcile(crew, name, quiet=None, since_act=True):
-    """Take in aside NAME's report, keep its scrollback, close it, then kill its window.
+    """Take in aside NAME's report, keep its conversation, close it, then kill its window.
 
     Steps, each safe to redo after a crash: (1) every report of NAME in new/
     moves to cur/; (2) the pane's whole scrollback is saved beside the
-    concluded report (atomic replace); (3) `closed: REPORT` is appended;
-    (4) the window is killed. The window is killed only once `closed` is
-    written, and `closed` only once the report and scrollback are in cur/.
+    concluded report (atomic replace); (3) a copy of the agent's own
+    transcript (meta `transcript_path`), if one is recorded, is saved beside
+    it too (REPORT.transcript, atomic replace): an agent drawing in the
+    alternate screen leaves only its last screen in the scrollback; (4)
+    `closed: REPORT` is appended; (5) the window is killed. The window is
+    killed only once `closed` is written, and `closed` only once the report,
+    scrollback and transcript are in cur/.
     Nothing is done while the captain is at the window (captain_at_window,
     asked before the first step and again just before the kill):
     CaptainPresent, the conversation may be about to reopen. Keys count
@@ -469,6 +487,7 @@ def reconcile(crew, name, quiet=None, since_act=True):
                 out.scrollback = reports.scrollback_path(out.report)
                 if pane and not os.path.lexists(out.scrollback):
                     window.save_scrollback(pane, out.scrollback)
+                _keep_transcript(sess, out)
         elif st.state != CONCLUDED:
             why = ("the captain concluded it but the agent has not handed over its report"
                    if st.state == CAPTAIN_CONCLUDED else NOT_CONCLUDED.split(";")[0])
@@ -494,8 +513,10 @@ def reconcile(crew, name, quiet=None, since_act=True):
                 window.save_scrollback(pane, out.scrollback)
             elif not os.path.lexists(out.scrollback):
                 out.scrollback = None
-                out.warning = window.not_found(sess.meta)
+                out.warn(window.not_found(sess.meta))
             checkpoint("reconcile:scrollback")
+            _keep_transcript(sess, out)
+            checkpoint("reconcile:transcript")
             _append_locked(sess, ("closed", out.report))
             checkpoint("reconcile:closed")
     if pane:

@@ -5,7 +5,7 @@ through a link), fsynced, then renamed into new/, and new/ is fsynced. A
 reader of new/ sees a whole report or none. The file is never written again
 after it is published. Reconciling renames it from new/ to cur/ under the
 same name; the aside window's scrollback is saved beside it as
-NAME.scrollback. A crash leaves at worst a stray file in tmp/, never a half
+NAME.scrollback, and a copy of the agent's own transcript as NAME.transcript. A crash leaves at worst a stray file in tmp/, never a half
 report in new/ or cur/; tmp/ files older than TMP_MAX_AGE are removed by the
 next delivery (maildir's 36 hours).
 
@@ -61,7 +61,7 @@ def unique_name(aside, now=None):
 
 def parse_name(base):
     """(aside, time) of a report file name, or None if it is not one."""
-    if base.startswith(".") or base.endswith(paths.SCROLLBACK_SUFFIX):
+    if base.startswith(".") or base.endswith((paths.SCROLLBACK_SUFFIX, paths.TRANSCRIPT_SUFFIX)):
         return None
     aside, comma, unique = base.partition(",")
     parts = unique.split(".")
@@ -143,6 +143,10 @@ def accept(crew, report_path):
 
 def scrollback_path(cur_report):
     return cur_report + paths.SCROLLBACK_SUFFIX
+
+
+def transcript_path(cur_report):
+    return cur_report + paths.TRANSCRIPT_SUFFIX
 
 
 def listing(crew, aside=None, states=(paths.REPORT_NEW, paths.REPORT_CUR)):

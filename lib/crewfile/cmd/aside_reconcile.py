@@ -10,10 +10,11 @@ HELP = """\
 aside-reconcile NAME [--wait [DURATION]]
 The primary takes in concluded aside NAME: moves its report from
 reports/new/ to reports/cur/, saves the window's whole scrollback beside it
-(REPORT.scrollback), appends `closed: REPORT`, and only then kills the
-window. Safe to rerun after a crash at any step; rerun on a closed aside,
-it finishes what is left (the kill). Prints `report: PATH` and
-`scrollback: PATH`.
+(REPORT.scrollback) and a copy of the agent's own transcript, if its hook
+recorded one (REPORT.transcript), appends `closed: REPORT`, and only then
+kills the window. Safe to rerun after a crash at any step; rerun on a
+closed aside, it finishes what is left (the kill). Prints `report: PATH`,
+`scrollback: PATH` and, when one was kept, `transcript: PATH`.
 
 While the captain is at the window (a draft on its prompt line, keys
 pressed there since the conclusion or in the last few seconds) it changes
@@ -39,6 +40,8 @@ def run(args):
     else:
         out = reconcile(crew(args), args.name)
     if out.warning:
-        sys.stderr.write(f"aside-reconcile: {args.name}: {out.warning}\n")
+        sys.stderr.write(escape(f"aside-reconcile: {args.name}: {out.warning}") + "\n")
     sys.stdout.write(f"report: {out.report or '-'}\nscrollback: {out.scrollback or '-'}\n")
+    if out.transcript:
+        sys.stdout.write(escape(f"transcript: {out.transcript}") + "\n")
     return 0

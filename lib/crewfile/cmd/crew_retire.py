@@ -8,11 +8,14 @@ from crewfile.crew.retire import retire
 HELP = """\
 crew-retire NAME
 The captain's act when crew session NAME is done: appends `ended: retired`,
-saves its window's whole scrollback (sessions/NAME/scrollback.TS), closes the
-window, removes its worktree and keeps its branch. Refused while the agent
+saves its window's whole scrollback (sessions/NAME/scrollback.TS) and a copy
+of its agent's own transcript, if its hook recorded one
+(sessions/NAME/transcript.TS), closes the window, removes its worktree and
+keeps its branch. Refused while the agent
 is generating (or its state is unknown, or a dialog is up) and while the
 worktree has uncommitted changes. Disarms the session's nudge schedules.
-Prints `scrollback:`, `worktree:` and `branch:` lines, and `nudges:` naming
+Prints `scrollback:`, `worktree:` and `branch:` lines (and `transcript:`
+when one was kept), and `nudges:` naming
 the schedules it disarmed, if any. Safe to rerun: on an ended session it
 finishes what is left.
 
@@ -37,8 +40,10 @@ def run(args):
     tree = (f"removed {out.worktree}" if out.removed else
             f"kept {out.worktree}" if out.worktree and os.path.lexists(out.worktree) else "-")
     branch = f"{out.branch} {out.head}" if out.branch and out.head else out.branch or "-"
-    sys.stdout.write(f"scrollback: {escape(out.scrollback or '-')}\nworktree: {escape(tree)}\n"
-                     f"branch: {escape(branch)}\n")
+    sys.stdout.write(f"scrollback: {escape(out.scrollback or '-')}\n")
+    if out.transcript:
+        sys.stdout.write(f"transcript: {escape(out.transcript)}\n")
+    sys.stdout.write(f"worktree: {escape(tree)}\nbranch: {escape(branch)}\n")
     if out.disarmed:
         sys.stdout.write(f"nudges: disarmed {escape(' '.join(out.disarmed))}\n")
     return 0

@@ -9,11 +9,13 @@
       sessions/NAME/inbox.read      notices already drained (records)
       sessions/NAME/deliver.lock    flock held while text is typed into NAME's pane
       sessions/NAME/scrollback.TS   a retired crew session's window scrollback (crew-retire)
+      sessions/NAME/transcript.TS   a copy of its agent's own transcript, beside it
       sessions/NAME/acts            evidence of the captain's acts (record line, tab, evidence)
       reports/{tmp,new,cur}/        aside reports, maildir style:
       reports/new/ASIDE,UNIQUE      a delivered report, not yet reconciled
       reports/cur/ASIDE,UNIQUE      a reconciled report, and beside it
       reports/cur/ASIDE,UNIQUE.scrollback   the aside window's whole scrollback
+      reports/cur/ASIDE,UNIQUE.transcript   a copy of the aside agent's own transcript
       nudges/ID                     nudge schedules (JSON, atomic replace)
       locks/nudges                  flock guarding every write under nudges/
       locks/nudge-tick              flock held by the one running nudge-tick
@@ -45,6 +47,8 @@ META, STATUS, LOCK, INBOX, INBOX_READ = "meta", "status", "lock", "inbox", "inbo
 REPORT_TMP, REPORT_NEW, REPORT_CUR = "tmp", "new", "cur"     # under REPORTS
 SCROLLBACK_SUFFIX = ".scrollback"
 SCROLLBACK = "scrollback"         # sessions/NAME/scrollback.TS, TS a record timestamp
+TRANSCRIPT_SUFFIX = ".transcript"
+TRANSCRIPT = "transcript"         # sessions/NAME/transcript.TS, the TS of its scrollback
 DELIVER_LOCK = "deliver.lock"
 ACTS = "acts"
 TOKENS_CACHE = "tokens.cache"

@@ -14,7 +14,11 @@ record, which anyone could append, spares it no check):
      are disarmed (nudge-ls no longer shows them armed);
   2. the window's whole scrollback saved as sessions/NAME/scrollback.TS
      (atomic replace; the pane counts only if it is still the session's,
-     on its own server: window.find);
+     on its own server: window.find), and a copy of the agent's own
+     transcript (meta `transcript_path`) as sessions/NAME/transcript.TS
+     (an agent drawing in the alternate screen leaves only its last screen
+     in the scrollback); with no window left, the transcript is still kept
+     unless a rerun kept one already;
   3. the window killed;
   4. the worktree removed (git worktree remove; --force only when forced);
      the branch `crew/NAME` is kept, with every commit on it.
@@ -32,11 +36,11 @@ from crewfile.session.sessions import Session, state
 
 
 class Retired:
-    __slots__ = ("scrollback", "worktree", "removed", "branch", "head", "thrown", "warnings",
-                 "disarmed")
+    __slots__ = ("scrollback", "transcript", "worktree", "removed", "branch", "head", "thrown",
+                 "warnings", "disarmed")
 
     def __init__(self):
-        self.scrollback = self.worktree = self.branch = self.head = None
+        self.scrollback = self.transcript = self.worktree = self.branch = self.head = None
         self.removed = False
         self.thrown, self.warnings, self.disarmed = [], [], []
 
@@ -59,6 +63,11 @@ def _busy(st):
     if st["generating"] != "no":
         return "no turn record says whether it is generating"
     return None
+
+
+def _kept_transcript(sess):
+    """True if an earlier run kept the agent's transcript (sessions/NAME/transcript.TS)."""
+    return any(f.startswith(paths.TRANSCRIPT + ".") for f in paths.list_dir(sess.dir))
 
 
 def retire(crew, name, keep_worktree=False, force=False):
@@ -93,12 +102,19 @@ def retire(crew, name, keep_worktree=False, force=False):
             append_locked(sess.status_path, [records.new_line(
                 "ended", "retired" + (" --force" if out.thrown else ""))], rotate=rotate_limits())
     out.disarmed = disarm_ended(crew, meta, "retired", "disarmed: crew-retire ended the session")
+    ts = records.timestamp()
     if found:
-        out.scrollback = os.path.join(sess.dir, f"{paths.SCROLLBACK}.{records.timestamp()}")
+        out.scrollback = os.path.join(sess.dir, f"{paths.SCROLLBACK}.{ts}")
         window.save_scrollback(found, out.scrollback)
-        window.kill(found)
     else:
         out.warnings.append(window.not_found(meta))
+    if found or not _kept_transcript(sess):
+        out.transcript, why = window.keep_transcript(
+            meta, os.path.join(sess.dir, f"{paths.TRANSCRIPT}.{ts}"))
+        if why:
+            out.warnings.append(why)
+    if found:
+        window.kill(found)
     if removing:
         wt.remove(repo, out.worktree, force=force)
         out.removed = True

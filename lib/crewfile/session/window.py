@@ -1,11 +1,16 @@
-"""A session's tmux window: opened with its agent in it, its scrollback kept.
+"""A session's tmux window: opened with its agent in it, its conversation kept.
 
 One path for every command that starts an agent in a window (aside-open,
-crew-spawn, crew-respawn) and for every command that saves a window's
-scrollback before closing it (aside-reconcile, crew-retire), so the window's
+crew-spawn, crew-respawn) and for every command that keeps a window's
+conversation before closing it (aside-reconcile, crew-retire), so the window's
 environment, the meta fields that name it and the "is this pane still ours"
 rule are written once: find() on the session's own server, then
-save_scrollback() and kill() of what it found.
+save_scrollback(), keep_transcript() and kill() of what it found.
+
+What is kept is two copies of the conversation: the pane's scrollback (what
+the captain saw) and the agent's own transcript (meta `transcript_path`, what
+the CLI recorded). An agent that draws in the terminal's alternate screen
+leaves tmux no history, so the scrollback alone can hold only the last screen.
 """
 import os
 
@@ -13,12 +18,22 @@ from crewfile.core.atomic import replace
 from crewfile.core.errors import SystemFailure
 from crewfile.core.liveness import descends_from, process_start
 from crewfile.session import tmux
+from crewfile.core.paths import open_file
 from crewfile.session.sessions import pane_fields
+
+
+NO_ALTERNATE_SCREEN = "CLAUDE_CODE_DISABLE_ALTERNATE_SCREEN"
+MAX_TRANSCRIPT = 256 << 20       # bytes of an agent's transcript kept at most (read whole)
 
 
 def agent_env(crew, name):
     """The environment an agent's window gets: its crew, its session, our tmux server."""
-    env = {"CREWFILE_DIR": crew.root, "CREWFILE_SESSION": name}
+    env = {"CREWFILE_DIR": crew.root, "CREWFILE_SESSION": name,
+           # Claude Code (2.1.332) draws in the alternate screen by default, where
+           # tmux keeps no history: the classic renderer leaves the conversation in
+           # the pane's scrollback, which aside-reconcile and crew-retire save. A
+           # value the caller set is theirs to keep.
+           NO_ALTERNATE_SCREEN: os.environ.get(NO_ALTERNATE_SCREEN) or "1"}
     if os.environ.get("CREWFILE_TMUX"):
         env["CREWFILE_TMUX"] = os.environ["CREWFILE_TMUX"]
     return env
@@ -49,6 +64,44 @@ def save_scrollback(found, path):
     """Save the whole history and screen of *found* (find()'s answer: the pane on
     its own server) at *path* (atomic replace), without the empty bottom rows."""
     replace(path, tmux.capture(found.pane, history=True, socket=found.socket).rstrip("\n") + "\n")
+
+
+def keep_transcript(meta, path):
+    """Copy the agent's own transcript (meta `transcript_path`) to *path*
+    (atomic replace); return (path, None) once kept, else (None, why) (why
+    None: no transcript was recorded, nothing to say).
+
+    The transcript is the agent CLI's file, outside the crew directory: read
+    as the user's layout has it (open_file outside=True: no FIFO, no
+    directory), never written. Kept before the window is torn down, like the
+    scrollback: the CLI may remove its transcripts later, crewfile's copy stays.
+    """
+    source = meta.get("transcript_path")
+    if not isinstance(source, str) or not source:
+        return None, None
+    try:
+        fd = open_file(source, outside=True)
+    except FileNotFoundError:
+        return None, f"its transcript {source} is gone: not kept"
+    except SystemFailure as e:
+        return None, f"its transcript was not kept: {e}"
+    chunks, size = [], 0
+    try:
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > MAX_TRANSCRIPT:
+                return None, (f"its transcript {source} is larger than {MAX_TRANSCRIPT} bytes:"
+                              " not kept")
+            chunks.append(chunk)
+    except OSError as e:
+        return None, f"its transcript {source} could not be read ({e.strerror}): not kept"
+    finally:
+        os.close(fd)
+    replace(path, b"".join(chunks))
+    return path, None
 
 
 class Found:

@@ -1,0 +1,145 @@
+"""The HTTP skeleton the stand-in model servers in tests/ share. Standard
+library only.
+
+tests/model_server.py (Anthropic Messages, for Claude Code),
+tests/responses_server.py (OpenAI Responses, for Codex) and
+tests/gemini_server.py (Gemini generate-content) keep only their API's
+shapes: which requests they answer and how. The rest is here, once:
+
+  * serve(): listen on a free loopback port the kernel picks (so two rigs
+    never race for one), say `port N` on stdout, serve each request in a
+    thread until killed; SIGTERM or ^C ends it quietly, its socket closed;
+  * options(): the options every server takes (--port, --log, --reply, and
+    --script where a server is scripted);
+  * Log: every request appended to the log FILE, one line each, under a lock
+    (the CLIs send side requests in parallel with a turn);
+  * Script: a script FILE of answers, one a line, consumed in order;
+  * hold(): keep a reply back until a file exists (a test acts mid-turn,
+    then lets the turn end: no guessed sleep);
+  * Handler: the request body, JSON answers and server-sent events.
+"""
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+HOLD_CAP = 300          # seconds: a test that never lets go must not hang a run forever
+
+
+class Log:
+    """The request log FILE (or none): one line per request, whole, in order."""
+
+    def __init__(self, path=None):
+        self.path = path
+        self.lock = threading.Lock()
+
+    def append(self, line: bytes) -> None:
+        if self.path:
+            with self.lock, open(self.path, "ab") as f:
+                f.write(line.replace(b"\n", b" ") + b"\n")
+
+
+class Script:
+    """The script FILE (or none): its first line taken and removed, under a
+    lock, so concurrent requests never take the same line."""
+
+    def __init__(self, path=None):
+        self.path = path
+        self.lock = threading.Lock()
+
+    def next_line(self):
+        """The next line, or None when there is no script or it is used up."""
+        if not self.path:
+            return None
+        with self.lock:
+            try:
+                with open(self.path) as f:
+                    lines = f.read().splitlines()
+            except FileNotFoundError:
+                return None
+            if not lines:
+                return None
+            with open(self.path, "w") as f:
+                f.write("".join(line + "\n" for line in lines[1:]))
+            return lines[0]
+
+
+def hold(path, cap=HOLD_CAP):
+    """Return once the file *path* exists (at most *cap* seconds)."""
+    deadline = time.monotonic() + cap
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)         # polling a condition, not ordering events
+
+
+class Handler(BaseHTTPRequestHandler):
+    """The common request handling; a server's subclass adds do_GET/do_POST."""
+
+    def log_message(self, *args):
+        pass                     # stderr stays quiet: the request log says what came
+
+    def _body(self) -> bytes:
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n else b""
+
+    @staticmethod
+    def _parse(raw):
+        """The JSON object of a request body, {} if it is none."""
+        try:
+            req = json.loads(raw or b"{}")
+        except ValueError:
+            return {}
+        return req if isinstance(req, dict) else {}
+
+    def _json(self, obj, code=200):
+        body = json.dumps(obj).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _stream(self):
+        """Begin a server-sent event stream; it ends when the connection closes."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        if self.protocol_version != "HTTP/1.0":
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+
+    def _event(self, name, **data):
+        """One named event (`event: NAME`, its data an object of type NAME)."""
+        data = {"type": name, **data}
+        self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
+
+
+def serve(handler, port=0, announce=sys.stdout):
+    """Serve with *handler* (a Handler subclass) on 127.0.0.1:*port* until
+    killed; `port N` on *announce* once it listens."""
+    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server.daemon_threads = True
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    print(f"port {server.server_address[1]}", file=announce, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+def options(description, script=False, argv=None):
+    """The options every stand-in server takes."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--port", type=int, default=0, help="0 (default): one the kernel picks")
+    p.add_argument("--log", help="append every request here, one line each")
+    if script:
+        p.add_argument("--script", help="scripted answers, one a line, consumed in order")
+    p.add_argument("--reply", default="ok", help="the text reply otherwise")
+    return p.parse_args(argv)
