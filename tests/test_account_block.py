@@ -14,6 +14,7 @@ import time
 
 from conftest import REPO, cmd, wait_for
 from crewfile.core import logfile
+from crewfile.core.atomic import replace
 from crewfile.core.records import parse_timestamp, timestamp
 from crewfile.session import delivery, verdict
 from crewfile.session.sessions import Session, register
@@ -106,6 +107,15 @@ def test_subagents_teammates_and_tasks_are_not_the_session(crew, run):
     assert v.generating == verdict.YES          # the parent's turn still runs
 
 
+def test_the_clis_task_notification_starts_a_turn_but_is_nobodys_words(crew, run):
+    register(crew, "w1")
+    note = ("<task-notification>\n<task-id>b9</task-id>\n<status>completed</status>\n"
+            "</task-notification>")
+    p = hook(run, payload("UserPromptSubmit", prompt=note, prompt_id="p-1"))
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+    assert records(crew)[1:] == [("turn-started", "")]
+
+
 # ---------------------------------------------------------------- the verdict's rule
 
 def test_the_block_stands_until_its_time_or_a_turn_that_succeeds(crew):
@@ -162,15 +172,26 @@ def agent(crew, tmux, name):
     return sess, pane
 
 
+def make_due(crew, sid):
+    """Move the schedule's floor into the past (what waiting `every` seconds does)."""
+    path = os.path.join(crew.root, "nudges", sid)
+    s = json.load(open(path))
+    s["base"]["mono"] -= s["every"] + 1
+    s["base"]["wall"] -= s["every"] + 1
+    replace(path, json.dumps(s))
+
+
 def test_every_typing_is_held_while_blocked_and_the_nudge_goes_once_after(crew, tmux, run):
     sess, pane = agent(crew, tmux, "w1")
-    until = time.time() + 4
-    sess.append("account-blocked", f"rate_limit until {timestamp(until)}: {LIMITED}")
+    # A block far off first, so the held refusal does not race the clock; then
+    # a newer block (the newest counts) that lifts in a moment.
+    sess.append("account-blocked", f"rate_limit until {timestamp(time.time() + 3600)}: {LIMITED}")
     ok, why = delivery.deliver(sess, "keep going")
     assert (ok, why.code) == (False, delivery.ACCOUNT_BLOCKED)
-    add = cmd("nudge-add", "--session", "w1", "--every", "1", "--message", "NUDGE-31 resume")
+    add = cmd("nudge-add", "--session", "w1", "--every", "600", "--message", "NUDGE-31 resume")
     assert add.returncode == 0, add.stderr
     sid = add.stdout.strip()
+    make_due(crew, sid)
 
     def tick():
         p = cmd("nudge-tick")
@@ -179,15 +200,20 @@ def test_every_typing_is_held_while_blocked_and_the_nudge_goes_once_after(crew, 
 
     got = wait_for(lambda: tick() or None, timeout=20, what="the held nudge's refusal")
     assert got[0][0] == "nudge-refused" and got[0][1].startswith(f"{sid} account-blocked: ")
-    assert time.time() < until                     # refused while the block stood
+    for _ in range(3):
+        assert tick() == got                       # held, and said once
     assert "captain" not in [k for k, _ in records(crew)]       # nothing typed
+    until = time.time() + 2
+    sess.append("account-blocked", f"rate_limit until {timestamp(until)}: {LIMITED}")
     got = wait_for(lambda: [r for r in tick() if r[0] == "nudge"] or None, timeout=30,
                    what="the nudge once the block's time passed")
     assert got == [("nudge", f"{sid} attempt 1/100: delivered")]
-    assert time.time() >= until
+    sent = [r for r in records(crew) if r[0] == "nudge"]
     kinds = lambda: [k for k, _ in records(crew)]       # noqa: E731
     wait_for(lambda: "turn-ended" in kinds()[kinds().index("captain"):],
              what="the resumed turn's end")
+    for _ in range(3):
+        tick()               # the schedule's floor holds: the resume is not typed again
+    assert [r for r in records(crew) if r[0] == "nudge"] == sent     # resumed once
     assert [t for k, t in records(crew) if k == "captain"] == ["NUDGE-31 resume"]
-    refused = [t for k, t in records(crew) if k == "nudge-refused"]
-    assert len(refused) == 1                       # said once, however many ticks held it
+    assert verdict.of(sess).account is None        # the turn succeeded

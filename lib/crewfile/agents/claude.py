@@ -41,6 +41,11 @@ LASTING_ERRORS = frozenset({"billing_error", "authentication_failed", "oauth_org
                             "cloud_credential_error"})
 FILES = ("skills/aside/SKILL.md", "commands/aside-done.md")   # shipped in crewfile/agents/files/claude/
 
+# A prompt that is the CLI's own, not anyone's words: when background work
+# ends, Claude Code (2.1.332) starts the follow-up turn with a UserPromptSubmit
+# whose prompt is its task notification. Recorded as a turn, never as the captain.
+MACHINE_PROMPTS = ("<task-notification>",)
+
 HOOKS_AT_START = False    # its trust question comes before its prompt line: a draft
 RESUME = "--resume {id}"
 # SessionEnd's reason is `other` when it is hung up on or killed (seen when

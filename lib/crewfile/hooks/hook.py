@@ -340,6 +340,8 @@ def user_prompt_submit(ctx):
     if sess is None:
         return _no_session(ctx)
     prompt = ctx.field("prompt")
+    if prompt is not None and prompt.startswith(getattr(ctx.agent, "MACHINE_PROMPTS", ())):
+        prompt = None            # the CLI's own notification: nobody's words
     if prompt is not None:
         prompt = ctx.agent.captain_text(prompt)
     audit(ctx, sess)
