@@ -174,9 +174,13 @@ def test_a_subagents_stop_does_not_wake_the_primary(crew, tmux, tmp_path):
         rig.set_script(["AGENT: look around the project"])
         rig.send("ask a subagent")
         wait_for(lambda: "subagent" in kinds(crew, "w1"), timeout=60, what="SubagentStop")
-        wait_for(lambda: "turn-ended" in kinds(crew, "w1"), timeout=60,
-                 what="the parent's own end")
+        # Two Stops (the rig's own Stop hook counts them): the parent's turn,
+        # with the subagent still listed as running, then the follow-up turn
+        # the CLI starts by itself once the subagent is done.
+        ends = lambda: [k for k in kinds(crew, "w1") if k in ("background", "turn-ended")]  # noqa
+        wait_for(lambda: len(ends()) >= 2, timeout=60, what="both Stops recorded")
         got = kinds(crew, "w1")
+        assert "background" in got
         sub = [t for k, t in records(crew, "w1") if k == "subagent"]
         assert len(sub) == 1 and sub[0].startswith("SubagentStop general-purpose ")
         # the parent's turns: none ended before its own last Stop
