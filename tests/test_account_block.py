@@ -10,6 +10,8 @@ Payload shapes: Claude Code 2.1.332 (tests/CLAUDE_FINDINGS.md).
 """
 import json
 import os
+import subprocess
+import sys
 import time
 
 from conftest import REPO, cmd, wait_for
@@ -217,3 +219,27 @@ def test_every_typing_is_held_while_blocked_and_the_nudge_goes_once_after(crew, 
     assert [r for r in records(crew) if r[0] == "nudge"] == sent     # resumed once
     assert [t for k, t in records(crew) if k == "captain"] == ["NUDGE-31 resume"]
     assert verdict.of(sess).account is None        # the turn succeeded
+
+
+def test_watch_sends_the_held_nudge_when_the_block_lifts(crew, tmux):
+    """No record marks the moment a block lifts: --watch ticks at it, not at
+    its next poll (60 s)."""
+    sess, pane = agent(crew, tmux, "w1")
+    sess.append("account-blocked", f"rate_limit until {timestamp(time.time() + 3600)}: x")
+    add = cmd("nudge-add", "--session", "w1", "--every", "600", "--message", "watched resume")
+    assert add.returncode == 0, add.stderr
+    sid = add.stdout.strip()
+    make_due(crew, sid)
+    watcher = subprocess.Popen([sys.executable, os.path.join(REPO, "bin", "nudge-tick"),
+                                "--watch"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert f"{sid} w1 refused: account-blocked: " in watcher.stdout.readline()
+        sess.append("account-blocked", f"rate_limit until {timestamp(time.time() + 2)}: x")
+        sent = wait_for(lambda: [t for k, t in records(crew) if k == "nudge"], timeout=30,
+                        what="the held nudge when the block lifts")
+        assert sent == [f"{sid} attempt 1/100: delivered"]
+        assert [t for k, t in records(crew) if k == "captain"] == ["watched resume"]
+    finally:
+        watcher.terminate()
+        watcher.wait()
+        watcher.stdout.close()

@@ -187,6 +187,8 @@ class Verdict:
                  the agent goes on by itself; generating is YES)
     account      None, or Answer(ACCOUNT_BLOCKED, ...) while the account's
                  block stands (account_block)
+    account_until  epoch seconds the standing block lifts by itself, or None
+                 (none stands, or no time lifts it)
     stopped      YES, NO or UNKNOWN (the agent process is stopped)
     foreground   YES, NO or UNKNOWN (the agent's group holds its pane's terminal)
     ended        the newest lifecycle record is `ended`/`closed`, and believed:
@@ -197,7 +199,7 @@ class Verdict:
     tree         the working tree (git top level, else cwd, resolved), or None
     """
     __slots__ = ("live", "why", "pane", "socket", "generating", "dialog", "background",
-                 "account", "stopped",
+                 "account", "account_until", "stopped",
                  "foreground", "ended", "end_record", "conversation", "tree")
 
 
@@ -214,7 +216,9 @@ def of(sess, look=None, stats=None, recs=None, now=None):
     v.generating = TURN_STATE[turn.kind] if turn else UNKNOWN
     v.dialog = YES if turn and turn.kind == "waiting" else NO
     v.background = YES if turn and turn.kind == "background" else NO
-    v.account = account_block(recs.last_of(ACCOUNT_STATE), now)
+    block = recs.last_of(ACCOUNT_STATE)
+    v.account = account_block(block, now)
+    v.account_until = block_lifts(block) if v.account is not None else None
     v.conversation = meta.get("agent_session_id")
     v.tree = tree_of(meta.get("cwd"))
     v.pane = v.socket = None
@@ -225,17 +229,30 @@ def of(sess, look=None, stats=None, recs=None, now=None):
     return _live(v, meta, look)
 
 
+def _block_fields(rec):
+    """(error, TS or None, message) of an `account-blocked` record's text."""
+    head, _, message = rec.text.partition(": ")
+    words = head.split(" ")
+    until = words[2] if len(words) == 3 and words[1] == "until" else "-"
+    return words[0] or "unknown", until if is_timestamp(until) else None, message
+
+
+def block_lifts(rec):
+    """Epoch seconds the block *rec* lifts by itself, or None (no time lifts it)."""
+    if rec is None or rec.kind != "account-blocked":
+        return None
+    until = _block_fields(rec)[1]
+    return parse_timestamp(until) if until else None
+
+
 def account_block(rec, now=None):
     """Answer(ACCOUNT_BLOCKED, ...) while the block *rec* (the newest record of
     kinds.ACCOUNT_STATE, or None) stands at epoch *now*, else None."""
     if rec is None or rec.kind != "account-blocked":
         return None
-    head, _, message = rec.text.partition(": ")
-    words = head.split(" ")
-    error = words[0] or "unknown"
-    until = words[2] if len(words) == 3 and words[1] == "until" else "-"
+    error, until, message = _block_fields(rec)
     lifts = "until a turn succeeds"
-    if until != "-" and is_timestamp(until):
+    if until:
         now = time.time() if now is None else now
         if parse_timestamp(until) <= now:
             return None
