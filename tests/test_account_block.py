@@ -243,3 +243,36 @@ def test_watch_sends_the_held_nudge_when_the_block_lifts(crew, tmux):
         watcher.terminate()
         watcher.wait()
         watcher.stdout.close()
+
+
+def test_watch_does_not_wake_itself_while_a_refusal_stands(crew, tmux):
+    """Each tick opens sessions/NAME/lock; inotify reports its close. Counted
+    as a change, every tick woke the next (some forty a second) for as long
+    as the block stood. Watched for a while once settled: no tick."""
+    from inotify_simple import INotify, flags
+    sess, pane = agent(crew, tmux, "w1")
+    sess.append("account-blocked", "billing_error until -: Credit balance is too low")
+    add = cmd("nudge-add", "--session", "w1", "--every", "600", "--message", "held")
+    sid = add.stdout.strip()
+    make_due(crew, sid)
+    spy = INotify()
+    spy.add_watch(sess.dir, flags.CLOSE_WRITE)
+    watcher = subprocess.Popen([sys.executable, os.path.join(REPO, "bin", "nudge-tick"),
+                                "--watch"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert f"{sid} w1 refused: account-blocked: " in watcher.stdout.readline()
+        # The refusal's own schedule write wakes one more tick; then it settles.
+        settling = []
+        while len(settling) < 100:
+            got = spy.read(timeout=1000)
+            if not got:
+                break
+            settling += got
+        assert len(settling) <= 10, f"{len(settling)} lock opens: the watcher wakes itself"
+        opened = [e.name for e in spy.read(timeout=2000)]
+        assert opened == []                        # no tick since: nothing changed
+    finally:
+        watcher.terminate()
+        watcher.wait()
+        watcher.stdout.close()
+        spy.close()
