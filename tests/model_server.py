@@ -15,7 +15,14 @@ whose newest user message is not a tool result, first match wins:
      tool call), `SLOW: <seconds>` (the reply keeps streaming that long: the
      session is generating), `HOLD: <path>` (the reply keeps streaming until
      that file exists: a test ends the turn when it is ready, not after a
-     guessed time), `SAY: <text>` (a text reply). The script is for
+     guessed time), `SAY: <text>` (a text reply), `LIMIT: <epoch seconds>`
+     (HTTP 429 `rate_limit_error`, not to be retried, whose limit resets at
+     that time: the headers the real API sends with it, `retry-after`,
+     `anthropic-ratelimit-unified-reset` and `x-should-retry: false`; the
+     turn fails and the CLI's StopFailure hook fires), `AGENT: <prompt>` (an
+     Agent tool call: a general-purpose subagent runs <prompt>, its own turn
+     answered by these same rules), `BG: <shell command>` (a Bash call with
+     run_in_background: the command runs on after the turn). The script is for
      turns whose prompt the test does not type (a nudge, a slash command).
   2. a line `RUN: <command>` or `SLOW: <seconds>` in that user message.
   3. the reply TEXT (default "ok").
@@ -53,7 +60,7 @@ class Model:
 
     def answer(self, req: dict):
         """(tool_call or None, text, seconds to keep streaming or a path to
-        wait for)."""
+        wait for); for a `LIMIT:` line (None, None, the reset epoch seconds)."""
         text, delay = self.reply, 0.0
         if not req.get("tools") or _is_tool_result(req):
             return None, text, delay
@@ -62,9 +69,22 @@ class Model:
         call = None
         for d in directives:
             verb, _, arg = d.strip().partition(": ")
+            if verb == "LIMIT":
+                try:
+                    return None, None, int(float(arg))
+                except ValueError:
+                    pass
             if verb == "RUN" and call is None:
                 call = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "Bash",
                         "input": {"command": arg, "description": "scripted"}}
+            elif verb == "BG" and call is None:
+                call = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "Bash",
+                        "input": {"command": arg, "description": "scripted",
+                                  "run_in_background": True}}
+            elif verb == "AGENT" and call is None:
+                call = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "Agent",
+                        "input": {"description": "scripted", "prompt": arg,
+                                  "subagent_type": "general-purpose"}}
             elif verb == "SLOW":
                 try:
                     delay = min(float(arg), SLOW_CAP)
@@ -123,6 +143,8 @@ class Handler(stand_in.Handler):
             return self._json({})
         self.model.record(raw)
         tool, text, delay = self.model.answer(req)
+        if text is None:
+            return self._limited(delay)
         msg = {"id": f"msg_{next(self.model.ids):06d}", "type": "message", "role": "assistant",
                "model": req.get("model", "claude"), "content": [], "stop_reason": None,
                "stop_sequence": None, "usage": USAGE}
@@ -145,6 +167,21 @@ class Handler(stand_in.Handler):
         self._event("message_delta", delta={"stop_reason": stop, "stop_sequence": None},
                     usage={"output_tokens": 2})
         self._event("message_stop")
+
+    def _limited(self, reset):
+        """429 rate_limit_error as the API sends it, resetting at epoch *reset*."""
+        body = json.dumps({"type": "error", "error": {
+            "type": "rate_limit_error",
+            "message": f"This request would exceed your rate limit; it resets at {reset}."}}).encode()
+        self.send_response(429)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        self.send_header("retry-after", str(max(0, reset - int(time.time()))))
+        self.send_header("anthropic-ratelimit-unified-status", "rejected")
+        self.send_header("anthropic-ratelimit-unified-reset", str(reset))
+        self.send_header("x-should-retry", "false")
+        self.end_headers()
+        self.wfile.write(body)
 
 
 def serve(port=0, log=None, script=None, reply="ok", announce=sys.stdout):

@@ -342,7 +342,7 @@ def test_guard_works_without_a_session_and_ignores_other_tools(tmp_path, run):
 
 @pytest.mark.parametrize("data", [
     "", "garbage", "[1, 2]", "null", '"Stop"', '{"hook_event_name": 5}', "{",
-    '{"hook_event_name": "SubagentStop"}', '{"hook_event_name": "UserPromptExpansion"}',
+    '{"hook_event_name": "PreCompact"}', '{"hook_event_name": "UserPromptExpansion"}',
     '{"hook_event_name": "NoSuchEvent", "session_id": "x"}', b"\xff\xfe\x00"])
 def test_garbage_and_unknown_events_exit_0_write_nothing(crew, run, data):
     register(crew, "w1")

@@ -22,7 +22,7 @@ USER_SETTINGS = {
                                           {"type": "command", "command": "/old/path/crew-hook"}]},
             {"matcher": "Write", "hooks": [{"type": "command", "command": "lint-write"}]}],
         "PreCompact": [{"hooks": [{"type": "command", "command": "python3 /x/crew-hook"}]}],
-        "SubagentStop": "not a list: left alone",
+        "PostCompact": "not a list: left alone",
     },
 }
 
@@ -36,7 +36,8 @@ def ours(settings):
 def test_block_has_every_event_once():
     block = install.hooks_block("/opt/crew-hook")
     assert set(block["hooks"]) == {"SessionStart", "UserPromptSubmit", "PreToolUse",
-                                   "PostToolUse", "Stop", "Notification", "SessionEnd"}
+                                   "PostToolUse", "Stop", "StopFailure", "SubagentStop",
+                                   "TeammateIdle", "TaskCompleted", "Notification", "SessionEnd"}
     for event, groups in block["hooks"].items():
         assert len(groups) == 1
         assert groups[0]["hooks"] == [{"type": "command", "command": "/opt/crew-hook",
@@ -53,7 +54,7 @@ def test_merge_keeps_unrelated_hooks_and_replaces_old_crew_hook():
         {"type": "command", "command": "~/bin/audit.sh"}]}
     assert hooks["PreToolUse"][1] == USER_SETTINGS["hooks"]["PreToolUse"][1]
     assert "PreCompact" not in hooks                   # only our old entry was there
-    assert hooks["SubagentStop"] == "not a list: left alone"
+    assert hooks["PostCompact"] == "not a list: left alone"
     assert sorted(ours(merged)) == sorted((ev, "/new/crew-hook") for ev, _ in install.EVENTS)
     assert USER_SETTINGS["hooks"]["PreToolUse"][0]["hooks"][1]["command"] == "/old/path/crew-hook"
 

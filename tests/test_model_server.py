@@ -158,3 +158,28 @@ def test_each_server_holds_a_reply_logs_it_and_ends_quietly(tmp_path, name):
         proc.wait()
         proc.stdout.close()
         proc.stderr.close()
+def test_a_limit_line_answers_429_with_its_reset_then_the_next_turn_is_served(server):
+    port, log, script = server
+    reset = int(time.time()) + 3600
+    script.write_text(f"LIMIT: {reset}\nBG: sleep 5\nAGENT: look\n")
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    body = {"model": "m", "messages": [{"role": "user", "content": "go"}], "stream": True,
+            "tools": TOOLS}
+    conn.request("POST", "/v1/messages", json.dumps(body), {"content-type": "application/json"})
+    resp = conn.getresponse()
+    raw = json.loads(resp.read())
+    conn.close()
+    assert resp.status == 429
+    assert raw == {"type": "error", "error": {
+        "type": "rate_limit_error",
+        "message": f"This request would exceed your rate limit; it resets at {reset}."}}
+    assert resp.getheader("x-should-retry") == "false"
+    assert resp.getheader("anthropic-ratelimit-unified-reset") == str(reset)
+    assert 0 < int(resp.getheader("retry-after")) <= 3600
+    blocks, stop = ask(port, [{"role": "user", "content": "again"}])
+    assert stop == "tool_use" and blocks[0]["name"] == "Bash"
+    assert blocks[0]["input"] == {"command": "sleep 5", "description": "scripted",
+                                  "run_in_background": True}
+    blocks, stop = ask(port, [{"role": "user", "content": "and again"}])
+    assert blocks[0]["name"] == "Agent" and blocks[0]["input"] == {
+        "description": "scripted", "prompt": "look", "subagent_type": "general-purpose"}

@@ -9,7 +9,11 @@ from crewfile.agents import whole_prompt as captain_text
 NAME = "claude"
 # The agent's event -> the shared action (hook.EVENTS) it runs.
 EVENTS = {e: e for e in ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",
-                         "Stop", "Notification", "SessionEnd")}
+                         "Stop", "StopFailure", "Notification", "SessionEnd")}
+# What runs inside the session but is not it (a subagent, a teammate, a task):
+# recorded as `subagent`, never as the session's own turn (2.1.332's payloads:
+# tests/CLAUDE_FINDINGS.md, "StopFailure, subagents and background tasks").
+EVENTS.update({e: "Inside" for e in ("SubagentStop", "TeammateIdle", "TaskCompleted")})
 SHELL_TOOLS = ("Bash",)
 # The SGR parameters of the placeholder its empty prompt line shows (read as
 # no draft: crewfile.session.prompt), or None: none.
@@ -21,9 +25,26 @@ NOTIFICATIONS = {"idle_prompt": ("idle", ""), "permission_prompt": ("waiting", "
 # matchers, the timeout in the file's unit (seconds here), the files shipped.
 HOOKS_FILE = "settings.json"
 INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "Bash"),
-           ("PostToolUse", None), ("Stop", None), ("Notification", None), ("SessionEnd", None))
+           ("PostToolUse", None), ("Stop", None), ("StopFailure", None),
+           ("SubagentStop", None), ("TeammateIdle", None), ("TaskCompleted", None),
+           ("Notification", None), ("SessionEnd", None))
 TIMEOUT = 10
+# StopFailure's `error` values that end one turn only; every other value
+# (rate_limit, billing_error, authentication_failed, overloaded, ... and any
+# name a later release adds) is the account's stop: `account-blocked`.
+TURN_ONLY_ERRORS = frozenset({"invalid_request", "model_not_found", "max_output_tokens"})
+# Of the account's stops, those that time does not lift (billing, credentials,
+# an account on hold): only a turn that succeeds does. Every other one lifts
+# by itself after the hold (crewfile.hooks.hook.ACCOUNT_HOLD).
+LASTING_ERRORS = frozenset({"billing_error", "authentication_failed", "oauth_org_not_allowed",
+                            "account_on_hold", "verification_required",
+                            "cloud_credential_error"})
 FILES = ("skills/aside/SKILL.md", "commands/aside-done.md")   # shipped in crewfile/agents/files/claude/
+
+# A prompt that is the CLI's own, not anyone's words: when background work
+# ends, Claude Code (2.1.332) starts the follow-up turn with a UserPromptSubmit
+# whose prompt is its task notification. Recorded as a turn, never as the captain.
+MACHINE_PROMPTS = ("<task-notification>",)
 
 HOOKS_AT_START = False    # its trust question comes before its prompt line: a draft
 RESUME = "--resume {id}"

@@ -88,7 +88,10 @@ def merge(settings, block):
         else:
             hooks[event] = kept_groups
     for event, groups in block["hooks"].items():
-        hooks[event] = list(hooks.get(event, [])) + groups
+        mine = hooks.get(event, [])
+        if not isinstance(mine, list):   # not ours to replace, and ours cannot go beside it
+            raise BadInput(f'settings "hooks" has {event!r} not as a JSON array')
+        hooks[event] = list(mine) + groups
     out["hooks"] = hooks
     return out
 

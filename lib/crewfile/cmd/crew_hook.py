@@ -33,6 +33,10 @@ As a hook it always exits 0 (a problem is one line on stderr).
   --command CMD       the hook command written into the settings (default:
                       this interpreter and this crew-hook's absolute path)
 
+Environment: CREWFILE_ACCOUNT_HOLD, the seconds an account's stop that time
+lifts (a 429 rate limit; Claude Code's StopFailure) holds crewfile's typing
+into the session, unless a turn succeeds first (default 300).
+
 Example: crew-hook --install ~/.codex --agent codex --dry-run
 """
 

@@ -6,9 +6,24 @@ frozensets, no imports: crew-status, run by tmux every few seconds, and the
 hook, run on every agent event, load it.
 """
 
-# The newest of these decides whether a turn is running.
-TURN_STATE = {"turn-started": "yes", "waiting": "yes", "turn-ended": "no", "idle": "no",
+# The newest of these decides whether a turn is running. `background`: the
+# turn ended with background tasks still running (Claude Code's Stop lists
+# them), so the agent goes on by itself when they end: not finished.
+# `account-blocked` and `turn-failed`: the turn ended in an error (StopFailure).
+TURN_STATE = {"turn-started": "yes", "waiting": "yes", "background": "yes",
+              "turn-ended": "no", "idle": "no", "account-blocked": "no", "turn-failed": "no",
               "started": "no", "ended": "no", "closed": "no", "registered": "no"}
+
+# The account stopped the turn (StopFailure: rate_limit, billing_error, ...):
+# `account-blocked: ERROR until TS: MESSAGE` (`until -` where no time lifts
+# it). The newest of these says whether the block stands: a `turn-ended`
+# after it is a turn that succeeded, which lifts it (session/verdict.py).
+ACCOUNT_STATE = frozenset({"account-blocked", "turn-ended"})
+
+# Records of what runs inside a session but is not the session: a subagent
+# stopped, a teammate idle, a task completed. They never end a turn, never
+# mark the session done or idle, never wake the primary.
+INSIDE = frozenset({"subagent"})
 
 # The newest of these decides whether the session's life has ended (and so
 # whether its window's closing is `lost`). `concluded` is not among them: the
@@ -18,10 +33,10 @@ LIFECYCLE = {"registered": False, "ended": True, "closed": True}
 
 # Only these may follow `paused` (awaiting captain) while the human wait
 # lasts; any other kind ends it.
-KEEPS_PAUSE = frozenset({"idle", "stale", "paused"})
+KEEPS_PAUSE = frozenset({"idle", "stale", "paused", "subagent"})
 
 # Something needs the primary (the views' `blocked`) ...
-BLOCKERS = frozenset({"blocked", "problem", "error"})
+BLOCKERS = frozenset({"blocked", "problem", "error", "account-blocked"})
 # ... until a record of one of these says the session moved on.
 MOVES_ON = frozenset({"turn-started", "waiting", "registered", "started", "respawned", "ended",
                       "closed", "captain", "captain-done", "concluded", "nudge"})

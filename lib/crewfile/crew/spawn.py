@@ -150,7 +150,8 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
     the folder, and a prompt typed then runs with no hook at all.
     """
     final = (delivery.NOT_LIVE, delivery.FAILED, delivery.ABORTED, delivery.ASIDE,
-             delivery.UNCONFIRMED)       # typed and Entered: never typed a second time
+             delivery.UNCONFIRMED,       # typed and Entered: never typed a second time
+             delivery.ACCOUNT_BLOCKED)   # held while the block stands (a respawn's log has it)
     hooked = load(sess.meta.get("agent") or launch.CLAUDE).HOOKS_AT_START
     deadline = time.monotonic() + wait
     retypes = RETYPES

@@ -25,6 +25,7 @@ captain's acts, without the rest of asides) is imported only when a prompt
 arrives, re only when a Bash command names a captain-only word.
 """
 import os
+import time
 
 from crewfile.agents import load
 from crewfile.core import jsonio, locks
@@ -33,6 +34,7 @@ from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import LockBusy
 from crewfile.core.logfile import TailStats
 from crewfile.core.paths import Crew, default_dir
+from crewfile.core.records import timestamp
 from crewfile.core.text import escape
 from crewfile.session import sessions
 from crewfile.wake import inbox
@@ -51,6 +53,13 @@ NOTICE_HEADER = ("crewfile notices (machine reports from the crew's tools;"
 WAKE_HEADER = "crewfile wake: new events for the primary (machine reports, not the user's words):"
 PRIMARY = "primary"
 HOOK_LOCK_WAIT = 1.0     # seconds; protocol.md, "Bounded waits"
+# How long an account's passing stop (a 429 rate_limit, overloaded) holds
+# crewfile's typing into the session: Claude Code hands its hook no reset time
+# (the 429's reset headers stay inside the CLI: tests/CLAUDE_FINDINGS.md), so
+# the block is recorded with this hold; $CREWFILE_ACCOUNT_HOLD overrides.
+ACCOUNT_HOLD = 300.0     # seconds
+MAX_ERROR_WORD = 40
+MAX_TASKS_NAMED = 3
 
 
 class Reply:
@@ -331,6 +340,8 @@ def user_prompt_submit(ctx):
     if sess is None:
         return _no_session(ctx)
     prompt = ctx.field("prompt")
+    if prompt is not None and prompt.startswith(getattr(ctx.agent, "MACHINE_PROMPTS", ())):
+        prompt = None            # the CLI's own notification: nobody's words
     if prompt is not None:
         prompt = ctx.agent.captain_text(prompt)
     audit(ctx, sess)
@@ -447,7 +458,85 @@ def stop(ctx):
         if notices:      # each agent's own way of going on (adapters: carry_on)
             text = inline_text(WAKE_HEADER, notices, rest)
             return Reply(_json(ctx.agent.carry_on(ctx.event, text)))
-    sess.append("turn-ended")
+    tasks = background_tasks(ctx.payload.get("background_tasks"))
+    if tasks:
+        sess.append("background", tasks)
+    else:
+        sess.append("turn-ended")
+    return Reply()
+
+
+def background_tasks(tasks):
+    """'turn ended, N background tasks running (...)' for a Stop payload's
+    in-flight `background_tasks` (every entry is one: the CLI lists running,
+    pending and backgrounded work only), or '' when there is none."""
+    if not isinstance(tasks, list):
+        return ""
+    tasks = [t for t in tasks if isinstance(t, dict)]
+    if not tasks:
+        return ""
+    named = []
+    for t in tasks[:MAX_TASKS_NAMED]:
+        what = t.get("command") or t.get("description") or t.get("id") or "?"
+        named.append(f"{t.get('type') or 'task'}: {str(what)[:80]}")
+    more = "; ..." if len(tasks) > MAX_TASKS_NAMED else ""
+    s = "s" if len(tasks) != 1 else ""
+    return f"turn ended, {len(tasks)} background task{s} running ({'; '.join(named)}{more})"
+
+
+def stop_failure(ctx):
+    """The turn ended in an API error (Claude Code's StopFailure; no Stop follows).
+    An error of the turn alone is `turn-failed`; any other, the account's
+    stop, is `account-blocked: ERROR until TS: MESSAGE` (TS `-`: no time lifts
+    it), which holds crewfile's typing into the session (session/verdict.py)."""
+    sess = ctx.session
+    if sess is None:
+        return _no_session(ctx)
+    error = error_word(ctx.field("error"))
+    message = ctx.field("last_assistant_message") or ctx.field("error_details") or ""
+    if error in getattr(ctx.agent, "TURN_ONLY_ERRORS", ()):
+        sess.append("turn-failed", f"{error}: {message}" if message else error)
+        return Reply()
+    if error in getattr(ctx.agent, "LASTING_ERRORS", ()):
+        until = "-"
+    else:
+        until = timestamp(time.time() + account_hold(ctx.env))
+    sess.append("account-blocked", f"{error} until {until}" + (f": {message}" if message else ""))
+    return Reply()
+
+
+def error_word(error):
+    """The payload's error name as one word of [a-z0-9_-] ('unknown' otherwise):
+    the record's text is read back by its first words."""
+    if not isinstance(error, str) or not error or len(error) > MAX_ERROR_WORD:
+        return "unknown"
+    ok = all(c in "abcdefghijklmnopqrstuvwxyz0123456789_-" for c in error)
+    return error if ok else "unknown"
+
+
+def account_hold(env):
+    try:
+        value = float(env.get("CREWFILE_ACCOUNT_HOLD") or ACCOUNT_HOLD)
+    except ValueError:
+        return ACCOUNT_HOLD
+    return min(max(0.0, value), 7 * 86400.0) if value == value else ACCOUNT_HOLD
+
+
+def inside(ctx):
+    """A subagent stopped, a teammate went idle, a task completed: work inside
+    the session, not the session. A `subagent` record, which ends no turn and
+    wakes nobody (kinds.INSIDE)."""
+    sess = ctx.session
+    if sess is None:
+        return Reply()           # not the session's own event: nothing to say
+    p = ctx.payload
+    if ctx.event == "SubagentStop":
+        detail = f"{p.get('agent_type') or '?'} {p.get('agent_id') or '?'}"
+    elif ctx.event == "TeammateIdle":
+        detail = f"{p.get('teammate_name') or '?'}"
+    else:
+        detail = f"{p.get('task_id') or '?'}: {p.get('task_subject') or ''}"
+    sess.append("subagent", f"{ctx.event} {detail}"[:500])
     return Reply()
 
 
@@ -488,6 +577,8 @@ EVENTS = {
     "PreToolUse": pre_tool_use,
     "PostToolUse": post_tool_use,
     "Stop": stop,
+    "StopFailure": stop_failure,
+    "Inside": inside,
     "Notification": notification,
     "PermissionRequest": permission_request,
     "SessionEnd": session_end,

@@ -1,7 +1,10 @@
 """nudge-tick --watch: tick whenever a target's status log or a schedule
 changes (inotify on the directories, or polling: notify.py), at the next
-due time, and at least every WATCH_POLL seconds; look again soon after a
-refusal that a redraw may lift."""
+due time, when an account's block that held a nudge lifts, and at least
+every WATCH_POLL seconds; look again soon after a refusal that a redraw
+may lift. A lock file opened (the tick's own reads take sessions/NAME/lock)
+is no change: counted as one, every tick would wake the next, some forty a
+second for as long as a refusal stands."""
 import os
 import time
 
@@ -11,13 +14,14 @@ from crewfile.core.errors import CrewfileError
 from crewfile.core.locks import acquire
 from crewfile.nudges.nudge import REFUSED, World, tick
 from crewfile.nudges.schedules import ensure_dir, due_in, load_all
-from crewfile.session.delivery import TRANSIENT
+from crewfile.session.delivery import ACCOUNT_BLOCKED, TRANSIENT
 from crewfile.session.sessions import names
 
 WATCH_POLL = 60.0          # --watch also ticks this often, as cron would
 WATCH_RETRY = 0.25         # ... and this soon after an event if a refusal may be transient,
 WATCH_RETRY_MAX = 4.0      # doubling up to this: an agent slow to redraw its prompt on a
 WATCH_RETRIES = 8          # loaded machine is still reached within ~20 s, not at the next poll
+LOCK_FILES = frozenset({paths.LOCK, paths.DELIVER_LOCK})   # opened by readers: no change
 WATCH_PROBE = 5.0          # how often --watch checks its directories are still the ones it watches
 
 
@@ -55,6 +59,7 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
             outcomes = None
             lock = acquire(os.path.join(crew.ensure_sub(paths.LOCKS), paths.NUDGE_TICK_LOCK),
                            timeout=10)
+            world = None
             if lock is not None:
                 world, bad = world_factory(crew), []
                 with lock:
@@ -66,7 +71,7 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
                         bad.append(("tick", e))
                 emit(outcomes or [])
                 said = _say_damaged(warn, said, bad, world)
-            timeout = _next_due(crew)
+            timeout = min(_next_due(crew), _block_lifts(world, outcomes))
             transient = outcomes is None or any(
                 o.outcome == REFUSED and o.why.code in TRANSIENT for o in outcomes)
             if transient and retries < WATCH_RETRIES:
@@ -77,7 +82,8 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
                 left = deadline - time.monotonic()
                 if left <= 0:
                     break
-                if changes.wait(min(left, WATCH_PROBE)):
+                found = changes.changes(min(left, WATCH_PROBE))
+                if found is None or any(name not in LOCK_FILES for _, name in found):
                     retries = 0
                     break
                 if [notify.identity(d) for d in roots] != seen:
@@ -100,6 +106,19 @@ def _say_damaged(warn, said, bad, world):
 def _watch_targets(crew, changes):
     for name in names(crew):
         changes.add(os.path.join(crew.sub(paths.SESSIONS), name))
+
+
+def _block_lifts(world, outcomes):
+    """Seconds until the first account block that held a nudge this tick lifts
+    by itself (WATCH_POLL if none): the held nudge goes out then, not at the
+    next poll. No status record marks the moment, so no change wakes us."""
+    wait = WATCH_POLL
+    for o in outcomes or ():
+        if o.outcome == REFUSED and o.why.code == ACCOUNT_BLOCKED and o.session:
+            until = world.verdict(o.session).account_until
+            if until is not None:
+                wait = min(wait, max(0.0, until - time.time()) + 0.01)
+    return wait
 
 
 def _next_due(crew):

@@ -12,6 +12,10 @@ this holds, checked once before typing and again, afresh, just before Enter:
               typed text would be a shell command)
   idle        generating is NO (YES and UNKNOWN are busy)
   no dialog   no permission dialog is up (typed text would answer it)
+  account     the verdict's account block does not stand (a StopFailure from
+              a rate limit or billing stop: what is typed would fail again)
+  no tasks    the turn did not end with background tasks running (the agent
+              goes on by itself when they end)
   captain     verdict.captain_at: no attached client looking at the pane
               pressed a key in the last CAPTAIN_QUIET seconds, and the
               prompt line (prompt.py) holds no draft: a half-written captain
@@ -90,6 +94,8 @@ NOT_FOREGROUND = "not-foreground"  # something else holds the pane's terminal
 GENERATING = "generating"
 STATE_UNKNOWN = "state-unknown"   # no turn record to go by
 DIALOG = "permission-dialog"
+ACCOUNT_BLOCKED = verdict.ACCOUNT_BLOCKED   # the account stopped its turn; the block stands
+BACKGROUND = "background-tasks"   # its turn ended with background tasks still running
 IN_PROGRESS = "delivery-busy"     # another delivery holds deliver.lock
 FAILED = "failed"                 # tmux failed, or the typed text never showed
 DISCARDED = "discarded"           # the agent read the typed keys, its prompt line stayed empty
@@ -162,6 +168,11 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
                       if v.foreground == verdict.NO else "cannot tell what holds the pane"), v
     if v.dialog == verdict.YES:
         return Answer(DIALOG, "a permission dialog is up"), v
+    if v.account is not None:
+        return v.account, v
+    if v.background == verdict.YES:
+        return Answer(BACKGROUND, "its turn ended with background tasks running; it goes on"
+                                  " by itself when they end"), v
     if v.generating == verdict.YES:
         return Answer(GENERATING, "a turn is running"), v
     if v.generating != verdict.NO:

@@ -19,9 +19,18 @@ notify session), no socket was recorded, tmux cannot be asked. Unknown is
 refused like busy.
 
 Beside liveness: generating and permission dialog (from the status log;
-UNKNOWN without a turn record), stopped (SIGSTOP, Ctrl-Z) and foreground
+UNKNOWN without a turn record), background tasks running after the turn,
+the account's block (the one rule below), stopped (SIGSTOP, Ctrl-Z) and foreground
 (the agent's process group holds its pane's terminal: after Ctrl-Z the
 shell does), its conversation id and the tree it works in.
+
+The account's block: the session's newest record of kinds.ACCOUNT_STATE is
+an `account-blocked` (`ERROR until TS: MESSAGE`) whose TS has not passed
+(`-`, or a TS that cannot be read: no time lifts it). While it stands,
+crewfile types nothing into the session: delivery refuses, and so every
+nudge, wake-send and spawn or respawn prompt is held. It lifts at TS, or
+with a turn that succeeds (a `turn-ended` after it); the held deliveries
+then go through as they come due, each once.
 
 Reasons are Answer(code, detail): the code a named constant to decide by,
 the detail for people. Nothing parses the detail.
@@ -31,7 +40,8 @@ import time
 
 from crewfile.core import liveness as procs
 from crewfile.core.errors import SystemFailure
-from crewfile.core.kinds import LIFECYCLE, TURN_STATE
+from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, TURN_STATE
+from crewfile.core.records import is_timestamp, parse_timestamp
 
 # liveness
 LIVE, NOT_LIVE, UNKNOWN = "live", "not-live", "unknown"
@@ -51,6 +61,8 @@ SERVER_UNKNOWN = "server-unknown"      # a pane without its server's socket reco
 TMUX_UNKNOWN = "tmux-unknown"          # tmux missing or its answer unreadable
 NOTHING = "no-pane-or-process"         # neither pane nor process
 END_NOT_BELIEVED = "end-not-believed"  # an `ended`/`closed` record, but the agent is live
+# why crewfile holds its typing on a live session
+ACCOUNT_BLOCKED = "account-blocked"    # the account stopped its turn; the block stands
 
 FIX_AGENT = "record the agent: its next crew-hook event does, or session-add NAME --pid PID"
 
@@ -171,6 +183,12 @@ class Verdict:
     pane, socket the pane id and server socket, when a live pane holds the agent
     generating   YES, NO or UNKNOWN (no turn record)
     dialog       YES or NO (a permission dialog is up)
+    background   YES or NO (the turn ended with background tasks running:
+                 the agent goes on by itself; generating is YES)
+    account      None, or Answer(ACCOUNT_BLOCKED, ...) while the account's
+                 block stands (account_block)
+    account_until  epoch seconds the standing block lifts by itself, or None
+                 (none stands, or no time lifts it)
     stopped      YES, NO or UNKNOWN (the agent process is stopped)
     foreground   YES, NO or UNKNOWN (the agent's group holds its pane's terminal)
     ended        the newest lifecycle record is `ended`/`closed`, and believed:
@@ -180,13 +198,15 @@ class Verdict:
     conversation the agent's session id, or None
     tree         the working tree (git top level, else cwd, resolved), or None
     """
-    __slots__ = ("live", "why", "pane", "socket", "generating", "dialog", "stopped",
+    __slots__ = ("live", "why", "pane", "socket", "generating", "dialog", "background",
+                 "account", "account_until", "stopped",
                  "foreground", "ended", "end_record", "conversation", "tree")
 
 
-def of(sess, look=None, stats=None, recs=None):
+def of(sess, look=None, stats=None, recs=None, now=None):
     """The Verdict for *sess* (a sessions.Session), from its records and the machine.
-    recs: a sess.scan() to read the records from (one read shared with the caller)."""
+    recs: a sess.scan() to read the records from (one read shared with the caller);
+    now: epoch seconds the account's block is judged at (default: now)."""
     recs = recs or sess.scan(stats)
     meta = sess.meta
     v = Verdict()
@@ -195,6 +215,10 @@ def of(sess, look=None, stats=None, recs=None):
     turn = recs.last_of(TURN_STATE)
     v.generating = TURN_STATE[turn.kind] if turn else UNKNOWN
     v.dialog = YES if turn and turn.kind == "waiting" else NO
+    v.background = YES if turn and turn.kind == "background" else NO
+    block = recs.last_of(ACCOUNT_STATE)
+    v.account = account_block(block, now)
+    v.account_until = block_lifts(block) if v.account is not None else None
     v.conversation = meta.get("agent_session_id")
     v.tree = tree_of(meta.get("cwd"))
     v.pane = v.socket = None
@@ -203,6 +227,39 @@ def of(sess, look=None, stats=None, recs=None):
     if v.ended:
         return _judge_end(v, meta, look)
     return _live(v, meta, look)
+
+
+def _block_fields(rec):
+    """(error, TS or None, message) of an `account-blocked` record's text."""
+    head, _, message = rec.text.partition(": ")
+    words = head.split(" ")
+    until = words[2] if len(words) == 3 and words[1] == "until" else "-"
+    return words[0] or "unknown", until if is_timestamp(until) else None, message
+
+
+def block_lifts(rec):
+    """Epoch seconds the block *rec* lifts by itself, or None (no time lifts it)."""
+    if rec is None or rec.kind != "account-blocked":
+        return None
+    until = _block_fields(rec)[1]
+    return parse_timestamp(until) if until else None
+
+
+def account_block(rec, now=None):
+    """Answer(ACCOUNT_BLOCKED, ...) while the block *rec* (the newest record of
+    kinds.ACCOUNT_STATE, or None) stands at epoch *now*, else None."""
+    if rec is None or rec.kind != "account-blocked":
+        return None
+    error, until, message = _block_fields(rec)
+    lifts = "until a turn succeeds"
+    if until:
+        now = time.time() if now is None else now
+        if parse_timestamp(until) <= now:
+            return None
+        lifts = f"until {until}"
+    said = f" ({message[:200]})" if message else ""
+    return Answer(ACCOUNT_BLOCKED, f"the account stopped its turn: {error}{said}; crewfile"
+                                   f" types nothing into it {lifts}")
 
 
 def _judge_end(v, meta, look):

@@ -4,8 +4,8 @@ takes them to it).
 The filter reads event lines `<ts> <session> <kind>[: <text>]` (what
 crew-watch prints) and keeps those that should wake the primary:
 
-- exempt sessions (every aside): only their conclusion and real problems
-  (EXEMPT_PASS). The turn-by-turn and idle churn of a captain's conversation
+- exempt sessions (every aside): only their conclusion, real problems and
+  the account's stop (EXEMPT_PASS). The turn-by-turn and idle churn of a captain's conversation
   never wakes anyone;
 - normal sessions: the actionable kinds (NORMAL_PASS); a repeat of the same
   kind from the same session with no other event of that session in between
@@ -43,9 +43,14 @@ from crewfile.session.sessions import Session
 # TAB and a position token (a small JSON object; 4096 is far above any).
 MAX_EVENT = MAX_LINE + 65 + 4096
 
-EXEMPT_PASS = frozenset({"concluded", "problem", "blocked", "error", "lost"})
+# `account-blocked` (the account stopped a turn) passes for every session: the
+# block holds crewfile's typing, and only the captain can lift a billing stop.
+# `turn-failed` is a normal session's turn ending in an error. `background`
+# (the turn ended with background tasks running) and `subagent` (work inside
+# a session, not the session) are not finished: they never pass.
+EXEMPT_PASS = frozenset({"concluded", "problem", "blocked", "error", "lost", "account-blocked"})
 NORMAL_PASS = frozenset({"turn-ended", "done", "concluded", "blocked", "problem", "error",
-                         "stale", "lost", "waiting", "ended"})
+                         "stale", "lost", "waiting", "ended", "account-blocked", "turn-failed"})
 HELD_WHILE_PAUSED = frozenset({"idle", "stale"})
 
 # A session's class, from its meta: which events of it may wake the primary.
