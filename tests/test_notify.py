@@ -446,6 +446,17 @@ def test_usage_errors(run, args, why):
     assert (p.returncode, p.stderr) == (2, why)
 
 
+def test_a_crew_directory_others_can_write_is_refused(crew, run):
+    crew.ensure()
+    os.chmod(crew.root, 0o777)
+    try:
+        p = run("crew-notify", "--exec", "true", input="")
+    finally:
+        os.chmod(crew.root, 0o700)
+    assert (p.returncode, p.stderr) == (1, f"crew-notify: crew directory not trusted: {crew.root}"
+                                           f" is writable by group or others (fix: chmod go-w {crew.root})\n")
+
+
 def test_quiet_hours_across_midnight():
     q = tell.parse_quiet("22:00-07:00")
     assert q == (1320, 420)

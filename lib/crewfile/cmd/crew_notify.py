@@ -1,6 +1,7 @@
 import signal
 import sys
 
+from crewfile.cli import crew
 from crewfile.core.durations import parse_count, parse_duration
 from crewfile.core.errors import UsageError
 from crewfile.core.locks import acquire
@@ -49,6 +50,7 @@ Example: crew-watch --resume C | crew-notify --cursor C --exec 'curl -s -T - ntf
 
 
 def run(args):
+    crew(args)      # a crew another user could steer is refused, as by every command
     if not args.exec:
         raise UsageError("missing --exec CMD")
 

@@ -54,7 +54,7 @@ class _Agent:
 
     @property
     def doc(self):
-        return "one of " + ", ".join(self._known())
+        return "one of " + ", ".join(AGENTS)
 
 
 def _list_of_str(v):
