@@ -175,6 +175,22 @@ def test_systemd_unit_verifies(crew, run, tmp_path):
     assert not problems, v.stderr
 
 
+def test_the_systemd_unit_runs_crew_up_with_every_option_given(crew, run, tmp_path):
+    """--remote (and --remotes' lines), --sweep, --backoff-max and --notify go
+    into the unit's ExecStart: a unit that dropped them would run another crew."""
+    hosts = tmp_path / "hosts"
+    hosts.write_text("# the second machine\nbuild2:/srv/crew\n")
+    p = run("crew-up", "boss", "--systemd", "--remote", "build1:/home/c/crew", "--remotes",
+            str(hosts), "--sweep", "5m", "--backoff-max", "30s", "--notify", "true")
+    assert p.returncode == 0, p.stderr
+    start = [l for l in p.stdout.splitlines() if l.startswith("ExecStart=")][0]
+    assert start.endswith(f"crew-up boss --dir {crew.root} --remote build1:/home/c/crew"
+                          " --remote build2:/srv/crew --sweep 5m --backoff-max 30s"
+                          " --notify true")
+    p = run("crew-up", "boss", "--systemd", "--sweep", "soon")
+    assert (p.returncode, p.stdout) == (2, "")
+
+
 def test_the_walkthrough_primary_registered_after_crew_up(crew):
     """The issue's scenario through crew-up: the done wake is not lost."""
     register(crew, "w1")

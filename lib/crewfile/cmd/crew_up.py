@@ -60,16 +60,21 @@ def run(args):
     if not args.primary:
         raise UsageError("missing PRIMARY")
     notify_with = _notify_with(args)
-    extra = (["--notify", args.notify] if args.notify else []) + (
-        ["--notify-with", args.notify_with] if args.notify_with else [])
-    if args.systemd:
-        sys.stdout.write(crewup.systemd_unit(c, args.primary, sys.argv[0], extra))
-        return 0
+    remotes = _remotes(list(args.remote or ()) + _remote_file(args.remotes))
+    # The unit runs crew-up as given here: every option that shapes the crew.
+    extra = [w for host, rdir in remotes.items() for w in ("--remote", f"{host}:{rdir}")]
+    for flag, value in (("--sweep", args.sweep), ("--backoff-max", args.backoff_max),
+                        ("--notify", args.notify), ("--notify-with", args.notify_with)):
+        if value:
+            extra += [flag, value]
     sweep = parse_duration(args.sweep, "--sweep") if args.sweep else crewup.DEFAULT_SWEEP
     backoff = (parse_duration(args.backoff_max, "--backoff-max") if args.backoff_max
                else crewup.BACKOFF_MAX)
+    if args.systemd:
+        sys.stdout.write(crewup.systemd_unit(c, args.primary, sys.argv[0], extra))
+        return 0
     crewup.Supervisor(c, args.primary, sweep=sweep, backoff_max=backoff,
-                      remotes=_remotes(list(args.remote or ()) + _remote_file(args.remotes)),
+                      remotes=remotes,
                       notify=args.notify, notify_options=notify_with).run()
     return 0
 
