@@ -6,6 +6,7 @@ import sys
 
 def run(b):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
+    from crewfile.asides import reports
     from crewfile.core import records
     crew = os.path.join(b.tmp, "crew")
     env = dict(b.env, CREWFILE_DIR=crew)
@@ -50,7 +51,13 @@ def run(b):
             lines += [records.new_line("captain", f"turn {i}"), records.new_line("turn-started"),
                       records.new_line("turn-ended"), records.new_line("idle"),
                       records.new_line("paused", "awaiting captain")]
-        lines += [records.new_line("captain-done"), records.new_line("concluded", "/r")]
+        # the conclusion as aside-conclude leaves it: its report in reports/new/
+        new = os.path.join(wcrew, "reports", "new")
+        os.makedirs(new, exist_ok=True)
+        delivered = os.path.join(new, reports.unique_name("t"))
+        with open(delivered, "w") as f:
+            f.write("the report\n")
+        lines += [records.new_line("captain-done"), records.new_line("concluded", delivered)]
         with open(os.path.join(wcrew, "sessions", "t", "status"), "a") as f:
             f.write("".join(lines))
         out = subprocess.run(f"{b.python} {b.cmd('crew-watch')[1]} --from-start --once | "
