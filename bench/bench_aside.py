@@ -18,7 +18,7 @@ def run(b):
     # captain: evidence.caller_verdict) and writes its `problem` record.
     base = b.wall([b.python, "-c", "pass"], n=40, env=env)
     say = b.wall(b.cmd("aside-say") + ["small", "hello"], n=40, env=env)
-    b.figure("aside-say wall time (refused: not run by the captain)", say, base, budget=1.5,
+    b.figure("aside-say wall time (refused: not run by the captain)", say, base,
              base_label="python -c pass")
 
     # The conclusion check on a conversation of 6 MiB (five rotated logs full)

@@ -56,13 +56,13 @@ def run(b):
 
     pybase = [b.python, "-c", "pass"]
     t, base = b.wall_pair(b.cmd("job-exec") + ["--", "true"], pybase, n=30, env=env)
-    b.figure("job-exec wall time (returns once the watcher is forked)", t, base, budget=1.5,
+    b.figure("job-exec wall time (returns once the watcher is forked)", t, base,
              base_label="python -c pass")
     subprocess.run(b.cmd("job-sweep") + ["--older-than", "0s", "--unheard-older-than", "0s"],
                    env=env, stdout=subprocess.DEVNULL)
     empty_env = dict(env, CREWFILE_DIR=os.path.join(b.tmp, "empty"))
     t, base = b.wall_pair(b.cmd("job-ls"), pybase, n=30, env=empty_env)
-    b.figure("job-ls start-up (no jobs)", t, base, budget=1.5, base_label="python -c pass")
+    b.figure("job-ls start-up (no jobs)", t, base, base_label="python -c pass")
     many_env = dict(env, CREWFILE_DIR=_many_jobs(b, 1000))
     t_many, t_empty = _wall_pair_envs(b, b.cmd("job-ls"), many_env, empty_env)
     b.figure("job-ls, 1,000 ended jobs", t_many, t_empty, budget=3, base_label="job-ls, no jobs")

@@ -81,7 +81,7 @@ def status_startup(b, crew, env):
         both(f"crew-status --tmux --panes LIST, 5 sessions live in tmux panes, as the status line"
              f" runs it ({out})", env_live, argv=with_list)
         both(f"crew-status, 5 sessions live in tmux panes, asking tmux (a shell prompt; {out})",
-             env_live)
+             env_live, budget=None)     # the status line passes --panes: that one has the budget
         both("  of which one `tmux list-panes -a` (the liveness probe; tmux's own CPU)", None,
              argv=tmux + ["list-panes", "-a"], budget=None)
     finally:

@@ -220,9 +220,9 @@ def startup(b):
     env = dict(b.env, CREWFILE_DIR=crew.root)
     base = b.wall([b.python, "-c", "pass"], n=30, env=env)
     t = b.wall(b.cmd("wake-filter"), n=30, env=env)
-    b.figure("wake-filter start-up (empty input)", t, base, budget=1.5, base_label="python -c pass")
+    b.figure("wake-filter start-up (empty input)", t, base, base_label="python -c pass")
     t = b.wall(b.cmd("crew-watch") + ["--once"], n=30, env=env)
-    b.figure("crew-watch --once on 2 sessions", t, base, budget=1.5, base_label="python -c pass")
+    b.figure("crew-watch --once on 2 sessions", t, base, base_label="python -c pass")
 
 
 # Backlog sizes in MB (BENCH_BACKLOG_MB, comma-separated): the latency beside

@@ -11,12 +11,15 @@ Read event lines (crew-watch's) on stdin; print those that should wake the prima
   --exempt-pass KIND...   also pass KIND from exempt sessions (asides)
   --exempt-hold KIND...   hold KIND from exempt sessions
 
-Exempt sessions pass only: concluded problem blocked error lost.
-Normal sessions pass: turn-ended done concluded blocked problem error stale
-lost waiting ended; a repeat of a kind with nothing else from that session
-in between is folded; after `paused` their idle and stale are held until
-other activity. A session without metadata passes everything; a line that
-is not an event passes unchanged, with a warning on stderr.
+Exempt sessions pass only: concluded problem blocked error lost
+account-blocked. Normal sessions pass: turn-ended done concluded blocked
+problem error stale lost waiting ended account-blocked turn-failed
+(`background` and `subagent` never: work inside a session is not its end);
+a repeat of a kind with nothing else from that session in between is
+folded; after `paused` their idle and stale are held until other activity.
+An aside's `concluded` passes only when the report it names is delivered.
+A session without metadata passes everything; a line that is not an event
+passes unchanged, with a warning on stderr.
 
 Example: crew-watch | wake-filter --hold turn-ended | wake-send firstmate
 """

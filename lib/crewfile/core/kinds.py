@@ -79,4 +79,5 @@ GUARDED = {
 # ready, a session lost, an account or a session blocked, a problem). Turns,
 # tool calls and routine progress are never among them. `lost` and `error`
 # are crew-watch's synthesized kinds (see protocol.md, Event lines).
-CAPTAINS = frozenset({"paused", "concluded", "lost", "blocked", "problem", "error"})
+CAPTAINS = frozenset({"paused", "concluded", "lost", "blocked", "account-blocked", "problem",
+                      "error"})

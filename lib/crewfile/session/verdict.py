@@ -28,7 +28,7 @@ The account's block: the session's newest record of kinds.ACCOUNT_STATE is
 an `account-blocked` (`ERROR until TS: MESSAGE`) whose TS has not passed
 (`-`, or a TS that cannot be read: no time lifts it). While it stands,
 crewfile types nothing into the session: delivery refuses, and so every
-nudge, wake-send and spawn or respawn prompt is held. It lifts at TS, or
+nudge, wake-send and crew-spawn --prompt is held. It lifts at TS, or
 with a turn that succeeds (a `turn-ended` after it); the held deliveries
 then go through as they come due, each once.
 
