@@ -17,6 +17,7 @@ import pytest
 
 from conftest import BIN, wait_for
 from crewfile.core import records
+from crewfile.asides import reports
 from crewfile.core.kinds import CAPTAINS
 from crewfile.crew import crewup
 from crewfile.session.sessions import register
@@ -131,25 +132,30 @@ def test_each_kind_of_captain_event_arrives_once_and_routine_never(crew, tmux, t
         w.append(kind, "routine")
     w.append("paused", "awaiting captain")
     w.append("blocked", "account: usage limit reached")
+    w.append("account-blocked", "rate_limit until 2026-12-02T05:00:00.000Z: limit reached")
     w.append("problem", "tests fail")
-    a.append("concluded", "a1-20261202T010000Z.report")
+    a.append("concluded", "a1,1796040000.M000001P1Q1.host")      # appended by hand: no report
+    report = reports.deliver(crew, "a1", b"the report\n")       # as aside-conclude leaves it
+    a.append("concluded", report)
     a.append("error", "meta unreadable")
     tmux("kill-window", "-t", pane)
     code, err = finish(*pipe(crew, cursor, receiver.command(), "--always", "--window", "0.2"))
     assert code == 0, err
-    assert err == ""
+    assert err == ("crew-notify: a1: concluded not believed, not told: its text names no report"
+                   " of this aside\n")
     assert len(receiver.posts) == 1
     ids, again, body = receiver.posts[0]
     assert again == "0"
     lines = body.splitlines()
-    assert lines[0].startswith("crewfile: 6 events need you: ")
+    assert lines[0].startswith("crewfile: 7 events need you: ")
     got = {(ln.split(" ")[1], ln.split(" ")[2].rstrip(":")) for ln in lines[1:]}
-    assert got == {("w1", "paused"), ("w1", "blocked"), ("w1", "problem"), ("a1", "concluded"),
-                   ("a1", "error"), ("g1", "lost")}
+    assert got == {("w1", "paused"), ("w1", "blocked"), ("w1", "account-blocked"),
+                   ("w1", "problem"), ("a1", "concluded"), ("a1", "error"), ("g1", "lost")}
     assert {k for _, k in got} == CAPTAINS
-    assert "a1 concluded: a1-20261202T010000Z.report" in body       # the report named
+    assert f"a1 concluded: {report}" in body                         # the report named
+    assert "1796040000" not in body                 # the hand-appended one: not believed
     assert not any(k in body for k in ("routine", "turn-started"))
-    assert len(ids) == len(set(ids)) == 6
+    assert len(ids) == len(set(ids)) == 7
     want = ids_of(crew, "w1")
     assert set(want["paused"] + want["blocked"] + want["problem"]) <= set(ids)
     # Again from the cursor: nothing is told twice, nothing new.
@@ -186,7 +192,10 @@ def test_killed_at_random_with_the_receiver_down_every_event_arrives_once(crew, 
         s.append("turn-started")
         # Not paused: the next trial's turn-started would end it (see the
         # test of a pause answered before it is told).
-        s.append(rng.choice(["blocked", "problem", "concluded"]), f"trial {trial}")
+        kind = rng.choice(["blocked", "problem", "concluded"])
+        # a conclusion as aside-conclude leaves it: its report delivered
+        s.append(kind, reports.deliver(crew, s.name, b"r\n") if kind == "concluded"
+                 else f"trial {trial}")
         s.append("turn-ended")
         watch, notify = pipe(crew, cursor, receiver.command(), "--always", "--max-per-hour",
                              "1000000", "--window", rng.choice(["0", "0.05"]), "--log-quiet")

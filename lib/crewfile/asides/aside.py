@@ -43,6 +43,7 @@ from crewfile.core import logfile, paths, records
 from crewfile.core.errors import BadInput, CaptainPresent, CrewfileError, Refused, SystemFailure
 from crewfile.core.locks import hold
 from crewfile.core.names import check_name
+from crewfile.core.text import unescape
 from crewfile.session import window
 from crewfile.session.sessions import Session, STATE_SCAN_BYTES, register
 from crewfile.session.verdict import LIVE, NO, captain_at, liveness
@@ -165,6 +166,13 @@ def concluded_why(sess, rec, since=None):
     belongs to an earlier conclusion), else why not. Also for a reader that
     sees the record alone (an event line), not the scan."""
     return _report_why(sess, rec, (paths.REPORT_NEW, paths.REPORT_CUR), since)
+
+
+def concluded_event_why(crew, name, ts, text):
+    """concluded_why for a `concluded` seen as an event line (session NAME,
+    timestamp TS, its escaped TEXT): None when believed, else why not. For
+    the readers that act on an event alone (wake-filter, crew-notify)."""
+    return concluded_why(Session(crew, name), records.Record(ts, "concluded", unescape(text)))
 
 
 def _closed_why(sess, rec, acts):

@@ -1,6 +1,7 @@
 import signal
 import sys
 
+from crewfile.asides.aside import concluded_event_why
 from crewfile.cli import crew
 from crewfile.core.durations import parse_count, parse_duration
 from crewfile.core.errors import UsageError
@@ -50,7 +51,7 @@ Example: crew-watch --resume C | crew-notify --cursor C --exec 'curl -s -T - ntf
 
 
 def run(args):
-    crew(args)      # a crew another user could steer is refused, as by every command
+    c = crew(args)      # a crew another user could steer is refused, as by every command
     if not args.exec:
         raise UsageError("missing --exec CMD")
 
@@ -73,7 +74,8 @@ def run(args):
     try:
         teller = tell.Teller(args.exec, cursor=args.cursor, window=window, timeout=timeout,
                              away=None if args.always else away, per_hour=per_hour, quiet=quiet,
-                             retry=retry, log=log, socket=args.tmux)
+                             retry=retry, log=log, socket=args.tmux,
+                             doubt=lambda name, ts, text: concluded_event_why(c, name, ts, text))
         tell.tell_stream(teller)
     finally:
         if hold is not None:

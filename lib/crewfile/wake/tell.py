@@ -188,8 +188,11 @@ class Teller:
 
     def __init__(self, command, cursor=None, window=DEFAULT_WINDOW, timeout=DEFAULT_TIMEOUT,
                  away=DEFAULT_AWAY, per_hour=DEFAULT_PER_HOUR, quiet=None, retry=RETRY_FIRST,
-                 log=None, clock=None, wall=None, socket=None):
+                 log=None, clock=None, wall=None, socket=None, doubt=None):
         self.command = command
+        # doubt(name, ts, text): why a `concluded` is not believed, or None
+        # (asides.aside.concluded_event_why); None: every one is believed
+        self.doubt = doubt
         self.cursor = cursor
         self.window, self.timeout, self.away = window, timeout, away
         self.per_hour, self.quiet, self.retry_first = per_hour, quiet, retry
@@ -240,6 +243,15 @@ class Teller:
             kind = words[2].split(":", 1)[0]
             if kind in CAPTAINS:
                 captain = printable_line(body.encode()).decode("utf-8", "replace")
+            if kind == "concluded" and captain is not None and self.doubt is not None:
+                text = words[2].split(": ", 1)[1] if ": " in words[2] else ""
+                try:
+                    why = self.doubt(words[1], words[0], text)
+                except (CrewfileError, OSError):
+                    why = None          # unsure: telling is safer than losing
+                if why:
+                    self.log(f"{words[1]}: concluded not believed, not told: {why}")
+                    captain = None
         elif body:
             self.log(f"not an event line, skipped: {body[:80]!r}")
         if captain is not None and eid is not None and self.journal and eid in self.journal.sent:

@@ -27,17 +27,16 @@ PYTHONUNBUFFERED.
 import os
 import sys
 
-from crewfile.asides.aside import concluded_why
+from crewfile.asides.aside import concluded_event_why
 from crewfile.core import paths
 from crewfile.core.atomic import write_all
 from crewfile.core.errors import CrewfileError
 from crewfile.core.jsonio import loads
 from crewfile.core.kinds import KEEPS_PAUSE
 from crewfile.core.names import check_name
-from crewfile.core.records import MAX_LINE, Record, is_kind
+from crewfile.core.records import MAX_LINE, is_kind
 from crewfile.core.shapes import load
-from crewfile.core.text import escape, unescape
-from crewfile.session.sessions import Session
+from crewfile.core.text import escape
 
 # An event line at most: a record, a session name (64 at most) and a space, a
 # TAB and a position token (a small JSON object; 4096 is far above any).
@@ -192,9 +191,8 @@ class Filter:
         already said it as a `problem` (kinds.GUARDED), which wakes."""
         try:
             name = parts[1].decode("utf-8")
-            text = unescape(parts[3].decode("utf-8")) if len(parts) == 4 else ""
-            rec = Record(parts[0].decode("ascii"), "concluded", text)
-            why = concluded_why(Session(self.crew, name), rec)
+            why = concluded_event_why(self.crew, name, parts[0].decode("ascii"),
+                                      parts[3].decode("utf-8") if len(parts) == 4 else "")
         except (CrewfileError, OSError, UnicodeDecodeError):
             return True             # unsure: a wake is safer than a lost conclusion
         if why:
