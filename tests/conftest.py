@@ -1,5 +1,6 @@
 """Shared fixtures: a fresh crew directory per test, the real commands, a
 private tmux server (never the one the person running the tests works in)."""
+import json
 import os
 import shutil
 import subprocess
@@ -12,6 +13,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(REPO, "bin")
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
+from crewfile.core.atomic import replace  # noqa: E402
 from crewfile.core.paths import Crew  # noqa: E402
 from terminal import AttachedClient  # noqa: E402,F401 (the person at a terminal)
 
@@ -329,6 +331,15 @@ def crash_and_respawn(tmux, sess, command, timeout=120):
     r = cmd("crew-respawn", sess.name)
     assert r.returncode == 0, r.stderr
     return sess.reread()
+
+
+def make_due(crew, sid):
+    """Move the schedule's floor into the past (what waiting `every` seconds does)."""
+    path = os.path.join(crew.root, "nudges", sid)
+    s = json.load(open(path))
+    s["base"]["mono"] -= s["every"] + 1
+    s["base"]["wall"] -= s["every"] + 1
+    replace(path, json.dumps(s))
 
 
 def wait_for(predicate, timeout=20, what="condition", every=0.01):

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 
-from conftest import REPO, cmd, wait_for
+from conftest import REPO, cmd, make_due, wait_for
 from crewfile.core import logfile
 from crewfile.core.atomic import replace
 from crewfile.core.records import parse_timestamp, timestamp
@@ -172,15 +172,6 @@ def agent(crew, tmux, name):
     tmux.wait_screen(pane, "ready>")
     wait_for(lambda: "started" in [k for k, _ in records(crew, name)], what="started")
     return sess, pane
-
-
-def make_due(crew, sid):
-    """Move the schedule's floor into the past (what waiting `every` seconds does)."""
-    path = os.path.join(crew.root, "nudges", sid)
-    s = json.load(open(path))
-    s["base"]["mono"] -= s["every"] + 1
-    s["base"]["wall"] -= s["every"] + 1
-    replace(path, json.dumps(s))
 
 
 def test_every_typing_is_held_while_blocked_and_the_nudge_goes_once_after(crew, tmux, run):

@@ -24,7 +24,7 @@ import json
 import os
 import time
 
-from conftest import cmd, wait_for
+from conftest import cmd, make_due, wait_for
 from claude_harness import kinds, make_rig, records, require_real_claude, watched
 from crewfile.core.atomic import replace
 from crewfile.core.records import parse_timestamp
@@ -73,14 +73,6 @@ def wakes(crew, name):
 def _stats():
     from crewfile.core.logfile import TailStats
     return TailStats()
-
-
-def make_due(crew, sid):
-    path = os.path.join(crew.root, "nudges", sid)
-    s = json.load(open(path))
-    s["base"]["mono"] -= s["every"] + 1
-    s["base"]["wall"] -= s["every"] + 1
-    replace(path, json.dumps(s))
 
 
 def nudges(crew, name="w1"):

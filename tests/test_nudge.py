@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import REPO, cmd, wait_for
+from conftest import REPO, cmd, make_due, wait_for
 from crewfile.nudges import nudge
 from crewfile.core.atomic import replace
 from crewfile.core.logfile import TailStats
@@ -45,15 +45,6 @@ def add(*args):
     proc = cmd("nudge-add", *args)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
-
-
-def make_due(crew, sid):
-    """Move the schedule's floor into the past (what waiting `every` seconds does)."""
-    path = os.path.join(crew.root, "nudges", sid)
-    s = json.load(open(path))
-    s["base"]["mono"] -= s["every"] + 1
-    s["base"]["wall"] -= s["every"] + 1
-    replace(path, json.dumps(s))
 
 
 def tick():

@@ -14,7 +14,7 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import BIN, REPO, AttachedClient, captain_types, cmd, wait_for
+from conftest import BIN, REPO, AttachedClient, captain_types, cmd, make_due, wait_for
 from crewfile.asides import aside, captain
 from crewfile.core import kinds, records
 from crewfile.nudges import nudge
@@ -81,14 +81,6 @@ def crewmates(crew, tmux, run):
     sid = cmd("nudge-add", "--session", "w1", "--every", "600", "--max", "50",
               "--message", "go on", check=True).stdout.strip()
     return a2.reread(), w1.reread(), sid
-
-
-def make_due(crew, sid):
-    path = os.path.join(crew.root, "nudges", sid)
-    s = json.load(open(path))
-    s["base"]["mono"] -= s["every"] + 1
-    s["base"]["wall"] -= s["every"] + 1
-    replace(path, json.dumps(s))
 
 
 def nothing_acted(crew, tmux, run, a2, w1, sid, report):
