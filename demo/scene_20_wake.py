@@ -43,8 +43,13 @@ def run(d):
         d.tmux("send-keys", "-t", d.pane_builder, "Enter")
         d.say("Then things worth a turn: `tester` hits a problem, the captain concludes `chat`:")
         d.sh("status-append tester problem 'the fixtures need a database'")
-        d.sh('flock "$CREWFILE_DIR/sessions/chat/lock" sh -c \'printf "%s concluded: chat,report-1\\n"'
-             ' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" >> "$CREWFILE_DIR/sessions/chat/status"\'')
+        # the conclusion as aside-conclude leaves it: the report in reports/new/, and
+        # the record naming it (wake-filter believes a conclusion by its report)
+        d.sh('report="$CREWFILE_DIR/reports/new/chat,1796040000.M000001P1Q1.host";'
+             ' mkdir -p "${report%/*}" && echo "the report" > "$report" &&'
+             ' flock "$CREWFILE_DIR/sessions/chat/lock" sh -c \'printf "%s concluded: %s\\n"'
+             ' "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)" "$1" >> "$CREWFILE_DIR/sessions/chat/status"\''
+             ' - "$report"')
         d.wait(lambda: "announced" in open(log).read(), what="the primary's wake line")
         d.say("wake-send posted every wake to the primary's inbox, then typed ONE line into its"
               " pane (it was idle):")
