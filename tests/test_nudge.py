@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import REPO, cmd, make_due, wait_for
-from crewfile.nudges import nudge
+from crewfile.nudges import nudge, schedules
 from crewfile.core.atomic import replace
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import register, state
@@ -54,7 +54,7 @@ def tick():
 
 
 def sched(crew, sid):
-    return nudge.get(crew, sid)
+    return schedules.get(crew, sid)
 
 
 def git_repo(path):

@@ -15,7 +15,7 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, initialize, invariant,
                                  rule)
 
-from crewfile.nudges import nudge
+from crewfile.nudges import nudge, schedules
 from crewfile.session import verdict
 from crewfile.session.verdict import Answer
 from crewfile.core.paths import Crew
@@ -147,7 +147,7 @@ class NudgeMachine(RuleBasedStateMachine):
     def add(self, name, every, max_attempts, by):
         ident = {"name": {"session": name}, "key": {"session_key": f"key-{name}"},
                  "agent": {"agent_session_id": f"agent-{name}"}}[by]
-        nudge.add(self.crew, every, f"continue {name}", max_attempts=max_attempts, user=USER,
+        schedules.add(self.crew, every, f"continue {name}", max_attempts=max_attempts, user=USER,
                   replace_existing=True, now=self.clock(), **ident)
         gen = self.sched.get(name, {}).get("gen", 0) + 1      # --replace: a new schedule
         self.sched[name] = {"every": every, "max": max_attempts, "base": self.clock(),

@@ -5,7 +5,7 @@ import os
 import pytest
 
 from conftest import cmd
-from crewfile.nudges import nudge
+from crewfile.nudges import nudge, schedules
 from crewfile.session import verdict
 from crewfile.core.names import current_user
 from crewfile.core.errors import BadInput, NotFound, Refused
@@ -38,7 +38,7 @@ def setup(crew):
     register(crew, "w1", tmux="%99")
     clock = {"wall": 1.8e9, "mono": 500.0, "boot": "A"}
     sent = []
-    nudge.add(crew, 60, "go", session="w1", user="u", now=dict(clock))
+    schedules.add(crew, 60, "go", session="w1", user="u", now=dict(clock))
 
     def tick():
         lock = nudge.tick_lock(crew)
@@ -110,11 +110,11 @@ def test_clock_backwards_across_a_reboot_waits_one_floor_at_most(setup):
 
 def test_one_schedule_per_user_and_session(crew):
     register(crew, "w1", tmux="%1", session_key="k1", agent_session_id="a1")
-    s = nudge.add(crew, 60, "go", session="w1", user="u")
+    s = schedules.add(crew, 60, "go", session="w1", user="u")
     with pytest.raises(Refused):
-        nudge.add(crew, 60, "go", agent_session_id="a1", user="u")     # same session, other id
-    other = nudge.add(crew, 60, "go", session_key="k1", user="v")      # another user may
-    again = nudge.add(crew, 30, "again", session_key="k1", user="u", replace_existing=True)
+        schedules.add(crew, 60, "go", agent_session_id="a1", user="u")     # same session, other id
+    other = schedules.add(crew, 60, "go", session_key="k1", user="v")      # another user may
+    again = schedules.add(crew, 30, "again", session_key="k1", user="u", replace_existing=True)
     assert again["id"] == s["id"] and again["every"] == 30 and again["attempts"] == 0
     assert sorted(x["id"] for x in nudge.load_all(crew)) == sorted([s["id"], other["id"]])
 
@@ -125,13 +125,13 @@ def test_bad_input(crew):
                    {"max_attempts": 0}):
         args = {"every": 60, "message": "go", "session": "w1", **kwargs}
         with pytest.raises(BadInput):
-            nudge.add(crew, **args)
+            schedules.add(crew, **args)
     with pytest.raises(BadInput):
-        nudge.add(crew, 60, "go", session="w1", session_key="k")
+        schedules.add(crew, 60, "go", session="w1", session_key="k")
     with pytest.raises(NotFound):
-        nudge.add(crew, 60, "go", session="nobody")
+        schedules.add(crew, 60, "go", session="nobody")
     with pytest.raises(NotFound):
-        nudge.add(crew, 60, "go", session_key="nobody")
+        schedules.add(crew, 60, "go", session_key="nobody")
 
 
 def test_matches():
@@ -188,7 +188,7 @@ def test_commands(crew):
 
 def test_unreadable_schedule_is_skipped_and_named(crew):
     register(crew, "w1", tmux="%1")
-    nudge.add(crew, 60, "go", session="w1")
+    schedules.add(crew, 60, "go", session="w1")
     with open(os.path.join(crew.root, "nudges", "ngarbage"), "w") as f:
         f.write("{not json")
     p = cmd("nudge-ls")
@@ -199,7 +199,7 @@ def test_unreadable_schedule_is_skipped_and_named(crew):
 
 def test_no_pane_registered_disarms(crew):
     register(crew, "w1", pid=os.getpid())
-    s = nudge.add(crew, 1, "go", session="w1")
+    s = schedules.add(crew, 1, "go", session="w1")
     path = os.path.join(crew.root, "nudges", s["id"])
     s["base"]["mono"] -= 5
     s["base"]["wall"] -= 5

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from conftest import BIN, REPO, AttachedClient, captain_types, cmd, make_due, wait_for
 from crewfile.asides import aside, captain
 from crewfile.core import kinds, records
-from crewfile.nudges import nudge
+from crewfile.nudges import schedules
 from crewfile.core.atomic import replace
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import Session
@@ -100,7 +100,7 @@ def nothing_acted(crew, tmux, run, a2, w1, sid, report):
         assert sess.name in [line.split()[0] for line in run("session-ls").stdout.splitlines()]
     make_due(crew, sid)
     assert run("nudge-tick").returncode == 0
-    assert nudge.get(crew, sid)["armed"] is True
+    assert schedules.get(crew, sid)["armed"] is True
     r = run("crew-respawn", "--json")
     actions = {row["action"] for row in json.loads(r.stdout)}
     assert actions.isdisjoint({"respawned", "would-respawn"}), actions
@@ -184,7 +184,7 @@ def test_a_forged_ended_on_a_live_agent_is_not_believed(crew, tmux, run, crewmat
     assert (st["ended"], st["live"], st["why"]) == (False, "unknown", "end-not-believed")
     make_due(crew, sid)
     out = run("nudge-tick").stdout
-    assert "disarmed" not in out and nudge.get(crew, sid)["armed"] is True
+    assert "disarmed" not in out and schedules.get(crew, sid)["armed"] is True
     # Once the agent is really gone, the same record is believed.
     tmux("kill-pane", "-t", w1.meta["tmux"])
     wait_for(lambda: not alive(w1.meta["pid"], w1.meta["pid_start"]), what="the agent's exit")

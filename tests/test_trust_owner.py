@@ -306,8 +306,8 @@ def test_a_file_another_user_owns_is_not_believed_and_the_rest_is_served(crew, t
     assert f"{sids[0]} w1 delivered" in r.stdout
     assert f"{sids[1]} - refused: damaged: session metadata unreadable: {why}\n" in r.stdout
     wait_for(lambda: "captain" in kinds(w1), what="w1's nudge taken")
-    from crewfile.nudges import nudge
-    held = nudge.get(crew, sids[1])
+    from crewfile.nudges import schedules
+    held = schedules.get(crew, sids[1])
     assert (held["armed"], held["attempts"], held["last_outcome"]) == (True, 0, "refused")
     assert tmux.screen(pane2) == screen2
     assert "captain" not in kinds(w2)
@@ -327,7 +327,7 @@ def test_a_session_directory_that_cannot_be_used_is_named_and_its_schedule_held(
     """Issue 30, items 2 and 3: sessions/w1 unreadable, or something else in
     its place. session-ls lists w2 and marks w1 (said once, exit 5);
     nudge-tick holds w1's schedule, never disarms it as not live."""
-    from crewfile.nudges import nudge
+    from crewfile.nudges import schedules
     from crewfile.session.sessions import register
     register(crew, "w1")
     register(crew, "w2")
@@ -359,7 +359,7 @@ def test_a_session_directory_that_cannot_be_used_is_named_and_its_schedule_held(
         assert r.stdout.endswith(f" {sid} - refused: damaged: session metadata unreadable:"
                                  f" {meta_why}\n")
         assert r.stdout.count("\n") == 1
-        held = nudge.get(crew, sid)
+        held = schedules.get(crew, sid)
         assert (held["armed"], held["attempts"], held["last_code"]) == (True, 0, "damaged")
     finally:
         if how == "mode-000":

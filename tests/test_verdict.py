@@ -16,7 +16,7 @@ import pytest
 
 from conftest import BIN, REPO, cmd, wait_for
 from crewfile.session import delivery, verdict
-from crewfile.nudges import nudge
+from crewfile.nudges import nudge, schedules
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import pane_fields, register
 
@@ -66,9 +66,9 @@ def tick(**env):
 
 
 def make_due(crew, sid):
-    s = nudge.get(crew, sid)
+    s = schedules.get(crew, sid)
     s["base"] = dict(s["base"], wall=s["base"]["wall"] - 10 ** 6, mono=s["base"]["mono"] - 10 ** 6)
-    nudge.store(crew, s)
+    schedules.store(crew, s)
 
 
 def add_nudge(name, message):
@@ -163,7 +163,7 @@ def test_agent_killed_nothing_typed_schedule_disarmed_watch_says_lost(crashed_se
     shell_back(tmux, pane, prompt)
     out = tick()
     assert f"{sid} w1 disarmed: refused and disarmed: not-live: agent-gone" in out, out
-    assert nudge.get(crew, sid)["armed"] is False
+    assert schedules.get(crew, sid)["armed"] is False
     shell_ran_nothing(tmux, pane, sentinel)
     watch = cmd("crew-watch", "--once")
     assert f"w1 lost: agent process {pid} is gone" in watch.stdout, watch.stdout
@@ -184,13 +184,13 @@ def test_agent_stopped_refused_kept_then_delivered(crashed_setup, crew, tmux):
     try:
         wait_for(lambda: verdict.of(sess).stopped == verdict.YES, what="the agent stopped")
         assert f"{sid} w1 refused: stopped" in tick()
-        assert nudge.get(crew, sid)["armed"] is True and nudge.get(crew, sid)["attempts"] == 0
+        assert schedules.get(crew, sid)["armed"] is True and schedules.get(crew, sid)["attempts"] == 0
         assert cmd("session-ls").stdout.splitlines()[1].split()[3] == "stopped"
     finally:
         os.kill(pid, signal.SIGCONT)
     wait_for(lambda: verdict.of(sess).foreground == verdict.NO, what="the shell in front")
     assert "delivered" not in tick()
-    assert nudge.get(crew, sid)["attempts"] == 0
+    assert schedules.get(crew, sid)["attempts"] == 0
     tmux("send-keys", "-t", pane, "-l", "fg")
     tmux("send-keys", "-t", pane, "Enter")
     wait_for(lambda: verdict.of(sess).foreground == verdict.YES, what="the agent in front again")
@@ -211,7 +211,7 @@ def test_ctrl_z_puts_the_shell_in_front_nothing_typed(crashed_setup, crew, tmux,
     wait_for(lambda: verdict.of(sess).foreground == verdict.NO, what="the shell in front")
     out = tick()
     assert f"{sid} w1 refused: stopped" in out or f"{sid} w1 refused: not-foreground" in out, out
-    assert nudge.get(crew, sid)["armed"] is True
+    assert schedules.get(crew, sid)["armed"] is True
     shell_ran_nothing(tmux, pane, sentinel)
     tmux("send-keys", "-t", pane, "-l", "fg")
     tmux("send-keys", "-t", pane, "Enter")
@@ -373,7 +373,7 @@ def test_a_prompt_line_cleared_without_a_record_is_unconfirmed_never_delivered(c
     assert [r.text for r in recs if r.kind == "note"] == ["vanished: keep going"]
     assert [r.kind for r in recs if r.kind.startswith("nudge")] == ["nudge-unconfirmed"]
     assert captain_lines(sess) == [] and "turn-started" not in kinds(sess)
-    assert nudge.get(crew, sid)["last_outcome"] == nudge.UNCONFIRMED
+    assert schedules.get(crew, sid)["last_outcome"] == nudge.UNCONFIRMED
     assert "keep going" not in tmux.screen(pane)
 
 

@@ -26,7 +26,7 @@ from crewfile.core.locks import acquire
 from crewfile.core.logfile import TailStats, records_backwards
 from crewfile.core.names import check_name
 from crewfile.crew import worktree as wt
-from crewfile.nudges import nudge
+from crewfile.nudges import schedules
 from crewfile.session import delivery, verdict, window
 from crewfile.session.sessions import (
     Session, STATE_SCAN_BYTES, names, names as all_names, register, register_again)
@@ -313,7 +313,7 @@ def _respawn_one(crew, name, command):
                                    cwd=meta["cwd"])
         if dead and dead.dead:
             window.kill(dead)
-        rearmed = nudge.rearm(crew, sess.meta)
+        rearmed = schedules.rearm(crew, sess.meta)
         sess.append("respawned", f"resume {meta['agent_session_id']}"
                     + (f"; schedules armed again: {' '.join(rearmed)}" if rearmed else ""))
     detail = f"window {target} in {meta['cwd']}: {command}"

@@ -52,8 +52,6 @@ from crewfile.core.errors import BadInput, CrewfileError, NotFound, SystemFailur
 from crewfile.core.locks import acquire
 from crewfile.nudges.schedules import target_ids, update_stored, due, load_all, matches, rebased
 from crewfile.session.verdict import Answer
-# The schedule files' API, for the commands and the tests that name it here.
-from crewfile.nudges.schedules import DEFAULT_MAX, store, add, get, rearm, remove  # noqa: F401
 from crewfile.session.verdict import NOT_LIVE
 from crewfile.session.verdict import overlap
 from crewfile.session import delivery
