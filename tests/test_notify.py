@@ -16,7 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from conftest import BIN, wait_for
-from crewfile.core import records
+from crewfile.core import liveness, locks, records
 from crewfile.asides import reports
 from crewfile.core.kinds import CAPTAINS
 from crewfile.crew import crewup
@@ -31,10 +31,13 @@ ROUTINE = ["turn-started", "turn-ended", "idle", "note", "tool", "waiting", "don
 class Receiver:
     """An HTTP endpoint on 127.0.0.1 that keeps every POST: its ids header,
     its 'again' header and its body. down() closes it (curl then fails to
-    connect); up() opens it again on the same port."""
+    connect); up() opens it again on the same port. *on_post*, if set, is
+    called once, at the next POST, after it is kept and before it is
+    answered (curl still waiting)."""
 
     def __init__(self):
         self.posts = []
+        self.on_post = None
         self.lock = threading.Lock()
         self.server = None
         self.port = 0
@@ -49,6 +52,9 @@ class Receiver:
                 with outer.lock:
                     outer.posts.append((self.headers["X-Ids"].split(),
                                         self.headers["X-Again"], body))
+                    hook, outer.on_post = outer.on_post, None
+                if hook is not None:
+                    hook()
                 self.send_response(200)
                 self.end_headers()
 
@@ -89,14 +95,17 @@ def notify_argv(cursor, command, *args):
             "--exec", command, "--retry", "0.05", *args]
 
 
-def pipe(crew, cursor, command, *args, once=True):
-    """crew-watch --resume C [--once] | crew-notify --cursor C ...: (watch, notify)."""
+def pipe(crew, cursor, command, *args, once=True, group=False):
+    """crew-watch --resume C [--once] | crew-notify --cursor C ...: (watch, notify).
+    *group*: crew-notify leads a process group of its own (and its tries'
+    supervisors are in it), for a test that kills that group."""
     env = dict(os.environ, CREWFILE_DIR=crew.root)
     watch = subprocess.Popen([sys.executable, os.path.join(BIN, "crew-watch"), "--resume", cursor,
                               *(["--once"] if once else [])],
                              stdout=subprocess.PIPE, env=env)
     notify = subprocess.Popen(notify_argv(cursor, command, *args), stdin=watch.stdout,
-                              stderr=subprocess.PIPE, env=env, text=True)
+                              stderr=subprocess.PIPE, env=env, text=True,
+                              start_new_session=group)
     watch.stdout.close()
     return watch, notify
 
@@ -168,19 +177,23 @@ def test_killed_at_random_with_the_receiver_down_every_event_arrives_once(crew, 
                                                                           receiver):
     """150 trials or more: events appended, the pipe started, crew-notify SIGKILLed
     at a random moment (or let finish) until 100 kills landed, the receiver
-    down for stretches.
-    Then the receiver up and one last run: every captain event has arrived,
-    and each arrival after an id's first came in a message marked again
-    (CREWFILE_NOTIFY_AGAIN=1: a kill between CMD's exit and the journal's
-    record), so a receiver keeping ids shows each once."""
+    down for stretches; and in some trials SIGKILLed at the worst moment,
+    when the receiver has the message and curl waits for its answer (until
+    40 of those landed).
+    Then the receiver up and one last run: every captain event has arrived
+    exactly once, and no message was marked again: a kill of crew-notify
+    leaves its try to the try's supervisor, which records how CMD ended."""
     cursor = str(tmp_path / "cur")
     sessions = [register(crew, f"w{i}") for i in range(3)]
     first_position(crew, cursor)
     rng = random.Random(33)
     trials, kills, down_trials = 0, 0, 0
-    # Until 100 kills landed on a live crew-notify (one that ended before its
-    # moment is no kill), and 150 trials at least; 400 at most.
-    while (kills < 100 or trials < 150) and trials < 400:
+    during = 0          # kills after which the message of the try they cut short arrived
+    delivered = []      # kills at the worst moment: the message taken, not yet answered
+    # Until 100 kills landed on a live crew-notify at a random moment (one
+    # that ended before its moment is no kill), and 40 at the worst moment;
+    # 150 trials at least; 500 at most.
+    while (kills < 100 or len(delivered) < 40 or trials < 150) and trials < 500:
         trial = trials
         trials += 1
         if trial % 30 == 10:
@@ -199,13 +212,23 @@ def test_killed_at_random_with_the_receiver_down_every_event_arrives_once(crew, 
         s.append("turn-ended")
         watch, notify = pipe(crew, cursor, receiver.command(), "--always", "--max-per-hour",
                              "1000000", "--window", rng.choice(["0", "0.05"]), "--log-quiet")
-        if receiver.server is None or rng.random() < 0.8:
+        told = None
+        how = rng.random()
+        if receiver.server is not None and how < 0.4:
+            def worst(notify=notify):
+                notify.kill()
+                delivered.append(notify.pid)
+            receiver.on_post = worst
+        elif receiver.server is None or how < 0.9:
             try:
                 notify.wait(rng.uniform(0, 0.5))
             except subprocess.TimeoutExpired:
                 notify.kill()
                 kills += 1
-        notify.communicate(timeout=60)
+                told = len(receiver.posts)
+        notify.communicate(timeout=60)      # its stderr ends with its try's supervisor
+        receiver.on_post = None             # a trial that had nothing to tell
+        during += told is not None and len(receiver.posts) > told
         watch.wait(60)
     if receiver.server is None:
         receiver.up()
@@ -218,22 +241,168 @@ def test_killed_at_random_with_the_receiver_down_every_event_arrives_once(crew, 
             if kind in CAPTAINS:
                 want.update(ids)
     assert len(want) == trials
-    seen, repeats = set(), 0
-    for ids, again, _ in receiver.posts:
-        for i in ids:
-            if i in seen:
-                assert again == "1", (i, "arrived twice, the second time not marked again")
-                repeats += 1
-            seen.add(i)
-    assert seen == want
-    assert kills >= 100 and down_trials >= 30
-    print(f"{trials} trials, {kills} kills, {down_trials} with the receiver down,"
-          f" {len(receiver.posts)} messages, {repeats} repeated arrivals (all marked again)")
+    arrived = receiver.ids()
+    repeats = len(arrived) - len(set(arrived))
+    marked = sum(again == "1" for _, again, _ in receiver.posts)
+    print(f"{trials} trials, {kills} kills at random ({during} of them while CMD ran),"
+          f" {len(delivered)} at the worst moment, {down_trials} with the receiver down,"
+          f" {len(receiver.posts)} messages, {repeats} repeated arrivals, {marked} marked again")
+    assert set(arrived) == want
+    assert (repeats, marked) == (0, 0)
+    assert kills >= 100 and len(delivered) >= 40 and down_trials >= 30
     # Once everything is told, a run from the cursor tells nothing.
     n = len(receiver.posts)
     code, err = finish(*pipe(crew, cursor, receiver.command(), "--always", "--window", "0",
                              "--max-per-hour", "1000000"))
     assert code == 0 and len(receiver.posts) == n
+
+
+def journal_of(cursor):
+    """The notify journal's lines, each split as [word, key, ...]."""
+    with open(cursor + ".journal") as f:
+        return [ln.split(" ") for ln in f.read().splitlines()]
+
+
+def gone(pidfile):
+    """The process whose pid *pidfile* holds has ended (reaped: it is init's orphan)."""
+    st = liveness.stat(int(pidfile.read_text()))
+    return st is None or st.gone
+
+
+@pytest.mark.parametrize("sig,code", [(signal.SIGKILL, -signal.SIGKILL), (signal.SIGTERM, 130)])
+def test_stopped_while_the_command_runs_its_supervisor_records_it(crew, tmp_path, receiver,
+                                                                  sig, code):
+    """CMD delivers, then waits on a gate (a flock the test holds) while
+    crew-notify is SIGKILLed or SIGTERMed: crew-notify ends at once, CMD runs
+    on, and the try's supervisor holds the cursor's lock until CMD ended and
+    the journal says `sent`. The restart, started while CMD still runs,
+    waits for that and tells nothing again (had it read the journal at once,
+    the try would have been in doubt and its message sent again)."""
+    cursor = str(tmp_path / "cur")
+    gate = str(tmp_path / "gate")
+    w = register(crew, "w1")
+    first_position(crew, cursor)
+    w.append("problem", "told while crew-notify dies")
+    held = locks.acquire(gate)
+    try:
+        watch, notify = pipe(crew, cursor, receiver.command() + f" && exec flock {gate} true",
+                             "--always", "--window", "0")
+        wait_for(lambda: receiver.posts, what="the message")
+        notify.send_signal(sig)
+        assert notify.wait(30) == code
+        assert locks.is_held(cursor + ".lock")      # by the supervisor, while CMD runs
+        assert [ln[0] for ln in journal_of(cursor)] == ["sending"]
+        again = pipe(crew, cursor, receiver.command(), "--always", "--window", "0")
+    finally:
+        held.release()
+    assert finish(*again) == (0, "")
+    finish(watch, notify)
+    assert len(receiver.posts) == 1 and receiver.posts[0][1] == "0"
+    (word, key, *_), (word2, key2, *_) = journal_of(cursor)
+    assert (word, word2, key2) == ("sending", "sent", key)
+
+
+def test_a_try_whose_supervisor_is_killed_is_told_again_marked_again(crew, tmp_path, receiver):
+    """crew-notify's whole process group SIGKILLed (the teller and its try's
+    supervisor) after CMD delivered and while it still runs: nothing recorded
+    how the try ended, so the restart gives its events again, with the same
+    ids, marked CREWFILE_NOTIFY_AGAIN=1; and once that try is sent, never again."""
+    cursor = str(tmp_path / "cur")
+    gate = str(tmp_path / "gate")
+    pidfile = tmp_path / "cmd.pid"
+    w = register(crew, "w1")
+    first_position(crew, cursor)
+    w.append("blocked", "account: usage limit reached")
+    held = locks.acquire(gate)
+    try:
+        watch, notify = pipe(crew, cursor, f"echo $$ > {pidfile}; " + receiver.command()
+                             + f" && exec flock {gate} true", "--always", "--window", "0",
+                             group=True)
+        wait_for(lambda: receiver.posts, what="the message")
+        os.killpg(notify.pid, signal.SIGKILL)
+        assert notify.wait(30) == -signal.SIGKILL
+    finally:
+        held.release()
+    wait_for(lambda: gone(pidfile), what="the orphaned command's end")
+    finish(watch, notify)
+    assert not locks.is_held(cursor + ".lock")
+    assert [ln[0] for ln in journal_of(cursor)] == ["sending"]
+    assert finish(*pipe(crew, cursor, receiver.command(), "--always", "--window", "0")) == (0, "")
+    assert len(receiver.posts) == 2
+    (ids1, again1, body1), (ids2, again2, body2) = receiver.posts
+    assert (ids2, again1, again2, body2) == (ids1, "0", "1", body1) and len(ids1) == 1
+    assert [ln[0] for ln in journal_of(cursor)] == ["sending", "sending", "sent"]
+    assert finish(*pipe(crew, cursor, receiver.command(), "--always", "--window", "0")) == (0, "")
+    assert len(receiver.posts) == 2
+
+
+def test_killed_with_its_supervisor_at_random_only_a_marked_message_repeats(crew, tmp_path,
+                                                                           receiver):
+    """60 trials or more, until 40 kills landed: crew-notify's whole process
+    group SIGKILLed at a random moment (or let finish). A try cut short may repeat its events, but only
+    in a message marked again: each id arrives once unmarked at most (the
+    orphaned CMD may arrive after the try that repeats it), and every event
+    arrives."""
+    cursor = str(tmp_path / "cur")
+    pids = tmp_path / "cmd.pids"
+    sessions = [register(crew, f"w{i}") for i in range(3)]
+    first_position(crew, cursor)
+    rng = random.Random(3333)
+    command = f"echo $$ >> {pids}; exec " + receiver.command()
+    trials, kills = 0, 0
+    while (kills < 40 or trials < 60) and trials < 200:
+        trial = trials
+        trials += 1
+        s = rng.choice(sessions)
+        s.append("problem", f"trial {trial}")
+        watch, notify = pipe(crew, cursor, command, "--always", "--window", "0",
+                             "--max-per-hour", "1000000", "--log-quiet", group=True)
+        if rng.random() < 0.8:
+            try:
+                notify.wait(rng.uniform(0, 0.5))
+            except subprocess.TimeoutExpired:
+                os.killpg(notify.pid, signal.SIGKILL)
+                kills += 1
+        finish(watch, notify)
+    assert finish(*pipe(crew, cursor, command, "--always", "--window", "0",
+                        "--max-per-hour", "1000000")) == (0, "")
+    wait_for(lambda: all(st is None or st.gone for st in map(liveness.stat, map(
+        int, pids.read_text().split()))), what="every orphaned command's end")
+    want = {i for s in sessions for i in ids_of(crew, s.name).get("problem", [])}
+    assert len(want) == trials
+    arrived = receiver.ids()
+    unmarked = [i for ids, again, _ in receiver.posts if again == "0" for i in ids]
+    marked = sum(again == "1" for _, again, _ in receiver.posts)
+    repeats = len(arrived) - len(set(arrived))
+    print(f"{trials} trials, {kills} group kills, {len(receiver.posts)} messages, {repeats} repeated"
+          f" arrivals, {marked} messages marked again")
+    assert set(arrived) == want
+    assert len(unmarked) == len(set(unmarked))
+    assert kills >= 40
+
+
+@pytest.mark.parametrize("first,again,outcome", [("sleep 600", "1", "unsure"),
+                                                 ("exit 7", "0", "failed")])
+def test_a_retry_is_marked_again_only_when_the_try_may_have_told(crew, tmp_path, first, again,
+                                                                 outcome):
+    """A CMD killed at --timeout may have delivered (curl's receiver took it,
+    its answer late): the retry says so. One that exited non-zero said it
+    did not: its retry is not marked."""
+    cursor = str(tmp_path / "cur")
+    out = tmp_path / "out"
+    flag = tmp_path / "tried"
+    w = register(crew, "w1")
+    first_position(crew, cursor)
+    w.append("problem", "x")
+    cmd = (f'echo "$CREWFILE_NOTIFY_AGAIN" >> {out};'
+           f' if [ ! -e {flag} ]; then : > {flag}; {first}; fi')
+    code, err = finish(*pipe(crew, cursor, cmd, "--always", "--window", "0", "--timeout", "0.5",
+                             "--retry", "0.01"))
+    assert code == 0, err
+    assert out.read_text() == f"0\n{again}\n"
+    lines = journal_of(cursor)
+    assert [ln[0] for ln in lines] == ["sending", outcome, "sending", "sent"]
+    assert lines[0][3:] == lines[2][3:] and len(lines[0][3:]) == 1
 
 
 def test_a_burst_of_500_is_one_message(crew, tmp_path, receiver):

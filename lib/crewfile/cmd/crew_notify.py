@@ -20,10 +20,12 @@ Tell the captain, through CMD, the events on stdin that need them.
                       $CREWFILE_NOTIFY_AGAIN 1 if some may have been told
   --cursor FILE       acknowledge positioned lines (crew-watch --resume
                       FILE) by writing FILE once CMD took their events;
-                      FILE.journal keeps the ids told; FILE.lock is held
+                      FILE.journal keeps each try; FILE.lock is held, and
+                      by a CMD's supervisor until it recorded its end
   --window DURATION   events within DURATION of the first go in one
                       message (default: 2s)
-  --timeout DURATION  CMD killed after this long, a failed try (default: 30s)
+  --timeout DURATION  CMD killed after this long, a failed try that may
+                      have told: its retry is marked again (default: 30s)
   --retry DURATION    first wait after a failed try, doubling up to 5m
                       (default: 2s)
   --away DURATION     tell only when no attached tmux client had key input
@@ -42,8 +44,10 @@ concluded (an aside's report ready, named in its text), lost, blocked,
 problem, error; never turns, tools or progress. A pause not told yet is
 dropped once its session moves on (the captain answered). With --cursor, each event
 is given to CMD until it exits 0, and never again after that, across
-restarts; a kill while CMD runs, or between its exit and the journal's
-record of it, sends that message again with the same ids (see docs/commands/crew-notify.md).
+restarts and kills: each try's supervisor, which outlives crew-notify,
+records how CMD ended. A CMD killed at --timeout, or with crew-notify's
+whole process group, may have told: that message goes again with the same
+ids, marked again (see docs/commands/crew-notify.md).
 A failed CMD is said once on stderr, then retried with backoff.
 
 Example: crew-watch --resume C | crew-notify --cursor C --exec 'curl -s -T - ntfy.sh/my-crew'
@@ -70,6 +74,9 @@ def run(args):
     def stop(_sig, _frame):
         raise KeyboardInterrupt         # tell_stream acknowledges what was told
     signal.signal(signal.SIGTERM, stop)
+    # Each try's supervisor (tell.try_command, forked) inherits this lock and
+    # holds it until it has journaled how its CMD ended: a restart after a
+    # kill waits here for a try still running, and then believes the journal.
     hold = acquire(args.cursor + ".lock") if args.cursor else None
     try:
         teller = tell.Teller(args.exec, cursor=args.cursor, window=window, timeout=timeout,

@@ -9,12 +9,16 @@ quiet hours, or past the per-hour ceiling, and then given to CMD as one
 message on stdin: a title line, then one line per event.
 
 Exactly once, as far as an external command allows it (see Journal): the
-cursor moves past an event only once CMD succeeded for it; the ids a message
-carries are journaled (fsynced) before CMD runs and marked sent after. A
-restart replays from the cursor and skips what the journal says was sent.
-What a kill while CMD runs, or between its success and the `sent` mark,
-leaves in doubt is sent again, with the same ids in CREWFILE_NOTIFY_IDS and CREWFILE_NOTIFY_AGAIN=1,
-so a receiver that keeps the ids it has seen shows each event once.
+cursor moves past an event only once CMD succeeded for it. Each try runs
+under a supervisor of its own (try_command), forked, which journals the
+ids before CMD starts and CMD's outcome when it ends (fsynced), holding the
+cursor's lock meanwhile: a kill of crew-notify does not end CMD, and the
+outcome is recorded by what outlives it. A restart waits for the lock,
+replays from the cursor and skips what the journal says was sent. What
+only a kill of the supervisor itself (the whole process group), or CMD
+killed at its timeout, leaves in doubt is sent again with the same ids in
+CREWFILE_NOTIFY_IDS and CREWFILE_NOTIFY_AGAIN=1, so a receiver that keeps
+the ids it has seen shows each event once.
 """
 import os
 import select
@@ -95,55 +99,76 @@ def captain_present(away, now, socket=None):
 
 
 class Journal:
-    """FILE: the ids of the events given to CMD, one line per try and per success:
+    """FILE: each try of CMD, in the words of the try's supervisor (see try_command):
 
-        sending KEY EPOCH ID ID ...     fsynced before CMD runs
-        sent KEY EPOCH                  fsynced after CMD exits 0
+        sending KEY EPOCH ID ID ...     fsynced before CMD starts
+        sent KEY EPOCH                  CMD exited 0: told
+        failed KEY EPOCH WHY            CMD exited non-zero, or could not start:
+                                        taken at its word, not told
+        unsure KEY EPOCH WHY            CMD killed (at the timeout, by a signal):
+                                        it may have told
 
-    Only its crew-notify writes it (it holds the cursor's lock); a torn or
-    foreign line is skipped. Compacted (atomic replace) to its newest
-    JOURNAL_KEEP lines when it grows past twice that: an id older than
-    that is behind the cursor and never replayed."""
+    A try with no outcome line is one whose supervisor was killed while CMD
+    may have run: in doubt, as `unsure` is. An id in doubt is given to CMD
+    again with CREWFILE_NOTIFY_AGAIN=1, until a try of it is `sent`.
+
+    Read only with FILE.lock held: every try's supervisor holds it (forked
+    from the crew-notify that took it) until its outcome is on disk, so a
+    restart that has the lock finds no try still running. A torn or foreign
+    line is skipped. Compacted (atomic replace) to its newest JOURNAL_KEEP
+    lines when it grows past twice that: an id older than that is behind the
+    cursor and never replayed. *path* None: kept in memory only (no cursor)."""
 
     def __init__(self, path):
         self.path = path
         self.sent = set()       # ids CMD took
-        self.doubt = set()      # ids given to a CMD that never said it took them
+        self.doubt = set()      # ids given to a CMD that may have told them, not known to
         self.times = []         # epoch of each success in the last hour
-        self.lines = 0
         tries = {}
+        raw = b""
         try:
-            with open(path, "rb") as f:
-                raw = f.read()
+            if path is not None:
+                with open(path, "rb") as f:
+                    raw = f.read()
         except FileNotFoundError:
-            raw = b""
+            pass
         except OSError as e:
             raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
         now = time.time()
-        for line in raw.decode("utf-8", "replace").split("\n"):
-            words = line.split(" ")
+        lines = raw.decode("utf-8", "replace").split("\n")
+        for line in lines:
+            words = line.split(" ", 3)
             if len(words) < 3:
                 continue
-            self.lines += 1
             try:
                 at = float(words[2])
             except ValueError:
                 continue
             if words[0] == "sending":
-                tries[words[1]] = words[3:]
-            elif words[0] == "sent" and words[1] in tries:
-                self.sent.update(tries.pop(words[1]))
-                if at > now - HOUR:
-                    self.times.append(at)
-        for ids in tries.values():
+                tries[words[1]] = [i for i in line.split(" ")[3:] if i]
+            elif words[0] in ("sent", "failed", "unsure") and words[1] in tries:
+                self.took(words[0], tries.pop(words[1]), at, now)
+        for ids in tries.values():      # its supervisor killed mid-try
             self.doubt.update(ids)
         self.doubt -= self.sent
-        if self.lines > 2 * JOURNAL_KEEP:
-            keep = [ln for ln in raw.decode("utf-8", "replace").split("\n") if ln][-JOURNAL_KEEP:]
-            replace(path, "\n".join(keep) + "\n")
-            self.lines = len(keep)
+        kept = [ln for ln in lines if ln]
+        if len(kept) > 2 * JOURNAL_KEEP:
+            replace(path, "\n".join(kept[-JOURNAL_KEEP:]) + "\n")
 
-    def append(self, line):
+    def took(self, word, ids, at, now=None):
+        """What a try that ended *word* (sent, failed, unsure) at epoch *at* says of *ids*."""
+        if word == "sent":
+            self.sent.update(ids)
+            self.doubt.difference_update(ids)
+            if at > (now or time.time()) - HOUR:
+                self.times.append(at)
+        elif word == "unsure":
+            self.doubt.update(ids)
+
+    def record(self, line):
+        """Append *line*, fsynced; no file: nothing. SystemFailure if it cannot be written."""
+        if self.path is None:
+            return
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
                          | os.O_CLOEXEC, 0o600)
@@ -154,17 +179,6 @@ class Journal:
                 os.close(fd)
         except OSError as e:
             raise SystemFailure(f"cannot write {self.path}: {e.strerror}") from None
-        self.lines += 1
-
-    def sending(self, key, ids):
-        self.append(f"sending {key} {time.time():.3f} {' '.join(ids)}")
-
-    def done(self, key, ids):
-        now = time.time()
-        self.append(f"sent {key} {now:.3f}")
-        self.sent.update(ids)
-        self.doubt.difference_update(ids)
-        self.times.append(now)
 
 
 class Event:
@@ -211,8 +225,8 @@ class Teller:
         self.acked = {}
         self.dirty = False
         self.write_at = None        # monotonic: when the cursor is written next, if dirty
-        self.journal = None
-        self.told_at = []           # epoch of each message in the last hour (the ceiling)
+        self.journal = Journal(None)    # no cursor: what this run told, in memory
+        self.told_at = self.journal.times   # epoch of each message in the last hour (the ceiling)
         if cursor:
             try:
                 data = read_json(cursor) or {"sessions": {}}
@@ -254,7 +268,7 @@ class Teller:
                     captain = None
         elif body:
             self.log(f"not an event line, skipped: {body[:80]!r}")
-        if captain is not None and eid is not None and self.journal and eid in self.journal.sent:
+        if captain is not None and eid is not None and eid in self.journal.sent:
             captain = None          # told before a restart: acknowledged, not told again
         if kind in MOVES_ON:
             self._unpause(words[1])
@@ -377,14 +391,13 @@ class Teller:
         ids = [ev.eid for ev in events if ev.eid is not None]
         title, text = self.message(events)
         key = f"{os.getpid()}-{time.time_ns()}"
-        again = bool(self.journal and self.journal.doubt.intersection(ids))
-        if self.journal:
-            self.journal.sending(key, ids)      # before CMD: a kill now leaves them in doubt
+        again = bool(self.journal.doubt.intersection(ids))
         env = dict(os.environ, CREWFILE_NOTIFY_IDS=" ".join(ids), CREWFILE_NOTIFY_KEY=key,
                    CREWFILE_NOTIFY_TITLE=title, CREWFILE_NOTIFY_COUNT=str(len(events)),
                    CREWFILE_NOTIFY_AGAIN="1" if again else "0")
-        why = run_command(self.command, text, env, self.timeout)
-        if why is not None:
+        word, why = try_command(self.command, text, env, self.timeout, self.journal, key, ids)
+        self.journal.took(word, ids, time.time())      # sent: appends to told_at, the same list
+        if word != "sent":
             self.failures += 1
             self.wait_until = self.clock() + self.retry
             if self.failures == 1:
@@ -392,10 +405,6 @@ class Teller:
                          f" retrying from {self.retry:g}s, backing off to {RETRY_MAX:g}s")
             self.retry = min(RETRY_MAX, self.retry * 2)
             return False
-        if self.journal:
-            self.journal.done(key, ids)     # appends to told_at, the same list
-        else:
-            self.told_at.append(time.time())
         if self.failures:
             self.log(f"the command succeeded again after {self.failures} failed tries")
         self.failures, self.retry, self.said, self.held_quiet = 0, self.retry_first, None, False
@@ -407,30 +416,101 @@ class Teller:
         return True
 
 
+def try_command(command, text, env, timeout, journal, key, ids):
+    """One try of *command* with *text* on stdin, under a supervisor of its
+    own: a forked child that journals the try (`sending`), runs CMD, and
+    journals its outcome, each fsynced. Returns the outcome (word, why):
+    ("sent", None), ("failed", why) or ("unsure", why) as Journal says them.
+
+    The supervisor, not this process, records the outcome, because CMD
+    outlives this process: a SIGKILL of crew-notify alone (or its SIGTERM:
+    it does not wait for the try) leaves the supervisor to see CMD end and
+    record it, holding the cursor's lock (inherited across the fork) until
+    then; the restart waits on that lock and believes the journal. Only a kill of the supervisor itself (the
+    whole process group) leaves a try in doubt. SystemFailure if the
+    journal cannot be written (CMD is not run when `sending` is not on disk)."""
+    r, w = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError as e:        # out of processes: a failed try, nothing ran
+        os.close(r)
+        os.close(w)
+        return "failed", f"cannot start its supervisor: {e.strerror}"
+    if pid == 0:
+        try:
+            os.close(r)
+            _supervise(command, text, env, timeout, journal, key, ids, w)
+        finally:
+            os._exit(0)     # never back into the teller's loop, nor its exit handlers
+    os.close(w)
+    try:
+        said = b""
+        while True:
+            data = os.read(r, _CHUNK)
+            if not data:
+                break
+            said += data
+    finally:
+        os.close(r)
+    os.waitpid(pid, 0)
+    word, _, why = said.decode("utf-8", "replace").partition(" ")
+    if word == "error":
+        raise SystemFailure(why)
+    if word not in ("sent", "failed", "unsure"):
+        # It died without a word (killed): what it did is unknown, so in doubt.
+        return "unsure", "its supervisor ended without saying how the try went"
+    return word, why or None
+
+
+def _supervise(command, text, env, timeout, journal, key, ids, out):
+    """The try's supervisor (the forked child of try_command): says the
+    outcome on *out* once it is journaled."""
+    # Deaf to the signals that stop the teller (SIGTERM, a terminal's SIGINT
+    # to the whole group, SIGHUP): the try's end is recorded whatever ends the
+    # teller; --timeout bounds it. A SIGKILL of the supervisor is the doubt.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)        # not the teller's input: its writer sees the teller's end as the end
+    os.close(null)
+    try:
+        journal.record(f"sending {key} {time.time():.3f} {' '.join(ids)}")
+        word, why = run_command(command, text, env, timeout)
+        journal.record(f"{word} {key} {time.time():.3f}" + (f" {why}" if why else ""))
+        said = f"{word} {why or ''}"
+    except SystemFailure as e:
+        said = f"error {e}"
+    try:
+        write_all(out, said.encode())
+    except OSError:
+        pass                # the teller is gone: the journal says it to the next one
+
+
 def run_command(command, text, env, timeout):
-    """Run sh -c *command* with *text* on stdin; None if it exited 0, else why not.
-    In a session of its own, so a timeout kills what it started too."""
+    """Run sh -c *command* with *text* on stdin: ("sent", None) if it exited
+    0; ("failed", why) if it exited non-zero or could not start (taken at its
+    word: nothing delivered); ("unsure", why) if it was killed, at *timeout*
+    or by a signal (it may have delivered). In a session of its own, so a
+    timeout kills what it started too."""
     try:
         p = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                              start_new_session=True)
     except OSError as e:
-        return f"cannot run it: {e.strerror}"
+        return "failed", f"cannot run it: {e.strerror}"
     try:
         _out, err = p.communicate(text.encode(), timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(p.pid)
         p.communicate()
-        return f"no exit after {timeout:g}s, killed"
-    except BaseException:
-        _kill_group(p.pid)      # stopped mid-try: nothing of ours outlives us
-        p.wait()
-        raise
+        return "unsure", f"no exit after {timeout:g}s, killed"
     if p.returncode == 0:
-        return None
+        return "sent", None
     said = (err or b"").decode("utf-8", "replace").strip().splitlines()
-    how = f"exit {p.returncode}" if p.returncode > 0 else f"signal {-p.returncode}"
-    return how + (f": {escape(said[-1])[:200]}" if said else "")
+    last = f": {escape(said[-1])[:200]}" if said else ""
+    if p.returncode < 0:
+        return "unsure", f"signal {-p.returncode}{last}"
+    return "failed", f"exit {p.returncode}{last}"
 
 
 def _kill_group(pid):
