@@ -34,20 +34,9 @@ Start and supervise the crew's wake pipeline, nudge-tick --watch and job-sweep.
                            this crew and PRIMARY, and exit
 
 Runs in the foreground until SIGTERM or SIGINT (or crew-down), then stops
-every stage and exits 0. One crew-up per crew: a second exits at once with
-code 1. Stages: crew-watch --resume C | wake-filter | wake-send PRIMARY
---cursor C (C = crew-up/cursor: a wake is neither lost nor repeated when
-any stage dies), nudge-tick --watch, job-sweep; with --notify, crew-watch
---resume N | crew-notify --cursor N --exec CMD (N = crew-up/notify-cursor). A stage that dies is
-restarted with backoff; every start, end and line a stage writes on stderr
-is a record in crew-up/log in the crew directory. A stage that keeps ending
-as soon as it starts is also said once here, on stderr. The stages'
-commands are the ones beside crew-up's own executable (links resolved).
-crew-up never gives up on its own account: when crew-up/state or
-crew-up/log cannot be written (a full disk, EIO, a read-only file system)
-that is said once here and the write tried again with the same backoff;
-the stages go on and are restarted meanwhile, the log's lines wait in
-memory (at most 1000) and the state is written once it can be.
+every stage and exits 0; a second crew-up for the crew exits 1. A stage
+that dies is restarted with backoff, each start, end and stderr line a
+record in crew-up/log (docs/commands/crew-up.md).
 
 Example: crew-up firstmate --systemd > ~/.config/systemd/user/crew-up.service
 """
@@ -76,7 +65,6 @@ def run(args):
     crewup.Supervisor(c, args.primary, sweep=sweep, backoff_max=backoff,
                       remotes=remotes,
                       notify=args.notify, notify_options=notify_with).run()
-    return 0
 
 
 def _status(c):

@@ -35,20 +35,9 @@ Print one event line `<ts> <session> <kind>[: <text>]` per new status record.
   --json-lines       one JSON object per event instead (ts, session, kind,
                      text; the text unescaped)
 
-Sessions registered while it runs are followed from their first record.
-Synthesized events: `stale` (generating and silent too long, once per
-silence) and `lost` (its tmux pane or process is gone, not ended).
-SIGTERM or SIGINT ends it with exit 0, after the batch being written and
-its cursor, from the moment its arguments are read. Following into a pipe
-or socket whose reader goes away, it exits 141 at once.
-
-A session that cannot be read (mode 000, a link, not a directory) is said
-once, on stderr and as a `problem` event of it; the others are served, and
-it is read on from its position once it can be.
-The crew directory or a session directory replaced under it is followed
-anew from its start; gone (deleted, unmounted): it exits 6, so that a
-supervisor restarts it. Without inotify (exhausted, not installed) it polls
-every second and says so.
+Synthesized events: `stale` and `lost`. SIGTERM or SIGINT: exit 0 after
+the batch being written; its reader gone: 141; the crew directory gone: 6
+(docs/commands/crew-watch.md).
 
 Example: crew-watch --resume C | wake-filter | wake-send firstmate --cursor C
 """
@@ -98,7 +87,6 @@ def run(args):
     finally:
         if w is not None:
             w.close()
-    return 0
 
 
 class _Stop:

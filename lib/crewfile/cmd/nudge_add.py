@@ -33,9 +33,7 @@ Schedule a nudge: TEXT typed into a session's pane when it is due and safe.
 
 Exactly one of --session, --session-key, --agent-session-id. One schedule per
 (user, session): a second is refused (exit 1) unless --replace. Prints the
-schedule id. The first attempt is due --every after now. A session that is
-not live now is said on stderr (`note:`): when due, a tick disarms the
-schedule unless the session is live again by then.
+schedule id (docs/commands/nudge-add.md).
 
 Example: nudge-add --session builder --every 1800 --message 'continue; record blockers'
 """
@@ -58,7 +56,6 @@ def run(args):
     note = not_live_note(crew(args), sched)
     if note:
         sys.stderr.write(f"nudge-add: note: {escape(note)}\n")
-    return 0
 
 
 def not_live_note(crew, sched):

@@ -21,12 +21,9 @@ Run every due nudge schedule once (from cron), or keep doing it with --watch.
              each session's pane is reached on the server it was
              registered on)
 
-Prints one line per schedule acted on: `<timestamp> ID SESSION OUTCOME: REASON`,
-OUTCOME one of delivered, failed, refused, disarmed. Exit 0 after a tick;
-exit 1 at once, doing nothing and printing nothing, when another nudge-tick
-holds locks/nudge-tick. A file in nudges/ that is not a schedule (damaged,
-a symlink) is named on stderr and skipped; the other schedules are acted on,
-then the exit code is 5.
+Prints `<timestamp> ID SESSION OUTCOME: REASON` per schedule acted on. Exit 1
+at once when another nudge-tick runs; 5 when a file in nudges/ was skipped
+(docs/commands/nudge-tick.md).
 
 Example: (crontab -l; nudge-tick --crontab) | crontab -
 """
