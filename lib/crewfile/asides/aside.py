@@ -213,9 +213,13 @@ def believed(sess, st):
     return why or "there is no captain-done record"
 
 
-def _not_believed(name, why):
-    return (f"the captain has not concluded this aside: its captain-done record is not"
-            f" believed ({why}); keep the conversation going")
+def _unbelieved(sess, why):
+    """Say *why* a captain-done record is not believed as a `problem` record
+    (under the session lock, held by the caller); return *why*."""
+    if why:
+        _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is not"
+                                       f" believed: {why}"))
+    return why
 
 
 def audit(sess):
@@ -229,10 +233,8 @@ def audit(sess):
         return None
     with hold(sess.lock_path):
         for rec in evidence.unjudged(sess):
-            why = evidence.verdict(sess, rec)
+            why = _unbelieved(sess, evidence.verdict(sess, rec))
             if why:
-                _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record"
-                                               f" is not believed: {why}"))
                 return why
     return None
 
@@ -345,11 +347,10 @@ def conclude(crew, name, data):
         if st.state == OPEN:
             _append_locked(sess, (PROBLEM, SELF_CONCLUSION))
             raise Refused(NOT_CONCLUDED)
-        why = believed(sess, st)
+        why = _unbelieved(sess, believed(sess, st))
         if why:
-            _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is not"
-                                           f" believed: {why}"))
-            raise Refused(_not_believed(name, why))
+            raise Refused(f"the captain has not concluded this aside: its captain-done record"
+                          f" is not believed ({why}); keep the conversation going")
         path, adopted = _orphan(crew, name, st.since), True
         if path is None:
             path, adopted = reports.deliver(crew, name, data,
@@ -447,10 +448,8 @@ def reconcile(crew, name, quiet=None, since_act=True):
                    if st.state == CAPTAIN_CONCLUDED else NOT_CONCLUDED.split(";")[0])
             raise Refused(f"{name!r} is not concluded: {why}")
         else:
-            why = believed(sess, st)
+            why = _unbelieved(sess, believed(sess, st))
             if why:
-                _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is"
-                                               f" not believed: {why}"))
                 raise Refused(f"{name!r} is not concluded: its captain-done record is not"
                               f" believed ({why})")
             since = _after(st.act) if since_act else None
