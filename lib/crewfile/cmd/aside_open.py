@@ -11,8 +11,7 @@ new tmux window; prints the window target (docs/commands/aside-open.md).
 
   --topic TEXT           what the aside is about (the `opened` record's text)
   --cmd COMMAND          the agent's shell command (default: $CREWFILE_AGENT_CMD, else claude)
-  --tmux-session SESSION   the tmux session to open the window in (created if missing;
-                         default: tmux's current session)
+  --tmux-session SESSION   the tmux session for the window (default: tmux's current one)
   --primary NAME         the primary that opened it (default: $CREWFILE_PRIMARY)
 
 Example: aside-open api-design --topic "shape of the v2 API" --primary firstmate

@@ -12,10 +12,8 @@ scrollback and transcript kept, its window closed, its worktree removed, its
 branch kept, its nudges disarmed. Refused while it generates or has
 uncommitted changes (docs/commands/crew-retire.md).
 
-  --keep-worktree   leave the worktree in place (uncommitted changes then
-                    refuse nothing: they stay where they are)
-  --force           retire anyway, cutting off a turn and throwing away
-                    uncommitted changes; stderr says what was thrown away
+  --keep-worktree   leave the worktree in place
+  --force           retire anyway, cutting off a turn and throwing away uncommitted changes
 
 Exit: 0; 1 refused (busy, uncommitted changes, a delivery in progress);
 2 bad name, not a crew session; 3 no such session; 111.

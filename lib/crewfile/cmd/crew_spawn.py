@@ -14,18 +14,12 @@ crew/NAME), its agent in a tmux window there; prints `window:`, `tree:` and
 `branch:` lines (docs/commands/crew-spawn.md).
 
   --agent AGENT          claude, codex or gemini (default: claude)
-  --cmd COMMAND          the agent's shell command (default: $CREWFILE_AGENT_CMD,
-                         else the agent's name)
-  --from REF             the commit the branch starts at (default: HEAD); refused
-                         if REF is checked out somewhere with uncommitted changes
-  --tmux-session SESSION   the tmux session for the window (created if missing;
-                         default: tmux's current session)
+  --cmd COMMAND          the agent's shell command (default: $CREWFILE_AGENT_CMD, else AGENT)
+  --from REF             the commit the branch starts at (default: HEAD)
+  --tmux-session SESSION   the tmux session for the window (default: tmux's current one)
   --prompt TEXT          type TEXT as the first prompt once the agent is idle
-                         (through the one safe delivery path)
-  --wait DURATION        how long --prompt waits for the agent's idle, empty
-                         prompt line (default: 60s)
-  --no-worktree          no worktree or branch: the session works in the current
-                         directory (refused if another live session holds it)
+  --wait DURATION        how long --prompt waits for the agent's idle prompt (default: 60s)
+  --no-worktree          no worktree or branch: work in the current directory
 
 Exit: 0; 1 refused (nothing left behind; a prompt not delivered: the worker
 is spawned); 2 bad name or agent, no repository; 3 no such REF; 8 the prompt

@@ -15,23 +15,13 @@ crew-up [PRIMARY] [options]
 Start and supervise the crew's wake pipeline, nudge-tick --watch and job-sweep.
 
   --sweep DURATION         run job-sweep this often (default: 10m)
-  --backoff-max DURATION   longest wait before restarting a stage that
-                           died (default: 30s; the first wait is 0.25s)
-  --remote HOST:DIR...     also supervise the crew in DIR on HOST, over
-                           ssh ($CREWFILE_SSH, default ssh): its wakes reach
-                           PRIMARY as HOST:NAME (crewfile at the same path
-                           there)
-  --remotes FILE           more HOST:DIR, one a line, from FILE (blank
-                           lines and lines starting with # skipped)
-  --notify CMD             also run crew-watch | crew-notify --exec CMD
-                           on its own cursor (crew-up/notify-cursor): the
-                           captain is told what needs them (see crew-notify)
-  --notify-with ARGS       more crew-notify options, one shell-quoted
-                           string: '--always --quiet 22:00-07:00'
-  --status                 print what runs, since when, restarts and the
-                           last error, and exit (3: crew-up is not running)
-  --systemd                print a systemd user unit running crew-up for
-                           this crew and PRIMARY, and exit
+  --backoff-max DURATION   longest wait before restarting a stage (default: 30s)
+  --remote HOST:DIR...     also supervise the crew in DIR on HOST, over ssh
+  --remotes FILE           more HOST:DIR, one a line, from FILE
+  --notify CMD             also tell the captain, through crew-notify --exec CMD
+  --notify-with ARGS       more crew-notify options, one shell-quoted string
+  --status                 print what runs and exit (3: crew-up is not running)
+  --systemd                print a systemd user unit running this crew-up, and exit
 
 Runs in the foreground until SIGTERM or SIGINT (or crew-down), then stops
 every stage and exits 0; a second crew-up for the crew exits 1. A stage

@@ -12,28 +12,16 @@ crew-watch [options]
 Print one event line `<ts> <session> <kind>[: <text>]` per new status record.
 
   --from-start       replay every record of every log from the beginning
-  --since MOMENT     replay from that moment: '2026-11-30 09:00', '09:00',
-                     2h (ago); the records before it are read, not printed
+  --since MOMENT     replay from that moment: '2026-11-30 09:00', '09:00', 2h (ago)
   --once             exit when caught up (default: follow for ever)
-  --cursor FILE      resume after the last event a previous run emitted, and
-                     save the position there after each batch
-  --resume FILE      resume from the position the consumer acknowledged in
-                     FILE (wake-send --cursor FILE); never write it after
-                     creating it; implies --positions. FILE `-`: the
-                     cursor is the first line of stdin (empty: none; then
-                     one acknowledgement line per session says where it
-                     starts), and the end of stdin ends crew-watch (for
-                     ssh HOST crew-watch --resume -: a dropped
-                     connection stops it at once)
-  --positions        end each line with TAB and its position token (an id
-                     and the cursor state after it; see protocol.md)
+  --cursor FILE      resume after the last event a previous run emitted; save it there
+  --resume FILE      resume from the position the consumer acknowledged in FILE
+                     (wake-send --cursor FILE); `-`: the first line of stdin
+  --positions        end each line with TAB and its position token
   --poll DURATION    re-read the logs this often instead of using inotify
-                     (for file systems without it, such as NFS)
-  --stale DURATION   a generating session silent this long is `stale`
-                     (default: 10m)
+  --stale DURATION   a generating session silent this long is `stale` (default: 10m)
   --probe DURATION   how often liveness is probed for `lost` (default: 5s)
-  --json-lines       one JSON object per event instead (ts, session, kind,
-                     text; the text unescaped)
+  --json-lines       one JSON object per event instead (ts, session, kind, text)
 
 Synthesized events: `stale` and `lost`. SIGTERM or SIGINT: exit 0 after
 the batch being written; its reader gone: 141; the crew directory gone: 6

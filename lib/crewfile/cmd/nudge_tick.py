@@ -13,13 +13,9 @@ HELP = """\
 nudge-tick
 Run every due nudge schedule once (from cron), or keep doing it with --watch.
 
-  --watch    stay running: tick when a session's status log or a schedule
-             changes (inotify), and at least every 60 s
+  --watch    stay running: tick when a log or a schedule changes, and every 60 s
   --quiet    print nothing (errors still go to stderr)
-  --crontab  print the crontab line that runs the tick every minute for
-             this crew directory, pinned to this Python (no tmux server:
-             each session's pane is reached on the server it was
-             registered on)
+  --crontab  print the crontab line that ticks every minute for this crew
 
 Prints `<timestamp> ID SESSION OUTCOME: REASON` per schedule acted on. Exit 1
 at once when another nudge-tick runs; 5 when a file in nudges/ was skipped

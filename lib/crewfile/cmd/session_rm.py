@@ -9,8 +9,7 @@ Take session NAME out of the crew: its directory moves to
 archive/sessions/NAME/TS, nothing deleted. Refused while it may be live
 (docs/commands/session-rm.md).
 
-  --force   remove it even so (its agent keeps running; its hooks then find
-            no session)
+  --force   remove it even so (its agent keeps running)
 
 Prints the archive path. Exit: 0; 1 refused (may be live); 2 bad name;
 3 no such session; 111.

@@ -546,11 +546,10 @@ def down(crew, timeout=30.0):
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         pass
-    deadline = time.monotonic() + timeout
-    while running(crew):
-        if time.monotonic() > deadline:
-            raise SystemFailure(f"crew-up (pid {pid}) did not stop within {timeout:g}s")
-        time.sleep(0.05)
+    stopped = acquire(files(crew)[LOCK], timeout=timeout)   # free once every stage stopped
+    if stopped is None:
+        raise SystemFailure(f"crew-up (pid {pid}) did not stop within {timeout:g}s")
+    stopped.release()
     return True
 
 
