@@ -12,12 +12,14 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import tomllib
 import uuid
 import warnings
 
 import agent_clis
 from conftest import PaneEnded, TmuxServer
+from crewfile.wake import inbox
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_START = 30           # seconds for a stand-in server to say its port
@@ -37,6 +39,24 @@ def stand_in_server(name, log):
         proc.kill()
         proc.wait()
         proc.stdout.close()
+
+
+def wake_the_held_primary(rig, proc, go, deadline):
+    """A primary's turn held by the stand-in (`HOLD: GO` in *proc*): once its
+    first model request is in, a wake is posted to its inbox and the turn let
+    go; return proc.communicate()'s (out, err). Killed if still running after."""
+    try:
+        until = time.monotonic() + deadline
+        while not (os.path.exists(rig.log) and rig.requests()):
+            assert time.monotonic() < until and proc.poll() is None, "no model request"
+            time.sleep(0.05)
+        inbox.post(rig.crew, "pm", "wake", "w2 blocked: needs a database")
+        go.touch()
+        return proc.communicate(timeout=deadline)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 
 # --- Codex ------------------------------------------------------------------------

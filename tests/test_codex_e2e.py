@@ -26,7 +26,8 @@ import pytest
 import agent_clis
 import responses_server
 from agent_rigs import (codex_home, pretrust, stand_in_server, stop_codex_daemons,
-                        through_the_review, wait_trusted_start, write_codex_config)
+                        through_the_review, wait_trusted_start, wake_the_held_primary,
+                        write_codex_config)
 from claude_harness import run_checked
 from crewfile.wake import inbox
 from crewfile.core import logfile
@@ -149,18 +150,7 @@ def test_a_primarys_wake_at_stop_continues_the_turn_once(trusted, tmp_path):
     register(rig.crew, "pm", kind="primary")
     go = tmp_path / "go"
     p = rig.codex("pm", f"HOLD: {go}", wait=False)
-    try:
-        deadline = time.monotonic() + DEADLINE
-        while not (os.path.exists(rig.log) and rig.requests()):
-            assert time.monotonic() < deadline and p.poll() is None, "no model request"
-            time.sleep(0.05)
-        inbox.post(rig.crew, "pm", "wake", "w2 blocked: needs a database")
-        go.touch()
-        out, _ = p.communicate(timeout=DEADLINE)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    out, _ = wake_the_held_primary(rig, p, go, DEADLINE)
     assert p.returncode == 0, out
     reqs = rig.requests()
     assert len(reqs) == 2, out
