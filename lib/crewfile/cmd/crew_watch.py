@@ -3,9 +3,12 @@ import signal
 import stat
 import threading
 
+from crewfile.cli import crew
 from crewfile.core.durations import parse_duration
-from crewfile.core.errors import BadInput
+from crewfile.core.errors import BadInput, UsageError
 from crewfile.core.jsonio import loads
+from crewfile.core.records import timestamp
+from crewfile.wake.watch import DEFAULT_PROBE, DEFAULT_STALE, Watcher, json_lines_out
 
 HELP = """\
 crew-watch [options]
@@ -35,9 +38,6 @@ def run(args):
     stop = _Stop()          # first: a SIGTERM during start-up is a clean exit too
     w = None
     try:
-        from crewfile.cli import crew
-        from crewfile.wake.watch import Watcher, DEFAULT_STALE, DEFAULT_PROBE, json_lines_out
-        from crewfile.core.errors import UsageError
         if args.resume and args.cursor:
             raise UsageError("--cursor and --resume name two different writers; give one")
         if args.json_lines and (args.resume or args.positions):
@@ -57,7 +57,6 @@ def run(args):
                     out=json_lines_out() if args.json_lines else None,
                     positions=args.positions, resume=args.resume)
         if since is not None:
-            from crewfile.core.records import timestamp
             w.since_ts = timestamp(since)
         if args.resume == "-":
             w.resume_doc = _stdin_cursor()
