@@ -611,3 +611,10 @@ def captain_concludes_three_ways(crew, tmux, person, turn, aide_done, name: str 
     r = cmd("aside-conclude", name, "--report", "-", input="opaque cursors\n")
     assert r.returncode == 0, r.stderr
     return first, second, r.stdout.strip(), other
+
+
+def as_primary(agent: str, name: str = "firstmate") -> str:
+    """*agent* (rig.prepare()'s command) run as primary NAME, which hands
+    the same command, without a session name, to aside-open."""
+    return agent.replace(" && exec env ", " && exec env " + " ".join(map(shlex.quote, (
+        f"CREWFILE_SESSION={name}", f"CREWFILE_AGENT_CMD={agent}"))) + " ", 1)

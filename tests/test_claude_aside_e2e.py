@@ -14,8 +14,8 @@ import os
 import sys
 
 from conftest import BIN, AttachedClient, cmd, wait_for
-from claude_harness import (captain_concludes_three_ways, captains_aside, kinds, make_rig,
-                            records, require_real_claude, typed_by, watched)
+from claude_harness import (as_primary, captain_concludes_three_ways, captains_aside, kinds,
+                            make_rig, records, require_real_claude, typed_by, watched)
 from crewfile.asides import aside
 from crewfile.session.sessions import Session
 
@@ -98,7 +98,6 @@ def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, 
     """An aside opened by /aside in the primary, concluded with /aside-done; a draft on
     the aside's prompt line holds aside-reconcile; --wait stops when the captain sends
     it; the next conclusion's report is reconciled once the draft is cleared."""
-    import shlex
     import subprocess
     from claude_harness import ClaudeRig
     from crewfile.session.sessions import register
@@ -107,8 +106,7 @@ def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, 
     register(crew, "firstmate", kind="primary")
     with watched(rig, crew, "design"):
         agent = rig.prepare()
-        primary = agent.replace(" && exec env ", " && exec env " + " ".join(map(shlex.quote, (
-            "CREWFILE_SESSION=firstmate", f"CREWFILE_AGENT_CMD={agent}"))) + " ", 1)
+        primary = as_primary(agent)
         firstmate = tmux.new_window(primary, name="firstmate", session="crew")
         rig.attach(firstmate)
         rig.set_script(["RUN: aside-open design --topic pagination --primary firstmate"
