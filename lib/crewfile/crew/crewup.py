@@ -85,31 +85,50 @@ class Proc:
         self.name, self.popen, self.carry = name, popen, b""
 
 
-class Stage:
-    """A restartable unit: the bookkeeping --status shows."""
+class Backoff:
+    """When what failed may be tried again (`at`, monotonic): BACKOFF_FIRST
+    after the first failure, doubling up to *most*."""
 
-    def __init__(self, name):
+    def __init__(self, most):
+        self.most, self.at, self.wait = most, 0.0, BACKOFF_FIRST
+
+    def due(self, now=None):
+        return (time.monotonic() if now is None else now) >= self.at
+
+    def later(self):
+        """Put the next try off; return by how long."""
+        delay = min(self.wait, self.most)
+        self.at, self.wait = time.monotonic() + delay, min(self.wait * 2, self.most)
+        return delay
+
+    def reset(self):
+        self.at, self.wait = 0.0, BACKOFF_FIRST
+
+
+class Stage:
+    """A restartable unit: the bookkeeping --status shows, and when it may (re)start."""
+
+    def __init__(self, name, backoff_max):
         self.name, self.procs, self.since, self.restarts = name, [], None, 0
         self.last_error = self.last_said = None     # last_said: its last line on stderr
-        self.backoff = BACKOFF_FIRST
-        self.start_at = 0.0         # monotonic: when it may (re)start
+        self.retry = Backoff(backoff_max)
         self.quick_ends = 0         # ends in a row, each before RESET_AFTER
         self.told = False           # its failing at once is said on crew-up's stderr
 
 
-class Writing:
-    """One of crew-up's own files while writing it fails: why (None when it
-    works), when to try again (monotonic) and the wait after that."""
+class Writing(Backoff):
+    """One of crew-up's own files: why writing it fails (None when it works)."""
 
-    def __init__(self):
-        self.failing, self.retry_at, self.backoff = None, 0.0, BACKOFF_FIRST
+    def __init__(self, most):
+        super().__init__(most)
+        self.failing = None
 
 
 class Supervisor:
     def __init__(self, crew, primary, sweep=DEFAULT_SWEEP, backoff_max=BACKOFF_MAX, env=None,
                  remotes=None, notify=None, notify_options=()):
         check_name(primary)
-        self.crew, self.primary, self.sweep, self.backoff_max = crew, primary, sweep, backoff_max
+        self.crew, self.primary, self.sweep = crew, primary, sweep
         self.notify = notify                    # crew-notify's CMD, or None: no notify stage
         self.notify_options = list(notify_options)
         self.files = files(crew)
@@ -117,9 +136,9 @@ class Supervisor:
         self.remotes = dict(remotes or {})      # host -> its crew directory there
         names = ["wake", "nudge", "sweep"] + (["notify"] if notify else []) + [
             f"{k}@{h}" for h in self.remotes for k in ("wake", "nudge")]
-        self.stages = {n: Stage(n) for n in names}
+        self.stages = {n: Stage(n, backoff_max) for n in names}
         self.stop, self.started, self.lock, self.next_sweep = False, time.time(), None, 0.0
-        self.writing = {STATE: Writing(), LOG: Writing()}
+        self.writing = {STATE: Writing(backoff_max), LOG: Writing(backoff_max)}
         self.unlogged = []          # log lines not written yet (the log is failing)
         self.dropped = 0            # and those dropped from memory meanwhile
         self.state_due = False      # the state changed since it was last written
@@ -131,7 +150,7 @@ class Supervisor:
         if len(self.unlogged) > MAX_UNLOGGED:
             del self.unlogged[0]
             self.dropped += 1
-        if time.monotonic() >= self.writing[LOG].retry_at:
+        if self.writing[LOG].due():
             self.write_log()
 
     def write_log(self):
@@ -146,7 +165,7 @@ class Supervisor:
     def save_state(self):
         """Write crew-up/state now, or as soon as it can be (see retry_writes)."""
         self.state_due = True
-        if time.monotonic() >= self.writing[STATE].retry_at:
+        if self.writing[STATE].due():
             self.write_state()
 
     def write_state(self):
@@ -162,10 +181,9 @@ class Supervisor:
 
     def retry_writes(self):
         """Try again the writes that failed, each once its backoff is over."""
-        now = time.monotonic()
-        if self.unlogged and now >= self.writing[LOG].retry_at:
+        if self.unlogged and self.writing[LOG].due():
             self.write_log()
-        if self.state_due and now >= self.writing[STATE].retry_at:
+        if self.state_due and self.writing[STATE].due():
             self.write_state()
 
     def _write(self, which, write):
@@ -181,12 +199,12 @@ class Supervisor:
                 held = "; its lines are held until then" if which == LOG else ""
                 self._tell(f"crew-up: {why}; the stages go on, retrying{held}")
             w.failing = why
-            w.retry_at = time.monotonic() + w.backoff
-            w.backoff = min(w.backoff * 2, self.backoff_max)
+            w.later()
             return False
         if w.failing is not None:
             self._tell(f"crew-up: {self.files[which]} is written again")
-        w.failing, w.retry_at, w.backoff = None, 0.0, BACKOFF_FIRST
+        w.failing = None
+        w.reset()
         return True
 
     def _tell(self, text):
@@ -248,7 +266,7 @@ class Supervisor:
     def step(self, wait=0.2):
         now = time.monotonic()
         for stage in self.stages.values():
-            if not stage.procs and now >= stage.start_at and not self.stop:
+            if not stage.procs and stage.retry.due(now) and not self.stop:
                 if stage.name != "sweep" or now >= self.next_sweep:
                     self.start(stage)
         fds = {p.popen.stderr.fileno(): p for s in self.stages.values() for p in s.procs
@@ -319,7 +337,7 @@ class Supervisor:
             stage.last_error = f"cannot start {stage.name}: {e.strerror}"
             self.log("stage-failed", f"{stage.name}: {stage.last_error}")
             self.kill(stage)
-            self.schedule(stage)
+            stage.retry.later()
             if not stage.procs:         # none started: no ended() will count this one
                 stage.quick_ends += 1
                 if stage.quick_ends >= FAILING_AT_ONCE and not stage.told:
@@ -405,11 +423,11 @@ class Supervisor:
         stage.procs = []
         stage.restarts += 1
         if ran >= RESET_AFTER:
-            stage.backoff = BACKOFF_FIRST
+            stage.retry.reset()
             stage.quick_ends, stage.told = 0, False
         else:
             stage.quick_ends += 1
-        delay = self.schedule(stage)
+        delay = stage.retry.later()
         self.log("stage-exited", f"{stage.name}: {', '.join(what)} after {ran:.1f}s;"
                                  f" restart {stage.restarts} in {delay:g}s")
         stage.last_error = "; ".join(what)
@@ -426,12 +444,6 @@ class Supervisor:
                    f" in a row; {', '.join(what)}{said}); still restarting it,"
                    f" see {self.files[LOG]}")
         stage.told = True
-
-    def schedule(self, stage):
-        delay = min(stage.backoff, self.backoff_max)
-        stage.start_at = time.monotonic() + delay
-        stage.backoff = min(stage.backoff * 2, self.backoff_max)
-        return delay
 
     def kill(self, stage, grace=STOP_GRACE):
         """Stop every process of the stage: SIGTERM, then SIGKILL after *grace*.
@@ -469,7 +481,7 @@ class Supervisor:
                 self.kill(stage)
                 stage.procs = []
         if self.lock is not None:
-            self.writing[LOG].retry_at = 0.0     # one last try for what is held
+            self.writing[LOG].at = 0.0     # one last try for what is held
             self.log("down", f"pid {os.getpid()}")
             try:
                 os.unlink(self.files[STATE])
