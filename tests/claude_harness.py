@@ -506,3 +506,115 @@ def typed_by(person, rig: ClaudeRig, sess, text: str, timeout: float = 30) -> No
 
 def kinds(crew, name) -> list:
     return [k for k, _ in records(crew, name)]
+
+
+def crew_rig(crew, tmux, tmp_path, name: str = "w1", env=None, **kwargs) -> ClaudeRig:
+    """A claude that registers itself as crew session *name* (not started yet);
+    *env*: more of its environment."""
+    return make_rig(tmp_path, tmux, env={"CREWFILE_SESSION": name, "CREWFILE_DIR": crew.root,
+                                         "CREWFILE_TMUX": tmux.sock, **(env or {})}, **kwargs)
+
+
+def start_registered(rig: ClaudeRig, crew, name: str = "w1") -> None:
+    """Start claude; return once its SessionStart hook registered it as *name*."""
+    from conftest import wait_for
+    from crewfile.session.sessions import Session
+    rig.start()
+    wait_for(lambda: Session(crew, name).exists() and "started" in kinds(crew, name),
+             what=f"{name} registered by its SessionStart hook")
+
+
+def user_texts(rig: ClaudeRig) -> list:
+    """Every text block of a user message the agent's main loop sent to the model."""
+    out = []
+    for req in rig.main_requests():
+        for msg in req.get("messages", []):
+            if msg.get("role") != "user":
+                continue
+            content = msg.get("content")
+            if isinstance(content, str):
+                out.append(content)
+            else:
+                out += [b.get("text", "") for b in content or [] if isinstance(b, dict)]
+    return out
+
+
+@contextlib.contextmanager
+def captains_aside(crew, tmux, tmp_path, name: str = "design"):
+    """Aside *name* opened by aside-open on the real Claude Code (in tmux
+    session `crew`, r.md in its project), its hooks watched, the captain at
+    a client attached to its pane: yields (rig, person, turn), where
+    turn(text, script=(), turns=1) has the captain type *text* and waits
+    for *turns* of the agent's turns to end."""
+    from conftest import AttachedClient, cmd, wait_for
+    from crewfile.session.sessions import Session
+    require_real_claude()
+    rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
+    tmux("new-session", "-d", "-s", "crew", "-n", "captain", "-x", "200", "-y", "50")
+    person = None
+    with watched(rig, crew, name):
+        agent = rig.prepare()
+        (rig.project / "r.md").write_text("the design is settled\n")
+        r = cmd("aside-open", name, "--topic", "pagination", "--cmd", agent,
+                "--tmux-session", "crew")
+        assert r.returncode == 0, r.stderr
+        sess = Session(crew, name)
+        rig.attach(sess.meta["tmux"])
+        wait_for(lambda: "started" in kinds(crew, name), what="SessionStart")
+        person = AttachedClient(tmux, sess.meta["tmux"])
+
+        def turn(text, script=(), turns=1):
+            ended = kinds(crew, name).count("turn-ended")
+            rig.set_script(list(script))
+            typed_by(person, rig, sess, text)
+            wait_for(lambda: kinds(crew, name).count("turn-ended") >= ended + turns,
+                     timeout=120, what=f"{turns} turn(s) after {text!r}")
+            rig.wait_idle()
+        try:
+            yield rig, person, turn
+        finally:
+            person.close()
+
+
+def captain_concludes_three_ways(crew, tmux, person, turn, aide_done, name: str = "design"):
+    """The captain's three real acts, each after a turn that reopens the aside:
+    /aside-done typed in its window (the agent hands over its report),
+    `aside-done NAME` typed in another window, a key binding pressed.
+    Returns the three reports' paths and the other window."""
+    from conftest import cmd, last_captain_input, wait_for
+    from crewfile.asides import aside
+    from crewfile.session.sessions import Session
+    sess = Session(crew, name)
+    turn("/aside-done ship it", ["RUN: printf 'cursor pagination\\n' | "
+                                 f"aside-conclude {name} --report -"])
+    wait_for(lambda: "concluded" in kinds(crew, name), what="concluded")
+    first = [t for k, t in records(crew, name) if k == "concluded"][-1]
+
+    turn("one more thing: page size")
+    assert aside.scan(Session(crew, name)).state == aside.OPEN
+    other = tmux.new_window("sh", name="captain2", session="crew")
+    person.look_at(other)
+    person.type_after(last_captain_input(sess), f"CREWFILE_DIR={crew.root} {aide_done}"
+                                                f" {name} --note window; echo rc=$?\r")
+    tmux.wait_screen(other, "rc=0")
+    r = cmd("aside-conclude", name, "--report", "-", input="page size 50\n")
+    assert r.returncode == 0, r.stderr
+    second = r.stdout.strip()
+
+    turn("and the cursor format?")
+    tmux("bind-key", "D", "run-shell",
+         f"env CREWFILE_DIR={crew.root} {aide_done} {name} --note key")
+    person.look_at("crew:captain")
+    person.type_after(last_captain_input(sess), b"\x02D")
+    wait_for(lambda: ("captain-done", "key") in records(crew, name),
+             what="the key binding's captain-done")
+    r = cmd("aside-conclude", name, "--report", "-", input="opaque cursors\n")
+    assert r.returncode == 0, r.stderr
+    return first, second, r.stdout.strip(), other
+
+
+def as_primary(agent: str, name: str = "firstmate") -> str:
+    """*agent* (rig.prepare()'s command) run as primary NAME, which hands
+    the same command, without a session name, to aside-open."""
+    return agent.replace(" && exec env ", " && exec env " + " ".join(map(shlex.quote, (
+        f"CREWFILE_SESSION={name}", f"CREWFILE_AGENT_CMD={agent}"))) + " ", 1)

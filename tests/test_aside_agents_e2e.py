@@ -26,14 +26,14 @@ import sys
 import pytest
 
 import agent_clis
-from agent_rigs import (NOT_CI, codex_home, gemini_settings, stand_in_server,
-                        stop_codex_daemons, stop_geminis, write_codex_config)
+from agent_rigs import (NOT_CI, codex_home, gemini_settings, pretrust, stand_in_server,
+                        stop_codex_daemons, stop_geminis, wait_trusted_start,
+                        write_codex_config)
 from conftest import REPO, AttachedClient, cmd, last_captain_input, wait_for
 from crewfile.asides import aside, evidence
 from crewfile.core import logfile
 from crewfile.session.prompt import markers_of
 from crewfile.session.sessions import Session
-from test_codex_e2e import _pretrust, _wait_trusted_start
 
 CODEX = [b for b in [agent_clis.codex(REPO)] if b]
 GEMINI = agent_clis.gemini(REPO)
@@ -154,7 +154,7 @@ def codex_aside(crew, tmux, server, tmp_path):
         work.mkdir()
         # Its hooks trusted as Codex keeps a captain's `Trust all and continue`
         # (its review answered once in this test session; no bypass flag).
-        _pretrust(tmux, home, str(work))
+        pretrust(tmux, home, str(work))
         # The agent writes its report into the crew directory, outside its
         # workspace: the sandbox gets it as a writable root (--add-dir, which
         # Codex ignores unless the sandbox is workspace-write).
@@ -162,7 +162,7 @@ def codex_aside(crew, tmux, server, tmp_path):
                  f" FAKE_KEY=x PATH={shlex.quote(PATH)} {CODEX[0]}"
                  f" -a never -s workspace-write --add-dir {shlex.quote(crew.root)}")
         pane = open_aside(crew, tmux, name, agent)
-        _wait_trusted_start(tmux, pane)
+        wait_trusted_start(tmux, pane)
         return pane
     try:
         yield open_codex

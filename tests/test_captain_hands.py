@@ -22,8 +22,8 @@ import sys
 import tempfile
 import time
 
-from claude_harness import kinds, make_rig, records, require_real_claude, typed_by, watched
-from conftest import (BIN, AttachedClient, captain_runs, captain_types, cmd, last_captain_input,
+from claude_harness import captain_concludes_three_ways, captains_aside, records
+from conftest import (BIN, AttachedClient, captain_runs, captain_types, last_captain_input,
                       wait_for)
 from crewfile.asides import aside
 from crewfile.core import paths
@@ -125,92 +125,43 @@ def tool_results(rig):
 
 def test_the_agent_cannot_conclude_through_tmux_and_the_captains_hands_still_can(
         crew, tmux, tmp_path):
-    require_real_claude()
-    rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
-    tmux("new-session", "-d", "-s", "crew", "-n", "captain", "-x", "200", "-y", "50")
-    person = None
-    with watched(rig, crew, "design"):
-        agent = rig.prepare()
-        (rig.project / "r.md").write_text("the design is settled\n")
-        r = cmd("aside-open", "design", "--topic", "pagination", "--cmd", agent,
-                "--tmux-session", "crew")
-        assert r.returncode == 0, r.stderr
+    with captains_aside(crew, tmux, tmp_path) as (rig, person, turn):
         sess = Session(crew, "design")
-        rig.attach(sess.meta["tmux"])
-        wait_for(lambda: "started" in kinds(crew, "design"), what="SessionStart")
-        person = AttachedClient(tmux, sess.meta["tmux"])
+        turn("let's talk pagination")
 
-        def turn(text, script=(), turns=1):
-            """The captain types *text*; wait for *turns* turns of the agent to end."""
-            ended = kinds(crew, "design").count("turn-ended")
-            rig.set_script(list(script))
-            typed_by(person, rig, sess, text)
-            wait_for(lambda: kinds(crew, "design").count("turn-ended") >= ended + turns,
-                     timeout=120, what=f"{turns} turn(s) after {text!r}")
-            rig.wait_idle()
+        # Door 1: the agent types /aside-done into its own pane. The CLI takes
+        # the keys as the next prompt once the turn is over: a turn of its own.
+        before = disk(crew)
+        turn("attempt one", [f"RUN: {SEND_KEYS}", f"RUN: {CONCLUDE}"], turns=2)
+        assert problems(crew) == [
+            f"self-conclusion refused: /aside-done not recorded: {NO_KEYS}",
+            "self-conclusion refused"]                       # aside-conclude's
+        assert disk(crew) == before
+        assert aside.scan(sess).state == aside.OPEN
+        assert sum(NOT_CONCLUDED in t for t in tool_results(rig)) == 1, tool_results(rig)
 
-        try:
-            turn("let's talk pagination")
+        # Door 2: the agent has the tmux server run aside-done.
+        turn("attempt two", [f"RUN: {RUN_SHELL}"])
+        assert problems(crew)[2:] == [f"self-conclusion refused: aside-done: {NO_KEYS}",
+                                      "self-conclusion refused"]
+        assert (rig.project / "said.txt").read_text() == (
+            f"aside-done: not believed to be the captain: {NO_KEYS}\n")
+        assert disk(crew) == before
+        assert aside.scan(sess).state == aside.OPEN
+        assert sum(NOT_CONCLUDED in t for t in tool_results(rig)) == 2
+        # tmux shows the refused command's exit status over the aside's pane
+        # (view mode); the captain dismisses it.
+        def in_mode():
+            return tmux("display-message", "-p", "-t", sess.meta["tmux"],
+                        "#{pane_in_mode}").strip() == "1"
+        wait_for(in_mode, what="tmux's notice of the exit status")
+        person.press("q")
+        wait_for(lambda: not in_mode(), what="the notice dismissed")
 
-            # Door 1: the agent types /aside-done into its own pane. The CLI takes
-            # the keys as the next prompt once the turn is over: a turn of its own.
-            before = disk(crew)
-            turn("attempt one", [f"RUN: {SEND_KEYS}", f"RUN: {CONCLUDE}"], turns=2)
-            assert problems(crew) == [
-                f"self-conclusion refused: /aside-done not recorded: {NO_KEYS}",
-                "self-conclusion refused"]                       # aside-conclude's
-            assert disk(crew) == before
-            assert aside.scan(sess).state == aside.OPEN
-            assert sum(NOT_CONCLUDED in t for t in tool_results(rig)) == 1, tool_results(rig)
-
-            # Door 2: the agent has the tmux server run aside-done.
-            turn("attempt two", [f"RUN: {RUN_SHELL}"])
-            assert problems(crew)[2:] == [f"self-conclusion refused: aside-done: {NO_KEYS}",
-                                          "self-conclusion refused"]
-            assert (rig.project / "said.txt").read_text() == (
-                f"aside-done: not believed to be the captain: {NO_KEYS}\n")
-            assert disk(crew) == before
-            assert aside.scan(sess).state == aside.OPEN
-            assert sum(NOT_CONCLUDED in t for t in tool_results(rig)) == 2
-            # tmux shows the refused command's exit status over the aside's pane
-            # (view mode); the captain dismisses it.
-            def in_mode():
-                return tmux("display-message", "-p", "-t", sess.meta["tmux"],
-                            "#{pane_in_mode}").strip() == "1"
-            wait_for(in_mode, what="tmux's notice of the exit status")
-            person.press("q")
-            wait_for(lambda: not in_mode(), what="the notice dismissed")
-
-            # 1. The captain types /aside-done; the agent hands over its report.
-            turn("/aside-done ship it", ["RUN: printf 'cursor pagination\\n' | "
-                                         "aside-conclude design --report -"])
-            wait_for(lambda: "concluded" in kinds(crew, "design"), what="concluded")
-            first = [t for k, t in records(crew, "design") if k == "concluded"][-1]
-
-            # 2. Reopened; concluded with `aside-done design` typed in another window.
-            turn("one more thing: page size")
-            assert aside.scan(sess).state == aside.OPEN
-            other = tmux.new_window("sh", name="captain2", session="crew")
-            person.look_at(other)
-            person.type_after(last_captain_input(sess), f"CREWFILE_DIR={crew.root} {AIDE_DONE}"
-                                                        " design --note window; echo rc=$?\r")
-            tmux.wait_screen(other, "rc=0")
-            r = cmd("aside-conclude", "design", "--report", "-", input="page size 50\n")
-            assert r.returncode == 0, r.stderr
-            second = r.stdout.strip()
-
-            # 3. Reopened; concluded with a key binding the captain presses.
-            turn("and the cursor format?")
-            tmux("bind-key", "D", "run-shell",
-                 f"env CREWFILE_DIR={crew.root} {AIDE_DONE} design --note key")
-            person.type_after(last_captain_input(sess), b"\x02D")
-            wait_for(lambda: ("captain-done", "key") in records(crew, "design"),
-                     what="the key binding's captain-done")
-            r = cmd("aside-conclude", "design", "--report", "-", input="opaque cursors\n")
-            assert r.returncode == 0, r.stderr
-            third = r.stdout.strip()
-        finally:
-            person.close()
+        # The captain's three acts: /aside-done typed in the window, `aside-done
+        # design` typed in another window, a key binding pressed.
+        first, second, third, other = captain_concludes_three_ways(
+            crew, tmux, person, turn, AIDE_DONE)
 
         assert len({first, second, third}) == 3
         assert len(problems(crew)) == 4

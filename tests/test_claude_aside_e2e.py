@@ -13,8 +13,9 @@ tmux client attached through a pseudo-terminal (conftest.AttachedClient).
 import os
 import sys
 
-from conftest import BIN, AttachedClient, cmd, last_captain_input, wait_for
-from claude_harness import kinds, make_rig, records, require_real_claude, typed_by, watched
+from conftest import BIN, AttachedClient, cmd, wait_for
+from claude_harness import (as_primary, captain_concludes_three_ways, captains_aside, kinds,
+                            make_rig, records, require_real_claude, typed_by, watched)
 from crewfile.asides import aside
 from crewfile.session.sessions import Session
 
@@ -48,31 +49,8 @@ def wakes(crew):
     return [line.split(" ", 2)[2] for line in out if line.split(" ", 2)[1] == "design"]
 
 
-def test_the_aside_cannot_conclude_itself_and_the_captain_still_can(crew, tmux, tmp_path,
-                                                                    request):
-    require_real_claude()
-    rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
-    tmux("new-session", "-d", "-s", "crew", "-n", "captain", "-x", "200", "-y", "50")
-    with watched(rig, crew, "design"):
-        agent = rig.prepare()
-        (rig.project / "r.md").write_text("the design is settled\n")
-        r = cmd("aside-open", "design", "--topic", "pagination", "--cmd", agent,
-                "--tmux-session", "crew")
-        assert r.returncode == 0, r.stderr
-        sess = Session(crew, "design")
-        rig.attach(sess.meta["tmux"])
-        wait_for(lambda: "started" in kinds(crew, "design"), what="SessionStart")
-        person = AttachedClient(tmux, sess.meta["tmux"])
-        request.addfinalizer(person.close)
-
-        def turn(text, script=()):
-            ended = kinds(crew, "design").count("turn-ended")
-            rig.set_script(list(script))
-            typed_by(person, rig, sess, text)
-            wait_for(lambda: kinds(crew, "design").count("turn-ended") > ended,
-                     what=f"turn-ended of {text!r}")
-            rig.wait_idle()
-
+def test_the_aside_cannot_conclude_itself_and_the_captain_still_can(crew, tmux, tmp_path):
+    with captains_aside(crew, tmux, tmp_path) as (rig, person, turn):
         turn("let's talk pagination")
         seen = 0
         for n, (what, command) in enumerate(ATTEMPTS, 1):
@@ -103,36 +81,10 @@ def test_the_aside_cannot_conclude_itself_and_the_captain_still_can(crew, tmux, 
             " send-keys or run-shell are no person's)"]
         assert wakes(crew) == [w for w in wakes(crew) if w.startswith("problem: ")]
 
-        # 1. The captain types /aside-done; the agent hands over its report.
-        turn("/aside-done ship it", ["RUN: printf 'cursor pagination\\n' | "
-                                     "aside-conclude design --report -"])
-        wait_for(lambda: "concluded" in kinds(crew, "design"), what="concluded")
-        first = [t for k, t in records(crew, "design") if k == "concluded"][-1]
-
-        # 2. Reopened; concluded with `aside-done design` typed in another window.
-        turn("one more thing: page size")
-        assert aside.scan(Session(crew, "design")).state == aside.OPEN
-        other = tmux.new_window("sh", name="captain2", session="crew")
-        person.look_at(other)
-        person.type_after(last_captain_input(sess), f"CREWFILE_DIR={crew.root} {AIDE_DONE}"
-                                                    " design --note window; echo rc=$?\r")
-        tmux.wait_screen(other, "rc=0")
-        r = cmd("aside-conclude", "design", "--report", "-", input="page size 50\n")
-        assert r.returncode == 0, r.stderr
-        second = r.stdout.strip()
-
-        # 3. Reopened; concluded with a key binding pressed in an attached client.
-        turn("and the cursor format?")
-        tmux("bind-key", "D", "run-shell",
-             f"env CREWFILE_DIR={crew.root} {AIDE_DONE} design --note key")
-        person.look_at("crew:captain")
-        person.type_after(last_captain_input(sess), b"\x02D")
-        wait_for(lambda: ("captain-done", "key") in records(crew, "design"),
-                 what="the key binding's captain-done")
-        r = cmd("aside-conclude", "design", "--report", "-", input="opaque cursors\n")
-        assert r.returncode == 0, r.stderr
-        third = r.stdout.strip()
-
+        # The captain concludes: /aside-done typed in the window, `aside-done
+        # design` typed in another window, a key binding pressed.
+        first, second, third, _ = captain_concludes_three_ways(
+            crew, tmux, person, turn, AIDE_DONE)
         assert len({first, second, third}) == 3
         person.close()                                  # the captain has gone back
         r = cmd("aside-reconcile", "design")
@@ -146,7 +98,6 @@ def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, 
     """An aside opened by /aside in the primary, concluded with /aside-done; a draft on
     the aside's prompt line holds aside-reconcile; --wait stops when the captain sends
     it; the next conclusion's report is reconciled once the draft is cleared."""
-    import shlex
     import subprocess
     from claude_harness import ClaudeRig
     from crewfile.session.sessions import register
@@ -155,8 +106,7 @@ def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, 
     register(crew, "firstmate", kind="primary")
     with watched(rig, crew, "design"):
         agent = rig.prepare()
-        primary = agent.replace(" && exec env ", " && exec env " + " ".join(map(shlex.quote, (
-            "CREWFILE_SESSION=firstmate", f"CREWFILE_AGENT_CMD={agent}"))) + " ", 1)
+        primary = as_primary(agent)
         firstmate = tmux.new_window(primary, name="firstmate", session="crew")
         rig.attach(firstmate)
         rig.set_script(["RUN: aside-open design --topic pagination --primary firstmate"

@@ -16,12 +16,11 @@ skipped with a loud message, never silently.
 """
 import json
 import os
-import shlex
 import sys
 
 from conftest import BIN, AttachedClient, cmd, wait_for
-from claude_harness import (ClaudeRig, hook_command, kinds, make_rig, records, typed_by,
-                            watched, require_real_claude)
+from claude_harness import (ClaudeRig, as_primary, hook_command, kinds, make_rig, records,
+                            typed_by, watched, require_real_claude)
 from crewfile.wake import inbox
 from crewfile.session.sessions import Session, register
 
@@ -54,8 +53,7 @@ def test_a_whole_aside_with_the_real_claude_code(crew, tmux, tmp_path):
         # The primary is a claude too; the agent command it hands to aside-open
         # is the same claude without a session name (aside-open gives it one).
         agent = rig.prepare()
-        primary = agent.replace(" && exec env ", " && exec env " + " ".join(map(shlex.quote, (
-            "CREWFILE_SESSION=firstmate", f"CREWFILE_AGENT_CMD={agent}"))) + " ", 1)
+        primary = as_primary(agent)
         rig.attach(tmux.new_window(primary, name="firstmate", session="crew"))
         # The captain types /aside in the primary; its model runs aside-open.
         turn(rig, crew, "firstmate", "/aside pagination of the v2 API",

@@ -23,28 +23,14 @@ Without the CLI (make claude-code) these tests are skipped loudly.
 import json
 
 from conftest import cmd, wait_for
-from claude_harness import kinds, make_rig, records, require_real_claude, watched
+from claude_harness import (crew_rig, kinds, records, require_real_claude, start_registered,
+                            user_texts, watched)
 from crewfile.session import delivery, prompt
 from crewfile.wake import inbox
 from crewfile.session.sessions import Session, register
 
 NUDGE = "NUDGE-MARK-2718 continue with the plan"
 DRAFT = "half typed by the captain"
-
-
-def user_texts(rig):
-    """Every text block of a user message the agent's main loop sent to the model."""
-    out = []
-    for req in rig.main_requests():
-        for msg in req.get("messages", []):
-            if msg.get("role") != "user":
-                continue
-            content = msg.get("content")
-            if isinstance(content, str):
-                out.append(content)
-            else:
-                out += [b.get("text", "") for b in content or [] if isinstance(b, dict)]
-    return out
 
 
 def input_line(rig):
@@ -62,17 +48,9 @@ def tick_until(crew, name, kind, what):
     return wait_for(ticked, timeout=30, what=what)
 
 
-def crew_rig(crew, tmux, tmp_path, name="w1"):
-    """A claude that registers itself as crew session *name* (not started yet)."""
-    return make_rig(tmp_path, tmux, env={"CREWFILE_SESSION": name, "CREWFILE_DIR": crew.root,
-                                         "CREWFILE_TMUX": tmux.sock})
-
-
 def start(rig, crew, name="w1"):
     """Start claude; return once its hook registered it, with its pane, idle and empty."""
-    rig.start()
-    wait_for(lambda: Session(crew, name).exists() and "started" in kinds(crew, name),
-             what=f"{name} registered by its SessionStart hook")
+    start_registered(rig, crew, name)
     assert Session(crew, name).meta["tmux"] == rig.pane
     assert input_line(rig) == ""
 
@@ -142,8 +120,7 @@ def test_a_captains_draft_is_never_completed(crew, tmux, tmp_path):
 def test_wake_send_prompts_a_claude_primary(crew, tmux, tmp_path):
     require_real_claude()
     register(crew, "w2", kind="crew")
-    rig = make_rig(tmp_path, tmux, env={"CREWFILE_SESSION": "firstmate",
-                                        "CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
+    rig = crew_rig(crew, tmux, tmp_path, "firstmate")
     with watched(rig, crew, "firstmate"):
         pane = tmux.new_window(rig.prepare(), name="firstmate", session="crew")
         register(crew, "firstmate", kind="primary", tmux=pane)

@@ -25,7 +25,9 @@ import os
 import time
 
 from conftest import cmd, make_due, wait_for
-from claude_harness import kinds, make_rig, records, require_real_claude, watched
+from claude_harness import crew_rig as harness_crew_rig
+from claude_harness import (kinds, records, require_real_claude, start_registered as start,
+                            user_texts, watched)
 from crewfile.core.atomic import replace
 from crewfile.core.records import parse_timestamp
 from crewfile.session import delivery, verdict
@@ -36,29 +38,8 @@ HOLD = 8            # seconds the block stands ($CREWFILE_ACCOUNT_HOLD for the h
 
 
 def crew_rig(crew, tmux, tmp_path, name="w1", **kwargs):
-    return make_rig(tmp_path, tmux, env={"CREWFILE_SESSION": name, "CREWFILE_DIR": crew.root,
-                                         "CREWFILE_TMUX": tmux.sock,
-                                         "CREWFILE_ACCOUNT_HOLD": str(HOLD)}, **kwargs)
-
-
-def start(rig, crew, name="w1"):
-    rig.start()
-    wait_for(lambda: Session(crew, name).exists() and "started" in kinds(crew, name),
-             what=f"{name} registered by its SessionStart hook")
-
-
-def user_texts(rig):
-    out = []
-    for req in rig.main_requests():
-        for msg in req.get("messages", []):
-            if msg.get("role") != "user":
-                continue
-            content = msg.get("content")
-            if isinstance(content, str):
-                out.append(content)
-            else:
-                out += [b.get("text", "") for b in content or [] if isinstance(b, dict)]
-    return out
+    return harness_crew_rig(crew, tmux, tmp_path, name,
+                            env={"CREWFILE_ACCOUNT_HOLD": str(HOLD)}, **kwargs)
 
 
 def wakes(crew, name):

@@ -11,7 +11,7 @@ permission dialog recorded as a wait and refused; spawned, killed and
 resumed by crew-respawn. No test uses a bypass flag: the first and the
 spawned one trust the hooks at Codex's review as a user does at a first
 start; the permission one starts as a user's next sessions do, with the trust Codex wrote at
-such a review in this test session (`_pretrust`). Skipped when the CLI is not
+such a review in this test session (`pretrust`). Skipped when the CLI is not
 installed: npm install --prefix .cache/codex @openai/codex
 """
 import json
@@ -20,13 +20,14 @@ import shutil
 import subprocess
 import sys
 import time
-import warnings
 
 import pytest
 
 import agent_clis
 import responses_server
-from agent_rigs import codex_home, stand_in_server, stop_codex_daemons, write_codex_config
+from agent_rigs import (codex_home, pretrust, stand_in_server, stop_codex_daemons,
+                        through_the_review, wait_trusted_start, wake_the_held_primary,
+                        write_codex_config)
 from claude_harness import run_checked
 from crewfile.wake import inbox
 from crewfile.core import logfile
@@ -66,8 +67,8 @@ def rig(tmp_path):
 def trusted(rig, tmux):
     """The rig with its hooks trusted as they stand after a user's first
     start: the trust Codex itself wrote at its review in this test session
-    (`_pretrust`); `codex exec`, which cannot ask, then runs them."""
-    _pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
+    (`pretrust`); `codex exec`, which cannot ask, then runs them."""
+    pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
     rig.trusted = True
     return rig
 
@@ -149,18 +150,7 @@ def test_a_primarys_wake_at_stop_continues_the_turn_once(trusted, tmp_path):
     register(rig.crew, "pm", kind="primary")
     go = tmp_path / "go"
     p = rig.codex("pm", f"HOLD: {go}", wait=False)
-    try:
-        deadline = time.monotonic() + DEADLINE
-        while not (os.path.exists(rig.log) and rig.requests()):
-            assert time.monotonic() < deadline and p.poll() is None, "no model request"
-            time.sleep(0.05)
-        inbox.post(rig.crew, "pm", "wake", "w2 blocked: needs a database")
-        go.touch()
-        out, _ = p.communicate(timeout=DEADLINE)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    out, _ = wake_the_held_primary(rig, p, go, DEADLINE)
     assert p.returncode == 0, out
     reqs = rig.requests()
     assert len(reqs) == 2, out
@@ -203,115 +193,6 @@ def _codex_window(tmux, rig, command, env):
     return tmux.new_window(command, env=env, keep=True)
 
 
-def _trust_the_hooks(tmux, pane):
-    """What a captain does once: Codex (0.129 and later) runs new hooks only
-    once trusted, and asks at its first start (its first screen, before its
-    prompt line): `2. Trust all and continue`. Hooks not trusted never run."""
-    tmux.wait_screen(pane, "Hooks need review", timeout=DEADLINE)
-    tmux.choose(pane, "2", "\u203a 2. Trust all")
-    tmux.choose(pane, "Enter", lambda s: "Hooks need review" not in s)
-    tmux.wait_screen(pane, lambda s: "Ask Codex" in s and "Hooks need review" not in s,
-                     timeout=DEADLINE)
-
-
-def _wait_trusted_start(tmux, pane):
-    """A start with its hooks trusted: the prompt line, no review asked."""
-    tmux.wait_screen(pane, lambda s: "Ask Codex" in s or "Hooks need review" in s,
-                     timeout=DEADLINE)
-    assert "Hooks need review" not in tmux.screen(pane), tmux.explain(pane)
-
-
-# Codex 0.171 drains the terminal's input before its hook review with a hard
-# one-second limit (tui/input_boundary.rs, discard_pending_terminal_input) and
-# exits with this line when a loaded machine does not let it finish. Seen in
-# 2 of 3 loaded full runs (three reviews each, with other tests beside them):
-# at most RESTARTS starts again, each said.
-DRAIN_TIMED_OUT = "Error: timed out discarding buffered terminal input"
-RESTARTS = 5
-
-
-def _drain_timed_out(screen):
-    """Whether a keep=True pane shows Codex ended by its own input drain's
-    time limit and by nothing else: that line, then (seen once, in a loaded
-    run) its error's backtrace of unnamed frames (`Stack backtrace:`, then
-    `N: <unknown>` lines), then its exit status 1."""
-    import re
-    from conftest import TmuxServer
-    lines = [line.strip() for line in screen.splitlines() if line.strip()]
-    if len(lines) < 2 or lines[-1] != f"{TmuxServer.EXITED}1]":
-        return False
-    body = lines[:-1]
-    while body and re.fullmatch(r"\d+: <unknown>", body[-1]):
-        body.pop()
-    if body and body[-1] == "Stack backtrace:" and len(body) < len(lines) - 1:
-        body.pop()
-    return bool(body) and body[-1].endswith(DRAIN_TIMED_OUT)
-
-
-def _through_the_review(tmux, start, untouched=lambda: True):
-    """Codex started by *start*() (a keep=True pane) and its hooks trusted
-    at its review, as a user does. Codex ended by its input drain's time limit
-    (DRAIN_TIMED_OUT) while *untouched*() holds (nothing of crewfile's ran:
-    its hooks cannot, untrusted) is started again, at most RESTARTS times,
-    each said on the test's output; any other end fails at once."""
-    from conftest import PaneEnded
-    for attempt in range(RESTARTS + 1):
-        pane = start()
-        try:
-            _trust_the_hooks(tmux, pane)
-            return pane
-        except PaneEnded:
-            screen = tmux.screen(pane)
-            if attempt == RESTARTS or not _drain_timed_out(screen) or not untouched():
-                raise
-            # in pytest's warnings summary, passed or not (its output capture
-            # takes file descriptor 2 as well: a print shows only on a failure)
-            warnings.warn(f"Codex exited at its first start: {DRAIN_TIMED_OUT!r} (its own"
-                          f" 1 s limit, a loaded machine); restart {attempt + 1} of {RESTARTS}")
-            tmux("kill-pane", "-t", pane, check=False)
-
-
-# hooks.json's text -> [(the state key after CODEX_HOME, trusted_hash)]
-_TRUSTS = {}
-
-
-def _pretrust(tmux, home, work):
-    """Write into *home*/config.toml the trust of its hooks as Codex stores it
-    after a user's `Trust all and continue`: one [hooks.state."KEY"] table with
-    a trusted_hash per hook, KEY being hooks.json's path and the hook's place.
-    The hashes are Codex's own: taken once per test session (per hooks.json
-    text) from a real review answered in a pane, in a copy of *home*; only
-    KEY's path is *home*'s (the hashes do not depend on it: seen, two homes).
-    A Codex that starts with its hooks trusted shows no review, and so skips
-    its input drain before it (DRAIN_TIMED_OUT)."""
-    import tomllib
-    with open(os.path.join(home, "hooks.json")) as f:
-        text = f.read()
-    if text not in _TRUSTS:
-        scratch = home.rstrip(os.sep) + "-pretrust"
-        shutil.copytree(home, scratch)
-        # its trusted hooks run at once (SessionStart): in a crew of their own
-        env = dict(PATH=os.environ["PATH"], CODEX_HOME=scratch, HOME=scratch, FAKE_KEY="x",
-                   CREWFILE_DIR=os.path.join(scratch, "crew"))
-        try:
-            _through_the_review(tmux, lambda: tmux.new_window(
-                f"cd {work} && {BINARY[0]}", name="pretrust", session="pretrust",
-                env=env, keep=True))
-            tmux("kill-session", "-t", "pretrust", check=False)
-            with open(os.path.join(scratch, "config.toml"), "rb") as f:
-                state = tomllib.load(f)["hooks"]["state"]
-        finally:
-            stop_codex_daemons(scratch)
-            shutil.rmtree(scratch, ignore_errors=True)
-        prefix = os.path.join(scratch, "hooks.json:")
-        assert state and all(k.startswith(prefix) for k in state), state
-        _TRUSTS[text] = [(k[len(scratch):], v["trusted_hash"]) for k, v in state.items()]
-    with open(os.path.join(home, "config.toml"), "a") as f:
-        for key, digest in _TRUSTS[text]:
-            f.write(f"[hooks.state.{json.dumps(home + key)}]\n"
-                    f"trusted_hash = {json.dumps(digest)}\n")
-
-
 def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle(
         rig, tmux, tmp_path):
     """Codex in a tmux pane: its hooks record the turn, the agent and `agent:
@@ -324,8 +205,8 @@ def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx1"
     # The one start through the review, as a user's first: the others start
-    # with the trust Codex keeps (`_pretrust`), as a user's next ones do.
-    pane = _through_the_review(
+    # with the trust Codex keeps (`pretrust`), as a user's next ones do.
+    pane = through_the_review(
         tmux, lambda: _codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]}", env),
         untouched=lambda: not Session(rig.crew, "cx1").exists())
     go = tmp_path / "go"
@@ -362,9 +243,9 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux, tmp_path)
     from crewfile.session import delivery
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx3"
-    _pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
+    pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
     pane = _codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]} -a on-request -s read-only", env)
-    _wait_trusted_start(tmux, pane)
+    wait_trusted_start(tmux, pane)
     made = os.path.join(rig.work, "made")
     tmux("send-keys", "-t", pane, "-l", f"ASK: touch {made}")
     tmux.wait_screen(pane, f"ASK: touch {made}")
@@ -406,7 +287,7 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
     # start. No review screen, so none of Codex's input drains before one
     # (DRAIN_TIMED_OUT). A prompt typed early in its start may be dropped,
     # unshown (Codex discards input for a moment): first_prompt types it again.
-    _pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
+    pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
     with open(os.path.join(rig.env["CODEX_HOME"], "config.toml"), "a") as f:
         f.write(f'[projects."{repo}"]\ntrust_level = "trusted"\n')
     try:
@@ -417,7 +298,7 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
         assert r.returncode == 0, r.stderr
         sess = Session(rig.crew, "w1")
         pane = sess.meta["tmux"]
-        _wait_trusted_start(tmux, pane)
+        wait_trusted_start(tmux, pane)
         ok, why = spawn.first_prompt(sess.reread(), "FIRST-PROMPT-3141 read the README")
         assert ok, why.detail + tmux.screen(pane)
         _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "the first turn's end",

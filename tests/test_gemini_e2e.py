@@ -29,7 +29,8 @@ import pytest
 
 import agent_clis
 import gemini_server
-from agent_rigs import NOT_CI, gemini_settings, stand_in_server, stop_geminis
+from agent_rigs import (NOT_CI, gemini_settings, stand_in_server, stop_geminis,
+                        wake_the_held_primary)
 from claude_harness import run_checked
 from crewfile.wake import inbox
 from crewfile.core import logfile
@@ -189,18 +190,7 @@ def test_a_primarys_wake_at_after_agent_retries_the_turn_once(rig, tmp_path):
     register(rig.crew, "pm", kind="primary")
     go = tmp_path / "go"
     p = rig.gemini("pm", f"HOLD: {go}", wait=False)
-    try:
-        deadline = time.monotonic() + DEADLINE
-        while not (os.path.exists(rig.log) and rig.requests()):
-            assert time.monotonic() < deadline and p.poll() is None, "no model request"
-            time.sleep(0.05)
-        inbox.post(rig.crew, "pm", "wake", "w2 blocked: needs a database")
-        go.touch()
-        out, err = p.communicate(timeout=DEADLINE)
-    finally:
-        if p.poll() is None:
-            p.kill()
-            p.wait()
+    out, err = wake_the_held_primary(rig, p, go, DEADLINE)
     assert p.returncode == 0, rig.failure("pm", p.returncode, out, err)
     reqs = rig.requests()
     assert len(reqs) == 2, out

@@ -1,35 +1,12 @@
 """Asides: sessions the captain drives, which only the captain can conclude.
 
-An aside is a session of kind `aside` (exempt from wake supervision) in its
-own tmux window. Its status log carries, besides an agent's usual records:
-
-    opened: TOPIC               aside-open
-    paused: awaiting captain    aside-open
-    captain: TEXT               every captain input (captain.record_captain_input)
-    captain-done[: NOTE]        the captain's conclusion (/aside-done, aside-done)
-    problem: self-conclusion refused[: WHY]   an attempt to conclude without the captain
-    concluded: REPORT           aside-conclude: the report is in reports/new/
-    closed: REPORT              aside-reconcile: report in cur/, scrollback and transcript beside it
-    problem: record not believed: KIND of TS: WHY   a concluded/closed without its evidence
-
-`concluded` and `closed` are guarded kinds (kinds.GUARDED): scan() believes
-one only with what its command leaves behind (the report in the maildir;
-for `closed`, a captain-done with its acts line before it), since any
-process of the user, the agent's included, can append the line itself.
-
-The hard rule (seed 000): an aside never concludes on its own judgment. The
-captain's latest act is the newest `captain` or `captain-done` record; the
-agent may hand over its report only while that is `captain-done` AND the
-record is believed: it has evidence from outside the agent (evidence.py: the
-agent CLI's own transcript of the prompt, or a caller that is not the
-agent). A record without it is reported (`problem`), never obeyed. A captain
-who types again has reopened the conversation. A run of `captain-done`
-records with no `captain` between them is one conclusion, so repeating
-/aside-done does not void a report already handed over.
-
-Every decision (conclude, reconcile) is taken under the session lock, the
-lock every captain record is appended under, so a captain input is either
-before the decision (and counts) or after it.
+The records an aside's log carries, the hard rule (an aside never concludes
+on its own judgment: only a believed captain-done as the captain's latest
+act lets the agent hand over its report) and what believes a `concluded` or
+`closed`: docs/files/asides.md. Every decision (conclude, reconcile) is
+taken under the session lock, the lock every captain record is appended
+under, so a captain input is either before the decision (and counts) or
+after it.
 """
 import os
 import signal
@@ -85,15 +62,10 @@ def scan(sess, stats=None):
     """The aside's state: open, captain-done (awaiting the report), concluded or closed.
 
     Read backwards only as far as the newest `captain` record (or
-    `registered`, the start of this life): what is older does not matter, so
-    the cost does not grow with the conversation. A believed `closed` newer
-    than that is terminal; a captain who types into the window after it
-    (before the kill) has reopened the conversation. `since` is the
-    timestamp of the record the walk stopped at: the current conclusion, if
-    any, is newer. A `closed` or `concluded` record is believed only with
-    its evidence (its report where its command put it; for `closed`, a
-    captain-done with its acts line before it): a line anyone appended is
-    left out (Scan.forged), as if it were not there.
+    `registered`), so the cost does not grow with the conversation. `since`
+    is the timestamp the walk stopped at: the current conclusion, if any, is
+    newer. A `closed` or `concluded` without its evidence is left out
+    (Scan.forged), as if it were not there.
     """
     stats = stats or logfile.TailStats()
     out = Scan()
@@ -176,13 +148,9 @@ def concluded_event_why(crew, name, ts, text):
 
 
 def _closed_why(sess, rec, acts):
-    """None if `closed` record *rec* is believed, else why not: its report
-    accepted into reports/cur/, after a captain-done whose evidence is kept
-    in acts (*acts*: the captain-done records before it, newest first; the
-    evidence was judged when the aside was reconciled: the transcript has
-    moved on since); a `closed` that names no report (aside-open's `window
-    not opened`) only where no window was ever recorded, so there is
-    nothing to tear down."""
+    """None if `closed` record *rec* is believed, else why not (*acts*: the
+    captain-done records before it, newest first). Their evidence is only
+    looked up, not judged again: the transcript has moved on since."""
     if not os.path.isabs(rec.text):
         return None if not sess.meta.get("tmux") else "it names no report, and a window is recorded"
     why = _report_why(sess, rec, (paths.REPORT_CUR,))
@@ -245,28 +213,28 @@ def believed(sess, st):
     return why or "there is no captain-done record"
 
 
-def _not_believed(name, why):
-    return (f"the captain has not concluded this aside: its captain-done record is not"
-            f" believed ({why}); keep the conversation going")
+def _unbelieved(sess, why):
+    """Say *why* a captain-done record is not believed as a `problem` record
+    (under the session lock, held by the caller); return *why*."""
+    if why:
+        _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is not"
+                                       f" believed: {why}"))
+    return why
 
 
 def audit(sess):
     """Report an unjudged captain-done record that is not believed; return why, or None.
 
-    Run by the agent's own hooks after each tool call, at the end of a turn
-    and before a prompt: a record appended by hand (printf >> status) is
-    then a `problem: self-conclusion refused` record at once, whether or
-    not the agent goes on to call aside-conclude. One problem per attempt:
-    the walk back (evidence.unjudged) stops at the newest such problem.
+    Run by the agent's own hooks, so a record appended by hand is a problem
+    at once, whether or not the agent goes on to call aside-conclude. One
+    problem per attempt: evidence.unjudged stops at the newest such problem.
     """
     if not evidence.unjudged(sess):
         return None
     with hold(sess.lock_path):
         for rec in evidence.unjudged(sess):
-            why = evidence.verdict(sess, rec)
+            why = _unbelieved(sess, evidence.verdict(sess, rec))
             if why:
-                _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record"
-                                               f" is not believed: {why}"))
                 return why
     return None
 
@@ -334,9 +302,7 @@ def captain_done(crew, name, note=None):
 def open_aside(crew, name, topic=None, cmd=None, tmux_session=None, primary=None, cwd=None):
     """Register aside NAME and start its agent in a new tmux window; return the window target.
 
-    Registered first (so the agent's first hook finds its session), then the
-    window, then its pane id and process go into meta. A window that cannot
-    be opened ends the registration with `closed: window not opened: ...`.
+    Registered first, so that the agent's first hook finds its session.
     """
     check_name(name, "aside name")
     if primary:
@@ -361,14 +327,9 @@ def open_aside(crew, name, topic=None, cmd=None, tmux_session=None, primary=None
 # --- the agent's hand-over ----------------------------------------------------
 
 def conclude(crew, name, data):
-    """The agent hands over its report; return (path in reports/new, adopted).
-
-    Refused unless the captain's latest act is a conclusion (then a
-    `problem: self-conclusion refused` record is appended), and refused
-    if the report for this conclusion was already handed over. A report
-    published by an earlier run killed before its `concluded` record
-    (newer than the captain's last input) is adopted, not delivered twice.
-    """
+    """The agent hands over its report; return (path in reports/new, adopted):
+    a report an earlier run published but was killed before recording is
+    adopted, not delivered twice (docs/commands/aside-conclude.md)."""
     if isinstance(data, str):
         data = data.encode("utf-8")
     sess = aside_session(crew, name)
@@ -386,11 +347,10 @@ def conclude(crew, name, data):
         if st.state == OPEN:
             _append_locked(sess, (PROBLEM, SELF_CONCLUSION))
             raise Refused(NOT_CONCLUDED)
-        why = believed(sess, st)
+        why = _unbelieved(sess, believed(sess, st))
         if why:
-            _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is not"
-                                           f" believed: {why}"))
-            raise Refused(_not_believed(name, why))
+            raise Refused(f"the captain has not concluded this aside: its captain-done record"
+                          f" is not believed ({why}); keep the conversation going")
         path, adopted = _orphan(crew, name, st.since), True
         if path is None:
             path, adopted = reports.deliver(crew, name, data,
@@ -434,13 +394,8 @@ def _keep_transcript(sess, out):
 
 
 def captain_at_window(sess, found, since=None, quiet=None):
-    """None when the captain is surely not at the aside's window, else why (for people).
-
-    The one captain check (verdict.captain_at): a draft on the prompt line,
-    a key pressed there by an attached client in the last *quiet* seconds
-    or at or after epoch second *since*; a prompt line that cannot be seen
-    counts as present (unsure: refuse). A dead pane takes no keys: never.
-    """
+    """None when the captain is surely not at the aside's window, else why
+    (verdict.captain_at, the one captain check; a dead pane takes no keys)."""
     if not found or found.dead:
         return None
     who, why = captain_at(found.pane, found.socket,
@@ -463,20 +418,12 @@ def _after(rec):
 def reconcile(crew, name, quiet=None, since_act=True):
     """Take in aside NAME's report, keep its conversation, close it, then kill its window.
 
-    Steps, each safe to redo after a crash: (1) every report of NAME in new/
-    moves to cur/; (2) the pane's whole scrollback is saved beside the
-    concluded report (atomic replace); (3) a copy of the agent's own
-    transcript (meta `transcript_path`), if one is recorded, is saved beside
-    it too (REPORT.transcript, atomic replace): an agent drawing in the
-    alternate screen leaves only its last screen in the scrollback; (4)
-    `closed: REPORT` is appended; (5) the window is killed. The window is
-    killed only once `closed` is written, and `closed` only once the report,
-    scrollback and transcript are in cur/.
-    Nothing is done while the captain is at the window (captain_at_window,
-    asked before the first step and again just before the kill):
-    CaptainPresent, the conversation may be about to reopen. Keys count
-    from the captain's conclusion on (since_act) or, once a wait has seen
-    the window quiet, only in the last *quiet* seconds.
+    Each step is safe to redo after a crash, and each is done only once the
+    one before it is (docs/commands/aside-reconcile.md). The captain at the
+    window (asked before the first step and again just before the kill) is
+    CaptainPresent. Keys count from the captain's conclusion on (since_act)
+    or, once a wait has seen the window quiet, only in the last *quiet*
+    seconds.
     """
     sess = aside_session(crew, name)
     out = Reconciled()
@@ -501,10 +448,8 @@ def reconcile(crew, name, quiet=None, since_act=True):
                    if st.state == CAPTAIN_CONCLUDED else NOT_CONCLUDED.split(";")[0])
             raise Refused(f"{name!r} is not concluded: {why}")
         else:
-            why = believed(sess, st)
+            why = _unbelieved(sess, believed(sess, st))
             if why:
-                _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is"
-                                               f" not believed: {why}"))
                 raise Refused(f"{name!r} is not concluded: its captain-done record is not"
                               f" believed ({why})")
             since = _after(st.act) if since_act else None
@@ -541,16 +486,10 @@ WAIT_INTERVAL = 1.0               # seconds between looks at the window while wa
 
 
 def reconcile_wait(crew, name, timeout=WAIT_DEFAULT, quiet=None, say=None):
-    """reconcile() as soon as the captain has left the window alone for *quiet* seconds.
-
-    While the captain is at the window (CaptainPresent), it waits: on the
-    session directory (notify.DirWatch: a record arriving, the captain sent
-    the draft or the agent moved) and, every WAIT_INTERVAL, one look at the
-    window (tmux clients and the prompt line; never a tight loop). The
-    captain's absence must hold for *quiet* seconds in a row. If the
-    conversation is reopened meanwhile (the captain submitted text), the
-    conclusion is void: Refused, nothing moved or killed. CaptainPresent
-    again after *timeout* seconds. *say* gets each new reason to wait.
+    """reconcile() as soon as the captain has left the window alone for
+    *quiet* seconds in a row; Refused if the conversation is reopened
+    meanwhile, CaptainPresent after *timeout*. *say* gets each new reason
+    to wait.
     """
     quiet = captain_quiet() if quiet is None else quiet
     deadline = time.monotonic() + timeout

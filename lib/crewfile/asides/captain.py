@@ -15,16 +15,9 @@ PROBLEM = "problem"
 
 
 def parse_captain_input(text, command=CONCLUDE_COMMAND):
-    """(kind, text) of the record a captain input becomes.
-
-    The conclusion *command* (/aside-done; Codex: $aside-done) alone or
-    followed by whitespace and a note is the conclusion (kind captain-done,
-    text the note); anything else is kind
-    captain with the input as text. Text beyond CAPTAIN_TEXT_MAX characters
-    is cut with a marker, and text that is not valid UTF-8 (a lone surrogate)
-    is spelled with backslash escapes: the act must always be recorded; the
-    transcript keeps the words.
-    """
+    """(kind, text) of the record a captain input becomes: the conclusion
+    *command* alone or followed by a note is captain-done (text the note),
+    anything else captain. The act is always recorded (clip)."""
     if is_conclusion(text, command):
         return CAPTAIN_DONE, clip(text.strip()[len(command):].strip())
     return CAPTAIN, clip(text)
@@ -43,20 +36,10 @@ def record_captain_input(crew, name, text, prompt_id=None, transcript=None, agen
     """Record what the captain typed into session NAME; return the kind appended.
 
     THE entry point for prompt hooks (*agent*: the hook's adapter, Claude
-    Code's by default): `captain` for an ordinary input; `captain-done` for
-    the agent's conclusion command, written with its evidence (`prompt
-    PROMPT_ID`, or `prompt -` for an agent whose hook names no prompt,
-    checked against the agent's transcript whenever the conclusion is acted
-    on, then `keys SECOND`: a person's key input in a tmux client looking at
-    the session's pane, evidence.hands). A conclusion that cannot be such a
-    prompt, or has no person's keys behind it, is refused at once and
-    becomes a `problem: self-conclusion refused` record (kind `problem`
-    returned): no prompt id from an agent that names its prompts, a payload
-    naming another transcript than the session's, or a prompt id the
-    transcript already holds as its newest prompt (the CLI writes a prompt
-    to its transcript only after the hook: a payload replayed from inside a
-    turn). Works for any kind of session. Raises NotFound for an
-    unregistered session.
+    Code's by default). A conclusion is written with its evidence; one that
+    cannot be such a prompt, or has no person's keys behind it, is refused
+    at once as a `problem` record (kind `problem` returned): the rules are
+    docs/files/asides.md. NotFound for an unregistered session.
     """
     if agent is None:
         from crewfile.agents import claude as agent

@@ -1,39 +1,11 @@
 """Evidence that a captain act came from the captain, not from the aside's agent.
 
 A `captain-done` record is believed only with evidence from outside the
-agent, kept in sessions/NAME/acts (one line per act: the exact status record
-line, a tab, the evidence), written under the session lock just before the
-record itself. Two kinds:
-
-  prompt ID     a prompt hook saw the captain submit the conclusion command
-                (/aside-done; Codex: $aside-done) as the agent's prompt ID
-                (`-`: the agent's hook names no prompt: Codex, Gemini CLI).
-                Believed while the transcript the agent CLI itself writes
-                (meta `transcript_path`) has as its newest captain prompt
-                that prompt, recorded as the conclusion command. The hook
-                runs before the CLI writes the prompt to its transcript, so
-                a prompt id that is already the transcript's newest is a
-                replay (a hand-made payload), refused at once.
-  caller WHERE  aside-done/aside-say run by a process whose ancestry (ppid
-                chain, checked with start times) reaches the tmux server of
-                the aside's pane, not through the aside's agent process nor
-                the aside's own pane: a command typed in another window
-                (WHERE = that pane) or a key binding (WHERE = `tmux`).
-
-Either kind stands only with a person's hands behind it as well: when the
-act is recorded, a client attached to the aside's tmux server had key input
-(hands(); its evidence follows the other, ` keys SECOND`). tmux keeps the
-moment of each client's last key input, and keys or commands a process sends
-to the server (send-keys, run-shell) leave it untouched, so an agent that
-types /aside-done into its own pane, or runs `tmux run-shell "aside-done
-NAME"`, from its shell tool is refused.
-
-A status line appended by hand (printf >> status, status-append) has no acts
-line and is not believed. The limit, said plainly: this stops an agent that
-decides on its own that the aside is over, whatever its tools run; it is not
-a security boundary. A process of the same user can write any file (acts,
-meta, the transcript), or attach a tmux client of its own to a
-pseudo-terminal and type into it as the captain.
+agent, kept in sessions/NAME/acts, and a person's keys behind it: the kinds
+(`prompt ID`, `caller WHERE`, then ` keys SECOND`) and their limits are
+docs/files/asides.md and docs/files/acts.md. It stops an agent that decides
+on its own that the aside is over, whatever its tools run; it is not a
+security boundary.
 """
 import os
 import time
@@ -121,19 +93,12 @@ def hands(sess, where=None, now=None):
     """(None, 'keys SECOND') if a person at a terminal stands behind an act of
     aside *sess* happening *now*, else (why not, None).
 
-    SECOND is the newest key input (tmux client_activity, whole seconds) of a
-    client attached to the aside's tmux server that
-      - looks at pane *where* (its current window's active pane, the one its
-        keys go to): the aside's own pane for a prompt, the other window's
-        pane for a command typed there; any client for a key binding (None);
-      - had that input at most KEYS_RECENT seconds before *now*;
-      - had it after the aside's newest captain input: in a whole second
-        later than that record's. The keys that submitted the prompt the
-        agent is answering are not newer than its record, so an agent that
-        acts at once on the captain's words finds no key of the captain's
-        behind its act.
-    send-keys, run-shell and every other command sent to the server leave
-    client_activity as it was (one-second resolution, checked on tmux 3.3a).
+    SECOND is the newest key input (tmux client_activity) of a client
+    attached to the aside's server that looks at pane *where* (any, for
+    None), at most KEYS_RECENT seconds ago, in a whole second later than the
+    aside's newest captain input: the keys that submitted the prompt the
+    agent is answering are not newer than its record. Commands sent to the
+    server (send-keys, run-shell) leave client_activity as it was.
     """
     from crewfile.session import tmux
     now = time.time() if now is None else now
@@ -210,12 +175,8 @@ def prompt_verdict(path, prompt_id, agent):
     """None if the transcript's newest captain prompt is the conclusion (and is
     *prompt_id*, when the agent names its prompts), else why not.
 
-    The CLI appends to its transcript a moment after the entries are made: a
-    tool call of the conclusion's turn can run before the prompt is on disk.
-    A prompt id the transcript does not hold at all is waited for (at most
-    TRANSCRIPT_WAIT seconds); a newer prompt after it is refused at once.
-    Without an id (Gemini CLI), a newest prompt that is not the conclusion
-    may be the one before it: waited for the same way."""
+    The CLI appends to its transcript a moment after the entries are made,
+    so a prompt not there yet is waited for, at most TRANSCRIPT_WAIT."""
     deadline = time.monotonic() + TRANSCRIPT_WAIT
     while True:
         why, seen = _prompt_verdict(path, prompt_id, agent)

@@ -6,13 +6,9 @@ from crewfile.core.errors import BadInput, UsageError
 
 HELP = """\
 aside-conclude NAME
-The aside's agent hands over its report. Allowed only while the captain's
-latest act is a conclusion (captain-done) with evidence of the captain (the
-typed /aside-done in the agent's transcript, or aside-done run outside the
-agent); otherwise refused (exit 1) with a `problem: self-conclusion
-refused` record, nothing delivered. On success
-the report is delivered into reports/new/ (maildir: tmp/, fsync, rename),
-`concluded: PATH` is appended, and PATH is printed.
+The aside's agent hands over its report, into reports/new/; prints its path.
+Only after the captain's believed conclusion; otherwise refused (exit 1), a
+`problem` record (docs/commands/aside-conclude.md).
 
   --report FILE   the report: a file, or - for stdin (required)
 
@@ -38,4 +34,3 @@ def run(args):
         sys.stderr.write(f"aside-conclude: {args.name}: adopted the report an interrupted"
                          f" run delivered\n")
     sys.stdout.write(path + "\n")
-    return 0

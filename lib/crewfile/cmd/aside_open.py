@@ -6,18 +6,13 @@ from crewfile.cli import crew
 
 HELP = """\
 aside-open NAME
-Open aside NAME: register it (kind aside, exempt from wake supervision) and
-start its agent in a new tmux window with CREWFILE_DIR and
-CREWFILE_SESSION=NAME in its environment. Appends `opened: TOPIC` and
-`paused: awaiting captain`; prints the window target (`session:index`).
+Open aside NAME: register it (kind aside, exempt) and start its agent in a
+new tmux window; prints the window target (docs/commands/aside-open.md).
 
   --topic TEXT           what the aside is about (the `opened` record's text)
   --cmd COMMAND          the agent's shell command (default: $CREWFILE_AGENT_CMD, else claude)
-  --tmux-session SESSION   the tmux session to open the window in (created if missing;
-                         default: tmux's current session)
+  --tmux-session SESSION   the tmux session for the window (default: tmux's current one)
   --primary NAME         the primary that opened it (default: $CREWFILE_PRIMARY)
-
-A name already registered and not ended is refused (exit 1).
 
 Example: aside-open api-design --topic "shape of the v2 API" --primary firstmate
 """
@@ -28,4 +23,3 @@ def run(args):
                         tmux_session=args.tmux_session,
                         primary=args.primary or os.environ.get("CREWFILE_PRIMARY"))
     sys.stdout.write(target + "\n")
-    return 0

@@ -8,17 +8,11 @@ from crewfile.core.text import escape
 
 HELP = """\
 aside-reconcile NAME [--wait [DURATION]]
-The primary takes in concluded aside NAME: moves its report from
-reports/new/ to reports/cur/, saves the window's whole scrollback beside it
-(REPORT.scrollback) and a copy of the agent's own transcript, if its hook
-recorded one (REPORT.transcript), appends `closed: REPORT`, and only then
-kills the window. Safe to rerun after a crash at any step; rerun on a
-closed aside, it finishes what is left (the kill). Prints `report: PATH`,
-`scrollback: PATH` and, when one was kept, `transcript: PATH`.
-
-While the captain is at the window (a draft on its prompt line, keys
-pressed there since the conclusion or in the last few seconds) it changes
-nothing and exits 7: the conversation may be about to reopen.
+The primary takes in concluded aside NAME: its report into reports/cur/,
+the window's scrollback and the agent's transcript beside it, `closed`,
+then the window killed. Prints `report:`, `scrollback:` (`transcript:`)
+lines. Exit 7 while the captain is at the window
+(docs/commands/aside-reconcile.md).
 
   --wait   wait (at most DURATION, default 10m) until the captain has left
            the window alone for a few seconds, then reconcile; if the
@@ -44,4 +38,3 @@ def run(args):
     sys.stdout.write(f"report: {out.report or '-'}\nscrollback: {out.scrollback or '-'}\n")
     if out.transcript:
         sys.stdout.write(escape(f"transcript: {out.transcript}") + "\n")
-    return 0

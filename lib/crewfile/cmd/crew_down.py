@@ -20,4 +20,3 @@ def run(args):
     timeout = parse_duration(args.timeout, "--timeout") if args.timeout else 30.0
     if not crewup.down(c, timeout):
         raise NotFound(f"no crew-up runs for {c.root}")
-    return 0

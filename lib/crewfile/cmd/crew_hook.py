@@ -1,4 +1,8 @@
-from crewfile.hooks.hook import DEFAULT_AGENT, handle, load_agent
+import os
+import sys
+
+from crewfile.core.errors import UsageError
+from crewfile.hooks.hook import DEFAULT_AGENT, handle, load_agent, read_payload
 
 HELP = """\
 crew-hook [PAYLOAD]
@@ -42,16 +46,13 @@ Example: crew-hook --install ~/.codex --agent codex --dry-run
 
 
 def run(args):
-    import sys
     if args.settings or args.install or args.uninstall:
         return _install(args)
     if args.payload is not None:
         raw = args.payload
     elif sys.stdin.isatty():
-        from crewfile.core.errors import UsageError
         raise UsageError("expected a hook payload on stdin (see --help)")
     else:
-        from crewfile.hooks.hook import read_payload
         try:
             raw = read_payload(sys.stdin.buffer)
         except OSError as e:
@@ -59,7 +60,7 @@ def run(args):
             # on any code but 0 and 1. As a hook, one line and exit 0.
             sys.stderr.write(f"crew-hook: ?: stdin cannot be read: {e.strerror or e}\n")
             return 0
-    env = dict(__import__("os").environ)
+    env = dict(os.environ)
     if args.dir:
         env["CREWFILE_DIR"] = args.dir
     reply = handle(raw, env, codex=args.payload is not None, agent=args.agent or "claude")
@@ -72,10 +73,8 @@ def run(args):
 
 
 def _install(args):
-    import sys
-    from crewfile.agents import install
+    from crewfile.agents import install     # not on the hook's path
     if args.install and args.uninstall:
-        from crewfile.core.errors import UsageError
         raise UsageError("--install and --uninstall exclude each other")
     agent = load_agent(args.agent or DEFAULT_AGENT)
     kept = []

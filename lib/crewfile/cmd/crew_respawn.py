@@ -8,16 +8,10 @@ from crewfile.crew.spawn import DAMAGED, REFUSED, respawn
 
 HELP = """\
 crew-respawn [NAME...]
-The captain's explicit act after a reboot or a lost tmux server (never run by
-a schedule or a nudge): for each registered session (or each NAME) whose
-agent is gone and that did not end on purpose, open its window again in its
-recorded tree, resuming its own conversation (meta agent_session_id: Claude
-Code and Gemini CLI `--resume ID`, Codex CLI `resume ID`), so a schedule
-attached to it still belongs to it.
-A table on stdout, `NAME ACTION DETAIL`, one row per session, ACTION one of
-respawned, would-respawn, live, ended, refused, damaged; each refusal is
-also a line on stderr, `crew-respawn: NAME: why` (no conversation id, its
-tree gone or held by another live session).
+The captain's act after a reboot or a lost tmux server: each session (or
+NAME) whose agent is gone and that did not end on purpose gets its window
+again, resuming its own conversation. A table `NAME ACTION DETAIL`
+(docs/commands/crew-respawn.md).
 
   --dry-run   say what would be done; change nothing
   --json      one JSON array of {"name", "action", "detail"} instead

@@ -7,22 +7,13 @@ from crewfile.crew.retire import retire
 
 HELP = """\
 crew-retire NAME
-The captain's act when crew session NAME is done: appends `ended: retired`,
-saves its window's whole scrollback (sessions/NAME/scrollback.TS) and a copy
-of its agent's own transcript, if its hook recorded one
-(sessions/NAME/transcript.TS), closes the window, removes its worktree and
-keeps its branch. Refused while the agent
-is generating (or its state is unknown, or a dialog is up) and while the
-worktree has uncommitted changes. Disarms the session's nudge schedules.
-Prints `scrollback:`, `worktree:` and `branch:` lines (and `transcript:`
-when one was kept), and `nudges:` naming
-the schedules it disarmed, if any. Safe to rerun: on an ended session it
-finishes what is left.
+The captain's act when crew session NAME is done: `ended: retired`, its
+scrollback and transcript kept, its window closed, its worktree removed, its
+branch kept, its nudges disarmed. Refused while it generates or has
+uncommitted changes (docs/commands/crew-retire.md).
 
-  --keep-worktree   leave the worktree in place (uncommitted changes then
-                    refuse nothing: they stay where they are)
-  --force           retire anyway, cutting off a turn and throwing away
-                    uncommitted changes; stderr says what was thrown away
+  --keep-worktree   leave the worktree in place
+  --force           retire anyway, cutting off a turn and throwing away uncommitted changes
 
 Exit: 0; 1 refused (busy, uncommitted changes, a delivery in progress);
 2 bad name, not a crew session; 3 no such session; 111.
@@ -46,4 +37,3 @@ def run(args):
     sys.stdout.write(f"worktree: {escape(tree)}\nbranch: {escape(branch)}\n")
     if out.disarmed:
         sys.stdout.write(f"nudges: disarmed {escape(' '.join(out.disarmed))}\n")
-    return 0

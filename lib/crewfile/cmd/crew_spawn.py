@@ -9,35 +9,21 @@ from crewfile.session.delivery import UNCONFIRMED
 
 HELP = """\
 crew-spawn NAME
-Start crew session NAME in a tree of its own: a git worktree on a new branch
-crew/NAME (from REF, default HEAD) beside the repository, at
-<main tree>/../<main tree's name>.crew/NAME; a tmux window named NAME there
-with the agent started in it (CREWFILE_DIR and CREWFILE_SESSION=NAME in its
-environment); the session registered (kind crew, its tree, its pane). The
-agent's first hook records its process and conversation. Prints `window:`,
-`tree:` and `branch:` lines.
+Start crew session NAME in a tree of its own (a git worktree on a new branch
+crew/NAME), its agent in a tmux window there; prints `window:`, `tree:` and
+`branch:` lines (docs/commands/crew-spawn.md).
 
   --agent AGENT          claude, codex or gemini (default: claude)
-  --cmd COMMAND          the agent's shell command (default: $CREWFILE_AGENT_CMD,
-                         else the agent's name)
-  --from REF             the commit the branch starts at (default: HEAD); refused
-                         if REF is checked out somewhere with uncommitted changes
-  --tmux-session SESSION   the tmux session for the window (created if missing;
-                         default: tmux's current session)
+  --cmd COMMAND          the agent's shell command (default: $CREWFILE_AGENT_CMD, else AGENT)
+  --from REF             the commit the branch starts at (default: HEAD)
+  --tmux-session SESSION   the tmux session for the window (default: tmux's current one)
   --prompt TEXT          type TEXT as the first prompt once the agent is idle
-                         (through the one safe delivery path)
-  --wait DURATION        how long --prompt waits for the agent's idle, empty
-                         prompt line (default: 60s)
-  --no-worktree          no worktree or branch: the session works in the current
-                         directory (refused if another live session holds it)
+  --wait DURATION        how long --prompt waits for the agent's idle prompt (default: 60s)
+  --no-worktree          no worktree or branch: work in the current directory
 
-Refused (exit 1): a name registered and not ended, an existing branch or
-worktree path, a dirty REF, a tree another live session holds, a prompt that
-could not be delivered (the worker is spawned; stderr says why). Exit 2: a
-bad name or agent, not in a git repository, a repository with no commits;
-3: no such REF. Nothing is left behind by a refusal. Exit 8: the worker is
-spawned and its prompt typed and Entered, but its prompt hook recorded no
-turn (it may yet take it: do not send it again blindly).
+Exit: 0; 1 refused (nothing left behind; a prompt not delivered: the worker
+is spawned); 2 bad name or agent, no repository; 3 no such REF; 8 the prompt
+typed and Entered but no turn recorded (do not send it again blindly).
 
 Example: crew-spawn builder --from main --tmux-session crew --prompt "run the tests and fix what fails"
 """
@@ -57,4 +43,3 @@ def run(args):
                               f" Entered, but not confirmed: {out.prompt[1]}")
         raise Refused(f"{args.name} is spawned, but its first prompt was not delivered:"
                       f" {out.prompt[1]}")
-    return 0

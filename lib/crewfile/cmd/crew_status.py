@@ -14,20 +14,9 @@ One short line saying how the crew is: for a tmux status line or a prompt.
                   probe of a session on it); ignored, with a warning, unless
                   it is exactly such a list
 
-Counts of the sessions not ended, by their state (glance.py, from the
-verdict): working (generating), idle, dialog (a permission dialog is up),
-blocked (blocked/problem/error, until the session moves on), paused
-(awaiting captain, until the wait is over), lost (the verdict says not live), unknown, damaged (its files
-cannot be used, or it cannot be a session: a link, a FIFO, mode 000; each
-said on stderr, exit 5); then the wakes pending in the primary's inbox
-(`4369+ wakes`: at least that many, in an inbox too big to count whole
-at once: its first 1 MiB is read). Only the
-counts that are not zero are shown; `crew: empty` when no session is
-registered, `crew: all ended` when none is left. Last, the tokens the
-crew's agents and their subagents used (`12.3k tok`, every session's
-transcript counted once;
-kept up to date in the crew's tokens.cache, so each call reads only what
-was appended).
+Counts of the sessions not ended by state (working, idle, dialog, blocked,
+paused, lost, unknown, damaged: exit 5), the wakes pending in the primary's
+inbox, the tokens the crew used (docs/commands/crew-status.md).
 
 Example: in the tmux status line (the list filled in by tmux)
   tmux set -g status-right '#(crew-status --tmux --panes "{fmt}")'

@@ -14,21 +14,11 @@ Draw the crew over time: one lane per session (default: every session).
 
   --svg FILE     write the picture as SVG to FILE (- for stdout)
   --html FILE    write one self-contained HTML page holding it (hover text)
-                 FILE is written as the shell's > would: a regular file or
-                 a new name is replaced atomically; a device, FIFO or
-                 socket is opened and written; a link is followed
-  --since TIME   start there (a moment: '2026-12-01 08:00', '08:00', or 2h
-                 for two hours ago; default: the first record)
-  --until TIME   end there (the same; 30m: half an hour ago; default: the
-                 last record)
+  --since TIME   start there ('2026-12-01 08:00', '08:00', 2h ago; default: the first record)
+  --until TIME   end there (the same; default: the last record)
 
-Spans: turns (generating), idle, permission dialogs, blocked/problem
-(until a new turn), paused (awaiting captain). Marks: nudges delivered and
-refused, wakes sent to the primary, an aside's opened, concluded, closed,
-ended, captain's turns; under the lane, each job from start to outcome.
-Built from the crew directory alone (status logs with their rotations, the
-primary's inbox and inbox.read, jobs/): a copy from another machine draws
-the same. Times are UTC. At least one of --svg and --html is needed.
+Built from the crew directory alone; times are UTC. At least one of --svg
+and --html is needed (docs/commands/crew-timeline.md).
 
 Example: crew-timeline --since 8h --html crew.html w1 w2 design
 """

@@ -15,39 +15,18 @@ crew-up [PRIMARY] [options]
 Start and supervise the crew's wake pipeline, nudge-tick --watch and job-sweep.
 
   --sweep DURATION         run job-sweep this often (default: 10m)
-  --backoff-max DURATION   longest wait before restarting a stage that
-                           died (default: 30s; the first wait is 0.25s)
-  --remote HOST:DIR...     also supervise the crew in DIR on HOST, over
-                           ssh ($CREWFILE_SSH, default ssh): its wakes reach
-                           PRIMARY as HOST:NAME (crewfile at the same path
-                           there)
-  --remotes FILE           more HOST:DIR, one a line, from FILE (blank
-                           lines and lines starting with # skipped)
-  --notify CMD             also run crew-watch | crew-notify --exec CMD
-                           on its own cursor (crew-up/notify-cursor): the
-                           captain is told what needs them (see crew-notify)
-  --notify-with ARGS       more crew-notify options, one shell-quoted
-                           string: '--always --quiet 22:00-07:00'
-  --status                 print what runs, since when, restarts and the
-                           last error, and exit (3: crew-up is not running)
-  --systemd                print a systemd user unit running crew-up for
-                           this crew and PRIMARY, and exit
+  --backoff-max DURATION   longest wait before restarting a stage (default: 30s)
+  --remote HOST:DIR...     also supervise the crew in DIR on HOST, over ssh
+  --remotes FILE           more HOST:DIR, one a line, from FILE
+  --notify CMD             also tell the captain, through crew-notify --exec CMD
+  --notify-with ARGS       more crew-notify options, one shell-quoted string
+  --status                 print what runs and exit (3: crew-up is not running)
+  --systemd                print a systemd user unit running this crew-up, and exit
 
 Runs in the foreground until SIGTERM or SIGINT (or crew-down), then stops
-every stage and exits 0. One crew-up per crew: a second exits at once with
-code 1. Stages: crew-watch --resume C | wake-filter | wake-send PRIMARY
---cursor C (C = crew-up/cursor: a wake is neither lost nor repeated when
-any stage dies), nudge-tick --watch, job-sweep; with --notify, crew-watch
---resume N | crew-notify --cursor N --exec CMD (N = crew-up/notify-cursor). A stage that dies is
-restarted with backoff; every start, end and line a stage writes on stderr
-is a record in crew-up/log in the crew directory. A stage that keeps ending
-as soon as it starts is also said once here, on stderr. The stages'
-commands are the ones beside crew-up's own executable (links resolved).
-crew-up never gives up on its own account: when crew-up/state or
-crew-up/log cannot be written (a full disk, EIO, a read-only file system)
-that is said once here and the write tried again with the same backoff;
-the stages go on and are restarted meanwhile, the log's lines wait in
-memory (at most 1000) and the state is written once it can be.
+every stage and exits 0; a second crew-up for the crew exits 1. A stage
+that dies is restarted with backoff, each start, end and stderr line a
+record in crew-up/log (docs/commands/crew-up.md).
 
 Example: crew-up firstmate --systemd > ~/.config/systemd/user/crew-up.service
 """
@@ -76,7 +55,6 @@ def run(args):
     crewup.Supervisor(c, args.primary, sweep=sweep, backoff_max=backoff,
                       remotes=remotes,
                       notify=args.notify, notify_options=notify_with).run()
-    return 0
 
 
 def _status(c):

@@ -3,52 +3,32 @@ import signal
 import stat
 import threading
 
+from crewfile.cli import crew
 from crewfile.core.durations import parse_duration
-from crewfile.core.errors import BadInput
+from crewfile.core.errors import BadInput, UsageError
 from crewfile.core.jsonio import loads
+from crewfile.core.records import timestamp
+from crewfile.wake.watch import DEFAULT_PROBE, DEFAULT_STALE, Watcher, json_lines_out
 
 HELP = """\
 crew-watch [options]
 Print one event line `<ts> <session> <kind>[: <text>]` per new status record.
 
   --from-start       replay every record of every log from the beginning
-  --since MOMENT     replay from that moment: '2026-11-30 09:00', '09:00',
-                     2h (ago); the records before it are read, not printed
+  --since MOMENT     replay from that moment: '2026-11-30 09:00', '09:00', 2h (ago)
   --once             exit when caught up (default: follow for ever)
-  --cursor FILE      resume after the last event a previous run emitted, and
-                     save the position there after each batch
-  --resume FILE      resume from the position the consumer acknowledged in
-                     FILE (wake-send --cursor FILE); never write it after
-                     creating it; implies --positions. FILE `-`: the
-                     cursor is the first line of stdin (empty: none; then
-                     one acknowledgement line per session says where it
-                     starts), and the end of stdin ends crew-watch (for
-                     ssh HOST crew-watch --resume -: a dropped
-                     connection stops it at once)
-  --positions        end each line with TAB and its position token (an id
-                     and the cursor state after it; see protocol.md)
+  --cursor FILE      resume after the last event a previous run emitted; save it there
+  --resume FILE      resume from the position the consumer acknowledged in FILE
+                     (wake-send --cursor FILE); `-`: the first line of stdin
+  --positions        end each line with TAB and its position token
   --poll DURATION    re-read the logs this often instead of using inotify
-                     (for file systems without it, such as NFS)
-  --stale DURATION   a generating session silent this long is `stale`
-                     (default: 10m)
+  --stale DURATION   a generating session silent this long is `stale` (default: 10m)
   --probe DURATION   how often liveness is probed for `lost` (default: 5s)
-  --json-lines       one JSON object per event instead (ts, session, kind,
-                     text; the text unescaped)
+  --json-lines       one JSON object per event instead (ts, session, kind, text)
 
-Sessions registered while it runs are followed from their first record.
-Synthesized events: `stale` (generating and silent too long, once per
-silence) and `lost` (its tmux pane or process is gone, not ended).
-SIGTERM or SIGINT ends it with exit 0, after the batch being written and
-its cursor, from the moment its arguments are read. Following into a pipe
-or socket whose reader goes away, it exits 141 at once.
-
-A session that cannot be read (mode 000, a link, not a directory) is said
-once, on stderr and as a `problem` event of it; the others are served, and
-it is read on from its position once it can be.
-The crew directory or a session directory replaced under it is followed
-anew from its start; gone (deleted, unmounted): it exits 6, so that a
-supervisor restarts it. Without inotify (exhausted, not installed) it polls
-every second and says so.
+Synthesized events: `stale` and `lost`. SIGTERM or SIGINT: exit 0 after
+the batch being written; its reader gone: 141; the crew directory gone: 6
+(docs/commands/crew-watch.md).
 
 Example: crew-watch --resume C | wake-filter | wake-send firstmate --cursor C
 """
@@ -58,9 +38,6 @@ def run(args):
     stop = _Stop()          # first: a SIGTERM during start-up is a clean exit too
     w = None
     try:
-        from crewfile.cli import crew
-        from crewfile.wake.watch import Watcher, DEFAULT_STALE, DEFAULT_PROBE, json_lines_out
-        from crewfile.core.errors import UsageError
         if args.resume and args.cursor:
             raise UsageError("--cursor and --resume name two different writers; give one")
         if args.json_lines and (args.resume or args.positions):
@@ -80,7 +57,6 @@ def run(args):
                     out=json_lines_out() if args.json_lines else None,
                     positions=args.positions, resume=args.resume)
         if since is not None:
-            from crewfile.core.records import timestamp
             w.since_ts = timestamp(since)
         if args.resume == "-":
             w.resume_doc = _stdin_cursor()
@@ -98,7 +74,6 @@ def run(args):
     finally:
         if w is not None:
             w.close()
-    return 0
 
 
 class _Stop:

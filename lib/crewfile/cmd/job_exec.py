@@ -13,13 +13,8 @@ Run COMMAND detached under a watcher; print its handle at once and return.
   --label TEXT     a few words saying what it is (job-ls, the notice)
   --handle HANDLE  use this handle (default: j- and 6 random hex digits)
 
-Put `--` before COMMAND. The command runs in its own session and process
-group (stdin /dev/null; stdout and stderr into jobs/HANDLE/output, bounded
-by $CREWFILE_JOB_OUTPUT_BYTES, default 1 MiB); it survives this command's
-exit and the closing of its terminal. A command that cannot be started still
-gets a handle: its outcome is exit 127 (126 if not executable). When it ends
-and nobody is waiting (job-wait), the outcome is posted to the session's
-inbox as a `job` notice.
+Put `--` before COMMAND. When it ends and nobody is waiting (job-wait),
+the outcome is posted to the session's inbox (docs/commands/job-exec.md).
 
 Example: h=$(job-exec --session w1 --label deploy -- make deploy)
 """

@@ -12,14 +12,8 @@ List the jobs, oldest first: handle, session, state, code, who heard it, age, la
 
   --json   a JSON array, one object per job (every field job-ls knows)
 
-STATE: starting, running, exited, killed (by a signal), or lost (the watcher
-was killed: the fate is unknown; the command's process group is reported
-alive or gone). CODE: the exit code, 128+N for signal N, - while running.
-HEARD: wait, notice, or no; `no!` when the announcement found nobody to tell
-(the owning session was not live, had ended, or there was none). AGE: since
-the job ended (since it was created while it runs). A job whose files are
-damaged is listed with STATE `damaged`, `?` elsewhere and LABEL `error: <why>`
-(in --json: {"handle", "error"}), named on stderr; the exit code is then 5.
+A job whose files are damaged is listed as `damaged` and named on stderr;
+the exit code is then 5 (docs/commands/job-ls.md).
 
 Example: job-ls | awk '$5 == "no" || $5 == "no!"'    # outcomes nobody heard
 """

@@ -13,10 +13,8 @@ Remove finished jobs whose outcome was heard, once past their retention.
   --older-than DURATION           retention of a heard outcome, from when it was heard (default: 10m)
   --unheard-older-than DURATION   retention of an outcome nobody heard, from its end, and of a lost job (default: 7d)
 
-An outcome nobody heard is kept much longer (7 days) and job-ls keeps showing
-it; a running job is never removed. A removed job goes whole: spec, output,
-result, locks. Prints the removed handles, one per line. A job whose files
-are damaged is kept and named on stderr (exit 5).
+Prints the removed handles; a running job is never removed; a job whose
+files are damaged is kept and named on stderr (exit 5; docs/commands/job-sweep.md).
 
 Example: job-sweep --older-than 1h
 """

@@ -14,22 +14,9 @@ Wait for job HANDLE to end; print a result line, then the output's tail.
   --tail N   how many lines of output to print (default: 10, at most 1000000)
   --all      print all the output kept (instead of the tail)
 
-Exits with the job's code: its exit status, or 128+N if signal N killed it.
-An outcome that lands while this waits is heard by this wait and is not
-announced; on a timeout the job keeps running and is announced if nobody
-waits when it ends. An announced outcome whose notice has not reached the
-model yet is taken back from the inbox and heard by this wait; once the
-notice has reached it, the outcome is not repeated (exit 122; job-ls has it).
-The first line tells every case apart:
-  HANDLE exited N after T; heard by this wait | heard already by wait
-  HANDLE killed by SIGNAME (N) after T; ...
-  HANDLE heard already by notice ID: not repeated                  (exit 122)
-  HANDLE running: timed out after waiting T                        (exit 124)
-  HANDLE lost: fate unknown (watcher lost); process group PGID ... (exit 125)
-The output is copied byte for byte into a pipe or a file; on a terminal its
-control characters are escaped (ESC as \\x1b, a tab as \\t), line by line.
-job-wait's own failures (usage, no such job, system) exit 125 with a message
-on stderr and nothing on stdout.
+Exits with the job's code (128+N for signal N); 122 heard already by a
+notice, 124 timed out, 125 lost or job-wait's own failure. An outcome is
+heard once (docs/commands/job-wait.md).
 
 Example: job-wait j-4f2a9c --timeout 10m || echo "deploy failed: $?"
 """

@@ -16,26 +16,17 @@ Schedule a nudge: TEXT typed into a session's pane when it is due and safe.
   --session NAME           the session, by name
   --session-key KEY        ... or by the orchestrator's handle
   --agent-session-id ID    ... or by the agent's own session id
-  --every DURATION         the floor between attempts (e.g. 90, 30m, 1h30m, 2d;
-                           a whole number of seconds, at least 1)
+  --every DURATION         the floor between attempts (e.g. 90, 30m, 1h30m, 2d)
   --message TEXT           what to type (one line, no control characters)
-  --max N                  disarm after N attempts (default: 100, or the
-                           replaced schedule's; at most 1000000)
-  --until MOMENT           stop then (the captain is back): it disarms instead of
-                           nudging; e.g. '2026-12-01 08:00', '08:00' (the next
-                           one), 3h (from now); default: none, or the replaced
-                           schedule's
-  --user USER              whose schedule (default: $USER, else the
-                           password database's name for your uid)
+  --max N                  disarm after N attempts (default: 100, or the replaced schedule's)
+  --until MOMENT           disarm then ('2026-12-01 08:00', '08:00', 3h; default: none)
+  --user USER              whose schedule (default: $USER)
   --replace                replace the user's schedule for that session: same id,
-                           attempts counted from 0, --max and --until kept
-                           unless given
+                           attempts from 0, --max and --until kept unless given
 
 Exactly one of --session, --session-key, --agent-session-id. One schedule per
 (user, session): a second is refused (exit 1) unless --replace. Prints the
-schedule id. The first attempt is due --every after now. A session that is
-not live now is said on stderr (`note:`): when due, a tick disarms the
-schedule unless the session is live again by then.
+schedule id (docs/commands/nudge-add.md).
 
 Example: nudge-add --session builder --every 1800 --message 'continue; record blockers'
 """
@@ -58,7 +49,6 @@ def run(args):
     note = not_live_note(crew(args), sched)
     if note:
         sys.stderr.write(f"nudge-add: note: {escape(note)}\n")
-    return 0
 
 
 def not_live_note(crew, sched):

@@ -13,20 +13,13 @@ HELP = """\
 nudge-tick
 Run every due nudge schedule once (from cron), or keep doing it with --watch.
 
-  --watch    stay running: tick when a session's status log or a schedule
-             changes (inotify), and at least every 60 s
+  --watch    stay running: tick when a log or a schedule changes, and every 60 s
   --quiet    print nothing (errors still go to stderr)
-  --crontab  print the crontab line that runs the tick every minute for
-             this crew directory, pinned to this Python (no tmux server:
-             each session's pane is reached on the server it was
-             registered on)
+  --crontab  print the crontab line that ticks every minute for this crew
 
-Prints one line per schedule acted on: `<timestamp> ID SESSION OUTCOME: REASON`,
-OUTCOME one of delivered, failed, refused, disarmed. Exit 0 after a tick;
-exit 1 at once, doing nothing and printing nothing, when another nudge-tick
-holds locks/nudge-tick. A file in nudges/ that is not a schedule (damaged,
-a symlink) is named on stderr and skipped; the other schedules are acted on,
-then the exit code is 5.
+Prints `<timestamp> ID SESSION OUTCOME: REASON` per schedule acted on. Exit 1
+at once when another nudge-tick runs; 5 when a file in nudges/ was skipped
+(docs/commands/nudge-tick.md).
 
 Example: (crontab -l; nudge-tick --crontab) | crontab -
 """

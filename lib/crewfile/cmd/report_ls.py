@@ -9,13 +9,8 @@ from crewfile.core.text import escape
 
 HELP = """\
 report-ls
-List aside reports, oldest first, one line each under a header line:
-STATE ASIDE TIME PATH, STATE `new` (delivered, not yet reconciled) or
-`cur` (reconciled; its scrollback is PATH.scrollback).
-
-A file in new/ or cur/ that is not a regular file (a symlink, a directory)
-is listed with ` error: <why>` after its PATH (in --json: an "error" field),
-named on stderr, and the exit code is 5.
+List aside reports, oldest first: STATE ASIDE TIME PATH, STATE `new` or
+`cur`. A file there that cannot be a report: exit 5 (docs/commands/report-ls.md).
 
   --json         a JSON array of objects (state, aside, time, path, scrollback, size)
   --json-lines   the same objects, one per line

@@ -14,18 +14,9 @@ The crew at a glance: one line per registered session.
   --json   a JSON array of the objects status-show --json prints
   --all    include ended sessions (default: only those not ended)
 
-Columns: NAME KIND EXEMPT LIVE GEN AGE LAST (the last record's kind and text),
-then CWD. Whitespace-separated; LAST is last on the line but for CWD's tab.
-Text from records and metadata is escaped as records are (\\n, \\t, \\xHH).
-A session whose files cannot be used (damaged metadata, a symlink, another
-user's file, a directory that cannot be read or something else in its place)
-is still listed: `?` in every column, LAST `error: <why>` (in --json: {"name",
-"error"}), the same line on stderr, and exit 5 once the others are listed.
-LIVE is yes, no, unknown (verdict.py: the recorded agent process, in its
-pane on its own tmux server) or stopped (live, but SIGSTOP/Ctrl-Z). For a
-session with a pane whose LIVE is unknown because its agent process or its
-server was not recorded (nothing is typed into it), stderr says so and what
-fixes it.
+Columns: NAME KIND EXEMPT LIVE GEN AGE LAST CWD. A session whose files cannot
+be used is listed with `?` and named on stderr: exit 5
+(docs/commands/session-ls.md).
 
 Example: session-ls | awk '$4 == "no"'    # sessions whose window is gone
 """

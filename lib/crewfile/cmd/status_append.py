@@ -11,16 +11,11 @@ HELP = """\
 status-append NAME KIND [TEXT...]
 Append one record `<timestamp> KIND[: TEXT]` to NAME's status log.
 
-With KIND `-`, each line of stdin is one record written as `KIND[: TEXT]`;
-with TEXT `-`, each line of stdin is the text of one KIND record. A bad
-stdin line is reported on stderr and skipped; the good ones are all written,
-each as it arrives; the exit code is then 2.
-
-A kind that moves a lifecycle or ends something (registered, captain,
-captain-done, concluded, closed, ended, respawned: protocol.md, "Record
-kinds") is written only by its own commands: refused (exit 1; a line on
-stdin: skipped, exit 2), each attempt a `problem` record, which wakes the
-primary.
+KIND `-`: each stdin line is `KIND[: TEXT]`; TEXT `-`: each stdin line is
+a text; a bad line is skipped (exit 2). The guarded kinds (registered,
+captain, captain-done, concluded, closed, ended, respawned: protocol.md,
+"Record kinds") are refused (exit 1), a `problem` record
+(docs/commands/status-append.md).
 
 Example: status-append w1 paused awaiting captain
          make 2>&1 | status-append w1 log -

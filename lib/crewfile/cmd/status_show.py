@@ -20,14 +20,8 @@ Show NAME's current state: last record, its age, live, generating.
   --since MOMENT   also print the records since MOMENT ('2026-11-30 09:00',
                    '09:00', 2h ago); with --last N, at most the last N of them
 
-live, why, stopped and foreground come from verdict.py (the recorded agent
-process, alive with its start time, in its pane on its own tmux server);
-generating from the newest turn record, which `turn` names. Each is yes, no
-or unknown; why names the reason when live is not yes, with what to do
-about it. A `paused`, `blocked` or `done` record does not end a turn: an
-agent writes it during its turn, which runs on until its `turn-ended` (the
-hook writes it), so after `turn-started` then `paused` generating is still
-yes, and nothing is typed into the session until the turn ends.
+live and generating are yes, no or unknown; a `paused` record does not end
+a turn: generating stays yes until `turn-ended` (docs/commands/status-show.md).
 
 Example: status-show w1 --json | jq .generating
 """
@@ -66,4 +60,3 @@ def run(args):
            f"cwd: {escape(st['cwd'] or '-')}", f"tmux: {escape(st['tmux'] or '-')}"]
     out += lines
     sys.stdout.write("\n".join(out) + "\n")
-    return 0

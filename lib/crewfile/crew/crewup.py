@@ -1,39 +1,12 @@
 """crew-up: the crew's supervision as one unit, for one crew and one primary.
 
-Stages, each a crewfile command run by this interpreter:
-  wake    crew-watch --resume C | wake-filter | wake-send PRIMARY --cursor C
-          (three processes; C is crew-up/cursor, acknowledged end to end, so
-          a stage killed at any moment loses and repeats nothing). If one of
-          the three ends, the other two are stopped and the pipe is started
-          again as a whole: a pipe cannot be mended in the middle.
-  nudge   nudge-tick --watch
-  notify  crew-watch --resume N | crew-notify --cursor N --exec CMD (with
-          --notify CMD; N is crew-up/notify-cursor, its own position: the
-          captain is told what needs them exactly once, whatever the wake
-          pipe does)
-  sweep   job-sweep, every `sweep` seconds (a one-shot; a failure is logged)
-
-One instance per crew: crew-up/lock (flock) is held for its whole life; a
-second crew-up finds it busy and exits at once (Refused), or, when the state
-names no live crew-up (one SIGKILLed while forking: the child holds the lock
-until its exec), waits up to HANDOVER for it. Children die with
-it even when it is SIGKILLed (PR_SET_PDEATHSIG), and wake-send holds the
-cursor's lock, so a new generation never runs beside a dying one.
-
-A stage that ends is started again after a backoff (BACKOFF_FIRST doubling
-up to backoff_max; back to the first once it ran RESET_AFTER seconds). Each
-start, end and restart is a record in crew-up/log (the status-log format,
-rotated like one), and each line a stage writes on stderr too. crew-up/state
-(JSON, atomic replace) says what runs, since when, restarts, last error:
-`crew-up --status` reads it. SIGTERM or SIGINT (or crew-down) stops every
-stage (SIGTERM, then SIGKILL after STOP_GRACE) and exits 0.
-
-crew-up never gives up on its own account: a write of its state or log
-that fails (a full disk, EIO, a read-only file system) is said once on its
-stderr and tried again with backoff, while the stages run and are
-restarted as before (starting a process needs no disk space). The log's
-lines wait in memory meanwhile (at most MAX_UNLOGGED, the oldest dropped
-and counted); the state is written anew when it can be.
+The stages (wake, nudge, sweep; notify with --notify; wake@HOST and
+nudge@HOST per remote crew), the lock, the backoff, crew-up/log and
+crew-up/state, and what happens when those cannot be written: the contract
+is docs/commands/crew-up.md; crew-up/'s files are docs/files/crew-up.md.
+A stage is a list of crewfile commands run by this interpreter, piped into
+each other; if one ends, the rest are stopped and the stage starts again
+as a whole (a pipe cannot be mended in the middle).
 """
 import ctypes
 import os
@@ -75,11 +48,9 @@ def files(crew):
 
 
 def bin_path(name):
-    """The command *name*, beside the running command's own executable
-    (links resolved): bin/ of a checkout, or the bin/ pip filled in the
-    venv of `make install` (whose links in ~/.local/bin point there) or of
-    any `pip install`. Not beside this module: installed, the package lies
-    in site-packages, nowhere near its commands."""
+    """The command *name*, beside the running command's own executable (links
+    resolved). Not beside this module: installed, the package lies in
+    site-packages, nowhere near its commands."""
     return os.path.join(os.path.dirname(os.path.realpath(sys.argv[0])), name)
 
 
@@ -103,77 +74,71 @@ def _die_with_parent(parent):
 
 def _alive(pid):
     """True if *pid* names a live process (a zombie is not)."""
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    st = stat(pid)
-    if st is not None:
-        return not st.gone
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
+    st = stat(pid) if isinstance(pid, int) and pid > 0 else None
+    return st is not None and not st.gone
 
 
 class Proc:
-    """One running child: its name, Popen, start time, and a carry for stderr."""
+    """One running child: its name, Popen, and its stderr's unfinished line."""
 
     def __init__(self, name, popen):
-        self.name, self.popen, self.since, self.carry = name, popen, time.time(), b""
+        self.name, self.popen, self.carry = name, popen, b""
+
+
+class Backoff:
+    """When what failed may be tried again (`at`, monotonic): BACKOFF_FIRST
+    after the first failure, doubling up to *most*."""
+
+    def __init__(self, most):
+        self.most, self.at, self.wait = most, 0.0, BACKOFF_FIRST
+
+    def due(self, now=None):
+        return (time.monotonic() if now is None else now) >= self.at
+
+    def later(self):
+        """Put the next try off; return by how long."""
+        delay = min(self.wait, self.most)
+        self.at, self.wait = time.monotonic() + delay, min(self.wait * 2, self.most)
+        return delay
+
+    def reset(self):
+        self.at, self.wait = 0.0, BACKOFF_FIRST
 
 
 class Stage:
-    """A restartable unit: the bookkeeping --status shows."""
+    """A restartable unit: the bookkeeping --status shows, and when it may (re)start."""
 
-    def __init__(self, name):
-        self.name = name
-        self.procs = []
-        self.since = None
-        self.restarts = 0
-        self.last_error = None
-        self.backoff = BACKOFF_FIRST
-        self.start_at = 0.0         # monotonic: when it may (re)start
+    def __init__(self, name, backoff_max):
+        self.name, self.procs, self.since, self.restarts = name, [], None, 0
+        self.last_error = self.last_said = None     # last_said: its last line on stderr
+        self.retry = Backoff(backoff_max)
         self.quick_ends = 0         # ends in a row, each before RESET_AFTER
-        self.last_said = None       # the last line its processes wrote on stderr
         self.told = False           # its failing at once is said on crew-up's stderr
 
-    def running(self):
-        return bool(self.procs)
 
+class Writing(Backoff):
+    """One of crew-up's own files: why writing it fails (None when it works)."""
 
-class Writing:
-    """One of crew-up's own files while writing it fails: why (None when it
-    works), when to try again (monotonic) and the wait after that."""
-
-    def __init__(self):
+    def __init__(self, most):
+        super().__init__(most)
         self.failing = None
-        self.retry_at = 0.0
-        self.backoff = BACKOFF_FIRST
 
 
 class Supervisor:
     def __init__(self, crew, primary, sweep=DEFAULT_SWEEP, backoff_max=BACKOFF_MAX, env=None,
                  remotes=None, notify=None, notify_options=()):
         check_name(primary)
+        self.crew, self.primary, self.sweep = crew, primary, sweep
         self.notify = notify                    # crew-notify's CMD, or None: no notify stage
         self.notify_options = list(notify_options)
-        self.crew, self.primary = crew, primary
-        self.sweep = sweep
-        self.backoff_max = backoff_max
         self.files = files(crew)
-        self.env = dict(os.environ if env is None else env)
-        self.env["CREWFILE_DIR"] = os.path.abspath(crew.root)
+        self.env = dict(os.environ if env is None else env, CREWFILE_DIR=os.path.abspath(crew.root))
         self.remotes = dict(remotes or {})      # host -> its crew directory there
-        names = ["wake", "nudge", "sweep"] + (["notify"] if notify else []) + [f"{k}@{h}" for h in self.remotes
-                                                for k in ("wake", "nudge")]
-        self.stages = {n: Stage(n) for n in names}
-        self.stop = False
-        self.started = time.time()
-        self.lock = None
-        self.next_sweep = 0.0
-        self.writing = {STATE: Writing(), LOG: Writing()}
+        names = ["wake", "nudge", "sweep"] + (["notify"] if notify else []) + [
+            f"{k}@{h}" for h in self.remotes for k in ("wake", "nudge")]
+        self.stages = {n: Stage(n, backoff_max) for n in names}
+        self.stop, self.started, self.lock, self.next_sweep = False, time.time(), None, 0.0
+        self.writing = {STATE: Writing(backoff_max), LOG: Writing(backoff_max)}
         self.unlogged = []          # log lines not written yet (the log is failing)
         self.dropped = 0            # and those dropped from memory meanwhile
         self.state_due = False      # the state changed since it was last written
@@ -185,7 +150,7 @@ class Supervisor:
         if len(self.unlogged) > MAX_UNLOGGED:
             del self.unlogged[0]
             self.dropped += 1
-        if time.monotonic() >= self.writing[LOG].retry_at:
+        if self.writing[LOG].due():
             self.write_log()
 
     def write_log(self):
@@ -200,17 +165,14 @@ class Supervisor:
     def save_state(self):
         """Write crew-up/state now, or as soon as it can be (see retry_writes)."""
         self.state_due = True
-        if time.monotonic() >= self.writing[STATE].retry_at:
+        if self.writing[STATE].due():
             self.write_state()
 
     def write_state(self):
-        stages = {}
-        for s in self.stages.values():
-            stages[s.name] = {
-                "running": s.running(),
-                "pids": {p.name: p.popen.pid for p in s.procs},
-                "since": records.timestamp(s.since) if s.since else None,
-                "restarts": s.restarts, "last_error": s.last_error}
+        stages = {s.name: {"running": bool(s.procs), "pids": {p.name: p.popen.pid for p in s.procs},
+                           "since": records.timestamp(s.since) if s.since else None,
+                           "restarts": s.restarts, "last_error": s.last_error}
+                  for s in self.stages.values()}
         doc = jsonio.dumps({
             "version": 1, "pid": os.getpid(), "primary": self.primary,
             "started": records.timestamp(self.started), "stages": stages}) + "\n"
@@ -219,17 +181,15 @@ class Supervisor:
 
     def retry_writes(self):
         """Try again the writes that failed, each once its backoff is over."""
-        now = time.monotonic()
-        if self.unlogged and now >= self.writing[LOG].retry_at:
+        if self.unlogged and self.writing[LOG].due():
             self.write_log()
-        if self.state_due and now >= self.writing[STATE].retry_at:
+        if self.state_due and self.writing[STATE].due():
             self.write_state()
 
     def _write(self, which, write):
         """Run *write* (one of crew-up's own files); True if it worked. A
-        failure is said once on stderr, not raised: supervision goes on, and
-        the write is tried again after a backoff (BACKOFF_FIRST doubling up
-        to backoff_max). Once it works again, that is said too."""
+        failure is said once, not raised (supervision goes on), and tried
+        again after a backoff."""
         w = self.writing[which]
         try:
             write()
@@ -239,12 +199,12 @@ class Supervisor:
                 held = "; its lines are held until then" if which == LOG else ""
                 self._tell(f"crew-up: {why}; the stages go on, retrying{held}")
             w.failing = why
-            w.retry_at = time.monotonic() + w.backoff
-            w.backoff = min(w.backoff * 2, self.backoff_max)
+            w.later()
             return False
         if w.failing is not None:
             self._tell(f"crew-up: {self.files[which]} is written again")
-        w.failing, w.retry_at, w.backoff = None, 0.0, BACKOFF_FIRST
+        w.failing = None
+        w.reset()
         return True
 
     def _tell(self, text):
@@ -269,9 +229,8 @@ class Supervisor:
             pid = read_state(self.crew).get("pid")
             if not _alive(pid):
                 who = f"crew-up pid {pid} is gone" if pid else "crew-up/state names none"
-                sys.stderr.write(f"crew-up: the lock is busy but {who}: waiting up to"
-                                 f" {HANDOVER:g}s for a child it was starting to let go\n")
-                sys.stderr.flush()
+                self._tell(f"crew-up: the lock is busy but {who}: waiting up to"
+                           f" {HANDOVER:g}s for a child it was starting to let go")
                 self.lock = acquire(self.files[LOCK], timeout=HANDOVER)
         if self.lock is None:
             pid = read_state(self.crew).get("pid", "?")
@@ -307,7 +266,7 @@ class Supervisor:
     def step(self, wait=0.2):
         now = time.monotonic()
         for stage in self.stages.values():
-            if not stage.running() and now >= stage.start_at and not self.stop:
+            if not stage.procs and stage.retry.due(now) and not self.stop:
                 if stage.name != "sweep" or now >= self.next_sweep:
                     self.start(stage)
         fds = {p.popen.stderr.fileno(): p for s in self.stages.values() for p in s.procs
@@ -378,7 +337,7 @@ class Supervisor:
             stage.last_error = f"cannot start {stage.name}: {e.strerror}"
             self.log("stage-failed", f"{stage.name}: {stage.last_error}")
             self.kill(stage)
-            self.schedule(stage)
+            stage.retry.later()
             if not stage.procs:         # none started: no ended() will count this one
                 stage.quick_ends += 1
                 if stage.quick_ends >= FAILING_AT_ONCE and not stage.told:
@@ -417,23 +376,21 @@ class Supervisor:
             self.log("said", f"ssh {host}: first position not kept: {e}")
 
     def read_stderr(self, proc):
+        """Log the whole lines *proc* wrote on stderr (at its end, the rest
+        too); False at its end."""
         try:
             data = os.read(proc.popen.stderr.fileno(), 65536)
-        except OSError:
+        except (OSError, ValueError):
             data = b""
-        if not data:
-            if proc.carry:
-                self._said(proc, proc.carry)
-                proc.carry = b""
-            return
         lines = (proc.carry + data).split(b"\n")
-        proc.carry = lines.pop()
+        proc.carry = lines.pop() if data else b""
         if len(proc.carry) > 4096:
             lines.append(proc.carry)
             proc.carry = b""
         for line in lines:
             if line:
                 self._said(proc, line)
+        return bool(data)
 
     def _said(self, proc, line):
         text = line.decode("utf-8", "replace")[:2000]
@@ -466,11 +423,11 @@ class Supervisor:
         stage.procs = []
         stage.restarts += 1
         if ran >= RESET_AFTER:
-            stage.backoff = BACKOFF_FIRST
+            stage.retry.reset()
             stage.quick_ends, stage.told = 0, False
         else:
             stage.quick_ends += 1
-        delay = self.schedule(stage)
+        delay = stage.retry.later()
         self.log("stage-exited", f"{stage.name}: {', '.join(what)} after {ran:.1f}s;"
                                  f" restart {stage.restarts} in {delay:g}s")
         stage.last_error = "; ".join(what)
@@ -478,22 +435,15 @@ class Supervisor:
             self.tell_failing(stage, what)
 
     def tell_failing(self, stage, what):
-        """Say once on crew-up's own stderr (the captain's terminal, or the
-        journal) that a stage fails as soon as it starts: restarting it for
-        ever, with the reason only in crew-up/log, looked like a crew that
-        runs (a crew-up installed with its commands not found)."""
+        """Say once on crew-up's own stderr that a stage fails as soon as it
+        starts: restarting it for ever, with the reason only in crew-up/log,
+        looked like a crew that runs (a crew-up installed with its commands
+        not found)."""
         said = f"; it said: {stage.last_said}" if stage.last_said else ""
-        sys.stderr.write(escape(f"crew-up: stage {stage.name} fails at once ({stage.quick_ends} times"
-                                f" in a row; {', '.join(what)}{said}); still restarting it,"
-                                f" see {self.files[LOG]}") + "\n")
-        sys.stderr.flush()
+        self._tell(f"crew-up: stage {stage.name} fails at once ({stage.quick_ends} times"
+                   f" in a row; {', '.join(what)}{said}); still restarting it,"
+                   f" see {self.files[LOG]}")
         stage.told = True
-
-    def schedule(self, stage):
-        delay = min(stage.backoff, self.backoff_max)
-        stage.start_at = time.monotonic() + delay
-        stage.backoff = min(stage.backoff * 2, self.backoff_max)
-        return delay
 
     def kill(self, stage, grace=STOP_GRACE):
         """Stop every process of the stage: SIGTERM, then SIGKILL after *grace*.
@@ -513,29 +463,17 @@ class Supervisor:
                 p.popen.kill()
                 p.popen.wait()
                 forced.append(p)
+            if p.popen.stderr is not None:
+                # what it said last; not waiting on a pipe a child of its own may hold
+                while select.select([p.popen.stderr], [], [], 0)[0] and self.read_stderr(p):
+                    pass
+                if p.carry:
+                    self._said(p, p.carry)
+                    p.carry = b""
             for f in (p.popen.stdin, p.popen.stdout, p.popen.stderr):
                 if f is not None:
-                    if f is p.popen.stderr:
-                        self.read_rest(p)
                     f.close()
         return forced
-
-    def read_rest(self, proc):
-        try:
-            while True:
-                r, _, _ = select.select([proc.popen.stderr.fileno()], [], [], 0)
-                if not r:
-                    break
-                data = os.read(proc.popen.stderr.fileno(), 65536)
-                if not data:
-                    break
-                proc.carry += data
-        except (OSError, ValueError):
-            pass
-        for line in proc.carry.split(b"\n"):
-            if line:
-                self._said(proc, line)
-        proc.carry = b""
 
     def shutdown(self):
         for stage in self.stages.values():
@@ -543,7 +481,7 @@ class Supervisor:
                 self.kill(stage)
                 stage.procs = []
         if self.lock is not None:
-            self.writing[LOG].retry_at = 0.0     # one last try for what is held
+            self.writing[LOG].at = 0.0     # one last try for what is held
             self.log("down", f"pid {os.getpid()}")
             try:
                 os.unlink(self.files[STATE])
@@ -620,11 +558,10 @@ def down(crew, timeout=30.0):
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         pass
-    deadline = time.monotonic() + timeout
-    while running(crew):
-        if time.monotonic() > deadline:
-            raise SystemFailure(f"crew-up (pid {pid}) did not stop within {timeout:g}s")
-        time.sleep(0.05)
+    stopped = acquire(files(crew)[LOCK], timeout=timeout)   # free once every stage stopped
+    if stopped is None:
+        raise SystemFailure(f"crew-up (pid {pid}) did not stop within {timeout:g}s")
+    stopped.release()
     return True
 
 

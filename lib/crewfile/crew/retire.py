@@ -1,27 +1,11 @@
 """crew-retire: the captain's act when a worker is done.
 
-Nothing is deleted that is not committed or saved: refused while the agent
-is generating (or its state is unknown, or a dialog is up) and while its
-worktree holds uncommitted changes, unless forced, and then what is thrown
-away is said. Steps, each safe to redo after a crash (a rerun on an ended
-session, its agent gone, finishes what is left; a live agent's `ended`
-record, which anyone could append, spares it no check):
-
-  1. `ended: retired` appended, under deliver.lock (no delivery is half
-     typed) and the session lock (no turn record slips in between the check
-     and the record): from here no nudge or wake types into it, and
-     crew-watch does not call its window's closing `lost`; its schedules
-     are disarmed (nudge-ls no longer shows them armed);
-  2. the window's whole scrollback saved as sessions/NAME/scrollback.TS
-     (atomic replace; the pane counts only if it is still the session's,
-     on its own server: window.find), and a copy of the agent's own
-     transcript (meta `transcript_path`) as sessions/NAME/transcript.TS
-     (an agent drawing in the alternate screen leaves only its last screen
-     in the scrollback); with no window left, the transcript is still kept
-     unless a rerun kept one already;
-  3. the window killed;
-  4. the worktree removed (git worktree remove; --force only when forced);
-     the branch `crew/NAME` is kept, with every commit on it.
+Nothing is deleted that is not committed or saved, unless forced, and then
+what is thrown away is said. The steps (`ended`, the scrollback and the
+transcript kept, the window killed, the worktree removed) are each safe to
+redo after a crash: docs/commands/crew-retire.md. `ended` is written under
+deliver.lock (no delivery is half typed) and the session lock (no turn
+record slips in between the check and the record).
 """
 import os
 

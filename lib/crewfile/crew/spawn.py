@@ -1,19 +1,10 @@
-"""crew-spawn: a crew session in one command, in a tree of its own.
+"""crew-spawn and crew-respawn: a crew session in one command, in a tree of its own.
 
-Every check comes first (the name, the agent, the prompt's text, the
-repository, REF, the branch, the worktree's path, the tree, the session name),
-so a refusal leaves nothing behind. Then, in order: the registration (a
-racing spawn of the same name is refused there, before it made anything), the
-worktree (branch `crew/NAME` from REF), the window. A step that fails ends
-the registration (`ended: spawn failed: ...`, so the name is free again) and
-takes back the worktree and branch if this spawn made them; the branch is only
-ever deleted right after this spawn created it, before any agent could commit
-to it. Killed in between (kill -9), a spawn leaves a registration that
-crew-retire finishes off like any other: everything it made is known to
-crewfile, never an orphan worktree.
-
-The first prompt, if any, goes through delivery.deliver, the one path that
-types into a pane, tried until the agent shows an idle prompt.
+Every check comes first, so a refusal leaves nothing behind; then the
+registration (before anything is made: a spawn killed at any point leaves
+nothing crewfile does not know), the worktree, the window
+(docs/commands/crew-spawn.md, crew-respawn.md). The first prompt goes
+through delivery.deliver, the one path that types into a pane.
 """
 import os
 import time
@@ -29,7 +20,7 @@ from crewfile.crew import worktree as wt
 from crewfile.nudges import schedules
 from crewfile.session import delivery, verdict, window
 from crewfile.session.sessions import (
-    Session, STATE_SCAN_BYTES, names, names as all_names, register, register_again)
+    Session, STATE_SCAN_BYTES, names as all_names, register, register_again)
 from crewfile.session.verdict import Look, overlap, tree_of
 
 PROMPT_WAIT = 60.0        # seconds to wait for the agent's first idle prompt
@@ -50,7 +41,7 @@ def holders(crew, tree, exclude=None, exact=False):
     taken as it is with exact=True (a worktree about to be made, whose
     parents' git top level is not its own), else as its git top level."""
     mine, look, found = (tree if exact else tree_of(tree)), verdict.Look(), []
-    for name in names(crew):
+    for name in all_names(crew):
         if name == exclude:
             continue
         sess = Session(crew, name)
@@ -97,7 +88,7 @@ def spawn(crew, name, agent=launch.CLAUDE, ref=None, tmux_session=None, prompt=N
         repo = wt.locate(here)
         commit = wt.resolve(repo, ref or "HEAD")
         branch = wt.branch_for(repo, name)
-        if wt.branch_exists(repo, branch):
+        if wt.branch_head(repo, branch) is not None:
             raise Refused(f"branch {branch} exists (an earlier worker's?): delete it or"
                           " choose another name")
         tree = wt.place(repo, name)
@@ -139,15 +130,11 @@ def spawn(crew, name, agent=launch.CLAUDE, ref=None, tmux_session=None, prompt=N
 def first_prompt(sess, text, wait=PROMPT_WAIT):
     """Deliver *text* once the agent shows an idle, empty prompt: (delivered, reason).
 
-    Tried again while the answer is one a starting agent gives (no prompt on
-    the screen yet, a turn or state not settled, another delivery, the typed
-    keys discarded with nothing left on the prompt line: RETYPES times); given up
-    at once when the agent is gone, text was left typed on its prompt line, or
-    Enter was pressed and no record says the agent took it (unconfirmed).
-    An agent whose hooks run at its start (its adapter's HOOKS_AT_START) is
-    not typed into before its SessionStart hook has recorded `started`:
-    Gemini CLI shows its prompt line seconds before asking whether to trust
-    the folder, and a prompt typed then runs with no hook at all.
+    Tried again while the answer is one a starting agent gives; given up at
+    once on one that typing again cannot mend. An agent whose hooks run at
+    its start (HOOKS_AT_START) waits for its `started`: Gemini CLI shows its
+    prompt line before asking to trust the folder, and a prompt typed then
+    runs with no hook at all.
     """
     final = (delivery.NOT_LIVE, delivery.FAILED, delivery.ABORTED, delivery.ASIDE,
              delivery.UNCONFIRMED,       # typed and Entered: never typed a second time
@@ -250,9 +237,7 @@ def _plan(crew, name, look):
     if transcript and not os.path.exists(transcript):
         return REFUSED, (f"its transcript {transcript} is gone: resuming would start a new"
                          " conversation"), None
-    held = holders(crew, tree, exclude=name)
-    if held:
-        return REFUSED, f"the tree {tree} is held: {held[0][1]}", None
+    refuse_held(crew, tree, exclude=name)      # Refused: the caller's REFUSED
     return WOULD, f"in {tree}: {command}", command
 
 
@@ -260,12 +245,8 @@ def respawn(crew, names=None, dry_run=False):
     """Bring back registered sessions whose agent is gone, each resuming its own
     conversation in its recorded tree; return a Respawn per session considered.
 
-    The captain's explicit act: nothing else calls this. Every session is
-    decided before any window opens (a new window may take a pane id that an
-    old registration still names). A window the agent died in (kept by
-    remain-on-exit) has its scrollback saved as sessions/NAME/scrollback.TS
-    before it is closed. Each session is brought back under its
-    deliver.lock, so nothing is typed into it while its agent starts.
+    Every session is decided before any window opens: a new window may take
+    a pane id that an old registration still names.
     """
     if names:
         for name in names:

@@ -74,10 +74,6 @@ def branch_for(repo, name):
     return branch
 
 
-def branch_exists(repo, branch):
-    return git("rev-parse", "--verify", "-q", f"refs/heads/{branch}", cwd=repo.top)[0] == 0
-
-
 def branch_head(repo, branch):
     """The commit the branch points at, or None."""
     code, out, _ = git("rev-parse", "--verify", "-q", f"refs/heads/{branch}^{{commit}}",
@@ -177,7 +173,7 @@ def undo_add(repo, path, branch, made_parent):
     if os.path.isdir(path) and not os.listdir(path):
         os.rmdir(path)                   # a checkout git gave up on before registering it
     git("worktree", "prune", cwd=repo.top)
-    if branch_exists(repo, branch):
+    if branch_head(repo, branch) is not None:
         git("branch", "-D", branch, cwd=repo.top)
     if made_parent:
         try:
