@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from conftest import cmd
+
 from crewfile.agents import claudecron
 from crewfile.core import logfile
 from crewfile.nudges import nudge, schedules
@@ -242,3 +244,19 @@ def test_a_damaged_file_is_said_once_per_schedule_and_holds_nothing(crew, setup)
     assert [t for k, t in recs(crew) if k == "problem"] == problems + [
         f"{sid} {path}: no list of tasks: not believed, it holds no nudge"]
     assert len(sent) == 6
+
+
+def test_nudge_ls_shows_how_many_of_the_targets_own_jobs_are_armed(crew, setup):
+    sess, sid, project, sent, tick = setup
+    register(crew, "w2", tmux="%98")
+    other = schedules.add(crew, 60, "go", session="w2", user="u")["id"]
+    register(crew, "w3", tmux="%97")
+    gone = schedules.add(crew, 60, "go", session="w3", user="u")["id"]
+    cmd("session-rm", "w3", check=True)                    # no session is its target now
+    sess.append("crons", "2 crons (c1 7 3 * * *: x; c2 8 3 * * *: y)")
+    write_tasks(project, {"tasks": [task("d1", created=time.time())]})
+    p = cmd("nudge-ls")
+    assert (p.returncode, p.stderr) == (0, "")
+    header, *rows = p.stdout.splitlines()
+    own = header.split().index("OWN")
+    assert {r.split()[0]: r.split()[own] for r in rows} == {sid: "3", other: "0", gone: "-"}

@@ -258,6 +258,26 @@ def _find(world, sched):
     return found[0], None
 
 
+def own_loops(crew, scheds, world=None):
+    """{schedule id: how many of its target's own cron jobs are armed
+    (verdict.own_jobs), or None where no one session is its target}: what
+    nudge-ls shows beside each schedule."""
+    world = world or World(crew)
+    out = {}
+    for sched in scheds:
+        name, _ = _find(world, sched)
+        if name is None:
+            out[sched["id"]] = None
+            continue
+        try:
+            crons, durable, _ = verdict.own_jobs(world.session(name))
+        except (CrewfileError, OSError):
+            out[sched["id"]] = None
+            continue
+        out[sched["id"]] = verdict.own_count(crons, durable)
+    return out
+
+
 def _decide(crew, world, sched, now, nudged):
     name, why = _find(world, sched)
     if name is None:

@@ -275,18 +275,35 @@ def account_block(rec, now=None):
                                    f" types nothing into it {lifts}")
 
 
-def own_loop(sess, recs=None, now=None):
-    """(Answer(OWN_LOOP, ...) or None, problem or None): is the session's own
-    loop armed at epoch *now*? problem: why its scheduled_tasks.json is not
-    believed (then it holds nothing), for the caller to say once.
+def own_jobs(sess, recs=None, now=None):
+    """(crons, durable, problem): the session's own cron jobs armed at epoch
+    *now*: its newest `crons` record's text when it is the newest of
+    kinds.NATIVE_STATE and younger than OWN_LOOP_MAX_AGE (or None), the
+    durable jobs (claudecron.Job) of .claude/scheduled_tasks.json in its
+    directory, and why that file is not believed (then it gives none).
     recs: a sess.scan() to read the records from."""
     now = time.time() if now is None else now
     recs = recs or sess.scan()
-    parts = []
     rec = recs.last_of(NATIVE_STATE)
+    crons = None
     if rec is not None and rec.kind == "crons" and parse_timestamp(rec.ts) > now - OWN_LOOP_MAX_AGE:
-        parts.append(rec.text)
-    jobs, problem = durable_jobs(sess.meta.get("cwd"), now)
+        crons = rec.text
+    durable, problem = durable_jobs(sess.meta.get("cwd"), now)
+    return crons, durable, problem
+
+
+def own_count(crons, durable):
+    """How many of the session's own jobs own_jobs found armed."""
+    head = (crons or "").split(" ", 1)[0]
+    return (int(head) if head.isdigit() else 1 if crons else 0) + len(durable)
+
+
+def own_loop(sess, recs=None, now=None):
+    """(Answer(OWN_LOOP, ...) or None, problem or None): is the session's own
+    loop armed at epoch *now*? problem: why its scheduled_tasks.json is not
+    believed (then it holds nothing), for the caller to say once."""
+    crons, jobs, problem = own_jobs(sess, recs, now)
+    parts = [crons] if crons else []
     if jobs:
         named = "; ".join(f"{j.id[:16]} {j.cron[:40]}: {j.prompt[:60]}" for j in jobs[:3])
         s = "s" if len(jobs) != 1 else ""
