@@ -260,3 +260,19 @@ def test_nudge_ls_shows_how_many_of_the_targets_own_jobs_are_armed(crew, setup):
     header, *rows = p.stdout.splitlines()
     own = header.split().index("OWN")
     assert {r.split()[0]: r.split()[own] for r in rows} == {sid: "3", other: "0", gone: "-"}
+
+
+def test_crew_top_says_each_sessions_own_loop_in_its_footer(crew, setup):
+    sess, sid, project, sent, tick = setup
+    register(crew, "w2", tmux="%98")
+    sess.append("crons", "1 cron (c1 7 3 * * *: x\x1b[2J)")
+    write_tasks(project, {"tasks": [task("d1", created=time.time())]})
+    p = cmd("crew-top", "--once")
+    assert p.returncode == 0, p.stderr
+    own = [line for line in p.stdout.splitlines() if line.startswith("own loop:")]
+    assert own == ["own loop: w1: 1 cron (c1 7 3 * * *: x\\x1b[2J);"
+                   " 1 durable cron (d1 9 4 * * *: durable job)"]
+    sess.append("turn-ended")                          # the next Stop listed none
+    write_tasks(project, {"tasks": []})
+    p = cmd("crew-top", "--once")
+    assert [line for line in p.stdout.splitlines() if line.startswith("own loop:")] == []
