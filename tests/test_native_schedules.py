@@ -276,3 +276,50 @@ def test_crew_top_says_each_sessions_own_loop_in_its_footer(crew, setup):
     write_tasks(project, {"tasks": []})
     p = cmd("crew-top", "--once")
     assert [line for line in p.stdout.splitlines() if line.startswith("own loop:")] == []
+
+
+# -- an armed /goal, from the transcript --------------------------------------------
+
+def goal_line(met, condition="the file done.txt exists", **more):
+    return json.dumps({"type": "attachment", "attachment": {
+        "type": "goal_status", "met": met, "condition": condition, **more}}) + "\n"
+
+
+def test_the_newest_goal_status_in_the_transcript_says_whether_a_goal_is_armed(tmp_path):
+    t = tmp_path / "t.jsonl"
+    assert claudecron.armed_goal(str(t)) is None                          # no transcript
+    t.write_text('{"type": "user", "message": "hi"}\n')
+    assert claudecron.armed_goal(str(t)) is None
+    with open(t, "a") as f:
+        f.write(goal_line(False, sentinel=True))
+        f.write('{"type": "user", "message": "goal_status"}\n')           # not an attachment
+        f.write('{"goal_status": \n')                                      # garbage
+    assert claudecron.armed_goal(str(t)) == "the file done.txt exists"
+    with open(t, "a") as f:
+        f.write(goal_line(False, reason="not yet") + goal_line(True, sentinel=True))
+    assert claudecron.armed_goal(str(t)) is None                          # cleared
+    with open(t, "a") as f:
+        f.write(goal_line(False, condition="tests pass"))
+        f.write('{"type": "assistant", "text": "' + "x" * 2000 + '"}\n')
+    assert claudecron.armed_goal(str(t)) == "tests pass"
+    assert claudecron.armed_goal(str(t), limit=1000) is None               # too far back
+
+
+def test_an_armed_goal_holds_the_nudge_and_nudge_ls_counts_it(crew, setup, tmp_path):
+    sess, sid, project, sent, tick = setup
+    t = tmp_path / "t.jsonl"
+    t.write_text(goal_line(False, sentinel=True))
+    sess.update_meta(transcript_path=str(t))
+    sess = Session(crew, "w1")
+    sess.append("turn-ended")
+    tick()
+    assert sent == []
+    assert nudge_recs(crew)[-1] == ("nudge-refused", f"{sid} own-loop: the session's own loop is"
+                                                     " armed: a goal (the file done.txt exists)")
+    p = cmd("nudge-ls")
+    header, row = p.stdout.splitlines()
+    assert row.split()[header.split().index("OWN")] == "1"
+    with open(t, "a") as f:
+        f.write(goal_line(True, sentinel=True))                           # /goal clear
+    tick()
+    assert sent == ["go"]

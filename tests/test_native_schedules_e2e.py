@@ -10,6 +10,8 @@ stand-in model (tests/model_server.py, its `CRON:`, `DURABLE-CRON:` and
    goes out once.
 2. A durable job (`.claude/scheduled_tasks.json`, which the Stop payload
    does not list) holds the nudge the same way, until it is deleted.
+3. An armed `/goal` (seen in the transcript's goal_status lines) holds it
+   until `/goal clear`.
 
 The cron expressions are daily at an hour twelve hours away, so no job
 fires during the test.
@@ -155,3 +157,30 @@ def test_a_durable_cron_in_scheduled_tasks_json_holds_a_nudge_too(crew, tmux, tm
                        lambda: turn(rig, crew, [f"UNCRON: {job}"], "drop the durable cron"))
         tasks = json.loads((rig.project / ".claude" / "scheduled_tasks.json").read_text())["tasks"]
         assert tasks == []
+
+
+def test_an_armed_goal_holds_a_nudge_until_it_is_cleared(crew, tmux, tmp_path):
+    require_real_claude()
+    # Every answer, the goal's evaluator's too, is "not met": the goal stays
+    # armed (Claude Code pauses it after a few unmet checks, still armed).
+    rig = make_rig(tmp_path, tmux, env={"CREWFILE_SESSION": "w1", "CREWFILE_DIR": crew.root,
+                                        "CREWFILE_TMUX": tmux.sock},
+                   fake_reply='{"ok": false, "reason": "not yet"}')
+    with watched(rig, crew, "w1"):
+        start(rig, crew)
+        stops = len(stop_payloads(rig))
+        rig.send("/goal the file done.txt exists")
+        wait_for(lambda: "Goal paused" in rig.screen(), timeout=90, what="the goal paused, unmet")
+        wait_for(lambda: len(stop_payloads(rig)) > stops and kinds(crew, "w1")[-1] == "turn-ended",
+                 timeout=60, what="the goal's turn recorded as ended")
+        sess = Session(crew, "w1")
+        assert str(verdict.own_loop(sess)[0]) == ("own-loop: the session's own loop is armed:"
+                                                 " a goal (the file done.txt exists)")
+        sid = add_due_nudge(crew)
+
+        def clear():
+            rig.send("/goal clear")
+            wait_for(lambda: verdict.own_loop(sess) == (None, None), timeout=30,
+                     what="the goal cleared in the transcript")
+        held_then_sent(rig, crew, sid, "the session's own loop is armed: a goal (the file"
+                                       " done.txt exists)", clear)

@@ -1,4 +1,5 @@
-"""Claude Code's own schedules: its durable cron jobs, as crewfile reads them.
+"""Claude Code's own schedules: its durable cron jobs and an armed /goal, as
+crewfile reads them.
 
 Claude Code's CronCreate tool keeps a job `durable: true` in the project's
 `.claude/scheduled_tasks.json` (observed with 2.1.332):
@@ -11,6 +12,16 @@ Its session-only jobs are not in the file: the Stop payload's
 `session_crons` lists them ({id, schedule, recurring, prompt}), and the
 hook records them as `crons` (hooks/hook.py). A job fires only while its
 session is idle, and starts a turn of the session's own.
+
+An armed `/goal` (an evaluator at every Stop that keeps the session going
+until its condition holds; retried at 1, 5 and 15 minutes) is seen in the
+agent's transcript (meta `transcript_path`): Claude Code appends an
+attachment `{"type": "goal_status", "met": false, "condition": ...}` when
+the goal is set (`"sentinel": true`) and at each evaluation, and one with
+`"met": true` when it is met or cleared (`/goal clear`). The newest such
+line within the transcript's last GOAL_SCAN_BYTES says: `met` false is
+armed. Each Stop's evaluation writes one, so at the moment a nudge would be
+typed (the session idle) it is at the transcript's end.
 
 The file is the agent's, in its own tree: crewfile believes it only to hold
 its own voice there (a refusal), never to type anything. So a file that is
@@ -25,11 +36,14 @@ import time
 
 from crewfile.core.errors import CrewfileError
 from crewfile.core.jsonio import loads
+from crewfile.core.logfile import TailStats, lines_backwards
 from crewfile.core.paths import read_text
 
 FILE = os.path.join(".claude", "scheduled_tasks.json")
 MAX_BYTES = 1 << 20                  # a bigger file is damaged, not read on
 MAX_AGE_MS = 30 * 86400 * 1000       # a job without maxAgeMs: 2.1.332's expiry
+GOAL_SCAN_BYTES = 1 << 20            # how far back a transcript is read for its goal
+GOAL_MARK = b'"goal_status"'
 
 
 class Job:
@@ -91,3 +105,29 @@ def _job(t, now_ms):
 
 def _number(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool) and x == x
+
+
+def armed_goal(transcript, limit=GOAL_SCAN_BYTES):
+    """The condition of the goal armed in the transcript *transcript* (its
+    newest goal_status attachment has met false), or None: none armed, none
+    within *limit* bytes of its end, or no transcript to read."""
+    if not transcript:
+        return None
+    try:
+        for line in lines_backwards(transcript, TailStats(), limit, max_line=None, outside=True):
+            if GOAL_MARK not in line:
+                continue
+            try:
+                entry = loads(line)
+            except ValueError:
+                continue
+            status = entry.get("attachment") if isinstance(entry, dict) else None
+            if not isinstance(status, dict) or status.get("type") != "goal_status":
+                continue
+            if status.get("met") is not False:
+                return None
+            condition = status.get("condition")
+            return condition if isinstance(condition, str) and condition else "?"
+    except (CrewfileError, OSError):
+        return None
+    return None

@@ -270,11 +270,11 @@ def own_loops(crew, scheds, world=None):
             out[sched["id"]] = None
             continue
         try:
-            crons, durable, _ = verdict.own_jobs(world.session(name))
+            crons, durable, goal, _ = verdict.own_jobs(world.session(name))
         except (CrewfileError, OSError):
             out[sched["id"]] = None
             continue
-        out[sched["id"]] = verdict.own_count(crons, durable)
+        out[sched["id"]] = verdict.own_count(crons, durable, goal)
     return out
 
 

@@ -34,8 +34,9 @@ then go through as they come due, each once.
 
 The session's own loop (own_loop): Claude Code's own cron jobs, the
 session-only ones its Stop lists (the newest of kinds.NATIVE_STATE is a
-`crons` record younger than OWN_LOOP_MAX_AGE) and the durable ones in
-.claude/scheduled_tasks.json in its directory (agents/claudecron.py).
+`crons` record younger than OWN_LOOP_MAX_AGE), the durable ones in
+.claude/scheduled_tasks.json in its directory, and a /goal armed in its
+transcript (agents/claudecron.py).
 While one is armed, the session has a voice of its own: a crewfile nudge
 is held (seed 003: never two speakers), said as the refusal's reason. It
 lifts when they are gone (deleted, expired, the next Stop lists none). Only
@@ -47,7 +48,7 @@ the detail for people. Nothing parses the detail.
 import os
 import time
 
-from crewfile.agents.claudecron import durable_jobs
+from crewfile.agents.claudecron import armed_goal, durable_jobs
 from crewfile.core import liveness as procs
 from crewfile.core.errors import SystemFailure
 from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
@@ -276,11 +277,13 @@ def account_block(rec, now=None):
 
 
 def own_jobs(sess, recs=None, now=None):
-    """(crons, durable, problem): the session's own cron jobs armed at epoch
+    """(crons, durable, goal, problem): the session's own loop armed at epoch
     *now*: its newest `crons` record's text when it is the newest of
     kinds.NATIVE_STATE and younger than OWN_LOOP_MAX_AGE (or None), the
     durable jobs (claudecron.Job) of .claude/scheduled_tasks.json in its
-    directory, and why that file is not believed (then it gives none).
+    directory, the condition of the /goal armed in its transcript (meta
+    transcript_path; or None), and why that file is not believed (then it
+    gives none).
     recs: a sess.scan() to read the records from."""
     now = time.time() if now is None else now
     recs = recs or sess.scan()
@@ -289,25 +292,27 @@ def own_jobs(sess, recs=None, now=None):
     if rec is not None and rec.kind == "crons" and parse_timestamp(rec.ts) > now - OWN_LOOP_MAX_AGE:
         crons = rec.text
     durable, problem = durable_jobs(sess.meta.get("cwd"), now)
-    return crons, durable, problem
+    return crons, durable, armed_goal(sess.meta.get("transcript_path")), problem
 
 
-def own_count(crons, durable):
-    """How many of the session's own jobs own_jobs found armed."""
+def own_count(crons, durable, goal=None):
+    """How many of the session's own jobs (and goal) own_jobs found armed."""
     head = (crons or "").split(" ", 1)[0]
-    return (int(head) if head.isdigit() else 1 if crons else 0) + len(durable)
+    return (int(head) if head.isdigit() else 1 if crons else 0) + len(durable) + bool(goal)
 
 
 def own_loop(sess, recs=None, now=None):
     """(Answer(OWN_LOOP, ...) or None, problem or None): is the session's own
     loop armed at epoch *now*? problem: why its scheduled_tasks.json is not
     believed (then it holds nothing), for the caller to say once."""
-    crons, jobs, problem = own_jobs(sess, recs, now)
+    crons, jobs, goal, problem = own_jobs(sess, recs, now)
     parts = [crons] if crons else []
     if jobs:
         named = "; ".join(f"{j.id[:16]} {j.cron[:40]}: {j.prompt[:60]}" for j in jobs[:3])
         s = "s" if len(jobs) != 1 else ""
         parts.append(f"{len(jobs)} durable cron{s} ({named}{'; ...' if len(jobs) > 3 else ''})")
+    if goal:
+        parts.append(f"a goal ({goal[:80]})")
     if not parts:
         return None, problem
     return Answer(OWN_LOOP, "the session's own loop is armed: " + "; ".join(parts)), problem
