@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+import model_server             # tests/, beside conftest
 from conftest import cmd
 
 from crewfile.agents import claudecron
@@ -323,3 +324,34 @@ def test_an_armed_goal_holds_the_nudge_and_nudge_ls_counts_it(crew, setup, tmp_p
         f.write(goal_line(True, sentinel=True))                           # /goal clear
     tick()
     assert sent == ["go"]
+
+
+def test_a_crons_record_wakes_nobody(crew):
+    register(crew, "w1")
+    lines = ("2026-12-02T04:00:00.000Z w1 turn-ended\n"
+             "2026-12-02T04:00:00.001Z w1 crons: 1 cron (c1 7 3 * * *: x)\n")
+    p = cmd("wake-filter", input=lines)
+    assert (p.returncode, p.stderr) == (0, "")
+    assert p.stdout == "2026-12-02T04:00:00.000Z w1 turn-ended\n"
+
+
+# -- the stand-in model's Cron directives --------------------------------------------
+
+def test_the_stand_in_loads_the_cron_tools_then_calls_them(tmp_path):
+    script = tmp_path / "script"
+    script.write_text("CRON: 7 3 * * * check the build\nUNCRON: c5828ad7\n")
+    model = model_server.Model(script=str(script))
+    turn = {"tools": [{"name": "Bash"}], "messages": [{"role": "user", "content": "go"}]}
+
+    def result(call):
+        return dict(turn, messages=turn["messages"] + [{"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": call["id"], "content": "loaded"}]}])
+    for name, inp in (("CronCreate", {"cron": "7 3 * * *", "prompt": "check the build",
+                                      "recurring": True}),
+                      ("CronDelete", {"id": "c5828ad7"})):
+        search, _, _ = model.answer(turn)
+        assert (search["name"], search["input"]) == ("ToolSearch",
+                                                     {"query": "select:CronCreate,CronDelete"})
+        call, _, _ = model.answer(result(search))
+        assert (call["name"], call["input"]) == (name, inp)
+        assert model.answer(result(call)) == (None, "ok", 0.0)        # then the turn ends
