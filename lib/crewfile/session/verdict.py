@@ -48,7 +48,6 @@ the detail for people. Nothing parses the detail.
 import os
 import time
 
-from crewfile.agents.claudecron import armed_goal, durable_jobs
 from crewfile.core import liveness as procs
 from crewfile.core.errors import SystemFailure
 from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
@@ -285,6 +284,9 @@ def own_jobs(sess, recs=None, now=None):
     transcript_path; or None), and why that file is not believed (then it
     gives none).
     recs: a sess.scan() to read the records from."""
+    # Here, not at the top: crew-status, on tmux's status line, loads this
+    # module and never asks this question.
+    from crewfile.agents.claudecron import armed_goal, durable_jobs
     now = time.time() if now is None else now
     recs = recs or sess.scan()
     rec = recs.last_of(NATIVE_STATE)
