@@ -19,7 +19,7 @@ permission:
      lately, a draft on the prompt line, no prompt on the screen): refuse,
      keep; reconsidered at the very next tick.
      Its own loop armed (verdict.own_loop: Claude Code's own cron jobs,
-     session-only or durable): refuse, keep, with that reason; seed 003:
+     session-only or durable, or its /goal): refuse, keep, with that reason; seed 003:
      never two speakers. The hold lifts when they are gone. A
      scheduled_tasks.json that is not believed holds nothing, and is said
      once, as a `problem` record naming the schedule.

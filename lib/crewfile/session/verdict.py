@@ -39,7 +39,8 @@ session-only ones its Stop lists (the newest of kinds.NATIVE_STATE is a
 transcript (agents/claudecron.py).
 While one is armed, the session has a voice of its own: a crewfile nudge
 is held (seed 003: never two speakers), said as the refusal's reason. It
-lifts when they are gone (deleted, expired, the next Stop lists none). Only
+lifts when they are gone (deleted, expired, the next Stop lists none, the
+goal met or cleared). Only
 a hold: an agent that writes these can silence its own nudges, nothing more.
 
 Reasons are Answer(code, detail): the code a named constant to decide by,
@@ -74,7 +75,7 @@ END_NOT_BELIEVED = "end-not-believed"  # an `ended`/`closed` record, but the age
 # why crewfile holds its typing on a live session
 ACCOUNT_BLOCKED = "account-blocked"    # the account stopped its turn; the block stands
 # why crewfile holds its own voice (a nudge) on a live session
-OWN_LOOP = "own-loop"                  # the session's own cron jobs are armed
+OWN_LOOP = "own-loop"                  # the session's own cron jobs or /goal are armed
 OWN_LOOP_MAX_AGE = 30 * 86400          # seconds: the CLI expires a recurring job by then
 
 FIX_AGENT = "record the agent: its next crew-hook event does, or session-add NAME --pid PID"
