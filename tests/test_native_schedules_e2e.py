@@ -12,6 +12,8 @@ stand-in model (tests/model_server.py, its `CRON:`, `DURABLE-CRON:` and
    does not list) holds the nudge the same way, until it is deleted.
 3. An armed `/goal` (seen in the transcript's goal_status lines) holds it
    until `/goal clear`.
+4. `nudge-tick --watch` holds it while the cron is armed and types it once
+   at the Stop that lists none.
 
 The cron expressions are daily at an hour twelve hours away, so no job
 fires during the test.
@@ -19,10 +21,13 @@ fires during the test.
 Without the CLI (make claude-code) these tests are skipped loudly.
 """
 import json
+import os
+import subprocess
+import sys
 import time
 
 from conftest import cmd, make_due, wait_for
-from claude_harness import kinds, make_rig, records, require_real_claude, watched
+from claude_harness import REPO, kinds, make_rig, records, require_real_claude, watched
 from crewfile.session import verdict
 from crewfile.session.sessions import Session
 
@@ -184,3 +189,33 @@ def test_an_armed_goal_holds_a_nudge_until_it_is_cleared(crew, tmux, tmp_path):
                      what="the goal cleared in the transcript")
         held_then_sent(rig, crew, sid, "the session's own loop is armed: a goal (the file"
                                        " done.txt exists)", clear)
+
+
+def test_the_watching_tick_sends_the_held_nudge_once_the_cron_is_deleted(crew, tmux, tmp_path):
+    require_real_claude()
+    rig = crew_rig(crew, tmux, tmp_path)
+    expr = far_cron()
+    with watched(rig, crew, "w1"):
+        start(rig, crew)
+        turn(rig, crew, [f"CRON: {expr} check the build"], "make a cron")
+        job = stop_payloads(rig)[-1]["session_crons"][0]["id"]
+        sid = add_due_nudge(crew)
+        watcher = subprocess.Popen([sys.executable, os.path.join(REPO, "bin", "nudge-tick"),
+                                    "--watch"], stdout=subprocess.PIPE, text=True)
+        try:
+            assert watcher.stdout.readline().endswith(
+                f" {sid} w1 refused: own-loop: the session's own loop is armed: 1 cron"
+                f" ({job} {expr}: check the build)\n")
+            assert NUDGE not in rig.screen()
+            rig.set_script([f"UNCRON: {job}"])
+            rig.send("drop the cron")
+            sent = wait_for(lambda: [t for k, t in records(crew, "w1") if k == "nudge"],
+                            timeout=60, what="the nudge after the Stop that lists no cron")
+            assert sent == [f"{sid} attempt 1/100: delivered"]
+            wait_for(lambda: kinds(crew, "w1")[-1] == "turn-ended", timeout=60,
+                     what="the nudged turn's end")
+            assert user_texts(rig).count(NUDGE) == 1
+        finally:
+            watcher.terminate()
+            watcher.wait()
+            watcher.stdout.close()
