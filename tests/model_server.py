@@ -26,7 +26,8 @@ whose newest user message is not a tool result, first match wins:
      turns whose prompt the test does not type (a nudge, a slash command).
   2. a line `RUN: <command>` or `SLOW: <seconds>` in that user message.
   3. the reply TEXT (default "ok").
-Everything else, a tool result included, gets the reply TEXT.
+Everything else, a tool result included (but the loading ToolSearch's),
+gets the reply TEXT.
 
 Every Messages request body is appended to the log FILE, one line each, so a
 test reads exactly what reached the model (tests/claude_harness.py parses it).
@@ -51,6 +52,7 @@ class Model:
     def __init__(self, log=None, script=None, reply="ok"):
         self.log, self.script, self.reply = stand_in.Log(log), stand_in.Script(script), reply
         self.ids = itertools.count(1)
+        self.then = {}      # a ToolSearch call's id -> the Cron call that answers its result
 
     def record(self, raw: bytes) -> None:
         self.log.append(raw)
@@ -63,7 +65,9 @@ class Model:
         wait for); for a `LIMIT:` line (None, None, the reset epoch seconds)."""
         text, delay = self.reply, 0.0
         if not req.get("tools") or _is_tool_result(req):
-            return None, text, delay
+            waiting = [self.then.pop(i, None) for i in _tool_result_ids(req)]
+            call = next((c for c in waiting if c), None)
+            return call, text, delay
         line = self._next_script_line()
         directives = [line] if line is not None else _directives(req)
         call = None
@@ -85,6 +89,8 @@ class Model:
                 call = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "Agent",
                         "input": {"description": "scripted", "prompt": arg,
                                   "subagent_type": "general-purpose"}}
+            elif verb in CRON_TOOLS and call is None:
+                call = self._cron(verb, arg)
             elif verb == "SLOW":
                 try:
                     delay = min(float(arg), SLOW_CAP)
@@ -95,6 +101,31 @@ class Model:
             elif verb == "SAY":
                 text = arg
         return call, text, delay
+
+    def _cron(self, verb, arg):
+        """The ToolSearch call that loads the Cron tools; the Cron call itself
+        answers its result (self.then)."""
+        if verb == "UNCRON":
+            tool, inp = "CronDelete", {"id": arg.strip()}
+        else:
+            fields = arg.split()
+            tool, inp = "CronCreate", {"cron": " ".join(fields[:5]),
+                                       "prompt": " ".join(fields[5:]) or "carry on",
+                                       "recurring": True}
+            if verb == "DURABLE-CRON":
+                inp["durable"] = True
+        search = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "ToolSearch",
+                  "input": {"query": "select:CronCreate,CronDelete"}}
+        self.then[search["id"]] = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}",
+                                   "name": tool, "input": inp}
+        return search
+
+
+CRON_TOOLS = ("CRON", "DURABLE-CRON", "UNCRON")
+
+
+def _tool_result_ids(req):
+    return [b.get("tool_use_id") for b in _newest_user(req) if b.get("type") == "tool_result"]
 
 
 def _pause(delay):

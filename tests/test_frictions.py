@@ -98,7 +98,7 @@ def test_nudge_ls_shows_until(crew):
     assert (r.returncode, r.stderr) == (0, "")
     header, *rows = r.stdout.splitlines()
     assert header.split() == ["ID", "USER", "SESSION", "EVERY", "ATTEMPTS", "ARMED", "LAST",
-                              "OUTCOME", "UNTIL", "REASON"]
+                              "OUTCOME", "UNTIL", "OWN", "REASON"]
     rows = {row.split()[0]: row.split() for row in rows}
     assert rows[sid][8] == timestamp(schedules.get(crew, sid)["until"])
     assert rows[other][8] == "-"

@@ -176,7 +176,7 @@ def test_commands(crew):
     assert p.returncode == 3
     ls = cmd("nudge-ls").stdout.splitlines()
     assert ls[0].split() == ["ID", "USER", "SESSION", "EVERY", "ATTEMPTS", "ARMED", "LAST",
-                             "OUTCOME", "UNTIL", "REASON"]
+                             "OUTCOME", "UNTIL", "OWN", "REASON"]
     assert ls[1].split()[:8] == [sid, current_user(), "w1", "60s",
                                  "0/100", "yes", "-", "-"]
     [obj] = json.loads(cmd("nudge-ls", "--json").stdout)

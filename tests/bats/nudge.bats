@@ -52,7 +52,7 @@ tick_until() {    # tick_until WORD: run nudge-tick until an outcome line holds 
   run --separate-stderr nudge-add --session w1 --every 30 --message 'again' --replace
   assert_output "$id"
   run nudge-ls
-  assert_line --index 1 --regexp "^$id +[^ ]+ +w1 +30s +0/100 +yes +- +- +- +-$"
+  assert_line --index 1 --regexp "^$id +[^ ]+ +w1 +30s +0/100 +yes +- +- +- +0 +-$"
   run nudge-rm "$id"
   assert_success
   run nudge-rm "$id"

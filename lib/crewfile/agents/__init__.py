@@ -4,6 +4,8 @@ agent (claude, codex, gemini); crew-hook loads only the one it runs for.
 
 Modules:
   claude     Claude Code: the hook events and reply shapes crew-hook was first written
+  claudecron Claude Code's own durable cron jobs (.claude/scheduled_tasks.json), read to
+             hold crewfile's nudges, never to type
   codex      Codex CLI (@openai/codex): Claude-like hooks in hooks.json next to a
   codexconf  Codex CLI's version and the one line of its config.toml that crewfile may
   gemini     Gemini CLI (@google/gemini-cli): `hooks` in settings.json (~/.gemini or

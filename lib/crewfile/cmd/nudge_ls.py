@@ -4,6 +4,7 @@ from crewfile.cli import crew
 from crewfile.core.errors import PARTIAL
 from crewfile.core.output import json_document, table
 from crewfile.core.records import escape, timestamp
+from crewfile.nudges.nudge import own_loops
 from crewfile.nudges.schedules import load_all
 
 HELP = """\
@@ -15,7 +16,11 @@ List nudge schedules, one per line.
 
 Columns: ID USER SESSION EVERY ATTEMPTS (n/max) ARMED LAST (last attempt's
 time, or -) OUTCOME (delivered, failed, refused, disarmed, or -) UNTIL (when
-it disarms itself: nudge-add --until; or -) and REASON (last on the line). A file in nudges/ that is not a schedule (damaged, a
+it disarms itself: nudge-add --until; or -) OWN (how many cron jobs of
+the target's own are armed: Claude Code's session-only ones its last Stop
+listed and the durable ones in its .claude/scheduled_tasks.json, and one
+for an armed /goal; while there is one the nudge is held, reason own-loop; - where no one session is
+the target) and REASON (last on the line). A file in nudges/ that is not a schedule (damaged, a
 symlink) is listed with `?` in every column and REASON `error: <why>` (in
 --json: {"id", "error"}), named on stderr, and the exit code is 5.
 
@@ -35,9 +40,10 @@ def run(args):
         sys.stdout.write(json_document(rows))
         return code
     out = []
+    own = own_loops(crew(args), [s for s in rows if "error" not in s])
     for s in rows:
         if "error" in s:
-            out.append([escape(s["id"])] + ["?"] * 8 + ["error: " + escape(s["error"])])
+            out.append([escape(s["id"])] + ["?"] * 9 + ["error: " + escape(s["error"])])
             continue
         session = s.get("session") or s.get("session_key") or s.get("agent_session_id") or "-"
         out.append([escape(c) for c in (
@@ -45,7 +51,8 @@ def run(args):
             f"{s['attempts']}/{s['max']}", "yes" if s.get("armed") else "no",
             s.get("last_attempt") or "-", s.get("last_outcome") or "-",
             timestamp(s["until"]) if s.get("until") is not None else "-",
+            "-" if own.get(s["id"]) is None else str(own[s["id"]]),
             s.get("last_reason") or "-")])
     sys.stdout.write(table(("ID", "USER", "SESSION", "EVERY", "ATTEMPTS", "ARMED", "LAST",
-                            "OUTCOME", "UNTIL", "REASON"), out))
+                            "OUTCOME", "UNTIL", "OWN", "REASON"), out))
     return code

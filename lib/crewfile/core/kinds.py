@@ -20,6 +20,14 @@ TURN_STATE = {"turn-started": "yes", "waiting": "yes", "background": "yes",
 # after it is a turn that succeeded, which lifts it (session/verdict.py).
 ACCOUNT_STATE = frozenset({"account-blocked", "turn-ended"})
 
+# The session's own loop (Claude Code's session-only cron jobs): the hook
+# writes `crons: N crons (ID SCHEDULE: PROMPT; ...)` after the turn's record
+# at a Stop whose payload lists some. The newest of these says whether the
+# loop is armed: a `crons`; a turn's end without one (the next Stop shows
+# none), or a new life, says it is not (session/verdict.py: own_loop).
+NATIVE_STATE = frozenset({"crons", "turn-ended", "background", "started", "registered",
+                          "ended", "closed"})
+
 # Records of what runs inside a session but is not the session: a subagent
 # stopped, a teammate idle, a task completed. They never end a turn, never
 # mark the session done or idle, never wake the primary.

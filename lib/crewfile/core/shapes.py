@@ -111,6 +111,7 @@ SHAPES = {
         "armed": (REQ, _bool), "base": (REQ, _clock), "rev": (OPT, _str), "until": (OPT, _num),
         "created": (OPT, _ts), "last_attempt": (OPT, _ts), "last_outcome": (OPT, _str),
         "last_code": (OPT, _str), "last_reason": (OPT, _str), "last_change": (OPT, _ts),
+        "own_problem": (OPT, _str),
     },
     "job-spec": {
         "argv": (REQ, _list_of_str), "label": (OPT, _str), "session": (OPT, _str),

@@ -34,7 +34,7 @@ from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import LockBusy
 from crewfile.core.logfile import TailStats
 from crewfile.core.paths import Crew, default_dir
-from crewfile.core.records import timestamp
+from crewfile.core.records import new_line, timestamp
 from crewfile.core.text import escape
 from crewfile.session import sessions
 from crewfile.wake import inbox
@@ -459,11 +459,31 @@ def stop(ctx):
             text = inline_text(WAKE_HEADER, notices, rest)
             return Reply(_json(ctx.agent.carry_on(ctx.event, text)))
     tasks = background_tasks(ctx.payload.get("background_tasks"))
-    if tasks:
-        sess.append("background", tasks)
-    else:
-        sess.append("turn-ended")
+    lines = [new_line("background", tasks) if tasks else new_line("turn-ended")]
+    crons = session_crons(ctx.payload.get("session_crons"))
+    if crons:
+        # After the turn's record, in the same write: the newest of
+        # kinds.NATIVE_STATE is then this Stop's word on the session's own loop.
+        lines.append(new_line("crons", crons))
+    sess.append_lines(lines)
     return Reply()
+
+
+def session_crons(crons):
+    """'N crons (ID SCHEDULE: PROMPT; ...)' for a Stop payload's `session_crons`
+    (the CLI's own session-only jobs, each {id, schedule, recurring, prompt}),
+    or '' when there is none."""
+    if not isinstance(crons, list):
+        return ""
+    crons = [c for c in crons if isinstance(c, dict)]
+    if not crons:
+        return ""
+    named = [f"{str(c.get('id') or '?')[:16]} {str(c.get('schedule') or '?')[:40]}"
+             + ("" if c.get("recurring") else " once") + f": {str(c.get('prompt') or '')[:60]}"
+             for c in crons[:MAX_TASKS_NAMED]]
+    more = "; ..." if len(crons) > MAX_TASKS_NAMED else ""
+    s = "s" if len(crons) != 1 else ""
+    return f"{len(crons)} cron{s} ({'; '.join(named)}{more})"
 
 
 def background_tasks(tasks):

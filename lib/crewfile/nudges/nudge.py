@@ -18,6 +18,11 @@ permission:
      unknown, a permission dialog up, the captain's keys in the window
      lately, a draft on the prompt line, no prompt on the screen): refuse,
      keep; reconsidered at the very next tick.
+     Its own loop armed (verdict.own_loop: Claude Code's own cron jobs,
+     session-only or durable, or its /goal): refuse, keep, with that reason; seed 003:
+     never two speakers. The hold lifts when they are gone. A
+     scheduled_tasks.json that is not believed holds nothing, and is said
+     once, as a `problem` record naming the schedule.
   3. another live session (or one whose liveness is unknown) works in the
      same tree (realpath; the git top level where there is one; one inside
      the other counts), or either tree is unknown: refuse, keep.
@@ -154,6 +159,10 @@ class World:
         return delivery.check(self.session(name), self.look, screen=screen,
                               known=self.verdict(name))[0]
 
+    def own_loop(self, name):
+        """(None or an Answer saying the session's own loop is armed, problem or None)."""
+        return verdict.own_loop(self.session(name))
+
     def tree(self, name):
         if name not in self._trees:
             self._trees[name] = tree_of(self.metas()[name].get("cwd"))
@@ -249,6 +258,23 @@ def _find(world, sched):
     return found[0], None
 
 
+def own_loops(crew, scheds, world=None):
+    """{schedule id: how many of its target's own cron jobs are armed
+    (verdict.own_jobs), or None where no one session is its target}: what
+    nudge-ls shows beside each schedule."""
+    world = world or World(crew)
+    out = {}
+    for sched in scheds:
+        out[sched["id"]] = None
+        try:
+            name, _ = _find(world, sched)
+            if name is not None:
+                out[sched["id"]] = verdict.own_count(*verdict.own_jobs(world.session(name))[:3])
+        except (CrewfileError, OSError):
+            pass        # the session's own problem: its column says `-`, the others are shown
+    return out
+
+
 def _decide(crew, world, sched, now, nudged):
     name, why = _find(world, sched)
     if name is None:
@@ -267,6 +293,9 @@ def _decide(crew, world, sched, now, nudged):
         why = world.busy(name, screen=False)                    # question 2, cheap part
     if not why and live != LIVE:
         why = Answer(delivery.LIVE_UNKNOWN, "liveness cannot be established")
+    if not why:
+        why, problem = world.own_loop(name)                     # question 2: one voice
+        _say_once(crew, world, sched, name, problem)
     if not why:
         why = tree_conflict(world, name)                        # question 3
     if not why and name in nudged:
@@ -299,6 +328,21 @@ def _decide(crew, world, sched, now, nudged):
     if attempts >= sched["max"]:
         _disarm(crew, world, sched, name, Answer(MAX, f"{attempts} of {sched['max']} attempts made"))
     return result
+
+
+def _say_once(crew, world, sched, name, problem):
+    """A `problem` record when *problem* (a scheduled_tasks.json not believed)
+    is new for this schedule; the schedule keeps it (own_problem) so a file
+    that stays damaged is said once, not at every tick."""
+    if (problem or None) == (sched.get("own_problem") or None):
+        return
+    if update_stored(crew, sched, {"own_problem": problem or ""}) is None or not problem:
+        return
+    try:
+        world.session(name).append("problem", f"{sched['id']} {problem}: not believed,"
+                                              " it holds no nudge")
+    except (NotFound, SystemFailure, BadInput):
+        pass
 
 
 def _refuse(crew, world, sched, name, why):

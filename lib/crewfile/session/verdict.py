@@ -32,6 +32,17 @@ nudge, wake-send and crew-spawn --prompt is held. It lifts at TS, or
 with a turn that succeeds (a `turn-ended` after it); the held deliveries
 then go through as they come due, each once.
 
+The session's own loop (own_loop): Claude Code's own cron jobs, the
+session-only ones its Stop lists (the newest of kinds.NATIVE_STATE is a
+`crons` record younger than OWN_LOOP_MAX_AGE), the durable ones in
+.claude/scheduled_tasks.json in its directory, and a /goal armed in its
+transcript (agents/claudecron.py).
+While one is armed, the session has a voice of its own: a crewfile nudge
+is held (seed 003: never two speakers), said as the refusal's reason. It
+lifts when they are gone (deleted, expired, the next Stop lists none, the
+goal met or cleared). Only
+a hold: an agent that writes these can silence its own nudges, nothing more.
+
 Reasons are Answer(code, detail): the code a named constant to decide by,
 the detail for people. Nothing parses the detail.
 """
@@ -40,7 +51,7 @@ import time
 
 from crewfile.core import liveness as procs
 from crewfile.core.errors import SystemFailure
-from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, TURN_STATE
+from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
 from crewfile.core.records import is_timestamp, parse_timestamp
 
 # liveness
@@ -63,6 +74,9 @@ NOTHING = "no-pane-or-process"         # neither pane nor process
 END_NOT_BELIEVED = "end-not-believed"  # an `ended`/`closed` record, but the agent is live
 # why crewfile holds its typing on a live session
 ACCOUNT_BLOCKED = "account-blocked"    # the account stopped its turn; the block stands
+# why crewfile holds its own voice (a nudge) on a live session
+OWN_LOOP = "own-loop"                  # the session's own cron jobs or /goal are armed
+OWN_LOOP_MAX_AGE = 30 * 86400          # seconds: the CLI expires a recurring job by then
 
 FIX_AGENT = "record the agent: its next crew-hook event does, or session-add NAME --pid PID"
 
@@ -260,6 +274,51 @@ def account_block(rec, now=None):
     said = f" ({message[:200]})" if message else ""
     return Answer(ACCOUNT_BLOCKED, f"the account stopped its turn: {error}{said}; crewfile"
                                    f" types nothing into it {lifts}")
+
+
+def own_jobs(sess, recs=None, now=None):
+    """(crons, durable, goal, problem): the session's own loop armed at epoch
+    *now*: its newest `crons` record's text when it is the newest of
+    kinds.NATIVE_STATE and younger than OWN_LOOP_MAX_AGE (or None), the
+    durable jobs (claudecron.Job) of .claude/scheduled_tasks.json in its
+    directory, the condition of the /goal armed in its transcript (meta
+    transcript_path; or None), and why that file is not believed (then it
+    gives none).
+    recs: a sess.scan() to read the records from."""
+    # Here, not at the top: crew-status, on tmux's status line, loads this
+    # module and never asks this question.
+    from crewfile.agents.claudecron import armed_goal, durable_jobs
+    now = time.time() if now is None else now
+    recs = recs or sess.scan()
+    rec = recs.last_of(NATIVE_STATE)
+    crons = None
+    if rec is not None and rec.kind == "crons" and parse_timestamp(rec.ts) > now - OWN_LOOP_MAX_AGE:
+        crons = rec.text
+    durable, problem = durable_jobs(sess.meta.get("cwd"), now)
+    return crons, durable, armed_goal(sess.meta.get("transcript_path")), problem
+
+
+def own_count(crons, durable, goal=None):
+    """How many of the session's own jobs (and goal) own_jobs found armed."""
+    head = (crons or "").split(" ", 1)[0]
+    return (int(head) if head.isdigit() else 1 if crons else 0) + len(durable) + bool(goal)
+
+
+def own_loop(sess, recs=None, now=None):
+    """(Answer(OWN_LOOP, ...) or None, problem or None): is the session's own
+    loop armed at epoch *now*? problem: why its scheduled_tasks.json is not
+    believed (then it holds nothing), for the caller to say once."""
+    crons, jobs, goal, problem = own_jobs(sess, recs, now)
+    parts = [crons] if crons else []
+    if jobs:
+        named = "; ".join(f"{j.id[:16]} {j.cron[:40]}: {j.prompt[:60]}" for j in jobs[:3])
+        s = "s" if len(jobs) != 1 else ""
+        parts.append(f"{len(jobs)} durable cron{s} ({named}{'; ...' if len(jobs) > 3 else ''})")
+    if goal:
+        parts.append(f"a goal ({goal[:80]})")
+    if not parts:
+        return None, problem
+    return Answer(OWN_LOOP, "the session's own loop is armed: " + "; ".join(parts)), problem
 
 
 def _judge_end(v, meta, look):

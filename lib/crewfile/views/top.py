@@ -15,7 +15,7 @@ from crewfile.core.text import escape
 from crewfile.crew import crewup
 from crewfile.nudges.schedules import due_in, load_all, matches
 from crewfile.session.sessions import is_registered
-from crewfile.session.verdict import Look
+from crewfile.session.verdict import Look, own_loop
 from crewfile.views import glance, tokens
 from crewfile.wake.inbox import count
 
@@ -69,6 +69,9 @@ class Rows:
         # A part of the crew that cannot be read (jobs/ a file, crew-up/lock a
         # FIFO) -> why: its column or footer line shows `?`; the rest is shown.
         self.broken = {}
+        # name -> its own loop's line for the footer (verdict.own_loop), read
+        # with its row: a job made or deleted ends a turn, whose record re-reads it.
+        self.own = {}
 
     def read(self, now=None):
         """Read every session and the crew's parts afresh; returns self."""
@@ -112,11 +115,13 @@ class Rows:
 
     def _read(self, name, look, costs, now, why=None):
         """The kept row of session *name*; *why*: it cannot be one (glance.unusable)."""
+        self.own.pop(name, None)
         if why is not None:
             return glance.Row(name, glance.DAMAGED, error=why), "?", "?", None, now
         row = glance.row(self.crew, name, look, now, also=lambda s: _wakes(self.crew, name, s.at))
         if row.word == glance.DAMAGED:
             return row, "?", "?", None, now
+        self.own[name] = _own_line(row)
         wake_line = costs.wake_line(row) if row.state["kind"] == "primary" else None
         return row, row.also, costs.column(row), wake_line, now
 
@@ -159,6 +164,8 @@ class Rows:
                 continue
             if wake_line:
                 wake_lines.append(wake_line)
+            if self.own.get(name):
+                wake_lines.append(self.own[name])
             st = row.state
             kind = st["kind"] + ("*" if st["kind"] == "aside" else "")
             word = row.word
@@ -239,6 +246,18 @@ class _Costs:
             return escape(f"wake turns: {row.name} names no transcript that can be read")
         return escape(f"wake turns: {tokens.share(t.wake, t.total)} of {row.name}'s tokens"
                       f" ({tokens.short(t.wake)} of {tokens.short(t.total)})")
+
+
+def _own_line(row):
+    """'own loop: NAME: 1 cron (...)' while the session's own cron jobs are
+    armed (its nudges are held meanwhile), else None."""
+    try:
+        loop, _ = own_loop(row.sess)
+    except (CrewfileError, OSError):
+        return None
+    if loop is None:
+        return None
+    return escape(f"own loop: {row.name}: {loop.detail.split(': ', 1)[1]}")
 
 
 def _nudges(crew, now):
