@@ -91,7 +91,9 @@ def test_a_wake_by_the_keystroke_free_path_types_nothing_and_arrives_once(crew, 
         assert last.count(SAID) == 1, last[-3000:]
         assert last.count("ITEM-1-END") == 1, last[-3000:]
         first = next(r for r in new if SAID in json.dumps(r["messages"]))
-        assert "SYSTEM NOTIFICATION - NOT USER INPUT" in json.dumps(first["messages"])
+        # the CLI's task notification (2.1.197 and 2.1.332 alike), with the
+        # hook's stderr as a system reminder
+        assert "<summary>Stop hook feedback</summary>" in json.dumps(first["messages"])
         assert "ITEM-1-END" in json.dumps(first["messages"])
         assert "ITEM-1-END" in read_ids(crew)
         # re-armed at the woken turn's end; nothing left to announce

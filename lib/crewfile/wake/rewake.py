@@ -47,8 +47,7 @@ from crewfile.wake import inbox
 from crewfile.wake.announce import announced, mark, path_of
 from crewfile.wake.wakesend import DEFAULT_SAY, message
 
-WAIT = 3000.0           # seconds a waiter waits; the hook's timeout leaves it MARGIN more
-MARGIN = 60.0
+MARGIN = 60.0           # seconds a waiter ends before its hook's timeout
 MAX_WAIT = 86400.0
 
 
@@ -117,22 +116,37 @@ def agent_pid(sess):
     return os.getppid()
 
 
-def wait(sess, seconds=WAIT, say=DEFAULT_SAY, quiet=None, warn=None):
+def watch_agent(sess):
+    """A pidfd on the agent process (agent_pid), or None if it is gone."""
+    pid = agent_pid(sess)
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return None
+    # A parent that died before the pidfd was opened is no longer the parent:
+    # the pidfd would then be another process's.
+    if not descends_from(os.getpid(), pid):
+        os.close(fd)
+        return None
+    return fd
+
+
+def wait(sess, seconds, say=DEFAULT_SAY, quiet=None, warn=None):
     """Wait as NAME's rewake channel: the announcement (str) to hand the
     model, or None: another waiter is armed, the deadline passed, the agent
     ended. SIGTERM ends it as None too."""
+    pidfd = watch_agent(sess)
+    if pidfd is None:
+        return None
     lock = locks.acquire(path_of(sess, paths.REWAKE_LOCK), timeout=0)
     if lock is None:
+        os.close(pidfd)
         return None             # one armed waiter is enough
     old = signal.signal(signal.SIGTERM, _stopped)
     deadline = time.monotonic() + min(max(0.0, seconds), MAX_WAIT)
     watch = DirWatch(warn) if warn else DirWatch()
     try:
         watch.add(sess.dir)
-        try:
-            pidfd = os.pidfd_open(agent_pid(sess))
-        except OSError:
-            return None         # it is gone already
         try:
             while True:
                 # Not stopped between recording the announcement and making it:
@@ -164,8 +178,3 @@ def wait(sess, seconds=WAIT, say=DEFAULT_SAY, quiet=None, warn=None):
         watch.close()
         signal.signal(signal.SIGTERM, old)
         lock.release()
-
-
-def hook_timeout(seconds=WAIT):
-    """The hook's timeout to install: the wait and its margin."""
-    return int(seconds + MARGIN)
