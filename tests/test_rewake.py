@@ -152,3 +152,32 @@ def test_wake_send_does_not_type_what_the_channel_announced(crew):
     s.flush()
     announce.mark(sess, [n.id for n in inbox.pending(crew, "boss")])
     assert s.tick() is False and said == []
+
+
+def test_a_turn_the_waiter_woke_counts_as_a_wake_turn(tmp_path):
+    """crew-top's wake share: the woken turn starts with Claude Code's task
+    notification carrying the announcement (2.1.332's transcript, as seen in
+    tests/test_rewake_e2e.py); a notification of anything else is no wake."""
+    from crewfile.views import tokens
+
+    def prompt(text):
+        return json.dumps({"type": "user", "message": {"role": "user", "content": text}},
+                          separators=(",", ":"))        # as Claude Code writes it
+
+    def msg(mid, n):
+        return json.dumps({"type": "assistant", "message": {
+            "id": mid, "role": "assistant", "content": [{"type": "text", "text": "ok"}],
+            "usage": {"input_tokens": n, "output_tokens": 0}}}, separators=(",", ":"))
+
+    def notification(said):
+        return prompt("<task-notification>\n<summary>Stop hook feedback</summary>\n"
+                      "</task-notification>\n<system-reminder>\nStop hook blocking error from"
+                      f" command \"Stop\": {said}\n\n</system-reminder>")
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join([
+        prompt("hello"), msg("a", 100),
+        notification(SAID), msg("b", 10),
+        prompt("captain"), msg("c", 1000),
+        notification("background task 7 finished"), msg("d", 5000)]) + "\n")
+    t = tokens.read(str(path))
+    assert (t.total, t.wake) == (6110, 10)
