@@ -8,15 +8,19 @@ What each test shows:
     model's own inbox-drain is what marks it read;
   - a captain's draft on the prompt line stays as it was;
   - with the waiter killed, wake-send types as before;
-  - after /exit no waiter is left (conftest also fails a run that leaves one).
+  - it holds while the captain types (a key in the window), then announces;
+  - after /exit, or the agent killed, no waiter is left (conftest also fails a
+    run that leaves one).
 """
 import json
 import os
 import signal
 import subprocess
 import sys
+import time
 
 from conftest import wait_for
+from terminal import AttachedClient
 from claude_harness import BIN, INPUT_MARK, kinds, make_rig, require_real_claude, watched
 from crewfile.core import locks, paths
 from crewfile.session.sessions import Session, register
@@ -27,10 +31,10 @@ P = "firstmate"
 SAID = "crewfile: 1 wake waiting from w1; run: inbox-drain firstmate"
 
 
-def primary_rig(crew, tmux, tmp_path):
+def primary_rig(crew, tmux, tmp_path, **env):
     require_real_claude()
     register(crew, P, kind="primary")
-    return make_rig(tmp_path, tmux, env={"CREWFILE_SESSION": P, "CREWFILE_DIR": crew.root})
+    return make_rig(tmp_path, tmux, env=dict(env, CREWFILE_SESSION=P, CREWFILE_DIR=crew.root))
 
 
 def prompt_line(screen):
@@ -143,5 +147,42 @@ def test_no_waiter_is_left_after_the_session_ends(crew, tmux, tmp_path):
         wait_for(lambda: armed(crew), 30, what="the waiter armed")
         pid = waiter_pid(crew)
         rig.exit()
+        wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 15, what="the waiter gone")
+        assert not armed(crew)
+
+
+def test_it_holds_while_the_captain_types_then_announces(crew, tmux, tmp_path):
+    quiet = 6
+    rig = primary_rig(crew, tmux, tmp_path, CREWFILE_CAPTAIN_QUIET=str(quiet))
+    with watched(rig, crew, P):
+        rig.start()
+        rig.turn("hello")
+        wait_for(lambda: armed(crew), 30, what="the waiter armed")
+        rig.set_script(["RUN: inbox-drain firstmate"])
+        person = AttachedClient(tmux, rig.pane)
+        try:
+            person.look_at(rig.pane)
+            person.type_after(time.time(), b"x")         # the captain starts a message
+            key = person.activity()
+            wake_send(crew, f"{TS} w1 done: shipped ITEM-4-END")
+            wait_for(lambda: not inbox.pending(crew, P), 60, what="the wake taken")
+            told = os.stat(os.path.join(crew.session_dir(P), paths.ANNOUNCED)).st_mtime
+            assert told >= key + quiet, (told, key)      # held while the key was fresh
+            wait_for(lambda: kinds(crew, P)[-1] == "turn-ended", 60, what="the woken turn's end")
+            assert prompt_line(rig.screen()) == "x", rig.screen()
+        finally:
+            person.close()
+
+
+def test_no_waiter_is_left_when_the_agent_is_killed(crew, tmux, tmp_path):
+    rig = primary_rig(crew, tmux, tmp_path)
+    with watched(rig, crew, P):
+        rig.start()
+        rig.turn("hello")
+        wait_for(lambda: armed(crew), 30, what="the waiter armed")
+        pid = waiter_pid(crew)
+        agent = Session(crew, P).reread().meta["pid"]
+        assert agent != pid
+        os.kill(agent, signal.SIGKILL)      # no SessionEnd, no SIGTERM to its hooks
         wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 15, what="the waiter gone")
         assert not armed(crew)
