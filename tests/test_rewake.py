@@ -96,6 +96,16 @@ def test_it_holds_while_a_turn_runs_and_ends_at_its_deadline(crew):
     assert finish(waiter(crew, wait=1))[:2] == (2, "")
 
 
+def test_it_holds_while_the_accounts_block_stands(crew):
+    sess = primary(crew, turn="account-blocked")
+    sess.append("account-blocked", "billing_error until -: Credit balance is too low")
+    inbox.post(crew, "boss", "wake", f"{TS} w1 done: shipped")
+    assert finish(waiter(crew, wait=1)) == (0, "", "")
+    assert announce.announced(sess) == set()
+    sess.append("account-blocked", "rate_limit until 2020-01-01T00:00:00.000Z: lifted")
+    assert finish(waiter(crew, wait=1)) == (2, "", SAID + "\n")
+
+
 def test_what_was_announced_is_not_announced_again(crew):
     sess = primary(crew)
     nid = inbox.post(crew, "boss", "wake", f"{TS} w1 done: shipped")

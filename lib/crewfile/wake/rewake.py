@@ -22,6 +22,8 @@ NAME's directory (inotify; polling where there is none):
   - a wake notice waits that nobody announced;
   - the turn has ended (the newest turn record says not generating): during
     a turn the hooks hand the wakes over themselves;
+  - the account's block (verdict.account_block) does not stand: a turn it
+    started would fail as the last one did;
   - no key was pressed in a window looking at the pane in the last
     CAPTAIN_QUIET seconds (the captain typing); a draft left on the prompt
     line does not hold it: the CLI leaves the draft untouched;
@@ -38,7 +40,7 @@ import time
 
 from crewfile.core import locks, paths
 from crewfile.core.errors import CrewfileError, NotFound
-from crewfile.core.kinds import TURN_STATE
+from crewfile.core.kinds import ACCOUNT_STATE, TURN_STATE
 from crewfile.core.liveness import alive, descends_from
 from crewfile.core.logfile import TailStats
 from crewfile.core.notify import DirWatch
@@ -60,9 +62,18 @@ def _stopped(_sig, _frame):
 
 
 def idle(sess):
-    """True if the newest turn record says the agent is not generating."""
-    rec = sess.last_of(TURN_STATE, TailStats())
-    return rec is not None and TURN_STATE[rec.kind] == verdict.NO
+    """(True if the agent's turn has ended and the account's block does not
+    stand, seconds until the block lifts by itself or None)."""
+    recs = sess.scan(TailStats())
+    turn = recs.last_of(TURN_STATE)
+    if turn is None or TURN_STATE[turn.kind] != verdict.NO:
+        return False, None
+    block = recs.last_of(ACCOUNT_STATE)
+    if verdict.account_block(block) is not None:
+        # what it announced would fail as the turn did (delivery holds alike)
+        lifts = verdict.block_lifts(block)
+        return False, None if lifts is None else max(0.0, lifts - time.time())
+    return True, None
 
 
 def typing(sess, quiet, look=None):
@@ -90,8 +101,11 @@ def try_announce(sess, say=DEFAULT_SAY, quiet=None):
     else (None, seconds to look again without a change, or None)."""
     quiet = delivery.captain_quiet() if quiet is None else quiet
     waiting, fresh = unannounced(sess)
-    if not fresh or not idle(sess):
+    if not fresh:
         return None, None
+    ended, later = idle(sess)
+    if not ended:
+        return None, later
     later = typing(sess, quiet)
     if later:
         return None, later
@@ -100,7 +114,7 @@ def try_announce(sess, say=DEFAULT_SAY, quiet=None):
         return None, 0.5        # a typed delivery is under way: it ends a turn or fails
     with held:
         waiting, fresh = unannounced(sess)      # afresh, under the lock
-        if not fresh or not idle(sess):
+        if not fresh or not idle(sess)[0]:
             return None, None
         mark(sess, [n.id for n in waiting])
     return message(waiting, say, sess.name), None
