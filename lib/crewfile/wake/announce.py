@@ -16,6 +16,7 @@ from crewfile.core.errors import BadFile
 from crewfile.wake import inbox
 
 MAX_ANNOUNCED = 1 << 22
+LOCK_WAIT = 1.0         # seconds, as wake-send's and the hook's bounded waits
 
 
 def path_of(sess, name):
@@ -36,10 +37,11 @@ def announced(sess):
     return set((text or "").split())
 
 
-def mark(sess, ids):
+def mark(sess, ids, timeout=LOCK_WAIT):
     """Add *ids* to NAME's announced wakes, keeping only those still pending
-    (the file stays as small as the inbox)."""
-    with locks.hold(sess.lock_path):
+    (the file stays as small as the inbox). LockBusy when NAME's lock stays
+    held past *timeout* seconds (a stuck lock must not stop the announcer)."""
+    with locks.hold(sess.lock_path, timeout):
         pending = {n.id for n in inbox.pending(sess.crew, sess.name) if n.kind == "wake"}
         keep = (announced(sess) | set(ids)) & pending
         replace(path_of(sess, paths.ANNOUNCED), "".join(f"{i}\n" for i in sorted(keep)))

@@ -273,7 +273,7 @@ class Sender:
             self.announced |= ids
             self.seen = ids
             try:
-                announce.mark(self.sess, ids)
+                announce.mark(self.sess, ids, 0 if self.stuck else LOCK_WAIT)
             except CrewfileError as e:   # typed all the same; the waiter may say it again
                 self.say_once("mark", "failing", f"cannot record the announcement ({e})")
             self.due_at = self.clock() + self.retry
