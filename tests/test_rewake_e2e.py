@@ -9,6 +9,8 @@ What each test shows:
   - a captain's draft on the prompt line stays as it was;
   - with the waiter killed, wake-send types as before;
   - it holds while the captain types (a key in the window), then announces;
+  - a session resumed (claude --resume, a new process) is typed to until its
+    first turn ends, then armed again;
   - after /exit, or the agent killed, no waiter is left (conftest also fails a
     run that leaves one).
 """
@@ -186,3 +188,23 @@ def test_no_waiter_is_left_when_the_agent_is_killed(crew, tmux, tmp_path):
         os.kill(agent, signal.SIGKILL)      # no SessionEnd, no SIGTERM to its hooks
         wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 15, what="the waiter gone")
         assert not armed(crew)
+
+
+def test_a_resumed_session_is_typed_to_until_its_first_turn_ends(crew, tmux, tmp_path):
+    rig = primary_rig(crew, tmux, tmp_path)
+    with watched(rig, crew, P):
+        rig.start()
+        rig.turn("hello")
+        wait_for(lambda: armed(crew), 30, what="the waiter armed")
+        sid = Session(crew, P).reread().meta["agent_session_id"]
+        rig.exit()
+        wait_for(lambda: not armed(crew), 15, what="the waiter stopped with the CLI")
+        rig.extra_args = ["--resume", sid]
+        rig._tmux("respawn-pane", "-k", "-t", rig.pane, rig.command())
+        rig.wait_ready()
+        wait_for(lambda: kinds(crew, P)[-1] == "started", 30, what="the resumed SessionStart")
+        assert not armed(crew)                      # no turn has ended in this process
+        said = wake_send(crew, f"{TS} w1 done: shipped ITEM-5-END")
+        assert f"announced 1 wake(s) to {P}: {SAID}" in said, said
+        wait_for(lambda: kinds(crew, P)[-1] == "turn-ended", 60, what="the typed turn's end")
+        wait_for(lambda: armed(crew), 30, what="armed again at that turn's end")
