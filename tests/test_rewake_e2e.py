@@ -9,6 +9,7 @@ What each test shows:
   - a captain's draft on the prompt line stays as it was;
   - with the waiter killed, wake-send types as before;
   - it holds while the captain types (a key in the window), then announces;
+  - /clear does not stop the waiter: it wakes the cleared conversation;
   - a session resumed (claude --resume, a new process) is typed to until its
     first turn ends, then armed again;
   - after /exit, or the agent killed, no waiter is left (conftest also fails a
@@ -23,7 +24,7 @@ import time
 
 from conftest import wait_for
 from terminal import AttachedClient
-from claude_harness import BIN, INPUT_MARK, kinds, make_rig, require_real_claude, watched
+from claude_harness import BIN, INPUT_MARK, kinds, make_rig, records, require_real_claude, watched
 from crewfile.core import locks, paths
 from crewfile.session.sessions import Session, register
 from crewfile.wake import announce, inbox
@@ -208,3 +209,26 @@ def test_a_resumed_session_is_typed_to_until_its_first_turn_ends(crew, tmux, tmp
         assert f"announced 1 wake(s) to {P}: {SAID}" in said, said
         wait_for(lambda: kinds(crew, P)[-1] == "turn-ended", 60, what="the typed turn's end")
         wait_for(lambda: armed(crew), 30, what="armed again at that turn's end")
+
+
+def test_after_clear_the_armed_waiter_wakes_the_cleared_conversation(crew, tmux, tmp_path):
+    rig = primary_rig(crew, tmux, tmp_path)
+    with watched(rig, crew, P):
+        rig.start()
+        rig.turn("hello")
+        wait_for(lambda: armed(crew), 30, what="the waiter armed")
+        pid = waiter_pid(crew)
+        rig.send("/clear")
+        wait_for(lambda: ("started", "clear") in records(crew, P), 30, what="SessionStart clear")
+        assert armed(crew) and waiter_pid(crew) == pid      # /clear does not stop it
+        rig.set_script(["RUN: inbox-drain firstmate"])
+        n_main = len(rig.main_requests())
+        said = wake_send(crew, f"{TS} w1 done: shipped ITEM-6-END")
+        assert "announced" not in said, said
+        wait_for(lambda: not inbox.pending(crew, P), 60, what="the wake taken")
+        first = wait_for(lambda: next((r for r in rig.main_requests()[n_main:]
+                                       if SAID in json.dumps(r["messages"])), None), 30,
+                         what="the woken request")
+        assert "hello" not in json.dumps(first["messages"])     # the cleared conversation
+        assert "ITEM-6-END" in json.dumps(first["messages"])
+        assert prompt_line(rig.screen()) == ""
