@@ -29,6 +29,13 @@ INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "B
            ("SubagentStop", None), ("TeammateIdle", None), ("TaskCompleted", None),
            ("Notification", None), ("SessionEnd", None))
 TIMEOUT = 10
+# The primary's keystroke-free wake (crewfile.wake.rewake): at this event a
+# second hook, `crew-hook --rewake`, runs with "asyncRewake": true (in the
+# background; its exit 2 starts the model's next turn with its stderr), with
+# this timeout in seconds (the waiter ends 60 s before it: the CLI stops a
+# hook at its timeout with SIGTERM; tests/test_rewake_e2e.py).
+REWAKE = "Stop"
+REWAKE_TIMEOUT = 3660
 # StopFailure's `error` values that end one turn only; every other value
 # (rate_limit, billing_error, authentication_failed, overloaded, ... and any
 # name a later release adds) is the account's stop: `account-blocked`.

@@ -39,6 +39,9 @@ def hooks_block(command, agent=CLAUDE):
     for event, matcher in agent.INSTALL:
         group = {"matcher": matcher} if matcher else {}
         group["hooks"] = [{"type": "command", "command": command, "timeout": agent.TIMEOUT}]
+        if event == getattr(agent, "REWAKE", None):
+            group["hooks"].append({"type": "command", "command": f"{command} --rewake",
+                                   "asyncRewake": True, "timeout": agent.REWAKE_TIMEOUT})
         hooks[event] = [group]
     return {"hooks": hooks}
 

@@ -36,10 +36,20 @@ As a hook it always exits 0 (a problem is one line on stderr).
                       write nothing
   --command CMD       the hook command written into the settings (default:
                       this interpreter and this crew-hook's absolute path)
+  --rewake            run as the primary's keystroke-free wake (claude:
+                      the asyncRewake Stop hook --install adds): wait until
+                      wakes that nobody announced wait in its inbox, its
+                      turn has ended and nobody typed in its window for
+                      5s, then print the announcement on stderr and exit 2
+                      (the CLI starts the model's turn with it); exit 0
+                      at once for any other session, and after a wait
+                      with nothing to say (docs/commands/crew-hook.md)
 
 Environment: CREWFILE_ACCOUNT_HOLD, the seconds an account's stop that time
 lifts (a 429 rate limit; Claude Code's StopFailure) holds crewfile's typing
 into the session, unless a turn succeeds first (default 300).
+CREWFILE_REWAKE_WAIT, the seconds --rewake waits at most (default and
+longest: the installed hook's timeout less 60).
 
 Example: crew-hook --install ~/.codex --agent codex --dry-run
 """
@@ -63,6 +73,12 @@ def run(args):
     env = dict(os.environ)
     if args.dir:
         env["CREWFILE_DIR"] = args.dir
+    if args.rewake:
+        from crewfile.hooks import rewake
+        reply = rewake.handle(raw, env, agent=args.agent or "claude")
+        if reply.err:
+            sys.stderr.write(reply.err + "\n" if reply.code == 2 else f"crew-hook: {reply.err}\n")
+        return reply.code
     reply = handle(raw, env, codex=args.payload is not None, agent=args.agent or "claude")
     if reply.out:
         sys.stdout.write(reply.out)

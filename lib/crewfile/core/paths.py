@@ -8,6 +8,8 @@
       sessions/NAME/inbox           pending notices for the session (records)
       sessions/NAME/inbox.read      notices already drained (records)
       sessions/NAME/deliver.lock    flock held while text is typed into NAME's pane
+      sessions/NAME/rewake.lock     flock held by the waiter of NAME's keystroke-free wake
+      sessions/NAME/announced       ids of NAME's wake notices already announced (atomic)
       sessions/NAME/scrollback.TS   a retired crew session's window scrollback (crew-retire)
       sessions/NAME/transcript.TS   a copy of its agent's own transcript, beside it
       sessions/NAME/acts            evidence of the captain's acts (record line, tab, evidence)
@@ -50,6 +52,7 @@ SCROLLBACK = "scrollback"         # sessions/NAME/scrollback.TS, TS a record tim
 TRANSCRIPT_SUFFIX = ".transcript"
 TRANSCRIPT = "transcript"         # sessions/NAME/transcript.TS, the TS of its scrollback
 DELIVER_LOCK = "deliver.lock"
+REWAKE_LOCK, ANNOUNCED = "rewake.lock", "announced"
 ACTS = "acts"
 TOKENS_CACHE = "tokens.cache"
 NUDGES_LOCK, NUDGE_TICK_LOCK = "nudges", "nudge-tick"     # files under locks/

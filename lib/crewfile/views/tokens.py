@@ -11,7 +11,9 @@ session's running total. A line that is not JSON, or not of those shapes, is ski
 transcript is another program's file.
 
 A wake turn is told from what crewfile itself put into the transcript:
-a prompt that is wake-send's announcement (its DEFAULT_SAY line) starts one;
+a prompt that is wake-send's announcement (its DEFAULT_SAY line) starts one,
+and so does Claude Code's task notification that carries it (the keystroke-free
+wake, crewfile.wake.rewake: a line of its system reminder ends with it);
 the primary's Stop hook carrying its wakes (hook.WAKE_HEADER, in a Stop
 hook attachment or a prompt) turns the rest of the turn into one. The next
 prompt of anyone else ends it. Messages count where they fall.
@@ -256,6 +258,7 @@ def _wake_header():
 
 
 _announce = None
+TASK_NOTIFICATION = "<task-notification>"    # Claude Code's own prompt (agents.claude.MACHINE_PROMPTS)
 
 
 def _is_wake_prompt(text):
@@ -267,6 +270,13 @@ def _is_wake_prompt(text):
         return True
     if _announce is None:
         _announce = _literals(DEFAULT_SAY)
+    if text.startswith(TASK_NOTIFICATION):
+        # `Stop hook blocking error from command "Stop": ANNOUNCEMENT`
+        for line in text.splitlines():
+            at = line.find(_announce[0])
+            if at >= 0 and _fits(_announce, line[at:].strip()):
+                return True
+        return False
     return _fits(_announce, text.strip())
 
 

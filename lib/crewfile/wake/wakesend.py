@@ -18,7 +18,7 @@ from crewfile.core.text import escape
 from crewfile.session import delivery
 from crewfile.session.delivery import UNCONFIRMED
 from crewfile.session.sessions import Session
-from crewfile.wake import inbox
+from crewfile.wake import announce, inbox
 from crewfile.wake.wakefilter import MAX_EVENT
 
 DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
@@ -239,6 +239,11 @@ class Sender:
         except CrewfileError as e:
             return self._cannot(e)
         ids = {n.id for n in waiting}
+        try:
+            # what the keystroke-free channel (crewfile.wake.rewake) announced
+            self.announced |= ids & announce.announced(self.sess)
+        except CrewfileError as e:
+            return self._cannot(e)
         fresh = [n for n in waiting if n.id not in self.announced]
         self.announced &= ids
         # The primary's hook took part of what was announced and left the rest
@@ -247,6 +252,13 @@ class Sender:
         if not fresh and not partly:
             if waiting:
                 self.due_at = self.clock() + self.retry     # watch for a partial take
+            return False
+        if announce.armed(self.sess):
+            # Its waiter announces them, with no keystroke; if it ends first
+            # (timed out, killed, the session cleared), typing takes over.
+            self.due_at = self.clock() + self.retry
+            self.say_once("announce", "armed", f"{self.primary}'s keystroke-free wake is armed:"
+                                               f" it announces {len(fresh)} wake(s)")
             return False
         text = self.message(waiting)
         deliver = self._deliver or delivery.deliver
@@ -260,6 +272,10 @@ class Sender:
             # late); the wakes stay in the inbox for its next turn's hook.
             self.announced |= ids
             self.seen = ids
+            try:
+                announce.mark(self.sess, ids, 0 if self.stuck else LOCK_WAIT)
+            except CrewfileError as e:   # typed all the same; the waiter may say it again
+                self.say_once("mark", "failing", f"cannot record the announcement ({e})")
             self.due_at = self.clock() + self.retry
             self.said.pop("announce", None)
             self.log(f"announced {len(waiting)} wake(s) to {self.primary}: {text}" if ok else
@@ -280,18 +296,24 @@ class Sender:
         return False
 
     def message(self, waiting):
-        senders = []
-        for n in waiting:
-            parts = n.text.split(" ", 2)
-            # Whatever a line named as its session is typed into the pane:
-            # escaped (no control character reaches the keys), and short.
-            who = escape(parts[1])[:40] if len(parts) > 1 and parts[1] else "?"
-            if who not in senders:
-                senders.append(who)
-        shown = ", ".join(senders[:5]) + (f" and {len(senders) - 5} more" if len(senders) > 5 else "")
-        n = len(waiting)
-        return self.say.format(n=f"{n} wake{'s' if n != 1 else ''}", count=n, primary=self.primary,
-                               **{"from": shown})
+        return message(waiting, self.say, self.primary)
+
+
+def message(waiting, say, primary):
+    """The announcement of the wake notices *waiting*: *say* filled in (see
+    --say), every name escaped and short."""
+    senders = []
+    for n in waiting:
+        parts = n.text.split(" ", 2)
+        # Whatever a line named as its session is typed into the pane:
+        # escaped (no control character reaches the keys), and short.
+        who = escape(parts[1])[:40] if len(parts) > 1 and parts[1] else "?"
+        if who not in senders:
+            senders.append(who)
+    shown = ", ".join(senders[:5]) + (f" and {len(senders) - 5} more" if len(senders) > 5 else "")
+    n = len(waiting)
+    return say.format(n=f"{n} wake{'s' if n != 1 else ''}", count=n, primary=primary,
+                      **{"from": shown})
 
 
 def _newer(states, sname, state):

@@ -1,0 +1,47 @@
+"""Which of a session's wake notices have been announced, by either path
+(wake-send typing into the pane, or the keystroke-free waiter of
+crewfile.wake.rewake), and whether that waiter is armed.
+
+sessions/NAME/announced: the ids, one per line, replaced atomically under
+the session lock, pruned to the notices still pending. Announced is not
+read: the notices stay in the inbox until a drain takes them.
+sessions/NAME/rewake.lock: flock held by the armed waiter for as long as
+it waits.
+"""
+import os
+
+from crewfile.core import locks, paths
+from crewfile.core.atomic import replace
+from crewfile.core.errors import BadFile
+from crewfile.wake import inbox
+
+MAX_ANNOUNCED = 1 << 22
+LOCK_WAIT = 1.0         # seconds, as wake-send's and the hook's bounded waits
+
+
+def path_of(sess, name):
+    return os.path.join(sess.dir, name)
+
+
+def armed(sess):
+    """True if a waiter holds NAME's channel (a live process holds the lock)."""
+    return locks.is_held(path_of(sess, paths.REWAKE_LOCK))
+
+
+def announced(sess):
+    """The ids of NAME's wake notices announced so far (by either path)."""
+    try:
+        text = paths.read_text(path_of(sess, paths.ANNOUNCED), limit=MAX_ANNOUNCED)
+    except BadFile:
+        return set()            # not ours (mark() writes it back in shape): announced again
+    return set((text or "").split())
+
+
+def mark(sess, ids, timeout=LOCK_WAIT):
+    """Add *ids* to NAME's announced wakes, keeping only those still pending
+    (the file stays as small as the inbox). LockBusy when NAME's lock stays
+    held past *timeout* seconds (a stuck lock must not stop the announcer)."""
+    with locks.hold(sess.lock_path, timeout):
+        pending = {n.id for n in inbox.pending(sess.crew, sess.name) if n.kind == "wake"}
+        keep = (announced(sess) | set(ids)) & pending
+        replace(path_of(sess, paths.ANNOUNCED), "".join(f"{i}\n" for i in sorted(keep)))

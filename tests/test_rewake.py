@@ -1,0 +1,193 @@
+"""The keystroke-free wake's waiter (crew-hook --rewake, crewfile.wake.rewake)
+and wake-send beside it, with real processes, flock and inotify (the real
+Claude Code: tests/test_rewake_e2e.py)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+
+from conftest import wait_for
+from crewfile.core import locks, paths
+from crewfile.session.delivery import Answer
+from crewfile.session.sessions import Session, register
+from crewfile.wake import announce, inbox
+from crewfile.wake.wakesend import Sender
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HOOK = os.path.join(REPO, "bin", "crew-hook")
+TS = "2026-11-29T22:01:17.123Z"
+SAID = "crewfile: 1 wake waiting from w1; run: inbox-drain boss"
+
+
+def primary(crew, turn="turn-ended"):
+    sess = register(crew, "boss", kind="primary")
+    sess.append("turn-started")
+    if turn:
+        sess.append(turn)
+    return Session(crew, "boss")
+
+
+def waiter(crew, name="boss", wait=None, shell=False):
+    """crew-hook --rewake as the CLI starts it (the payload on stdin)."""
+    env = dict(os.environ, CREWFILE_DIR=crew.root, CREWFILE_SESSION=name)
+    if wait is not None:
+        env["CREWFILE_REWAKE_WAIT"] = str(wait)
+    payload = json.dumps({"hook_event_name": "Stop", "session_id": "s-1"})
+    argv = [sys.executable, HOOK, "--rewake"]
+    if shell:   # a parent that is not the waiter: what the agent is to it
+        argv = ["sh", "-c", " ".join(argv) + "; :"]
+    p = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env=env, text=True)
+    p.stdin.write(payload)
+    p.stdin.close()
+    p.stdin = None
+    return p
+
+
+def finish(p, timeout=30):
+    out, err = p.communicate(timeout=timeout)
+    return p.returncode, out, err
+
+
+def lock_path(crew):
+    return os.path.join(crew.session_dir("boss"), paths.REWAKE_LOCK)
+
+
+def holder_pid(crew):
+    words = locks.holder(lock_path(crew))
+    assert words.startswith("pid "), words
+    return int(words.split()[1])
+
+
+def test_a_wake_is_announced_on_stderr_with_exit_2_and_stays_pending(crew):
+    sess = primary(crew)
+    p = waiter(crew)
+    wait_for(lambda: announce.armed(sess), what="the waiter armed")
+    nid = inbox.post(crew, "boss", "wake", f"{TS} w1 done: shipped")
+    code, out, err = finish(p)
+    assert (code, out, err) == (2, "", SAID + "\n")
+    assert announce.announced(sess) == {nid}
+    assert [n.id for n in inbox.pending(crew, "boss")] == [nid]     # read only by a drain
+    assert not announce.armed(sess)
+
+
+def test_any_other_session_returns_at_once(crew):
+    register(crew, "w1", kind="crew")
+    assert finish(waiter(crew, "w1")) == (0, "", "")
+
+
+def test_a_second_waiter_returns_while_one_is_armed(crew):
+    sess = primary(crew)
+    first = waiter(crew)
+    wait_for(lambda: announce.armed(sess), what="the waiter armed")
+    assert finish(waiter(crew)) == (0, "", "")
+    first.send_signal(signal.SIGTERM)
+    assert finish(first) == (0, "", "")
+    assert not announce.armed(sess)
+
+
+def test_it_holds_while_a_turn_runs_and_ends_at_its_deadline(crew):
+    sess = primary(crew, turn=None)                 # turn-started: generating
+    inbox.post(crew, "boss", "wake", f"{TS} w1 done: shipped")
+    assert finish(waiter(crew, wait=1)) == (0, "", "")
+    assert announce.announced(sess) == set()
+    sess.append("turn-ended")
+    assert finish(waiter(crew, wait=1))[:2] == (2, "")
+
+
+def test_it_holds_while_the_accounts_block_stands(crew):
+    sess = primary(crew, turn="account-blocked")
+    sess.append("account-blocked", "billing_error until -: Credit balance is too low")
+    inbox.post(crew, "boss", "wake", f"{TS} w1 done: shipped")
+    assert finish(waiter(crew, wait=1)) == (0, "", "")
+    assert announce.announced(sess) == set()
+    sess.append("account-blocked", "rate_limit until 2020-01-01T00:00:00.000Z: lifted")
+    assert finish(waiter(crew, wait=1)) == (2, "", SAID + "\n")
+
+
+def test_what_was_announced_is_not_announced_again(crew):
+    sess = primary(crew)
+    nid = inbox.post(crew, "boss", "wake", f"{TS} w1 done: shipped")
+    announce.mark(sess, [nid])
+    assert finish(waiter(crew, wait=1)) == (0, "", "")
+    inbox.post(crew, "boss", "wake", f"{TS} w2 done: more")
+    code, _, err = finish(waiter(crew, wait=5))
+    assert code == 2 and err == "crewfile: 2 wakes waiting from w1, w2; run: inbox-drain boss\n"
+
+
+def test_the_waiter_ends_with_its_agent(crew):
+    sess = primary(crew)
+    sh = waiter(crew, shell=True)
+    wait_for(lambda: announce.armed(sess), what="the waiter armed")
+    pid = holder_pid(crew)
+    assert pid != sh.pid
+    os.kill(sh.pid, signal.SIGKILL)     # the agent (its parent here) dies, no signal to it
+    sh.wait(timeout=30)
+    sh.stdout.close()
+    sh.stderr.close()
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
+             open(f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z", what="the waiter gone")
+    assert not announce.armed(sess)
+
+
+def test_wake_send_types_nothing_while_armed_and_types_once_it_is_not(crew):
+    sess = primary(crew)
+    said, logged = [], []
+    s = Sender(crew, "boss", clock=lambda: 0.0, log=logged.append,
+               deliver=lambda sess, text: (said.append(text) or True, Answer("delivered")))
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX)\ntime.sleep(600)", lock_path(crew)])
+    try:
+        wait_for(lambda: announce.armed(sess), what="the lock held")
+        s.wake(f"{TS} w1 done: shipped")
+        assert s.flush()
+        assert s.tick() is False and said == []
+        assert s.tick() is False and said == []
+        assert logged == ["boss's keystroke-free wake is armed: it announces 1 wake(s)"]
+    finally:
+        holder.kill()
+        holder.wait()
+    assert s.tick() is True and said == [SAID]
+    assert announce.announced(sess) == {n.id for n in inbox.pending(crew, "boss")}
+
+
+def test_wake_send_does_not_type_what_the_channel_announced(crew):
+    sess = primary(crew)
+    said = []
+    s = Sender(crew, "boss", clock=lambda: 0.0,
+               deliver=lambda sess, text: (said.append(text) or True, Answer("delivered")))
+    s.wake(f"{TS} w1 done: shipped")
+    s.flush()
+    announce.mark(sess, [n.id for n in inbox.pending(crew, "boss")])
+    assert s.tick() is False and said == []
+
+
+def test_a_turn_the_waiter_woke_counts_as_a_wake_turn(tmp_path):
+    """crew-top's wake share: the woken turn starts with Claude Code's task
+    notification carrying the announcement (2.1.332's transcript, as seen in
+    tests/test_rewake_e2e.py); a notification of anything else is no wake."""
+    from crewfile.views import tokens
+
+    def prompt(text):
+        return json.dumps({"type": "user", "message": {"role": "user", "content": text}},
+                          separators=(",", ":"))        # as Claude Code writes it
+
+    def msg(mid, n):
+        return json.dumps({"type": "assistant", "message": {
+            "id": mid, "role": "assistant", "content": [{"type": "text", "text": "ok"}],
+            "usage": {"input_tokens": n, "output_tokens": 0}}}, separators=(",", ":"))
+
+    def notification(said):
+        return prompt("<task-notification>\n<summary>Stop hook feedback</summary>\n"
+                      "</task-notification>\n<system-reminder>\nStop hook blocking error from"
+                      f" command \"Stop\": {said}\n\n</system-reminder>")
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join([
+        prompt("hello"), msg("a", 100),
+        notification(SAID), msg("b", 10),
+        prompt("captain"), msg("c", 1000),
+        notification("background task 7 finished"), msg("d", 5000)]) + "\n")
+    t = tokens.read(str(path))
+    assert (t.total, t.wake) == (6110, 10)
