@@ -3,6 +3,7 @@ filter keeps only what the primary must act on, the sender delivers them; each
 session's inbox holds what its model is told. The teller tells the person.
 
   inbox       A session's inbox: notices for its model, machine reports, never captain words.
+  stream      The one loop of the commands that read event lines on stdin and act on a
   tell        crew-notify: the events that need the captain, told to the person through a
   wakefilter  wake-filter: which events are worth a turn of the primary (wakesend.py
   wakesend    wake-send: wakes (the lines wake-filter kept) posted to the primary's

@@ -17,7 +17,6 @@ leaves in doubt is sent again, with the same ids in CREWFILE_NOTIFY_IDS and CREW
 so a receiver that keeps the ids it has seen shows each event once.
 """
 import os
-import select
 import signal
 import subprocess
 import time
@@ -31,6 +30,7 @@ from crewfile.core.names import is_name
 from crewfile.core.records import printable_line
 from crewfile.core.text import escape
 from crewfile.session import tmux
+from crewfile.wake import stream
 
 DEFAULT_WINDOW = 2.0        # a burst's events within this of the first go in one message
 DEFAULT_TIMEOUT = 30.0      # CMD killed after this long: a failed try
@@ -46,7 +46,6 @@ MAX_QUEUE = 100000          # events held before input is no longer read
 # often while events only pass through; at once after a message went. What
 # a kill loses of it is replayed, and the journal knows what was told.
 ACK_DELAY = 0.2
-_CHUNK = 1 << 18
 HOUR = 3600.0
 
 
@@ -177,7 +176,7 @@ class Event:
         self.done = line is None
 
 
-class Teller:
+class Teller(stream.Taker):
     """take(line) for each input line; step() sends what is due; due() says when.
 
     *command*: the shell command given each message (sh -c). *cursor*: the
@@ -265,6 +264,16 @@ class Teller:
             if not self.pending:
                 self.first_at = self.clock()
             self.pending.append(ev)
+
+    def take_all(self, lines):
+        """The lines of one read (stream.run), acknowledged at once where nothing waits."""
+        for raw in lines:
+            if raw:
+                self.take(raw.decode("utf-8", "replace"))
+        self.acknowledge()
+
+    def warn(self, msg):
+        self.log(msg)
 
     def _unpause(self, name):
         """A pause not told yet is no news once its session moved on (the
@@ -448,42 +457,12 @@ def _newer(states, sname, state):
 
 
 def tell_stream(teller, fd_in=0):
-    """Feed lines from fd_in to *teller*, acknowledging each chunk and telling
-    when due. At end of input: tell what is pending (retrying, holding as
-    ever), acknowledge, return."""
+    """Run *teller* on the lines of fd_in (stream.run). At end of input: tell
+    what is pending (retrying, holding as ever), acknowledge, return."""
     try:
-        _loop(teller, fd_in)
+        stream.run(teller, fd_in)
     finally:
         try:
             teller.acknowledge(now=True)
         except CrewfileError:
             pass
-
-
-def _loop(teller, fd_in):
-    carry = b""
-    eof = False
-    while True:
-        due = teller.due(eof)
-        if eof and due is None:
-            return
-        timeout = None if due is None else max(0.0, due - teller.clock())
-        if eof or teller.holding():
-            time.sleep(LOOK_AGAIN if timeout is None else timeout)
-            ready = []
-        else:
-            ready, _, _ = select.select([fd_in], [], [], timeout)
-        if ready:
-            data = os.read(fd_in, _CHUNK)
-            if not data:
-                eof = True
-                if carry:
-                    teller.log(f"input ended inside a line, dropped: {carry[:80]!r}")
-                    carry = b""
-            lines = (carry + data).split(b"\n")
-            carry = lines.pop()
-            for raw in lines:
-                if raw:
-                    teller.take(raw.decode("utf-8", "replace"))
-            teller.acknowledge()
-        teller.step(eof)

@@ -19,10 +19,7 @@ The class comes from sessions/NAME/meta ("exempt"), cached and re-read when
 the file's identity (inode, mtime, size) changes, checked at most once per
 input chunk and at every `registered` event.
 
-Input is read in chunks of whatever is available and each chunk's output is
-written in one write() before the next read: a live stream gets each line at
-once, a file gets no system call per line, and nothing depends on
-PYTHONUNBUFFERED.
+Each chunk's output is written in one write() before the next read (stream.run).
 """
 import os
 import sys
@@ -34,13 +31,10 @@ from crewfile.core.errors import CrewfileError
 from crewfile.core.jsonio import loads
 from crewfile.core.kinds import KEEPS_PAUSE
 from crewfile.core.names import check_name
-from crewfile.core.records import MAX_LINE, is_kind
+from crewfile.core.records import is_kind
 from crewfile.core.shapes import load
 from crewfile.core.text import escape
-
-# An event line at most: a record, a session name (64 at most) and a space, a
-# TAB and a position token (a small JSON object; 4096 is far above any).
-MAX_EVENT = MAX_LINE + 65 + 4096
+from crewfile.wake import stream
 
 # `account-blocked` (the account stopped a turn) passes for every session: the
 # block holds crewfile's typing, and only the captain can lift a billing stop.
@@ -54,7 +48,6 @@ HELD_WHILE_PAUSED = frozenset({"idle", "stale"})
 
 # A session's class, from its meta: which events of it may wake the primary.
 UNKNOWN, NORMAL, EXEMPT, PRIMARY = "unknown", "normal", "exempt", "primary"
-_CHUNK = 1 << 18
 
 
 class _Seen:
@@ -72,7 +65,7 @@ class _Seen:
         self.paused = False
 
 
-class Filter:
+class Filter(stream.Taker):
     """feed(bytes) -> bytes to print; finish() -> bytes for a last partial line."""
 
     def __init__(self, crew, normal_pass=NORMAL_PASS, exempt_pass=EXEMPT_PASS, warn=None):
@@ -83,35 +76,23 @@ class Filter:
         self.warn = warn or _warn
         self.state = {}
         self.gen = 0
-        self.carry = b""
-        self.overlong = False       # inside a line too long to be an event: drop until newline
+        self.split = stream.Lines(self.warn)
+        self.fd_out = 1
         self.bad = 0
         # kind word as read (b"idle", b"blocked:") -> the kind, one object per kind
         self._bare, self._texted, self._canon = {}, {}, {}
 
     def feed(self, data):
-        data = self.carry + data
-        lines = data.split(b"\n")
-        self.carry = lines.pop()
-        if self.overlong:              # the rest of a line too long to be an event
-            self.overlong = bool(not lines)
-            if lines:
-                lines.pop(0)
-            if self.overlong:
-                self.carry = b""
-        if len(self.carry) > MAX_EVENT:
-            self.warn(f"a line longer than {MAX_EVENT} bytes, dropped: {self.carry[:80]!r}")
-            self.carry, self.overlong = b"", True      # memory stays bounded
-        return self._lines(lines)
+        return self._lines(self.split.feed(data))
 
     def finish(self):
-        """The input ended inside a line: its writer died mid-write (a pipe
-        write over PIPE_BUF is cut by SIGKILL). A fragment is not an event:
-        dropped, said; resumed from its cursor, the pipe delivers it whole."""
-        if self.carry:
-            self.warn(f"input ended inside a line, dropped: {self.carry[:80]!r}")
-            self.carry = b""
+        self.split.finish()
         return b""
+
+    def take_all(self, lines):
+        out = self._lines(lines)
+        if out:
+            write_all(self.fd_out, out)
 
     def _lines(self, lines):
         self.gen += 1
@@ -285,16 +266,8 @@ def _class_of(meta_path):
 
 def filter_stream(flt, fd_in=0, fd_out=1):
     """Run *flt* from fd_in to fd_out: one write per chunk read, before the next read."""
-    while True:
-        data = os.read(fd_in, _CHUNK)
-        if not data:
-            break
-        out = flt.feed(data)
-        if out:
-            write_all(fd_out, out)
-    out = flt.finish()
-    if out:
-        write_all(fd_out, out)
+    flt.fd_out = fd_out
+    stream.run(flt, fd_in)
 
 
 def _warn(msg):

@@ -1,11 +1,8 @@
 """wake-send: wakes (the lines wake-filter kept) posted to the primary's
 inbox, acknowledged to crew-watch's cursor, and announced in its pane.
 
-Input is read in chunks of whatever is available; each chunk's wakes are
-posted in one append before the next read (see Sender and send_stream).
+Each chunk's wakes are posted in one append before the next read (stream.run).
 """
-import os
-import select
 import time
 
 from crewfile.core import jsonio, locks, records
@@ -18,8 +15,7 @@ from crewfile.core.text import escape
 from crewfile.session import delivery
 from crewfile.session.delivery import UNCONFIRMED
 from crewfile.session.sessions import Session
-from crewfile.wake import inbox
-from crewfile.wake.wakefilter import MAX_EVENT
+from crewfile.wake import inbox, stream
 
 DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
 DEFAULT_WINDOW = 0.5
@@ -32,10 +28,9 @@ LOCK_WAIT = 1.0     # the longest wake-send waits for the primary's lock (then: 
 ACK_DELAY = 0.2
 MAX_HELD = 10000            # wakes held in memory before input is no longer read
 MAX_TEXT = 8192             # a notice must stay within one record
-_CHUNK = 1 << 18
 
 
-class Sender:
+class Sender(stream.Taker):
     """Post wakes to the primary's inbox; acknowledge them; announce bursts in its pane.
 
     wake(line) takes one input line; flush() posts what was taken, all in one
@@ -94,6 +89,7 @@ class Sender:
         self.known = None           # ids found in the inbox before our first post
         self.said = {}              # topic -> the state last logged
         self.acked = {}
+        self.over = False           # the input ended and its last announcement is made
         if cursor:
             try:
                 data = read_json(cursor) or {"sessions": {}}
@@ -224,10 +220,33 @@ class Sender:
                 self.say_once("cursor", "ok", f"writing {self.cursor} again")
         self.acked, self.acks = acked, {}
 
-    def due(self):
+    def due(self, eof=False):
         """When tick() or flush() wants to run next (monotonic), or None."""
         times = [t for t in (self.due_at, self.retry_at, self.ack_at) if t is not None]
-        return min(times) if times else None
+        return min(times) if times and not (eof and self.over) else None
+
+    # -- the input loop (stream.run) ---------------------------------------
+    def take_all(self, lines):
+        for raw in lines:
+            if raw:
+                self.wake(raw.decode("utf-8", "replace"))
+        self.flush()
+
+    def step(self, eof=False):
+        """What is due; at the end of input, post what is held (retrying
+        while the primary cannot take it), then one last announcement."""
+        now = self.clock()
+        if self.retry_at is not None and now >= self.retry_at:
+            self.flush()
+        if self.ack_at is not None and (now >= self.ack_at or eof):
+            self.acknowledge()
+        if self.due_at is not None and (now >= self.due_at or (eof and not self.held)):
+            if eof and now < self.due_at:
+                time.sleep(self.due_at - now)
+            self.tick()
+            self.over = eof and not self.held
+        if eof and not self.held and self.due_at is None:
+            self.over = True
 
     def tick(self):
         """Announce what waits, if the primary can take it now. True if typed."""
@@ -302,57 +321,10 @@ def _newer(states, sname, state):
 
 
 def send_stream(sender, fd_in=0):
-    """Feed lines from fd_in to *sender*, posting each chunk before the next
-    read and acknowledging within ACK_DELAY; announce when due. At end of
-    input: post what is held (retrying while the primary cannot take it), one
-    last announcement, acknowledge, return."""
+    """Run *sender* on the lines of fd_in (stream.run), acknowledging at the end."""
     try:
-        _send_loop(sender, fd_in)
+        stream.run(sender, fd_in)
     finally:
         # Stopped (SIGTERM as KeyboardInterrupt, end of input): acknowledge what
         # is posted; with wakes still held, their acks wait too (replayed).
         sender.acknowledge()
-
-
-def _send_loop(sender, fd_in):
-    carry = b""
-    eof = False
-    while True:
-        due = sender.due()
-        timeout = None if due is None else max(0.0, due - sender.clock())
-        if eof or sender.holding():
-            if due is None:
-                break
-            time.sleep(timeout)
-            ready = []
-        else:
-            ready, _, _ = select.select([fd_in], [], [], timeout)
-        if ready:
-            data = os.read(fd_in, _CHUNK)
-            if not data:
-                eof = True
-            lines = (carry + data).split(b"\n")
-            carry = lines.pop()
-            # a fragment of a writer killed mid-write (see wakefilter.Filter.finish)
-            if not data and carry:
-                sender.warn(f"input ended inside a line, dropped: {carry[:80]!r}")
-                carry = b""
-            if len(carry) > MAX_EVENT:
-                carry = carry[:MAX_EVENT]     # a wake is one line: what follows adds nothing
-            for raw in lines:
-                if raw:
-                    sender.wake(raw.decode("utf-8", "replace"))
-            sender.flush()
-        now = sender.clock()
-        if sender.retry_at is not None and now >= sender.retry_at:
-            sender.flush()
-        if sender.ack_at is not None and (now >= sender.ack_at or eof):
-            sender.acknowledge()
-        if sender.due_at is not None and (now >= sender.due_at or (eof and not sender.held)):
-            if eof and now < sender.due_at:
-                time.sleep(sender.due_at - now)
-            sender.tick()
-            if eof and not sender.held:
-                break
-        if eof and not sender.held and sender.due_at is None:
-            break
