@@ -1,46 +1,15 @@
 """crew-watch: one event line for every new status record of every session.
 
-An event is the record with the session's name inserted after the timestamp:
-
-    <ts> <session> <kind>[: <text>]
-
-The text stays escaped as in the log (re-escaped where a hand-written line
-holds a raw control character), so an event is one line too.
-Two kinds are synthesized, because no record can say them:
-
-- `stale`: the session is generating (its newest turn record is
-  `turn-started` or `waiting`) and has been silent for `stale_after`
-  seconds. Once per silence; the event's timestamp is the moment the silence
-  crossed the threshold (last record + stale_after), so a replay of old logs
-  synthesizes the same events a live watcher did.
-- `lost`: the liveness probe says the session's tmux pane or process is
-  gone while its newest lifecycle record is not `ended`, `closed` or
-  `concluded`. Once per registration.
-
-Following: notify.DirWatch (the one directory follower) on sessions/ and
-each sessions/NAME/, never on files, so a rename-replace or a rotation cannot
-kill a watch. Subscribe first, then scan: a record written while the watcher
-starts is either found by the scan or announced by an event. On queue
-overflow every session is re-read from its saved position. Without inotify
-(`poll`), every session is re-read every `poll` seconds; when inotify cannot
-be had (instances or watches exhausted, inotify_simple missing) the watcher
-polls every notify.POLL seconds and says so once.
-
-Going deaf: a watch follows an inode, not a name. At every probe (and
-every read of a session) the identity (st_dev, st_ino) of the crew
-directory, sessions/ and each session directory is compared with the one
-subscribed to. A session directory replaced is followed anew from its
-first record; the crew directory or sessions/ replaced (a restore, a tool
-that recreates it, a mount) is followed anew, every session from its first
-record, with one line on stderr; either missing at two probes in a row
-raises Gone (exit 6) so a supervisor restarts the watcher.
+The contract is docs/commands/crew-watch.md, docs/files/event-lines.md (the
+synthesized `stale` and `lost`) and docs/files/cursor.md (positions); how
+it follows is in docs/internals.md. crew-watch reports what it reads: what
+wakes anyone is wake-filter's to decide.
 
 Position: per session (inode, offset) of the next unread byte. A rotation
 (status -> status.1 under the session lock) is followed by finding the inode
 among status, status.1 ... status.N, finishing it, then reading the newer
 files in order. Only complete lines are consumed; a partial last line is
-read again when it is finished. The cursor file saves every position and
-the stale/lost bookkeeping after each batch is written out.
+read again when it is finished.
 """
 import os
 import select
@@ -92,6 +61,10 @@ class Tail:
         self.overlong = False   # inside a line too long to be a record: skipped to its end
         self.seen_at = time.monotonic()     # when its newest record was read (see silent_for)
         self.dir_id = identity(sdir)
+
+    def generating(self):
+        """Generating and not said stale yet: its silence is being timed."""
+        return self.turn == "yes" and not self.ended and not self.stale and self.last is not None
 
     def silent_for(self, now):
         """Seconds since the newest record: by its time, unless that is ahead
@@ -198,8 +171,7 @@ class Watcher:
             return [("", b"\t" + jsonio.dumps({
                 "id": f"{t.name}:start", "s": t.name, "prev": t.prev, "paused": t.paused,
                 "at": t.saved()}).encode() + b"\n") for t in self.tails.values()]
-        state = {name: t.saved() for name, t in self.tails.items()}
-        replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
+        self._write_cursor()
         return []
 
     def _root_ids(self):
@@ -434,9 +406,7 @@ class Watcher:
         self._troubles[name] = said
         self.warn(said.removeprefix("crew-watch: "))
         tail = self.tails.get(name) or Tail(name, self.crew.session_dir(name))
-        ts = records.timestamp(self.now())
-        line = _event(records.format_line(ts, "problem", said), name)
-        return [(ts, self._line(tail, "problem", line, synth=True))]
+        return [self._synth(tail, self.now(), "problem", said)]
 
     def _read_session_into(self, name, events):
         tail = self._tail(name)
@@ -540,8 +510,7 @@ class Watcher:
             return
         t = rec.time
         quiet = tail.quiet_before is not None and rec.ts < tail.quiet_before
-        if (not quiet and tail.turn == "yes" and not tail.ended and not tail.stale
-                and tail.last is not None and t - tail.last >= self.stale_after):
+        if not quiet and tail.generating() and t - tail.last >= self.stale_after:
             events.append(self._stale_event(tail))      # positioned before this record
         tail.off += size
         tail.last, tail.last_kind, tail.stale = t, rec.kind, False
@@ -565,10 +534,14 @@ class Watcher:
         or *now* when the newest record is dated ahead of it."""
         tail.stale = True
         at = tail.last + self.stale_after
-        ts = records.timestamp(at if now is None or at <= now else now)
-        line = records.format_line(ts, "stale", f"silent for {age_text(self.stale_after)}"
-                                                f" since {tail.last_kind}")
-        return (ts, self._line(tail, "stale", _event(line, tail.name), synth=True))
+        return self._synth(tail, at if now is None or at <= now else now, "stale",
+                           f"silent for {age_text(self.stale_after)} since {tail.last_kind}")
+
+    def _synth(self, tail, when, kind, text):
+        """A synthesized event of *tail*, stamped *when* (seconds)."""
+        ts = records.timestamp(when)
+        line = _event(records.format_line(ts, kind, text), tail.name)
+        return (ts, self._line(tail, kind, line, synth=True))
 
     def _line(self, tail, kind, line, synth=False):
         """The event line (bytes, newline added) for *kind*, emitted now for *tail*.
@@ -606,8 +579,7 @@ class Watcher:
         for tail in self.tails.values():
             if tail.name in self.backlog:
                 continue
-            if (tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None
-                    and tail.silent_for(now) >= self.stale_after):
+            if tail.generating() and tail.silent_for(now) >= self.stale_after:
                 events.append(self._stale_event(tail, now))
         if probe:
             events += self._probe(now)
@@ -626,10 +598,7 @@ class Watcher:
             if life.live != verdict.NOT_LIVE:
                 continue
             tail.lost = True
-            what = life.why.detail
-            ts = records.timestamp(now)
-            line = _event(records.format_line(ts, "lost", what), tail.name)
-            events.append((ts, self._line(tail, "lost", line, synth=True)))
+            events.append(self._synth(tail, now, "lost", life.why.detail))
         return events
 
     def _meta(self, tail, now=None, events=None):
@@ -651,12 +620,10 @@ class Watcher:
                 tail.meta = None
                 self.warn(f"{tail.name}: {e}")
                 if events is not None:
-                    ts = records.timestamp(self.now() if now is None else now)
                     why = str(e).replace(path, "meta").replace("meta: ", "", 1)[:200]
                     why = why.encode("utf-8", "replace").decode("utf-8")
-                    line = _event(records.format_line(ts, "error", f"meta unreadable: {why}"),
-                                  tail.name)
-                    events.append((ts, self._line(tail, "error", line, synth=True)))
+                    events.append(self._synth(tail, self.now() if now is None else now, "error",
+                                              f"meta unreadable: {why}"))
         return tail.meta if isinstance(tail.meta, dict) else None
 
     # -- output -----------------------------------------------------------
@@ -677,14 +644,16 @@ class Watcher:
             raise KeyboardInterrupt
 
     def _save_cursor(self):
-        if not self.cursor or self.resume is not None:
-            return
+        if self.cursor and self.resume is None:
+            self._write_cursor()
+
+    def _write_cursor(self):
+        """The cursor file, unless it says this already."""
         state = {name: t.saved() for name, t in self.tails.items()}
         text = jsonio.dumps(state)
-        if text == self._saved:
-            return
-        replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
-        self._saved = text
+        if text != self._saved:
+            replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
+            self._saved = text
 
     # -- the loop ---------------------------------------------------------
     def run_once(self):
@@ -751,7 +720,7 @@ class Watcher:
             wait = min(wait, max(0.0, self._poll_at - now_m))
         now = self.now()
         for tail in self.tails.values():
-            if tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None:
+            if tail.generating():
                 wait = min(wait, max(0.0, self.stale_after - tail.silent_for(now)))
         return wait
 
