@@ -1,25 +1,9 @@
 """wake-filter: which events are worth a turn of the primary (wakesend.py
-takes them to it).
+takes them to it). The rules, class by class: docs/commands/wake-filter.md.
 
-The filter reads event lines `<ts> <session> <kind>[: <text>]` (what
-crew-watch prints) and keeps those that should wake the primary:
-
-- exempt sessions (every aside): only their conclusion, real problems and
-  the account's stop (EXEMPT_PASS). The turn-by-turn and idle churn of a captain's conversation
-  never wakes anyone;
-- normal sessions: the actionable kinds (NORMAL_PASS); a repeat of the same
-  kind from the same session with no other event of that session in between
-  is folded into the first; after `paused` (a bounded human wait, not a
-  wedge) its `idle` and `stale` are held until other activity;
-- a primary session: nothing passes (its own turns must not wake it);
-- a session without metadata: every line passes (waking is safer than
-  losing); a line that is not an event passes unchanged, with a warning.
-
-The class comes from sessions/NAME/meta ("exempt"), cached and re-read when
-the file's identity (inode, mtime, size) changes, checked at most once per
-input chunk and at every `registered` event.
-
-Each chunk's output is written in one write() before the next read (stream.run).
+A session's class comes from its meta, cached and re-read when the file's
+identity changes, checked at most once per input chunk (stream.run) and at
+every `registered` event; each chunk's output goes in one write.
 """
 import os
 import sys
@@ -51,10 +35,9 @@ UNKNOWN, NORMAL, EXEMPT, PRIMARY = "unknown", "normal", "exempt", "primary"
 
 
 class _Seen:
-    """What the filter knows of one session: its class (and the meta file
-    identity it was read from, and the input chunk it was last checked in),
-    the kind of its newest event (for the fold), and whether a human wait
-    (`paused`) holds its idle and stale."""
+    """What the filter knows of one session: its class, the meta identity it
+    was read from and the input chunk it was checked in; the kind of its
+    newest event (the fold); whether `paused` holds its idle and stale."""
     __slots__ = ("cls", "meta_key", "checked_in", "last_kind", "paused")
 
     def __init__(self, checked_in):
@@ -79,8 +62,7 @@ class Filter(stream.Taker):
         self.split = stream.Lines(self.warn)
         self.fd_out = 1
         self.bad = 0
-        # kind word as read (b"idle", b"blocked:") -> the kind, one object per kind
-        self._bare, self._texted, self._canon = {}, {}, {}
+        self._bare, self._texted, self._canon = {}, {}, {}      # see _kind
 
     def feed(self, data):
         return self._lines(self.split.feed(data))
@@ -100,9 +82,6 @@ class Filter(stream.Taker):
         out = []
         keep = out.append
         state = self.state
-        bare, texted = self._bare, self._texted
-        normal, exempt = self.normal, self.exempt
-        keeps_pause, held_paused = KEEPS_PAUSE_B, HELD_WHILE_PAUSED_B
         for line in lines:
             token = None
             if b"\t" in line:      # a positioned line: `event TAB token` or `TAB token`
@@ -111,19 +90,11 @@ class Filter(stream.Taker):
                     keep(b"\t" + token)        # an acknowledgement only: pass it on
                     continue
             parts = line.split(b" ", 3)
-            n = len(parts)
-            if n == 4:
-                kind = texted.get(parts[2])
-            elif n == 3:
-                kind = bare.get(parts[2])
-            else:
+            kind = self._kind(parts[2], len(parts) == 4) if (
+                len(parts) >= 3 and len(parts[0]) == 24) else None
+            if kind is None:
                 self._bad(line, keep)
                 continue
-            if kind is None or len(parts[0]) != 24:
-                kind = self._kind(parts[2], n == 4) if len(parts[0]) == 24 else None
-                if kind is None:
-                    self._bad(line, keep)
-                    continue
             seen = state.get(parts[1])
             if seen is None or seen.checked_in != gen or kind == b"registered":
                 seen = self._refresh(parts[1], seen, gen)
@@ -133,26 +104,7 @@ class Filter(stream.Taker):
             if token is not None and not self._context(seen, kind, token):
                 self._bad(line + b"\t" + token, keep)
                 continue
-            cls = seen.cls
-            if cls is NORMAL:
-                if kind == b"paused":
-                    seen.paused = True
-                    ok = False if kind not in normal else kind is not seen.last_kind
-                elif seen.paused:
-                    if kind not in keeps_pause:
-                        seen.paused = False
-                        ok = kind in normal and kind is not seen.last_kind
-                    else:
-                        ok = (kind not in held_paused and kind in normal
-                              and kind is not seen.last_kind)
-                else:
-                    ok = kind in normal and kind is not seen.last_kind
-            elif cls is EXEMPT:
-                ok = kind in exempt and kind is not seen.last_kind
-            elif cls is PRIMARY:
-                ok = False          # its own turns must not wake it
-            else:
-                ok = True           # no metadata: waking is safer than losing
+            ok = self._passes(seen, kind)
             if ok and kind == b"concluded" and self.crew is not None:
                 ok = self._believed_conclusion(parts)
             seen.last_kind = kind
@@ -164,6 +116,24 @@ class Filter(stream.Taker):
             return b""
         out.append(b"")
         return b"\n".join(out)
+
+    def _passes(self, seen, kind):
+        """Whether *kind* wakes the primary, the session's class and context
+        as *seen* holds them (the module docstring's rules)."""
+        if seen.cls is PRIMARY:
+            return False            # its own turns must not wake it
+        if seen.cls is UNKNOWN:
+            return True             # no metadata: waking is safer than losing
+        if seen.cls is EXEMPT:
+            return kind in self.exempt and kind is not seen.last_kind
+        if kind == b"paused":
+            seen.paused = True
+        elif seen.paused:
+            if kind not in KEEPS_PAUSE_B:
+                seen.paused = False
+            elif kind in HELD_WHILE_PAUSED_B:
+                return False        # a human wait is not a wedge
+        return kind in self.normal and kind is not seen.last_kind
 
     def _believed_conclusion(self, parts):
         """An aside's `concluded` wakes the primary only when the report it
@@ -198,7 +168,11 @@ class Filter(stream.Taker):
         return True
 
     def _kind(self, word, has_text):
-        """Validate a kind word once and cache it (None: not a kind)."""
+        """The kind of a kind word as read (b"idle", b"blocked:"), validated
+        once and cached, one object per kind; None: not a kind."""
+        found = (self._texted if has_text else self._bare).get(word)
+        if found is not None:
+            return found
         kind = word
         if has_text:
             if not word.endswith(b":"):
@@ -210,7 +184,7 @@ class Filter(stream.Taker):
             ok = False
         if not ok:
             return None
-        kind = self._canon.setdefault(kind, kind)      # `is` compares kinds in the loop
+        kind = self._canon.setdefault(kind, kind)      # `is` compares kinds
         (self._texted if has_text else self._bare)[word] = kind
         return kind
 
