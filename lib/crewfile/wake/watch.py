@@ -19,7 +19,6 @@ import time
 from crewfile.core import jsonio, logfile, notify, paths, records
 from crewfile.core.atomic import replace, write_all
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, Gone, failure_line
-from crewfile.core.jsonio import dumps
 from crewfile.core.kinds import KEEPS_PAUSE, LIFECYCLE, TURN_STATE
 from crewfile.core.names import is_name
 from crewfile.core.notify import POLL, identity
@@ -75,10 +74,12 @@ class Tail:
             return now - self.last
         return time.monotonic() - self.seen_at
 
+    SAVED = ("ino", "off", "last", "last_kind", "turn", "ended", "stale", "lost", "n", "prev",
+             "paused")
+
     def saved(self):
-        return {"ino": self.ino, "off": self.off, "last": self.last, "last_kind": self.last_kind,
-                "turn": self.turn, "ended": self.ended, "stale": self.stale, "lost": self.lost,
-                "n": self.n, "prev": self.prev, "paused": self.paused}
+        """What the cursor keeps of it (docs/files/cursor.md)."""
+        return {k: getattr(self, k) for k in self.SAVED}
 
     def restore(self, d):
         self.ino, self.off = d.get("ino"), int(d.get("off") or 0)
@@ -141,6 +142,10 @@ class Watcher:
         self.backlog = set()    # sessions with more to read than one read takes
         self._budget = 0        # bytes the session being read may still consume
         self._unread_before = {}  # session name -> start time, when its end could not be found
+        self._started = False   # begin() ran: a session found from now on is new
+        self._missing = False   # the crew directory was missing at the last probe
+        self._poll_at = 0.0     # polling: when every session is read next
+        self._malformed, self._first_bad = 0, b""   # what the file being read holds wrong
 
     # -- start ------------------------------------------------------------
     def start(self, follow=True):
@@ -220,15 +225,11 @@ class Watcher:
         self.poll = POLL
         self._poll_at = time.monotonic()
 
-    def _watching(self, name):
-        return (self.dirwatch is not None
-                and os.path.join(self.sessions_dir, name) in self.dirwatch.dirs)
-
     def _watch_session(self, name):
         if self.dirwatch is None:
             return
-        # Not watched (gone already, not a directory, not readable): the
-        # read of it says so, and the next read tries again.
+        # Watched already: nothing. Not watchable (gone, not a directory, not
+        # readable): the read of it says so, and the next read tries again.
         self.dirwatch.add(os.path.join(self.sessions_dir, name))
         if self.dirwatch.ino is None:
             self._to_polling()
@@ -236,8 +237,6 @@ class Watcher:
     def _unwatch_session(self, name):
         if self.dirwatch is not None:
             self.dirwatch.forget(os.path.join(self.sessions_dir, name))
-
-    _missing = False
 
     def _check_roots(self):
         """Follow a replaced crew directory from its start; Gone if it is
@@ -300,8 +299,7 @@ class Watcher:
                 del self.tails[name]
                 tail = None
         if tail is not None:
-            if not self._watching(name):
-                self._watch_session(name)     # restored from a cursor: subscribe first
+            self._watch_session(name)     # restored from a cursor: subscribe first
             return tail
         if not os.path.isdir(sdir):
             return None         # gone meanwhile
@@ -321,8 +319,6 @@ class Watcher:
             tail.quiet_before = self._unread_before.pop(name)
         self.tails[name] = tail
         return tail
-
-    _started = False
 
     def _skip_to_end(self, tail):
         """Begin a session at the end of its log; take its state from the tail."""
@@ -494,9 +490,6 @@ class Watcher:
             if notes:
                 self.warn(f"{tail.name}: {path}: {'; '.join(dict.fromkeys(notes))}")
         return True
-
-    _malformed = 0
-    _first_bad = b""
 
     def _record(self, tail, raw, size, events):
         """One line of the log, *size* bytes with its newline, at tail.off."""
@@ -711,8 +704,6 @@ class Watcher:
                 events += self._read_session(name)
         return events
 
-    _poll_at = 0.0
-
     def _wait_time(self):
         now_m = time.monotonic()
         wait = max(0.0, self.next_probe - now_m)
@@ -821,7 +812,7 @@ def json_lines_out(write=_write_stdout):
         for line in data.decode("utf-8").splitlines():
             ts, session, rest = line.split(" ", 2)
             rec = records.parse(f"{ts} {rest}")
-            objs.append(dumps({"ts": ts, "session": session, "kind": rec.kind, "text": rec.text}))
+            objs.append(jsonio.dumps({"ts": ts, "session": session, "kind": rec.kind, "text": rec.text}))
         write(("\n".join(objs) + "\n").encode("utf-8"))
     return out
 
