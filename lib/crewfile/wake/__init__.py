@@ -2,6 +2,7 @@
 filter keeps only what the primary must act on, the sender delivers them; each
 session's inbox holds what its model is told. The teller tells the person.
 
+  cursors     The crew-watch cursor (docs/files/cursor.md): each session's position,
   inbox       A session's inbox: notices for its model, machine reports, never captain words.
   stream      The one loop of the commands that read event lines on stdin and act on a
   tell        crew-notify: the events that need the captain, told to the person through a

@@ -21,8 +21,7 @@ import signal
 import subprocess
 import time
 
-from crewfile.core import jsonio
-from crewfile.core.atomic import read_json, replace, write_all
+from crewfile.core.atomic import replace, write_all
 from crewfile.core.errors import BadInput, CrewfileError, SystemFailure
 from crewfile.core.jsonio import loads
 from crewfile.core.kinds import CAPTAINS, MOVES_ON
@@ -30,7 +29,7 @@ from crewfile.core.names import is_name
 from crewfile.core.records import printable_line
 from crewfile.core.text import escape
 from crewfile.session import tmux
-from crewfile.wake import stream
+from crewfile.wake import cursors, stream
 
 DEFAULT_WINDOW = 2.0        # a burst's events within this of the first go in one message
 DEFAULT_TIMEOUT = 30.0      # CMD killed after this long: a failed try
@@ -213,11 +212,7 @@ class Teller(stream.Taker):
         self.journal = None
         self.told_at = []           # epoch of each message in the last hour (the ceiling)
         if cursor:
-            try:
-                data = read_json(cursor) or {"sessions": {}}
-                self.acked = dict(data["sessions"])
-            except (ValueError, KeyError, TypeError):
-                raise BadInput(f"cursor {cursor} is not a crew-watch cursor") from None
+            self.acked = cursors.acked(cursor)
             self.journal = Journal(cursor + ".journal")
             self.told_at = self.journal.times
 
@@ -301,7 +296,7 @@ class Teller(stream.Taker):
             while i < len(queue) and queue[i].done:
                 i += 1
             if i:
-                _newer(self.acked, sname, queue[i - 1].state)
+                cursors.keep_newer(self.acked, sname, queue[i - 1].state)
                 del queue[:i]
                 self.dirty = True
         if not (self.dirty and self.cursor):
@@ -309,7 +304,7 @@ class Teller(stream.Taker):
         if self.write_at is None:
             self.write_at = self.clock() + ACK_DELAY
         if now or self.clock() >= self.write_at:
-            replace(self.cursor, jsonio.dumps({"version": 1, "sessions": self.acked}) + "\n")
+            cursors.write(self.cursor, self.acked)
             self.dirty, self.write_at = False, None
 
     # -- telling -------------------------------------------------------------
@@ -447,13 +442,6 @@ def _kill_group(pid):
         os.killpg(pid, signal.SIGKILL)
     except OSError:
         pass
-
-
-def _newer(states, sname, state):
-    """Keep *state* for *sname* unless a newer one is there (n orders them)."""
-    old = states.get(sname)
-    if old is None or int(state.get("n") or 0) >= int(old.get("n") or 0):
-        states[sname] = state
 
 
 def tell_stream(teller, fd_in=0):

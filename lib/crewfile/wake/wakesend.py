@@ -5,9 +5,8 @@ Each chunk's wakes are posted in one append before the next read (stream.run).
 """
 import time
 
-from crewfile.core import jsonio, locks, records
-from crewfile.core.atomic import read_json, replace
-from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound
+from crewfile.core import locks
+from crewfile.core.errors import BadFile, CrewfileError, NotFound
 from crewfile.core.jsonio import loads
 from crewfile.core.names import check_name, is_name
 from crewfile.core.shapes import check
@@ -15,7 +14,7 @@ from crewfile.core.text import escape
 from crewfile.session import delivery
 from crewfile.session.delivery import UNCONFIRMED
 from crewfile.session.sessions import Session
-from crewfile.wake import inbox, stream
+from crewfile.wake import cursors, inbox, stream
 
 DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
 DEFAULT_WINDOW = 0.5
@@ -91,11 +90,7 @@ class Sender(stream.Taker):
         self.acked = {}
         self.over = False           # the input ended and its last announcement is made
         if cursor:
-            try:
-                data = read_json(cursor) or {"sessions": {}}
-                self.acked = dict(data["sessions"])
-            except (ValueError, KeyError, TypeError):
-                raise BadInput(f"cursor {cursor} is not a crew-watch cursor") from None
+            self.acked = cursors.acked(cursor)
 
     def say_once(self, topic, state, msg):
         """Log *msg* if *topic*'s state changed since it was last logged."""
@@ -116,7 +111,7 @@ class Sender(stream.Taker):
                 if not (isinstance(eid, str) and eid and " " not in eid and is_name(sname)):
                     raise ValueError
                 check("cursor-entry", state, "(token)")   # what crew-watch will read back
-                _newer(self.acks, sname, state)
+                cursors.keep_newer(self.acks, sname, state)
             except (ValueError, TypeError, KeyError, AttributeError, BadFile):
                 self.log(f"not a position token, taken as text: {token[:80]!r}")
                 body, eid = line, None
@@ -205,10 +200,10 @@ class Sender(stream.Taker):
             return
         acked = dict(self.acked)
         for sname, state in self.acks.items():
-            _newer(acked, sname, state)
+            cursors.keep_newer(acked, sname, state)
         if self.cursor:
             try:
-                replace(self.cursor, jsonio.dumps({"version": 1, "sessions": acked}) + "\n")
+                cursors.write(self.cursor, acked)
             except CrewfileError as e:
                 # A full disk must not stop the wakes: the positions wait here
                 # and are written later; a restart meanwhile replays from the
@@ -311,13 +306,6 @@ class Sender(stream.Taker):
         n = len(waiting)
         return self.say.format(n=f"{n} wake{'s' if n != 1 else ''}", count=n, primary=self.primary,
                                **{"from": shown})
-
-
-def _newer(states, sname, state):
-    """Keep *state* for *sname* in *states* unless an older one is there (n orders them)."""
-    old = states.get(sname)
-    if old is None or int(state.get("n") or 0) >= int(old.get("n") or 0):
-        states[sname] = state
 
 
 def send_stream(sender, fd_in=0):

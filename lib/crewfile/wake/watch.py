@@ -17,7 +17,7 @@ import sys
 import time
 
 from crewfile.core import jsonio, logfile, notify, paths, records
-from crewfile.core.atomic import replace, write_all
+from crewfile.core.atomic import write_all
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, Gone, failure_line
 from crewfile.core.kinds import KEEPS_PAUSE, LIFECYCLE, TURN_STATE
 from crewfile.core.names import is_name
@@ -25,6 +25,7 @@ from crewfile.core.notify import POLL, identity
 from crewfile.core.output import age_text
 from crewfile.core.shapes import check, load
 from crewfile.session import verdict
+from crewfile.wake import cursors
 
 DEFAULT_STALE = 600.0
 DEFAULT_PROBE = 5.0
@@ -645,7 +646,7 @@ class Watcher:
         state = {name: t.saved() for name, t in self.tails.items()}
         text = jsonio.dumps(state)
         if text != self._saved:
-            replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
+            cursors.write(self.cursor, state)
             self._saved = text
 
     # -- the loop ---------------------------------------------------------
