@@ -22,7 +22,7 @@ from crewfile.core.errors import BadFile, BadInput, CrewfileError, Gone, failure
 from crewfile.core.kinds import KEEPS_PAUSE, LIFECYCLE, TURN_STATE
 from crewfile.core.names import is_name
 from crewfile.core.notify import POLL, identity
-from crewfile.core.output import age_text
+from crewfile.core.output import age_text, json_lines
 from crewfile.core.shapes import check, load
 from crewfile.session import verdict
 from crewfile.wake import cursors
@@ -174,9 +174,8 @@ class Watcher:
         self._cursor_known = True
         if self.resume == "-":
             # No file of ours: the consumer acknowledges these, one per session.
-            return [("", b"\t" + jsonio.dumps({
-                "id": f"{t.name}:start", "s": t.name, "prev": t.prev, "paused": t.paused,
-                "at": t.saved()}).encode() + b"\n") for t in self.tails.values()]
+            return [("", _token(t, f"{t.name}:start", t.prev, t.paused) + b"\n")
+                    for t in self.tails.values()]
         self._write_cursor()
         return []
 
@@ -550,9 +549,7 @@ class Watcher:
         if not self.positions:
             return line + b"\n"
         eid = f"{tail.name}:{tail.ino}:{tail.off}" + (":" + kind if synth else "")
-        token = jsonio.dumps({"id": eid, "s": tail.name, "prev": prev, "paused": paused,
-                              "at": tail.saved()})
-        return line + b"\t" + token.encode("utf-8") + b"\n"
+        return line + _token(tail, eid, prev, paused) + b"\n"
 
     @staticmethod
     def _saw(tail, kind):
@@ -795,6 +792,13 @@ def first_position(crew, cursor):
     return True
 
 
+def _token(tail, eid, prev, paused):
+    """TAB and the position token (docs/files/event-lines.md): the event's id,
+    the session's context before it, the cursor state after it."""
+    return b"\t" + jsonio.dumps({"id": eid, "s": tail.name, "prev": prev, "paused": paused,
+                                 "at": tail.saved()}).encode("utf-8")
+
+
 def _event(line, name):
     """An event line (bytes, no newline) from a record line (str, with newline) and a name."""
     return (line[:24] + " " + name + line[24:-1]).encode("utf-8")
@@ -813,8 +817,8 @@ def json_lines_out(write=_write_stdout):
         for line in data.decode("utf-8").splitlines():
             ts, session, rest = line.split(" ", 2)
             rec = records.parse(f"{ts} {rest}")
-            objs.append(jsonio.dumps({"ts": ts, "session": session, "kind": rec.kind, "text": rec.text}))
-        write(("\n".join(objs) + "\n").encode("utf-8"))
+            objs.append({"ts": ts, "session": session, "kind": rec.kind, "text": rec.text})
+        write(json_lines(objs).encode("utf-8"))
     return out
 
 
