@@ -10,17 +10,15 @@ reaches the picture escaped twice: records.escape (no control character)
 and then as XML.
 """
 import html
-import os
 import time
-import time as _time
 
 from crewfile.background.jobs import list_jobs
-from crewfile.core import logfile, paths, records
+from crewfile.core import logfile, records
 from crewfile.core.errors import CrewfileError
 from crewfile.core.kinds import BLOCKERS, KEEPS_PAUSE, MOVES_ON
 from crewfile.core.text import escape
 from crewfile.session import sessions
-from crewfile.wake.inbox import MOVING, TAKING
+from crewfile.wake import inbox
 
 # span kinds, drawn as bars; colour and legend text
 SPANS = (("turn", "#2e9e44", "turn (generating)"), ("idle", "#d5d8dc", "idle"),
@@ -90,13 +88,8 @@ def lane_of(name, kind, recs, until):
 
 def wakes(crew, name, stats):
     """(time, text) of each wake notice in NAME's inbox and inbox.read files."""
-    keep = logfile.rotate_limits()[1]
-    sdir = crew.session_dir(name)
-    inbox = os.path.join(sdir, paths.INBOX)
-    files = [inbox, inbox + MOVING, inbox + TAKING] + [
-        logfile.rotated(os.path.join(sdir, paths.INBOX_READ), i) for i in range(keep + 1)]
     out, seen = [], set()
-    for rec in logfile.records_backwards(files, stats):
+    for rec in logfile.records_backwards(inbox.every_file(crew, name), stats):
         nid, _, text = rec.text.partition(" ")
         if rec.kind == "wake" and nid not in seen:      # a notice delivered twice is one wake
             seen.add(nid)
@@ -186,7 +179,7 @@ def _text(s):
 
 def _clock(t, span):
     fmt = "%H:%M" if span < 2 * 86400 else "%m-%d %H:%M"
-    return _time.strftime(fmt, _time.gmtime(t))
+    return time.strftime(fmt, time.gmtime(t))
 
 
 def _ticks(start, end):

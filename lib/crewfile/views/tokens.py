@@ -1,28 +1,12 @@
 """What supervision costs: the tokens a session's agent used, from the
-transcript its agent writes (meta `transcript_path`), and for a primary
-the part spent on wake turns.
+transcript its agent writes (meta `transcript_path`), and for a primary the
+part spent on wake turns. What counts, per agent, and what a wake turn is:
+docs/internals.md ("Tokens"); the cache: its `tokens.cache` section.
 
-Claude Code writes one JSON line per content block of each model message,
-each carrying the message's `id` and its `usage`; the lines of one message
-repeat it, so a message counts once (its last line). Gemini CLI appends
-each message again as it changes (its `tokens` come later), same rule.
-Codex writes `token_count` events whose `total_token_usage` is the
-session's running total. A line that is not JSON, or not of those shapes, is skipped: a
-transcript is another program's file.
-
-A wake turn is told from what crewfile itself put into the transcript:
-a prompt that is wake-send's announcement (its DEFAULT_SAY line) starts one,
-and so does Claude Code's task notification that carries it (the keystroke-free
-wake, crewfile.wake.rewake: a line of its system reminder ends with it);
-the primary's Stop hook carrying its wakes (hook.WAKE_HEADER, in a Stop
-hook attachment or a prompt) turns the rest of the turn into one. The next
-prompt of anyone else ends it. Messages count where they fall.
-
-A transcript is read forwards from where the last read stopped (a Tally),
-so a caller that keeps its Tally (crew-top's live view in memory,
-crew-status in the crew's `tokens.cache`) reads each byte once. The first
-read takes the last MAX_BYTES; a Tally whose file was replaced, truncated
-or rewritten (inode, size, the bytes before the offset) starts again.
+A transcript is another program's file: a line not of the shapes read is
+skipped. It is read forwards from where the last read stopped (a Tally), so
+a caller that keeps its Tally (crew-top in memory, crew-status in
+`tokens.cache`) reads each byte once.
 """
 import os
 
@@ -110,9 +94,8 @@ class Tally:
 def read(path, tally=None):
     """The Tally of the transcript at *path*, read on from *tally* when it
     is of the same file (*tally* itself is not changed); None when there is
-    no transcript or it cannot be read (a FIFO, a device: the one path
-    opener's rules for a file outside the crew directory, as evidence.py
-    reads the same transcript: a link is the user's layout, followed)."""
+    no transcript or it cannot be read (the path opener's rules for a file
+    outside the crew directory: a link is the user's layout, followed)."""
     if not path or not isinstance(path, str) or not os.path.isabs(path) or path.endswith(".json"):
         return None             # .json: an older Gemini CLI's chat, one document, not lines
     try:
@@ -201,7 +184,7 @@ def _line(t, raw):
         a = e["attachment"]
         content = a.get("content")
         if a.get("hookEvent") == "Stop" and any(
-                isinstance(c, str) and _wake_header() in c
+                isinstance(c, str) and WAKE_HEADER in c
                 for c in (content if isinstance(content, list) else [content])):
             t.in_wake = True
     elif kind in ("event_msg", "response_item") and isinstance(e.get("payload"), dict):
@@ -253,10 +236,6 @@ def _gemini_text(content):
     return "\n".join(p["text"] for p in content)
 
 
-def _wake_header():
-    return WAKE_HEADER
-
-
 _announce = None
 TASK_NOTIFICATION = "<task-notification>"    # Claude Code's own prompt (agents.claude.MACHINE_PROMPTS)
 
@@ -266,7 +245,7 @@ def _is_wake_prompt(text):
     the Stop hook's wakes given as a prompt (an agent that continues a turn
     with a prompt: Codex, Gemini CLI; Claude Code's older `decision: block`)."""
     global _announce
-    if _wake_header() in text:
+    if WAKE_HEADER in text:
         return True
     if _announce is None:
         _announce = _literals(DEFAULT_SAY)
@@ -309,10 +288,8 @@ def _fits(parts, text):
 
 class Cache:
     """The crew's `tokens.cache`: a Tally per transcript path, so crew-status
-    reads only what was appended since its last call. Anything wrong with
-    the file (absent, not JSON, not of its shape, a link) is an empty cache:
-    a recount, never a wrong figure taken on trust beyond the checks of
-    Tally.from_json and _same."""
+    reads only what was appended since its last call. A damaged file is an
+    empty cache: a recount, never a wrong figure taken on trust."""
     VERSION = 1
 
     def __init__(self, crew):
@@ -360,11 +337,7 @@ SUBAGENT_FILES = 4096       # subagent transcripts counted per session, at most
 
 def subagents(path):
     """The transcripts of the subagents of the agent whose transcript is
-    *path*, sorted: Claude Code (2.1) writes the messages of a subagent (its
-    Task tool's) to `<stem>/subagents/agent-ID.jsonl` beside the session's
-    `<stem>.jsonl`, a workflow's under `subagents/workflows/RUN/`; every
-    `.jsonl` file below `subagents/` (links to directories not followed,
-    at most SUBAGENT_FILES). Empty for any other path or when there is none."""
+    *path*, sorted (docs/internals.md: Claude Code's subagents)."""
     if not isinstance(path, str) or not path.endswith(".jsonl") or not os.path.isabs(path):
         return []
     found, todo = [], [path[:-6] + "/subagents"]

@@ -77,12 +77,6 @@ class View:
         if os.path.isdir(d) and not os.path.islink(d):
             self.watch.add(d)
 
-    def rows(self):
-        rows = self.frame.rows
-        if self.filter:
-            rows = [r for r in rows if self.filter in " ".join(r[1])]
-        return rows
-
     def refresh(self):
         """Read everything afresh."""
         self.watch_dirs()

@@ -1,21 +1,7 @@
 """A session's inbox: notices for its model, machine reports, never captain words.
 
-sessions/NAME/inbox holds records `<ts> <kind>: <id> <text>` (kind `wake`,
-`job`, ...; id unique, stable). Posting appends under the session lock.
-Draining, under the same lock, first renames the inbox to inbox.taking (or
-moves it onto the end of an inbox.taking a drain left), then copies the
-notices taken to inbox.read and removes inbox.taking, or leaves in it the
-ones not taken: a notice posted during a drain waits for the next one. A
-crash between the copy and the removal delivers a notice twice, never
-loses one: its id lets a reader see the repeat.
-
-Why the rename comes first: a poster whose bound on lock waits ran out
-(wake-send, a job's watcher) appends without the lock, then checks that
-the file it wrote to is still the one named inbox, and appends again if
-not. A drain holding the lock, however long it is stopped, removes only
-notices it read after its rename; the poster's write landed either before
-that rename (the drain reads it) or in a file no longer named inbox (the
-poster writes it again): a notice may come twice, it is never lost.
+The file, its drain (rename first, then read) and why a notice may come
+twice but is never lost: docs/files/inbox.md.
 """
 import os
 import time
@@ -55,6 +41,12 @@ def _paths(crew, name):
             os.path.join(sdir, paths.LOCK))
 
 
+def _inbox(crew, name, at):
+    """NAME's inbox; at: its directory, opened by a caller that checked its meta."""
+    return _paths(crew, name)[0] if at is None else os.path.join(crew.session_dir(name),
+                                                                 paths.INBOX)
+
+
 def post(crew, name, kind, text):
     """Append one notice to NAME's inbox; return its id."""
     return post_many(crew, name, [(kind, None, text)])[0]
@@ -62,12 +54,8 @@ def post(crew, name, kind, text):
 
 def post_many(crew, name, notices, notes=None):
     """Append notices [(kind, id or None for a new one, text)] in one write; their ids.
-
-    A caller that gives ids (wake-send: the event's own id) can tell a
-    notice it posted before a crash from a new one (see ids()). When this
-    process's bound on lock waits runs out with the lock still held, they
-    are appended without it (see the module docstring) and a line naming
-    the holder is added to *notes* (a list), if given."""
+    Past this process's bound on lock waits they go without the lock, and a
+    line naming the holder is added to *notes* (a list), if given."""
     inbox, _read, lock = _paths(crew, name)
     out, lines = [], []
     for kind, nid, text in notices:
@@ -92,15 +80,22 @@ def post_many(crew, name, notices, notes=None):
 def ids(crew, name, limit_bytes=1 << 22):
     """The ids of the notices pending in NAME's inbox and of the drained ones
     (inbox.read and its rotations; at most limit_bytes of each)."""
-    inbox, read, _lock = _paths(crew, name)
+    _paths(crew, name)
     found = set()
-    keep = logfile.rotate_limits()[1]
-    for path in _waiting(inbox) + [logfile.rotated(read, i) for i in range(keep + 1)]:
+    for path in every_file(crew, name):
         for raw in logfile.lines_backwards(path, logfile.TailStats(), limit_bytes):
             n = _parse(raw)
             if n is not None:
                 found.add(n.id)
     return found
+
+
+def every_file(crew, name):
+    """The files a notice of NAME may be in: pending (oldest first), then drained."""
+    sdir = crew.session_dir(name)
+    read = os.path.join(sdir, paths.INBOX_READ)
+    return _waiting(os.path.join(sdir, paths.INBOX)) + [
+        logfile.rotated(read, i) for i in range(logfile.rotate_limits()[1] + 1)]
 
 
 def _parse(raw):
@@ -119,12 +114,8 @@ def _waiting(inbox):
 def pending(crew, name, at=None):
     """The notices waiting in NAME's inbox, oldest first (nothing removed).
     at: NAME's directory, opened by a caller that has read its meta there
-    (Session.opened). Each file is read forward, whole: all of it is
-    wanted, and one read costs far less than seeking back through it."""
-    if at is None:
-        inbox = _paths(crew, name)[0]
-    else:
-        inbox = os.path.join(crew.session_dir(name), paths.INBOX)
+    (Session.opened). Read forward, whole: all of it is wanted."""
+    inbox = _inbox(crew, name, at)
     out = []
     for path in _waiting(inbox):
         out += [n for n in map(_parse, (raw for raw in _whole_lines(path, at).split(b"\n")
@@ -147,10 +138,8 @@ def _whole_lines(path, at=None):
 
 
 def _gather(inbox):
-    """Under the session lock: what waits, moved into inbox.taking, the
-    inbox renamed before anything is read (see the module docstring);
-    returns inbox.taking's path. An inbox.moving a crashed drain left is
-    moved first (the inbox then waits for the next drain)."""
+    """Under the session lock: what waits, gathered into inbox.taking
+    (docs/files/inbox.md); its path."""
     taking, moving = inbox + TAKING, inbox + MOVING
     if not os.path.lexists(moving):
         try:
@@ -166,22 +155,15 @@ def _gather(inbox):
 
 
 def drain(crew, name, take=None):
-    """Take the pending notices out of NAME's inbox; (notices, skipped garbage).
-
-    take: None for all, or a callable given the pending notices (oldest
-    first) that returns how many of the oldest to take; the rest stay
-    pending, in order (see drain_part)."""
+    """Take the pending notices out of NAME's inbox; (notices, skipped garbage)."""
     taken, _rest, garbage = drain_part(crew, name, take)
     return taken, garbage
 
 
 def drain_part(crew, name, take=None):
     """drain() that also returns the notices left pending: (taken, rest, garbage).
-
-    Under the session lock: what waits is gathered into inbox.taking, the
-    taken ones are appended to inbox.read, then inbox.taking is removed
-    (all taken) or atomically replaced by the rest. A crash between the two
-    can hand a notice over twice (same id), never lose one."""
+    take: None for all, or a callable given the pending notices (oldest
+    first) that returns how many of the oldest to take."""
     inbox, read, lock = _paths(crew, name)
     with hold(lock):
         taking = _gather(inbox)
@@ -214,10 +196,7 @@ def drain_part(crew, name, take=None):
 def withdraw(crew, name, nid, timeout=None):
     """Take notice *nid* back out of NAME's inbox if it is still pending;
     True if it was (and is now gone for good), False if it was drained (or
-    never there). Under the session lock (LockBusy after *timeout*
-    seconds), so a drain either handed it over before or will never see
-    it. What waits is gathered first, as a drain does, and inbox.taking
-    without it is an atomic, durable replace: a crash never brings it back."""
+    never there). Under the session lock (LockBusy after *timeout* s)."""
     from crewfile.core.atomic import replace
     inbox, _read, lock = _paths(crew, name)
     with hold(lock, timeout):
@@ -232,20 +211,11 @@ def withdraw(crew, name, nid, timeout=None):
 
 
 def count(crew, name, kind=None, at=None, limit=COUNT_LIMIT):
-    """How many notices (of *kind*, or all) wait in NAME's inbox: (n, more).
-
-    A view that only counts (crew-status's wakes, crew-top's WAKES) reads
-    at most *limit* bytes of the files where notices wait, oldest first:
-    past that, *n* is the count of what was read and *more* is True (the
-    view shows `N+`), so a session whose inbox holds 50 MB costs about
-    what one with a few notices does; limit None: all of it. Counts the complete lines that begin
-    as a notice of that kind would: a timestamp, then ` KIND: `. No
-    regular expression: `re` would cost crew-status --tmux 20 ms of
-    start-up. at: as for pending()."""
-    if at is None:
-        inbox = _paths(crew, name)[0]
-    else:
-        inbox = os.path.join(crew.session_dir(name), paths.INBOX)
+    """How many notices (of *kind*, or all) wait in NAME's inbox: (n, more),
+    reading at most *limit* bytes (docs/files/inbox.md, "Counting readers").
+    Counts the complete lines that begin as a notice of that kind would; no
+    `re`: it would cost crew-status --tmux 20 ms of start-up."""
+    inbox = _inbox(crew, name, at)
     n, left = 0, limit
     for path in _waiting(inbox):
         got, read, more = _count(path, kind, at, left)

@@ -21,13 +21,11 @@ CREWFILE_NOTIFY_IDS and CREWFILE_NOTIFY_AGAIN=1, so a receiver that keeps
 the ids it has seen shows each event once.
 """
 import os
-import select
 import signal
 import subprocess
 import time
 
-from crewfile.core import jsonio
-from crewfile.core.atomic import read_json, replace, write_all
+from crewfile.core.atomic import replace, write_all
 from crewfile.core.errors import BadInput, CrewfileError, SystemFailure
 from crewfile.core.jsonio import loads
 from crewfile.core.kinds import CAPTAINS, MOVES_ON
@@ -35,6 +33,7 @@ from crewfile.core.names import is_name
 from crewfile.core.records import printable_line
 from crewfile.core.text import escape
 from crewfile.session import tmux
+from crewfile.wake import cursors, stream
 
 DEFAULT_WINDOW = 2.0        # a burst's events within this of the first go in one message
 DEFAULT_TIMEOUT = 30.0      # CMD killed after this long: a failed try
@@ -50,7 +49,6 @@ MAX_QUEUE = 100000          # events held before input is no longer read
 # often while events only pass through; at once after a message went. What
 # a kill loses of it is replayed, and the journal knows what was told.
 ACK_DELAY = 0.2
-_CHUNK = 1 << 18
 HOUR = 3600.0
 
 
@@ -191,7 +189,7 @@ class Event:
         self.done = line is None
 
 
-class Teller:
+class Teller(stream.Taker):
     """take(line) for each input line; step() sends what is due; due() says when.
 
     *command*: the shell command given each message (sh -c). *cursor*: the
@@ -228,11 +226,7 @@ class Teller:
         self.journal = Journal(None)    # no cursor: what this run told, in memory
         self.told_at = self.journal.times   # epoch of each message in the last hour (the ceiling)
         if cursor:
-            try:
-                data = read_json(cursor) or {"sessions": {}}
-                self.acked = dict(data["sessions"])
-            except (ValueError, KeyError, TypeError):
-                raise BadInput(f"cursor {cursor} is not a crew-watch cursor") from None
+            self.acked = cursors.acked(cursor)
             self.journal = Journal(cursor + ".journal")
             self.told_at = self.journal.times
 
@@ -280,6 +274,16 @@ class Teller:
                 self.first_at = self.clock()
             self.pending.append(ev)
 
+    def take_all(self, lines):
+        """The lines of one read (stream.run), acknowledged at once where nothing waits."""
+        for raw in lines:
+            if raw:
+                self.take(raw.decode("utf-8", "replace"))
+        self.acknowledge()
+
+    def warn(self, msg):
+        self.log(msg)
+
     def _unpause(self, name):
         """A pause not told yet is no news once its session moved on (the
         captain answered; aside-open's own pause, once the captain types):
@@ -306,7 +310,7 @@ class Teller:
             while i < len(queue) and queue[i].done:
                 i += 1
             if i:
-                _newer(self.acked, sname, queue[i - 1].state)
+                cursors.keep_newer(self.acked, sname, queue[i - 1].state)
                 del queue[:i]
                 self.dirty = True
         if not (self.dirty and self.cursor):
@@ -314,7 +318,7 @@ class Teller:
         if self.write_at is None:
             self.write_at = self.clock() + ACK_DELAY
         if now or self.clock() >= self.write_at:
-            replace(self.cursor, jsonio.dumps({"version": 1, "sessions": self.acked}) + "\n")
+            cursors.write(self.cursor, self.acked)
             self.dirty, self.write_at = False, None
 
     # -- telling -------------------------------------------------------------
@@ -520,50 +524,13 @@ def _kill_group(pid):
         pass
 
 
-def _newer(states, sname, state):
-    """Keep *state* for *sname* unless a newer one is there (n orders them)."""
-    old = states.get(sname)
-    if old is None or int(state.get("n") or 0) >= int(old.get("n") or 0):
-        states[sname] = state
-
-
 def tell_stream(teller, fd_in=0):
-    """Feed lines from fd_in to *teller*, acknowledging each chunk and telling
-    when due. At end of input: tell what is pending (retrying, holding as
-    ever), acknowledge, return."""
+    """Run *teller* on the lines of fd_in (stream.run). At end of input: tell
+    what is pending (retrying, holding as ever), acknowledge, return."""
     try:
-        _loop(teller, fd_in)
+        stream.run(teller, fd_in)
     finally:
         try:
             teller.acknowledge(now=True)
         except CrewfileError:
             pass
-
-
-def _loop(teller, fd_in):
-    carry = b""
-    eof = False
-    while True:
-        due = teller.due(eof)
-        if eof and due is None:
-            return
-        timeout = None if due is None else max(0.0, due - teller.clock())
-        if eof or teller.holding():
-            time.sleep(LOOK_AGAIN if timeout is None else timeout)
-            ready = []
-        else:
-            ready, _, _ = select.select([fd_in], [], [], timeout)
-        if ready:
-            data = os.read(fd_in, _CHUNK)
-            if not data:
-                eof = True
-                if carry:
-                    teller.log(f"input ended inside a line, dropped: {carry[:80]!r}")
-                    carry = b""
-            lines = (carry + data).split(b"\n")
-            carry = lines.pop()
-            for raw in lines:
-                if raw:
-                    teller.take(raw.decode("utf-8", "replace"))
-            teller.acknowledge()
-        teller.step(eof)

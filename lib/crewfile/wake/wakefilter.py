@@ -1,28 +1,9 @@
 """wake-filter: which events are worth a turn of the primary (wakesend.py
-takes them to it).
+takes them to it). The rules, class by class: docs/commands/wake-filter.md.
 
-The filter reads event lines `<ts> <session> <kind>[: <text>]` (what
-crew-watch prints) and keeps those that should wake the primary:
-
-- exempt sessions (every aside): only their conclusion, real problems and
-  the account's stop (EXEMPT_PASS). The turn-by-turn and idle churn of a captain's conversation
-  never wakes anyone;
-- normal sessions: the actionable kinds (NORMAL_PASS); a repeat of the same
-  kind from the same session with no other event of that session in between
-  is folded into the first; after `paused` (a bounded human wait, not a
-  wedge) its `idle` and `stale` are held until other activity;
-- a primary session: nothing passes (its own turns must not wake it);
-- a session without metadata: every line passes (waking is safer than
-  losing); a line that is not an event passes unchanged, with a warning.
-
-The class comes from sessions/NAME/meta ("exempt"), cached and re-read when
-the file's identity (inode, mtime, size) changes, checked at most once per
-input chunk and at every `registered` event.
-
-Input is read in chunks of whatever is available and each chunk's output is
-written in one write() before the next read: a live stream gets each line at
-once, a file gets no system call per line, and nothing depends on
-PYTHONUNBUFFERED.
+A session's class comes from its meta, cached and re-read when the file's
+identity changes, checked at most once per input chunk (stream.run) and at
+every `registered` event; each chunk's output goes in one write.
 """
 import os
 import sys
@@ -34,13 +15,10 @@ from crewfile.core.errors import CrewfileError
 from crewfile.core.jsonio import loads
 from crewfile.core.kinds import KEEPS_PAUSE
 from crewfile.core.names import check_name
-from crewfile.core.records import MAX_LINE, is_kind
+from crewfile.core.records import is_kind
 from crewfile.core.shapes import load
 from crewfile.core.text import escape
-
-# An event line at most: a record, a session name (64 at most) and a space, a
-# TAB and a position token (a small JSON object; 4096 is far above any).
-MAX_EVENT = MAX_LINE + 65 + 4096
+from crewfile.wake import stream
 
 # `account-blocked` (the account stopped a turn) passes for every session: the
 # block holds crewfile's typing, and only the captain can lift a billing stop.
@@ -54,14 +32,12 @@ HELD_WHILE_PAUSED = frozenset({"idle", "stale"})
 
 # A session's class, from its meta: which events of it may wake the primary.
 UNKNOWN, NORMAL, EXEMPT, PRIMARY = "unknown", "normal", "exempt", "primary"
-_CHUNK = 1 << 18
 
 
 class _Seen:
-    """What the filter knows of one session: its class (and the meta file
-    identity it was read from, and the input chunk it was last checked in),
-    the kind of its newest event (for the fold), and whether a human wait
-    (`paused`) holds its idle and stale."""
+    """What the filter knows of one session: its class, the meta identity it
+    was read from and the input chunk it was checked in; the kind of its
+    newest event (the fold); whether `paused` holds its idle and stale."""
     __slots__ = ("cls", "meta_key", "checked_in", "last_kind", "paused")
 
     def __init__(self, checked_in):
@@ -72,7 +48,7 @@ class _Seen:
         self.paused = False
 
 
-class Filter:
+class Filter(stream.Taker):
     """feed(bytes) -> bytes to print; finish() -> bytes for a last partial line."""
 
     def __init__(self, crew, normal_pass=NORMAL_PASS, exempt_pass=EXEMPT_PASS, warn=None):
@@ -83,35 +59,23 @@ class Filter:
         self.warn = warn or _warn
         self.state = {}
         self.gen = 0
-        self.carry = b""
-        self.overlong = False       # inside a line too long to be an event: drop until newline
+        self.split = stream.Lines(self.warn)
+        self.fd_out = 1
         self.bad = 0
         # kind word as read (b"idle", b"blocked:") -> the kind, one object per kind
         self._bare, self._texted, self._canon = {}, {}, {}
 
     def feed(self, data):
-        data = self.carry + data
-        lines = data.split(b"\n")
-        self.carry = lines.pop()
-        if self.overlong:              # the rest of a line too long to be an event
-            self.overlong = bool(not lines)
-            if lines:
-                lines.pop(0)
-            if self.overlong:
-                self.carry = b""
-        if len(self.carry) > MAX_EVENT:
-            self.warn(f"a line longer than {MAX_EVENT} bytes, dropped: {self.carry[:80]!r}")
-            self.carry, self.overlong = b"", True      # memory stays bounded
-        return self._lines(lines)
+        return self._lines(self.split.feed(data))
 
     def finish(self):
-        """The input ended inside a line: its writer died mid-write (a pipe
-        write over PIPE_BUF is cut by SIGKILL). A fragment is not an event:
-        dropped, said; resumed from its cursor, the pipe delivers it whole."""
-        if self.carry:
-            self.warn(f"input ended inside a line, dropped: {self.carry[:80]!r}")
-            self.carry = b""
+        self.split.finish()
         return b""
+
+    def take_all(self, lines):
+        out = self._lines(lines)
+        if out:
+            write_all(self.fd_out, out)
 
     def _lines(self, lines):
         self.gen += 1
@@ -119,9 +83,7 @@ class Filter:
         out = []
         keep = out.append
         state = self.state
-        bare, texted = self._bare, self._texted
-        normal, exempt = self.normal, self.exempt
-        keeps_pause, held_paused = KEEPS_PAUSE_B, HELD_WHILE_PAUSED_B
+        bare, texted, normal = self._bare, self._texted, self.normal
         for line in lines:
             token = None
             if b"\t" in line:      # a positioned line: `event TAB token` or `TAB token`
@@ -152,22 +114,24 @@ class Filter:
             if token is not None and not self._context(seen, kind, token):
                 self._bad(line + b"\t" + token, keep)
                 continue
+            # The class ladder inline: a call per line costs wake-filter about
+            # a tenth of its throughput, which bench_wake holds against awk.
             cls = seen.cls
             if cls is NORMAL:
                 if kind == b"paused":
                     seen.paused = True
                     ok = False if kind not in normal else kind is not seen.last_kind
                 elif seen.paused:
-                    if kind not in keeps_pause:
+                    if kind not in KEEPS_PAUSE_B:
                         seen.paused = False
                         ok = kind in normal and kind is not seen.last_kind
                     else:
-                        ok = (kind not in held_paused and kind in normal
+                        ok = (kind not in HELD_WHILE_PAUSED_B and kind in normal
                               and kind is not seen.last_kind)
                 else:
                     ok = kind in normal and kind is not seen.last_kind
             elif cls is EXEMPT:
-                ok = kind in exempt and kind is not seen.last_kind
+                ok = kind in self.exempt and kind is not seen.last_kind
             elif cls is PRIMARY:
                 ok = False          # its own turns must not wake it
             else:
@@ -229,7 +193,7 @@ class Filter:
             ok = False
         if not ok:
             return None
-        kind = self._canon.setdefault(kind, kind)      # `is` compares kinds in the loop
+        kind = self._canon.setdefault(kind, kind)      # `is` compares kinds
         (self._texted if has_text else self._bare)[word] = kind
         return kind
 
@@ -285,16 +249,8 @@ def _class_of(meta_path):
 
 def filter_stream(flt, fd_in=0, fd_out=1):
     """Run *flt* from fd_in to fd_out: one write per chunk read, before the next read."""
-    while True:
-        data = os.read(fd_in, _CHUNK)
-        if not data:
-            break
-        out = flt.feed(data)
-        if out:
-            write_all(fd_out, out)
-    out = flt.finish()
-    if out:
-        write_all(fd_out, out)
+    flt.fd_out = fd_out
+    stream.run(flt, fd_in)
 
 
 def _warn(msg):

@@ -1,16 +1,12 @@
 """wake-send: wakes (the lines wake-filter kept) posted to the primary's
 inbox, acknowledged to crew-watch's cursor, and announced in its pane.
 
-Input is read in chunks of whatever is available; each chunk's wakes are
-posted in one append before the next read (see Sender and send_stream).
+Each chunk's wakes are posted in one append before the next read (stream.run).
 """
-import os
-import select
 import time
 
-from crewfile.core import jsonio, locks, records
-from crewfile.core.atomic import read_json, replace
-from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound
+from crewfile.core import locks
+from crewfile.core.errors import BadFile, CrewfileError, NotFound
 from crewfile.core.jsonio import loads
 from crewfile.core.names import check_name, is_name
 from crewfile.core.shapes import check
@@ -18,8 +14,7 @@ from crewfile.core.text import escape
 from crewfile.session import delivery
 from crewfile.session.delivery import UNCONFIRMED
 from crewfile.session.sessions import Session
-from crewfile.wake import announce, inbox
-from crewfile.wake.wakefilter import MAX_EVENT
+from crewfile.wake import announce, cursors, inbox, stream
 
 DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
 DEFAULT_WINDOW = 0.5
@@ -32,10 +27,9 @@ LOCK_WAIT = 1.0     # the longest wake-send waits for the primary's lock (then: 
 ACK_DELAY = 0.2
 MAX_HELD = 10000            # wakes held in memory before input is no longer read
 MAX_TEXT = 8192             # a notice must stay within one record
-_CHUNK = 1 << 18
 
 
-class Sender:
+class Sender(stream.Taker):
     """Post wakes to the primary's inbox; acknowledge them; announce bursts in its pane.
 
     wake(line) takes one input line; flush() posts what was taken, all in one
@@ -94,12 +88,9 @@ class Sender:
         self.known = None           # ids found in the inbox before our first post
         self.said = {}              # topic -> the state last logged
         self.acked = {}
+        self.over = False           # the input ended and its last announcement is made
         if cursor:
-            try:
-                data = read_json(cursor) or {"sessions": {}}
-                self.acked = dict(data["sessions"])
-            except (ValueError, KeyError, TypeError):
-                raise BadInput(f"cursor {cursor} is not a crew-watch cursor") from None
+            self.acked = cursors.acked(cursor)
 
     def say_once(self, topic, state, msg):
         """Log *msg* if *topic*'s state changed since it was last logged."""
@@ -120,7 +111,7 @@ class Sender:
                 if not (isinstance(eid, str) and eid and " " not in eid and is_name(sname)):
                     raise ValueError
                 check("cursor-entry", state, "(token)")   # what crew-watch will read back
-                _newer(self.acks, sname, state)
+                cursors.keep_newer(self.acks, sname, state)
             except (ValueError, TypeError, KeyError, AttributeError, BadFile):
                 self.log(f"not a position token, taken as text: {token[:80]!r}")
                 body, eid = line, None
@@ -209,10 +200,10 @@ class Sender:
             return
         acked = dict(self.acked)
         for sname, state in self.acks.items():
-            _newer(acked, sname, state)
+            cursors.keep_newer(acked, sname, state)
         if self.cursor:
             try:
-                replace(self.cursor, jsonio.dumps({"version": 1, "sessions": acked}) + "\n")
+                cursors.write(self.cursor, acked)
             except CrewfileError as e:
                 # A full disk must not stop the wakes: the positions wait here
                 # and are written later; a restart meanwhile replays from the
@@ -224,10 +215,33 @@ class Sender:
                 self.say_once("cursor", "ok", f"writing {self.cursor} again")
         self.acked, self.acks = acked, {}
 
-    def due(self):
+    def due(self, eof=False):
         """When tick() or flush() wants to run next (monotonic), or None."""
         times = [t for t in (self.due_at, self.retry_at, self.ack_at) if t is not None]
-        return min(times) if times else None
+        return min(times) if times and not (eof and self.over) else None
+
+    # -- the input loop (stream.run) ---------------------------------------
+    def take_all(self, lines):
+        for raw in lines:
+            if raw:
+                self.wake(raw.decode("utf-8", "replace"))
+        self.flush()
+
+    def step(self, eof=False):
+        """What is due; at the end of input, post what is held (retrying
+        while the primary cannot take it), then one last announcement."""
+        now = self.clock()
+        if self.retry_at is not None and now >= self.retry_at:
+            self.flush()
+        if self.ack_at is not None and (now >= self.ack_at or eof):
+            self.acknowledge()
+        if self.due_at is not None and (now >= self.due_at or (eof and not self.held)):
+            if eof and now < self.due_at:
+                time.sleep(self.due_at - now)
+            self.tick()
+            self.over = eof and not self.held
+        if eof and not self.held and self.due_at is None:
+            self.over = True
 
     def tick(self):
         """Announce what waits, if the primary can take it now. True if typed."""
@@ -316,65 +330,11 @@ def message(waiting, say, primary):
                       **{"from": shown})
 
 
-def _newer(states, sname, state):
-    """Keep *state* for *sname* in *states* unless an older one is there (n orders them)."""
-    old = states.get(sname)
-    if old is None or int(state.get("n") or 0) >= int(old.get("n") or 0):
-        states[sname] = state
-
-
 def send_stream(sender, fd_in=0):
-    """Feed lines from fd_in to *sender*, posting each chunk before the next
-    read and acknowledging within ACK_DELAY; announce when due. At end of
-    input: post what is held (retrying while the primary cannot take it), one
-    last announcement, acknowledge, return."""
+    """Run *sender* on the lines of fd_in (stream.run), acknowledging at the end."""
     try:
-        _send_loop(sender, fd_in)
+        stream.run(sender, fd_in)
     finally:
         # Stopped (SIGTERM as KeyboardInterrupt, end of input): acknowledge what
         # is posted; with wakes still held, their acks wait too (replayed).
         sender.acknowledge()
-
-
-def _send_loop(sender, fd_in):
-    carry = b""
-    eof = False
-    while True:
-        due = sender.due()
-        timeout = None if due is None else max(0.0, due - sender.clock())
-        if eof or sender.holding():
-            if due is None:
-                break
-            time.sleep(timeout)
-            ready = []
-        else:
-            ready, _, _ = select.select([fd_in], [], [], timeout)
-        if ready:
-            data = os.read(fd_in, _CHUNK)
-            if not data:
-                eof = True
-            lines = (carry + data).split(b"\n")
-            carry = lines.pop()
-            # a fragment of a writer killed mid-write (see wakefilter.Filter.finish)
-            if not data and carry:
-                sender.warn(f"input ended inside a line, dropped: {carry[:80]!r}")
-                carry = b""
-            if len(carry) > MAX_EVENT:
-                carry = carry[:MAX_EVENT]     # a wake is one line: what follows adds nothing
-            for raw in lines:
-                if raw:
-                    sender.wake(raw.decode("utf-8", "replace"))
-            sender.flush()
-        now = sender.clock()
-        if sender.retry_at is not None and now >= sender.retry_at:
-            sender.flush()
-        if sender.ack_at is not None and (now >= sender.ack_at or eof):
-            sender.acknowledge()
-        if sender.due_at is not None and (now >= sender.due_at or (eof and not sender.held)):
-            if eof and now < sender.due_at:
-                time.sleep(sender.due_at - now)
-            sender.tick()
-            if eof and not sender.held:
-                break
-        if eof and not sender.held and sender.due_at is None:
-            break

@@ -1,46 +1,15 @@
 """crew-watch: one event line for every new status record of every session.
 
-An event is the record with the session's name inserted after the timestamp:
-
-    <ts> <session> <kind>[: <text>]
-
-The text stays escaped as in the log (re-escaped where a hand-written line
-holds a raw control character), so an event is one line too.
-Two kinds are synthesized, because no record can say them:
-
-- `stale`: the session is generating (its newest turn record is
-  `turn-started` or `waiting`) and has been silent for `stale_after`
-  seconds. Once per silence; the event's timestamp is the moment the silence
-  crossed the threshold (last record + stale_after), so a replay of old logs
-  synthesizes the same events a live watcher did.
-- `lost`: the liveness probe says the session's tmux pane or process is
-  gone while its newest lifecycle record is not `ended`, `closed` or
-  `concluded`. Once per registration.
-
-Following: notify.DirWatch (the one directory follower) on sessions/ and
-each sessions/NAME/, never on files, so a rename-replace or a rotation cannot
-kill a watch. Subscribe first, then scan: a record written while the watcher
-starts is either found by the scan or announced by an event. On queue
-overflow every session is re-read from its saved position. Without inotify
-(`poll`), every session is re-read every `poll` seconds; when inotify cannot
-be had (instances or watches exhausted, inotify_simple missing) the watcher
-polls every notify.POLL seconds and says so once.
-
-Going deaf: a watch follows an inode, not a name. At every probe (and
-every read of a session) the identity (st_dev, st_ino) of the crew
-directory, sessions/ and each session directory is compared with the one
-subscribed to. A session directory replaced is followed anew from its
-first record; the crew directory or sessions/ replaced (a restore, a tool
-that recreates it, a mount) is followed anew, every session from its first
-record, with one line on stderr; either missing at two probes in a row
-raises Gone (exit 6) so a supervisor restarts the watcher.
+The contract is docs/commands/crew-watch.md, docs/files/event-lines.md (the
+synthesized `stale` and `lost`) and docs/files/cursor.md (positions); how
+it follows is in docs/internals.md. crew-watch reports what it reads: what
+wakes anyone is wake-filter's to decide.
 
 Position: per session (inode, offset) of the next unread byte. A rotation
 (status -> status.1 under the session lock) is followed by finding the inode
 among status, status.1 ... status.N, finishing it, then reading the newer
 files in order. Only complete lines are consumed; a partial last line is
-read again when it is finished. The cursor file saves every position and
-the stale/lost bookkeeping after each batch is written out.
+read again when it is finished.
 """
 import os
 import select
@@ -48,15 +17,15 @@ import sys
 import time
 
 from crewfile.core import jsonio, logfile, notify, paths, records
-from crewfile.core.atomic import replace, write_all
+from crewfile.core.atomic import write_all
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, Gone, failure_line
-from crewfile.core.jsonio import dumps
 from crewfile.core.kinds import KEEPS_PAUSE, LIFECYCLE, TURN_STATE
 from crewfile.core.names import is_name
 from crewfile.core.notify import POLL, identity
-from crewfile.core.output import age_text
+from crewfile.core.output import age_text, json_lines
 from crewfile.core.shapes import check, load
 from crewfile.session import verdict
+from crewfile.wake import cursors
 
 DEFAULT_STALE = 600.0
 DEFAULT_PROBE = 5.0
@@ -93,6 +62,10 @@ class Tail:
         self.seen_at = time.monotonic()     # when its newest record was read (see silent_for)
         self.dir_id = identity(sdir)
 
+    def generating(self):
+        """Generating and not said stale yet: its silence is being timed."""
+        return self.turn == "yes" and not self.ended and not self.stale and self.last is not None
+
     def silent_for(self, now):
         """Seconds since the newest record: by its time, unless that is ahead
         of *now* (a record dated in the future, or our clock set back): then
@@ -102,10 +75,12 @@ class Tail:
             return now - self.last
         return time.monotonic() - self.seen_at
 
+    SAVED = ("ino", "off", "last", "last_kind", "turn", "ended", "stale", "lost", "n", "prev",
+             "paused")
+
     def saved(self):
-        return {"ino": self.ino, "off": self.off, "last": self.last, "last_kind": self.last_kind,
-                "turn": self.turn, "ended": self.ended, "stale": self.stale, "lost": self.lost,
-                "n": self.n, "prev": self.prev, "paused": self.paused}
+        """What the cursor keeps of it (docs/files/cursor.md)."""
+        return {k: getattr(self, k) for k in self.SAVED}
 
     def restore(self, d):
         self.ino, self.off = d.get("ino"), int(d.get("off") or 0)
@@ -168,6 +143,10 @@ class Watcher:
         self.backlog = set()    # sessions with more to read than one read takes
         self._budget = 0        # bytes the session being read may still consume
         self._unread_before = {}  # session name -> start time, when its end could not be found
+        self._started = False   # begin() ran: a session found from now on is new
+        self._missing = False   # the crew directory was missing at the last probe
+        self._poll_at = 0.0     # polling: when every session is read next
+        self._malformed, self._first_bad = 0, b""   # what the file being read holds wrong
 
     # -- start ------------------------------------------------------------
     def start(self, follow=True):
@@ -195,11 +174,9 @@ class Watcher:
         self._cursor_known = True
         if self.resume == "-":
             # No file of ours: the consumer acknowledges these, one per session.
-            return [("", b"\t" + jsonio.dumps({
-                "id": f"{t.name}:start", "s": t.name, "prev": t.prev, "paused": t.paused,
-                "at": t.saved()}).encode() + b"\n") for t in self.tails.values()]
-        state = {name: t.saved() for name, t in self.tails.items()}
-        replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
+            return [("", _token(t, f"{t.name}:start", t.prev, t.paused) + b"\n")
+                    for t in self.tails.values()]
+        self._write_cursor()
         return []
 
     def _root_ids(self):
@@ -248,15 +225,11 @@ class Watcher:
         self.poll = POLL
         self._poll_at = time.monotonic()
 
-    def _watching(self, name):
-        return (self.dirwatch is not None
-                and os.path.join(self.sessions_dir, name) in self.dirwatch.dirs)
-
     def _watch_session(self, name):
         if self.dirwatch is None:
             return
-        # Not watched (gone already, not a directory, not readable): the
-        # read of it says so, and the next read tries again.
+        # Watched already: nothing. Not watchable (gone, not a directory, not
+        # readable): the read of it says so, and the next read tries again.
         self.dirwatch.add(os.path.join(self.sessions_dir, name))
         if self.dirwatch.ino is None:
             self._to_polling()
@@ -264,8 +237,6 @@ class Watcher:
     def _unwatch_session(self, name):
         if self.dirwatch is not None:
             self.dirwatch.forget(os.path.join(self.sessions_dir, name))
-
-    _missing = False
 
     def _check_roots(self):
         """Follow a replaced crew directory from its start; Gone if it is
@@ -328,8 +299,7 @@ class Watcher:
                 del self.tails[name]
                 tail = None
         if tail is not None:
-            if not self._watching(name):
-                self._watch_session(name)     # restored from a cursor: subscribe first
+            self._watch_session(name)     # restored from a cursor: subscribe first
             return tail
         if not os.path.isdir(sdir):
             return None         # gone meanwhile
@@ -349,8 +319,6 @@ class Watcher:
             tail.quiet_before = self._unread_before.pop(name)
         self.tails[name] = tail
         return tail
-
-    _started = False
 
     def _skip_to_end(self, tail):
         """Begin a session at the end of its log; take its state from the tail."""
@@ -434,9 +402,7 @@ class Watcher:
         self._troubles[name] = said
         self.warn(said.removeprefix("crew-watch: "))
         tail = self.tails.get(name) or Tail(name, self.crew.session_dir(name))
-        ts = records.timestamp(self.now())
-        line = _event(records.format_line(ts, "problem", said), name)
-        return [(ts, self._line(tail, "problem", line, synth=True))]
+        return [self._synth(tail, self.now(), "problem", said)]
 
     def _read_session_into(self, name, events):
         tail = self._tail(name)
@@ -525,9 +491,6 @@ class Watcher:
                 self.warn(f"{tail.name}: {path}: {'; '.join(dict.fromkeys(notes))}")
         return True
 
-    _malformed = 0
-    _first_bad = b""
-
     def _record(self, tail, raw, size, events):
         """One line of the log, *size* bytes with its newline, at tail.off."""
         rec = records.parse(raw)
@@ -540,8 +503,7 @@ class Watcher:
             return
         t = rec.time
         quiet = tail.quiet_before is not None and rec.ts < tail.quiet_before
-        if (not quiet and tail.turn == "yes" and not tail.ended and not tail.stale
-                and tail.last is not None and t - tail.last >= self.stale_after):
+        if not quiet and tail.generating() and t - tail.last >= self.stale_after:
             events.append(self._stale_event(tail))      # positioned before this record
         tail.off += size
         tail.last, tail.last_kind, tail.stale = t, rec.kind, False
@@ -565,10 +527,14 @@ class Watcher:
         or *now* when the newest record is dated ahead of it."""
         tail.stale = True
         at = tail.last + self.stale_after
-        ts = records.timestamp(at if now is None or at <= now else now)
-        line = records.format_line(ts, "stale", f"silent for {age_text(self.stale_after)}"
-                                                f" since {tail.last_kind}")
-        return (ts, self._line(tail, "stale", _event(line, tail.name), synth=True))
+        return self._synth(tail, at if now is None or at <= now else now, "stale",
+                           f"silent for {age_text(self.stale_after)} since {tail.last_kind}")
+
+    def _synth(self, tail, when, kind, text):
+        """A synthesized event of *tail*, stamped *when* (seconds)."""
+        ts = records.timestamp(when)
+        line = _event(records.format_line(ts, kind, text), tail.name)
+        return (ts, self._line(tail, kind, line, synth=True))
 
     def _line(self, tail, kind, line, synth=False):
         """The event line (bytes, newline added) for *kind*, emitted now for *tail*.
@@ -583,9 +549,7 @@ class Watcher:
         if not self.positions:
             return line + b"\n"
         eid = f"{tail.name}:{tail.ino}:{tail.off}" + (":" + kind if synth else "")
-        token = jsonio.dumps({"id": eid, "s": tail.name, "prev": prev, "paused": paused,
-                              "at": tail.saved()})
-        return line + b"\t" + token.encode("utf-8") + b"\n"
+        return line + _token(tail, eid, prev, paused) + b"\n"
 
     @staticmethod
     def _saw(tail, kind):
@@ -606,8 +570,7 @@ class Watcher:
         for tail in self.tails.values():
             if tail.name in self.backlog:
                 continue
-            if (tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None
-                    and tail.silent_for(now) >= self.stale_after):
+            if tail.generating() and tail.silent_for(now) >= self.stale_after:
                 events.append(self._stale_event(tail, now))
         if probe:
             events += self._probe(now)
@@ -626,10 +589,7 @@ class Watcher:
             if life.live != verdict.NOT_LIVE:
                 continue
             tail.lost = True
-            what = life.why.detail
-            ts = records.timestamp(now)
-            line = _event(records.format_line(ts, "lost", what), tail.name)
-            events.append((ts, self._line(tail, "lost", line, synth=True)))
+            events.append(self._synth(tail, now, "lost", life.why.detail))
         return events
 
     def _meta(self, tail, now=None, events=None):
@@ -651,12 +611,10 @@ class Watcher:
                 tail.meta = None
                 self.warn(f"{tail.name}: {e}")
                 if events is not None:
-                    ts = records.timestamp(self.now() if now is None else now)
                     why = str(e).replace(path, "meta").replace("meta: ", "", 1)[:200]
                     why = why.encode("utf-8", "replace").decode("utf-8")
-                    line = _event(records.format_line(ts, "error", f"meta unreadable: {why}"),
-                                  tail.name)
-                    events.append((ts, self._line(tail, "error", line, synth=True)))
+                    events.append(self._synth(tail, self.now() if now is None else now, "error",
+                                              f"meta unreadable: {why}"))
         return tail.meta if isinstance(tail.meta, dict) else None
 
     # -- output -----------------------------------------------------------
@@ -677,14 +635,16 @@ class Watcher:
             raise KeyboardInterrupt
 
     def _save_cursor(self):
-        if not self.cursor or self.resume is not None:
-            return
+        if self.cursor and self.resume is None:
+            self._write_cursor()
+
+    def _write_cursor(self):
+        """The cursor file, unless it says this already."""
         state = {name: t.saved() for name, t in self.tails.items()}
         text = jsonio.dumps(state)
-        if text == self._saved:
-            return
-        replace(self.cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
-        self._saved = text
+        if text != self._saved:
+            cursors.write(self.cursor, state)
+            self._saved = text
 
     # -- the loop ---------------------------------------------------------
     def run_once(self):
@@ -742,8 +702,6 @@ class Watcher:
                 events += self._read_session(name)
         return events
 
-    _poll_at = 0.0
-
     def _wait_time(self):
         now_m = time.monotonic()
         wait = max(0.0, self.next_probe - now_m)
@@ -751,7 +709,7 @@ class Watcher:
             wait = min(wait, max(0.0, self._poll_at - now_m))
         now = self.now()
         for tail in self.tails.values():
-            if tail.turn == "yes" and not tail.ended and not tail.stale and tail.last is not None:
+            if tail.generating():
                 wait = min(wait, max(0.0, self.stale_after - tail.silent_for(now)))
         return wait
 
@@ -834,6 +792,13 @@ def first_position(crew, cursor):
     return True
 
 
+def _token(tail, eid, prev, paused):
+    """TAB and the position token (docs/files/event-lines.md): the event's id,
+    the session's context before it, the cursor state after it."""
+    return b"\t" + jsonio.dumps({"id": eid, "s": tail.name, "prev": prev, "paused": paused,
+                                 "at": tail.saved()}).encode("utf-8")
+
+
 def _event(line, name):
     """An event line (bytes, no newline) from a record line (str, with newline) and a name."""
     return (line[:24] + " " + name + line[24:-1]).encode("utf-8")
@@ -852,8 +817,8 @@ def json_lines_out(write=_write_stdout):
         for line in data.decode("utf-8").splitlines():
             ts, session, rest = line.split(" ", 2)
             rec = records.parse(f"{ts} {rest}")
-            objs.append(dumps({"ts": ts, "session": session, "kind": rec.kind, "text": rec.text}))
-        write(("\n".join(objs) + "\n").encode("utf-8"))
+            objs.append({"ts": ts, "session": session, "kind": rec.kind, "text": rec.text})
+        write(json_lines(objs).encode("utf-8"))
     return out
 
 
