@@ -450,7 +450,7 @@ def try_command(command, text, env, timeout, journal, key, ids):
     try:
         said = b""
         while True:
-            data = os.read(r, _CHUNK)
+            data = os.read(r, 65536)
             if not data:
                 break
             said += data
