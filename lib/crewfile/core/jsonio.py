@@ -102,8 +102,6 @@ def dumps(obj):
 def _key(k):
     if isinstance(k, str):
         return k
-    if k is True or k is False or k is None:
-        return dumps(k)
-    if isinstance(k, (int, float)):
+    if k is None or isinstance(k, (int, float)):       # (bool is an int)
         return dumps(k)
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")

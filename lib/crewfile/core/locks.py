@@ -4,7 +4,6 @@ protocol.md's "Locks": a shell's `flock LOCKFILE` excludes us and we it.
 Close-on-exec, so a child never inherits a lock. filelock is not used
 (README, "Dependencies": 56 ms to import, and it polls).
 """
-import errno
 import fcntl
 import os
 import time
@@ -109,10 +108,8 @@ def acquire(path, timeout=None, shared=False):
                     return None
                 time.sleep(min(pause, remaining))
                 pause = min(pause * 2, 0.05)
-    except OSError as e:
+    except OSError as e:            # (busy is BlockingIOError, answered above)
         os.close(fd)
-        if e.errno in (errno.EWOULDBLOCK,):
-            return None
         raise SystemFailure(f"cannot lock {path}: {e.strerror}") from None
 
 
