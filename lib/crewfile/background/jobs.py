@@ -215,13 +215,20 @@ def new_job(crew, handle=None):
 
 
 def discard(job):
-    """Remove a job directory nothing was started from (gone at once: one rename)."""
-    trash = os.path.join(os.path.dirname(job.dir), f".swept-{job.handle}-{os.getpid()}")
+    """Remove a job directory nothing was started from."""
     try:
-        os.rename(job.dir, trash)
+        trash = _bury(job)
     except OSError:
         return
     shutil.rmtree(trash, ignore_errors=True)
+
+
+def _bury(job):
+    """Rename the job's directory out of sight, gone at once (deleted at
+    leisure, or by the next sweep); its new path."""
+    trash = os.path.join(os.path.dirname(job.dir), f".swept-{job.handle}-{os.getpid()}")
+    os.rename(job.dir, trash)
+    return trash
 
 
 def write_spec(job, argv, session=None, label=None, cwd=None, env=None):
@@ -358,17 +365,13 @@ def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION
     removed = []
     for handle in handles(crew):
         job = Job(crew, handle)
-        if not os.path.isdir(job.dir):
-            continue
         try:
             with acquire(job.lock_path):
                 if not os.path.lexists(job.spec_path):      # job-exec killed early
                     if (now - os.lstat(job.dir).st_mtime < ORPHAN_AGE
                             or job.watcher_alive()):
                         continue
-                    trash = os.path.join(root, f".swept-{handle}-{os.getpid()}")
-                    os.rename(job.dir, trash)
-                    shutil.rmtree(trash, ignore_errors=True)
+                    shutil.rmtree(_bury(job), ignore_errors=True)
                     continue
                 res, heard = job.result(), job.heard()
                 if heard is not None:
@@ -381,9 +384,7 @@ def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION
                     continue
                 if not since or now - records.parse_timestamp(since) < keep:
                     continue
-                # Disappear at once (one rename), then delete at leisure.
-                trash = os.path.join(root, f".swept-{handle}-{os.getpid()}")
-                os.rename(job.dir, trash)
+                trash = _bury(job)
         except (FileNotFoundError, NotFound):
             continue                 # swept by someone else meanwhile
         except CrewfileError as e:   # damaged or unsafe: kept, named in *bad*
