@@ -136,18 +136,16 @@ def _watch(job, spec, alive, running):
                               file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                                             (os.POSIX_SPAWN_DUP2, wfd, 1),
                                             (os.POSIX_SPAWN_DUP2, wfd, 2)])
+        pids["pid"] = pids["pgid"] = pid
     except OSError as e:
         # Like a shell: 127 not found, 126 found but not runnable.
-        code = NO_COMMAND if isinstance(e, FileNotFoundError) else NOT_RUNNABLE
+        rc = NO_COMMAND if isinstance(e, FileNotFoundError) else NOT_RUNNABLE
         out.write(f"job-exec: {e.filename or argv[0]}: {e.strerror}\n".encode())
-        os.close(wfd)
         os.close(rfd)
-        replace(job.pids_path, dump_json(pids))
-        return _finish(job, out, started, t0, code, spec, running)
     os.close(wfd)
-    pids["pid"] = pids["pgid"] = pid
     replace(job.pids_path, dump_json(pids))
-    rc = _copy(pid, rfd, out)
+    if pids["pid"] is not None:
+        rc = _copy(pids["pid"], rfd, out)
     _finish(job, out, started, t0, rc, spec, running)
     alive.release()
 
