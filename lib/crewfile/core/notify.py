@@ -185,14 +185,10 @@ class DirWatch:
             self.ino = open_inotify(self.warn)
 
     def wait(self, timeout):
-        if self.ino is not None:
-            events = self.ino.read(timeout=int(timeout * 1000))
-            if events:
-                self.ino.read(timeout=20)      # let a burst of writes land: one wake for them
-            return bool(events)
-        # Polling: against each directory as it was when added or last
-        # looked at, so a change between add() and this wait is not missed.
-        return bool(self.changes(timeout))
+        """True if something changed within *timeout* seconds (or may have:
+        the kernel's queue overflowed)."""
+        found = self.changes(timeout)
+        return found is None or bool(found)
 
     def close(self):
         if self.ino is not None:
