@@ -40,13 +40,8 @@ def ensure_dir(path):
     """Create *path* 0700 if missing; refuse a symlink, a non-directory or
     another user's directory there."""
     check_dirs(path)
-    if make_dir(path):
-        return path
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        what = "a symlink is not followed" if stat.S_ISLNK(st.st_mode) else "not a directory"
-        raise SystemFailure(f"{path}: {what}")
-    _believe(path, st)
+    if not make_dir(path):
+        _believe_dir(path, os.lstat(path))
     return path
 
 
@@ -119,6 +114,14 @@ def _judge_level(path, st, crew_dir):
                       f" (fix: chmod go-w {path})")
 
 
+def _believe_dir(path, st):
+    """_believe() for a directory, refusing a link or anything else there."""
+    if not stat.S_ISDIR(st.st_mode):
+        what = "a symlink is not followed" if stat.S_ISLNK(st.st_mode) else "not a directory"
+        raise SystemFailure(f"{path}: {what}")
+    _believe(path, st)
+
+
 def _believe(path, st):
     """Refuse what another user owns under a trusted crew directory (one of
     the path opener's refusals: that file or directory alone is not used)."""
@@ -156,10 +159,7 @@ def check_dirs(path, inclusive=False):
             return
         except OSError as e:
             raise SystemFailure(f"cannot use {here}: {e.strerror}") from None
-        if not stat.S_ISDIR(st.st_mode):
-            what = "a symlink is not followed" if stat.S_ISLNK(st.st_mode) else "not a directory"
-            raise SystemFailure(f"{here}: {what}")
-        _believe(here, st)
+        _believe_dir(here, st)
 
 
 def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
