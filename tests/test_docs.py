@@ -65,6 +65,28 @@ def test_command_page_has_the_fixed_headings_in_order(name):
     assert "    " + name in section(text, "Synopsis"), f"{name}: the synopsis names the command"
 
 
+# One page per kind of file, each with the same headings (protocol.md,
+# "The crew directory, file by file").
+FILE_HEADINGS = ["Format", "Written by", "Read by", "Lock", "Atomicity", "When absent",
+                 "Cleanup", "Invariants"]
+FILE_PAGES = sorted(glob.glob(os.path.join(REPO, "docs", "files", "*.md")))
+
+
+@pytest.mark.parametrize("path", FILE_PAGES, ids=os.path.basename)
+def test_file_page_has_the_fixed_headings_in_order(path):
+    text = open(path, encoding="utf-8").read()
+    lines = text.split("\n")
+    assert lines[0].startswith("# ") and lines[1] == "" and lines[2].strip(), \
+        f"{path}: the page starts with its title, then what the file is"
+    assert re.findall(r"^## (.*)$", text, re.M) == FILE_HEADINGS, path
+    for heading in FILE_HEADINGS:
+        assert section(text, heading).strip(), f"{path}: `## {heading}` is empty"
+
+
+def test_the_file_pages_are_found():
+    assert len(FILE_PAGES) >= 16
+
+
 def page_options(text):
     """The options a page's Options section lists: the flags its bullets open with."""
     found = set()

@@ -1,29 +1,8 @@
 """Background jobs: a job's files, and reading them (listing, sweeping).
 
-A handle now, the outcome later, heard exactly once. A job is a directory
-jobs/HANDLE/ (see paths.py): this module owns its files; jobwatch.py starts
-the job and its watcher, jobwait.py waits. job-exec writes `spec` and
-starts a watcher, double-forked into its own session, which
-runs the command in its own session and process group, copies its output
-into the bounded `output` file and, when it ends, writes `result` and then
-settles who hears the outcome:
-
-- a job-wait that is waiting reports it (and writes `heard` by=wait);
-- if nobody waits, the watcher announces it as a `job` notice in the owning
-  session's inbox (and writes `heard` by=notice);
-- if the owning session has gone quiet (its probe says not live, or it has
-  ended) or there is none, nothing is posted: `notice` records posted=false
-  and the outcome stays unheard until someone waits for it.
-
-The choice is made under one lock (jobwatch.settle() and jobwait.wait()).
-
-The watcher holds `alive` (exclusive) for its whole life, and job-exec from
-before `spec` exists until the watcher has it: a result-less job
-whose `alive` lock nobody holds has lost its watcher (SIGKILL): its fate is
-unknown, and its command is found by its process group.
-`running` is held the same way but let go as soon as `result` is written:
-a waiter waits for it (a shared flock the kernel grants the moment the
-outcome can be heard, or the watcher dies).
+A job is the directory jobs/HANDLE/; docs/files/jobs.md says what each file
+holds, who writes it, and the one wait-or-announce decision (jobwatch.settle
+and jobwait.wait). jobwatch.py starts the job and its watcher.
 """
 import os
 import shutil
@@ -72,11 +51,8 @@ FILE_LIMIT = 1 << 20              # bytes: a longer job file (but `spec`) is dam
 
 
 def _json(path, kind, at=None):
-    """A job file checked for its shape (None if absent; BadFile if damaged).
-    `spec` holds the argv, which the kernel bounds; the others are small."""
+    """A job file checked for its shape; `spec`'s argv is bounded by the kernel."""
     return shapes.load(path, kind, at, None if kind == "job-spec" else FILE_LIMIT)
-
-
 
 
 def dump_json(obj):
@@ -135,10 +111,8 @@ class Job:
         return is_held(self.alive_path)
 
     def fate(self):
-        """'running', 'starting' or 'lost' for a job without a result.
-
-        `alive` is held from before `spec` exists (job-exec takes it and the
-        watcher inherits it), so a free `alive` means the watcher is gone."""
+        """'running', 'starting' or 'lost' for a job without a result (a free
+        `alive`: the watcher is gone)."""
         if self.watcher_alive():
             return "running" if self.pids() is not None else "starting"
         return "lost" if self.result() is None else "ended"
@@ -162,10 +136,7 @@ class Job:
         return last_line(self.output_path)
 
     def output(self, lines=None):
-        """The output kept, or (*lines*) its last *lines* lines: as
-        data.split(b"\\n") counts them, a newline at the very end closing the
-        last one. The tail is read from the end (logfile.lines_backwards),
-        not the whole file: a 1 MiB output and the default 10 lines, one block."""
+        """The output kept, or its last *lines* lines (read from the end)."""
         if lines is not None:
             got = list(islice(lines_backwards(self.output_path, TailStats(), max_line=None,
                                               at=self.at, ended=True), max(lines, 0)))
@@ -244,17 +215,24 @@ def new_job(crew, handle=None):
 
 
 def discard(job):
-    """Remove a job directory nothing was started from (gone at once: one rename)."""
-    trash = os.path.join(os.path.dirname(job.dir), f".swept-{job.handle}-{os.getpid()}")
+    """Remove a job directory nothing was started from."""
     try:
-        os.rename(job.dir, trash)
+        trash = _bury(job)
     except OSError:
         return
     shutil.rmtree(trash, ignore_errors=True)
 
 
+def _bury(job):
+    """Rename the job's directory out of sight, gone at once (deleted at
+    leisure, or by the next sweep); its new path."""
+    trash = os.path.join(os.path.dirname(job.dir), f".swept-{job.handle}-{os.getpid()}")
+    os.rename(job.dir, trash)
+    return trash
+
+
 def write_spec(job, argv, session=None, label=None, cwd=None, env=None):
-    """Publish `spec` (visible at once, durable later: see jobwatch.start); return it."""
+    """Publish `spec` (durable later: the watcher syncs it); return it."""
     spec = {"handle": job.handle, "argv": list(argv), "label": label or "",
             "session": session or None, "cwd": os.path.realpath(cwd or os.getcwd()),
             "created": records.timestamp(), "output_limit": output_limit(env)}
@@ -288,9 +266,8 @@ def handles(crew):
 
 
 def row_fields(spec, result):
-    """What job-ls prints of an ended job, copied from `spec` and `result` into
-    the records written after them (`heard`, `notice`), so that listing an
-    ended job reads one file (two when nobody heard it)."""
+    """What job-ls prints of an ended job, copied into `heard` and `notice`
+    so that listing it reads one file."""
     return {"label": spec.get("label") or "", "session": spec.get("session"),
             "created": spec.get("created"), "code": result.get("code"),
             "signal": result.get("signal"), "ended": result.get("ended")}
@@ -349,11 +326,8 @@ def info(job, now=None, full=True):
 
 
 def list_jobs(crew, now=None, full=True):
-    """info() of every job, oldest first.
-
-    jobs/ is opened once and each job's directory once in it (paths.open_dir:
-    one openat(2) refuses a link or a non-directory), its files read by name
-    in that: the rule of the one path opener, paid once per job, not per file."""
+    """info() of every job, oldest first; each job's directory opened once
+    (paths.open_dir), its files read in it."""
     root = crew.sub(paths.JOBS)
     try:
         jobs_fd = paths.open_dir(root)
@@ -384,28 +358,20 @@ def list_jobs(crew, now=None, full=True):
 
 def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION, now=None,
           bad=None):
-    """Remove heard outcomes older than *older_than* (since heard), unheard ones
-    (and lost jobs) older than *unheard_older_than* (since they ended, or were
-    created). Running jobs are never removed. Returns the removed handles."""
+    """Remove the jobs past their retention (docs/commands/job-sweep.md);
+    return their handles."""
     now = time.time() if now is None else now
     root = crew.sub(paths.JOBS)
     removed = []
     for handle in handles(crew):
         job = Job(crew, handle)
-        if not os.path.isdir(job.dir):
-            continue
         try:
             with acquire(job.lock_path):
-                if not os.path.lexists(job.spec_path):
-                    # A job-exec killed before it wrote `spec` (job-exec itself
-                    # removes what it made when it fails): never listed, and
-                    # removed once surely abandoned.
+                if not os.path.lexists(job.spec_path):      # job-exec killed early
                     if (now - os.lstat(job.dir).st_mtime < ORPHAN_AGE
                             or job.watcher_alive()):
                         continue
-                    trash = os.path.join(root, f".swept-{handle}-{os.getpid()}")
-                    os.rename(job.dir, trash)
-                    shutil.rmtree(trash, ignore_errors=True)
+                    shutil.rmtree(_bury(job), ignore_errors=True)
                     continue
                 res, heard = job.result(), job.heard()
                 if heard is not None:
@@ -418,9 +384,7 @@ def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION
                     continue
                 if not since or now - records.parse_timestamp(since) < keep:
                     continue
-                # Disappear at once (one rename), then delete at leisure.
-                trash = os.path.join(root, f".swept-{handle}-{os.getpid()}")
-                os.rename(job.dir, trash)
+                trash = _bury(job)
         except (FileNotFoundError, NotFound):
             continue                 # swept by someone else meanwhile
         except CrewfileError as e:   # damaged or unsafe: kept, named in *bad*

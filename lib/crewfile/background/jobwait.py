@@ -1,14 +1,9 @@
 """Waiting for a job, and the one decision: reported by a wait, or announced.
 
-See jobs.py for the job directory. The choice is made under ONE lock, the
-job's `lock` (the watcher's half is jobwatch.settle()). A waiter registers
-by holding a shared flock on `waiters` (taken under `lock`), so a waiter
-killed by SIGKILL is deregistered by the kernel. The watcher, under `lock`, writes `result`, then tries an exclusive
-non-blocking flock on `waiters`: busy means someone waits. It then does not
-announce, but blocks until every waiter has let go and decides again: if by
-then nobody wrote `heard` (the waiter was killed after the result landed),
-it announces. Lock order is always `lock` -> `waiters` (non-blocking), or
-`waiters` alone; never the other way while blocking, so nothing deadlocks.
+The waiter's half of the decision made under the job's `lock` (the
+watcher's half is jobwatch.settle); docs/files/jobs.md gives it step by
+step. Lock order is always `lock` -> `waiters` (non-blocking), or `waiters`
+alone, never the other way while blocking: nothing deadlocks.
 """
 import _thread
 import os
@@ -26,38 +21,25 @@ from crewfile.wake import inbox
 
 
 def _hear(job, res):
-    """Under `lock`: this wait reports the outcome, unless it was heard already.
+    """Under `lock`: this wait reports the outcome, unless it was heard
+    already (a pending notice is withdrawn and heard here instead).
 
-    Announced but still pending in the inbox (the model has not been handed
-    it): the notice is withdrawn and this wait reports the outcome as its
-    own. Handed over (drained) already: the model has it, and the wait says
-    so without repeating it (state 'heard').
-
-    `heard` by=wait is written without fsync: its reader that matters, the
-    watcher deciding whether to announce, is alive and reads the page cache;
-    a power loss kills that watcher too, so nothing can announce the outcome
-    again, and the worst a lost `heard` does is list the (durable) outcome
-    as unheard. The outcome itself is durable before we report it: the
-    watcher lets go of `lock` only once its flushes have returned; a
-    watcher that is gone may have died between its rename and its flushes,
-    so then we flush `result` ourselves.
+    `heard` is not fsynced, and a watcher that is gone may have died before
+    its flushes: docs/decisions.md, "Jobs: heard exactly once at the model".
     """
     if not job.watcher_alive():
         sync(job.result_path)
     heard = job.heard()
-    taken = None
     if heard is not None:
-        if heard.get("by") == "notice" and _withdraw(job, heard.get("id")):
-            taken = heard["id"]
-        elif heard.get("by") == "notice":
-            return Outcome(job, "heard", res, False, heard)
-        else:
+        if heard.get("by") != "notice":
             return Outcome(job, "done", res, False, heard)
-    heard = heard_record("wait", job.spec(), res, pid=os.getpid())
-    if taken:
-        heard["withdrawn"] = taken
-    replace(job.heard_path, dump_json(heard), sync=False)
-    return Outcome(job, "done", res, True, heard)
+        if not _withdraw(job, heard.get("id")):
+            return Outcome(job, "heard", res, False, heard)
+    mine = heard_record("wait", job.spec(), res, pid=os.getpid())
+    if heard is not None:
+        mine["withdrawn"] = heard["id"]
+    replace(job.heard_path, dump_json(mine), sync=False)
+    return Outcome(job, "done", res, True, mine)
 
 
 def _withdraw(job, nid):
@@ -80,13 +62,9 @@ class Outcome:
 
     @property
     def code(self):
-        if self.state == "timeout":
-            return TIMEOUT_EXIT
-        if self.state == "lost":
-            return ERROR_EXIT
-        if self.state == "heard":
-            return HEARD_EXIT
-        return self.result.get("code", ERROR_EXIT)
+        if self.state == "done":
+            return self.result.get("code", ERROR_EXIT)
+        return {"timeout": TIMEOUT_EXIT, "lost": ERROR_EXIT, "heard": HEARD_EXIT}[self.state]
 
     def line(self):
         """The result line job-wait prints first."""
@@ -109,14 +87,10 @@ class Outcome:
 def wait(crew, handle, timeout=None, exiting=False):
     """Wait for the job's outcome; return an Outcome.
 
-    The waiter counts itself in (shared flock on `waiters`, taken under
-    `lock`) and out; an outcome that lands while it waits is its to report.
-    It waits by asking for a shared flock on `running`, which the watcher holds
-    until the outcome is durable (or it dies): the kernel wakes the waiter
-    the moment it lets go. No inotify, no polling, no pidfd: nothing that can
-    run out, and one wake-up between the outcome and the answer.
-    exiting: the caller exits once it has the answer (job-wait), which counts
-    it out.
+    Counted in on `waiters`, it blocks on a shared flock of `running`, which
+    the kernel grants once the outcome is durable or the watcher is dead:
+    nothing to run out of, one wake-up. exiting: the caller exits once it
+    has the answer (job-wait), which counts it out.
     """
     job = Job(crew, handle).check()
     job.spec()              # read now, off the path from the job's end to our answer
@@ -175,9 +149,8 @@ def _wait_registered(job, registration, timeout, t0):
 
 def _let_go(path, timeout):
     """Block until nobody holds *path* exclusively (True), or *timeout*
-    seconds pass (False; None: no limit). Once the watcher has let go of
-    `running` it never takes it again, so a shared lock we are granted means
-    it is gone for good; ours is let go at once."""
+    seconds pass (False; None: no limit). The watcher never takes `running`
+    again once it let go, so ours is let go at once."""
     if timeout is None:
         acquire(path, shared=True).release()
         return True
@@ -205,13 +178,8 @@ def _let_go(path, timeout):
 
 def answer(outcome, tail=10, all_kept=False, terminal=False):
     """What job-wait prints of *outcome*, as bytes: the result line, then
-    (ended or lost) the output's last *tail* lines, or all of it kept.
-
-    The output is the job's bytes, escape sequences and all: copied as they
-    are into a pipe or a file (the agent's tool reads what the job wrote),
-    but for a *terminal* every line passes through records.escape, so that
-    a job cannot move a person's cursor or retitle their window. The
-    result line is escaped either way (a notice id is read from a file)."""
+    (ended or lost) the output's tail or all of it, escaped for a *terminal*
+    only (docs/commands/job-wait.md)."""
     line = escape(outcome.line()) + "\n"
     if outcome.state != "done" and outcome.state != "lost":
         return line.encode()

@@ -1,26 +1,10 @@
 """Starting a job and its watcher: a process that outlives its caller.
 
-start() is job-exec: it makes the job's directory, takes the job's `alive`
-lock, publishes `spec` and forks; it returns the handle at once, without
-waiting for the command to start (an exec failure is the job's outcome,
-127 or 126, reported like any other). The watcher inherits the `alive`
-lock (flock(2) belongs to the open file, which fork shares), so `alive` is
-held without a gap from before `spec` exists until the watcher dies: a job
-whose `alive` is free and that has no `result` has lost its watcher.
-
-spawn() forks twice (the middle process calls setsid() and exits), so the
-watcher is nobody's child, in its own session, with no controlling
-terminal: its caller exiting or its terminal closing (SIGHUP to the
-terminal's process groups) does not reach it. Its stdin, stdout and stderr
-are /dev/null and every other inherited descriptor but `alive` is closed,
-so a caller reading job-exec's output through a pipe (`h=$(job-exec ...)`)
-is not held up. The watcher makes `spec` durable, starts the command in its
-own session and process group (stdin /dev/null, stdout and stderr into one
-pipe), records the pids, copies the output into the bounded `output` file,
-waits for the command (pidfd, so a grandchild keeping the pipe open does
-not hold the outcome up), writes `result` and settles who hears it
-(settle(): the watcher's half of the one decision; jobwait.py has the
-waiter's).
+job-exec returns the handle once the watcher is forked (docs/decisions.md:
+"the watcher is forked, not exec'd"). The watcher runs the command, keeps
+its output, writes `result` and settles who hears it (settle(): its half
+of the one decision; jobwait.py has the waiter's). docs/files/jobs.md says
+which lock is held when.
 """
 import os
 import select
@@ -42,16 +26,15 @@ from crewfile.wake import inbox
 def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None, exiting=False):
     """Start *argv* detached under a watcher; return its handle at once.
 
-    The watcher is forked from this process (no interpreter start-up: call
-    this from a single-threaded process). exiting: the caller exits at once
-    (job-exec), so it leaves the middle process of the double fork to init
-    instead of waiting for it.
+    Call it from a single-threaded process (the watcher is forked). exiting:
+    the caller exits at once (job-exec), leaving the double fork's middle
+    process to init.
     """
     jobs.check_request(crew, argv, session, label)
     job = jobs.new_job(crew, handle)
     alive = running = None
     try:
-        alive = acquire(job.alive_path)   # before `spec`: see the module docstring
+        alive = acquire(job.alive_path)   # before `spec`: no gap in which `alive` is free
         running = acquire(job.running_path)
         spec = jobs.write_spec(job, argv, session, label, cwd, env)
         spawn(job, spec, alive, running, exiting)
@@ -71,13 +54,11 @@ _TERMINAL_SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT")
 
 
 def spawn(job, spec, alive, running, exiting=False):
-    """Fork the watcher of *job*, handing it the held `alive` and `running` locks.
+    """Fork the watcher of *job* (twice: setsid() between, so it is nobody's
+    child and no terminal's), handing it the held `alive` and `running`.
 
-    Until the middle process has called setsid() it is in its caller's
-    process group, which a closing terminal (SIGHUP) or a ^C reaches, and
-    job-exec does not wait for that moment. So the fork happens with the
-    terminal's signals ignored (the child inherits that); the parent's
-    handlers are put back at once, the watcher sets its own.
+    Until the middle process has called setsid() a closing terminal or a ^C
+    reaches it: the fork happens with those signals ignored.
     """
     saved = []
     try:
@@ -133,10 +114,7 @@ def _watch(job, spec, alive, running):
     except (SystemFailure, OSError):
         pass
     try:
-        # job-exec published `spec` without waiting for the disk (its caller
-        # waits on it); made durable here, with the job's directory entry,
-        # long before any outcome can be.
-        sync(job.spec_path)
+        sync(job.spec_path)          # job-exec published it without waiting for the disk
         fsync_dir(os.path.dirname(job.dir))
     except (SystemFailure, OSError):
         pass                     # the disk fails us: the outcome, if it can be written, says so
@@ -150,27 +128,24 @@ def _watch(job, spec, alive, running):
     env = dict(os.environ, CREWFILE_JOB=job.handle)
     try:
         os.chdir(spec.get("cwd") or "/")
-        # posix_spawn, not subprocess: importing subprocess costs more
-        # than the spawn. Signals ignored or
-        # blocked by Python (SIGPIPE, SIGXFSZ) are reset for the command.
+        # posix_spawn: importing subprocess costs more than the spawn. The
+        # signals Python ignores (SIGPIPE, SIGXFSZ) are reset for the command.
         pid = os.posix_spawnp(argv[0], argv, env, setsid=True, setsigmask=(),
                               setsigdef=(signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT,
                                          signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT),
                               file_actions=[(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                                             (os.POSIX_SPAWN_DUP2, wfd, 1),
                                             (os.POSIX_SPAWN_DUP2, wfd, 2)])
+        pids["pid"] = pids["pgid"] = pid
     except OSError as e:
         # Like a shell: 127 not found, 126 found but not runnable.
-        code = NO_COMMAND if isinstance(e, FileNotFoundError) else NOT_RUNNABLE
+        rc = NO_COMMAND if isinstance(e, FileNotFoundError) else NOT_RUNNABLE
         out.write(f"job-exec: {e.filename or argv[0]}: {e.strerror}\n".encode())
-        os.close(wfd)
         os.close(rfd)
-        replace(job.pids_path, dump_json(pids))
-        return _finish(job, out, started, t0, code, spec, running)
     os.close(wfd)
-    pids["pid"] = pids["pgid"] = pid
     replace(job.pids_path, dump_json(pids))
-    rc = _copy(pid, rfd, out)
+    if pids["pid"] is not None:
+        rc = _copy(pids["pid"], rfd, out)
     _finish(job, out, started, t0, rc, spec, running)
     alive.release()
 
@@ -224,23 +199,19 @@ def _finish(job, out, started, t0, rc, spec, running):
 
 
 def settle(job, spec, result, running):
-    """The watcher's half of the decision: write *result* (durable: the
-    outcome is on disk before anyone can report it), then wait-or-announce,
-    exactly once (protocol.md, "The decision"; jobwait.py is the waiter's half).
+    """The watcher's half of the decision (docs/files/jobs.md): write
+    *result* durably, then wait-or-announce, exactly once. Returns 'wait',
+    'notice' or 'unheard'.
 
-    spec: the spec this watcher ran, not the file: a file damaged since
-    must not silence the outcome (the session it belongs to is still told).
-    running: the held `running` lock, let go once `result` is written and
-    `lock` is free: that wakes every waiter (jobwait._let_go). Returns
-    'wait', 'notice' or 'unheard'.
+    spec: the spec this watcher ran, not the file (one damaged since must
+    not silence the outcome). running: held, let go once `result` is written
+    and `lock` is free: that wakes every waiter.
     """
     text = dump_json(result)
     first = True
     while True:
         with acquire(job.lock_path):
-            if first:
-                # Nobody can have heard an outcome that was not written:
-                # no `heard` to read on this pass (the waiter waits for `lock`).
+            if first:                   # nobody can have heard it yet
                 replace(job.result_path, text)
                 first = False
             else:
@@ -256,9 +227,8 @@ def settle(job, spec, result, running):
                     return _announce_once(job, spec, result)
                 finally:
                     nobody.release()
-        # Someone waits: they report it. Wake them (`result` is durable, `lock`
-        # free), block until every waiter has let go (done, timed out or
-        # killed), then decide again.
+        # Someone waits: wake them, and decide again once every waiter has
+        # let go (done, timed out or killed).
         running.release()
         acquire(job.waiters_path).release()
 
@@ -309,22 +279,16 @@ def announce(job, result, spec=None):
 
 
 class BoundedOutput:
-    """An output file that keeps at most *limit* bytes plus one marker line.
-
-    Past the limit, the oldest part is dropped: the file is replaced
-    (atomically) by a marker `[crewfile: N bytes of older output dropped]`
-    and the newest half of the limit, from a line start where there is one.
-    Appends go straight to the file, so `tail -F output` follows it. If the
-    file cannot be written (full disk), output stops being kept; the watcher
-    carries on, because the outcome matters more than the output.
-    """
+    """The `output` file, at most *limit* bytes plus one marker line
+    (docs/files/jobs.md). One that cannot be written stops being kept: the
+    outcome matters more than the output."""
 
     def __init__(self, path, limit):
         self.path, self.limit = path, limit
         self.body, self.dropped = 0, 0
         try:
             self.fd = self._open()
-        except OSError:             # damaged (a directory, a link): the outcome matters more
+        except OSError:             # damaged (a directory, a link)
             self.fd = None
 
     def _open(self):
@@ -333,7 +297,7 @@ class BoundedOutput:
 
     def write(self, data):
         if self.fd is None:
-            return                      # the file failed us: the outcome matters more
+            return
         try:
             write_all(self.fd, data)
             self.body += len(data)

@@ -1,10 +1,11 @@
 import fcntl
+import os
 import sys
 
 from crewfile.background.jobwait import answer, wait
 from crewfile.cli import crew
 from crewfile.core.durations import parse_count, parse_duration
-from crewfile.core.errors import SystemFailure
+from crewfile.core.errors import JOB_ERROR as ERROR_EXIT, SystemFailure     # noqa: F401 (cli.py reads it)
 
 HELP = """\
 job-wait HANDLE
@@ -20,10 +21,6 @@ heard once (docs/commands/job-wait.md).
 
 Example: job-wait j-4f2a9c --timeout 10m || echo "deploy failed: $?"
 """
-import os       # noqa: E402
-
-from crewfile.core.errors import JOB_ERROR as ERROR_EXIT     # noqa: E402,F401 (cli.py reads it)
-
 # cli.leave(): the answer is out; a caller waiting on our exit would sit
 # through the interpreter's teardown (~10 ms measured), and a --timeout's
 # thread may still be blocked in flock(2)

@@ -1,9 +1,7 @@
 """The one atomic-replace helper: temporary name, fsync, rename, fsync dir.
 
-A reader opening the file at any moment sees either the whole old content or
-the whole new content, never a partial or empty file; a crash at any point
-leaves at worst a stray temporary file (dot-named, cleaned by its writer's
-next run or ignored by readers).
+protocol.md's "Atomic replace": a reader sees the whole old or the whole
+new content; a crash leaves at worst a dot-named temporary file.
 """
 import os
 import stat
@@ -47,9 +45,8 @@ def write_all(fd, data):
 
 def write_new(path, data, mode=0o600, sync=True):
     """Create *path* (never an existing file, never through a link), write
-    *data* whole and fsync it (unless not *sync*). The first half of every
-    atomic publication: the caller renames the file into place. OSError on
-    failure, nothing left."""
+    *data* whole and fsync it (if *sync*): the first half of a publication.
+    OSError on failure, nothing left."""
     fd = os.open(path, _TMP_FLAGS, mode)
     try:
         write_all(fd, data)
@@ -92,25 +89,16 @@ def replace(path, data, mode=0o600, sync=True):
 
 
 def read_json(path, at=None, limit=None):
-    """The JSON document in *path*, or None if it does not exist.
-
-    ValueError if it is not JSON. Parsed by jsonio (json's C scanner without
-    json's import cost: these reads sit on hooks' and pipelines' start-up).
-    at, limit: as for read_text.
-    """
+    """The JSON document in *path*, or None if it does not exist; ValueError
+    if it is not JSON. at, limit: as for read_text."""
     text = read_text(path, at, limit)
     return None if text is None else loads(text)
 
 
 def write_named(path, data, mode=0o644):
-    """Write *data* (bytes or str) to a path the user named, the way the
-    shell's `>` would: a regular file or a new name is replaced atomically
-    (replace()), anything else (a device such as /dev/null or /dev/stdout,
-    a FIFO, a socket) is opened and written, never renamed over. A
-    symbolic link is followed to its target by the same rule: the link
-    stays, the target gets the content (renaming over the link would have
-    cut it). Issue: run as root, a rename onto /dev/null replaced the
-    device node with a regular file."""
+    """Write *data* to a path the user named, the way the shell's `>` would
+    (protocol.md, "Atomic replace"). Issue: run as root, a rename onto
+    /dev/null replaced the device node with a regular file."""
     try:
         st = os.stat(path)
     except FileNotFoundError:

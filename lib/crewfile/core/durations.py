@@ -1,11 +1,8 @@
 """The command line's numbers: one duration grammar, one count grammar.
 
-Every time flag (--every, --timeout, --stale, --probe, --poll, --window,
---retry, the sweep ages) reads a duration, every count flag (--max, --tail,
---last, --pid) a count, through these two functions and nothing else, so
-`30m` means the same everywhere and no flag takes ` 60`, `+5`, `1_000`,
-`1e3`, a 400-digit number or a non-ASCII digit (`int("٣")` is 3). re is not
-used (start-up; see records.py).
+Every time flag and every count flag reads through these two (protocol.md,
+"Durations and numbers"), so none takes ` 60`, `+5`, `1_000`, `1e3` or a
+non-ASCII digit (`int("٣")` is 3). No re: start-up.
 """
 from crewfile.core.errors import BadInput
 
@@ -28,10 +25,8 @@ def _number(text):
 
 
 def parse_duration(text, flag, positive=True, whole=False):
-    """Seconds in *text*: a bare number (seconds), or groups NUMBER UNIT with
-    units d, h, m, s in that order, each at most once (`1h30m`, `2d`, `45s`).
-    At most MAX_SECONDS; above 0 if *positive*; a whole number of seconds if
-    *whole* (then an int). BadInput naming *flag* otherwise."""
+    """Seconds in *text* (at most MAX_SECONDS; above 0 if *positive*; an int
+    if *whole*); BadInput naming *flag* otherwise."""
     total = _parse(text)
     if total is None or total > MAX_SECONDS:
         grammar = WHOLE_GRAMMAR if whole else GRAMMAR

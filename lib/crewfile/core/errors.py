@@ -1,9 +1,7 @@
 """One exception base and one table from exception to exit code.
 
-Library code raises these; only the command layer (cli.py) turns them into
-an exit status and a one-line message on stderr. Every exit code any
-command returns is a constant here, and protocol.md's "Exit codes" table
-lists exactly these (tests/test_robust.py checks that they agree).
+Only cli.py turns these into an exit status and one line on stderr;
+protocol.md's "Exit codes" is this table (tests/test_robust.py checks).
 """
 
 from crewfile.core.text import escape
@@ -38,18 +36,12 @@ class CrewfileError(Exception):
 
 
 def failure_line(name, e):
-    """The one line command *name* says on stderr of its failure *e* (see
-    reason): cli.py's, and the job watcher's for a job-wait handed to it;
-    crew-watch's and the views' for a session or a part of the crew they
-    cannot read. A name or path in it must not reach the terminal raw:
-    escaped."""
+    """The one line command *name* says on stderr of its failure *e*, escaped."""
     return f"{name}: {escape(reason(e))}\n"
 
 
 def reason(e):
-    """What failure *e* says, not escaped: a CrewfileError's message, an
-    OSError's as `PATH: why` when it names a path, a text as it is (a
-    reason kept from an earlier failure)."""
+    """What failure *e* (a CrewfileError, an OSError, a text) says, not escaped."""
     if isinstance(e, (str, CrewfileError)):
         return str(e)
     where = f"{e.filename}: " if e.filename else ""

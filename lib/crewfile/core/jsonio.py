@@ -1,22 +1,13 @@
 """JSON for the hot path, without the json package's start-up cost.
 
-`import json` costs more than a hook's whole start-up budget allows:
-json.decoder and json.encoder import re, which imports enum, functools and
-collections (measured here: 6 to 12 ms against 13 ms for `python -c pass`).
-The C accelerator `_json`, which the json package itself uses, does the same
-work without them: loads() drives its scanner, dumps() its string encoder.
-The results are those of json.loads and of json.dumps with its defaults
-(ensure_ascii, separators ', ' and ': '). Where `_json` is missing (not
-CPython), the json package is used.
+`import json` imports re, enum, functools and collections (6 to 12 ms
+against 13 ms for `python -c pass`); its C accelerator `_json` does the
+work without them, giving json.loads' and json.dumps' (default) results.
 
-Malformed input always takes the slow path. `_json` reports a syntax error
-through json.decoder.JSONDecodeError, which it looks up in sys.modules
-without importing it (CPython 3.11): with json.decoder not loaded, every
-syntax error surfaced as SystemError, not ValueError, and a truncated file
-crashed its reader. So any failure of the fast scan hands the text to
-json.loads itself, whose answer (a value or a ValueError) is by definition
-the right one; valid documents never pay for the import
-(tests/test_jsonio_fuzz.py compares both on arbitrary text and bytes).
+Any failure of the fast scan hands the text to json.loads itself: `_json`
+reports a syntax error through json.decoder, which it does not import, so
+with it unloaded a truncated file surfaced as SystemError, not ValueError
+(tests/test_jsonio_fuzz.py compares both on arbitrary input).
 """
 try:
     from _json import encode_basestring_ascii as _quote
@@ -43,11 +34,8 @@ class _Context:
 
 
 def loads(data):
-    """Parse one JSON document (str, or UTF-8 bytes with an optional BOM).
-
-    The value json.loads gives for the same text; ValueError, and nothing
-    else, if it is not one (too deep a nesting included).
-    """
+    """Parse one JSON document (str, or UTF-8 bytes with an optional BOM) as
+    json.loads does; ValueError, and nothing else, if it is not one."""
     global _scan
     if isinstance(data, (bytes, bytearray)):
         data = bytes(data).decode("utf-8")       # UnicodeDecodeError is a ValueError
@@ -114,8 +102,6 @@ def dumps(obj):
 def _key(k):
     if isinstance(k, str):
         return k
-    if k is True or k is False or k is None:
-        return dumps(k)
-    if isinstance(k, (int, float)):
+    if k is None or isinstance(k, (int, float)):       # (bool is an int)
         return dumps(k)
     raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")

@@ -1,9 +1,7 @@
 """The vocabulary of status record kinds: what each kind means to the readers.
 
-One module owns it so that no reader keeps a copy of its own (the wake
-filter, the watcher, the verdict and the views all ask here). Plain dicts and
-frozensets, no imports: crew-status, run by tmux every few seconds, and the
-hook, run on every agent event, load it.
+One module owns it, so no reader keeps a copy; no imports (crew-status and
+the hook load it). docs/files/status.md says what each kind means.
 """
 
 # The newest of these decides whether a turn is running. `background`: the
@@ -14,10 +12,8 @@ TURN_STATE = {"turn-started": "yes", "waiting": "yes", "background": "yes",
               "turn-ended": "no", "idle": "no", "account-blocked": "no", "turn-failed": "no",
               "started": "no", "ended": "no", "closed": "no", "registered": "no"}
 
-# The account stopped the turn (StopFailure: rate_limit, billing_error, ...):
-# `account-blocked: ERROR until TS: MESSAGE` (`until -` where no time lifts
-# it). The newest of these says whether the block stands: a `turn-ended`
-# after it is a turn that succeeded, which lifts it (session/verdict.py).
+# The newest of these says whether the account's block stands: a
+# `turn-ended` after it is a turn that succeeded, which lifts it.
 ACCOUNT_STATE = frozenset({"account-blocked", "turn-ended"})
 
 # The session's own loop (Claude Code's session-only cron jobs): the hook
@@ -49,15 +45,10 @@ BLOCKERS = frozenset({"blocked", "problem", "error", "account-blocked"})
 MOVES_ON = frozenset({"turn-started", "waiting", "registered", "started", "respawned", "ended",
                       "closed", "captain", "captain-done", "concluded", "nudge"})
 
-# Who may write each kind, and what a reader that acts on one checks. A kind
-# that moves a lifecycle or ends something is written only by its own
-# commands, after their checks; status-append refuses it (evidence.py:
-# refuse_hand_written). Yet the agent runs as the same user and can append
-# any line with printf or flock(1), or run the hook with a payload of its
-# own making: so no reader that acts believes such a line for being there,
-# only for the evidence its command kept, facts the reader checks itself.
-# Every kind not here is anyone's: ordinary progress, believed as written.
-# protocol.md, "Record kinds", is this table.
+# protocol.md's "Record kinds", this table: the guarded kinds' writers, and
+# the evidence a reader that acts on one checks (the agent, the same user,
+# can append any line: the line alone is never believed). Every kind not
+# here is anyone's, believed as written.
 #   kind: (its writers, the evidence a reader that acts on it asks for)
 GUARDED = {
     "registered": ("session-add, aside-open, crew-spawn, the agent's hook (a new life)",
@@ -82,10 +73,7 @@ GUARDED = {
     "respawned": ("crew-respawn", "none: no reader acts on it"),
 }
 
-# What needs the person, not the primary: the events crew-notify passes to the
-# captain's phone or desktop (a session waiting for them, an aside's report
-# ready, a session lost, an account or a session blocked, a problem). Turns,
-# tool calls and routine progress are never among them. `lost` and `error`
-# are crew-watch's synthesized kinds (see protocol.md, Event lines).
+# What needs the person, not the primary: the events crew-notify passes on
+# (`lost` and `error` are crew-watch's synthesized kinds).
 CAPTAINS = frozenset({"paused", "concluded", "lost", "blocked", "account-blocked", "problem",
                       "error"})

@@ -1,13 +1,8 @@
 """Processes as /proc shows them: start times, parents, stopped, foreground.
 
-The one reader of /proc/PID/stat: whoever needs a process's parent, state,
-name or start time (liveness and the hook, a captain act's evidence, a lock's
-holder, crew-up's children) asks here.
-
-A process is named by (pid, start time in clock ticks since boot, field 22
-of /proc/PID/stat), so a recycled pid is never taken for the process it
-replaced. What a *session* is (live, stopped, in the foreground of its pane)
-is decided in verdict.py from these facts; nothing here reads the crew.
+The one reader of /proc/PID/stat. A process is named by (pid, start time
+in clock ticks since boot), so a recycled pid is never taken for the one
+it replaced. What a *session* is, verdict.py decides from these facts.
 """
 import os
 
@@ -32,11 +27,8 @@ class Stat:
 
 def stat(pid):
     """The process's Stat, or None if there is no such process (or it is unreadable)."""
-    # os.open and one read, not open(): no buffered file object to build
-    # (measured here: 14 us a read against 24 us; crew-status, run by tmux
-    # every few seconds, reads two per live session). The kernel gives a
-    # stat file whole to one read; it is a few hundred bytes (a command name
-    # of at most 64, then ~50 numbers), well inside 4 KiB.
+    # os.open and one read, not open() (14 us against 24: crew-status reads
+    # two per live session); the kernel gives the few hundred bytes whole.
     try:
         fd = os.open(f"/proc/{int(pid)}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except (OSError, ValueError, OverflowError):
@@ -108,14 +100,10 @@ def descends_from(pid, ancestor):
 def agent_of(pid, pane_pid=None):
     """The agent process among *pid*'s ancestors: (pid, start) or None.
 
-    A hook runs as a child (or grandchild, through sh -c) of the agent. The
-    agent is the leader of the terminal's foreground job that the hook sits
-    in: the nearest ancestor that leads its own process group and that group
-    holds its terminal (a shell starts each job as a group; tmux starts a
-    pane's command as a session). A hook started in a group of its own is
-    not in the foreground of the agent's terminal, so it is passed over.
-    Without a terminal: the ancestor whose parent is the pane's process, or
-    the pane's process itself.
+    The hook's agent leads the terminal's foreground job the hook sits in:
+    the nearest ancestor leading its own group that holds its terminal (a
+    hook in a group of its own is passed over). Without a terminal: the
+    ancestor whose parent is the pane's process, or that process itself.
     """
     chain = ancestors(pid)
     for st in chain:

@@ -1,15 +1,9 @@
 """The one lock helper: flock(2) on a lock file that is never unlinked.
 
-flock(2) locks belong to the open file description, so a shell script running
-`flock LOCKFILE -c '...'` on the same path excludes us and we exclude it.
-The descriptor is close-on-exec, so a child we start never inherits a lock.
-A lock file is never removed: unlinking it would let two holders lock two
-different inodes under one name.
-
-filelock is deliberately not used (see README, "Dependencies"): it costs
-56 ms to import and polls every 50 ms instead of blocking in the kernel.
+protocol.md's "Locks": a shell's `flock LOCKFILE` excludes us and we it.
+Close-on-exec, so a child never inherits a lock. filelock is not used
+(README, "Dependencies": 56 ms to import, and it polls).
 """
-import errno
 import fcntl
 import os
 import time
@@ -44,11 +38,8 @@ class Lock:
         self.release()
 
 
-# The longest this process waits for a lock it was asked to wait for
-# (timeout=None); None: as long as it takes. A process somebody waits on
-# sets it (bound_waits): the hook (its agent waits: a total for the whole
-# call), nudge-tick (the other sessions' nudges wait), wake-send (the rest
-# of the pipe waits).
+# The longest this process waits for a lock (timeout=None); None: as long
+# as it takes. A process somebody waits on sets it (protocol.md, "Bounded waits").
 WAIT = None
 _DEADLINE = None         # monotonic time after which waits are one try (a total bound)
 
@@ -84,13 +75,10 @@ def _bound():
 
 
 def acquire(path, timeout=None, shared=False):
-    """Lock *path*. Blocks in the kernel when timeout is None (and no bound is set).
-
-    Returns a Lock, or None when the lock is busy (timeout=0 means one try;
-    a positive timeout retries with a short back-off). Busy is an ordinary
-    answer, not an exception; errors raise SystemFailure. Under a bound
-    (bound_waits), a wait with timeout=None that outlasts it raises LockBusy
-    instead: a caller written for a blocking wait must not get None.
+    """Lock *path*: a Lock, or None when busy (timeout=0: one try; a
+    positive one retries with a short back-off); None blocks in the kernel.
+    Under a bound (bound_waits) a blocking wait that outlasts it raises
+    LockBusy: a caller written for a blocking wait must not get None.
     """
     if timeout is None and WAIT is not None:
         lock = acquire(path, _bound(), shared)
@@ -120,17 +108,13 @@ def acquire(path, timeout=None, shared=False):
                     return None
                 time.sleep(min(pause, remaining))
                 pause = min(pause * 2, 0.05)
-    except OSError as e:
+    except OSError as e:            # (busy is BlockingIOError, answered above)
         os.close(fd)
-        if e.errno in (errno.EWOULDBLOCK,):
-            return None
         raise SystemFailure(f"cannot lock {path}: {e.strerror}") from None
 
 
 def hold(path, timeout=None):
-    """acquire(), for a writer that cannot go on without the lock: LockBusy
-    (naming the holder) instead of None when *timeout* or this process's
-    bound runs out first."""
+    """acquire(), but LockBusy (naming the holder) instead of None."""
     held = acquire(path, timeout)
     if held is None:
         raise LockBusy(path)
@@ -149,10 +133,8 @@ def is_held(path):
 
 
 def holder(path):
-    """Who holds the flock on *path*, in words: `pid 4242 (flock), started
-    2026-11-30T19:40:02Z`, from /proc/locks (a lock is matched by device and
-    inode). How long the lock itself has been held is not recorded anywhere:
-    the holder's start time is a bound on it."""
+    """Who holds the flock on *path*, in words (`pid 4242 (flock), started
+    2026-11-30T19:40:02Z`), from /proc/locks."""
     try:
         st = os.stat(path)
         with open("/proc/locks", "rb") as f:

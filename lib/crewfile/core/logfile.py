@@ -1,21 +1,8 @@
 """An append-only file of records: the one writer and the one tail reader.
 
-Writer: whole lines in one write() under flock(2) on the file's lock path, so
-`flock LOCK -c 'echo ... >> FILE'` is a first-class writer. On a failed or
-short write (full disk, file-size limit) the file is cut back to its length
-before the write; an unfinished last line left by a writer that was killed
-mid-write is cut away by the next writer. A half-written record is never
-left behind to read as a record.
-
-Rotation (the s6-log way), done by the writer while it holds the lock: when
-the file would exceed its limit, FILE.(N-1) -> FILE.N, ..., FILE -> FILE.1,
-and the write creates a fresh FILE. A crash between two renames leaves a
-gap in the numbering, never a lost or doubled record.
-
-Reader: reads backwards from the end in blocks, so the cost of a query does
-not grow with the length of the log. A trailing line with no newline (a
-writer caught mid-write, or killed) is skipped and counted, as are garbage
-lines; the good lines are never lost.
+The writer keeps protocol.md's "Appends" and "Rotation"; the reader reads
+backwards from the end in blocks, so a query costs the same on a long log
+as on a new one, and skips (and counts) a trailing fragment and garbage.
 """
 import os
 
@@ -55,11 +42,8 @@ def _rotate(path, keep):
 
 
 def append(path, lock_path, lines, rotate=None):
-    """Append *lines* (formatted records, each ending in a newline) under the lock.
-
-    rotate: None, or (max_bytes, keep) to rotate before the file would grow
-    past max_bytes.
-    """
+    """Append *lines* (records, each ending in a newline) under the lock;
+    rotate: (max_bytes, keep), or None."""
     from crewfile.core.locks import acquire
     with acquire(lock_path):
         append_locked(path, lines, rotate)
@@ -99,13 +83,10 @@ def append_locked(path, lines, rotate=None):
 
 def append_unlocked(path, lines):
     """The one write of a writer that gave up waiting for the file's lock
-    (protocol.md, "Bounded waits"): the whole lines in one O_APPEND write(2),
-    which the kernel appends whole beside any other appender. What needs the
-    lock is not done: no rotation, and a dead writer's unfinished last line
-    is not cut but closed with a newline ahead of ours, so it cannot glue
-    itself to our record. Returns whether *path*, after the write, still
-    names the file written to: asked while it is open, so that its inode
-    number cannot have been freed and given to a new file meanwhile."""
+    (protocol.md, "Bounded waits"): no rotation, and a dead writer's
+    fragment closed with a newline, not cut. Returns whether *path* still
+    names the file written to (asked while it is open: its inode number
+    cannot have been given to a new file meanwhile)."""
     from crewfile.core.atomic import write_all
     data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
     try:
@@ -129,13 +110,8 @@ def append_unlocked(path, lines):
 
 
 def _drop_fragment(fd, size):
-    """Cut a dead writer's unfinished last line; return the new size.
-
-    We hold the lock, so a last line without a newline belongs to a writer
-    that died mid-write (SIGKILL can cut a large write short). Left there, it
-    would glue itself to our record; terminated, it would read as a record
-    with its text cut off. It is never visible as a record either way.
-    """
+    """Cut a dead writer's unfinished last line (we hold the lock: nobody
+    else is writing it); return the new size."""
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
         return size
     pos = size
@@ -173,16 +149,11 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
                     at=None, ended=False):
     """Yield the complete lines of *path* (bytes, no newline), last first.
 
-    limit_bytes: read no further back than this many bytes from the end.
-    max_line: a longer line is garbage, dropped and counted (memory stays
-    bounded); None: lines of any length (an agent CLI's transcript, whose
-    entries are as long as what was said; bound it with *limit_bytes*).
-    outside: *path* lies outside the crew directory (paths.open_file says
-    what that changes). at: its directory, opened (paths.open_file's at).
-    ended: the file is written whole (a job's output): its text after the
-    last newline is its last line, not a fragment, and an empty first line
-    is a line (as data.split(b"\\n") counts lines, a newline last closing
-    the last one)."""
+    limit_bytes: read no further back than this from the end. max_line: a
+    longer line is garbage, dropped and counted (memory stays bounded);
+    None: any length. outside, at: as for paths.open_file. ended: the file
+    is whole (a job's output): its text after the last newline is a line,
+    as data.split(b"\\n") counts them."""
     try:
         fd = paths.open_file(path, outside=outside, at=at)
     except FileNotFoundError:
@@ -235,15 +206,10 @@ def records_backwards(paths, stats, limit_bytes=None):
 
 
 class Backwards:
-    """One backwards read of a log, shared by the several questions a state
-    query asks (the last record, the last lifecycle and turn records, what
-    the session has not moved on from): each file is opened and read once,
-    as far back as the question that looks furthest needs, and no further
-    than *limit_bytes* from the log's end, counted over the current file and
-    its rotations together (protocol.md: "the last 1 MiB of the log"), so
-    a long-lived log costs no more than one of that size. It remembers the
-    records of this one query only; a new query makes a new one, so nothing
-    read here is stale."""
+    """One backwards read of a log shared by the questions of one state
+    query: each file read once, as far back as the furthest question needs
+    and no further than *limit_bytes* over the file and its rotations
+    together (protocol.md: "the last 1 MiB of the log")."""
     __slots__ = ("paths", "stats", "limit", "at", "_gen", "_seen", "_first_file", "_cut")
 
     def __init__(self, paths, stats, limit_bytes=None, at=None):
@@ -300,9 +266,8 @@ class Backwards:
         return None
 
     def last(self):
-        """The newest record, or None: last_records(paths, 1), which has no
-        byte limit. Only a log whose last *limit_bytes* hold no record at
-        all (garbage, over-long lines) sends it further back than this read."""
+        """The newest record, or None, with no byte limit: a log whose last
+        *limit_bytes* hold no record at all is read further back."""
         rec = next(iter(self), None)
         if not self._cut:
             return rec

@@ -1,27 +1,10 @@
 """Moments a person types (`--until`, `--since`): one strict grammar.
 
-A moment is read only when it has one meaning; anything else is refused
-with the list of forms, never guessed (python-dateutil alone read `-5m` as
-00:05, `-1` and `5-` as dates, `Dec 32` as 2032-12-01, and `10:00 PST` as
-10:00 UTC with a warning on the terminal). The forms (case-insensitive):
-
-  DURATION          2h, 90m, 1h30m (durations.py, a unit required): that long
-                    before now for --since, from now for --until (crew-timeline:
-                    before now for both)
-  -DURATION         -5m: that long before now, for every flag
-  DATE [TIME]       2026-12-01, 2026-12-01 08:00, 2026-12-01T08:00:00.5
-  MONTH DAY [YEAR] [TIME]
-                    Dec 1, Dec 1 8am, December 1, 2026 20:30
-  TIME              08:00, 8:30pm, 8am: today (for --until, one already past
-                    today is tomorrow)
-
-TIME is H:MM[:SS[.frac]] with an optional am/pm, or H am/pm. Any form with
-a date or time may end in a zone: Z, UTC, GMT, +HH:MM or -HHMM; without one
-it is local time. A bare number (`5`, `-1`) is refused: seconds, a day, an
-hour or a year, nobody can tell. python-dateutil reads what the grammar
-let through (imported here, and this module only when such a flag is
-given: it costs tens of milliseconds of start-up that hooks and pipelines
-never pay); what it reads must agree with what was typed, field by field.
+The grammar is protocol.md's "Moments": a moment is read only when it has
+one meaning, never guessed (python-dateutil alone read `-5m` as 00:05 and
+`Dec 32` as 2032-12-01). dateutil reads what the grammar let through, and
+must agree with what was typed, field by field; this module is imported
+only when such a flag is given (its start-up costs tens of milliseconds).
 """
 import calendar
 import datetime
@@ -46,9 +29,8 @@ _FORMS = [re.compile(form + _ZONE + r"$", re.IGNORECASE | re.ASCII) for form in 
 
 
 def parse_moment(text, flag, future, now=None):
-    """Seconds since the epoch for *text* (see the module's grammar); a
-    DURATION counts from *now* forwards if *future* else backwards.
-    BadInput naming *flag* for anything the grammar does not read."""
+    """Seconds since the epoch for *text*; a DURATION counts from *now*
+    forwards if *future*, else backwards. BadInput naming *flag*."""
     now = time.time() if now is None else now
     if not isinstance(text, str) or not text.strip() or len(text) > 100:
         raise _bad(flag, text)

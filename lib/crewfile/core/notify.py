@@ -1,12 +1,9 @@
 """inotify, or polling when it cannot be had: the one way a waiting command
 subscribes to changes.
 
-inotify is a scarce kernel resource: 128 instances per user is a common
-default (fs.inotify.max_user_instances), and editors and file watchers take
-them; watches are limited too (fs.inotify.max_user_watches); and a Python
-without inotify_simple has none. A watcher must not fail for that, nor go
-quiet: it falls back to polling every POLL seconds and says so in one line,
-with how to raise the limit.
+inotify is scarce (instances and watches per user, or no inotify_simple):
+a watcher must neither fail for that nor go quiet, so it polls every POLL
+seconds and says so once (protocol.md, "inotify or polling").
 """
 import errno
 import os
@@ -41,9 +38,8 @@ def open_inotify(warn=warn_stderr):
 
 
 def add_watch(ino, path, mask, warn=warn_stderr):
-    """ino.add_watch, or None when the kernel has no watch left (said once
-    by the caller's fallback: it must poll from now on). Other errors
-    (the directory is gone) raise as usual."""
+    """ino.add_watch, or None (said once) when the kernel has no watch left:
+    the caller polls from now on."""
     try:
         return ino.add_watch(path, mask)
     except OSError as e:
@@ -67,23 +63,6 @@ def fallback_text(err, what):
         return (f"{why}; polling every {POLL:g} s instead; raise the limit:"
                 f" sysctl {setting}={_RAISE_TO[what]}")
     return f"inotify failed ({err.strerror}); polling every {POLL:g} s instead"
-
-
-def snapshot(dirs, files=()):
-    """What polling compares: each directory's entries with their identity
-    and size, and the same for single files. Equal snapshots: nothing to do."""
-    seen = []
-    for d in dirs:
-        try:
-            names = sorted(os.listdir(d))
-        except OSError:
-            seen.append((d, None))
-            continue
-        for name in names:
-            seen.append((d, name, _ident(os.path.join(d, name))))
-    for path in files:
-        seen.append((path, _ident(path)))
-    return seen
 
 
 def _entries(d):
@@ -158,13 +137,10 @@ class DirWatch:
                 pass                    # already gone with its directory
 
     def changes(self, timeout, settle=0.02):
-        """What changed, waiting up to *timeout* seconds for something to:
-        a set of (directory, entry name), the name '' for the directory
-        itself; empty when nothing did. None when the kernel's event queue
-        overflowed: anything may have changed. Polling compares each
-        directory's entries with the last look (timeout 0: one look now).
-        With inotify, a burst of writes gets *settle* seconds to land, for
-        one wake; a reader of every record (crew-watch) passes 0."""
+        """What changed within *timeout* seconds: a set of (directory, entry
+        name; '' for the directory itself), or None when the kernel's queue
+        overflowed (anything may have). A burst gets *settle* seconds to
+        land, for one wake (crew-watch, reading every record, passes 0)."""
         if self.ino is None:
             deadline = time.monotonic() + timeout
             while True:
@@ -209,14 +185,10 @@ class DirWatch:
             self.ino = open_inotify(self.warn)
 
     def wait(self, timeout):
-        if self.ino is not None:
-            events = self.ino.read(timeout=int(timeout * 1000))
-            if events:
-                self.ino.read(timeout=20)      # let a burst of writes land: one wake for them
-            return bool(events)
-        # Polling: against each directory as it was when added or last
-        # looked at, so a change between add() and this wait is not missed.
-        return bool(self.changes(timeout))
+        """True if something changed within *timeout* seconds (or may have:
+        the kernel's queue overflowed)."""
+        found = self.changes(timeout)
+        return found is None or bool(found)
 
     def close(self):
         if self.ino is not None:

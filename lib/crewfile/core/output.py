@@ -1,11 +1,5 @@
 """What the listing commands print, in one grammar:
-
-- a table: a header line of capitalised column names, then one line per
-  row, columns aligned with two spaces, the last column left ragged (it may
-  hold spaces); `tail -n +2` drops the header, awk reads the columns;
-- `--json`: one JSON document, an array of the row objects, on one line;
-- `--json-lines` (the streams: report-ls, inbox-drain, crew-watch): one
-  JSON object per line, written as the rows come.
+protocol.md's "Output" (a table, --json, --json-lines).
 """
 from crewfile.core.errors import UsageError
 from crewfile.core.jsonio import dumps

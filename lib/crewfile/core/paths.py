@@ -1,41 +1,9 @@
 """The crew directory's layout, defined once.
 
-    $CREWFILE_DIR/                  0700, created on first use
-      sessions/NAME/meta            session metadata (JSON, atomic replace)
-      sessions/NAME/status          status log (append-only records)
-      sessions/NAME/status.1..N     rotated status logs, newest first
-      sessions/NAME/lock            flock guard for every write in sessions/NAME
-      sessions/NAME/inbox           pending notices for the session (records)
-      sessions/NAME/inbox.read      notices already drained (records)
-      sessions/NAME/deliver.lock    flock held while text is typed into NAME's pane
-      sessions/NAME/rewake.lock     flock held by the waiter of NAME's keystroke-free wake
-      sessions/NAME/announced       ids of NAME's wake notices already announced (atomic)
-      sessions/NAME/scrollback.TS   a retired crew session's window scrollback (crew-retire)
-      sessions/NAME/transcript.TS   a copy of its agent's own transcript, beside it
-      sessions/NAME/acts            evidence of the captain's acts (record line, tab, evidence)
-      reports/{tmp,new,cur}/        aside reports, maildir style:
-      reports/new/ASIDE,UNIQUE      a delivered report, not yet reconciled
-      reports/cur/ASIDE,UNIQUE      a reconciled report, and beside it
-      reports/cur/ASIDE,UNIQUE.scrollback   the aside window's whole scrollback
-      reports/cur/ASIDE,UNIQUE.transcript   a copy of the aside agent's own transcript
-      nudges/ID                     nudge schedules (JSON, atomic replace)
-      locks/nudges                  flock guarding every write under nudges/
-      locks/nudge-tick              flock held by the one running nudge-tick
-      jobs/HANDLE/                  a background job (job-exec), one directory each:
-      jobs/HANDLE/spec              what to run, label, owning session (JSON, atomic)
-      jobs/HANDLE/pids              watcher and command pids, pgid, start (JSON, atomic)
-      jobs/HANDLE/output            the command's stdout+stderr, bounded, oldest dropped
-      jobs/HANDLE/result            exit code or signal, start/end (JSON, atomic)
-      jobs/HANDLE/heard             who heard the outcome: wait or notice (JSON, atomic)
-      jobs/HANDLE/notice            what the announcement did, posted or not (JSON, atomic)
-      jobs/HANDLE/lock              flock: the one wait-or-announce decision
-      jobs/HANDLE/waiters           shared flock held by each job-wait while it waits
-      jobs/HANDLE/alive             flock the watcher holds for its whole life
-      jobs/HANDLE/running           flock the watcher holds until `result` is written
-      locks/                        crew-wide locks (nudge-tick, ...)
-      tokens.cache                  crew-status's token count per transcript (JSON, atomic)
-
-Nothing outside this module spells these names.
+The names below are protocol.md's ("The crew directory, file by file");
+nothing outside this module spells them. Its rules of trust (whose crew it
+is, no link followed, only regular files) are protocol.md's "The crew
+directory", kept here by check_owner() and the one path opener.
 """
 import os
 import stat
@@ -73,13 +41,8 @@ def ensure_dir(path):
     """Create *path* 0700 if missing; refuse a symlink, a non-directory or
     another user's directory there."""
     check_dirs(path)
-    if make_dir(path):
-        return path
-    st = os.lstat(path)
-    if not stat.S_ISDIR(st.st_mode):
-        what = "a symlink is not followed" if stat.S_ISLNK(st.st_mode) else "not a directory"
-        raise SystemFailure(f"{path}: {what}")
-    _believe(path, st)
+    if not make_dir(path):
+        _believe_dir(path, os.lstat(path))
     return path
 
 
@@ -100,12 +63,7 @@ def make_dir(path):
     return True
 
 
-# -- whose crew it is -----------------------------------------------------------
-# Only the crew's owner steers the crew, as OpenSSH's StrictModes trusts
-# ~/.ssh: what crewfile reads there decides what is typed into panes and
-# what runs, so a directory another user can write, or a file another user
-# wrote, must never be believed. Root owns the system and is trusted by
-# every user; when root runs a command, only root is.
+# -- whose crew it is: what crewfile reads decides what is typed and run ------
 
 _me = os.geteuid()
 
@@ -116,14 +74,10 @@ def _trusted(uid):
 
 def check_owner(root):
     """Refuse the crew directory *root* (Refused, naming the path and the
-    fix) unless it and every directory above it up to /, as named and as
-    resolved through links, is owned by this user or root and not writable
-    by group or others; a sticky directory (/tmp) may be above it, never be
-    it. A link on the way counts by its owner (its mode means nothing). A
-    level not there yet passes: it is created 0700 (Crew.ensure), and a
-    level above it that others cannot write is what keeps them from
-    creating it first; in a sticky one, Crew.ensure checks again once it
-    has created the crew directory."""
+    fix) unless every level from / down to it, as named and as resolved,
+    is trusted (protocol.md, "The crew directory"). A level not there yet
+    passes: the one above, which others cannot write, keeps them from
+    creating it first (in a sticky one, Crew.ensure checks again)."""
     seen = set()
     if _judge_levels(root, seen):       # a link on the way: where it leads is judged too
         _judge_levels(os.path.realpath(root), seen)
@@ -161,6 +115,14 @@ def _judge_level(path, st, crew_dir):
                       f" (fix: chmod go-w {path})")
 
 
+def _believe_dir(path, st):
+    """_believe() for a directory, refusing a link or anything else there."""
+    if not stat.S_ISDIR(st.st_mode):
+        what = "a symlink is not followed" if stat.S_ISLNK(st.st_mode) else "not a directory"
+        raise SystemFailure(f"{path}: {what}")
+    _believe(path, st)
+
+
 def _believe(path, st):
     """Refuse what another user owns under a trusted crew directory (one of
     the path opener's refusals: that file or directory alone is not used)."""
@@ -169,14 +131,9 @@ def _believe(path, st):
                             " not believed")
 
 
-# -- the one path opener ------------------------------------------------------
-# Every file and directory under a crew directory is opened through these, so
-# one rule holds everywhere: nothing under the crew root is followed through
-# a symbolic link (the root itself is the user's choice and may be one),
-# only a regular file is read or appended to (a FIFO would block a reader for
-# ever, a directory cannot be read), and nothing another user owns is used
-# (whose crew it is). A refusal is SystemFailure (exit 111), one line naming
-# the path.
+# -- the one path opener: every file and directory under a crew root is
+# opened through these, so protocol.md's one rule holds everywhere (no link,
+# only a regular file, nothing another user owns; SystemFailure naming it).
 
 _roots = set()       # crew roots this process works in (each Crew adds its own)
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -203,23 +160,16 @@ def check_dirs(path, inclusive=False):
             return
         except OSError as e:
             raise SystemFailure(f"cannot use {here}: {e.strerror}") from None
-        if not stat.S_ISDIR(st.st_mode):
-            what = "a symlink is not followed" if stat.S_ISLNK(st.st_mode) else "not a directory"
-            raise SystemFailure(f"{here}: {what}")
-        _believe(here, st)
+        _believe_dir(here, st)
 
 
 def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
-    """A descriptor on the regular file *path* under the crew directory.
+    """A descriptor on the regular file *path* under the crew directory
+    (FileNotFoundError passes through: absence is an answer).
 
-    FileNotFoundError passes through (absence is an answer); a link, a FIFO,
-    a directory or any other failure is SystemFailure naming the path.
-    at: a descriptor from open_dir() on *path*'s directory; the file is
-    opened in it by its base name (the directories above were checked once,
-    when it was opened: a listing of thousands pays for that once).
-    outside: a file outside any crew directory (an agent CLI's transcript),
-    read only: a link is followed (the user's layout, not the crew's); a
-    FIFO or directory is still refused."""
+    at: a descriptor from open_dir() on *path*'s directory, checked once
+    for a listing of thousands. outside: a file outside any crew directory
+    (an agent CLI's transcript), read only, through links."""
     if outside:
         if flags & os.O_ACCMODE != os.O_RDONLY:
             raise ValueError("a file outside the crew directory is only read")
@@ -254,12 +204,9 @@ def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
 
 
 def open_dir(path, at=None):
-    """A descriptor on the directory *path* for open_file(at=): the same rule
-    as list_dir (FileNotFoundError if absent; SystemFailure if it, or a
-    directory above it, is a link or not a directory). Close it after use.
-    at: a descriptor from open_dir() on *path*'s parent; *path* is opened in
-    it by its base name, so one openat(2) checks it (a listing of thousands
-    of job directories checks each once, not once per file in it)."""
+    """A descriptor on the directory *path* for open_file(at=), checked as
+    list_dir checks it; close it after use. at: one on its parent (one
+    openat(2) checks it)."""
     if at is None:
         check_dirs(path, inclusive=True)
     try:
@@ -292,11 +239,9 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def read_text(path, at=None, limit=None):
-    """The whole file as text, or None if it does not exist (through the one
-    path opener: no link followed, only a regular file; *at* as for it). The
-    reader of the files atomic.replace() writes; here, not there, so that a
-    reader (crew-status) does not load the writer's module.
-    limit: BadFile, once more than *limit* bytes were read (memory bounded)."""
+    """The whole file as text, or None if it does not exist (*at* as for
+    open_file). Here, not in atomic.py, so a reader does not load the
+    writer. limit: BadFile past *limit* bytes (memory bounded)."""
     try:
         fd = open_file(path, at=at)
     except FileNotFoundError:

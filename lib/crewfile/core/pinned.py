@@ -1,11 +1,6 @@
 """How crewfile names itself in what other programs run (the hooks in a
-settings.json, a crontab line): the interpreter that runs this install,
-which has crewfile's dependencies, and the command's absolute path.
-
-Never `python3` or a bare command name looked up on PATH when the other
-program runs it: a pyenv shim first on PATH made every hook event of every
-turn 7x slower (150 ms against 23 ms), and a `python3` without
-inotify_simple cannot run the commands that watch.
+settings.json, a crontab line): protocol.md's "Pinned interpreter" (a pyenv
+shim first on PATH made every hook event 7x slower).
 """
 import os
 import shlex

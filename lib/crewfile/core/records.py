@@ -1,8 +1,7 @@
 """The record line: `<RFC 3339 UTC timestamp, ms> <kind>[: <text>]`.
 
-One format serves status logs, inboxes and (with a session name inserted) the
-event stream. Text is escaped so that a record is always exactly one line of
-printable UTF-8: a reader splitting on b"\\n" can never see half a record.
+protocol.md's "Records": status logs, inboxes and the event stream; text
+escaped, so a record is always one line of printable UTF-8.
 """
 import time
 
@@ -12,7 +11,6 @@ from crewfile.core.text import escape, unescape
 MAX_LINE = 16384          # bytes, newline included
 MAX_KIND = 32
 _KIND_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz")
-_KIND_CHARS = _KIND_FIRST | frozenset("0123456789-")
 _NOT_KIND = str.maketrans("", "", "abcdefghijklmnopqrstuvwxyz0123456789-")
 # re is not used: importing it costs ~6 ms of a command's ~20 ms budget.
 
@@ -53,10 +51,9 @@ _RAW_CONTROLS = bytes([*range(0x20), 0x7F])
 
 
 def printable_line(raw):
-    """A record line (bytes, no newline) whose text is escaped as escape()
-    would: itself when it already is (the common case, checked on bytes),
-    else re-encoded from its fields (unescape() gives the same text back).
-    A hand-written line may hold raw control characters; they never pass."""
+    """A record line (bytes, no newline) with its text escaped: itself when
+    it already is (checked on bytes), else re-encoded (a hand-written line
+    may hold raw control characters)."""
     if len(raw.translate(None, _RAW_CONTROLS)) == len(raw) and (
             raw.isascii() or (b"\xc2" not in raw and b"\xe2\x80\xa8" not in raw
                               and b"\xe2\x80\xa9" not in raw)):
@@ -144,17 +141,14 @@ _TS_SHAPE = b"0000-00-00T00:00:00.000Z"
 
 
 def is_timestamp(ts):
-    """True for `YYYY-MM-DDTHH:MM:SS.mmmZ` exactly (ASCII digits only): its
-    ASCII bytes with every digit made a 0 (and no other byte is one) are that
-    pattern: one C call, not 24 tests (listings check three per job)."""
+    """True for `YYYY-MM-DDTHH:MM:SS.mmmZ` exactly (ASCII digits): every
+    digit made a 0, one C call (listings check three per job)."""
     return len(ts) == 24 and ts.isascii() and ts.encode().translate(_TS_DIGITS) == _TS_SHAPE
 
 
 def bounded_lines(stream, limit=MAX_LINE):
-    """The lines of a binary stream (newline stripped), each read with at most
-    *limit* + 1 bytes in memory: a longer line is skipped as it is read (its
-    rest drained in chunks) and yielded as None. Constant memory on any input,
-    a 200 MB line without a newline included."""
+    """The lines of a binary stream (newline stripped) in constant memory: a
+    line longer than *limit* is drained and yielded as None."""
     while True:
         line = stream.readline(limit + 1)
         if not line:

@@ -1,11 +1,9 @@
 """The shape of every JSON file crewfile reads, checked in one place per kind.
 
-A file that parses is not yet a file we can use: `{"every": "x"}` in a
-schedule would surface much later as a KeyError or TypeError far from the
-file. load() reads a file and checks it against its kind's table below
-(types and ranges of the fields crewfile uses; other fields are kept as
-they are), so a damaged file is one named error, BadFile, at the moment it
-is read: "<path>: <why>". protocol.md's "File shapes" section is this table.
+A file that parses is not yet usable: `{"every": "x"}` would surface later
+as a TypeError far from the file. load() checks it against its kind's
+table below (protocol.md's "Damaged files" is this table), so a damaged
+file is one BadFile, "<path>: <why>", the moment it is read.
 """
 from crewfile.core.errors import BadFile
 from crewfile.core.jsonio import loads
@@ -46,15 +44,8 @@ def _one_of(*values):
     return check
 
 
-class _Agent:
-    """An agent crewfile has an adapter for (core.names.AGENTS)."""
-
-    def __call__(self, v):
-        return isinstance(v, str) and v in AGENTS
-
-    @property
-    def doc(self):
-        return "one of " + ", ".join(AGENTS)
+def _sessions(v):
+    return isinstance(v, dict)
 
 
 def _list_of_str(v):
@@ -75,16 +66,11 @@ for _f, _doc in ((_str, "a string"), (_bool, "true or false"), (_num, "a finite 
                  (_ts, "a record timestamp (YYYY-MM-DDTHH:MM:SS.mmmZ)"),
                  (_list_of_str, "a non-empty array of strings"),
                  (_prompt, "a string or a non-empty array of strings"),
-                 (_clock, 'an object {"wall": seconds, "mono": seconds, "boot": id}')):
+                 (_clock, 'an object {"wall": seconds, "mono": seconds, "boot": id}'),
+                 (_sessions, "an object of session name to position")):
     _f.doc = _doc
 
 REQ, OPT = True, False       # OPT: may be absent or null
-
-def _sessions(v):
-    return isinstance(v, dict)
-
-
-_sessions.doc = "an object of session name to position"
 
 # What job-ls prints of an ended job, copied into `heard` and `notice` (jobs.row_fields).
 _JOB_ROW = {"label": (OPT, _str), "session": (OPT, _str), "created": (OPT, _ts),
@@ -99,7 +85,7 @@ SHAPES = {
         "tmux_socket": (OPT, _str), "tmux_server": (OPT, _str),
         "pid": (OPT, _int(1, 2 ** 31)), "pid_start": (OPT, _int(0)),
         "session_key": (OPT, _str), "agent_session_id": (OPT, _str), "prompt": (OPT, _prompt),
-        "agent": (OPT, _Agent()), "agent_cmd": (OPT, _str),
+        "agent": (OPT, _one_of(*AGENTS)), "agent_cmd": (OPT, _str),
         "tmux_session": (OPT, _str), "branch": (OPT, _str), "worktree": (OPT, _str),
         "repo": (OPT, _str),
     },

@@ -11,13 +11,9 @@ _HEX = frozenset("0123456789abcdef")
 
 
 def escape(text):
-    """Make *text* one printable line; reversible with unescape().
-
-    Also the one escaper for the terminal: every human-readable output
-    (listings, status-show, event lines, error messages) passes what it did
-    not write itself through this, so a record, a file name or a metadata
-    value can neither forge a row nor reach the terminal as a control
-    sequence."""
+    """Make *text* one printable line (reversible with unescape()): no record,
+    file name or metadata value can forge a row or reach a terminal as a
+    control sequence."""
     return text.translate(_ESCAPE_TABLE)
 
 
