@@ -16,11 +16,10 @@ from crewfile.core import paths
 from crewfile.core.errors import BadInput, SystemFailure
 from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import acquire
-from crewfile.core.logfile import TailStats, records_backwards
+from crewfile.core.logfile import TailStats
 from crewfile.session import tmux, verdict
 from crewfile.session.prompt import (
     capture, markers_of, placeholder_of, prompt_tail, shows_typed, still_holds)
-from crewfile.session.sessions import STATE_SCAN_BYTES
 from crewfile.session.verdict import Answer, CAPTAIN, DRAFT, NO_PROMPT
 
 DELIVERED = "delivered"
@@ -241,12 +240,7 @@ def records_prompts(sess):
         return False
     if "UserPromptSubmit" not in agent.EVENTS.values():
         return False
-    for rec in records_backwards(sess.log_paths(), TailStats(), STATE_SCAN_BYTES):
-        if rec.kind in ("started", "turn-started"):
-            return True
-        if rec.kind == "registered":
-            return False
-    return False
+    return sess.newest_this_life(lambda rec: rec.kind in ("started", "turn-started")) is not None
 
 
 PROMPT_MARK = {"turn-started": "yes"}
