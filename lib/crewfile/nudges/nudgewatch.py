@@ -45,7 +45,8 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
             # the wait below instead of waiting for the next poll.
             changes.add(roots[2])
             changes.add(roots[1])
-            _watch_targets(crew, changes)
+            for name in names(crew):
+                changes.add(os.path.join(roots[1], name))
             outcomes = None
             lock = tick_lock(crew, timeout=10)
             world = None
@@ -90,11 +91,6 @@ def _say_damaged(warn, said, bad, world):
         if said.get(key) != why:
             warn(why if key == "tick" else f"skipped {why}")
     return now
-
-
-def _watch_targets(crew, changes):
-    for name in names(crew):
-        changes.add(os.path.join(crew.sub(paths.SESSIONS), name))
 
 
 def _block_lifts(world, outcomes):

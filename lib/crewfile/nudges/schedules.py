@@ -80,10 +80,6 @@ def get(crew, sid):
     return obj
 
 
-def _new_id():
-    return "n" + os.urandom(5).hex()
-
-
 def target_ids(meta):
     return {"session": meta.get("name"), "session_key": meta.get("session_key"),
             "agent_session_id": meta.get("agent_session_id")}
@@ -155,7 +151,7 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
         if existing and not replace_existing:
             raise Refused(f"{user} already has schedule {existing[0]['id']} for session"
                           f" {meta.get('name')} (nudge-add --replace replaces it)")
-        sid = existing[0]["id"] if existing else _new_id()
+        sid = existing[0]["id"] if existing else "n" + os.urandom(5).hex()
         if max_attempts is None:
             max_attempts = existing[0]["max"] if existing else DEFAULT_MAX
         if until is None and existing:
