@@ -134,10 +134,8 @@ def main(path):
 
 
 class _Closed:
-    """sys.stdin or sys.stdout when its descriptor was closed when the
-    command started: using it fails as a closed descriptor does (EBADF),
-    said in one line by dispatch(), with nothing left buffered to fail
-    again at exit."""
+    """sys.stdin or sys.stdout closed at start: using it fails with EBADF,
+    said once by dispatch(), nothing left buffered to fail again at exit."""
 
     def __init__(self, fd):
         self.fd = fd
@@ -160,13 +158,10 @@ class _Closed:
 
 
 def _closed_at_start():
-    """A standard descriptor (0, 1, 2) closed when the command started:
-    /dev/null is opened onto it, so that no file this command opens later
-    takes its number (what is printed must never land in a lock file or a
-    log). Opened the wrong way round for 0 and 1
-    (write-only, read-only), so that using them by number fails as on a
-    closed descriptor; sys.stdin and sys.stdout say so (_Closed). stderr,
-    where nothing can be said anyway, takes what is written."""
+    """Fill a standard descriptor closed at start with /dev/null, so that no
+    file opened later takes its number (output must never land in a lock
+    file or a log); opened the wrong way round for 0 and 1, so that using
+    them fails as on a closed descriptor (_Closed says so)."""
     for fd, name, flags in ((0, "stdin", os.O_WRONLY), (1, "stdout", os.O_RDONLY),
                             (2, "stderr", os.O_WRONLY)):
         if getattr(sys, name) is not None:
@@ -179,20 +174,10 @@ def _closed_at_start():
 
 
 def leave(code):
-    """Exit with *code* now, skipping the interpreter's teardown.
-
-    Why: tearing the interpreter down (every module and object freed, the
-    finalizers run) costs ~2 ms of CPU, a fifth of crew-status's whole run
-    (tmux runs it every few seconds), and a caller waiting on job-wait or
-    reading job-exec's handle would sit through it. Only a command that
-    sets EXIT_AT_ONCE = True leaves this way, and it promises that when its
-    run() returns or raises there is nothing left for the teardown to do:
-    no lock it must release in order (the kernel drops flocks anyway), no
-    file half-written (an atomic replace is renamed before run() returns),
-    no buffered file but stdout and stderr, no child it must wait for.
-    dispatch() has flushed stdout already, a write error mapped to its code
-    (a reader gone: BROKEN_PIPE); both are flushed again here, as the
-    interpreter's exit would, before os._exit."""
+    """Exit with *code* now, skipping the interpreter's teardown (~2 ms, a
+    fifth of crew-status's run). Only for a command with EXIT_AT_ONCE = True,
+    which promises nothing is left to tear down: no lock to release in order,
+    no file half-written, no buffer but stdout and stderr, no child."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

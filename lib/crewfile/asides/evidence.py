@@ -27,7 +27,6 @@ ACTS_SCAN = 1 << 20
 ACT_MAX_LINE = records.MAX_LINE + 1024    # a record line, a tab, its evidence
 KEYS = "keys"                     # the hands part of an act's evidence: `keys SECOND`
 KEYS_RECENT = 10                  # seconds a person's key input may precede the act
-INPUT_SCAN = 1 << 20              # bytes of the status log read back for the newest input
 
 
 # --- processes ------------------------------------------------------------------
@@ -124,12 +123,8 @@ def hands(sess, where=None, now=None):
 
 def newest_input(sess):
     """The time (epoch seconds) of the session's newest captain input record, or None."""
-    for rec in logfile.records_backwards(sess.log_paths(), logfile.TailStats(), INPUT_SCAN):
-        if rec.kind in CAPTAIN_KINDS:
-            return rec.time
-        if rec.kind == "registered":
-            return None
-    return None
+    rec = sess.newest_this_life(lambda rec: rec.kind in CAPTAIN_KINDS)
+    return rec.time if rec else None
 
 
 # --- the agent's transcript ---------------------------------------------------------

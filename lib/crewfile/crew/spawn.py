@@ -14,13 +14,12 @@ from crewfile.asides.aside import checkpoint
 from crewfile.core import paths, records
 from crewfile.core.errors import BadFile, CrewfileError, Refused, UsageError
 from crewfile.core.locks import acquire
-from crewfile.core.logfile import TailStats, records_backwards
 from crewfile.core.names import check_name
 from crewfile.crew import worktree as wt
 from crewfile.nudges import schedules
 from crewfile.session import delivery, verdict, window
 from crewfile.session.sessions import (
-    Session, STATE_SCAN_BYTES, names as all_names, register, register_again)
+    Session, names as all_names, register, register_again)
 from crewfile.session.verdict import Look, overlap, tree_of
 
 PROMPT_WAIT = 60.0        # seconds to wait for the agent's first idle prompt
@@ -170,12 +169,7 @@ def _started(sess):
     """True if a `started` record follows the session's newest `registered`
     (not `respawned`: it is appended after the window opens, and may follow
     the resumed agent's `started`)."""
-    for rec in records_backwards(sess.log_paths(), TailStats(), STATE_SCAN_BYTES):
-        if rec.kind == "started":
-            return True
-        if rec.kind == "registered":
-            return False
-    return False
+    return sess.newest_this_life(lambda rec: rec.kind == "started") is not None
 
 
 # --- crew-respawn -------------------------------------------------------------------
@@ -202,12 +196,8 @@ def ended_on_purpose(sess):
     is still retired.
     """
     unsure = load(sess.meta.get("agent") or launch.CLAUDE).NOT_ON_PURPOSE
-    for rec in records_backwards(sess.log_paths(), TailStats(), STATE_SCAN_BYTES):
-        if rec.kind == "registered":
-            return None
-        if rec.kind == "closed" or (rec.kind == "ended" and rec.text not in unsure):
-            return rec
-    return None
+    return sess.newest_this_life(
+        lambda rec: rec.kind == "closed" or (rec.kind == "ended" and rec.text not in unsure))
 
 
 def _plan(crew, name, look):

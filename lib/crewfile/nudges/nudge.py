@@ -1,73 +1,21 @@
 """Scheduled nudges: a message typed into an idle session when nobody else will.
 
-The tick: the schedules are schedules.py's, their clocks clocks.py's, what
-a session is now verdict.py's, the keys delivery.py's, the --watch loop
-nudgewatch.py's. A schedule is a file nudges/ID, one per (user, session).
-nudge-tick (from cron, or --watch) takes
-locks/nudge-tick with one try (busy: exit at once, do nothing) and, for each
-armed schedule that is due, asks three questions; only one answer is
-permission:
-
-  1. not live at all (no matching session, no pane registered, or the
-     verdict NOT_LIVE: the agent gone, its server gone or restarted, the
-     pane gone, the session ended): refuse AND disarm: typing there could
-     only start something, and a schedule is attached to a conversation,
-     not a place.
-  2. live but busy (the agent stopped or not in front, liveness unknown,
-     its lock stuck past LOCK_WAIT, generating, state
-     unknown, a permission dialog up, the captain's keys in the window
-     lately, a draft on the prompt line, no prompt on the screen): refuse,
-     keep; reconsidered at the very next tick.
-     Its own loop armed (verdict.own_loop: Claude Code's own cron jobs,
-     session-only or durable, or its /goal): refuse, keep, with that reason; seed 003:
-     never two speakers. The hold lifts when they are gone. A
-     scheduled_tasks.json that is not believed holds nothing, and is said
-     once, as a `problem` record naming the schedule.
-  3. another live session (or one whose liveness is unknown) works in the
-     same tree (realpath; the git top level where there is one; one inside
-     the other counts), or either tree is unknown: refuse, keep.
-
-Then the attempt is counted and stored (before any key is typed, so a crash
-mid-delivery cannot repeat it) and delivery.deliver types the message.
-`every` is a floor: the next attempt is due `every` seconds after this one,
-delivered or not. At `max` attempts the schedule disarms itself.
-
-Time: see clocks.py. A negative elapsed time (the wall clock set back
-across a reboot) rebases the schedule to now, so it waits one `every` at
-most.
-
-No lock wait of a tick lasts more than LOCK_WAIT: a session whose lock is
-stuck is refused (`lock-stuck`, naming the holder) and the others go on;
-the record of that refusal is appended without the lock (Session.append_lines).
-
-Outcomes are appended to the target's status log as records: `nudge`
-(delivered), `nudge-unconfirmed` (Enter pressed and the prompt line
-cleared, but the agent's prompt hook recorded no turn: counted, never typed
-again; a `turn-started` after it in the same log says it was taken late),
-`nudge-failed`, `nudge-refused`, `nudge-disarmed`. A refusal
-with the same code as the schedule's previous outcome is not appended again
-(a turn of two hours would otherwise write 120 identical lines, and in
---watch mode our own record would wake us to write another).
+A tick asks each due schedule three questions (not live: disarm; busy: keep;
+another session in its tree: keep), counts the attempt before typing, and
+types through delivery.py. The rules are nudge-tick's page
+(docs/commands/nudge-tick.md); the file, docs/files/nudges.md.
 """
 import os
 
 from crewfile.core import paths, records
 from crewfile.core.clocks import clock_now
 from crewfile.core.errors import BadInput, CrewfileError, NotFound, SystemFailure
-from crewfile.core.locks import acquire
-from crewfile.nudges.schedules import target_ids, update_stored, due, load_all, matches, rebased
-from crewfile.session.verdict import Answer
-from crewfile.session.verdict import NOT_LIVE
-from crewfile.session.verdict import overlap
-from crewfile.session import delivery
-from crewfile.session.verdict import LIVE
-from crewfile.session.verdict import Look
-from crewfile.session.sessions import Session
-from crewfile.core.locks import holder
+from crewfile.core.locks import acquire, holder
 from crewfile.core.text import escape
-from crewfile.session.sessions import names
-from crewfile.session import verdict
-from crewfile.session.verdict import tree_of
+from crewfile.nudges.schedules import target_ids, update_stored, due, load_all, matches, rebased
+from crewfile.session import delivery, verdict
+from crewfile.session.sessions import Session, names
+from crewfile.session.verdict import LIVE, NOT_LIVE, Answer, Look, overlap, tree_of
 
 DELIVERED, FAILED, REFUSED, DISARMED = "delivered", "failed", "refused", "disarmed"
 UNCONFIRMED = "unconfirmed"
@@ -82,17 +30,14 @@ DAMAGED, LOCK_STUCK, UNTIL = "damaged", "lock-stuck", "until"
 # -- the world a tick looks at ---------------------------------------------------
 
 class World:
-    """What a tick needs to know and do, from the real machine.
-
-    Every fact about a session comes from verdict.py (one Look per tick).
-    The model-based test replaces live/busy/deliver/now with a model; the
-    schedule files, session metadata and status logs stay real.
-    """
+    """What a tick needs to know and do, from the real machine: every fact
+    about a session from verdict.py, one Look per tick (the model-based test
+    replaces live/busy/deliver/now; the files stay real)."""
 
     def __init__(self, crew):
         self.crew = crew
         self.look = Look()
-        self._metas = None
+        self._metas = self._index = None
         self.damaged = {}        # session name -> why its meta cannot be used
         self._verdicts = {}
         self._trees = {}
@@ -114,7 +59,7 @@ class World:
 
     def index(self):
         """{(key, value): [session names]} for name, session_key, agent_session_id."""
-        if getattr(self, "_index", None) is None:
+        if self._index is None:
             self._index = {}
             for name, meta in self.metas().items():
                 for key, field in (("session", "name"), ("session_key", "session_key"),
@@ -136,17 +81,15 @@ class World:
         return self._verdicts[name]
 
     def live(self, name):
-        """verdict.LIVE, NOT_LIVE or UNKNOWN."""
         return self.verdict(name).live
 
     def live_why(self, name):
-        """Why the session is not LIVE, for people."""
         why = self.verdict(name).why
         return str(why) if why else "the session is not live"
 
     def stuck(self, name):
-        """None, or an Answer saying the session's lock is stuck: held past
-        LOCK_WAIT, its writers' records are held up, so its log cannot say it is idle."""
+        """None, or an Answer saying the session's lock is held past LOCK_WAIT
+        (its writers' records held up, its log cannot say it is idle)."""
         lock_path = self.session(name).lock_path
         held = acquire(lock_path, timeout=LOCK_WAIT)
         if held is None:
@@ -155,12 +98,10 @@ class World:
         return None
 
     def busy(self, name, screen):
-        """None when safe to type now, else delivery's Answer."""
         return delivery.check(self.session(name), self.look, screen=screen,
                               known=self.verdict(name))[0]
 
     def own_loop(self, name):
-        """(None or an Answer saying the session's own loop is armed, problem or None)."""
         return verdict.own_loop(self.session(name))
 
     def tree(self, name):
@@ -202,16 +143,14 @@ class Outcome:
         return f"{ts} {self.sched} {self.session or '-'} {self.outcome}: {escape(self.reason)}\n"
 
 
-def tick_lock(crew):
-    """The tick lock, or None when another tick holds it (one try)."""
-    return acquire(os.path.join(crew.ensure_sub(paths.LOCKS), paths.NUDGE_TICK_LOCK), timeout=0)
+def tick_lock(crew, timeout=0):
+    """The tick lock, or None when another tick holds it (by default, one try)."""
+    return acquire(os.path.join(crew.ensure_sub(paths.LOCKS), paths.NUDGE_TICK_LOCK), timeout=timeout)
 
 
 def tick(crew, world=None, bad=None):
-    """One pass over the schedules (caller holds the tick lock); returns [Outcome].
-
-    A damaged schedule file is skipped ((name, error) appended to *bad*); the
-    others are acted on all the same."""
+    """One pass over the schedules (caller holds the tick lock); returns
+    [Outcome]. A damaged schedule is skipped, (name, error) appended to *bad*."""
     world = world or World(crew)
     now = world.now()
     out = []
@@ -259,9 +198,8 @@ def _find(world, sched):
 
 
 def own_loops(crew, scheds, world=None):
-    """{schedule id: how many of its target's own cron jobs are armed
-    (verdict.own_jobs), or None where no one session is its target}: what
-    nudge-ls shows beside each schedule."""
+    """{schedule id: how many of its target's own cron jobs are armed, or
+    None where no one session is its target}: nudge-ls's column."""
     world = world or World(crew)
     out = {}
     for sched in scheds:
@@ -315,16 +253,11 @@ def _decide(crew, world, sched, now, nudged):
         return None
     nudged.add(name)
     ok, answer = world.deliver(name, sched["message"])
-    tally = f"attempt {attempts}/{sched['max']}"
-    text = f"{tally}: {answer}"
-    if ok:
-        result = _record(crew, world, sched, name, DELIVERED, answer, text=text)
-    elif answer.code == delivery.UNCONFIRMED:
-        result = _record(crew, world, sched, name, UNCONFIRMED, answer, text=text)
-    elif answer.code == delivery.NOT_LIVE:
+    text = f"attempt {attempts}/{sched['max']}: {answer}"
+    if not ok and answer.code == delivery.NOT_LIVE:
         return _disarm(crew, world, sched, name, answer, text=text)
-    else:
-        result = _record(crew, world, sched, name, FAILED, answer, text=text)
+    outcome = DELIVERED if ok else UNCONFIRMED if answer.code == delivery.UNCONFIRMED else FAILED
+    result = _record(crew, world, sched, name, outcome, answer, text=text)
     if attempts >= sched["max"]:
         _disarm(crew, world, sched, name, Answer(MAX, f"{attempts} of {sched['max']} attempts made"))
     return result
@@ -332,8 +265,7 @@ def _decide(crew, world, sched, now, nudged):
 
 def _say_once(crew, world, sched, name, problem):
     """A `problem` record when *problem* (a scheduled_tasks.json not believed)
-    is new for this schedule; the schedule keeps it (own_problem) so a file
-    that stays damaged is said once, not at every tick."""
+    is new for this schedule (kept as own_problem: said once, not each tick)."""
     if (problem or None) == (sched.get("own_problem") or None):
         return
     if update_stored(crew, sched, {"own_problem": problem or ""}) is None or not problem:
@@ -353,8 +285,8 @@ def _refuse(crew, world, sched, name, why):
 
 def _disarm(crew, world, sched, name, why, refused=False, text=None):
     """Disarm with *why*; refused=True says no attempt was made (the target is gone)."""
-    _record(crew, world, sched, name, DISARMED, why, refused, text, armed=False)
-    return Outcome(sched["id"], name, DISARMED, why, refused, text)
+    return (_record(crew, world, sched, name, DISARMED, why, refused, text, armed=False)
+            or Outcome(sched["id"], name, DISARMED, why, refused, text))
 
 
 def _record(crew, world, sched, name, outcome, why, refused=False, text=None, **extra):

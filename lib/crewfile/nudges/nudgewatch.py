@@ -1,18 +1,13 @@
-"""nudge-tick --watch: tick whenever a target's status log or a schedule
-changes (inotify on the directories, or polling: notify.py), at the next
-due time, when an account's block that held a nudge lifts, and at least
-every WATCH_POLL seconds; look again soon after a refusal that a redraw
-may lift. A lock file opened (the tick's own reads take sessions/NAME/lock)
-is no change: counted as one, every tick would wake the next, some forty a
-second for as long as a refusal stands."""
+"""nudge-tick --watch: when it ticks is its page's (docs/commands/nudge-tick.md).
+A lock file opened is no change: counted as one, each tick (whose reads
+open sessions/NAME/lock) would wake the next, forty a second."""
 import os
 import time
 
 from crewfile.core import notify, paths
 from crewfile.core.clocks import clock_now
 from crewfile.core.errors import CrewfileError
-from crewfile.core.locks import acquire
-from crewfile.nudges.nudge import REFUSED, World, tick
+from crewfile.nudges.nudge import REFUSED, World, tick, tick_lock
 from crewfile.nudges.schedules import ensure_dir, due_in, load_all
 from crewfile.session.delivery import ACCOUNT_BLOCKED, TRANSIENT
 from crewfile.session.sessions import names
@@ -26,14 +21,9 @@ WATCH_PROBE = 5.0          # how often --watch checks its directories are still 
 
 
 def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
-    """Tick whenever a target's status log or a schedule changes, and every WATCH_POLL.
-
-    *emit* gets each tick's outcomes. Runs until *stop*() is true. Changes
-    come from inotify, or from polling when it cannot be had (notify.py).
-    The crew directory replaced under it (moved away and made again, a
-    restore) is noticed within WATCH_PROBE seconds and the new one
-    followed: all that a tick knows is read from the directory afresh.
-    """
+    """nudge-tick --watch (docs/commands/nudge-tick.md): *emit* gets each
+    tick's outcomes, until *stop*() is true. All a tick knows is read afresh,
+    so a crew directory replaced under it is simply followed."""
     warn = warn or notify.warn_stderr
     changes = notify.DirWatch(warn)
     roots = (crew.root, crew.sub(paths.SESSIONS), crew.sub(paths.NUDGES))
@@ -55,10 +45,10 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
             # the wait below instead of waiting for the next poll.
             changes.add(roots[2])
             changes.add(roots[1])
-            _watch_targets(crew, changes)
+            for name in names(crew):
+                changes.add(os.path.join(roots[1], name))
             outcomes = None
-            lock = acquire(os.path.join(crew.ensure_sub(paths.LOCKS), paths.NUDGE_TICK_LOCK),
-                           timeout=10)
+            lock = tick_lock(crew, timeout=10)
             world = None
             if lock is not None:
                 world, bad = world_factory(crew), []
@@ -101,11 +91,6 @@ def _say_damaged(warn, said, bad, world):
         if said.get(key) != why:
             warn(why if key == "tick" else f"skipped {why}")
     return now
-
-
-def _watch_targets(crew, changes):
-    for name in names(crew):
-        changes.add(os.path.join(crew.sub(paths.SESSIONS), name))
 
 
 def _block_lifts(world, outcomes):

@@ -56,8 +56,7 @@ def load_all(crew, bad=None):
         return []
     out = []
     try:
-        names = os.listdir(at)
-        for name in names:
+        for name in os.listdir(at):
             if name.startswith("."):
                 continue
             try:
@@ -81,22 +80,15 @@ def get(crew, sid):
     return obj
 
 
-def _new_id():
-    return "n" + os.urandom(5).hex()
-
-
 def target_ids(meta):
     return {"session": meta.get("name"), "session_key": meta.get("session_key"),
             "agent_session_id": meta.get("agent_session_id")}
 
 
 def matches(sched, meta):
-    """Does *sched* belong to the session whose metadata is *meta*?
-
-    On either id (session key, agent session id) when the schedule has one,
-    never when an id both carry differs (another conversation under a reused
-    name or key); by name only when the schedule carries no id.
-    """
+    """Does *sched* belong to the session whose metadata is *meta*? By its
+    ids when it has any (one both carry differing: another conversation),
+    by name only when it has none."""
     shared = False
     for key in ("session_key", "agent_session_id"):
         want, have = sched.get(key), meta.get(key)
@@ -111,11 +103,8 @@ def matches(sched, meta):
 
 def due_in(sched, now):
     """Seconds until *sched* is next due at *now* (clock_now()): 0 or less,
-    due. The one answer to "is it due": nudge-tick acts on it, crew-top and
-    nudge-tick --watch show and wait on it, so a view never says due where
-    the tick would not try. A base ahead of *now* (the wall clock set back
-    across a reboot, a hand-edited `mono`) is no wait of years: the tick
-    restarts the floor from now (rebased()), so it is due one `every` on."""
+    due. The one answer to "is it due", for the tick and every view; a base
+    ahead of now waits one `every` at most (rebased())."""
     gone = elapsed(sched["base"], now)
     return sched["every"] - max(gone, 0)
 
@@ -132,13 +121,8 @@ def due(sched, now):
 
 def add(crew, every, message, session=None, session_key=None, agent_session_id=None,
         max_attempts=None, user=None, replace_existing=False, now=None, until=None):
-    """Create (or with replace_existing, re-create) the schedule for (user, session).
-
-    until: a wall-clock moment (seconds since the epoch) after which the
-    schedule disarms itself instead of nudging (the captain is back).
-    A replacement keeps the replaced schedule's max and until where they are
-    not given again: replacing to change the message must not quietly lift
-    the ceiling the user chose."""
+    """Create (or with replace_existing, re-create) the schedule for (user,
+    session): docs/commands/nudge-add.md. until: seconds since the epoch."""
     if sum(bool(x) for x in (session, session_key, agent_session_id)) != 1:
         raise BadInput("name the session with exactly one of --session, --session-key,"
                        " --agent-session-id")
@@ -149,13 +133,12 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
     user = user or current_user()
     if session:
         sess = sessions.Session(crew, session)
-        meta = sess.meta
     else:
         sess = sessions.find(crew, agent_session_id=agent_session_id, session_key=session_key)
         if sess is None:
             raise NotFound(f"no session with {'agent session id' if agent_session_id else 'session key'}"
                            f" '{agent_session_id or session_key}'")
-        meta = sess.meta
+    meta = sess.meta
     if meta.get("kind") == "aside":
         raise Refused(f"{meta.get('name')} is an aside: only the captain speaks into it")
     ids = target_ids(meta)
@@ -168,7 +151,7 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
         if existing and not replace_existing:
             raise Refused(f"{user} already has schedule {existing[0]['id']} for session"
                           f" {meta.get('name')} (nudge-add --replace replaces it)")
-        sid = existing[0]["id"] if existing else _new_id()
+        sid = existing[0]["id"] if existing else "n" + os.urandom(5).hex()
         if max_attempts is None:
             max_attempts = existing[0]["max"] if existing else DEFAULT_MAX
         if until is None and existing:
@@ -216,42 +199,27 @@ def update_stored(crew, sched, changes):
 
 
 def rearm(crew, meta):
-    """Arm again the schedules of the session whose metadata is *meta* that a
-    tick disarmed because it was not live; return their ids.
-
-    crew-respawn's act, once it has brought back that same conversation
-    (matches() holds on its ids): the outage is over, and the schedule
-    belongs to the conversation, not to the outage. Schedules spent at their
-    maximum, or disarmed for anything else, stay disarmed.
-    """
-    done = []
-    for sched in load_all(crew):
-        if (sched.get("armed") or sched["attempts"] >= sched["max"]
-                or sched.get("last_outcome") != "disarmed"
-                or sched.get("last_code") != "not-live"        # delivery.NOT_LIVE
-                or not matches(sched, meta)):
-            continue
-        changes = {"armed": True, "last_outcome": "rearmed", "last_code": "respawned",
-                   "last_reason": "armed again: crew-respawn resumed its conversation",
-                   "last_change": records.timestamp()}
-        if update_stored(crew, sched, changes) is not None:
-            done.append(sched["id"])
-    return done
+    """Arm again the schedules of *meta*'s session that a tick disarmed as
+    not live (delivery.NOT_LIVE), once crew-respawn has brought that same
+    conversation back; return their ids. Spent or otherwise disarmed stay so."""
+    return _update_matching(crew, meta, lambda s: (
+        not s.get("armed") and s["attempts"] < s["max"] and s.get("last_outcome") == "disarmed"
+        and s.get("last_code") == "not-live"), {
+        "armed": True, "last_outcome": "rearmed", "last_code": "respawned",
+        "last_reason": "armed again: crew-respawn resumed its conversation"})
 
 
 def disarm_ended(crew, meta, code, reason):
-    """Disarm the armed schedules of the session whose metadata is *meta*,
-    which has just ended on purpose (crew-retire); return their ids.
+    """Disarm the armed schedules of *meta*'s session, just ended on purpose
+    (crew-retire), now rather than at their next due tick; return their ids."""
+    return _update_matching(crew, meta, lambda s: s.get("armed"), {
+        "armed": False, "last_outcome": "disarmed", "last_code": code, "last_reason": reason})
 
-    A tick would disarm them too, but only once due: until then nudge-ls
-    showed a retired worker's schedule armed. *code* and *reason* are kept
-    as the last outcome's, as a tick keeps its own."""
+
+def _update_matching(crew, meta, wanted, changes):
     done = []
     for sched in load_all(crew):
-        if not sched.get("armed") or not matches(sched, meta):
-            continue
-        changes = {"armed": False, "last_outcome": "disarmed", "last_code": code,
-                   "last_reason": reason, "last_change": records.timestamp()}
-        if update_stored(crew, sched, changes) is not None:
+        if (wanted(sched) and matches(sched, meta) and update_stored(
+                crew, sched, dict(changes, last_change=records.timestamp())) is not None):
             done.append(sched["id"])
     return done

@@ -1,70 +1,8 @@
 """Typing text into a session's pane, safely: the one way crewfile speaks to an agent.
 
-deliver(sess, text) types *text* into the session's registered tmux pane
-(on the server recorded with it) and presses Enter, and only when all of
-this holds, checked once before typing and again, afresh, just before Enter:
-
-  live        verdict.of(sess).live is LIVE: the recorded agent process is
-              alive, in the pane's process tree, the pane on its own server,
-              no `ended`/`closed` record (NOT_LIVE and UNKNOWN both refuse)
-  running     the agent is not stopped (SIGSTOP, Ctrl-Z) and its process
-              group holds the pane's terminal (after Ctrl-Z the shell does:
-              typed text would be a shell command)
-  idle        generating is NO (YES and UNKNOWN are busy)
-  no dialog   no permission dialog is up (typed text would answer it)
-  account     the verdict's account block does not stand (a StopFailure from
-              a rate limit or billing stop: what is typed would fail again)
-  no tasks    the turn did not end with background tasks running (the agent
-              goes on by itself when they end)
-  captain     verdict.captain_at: no attached client looking at the pane
-              pressed a key in the last CAPTAIN_QUIET seconds, and the
-              prompt line (prompt.py) holds no draft: a half-written captain
-              message is never completed by our Enter
-
-Limits of the captain check, by design on the safe side: client_activity has
-one-second resolution and covers any key of that client (a key in another
-pane of the same window does not count; a key sent just before the client
-switched to another window does not count either; the draft check catches
-what it left on the prompt line). A captain typing through a client of
-another tmux server, or over `send-keys`, is seen only through the draft.
-A prompt-line placeholder (dim suggestion text some agents show when empty)
-reads as a draft: the delivery is refused, never forced.
-
-After typing, deliver waits (up to APPEAR_SECONDS) until the prompt line
-shows exactly the typed text, then re-checks. If the text never shows or the
-re-check fails, Enter is NOT pressed and the typed text is left on the prompt
-line as a visible, unsent draft (erasing it could erase keys the captain
-typed meanwhile; the captain sees it and decides). The result says so, and
-the draft makes later deliveries refuse ("draft") until someone clears it.
-
-Delivered means taken, and the evidence depends on the agent (records_prompts):
-  recorded    an agent whose prompt hook records each prompt it takes (Claude
-              Code, Codex and Gemini CLI with crew-hook installed): a new
-              `turn-started` record after Enter, and nothing else. The screen
-              is not evidence: a TUI mid-redraw shows an empty prompt line
-              for a moment while the text was never taken (seen with Gemini
-              CLI under load). No record within RECORD_SECONDS and the
-              prompt line empty: UNCONFIRMED, and the text is not typed again
-              (it may have been taken late: typing it again could say it twice).
-  screen      any other agent (Codex through notify only, no hooks): the
-              prompt line stops showing the text within TAKEN_SECONDS, or a
-              new turn record appears. Weaker: a redraw can pass for it.
-Either way, agent CLIs drop an Enter that follows fast input now and then:
-if the text still shows on the prompt line after TAKEN_SECONDS (and no
-record came), the verdict is asked again and Enter pressed once more; if it
-still stays, the outcome is NOT_SUBMITTED (the draft left visible), never
-DELIVERED.
-
-An aside is never typed into (code `aside`): whatever reaches its prompt is
-recorded as the captain's input, and only the captain's acts may steer or
-conclude it.
-
-Two deliverers never interleave keys: deliver holds sessions/NAME/deliver.lock
-(try once; busy is a refusal). It never starts, resumes or creates anything:
-no live pane, no delivery.
-
-Returns (delivered, verdict.Answer): the code is DELIVERED or one of the
-codes below, the detail is for people.
+The checks, their order and codes, and what counts as delivered are the
+contract: protocol.md, Delivery (how unread keys are told: docs/internals.md).
+deliver() returns (delivered, verdict.Answer): DELIVERED or a code below.
 """
 import fcntl
 import os
@@ -78,11 +16,10 @@ from crewfile.core import paths
 from crewfile.core.errors import BadInput, SystemFailure
 from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import acquire
-from crewfile.core.logfile import TailStats, records_backwards
+from crewfile.core.logfile import TailStats
 from crewfile.session import tmux, verdict
 from crewfile.session.prompt import (
     capture, markers_of, placeholder_of, prompt_tail, shows_typed, still_holds)
-from crewfile.session.sessions import STATE_SCAN_BYTES
 from crewfile.session.verdict import Answer, CAPTAIN, DRAFT, NO_PROMPT
 
 DELIVERED = "delivered"
@@ -138,12 +75,9 @@ def captain_quiet(env=None):
 
 
 def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=None):
-    """(None, Verdict) when it is safe to type (or, with *typed*, to press Enter), else (Answer, Verdict).
-
-    screen=False stops after the cheap part (the verdict): no client query, no capture.
-    known: a Verdict of *sess* taken in this same look (a tick's), used instead
-    of asking again; deliver never passes one (its checks are afresh).
-    """
+    """(None, Verdict) when it is safe to type (or, with *typed*, to press
+    Enter), else (Answer, Verdict). screen=False: the verdict alone. known: a
+    Verdict of this same look (a tick's); deliver never passes one."""
     look = look or verdict.Look()
     now = time.time() if now is None else now
     quiet = captain_quiet() if quiet is None else quiet
@@ -265,13 +199,8 @@ def deliver(sess, text, look=None, now=None, quiet=None):
 
 
 def _wait_read(pid, pane, socket, shows, placeholder):
-    """After the typed text did not show in APPEAR_SECONDS: (shown, unread).
-
-    While the keys wait unread on the agent's terminal, the agent has not
-    looked yet (starved on a loaded machine): waited for, up to
-    UNREAD_SECONDS. Once it has read them all, its screen is given
-    APPEAR_SECONDS more to show them. unread: the bytes still unread at the
-    end, or None when that cannot be told."""
+    """After the typed text did not show in APPEAR_SECONDS: (shown, unread
+    bytes or None). Keys unread mean a starved agent, not dropped keys."""
     unread = _keys_unread(pid)
     late = time.monotonic() + UNREAD_SECONDS
     while unread and time.monotonic() < late:
@@ -284,11 +213,9 @@ def _wait_read(pid, pane, socket, shows, placeholder):
 
 
 def _keys_unread(pid):
-    """How many typed bytes wait unread on the agent's terminal (its stdin),
-    or None when that cannot be told: no such process, not a terminal, or a
-    terminal in canonical mode (a line being edited is held by the kernel
-    uncounted). The count is the evidence that an agent has read what was
-    typed; the screen alone cannot tell dropped keys from keys not yet read."""
+    """Typed bytes unread on the agent's stdin, or None when that cannot be
+    told (docs/internals.md, Delivery): the screen alone cannot tell dropped
+    keys from keys not yet read."""
     try:
         fd = os.open(f"/proc/{int(pid)}/fd/0",
                      os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -305,35 +232,23 @@ def _keys_unread(pid):
 
 
 def records_prompts(sess):
-    """True if the session's agent records each prompt it takes, so that its
-    record, not the screen, is the evidence of a delivery: its adapter maps a
-    prompt hook (UserPromptSubmit; Gemini's BeforeAgent), and crew-hook has run
-    for it since the session was registered (a `started` or `turn-started`
-    record follows the newest `registered`). Codex through notify alone, or an
-    agent without crew-hook, writes neither. From the records, never the screen."""
+    """Does the session's agent record each prompt it takes (protocol.md,
+    Delivery)? Then its record, not the screen, is the evidence."""
     try:
         agent = load(sess.meta.get("agent") or "claude")
     except BadInput:
         return False
     if "UserPromptSubmit" not in agent.EVENTS.values():
         return False
-    for rec in records_backwards(sess.log_paths(), TailStats(), STATE_SCAN_BYTES):
-        if rec.kind in ("started", "turn-started"):
-            return True
-        if rec.kind == "registered":
-            return False
-    return False
+    return sess.newest_this_life(lambda rec: rec.kind in ("started", "turn-started")) is not None
 
 
 PROMPT_MARK = {"turn-started": "yes"}
 
 
 def _wait_record(sess, before, pane, socket, holds, placeholder=None):
-    """After Enter, for an agent that records its prompts: True when a new
-    `turn-started` record came; False when none came and the prompt line still
-    showed the text past TAKEN_SECONDS (Enter swallowed: press it again); None
-    when none came within RECORD_SECONDS and the text was gone from the prompt
-    line (taken or not, unknown)."""
+    """After Enter, for an agent that records its prompts: True (a new
+    `turn-started`), False (Enter swallowed: press it again) or None (unknown)."""
     start = time.monotonic()
     while True:
         if _turn_mark(sess, PROMPT_MARK) != before:

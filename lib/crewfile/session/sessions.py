@@ -1,10 +1,5 @@
-"""Sessions: registration, metadata, status records and derived state.
-
-A session is a directory sessions/NAME holding `meta` (JSON, replaced
-atomically), `status` (the append-only status log) and `lock` (the flock
-guarding every write there). Its state is derived from the tail of its
-status log plus a real liveness probe.
-"""
+"""Sessions: registration, metadata, status records and derived state
+(the directory sessions/NAME: docs/files/session-dir.md)."""
 import os
 import stat
 import time
@@ -69,10 +64,8 @@ class Session:
         self.append_lines([records.new_line(kind, text, now)])
 
     def append_lines(self, lines):
-        """Append under the session lock. When this process's bound on lock
-        waits (locks.bound_waits) runs out with the lock still held, the
-        lines are appended without it (logfile.append_unlocked), a line
-        naming the holder goes to self.notes, and the answer is False."""
+        """Append under the session lock; False when the bound on lock waits ran
+        out (appended without it, the holder named in self.notes)."""
         from crewfile.core.locks import LockBusy, hold
         _check_dir(self.dir)
         self.meta        # registered, and its meta usable: the same rule as every reader
@@ -97,19 +90,25 @@ class Session:
     def last_of(self, kinds, stats):
         return self.scan(stats).last_of(kinds)
 
+    def newest_this_life(self, test):
+        """The newest record passing *test* since the newest `registered`
+        (the session's current life), or None."""
+        for rec in logfile.records_backwards(self.log_paths(), logfile.TailStats(),
+                                             STATE_SCAN_BYTES):
+            if rec.kind == "registered":
+                return None
+            if test(rec):
+                return rec
+        return None
+
     def ended(self, stats=None):
         rec = self.last_of(LIFECYCLE, stats or logfile.TailStats())
         return bool(rec and LIFECYCLE[rec.kind])
 
     def update_meta(self, **fields):
-        """Merge *fields* into the metadata, atomically, under the session lock.
-
-        When this process's bound on lock waits runs out with the lock still
-        held, nothing is written (a replace without the lock could undo the
-        holder's own change) and a line naming the holder goes to
-        self.notes; the merged metadata is returned either way."""
-        import json
-        from crewfile.core.atomic import replace
+        """Merge *fields* into the metadata under the session lock; return it.
+        Lock still held past the bound: nothing written (a replace without the
+        lock could undo the holder's change), the holder named in self.notes."""
         from crewfile.core.locks import LockBusy, hold
         fields = {k: v for k, v in fields.items() if v is not None}
         try:
@@ -121,7 +120,7 @@ class Session:
             self._meta = None
             meta = dict(self.meta)
             meta.update(fields)
-            replace(self.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+            _write_meta(self.meta_path, meta)
             self._meta = meta
         return meta
 
@@ -145,13 +144,9 @@ class _Opened:
 
 
 def pane_fields(target, env=None, agent_from=None):
-    """Meta fields naming a pane with its server: tmux, tmux_target, tmux_socket, tmux_server.
-
-    The socket is always recorded: a pane id without its server could later
-    name any pane of any server. A target no server shows is kept as given.
-    agent_from: a pid (a hook's own) whose ancestor in that pane is the agent
-    (liveness.agent_of): pid and pid_start are added when it is found.
-    """
+    """Meta fields naming a pane with its server (a pane id alone could later
+    name any pane of any server). agent_from: a pid (a hook's own) whose
+    ancestor in that pane is the agent: pid and pid_start are added."""
     from crewfile.session import tmux
     socket = tmux.socket_path(env)
     try:
@@ -180,6 +175,12 @@ def agent_fields(pid):
     return {"pid": int(pid), "pid_start": start}
 
 
+def _write_meta(path, meta):
+    import json
+    from crewfile.core.atomic import replace
+    replace(path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+
+
 def _check_dir(path):
     """Refuse a session directory that is a planted link (exists() follows it)."""
     paths.check_dirs(path, inclusive=True)
@@ -188,18 +189,10 @@ def _check_dir(path):
 def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_key=None,
              agent_session_id=None, user=None, pid=None, extra=None, env=None, agent_from=None,
              new_life=False):
-    """Create (or re-create, once ended) a session; return it.
-
-    Refused if a session of that name exists and has not ended, or ended by
-    a record its live agent contradicts (kinds.GUARDED: an `ended` anyone
-    could append), unless *new_life*: the agent's hook, which knows a new
-    agent starts in that name (Claude Code's /clear ends and starts a
-    session in one live process). *tmux* is
-    resolved on the server *env* names (tmux.socket_path) and recorded with
-    it (pane_fields); *pid* is the agent process (agent_fields).
-    """
-    import json
-    from crewfile.core.atomic import replace
+    """Create (or re-create, once ended) a session; return it. Refusals:
+    docs/commands/session-add.md. *new_life*: the agent's hook, which knows a
+    new agent starts in that name (Claude Code's /clear ends and starts a
+    session in one live process), so a live agent does not refuse it."""
     from crewfile.core.locks import hold
     if kind not in KINDS:
         raise BadInput(f"bad kind '{kind}': one of {', '.join(KINDS)}")
@@ -225,7 +218,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
         if live:
             raise Refused(f"session '{name}' is already registered, and its `ended` record is not"
                           f" believed: {live}")
-        replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        _write_meta(sess.meta_path, meta)
         text = f"kind={kind}" + (" exempt" if meta["exempt"] else "")
         logfile.append_locked(sess.status_path, [records.new_line("registered", text)],
                               rotate=logfile.rotate_limits())
@@ -233,12 +226,8 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
 
 
 def record_agent(crew, name, pid):
-    """Record the agent process of session NAME, registered and not ended,
-    that has none recorded (registered by hand without --pid: its liveness
-    was unknown, so nothing was typed into it). Refused if it has one: a
-    second agent is a new registration, once the first has ended."""
-    import json
-    from crewfile.core.atomic import replace
+    """Record the agent process of session NAME, which has none (session-add
+    NAME --pid PID): a second agent is a new registration, once ended."""
     from crewfile.core.locks import hold
     sess = Session(crew, name)
     fields = agent_fields(pid)
@@ -249,7 +238,7 @@ def record_agent(crew, name, pid):
         if meta.get("pid"):
             raise Refused(f"session '{name}' already has its agent recorded (pid {meta['pid']})")
         meta.update(fields)
-        replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        _write_meta(sess.meta_path, meta)
     return sess
 
 
@@ -266,10 +255,8 @@ def _live_agent(sess):
 
 def register_again(sess, tmux=None, env=None, agent_from=None):
     """A new life for an ended session whose agent starts again in its name:
-    registered again with its metadata (but not the old process), so it is
-    live, wakeable and watched. *tmux*, *env*, *agent_from*: as register's,
-    for the new pane and agent. Returns the session; a parallel
-    re-registration that came first is fine."""
+    registered again with its metadata but not the old process (nor the old
+    pane, given *tmux*). A parallel re-registration that came first is fine."""
     old = dict(sess.meta)
     drop = ("name", "kind", "exempt", "created", "user", "pid", "pid_start")
     if tmux:                     # a new pane is not the old one
@@ -284,14 +271,9 @@ def register_again(sess, tmux=None, env=None, agent_from=None):
 
 
 def archive(crew, name, force=False, look=None):
-    """Take session NAME out of the crew: move its directory, whole, to
-    archive/sessions/NAME/TS (kept, never deleted); return that path.
-
-    Refused while the session may be live: not ended and its probe not a
-    sure `no` (unknown is never permission), unless *force*. Decided and
-    moved under the session lock; a writer already waiting for that lock
-    then appends to the archived log, never to a new session's.
-    """
+    """session-rm (docs/commands/session-rm.md); returns the archive path.
+    Decided and moved under the session lock, so a writer already waiting
+    for it appends to the archived log, never to a new session's."""
     from crewfile.core.locks import hold
     sess = Session(crew, name)
     if not os.path.lexists(sess.dir):
@@ -355,12 +337,9 @@ def _one_typo(a, b):
 
 
 def is_registered(crew, name):
-    """NAME is a session name whose directory holds a meta (names() lists it),
-    or whose entry cannot be told apart: a link, a file or a FIFO in its
-    place, a directory that cannot be searched (mode 000, another user's).
-    Those are kept, not skipped, so that every reader refuses them aloud
-    (its meta is read through the path opener) and nudge-tick holds a
-    schedule that may target them instead of disarming it as not live."""
+    """NAME's directory holds a meta, or its entry cannot be told apart (a
+    link, a file, a directory we cannot search): kept, so that every reader
+    refuses it aloud and nudge-tick holds, not disarms, a schedule for it."""
     if not is_name(name):
         return False
     entry = os.path.join(crew.sub(paths.SESSIONS), name)
@@ -401,9 +380,8 @@ def state(sess, look=None, now=None, recs=None):
 
 
 def state_of(sess, v, last, warning="", now=None):
-    """state()'s dict from its parts: the Verdict *v*, the *last* record,
-    the reader's *warning* (crew-top's live view probes liveness again
-    with verdict.relive, its records not read again)."""
+    """state()'s dict from its parts (crew-top's live view probes liveness
+    again without reading the records again)."""
     from crewfile.session import verdict
     now = time.time() if now is None else now
     meta = sess.meta

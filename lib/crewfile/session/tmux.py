@@ -1,14 +1,8 @@
 """Talking to tmux: a session's own server, else CREWFILE_TMUX's, else the current client's.
 
-A pane id (%N) means something only on one server, and a server restarted
-on the same socket numbers its panes from %0 again. So a session records
-the server's socket path and identity (its pid and start time) beside its
-pane id, and every later probe, capture and key for that session goes to
-that socket (`socket=`), whatever the environment of the process asking.
-
-Where no socket is given: CREWFILE_TMUX=NAME means `tmux -L NAME`; a value
-containing '/' is a socket path (`tmux -S PATH`). Unset, tmux finds the
-server the way it always does ($TMUX, then the default socket).
+A pane id means something only on one server, so every probe, capture and
+key for a session goes to the socket recorded with it (`socket=`), whatever
+the environment asking. Which server a bare call reaches: protocol.md, tmux.
 """
 import os
 import subprocess
@@ -97,11 +91,8 @@ class Server(Seen):
 
 
 def pane_info(target, env=None, socket=None):
-    """The Pane for *target* ('sess:win.0', '%3') with its server's socket, or None if gone.
-
-    Returns (Pane, socket path): the socket is asked of the server itself,
-    so a name (-L) or $TMUX is recorded as the path it stands for.
-    """
+    """(Pane, socket path) for *target* ('sess:win.0', '%3'), or None if gone;
+    the path is the server's own answer, whatever name (-L, $TMUX) reached it."""
     # display-message quietly falls back to the current pane for a target that
     # does not exist; list-panes fails for it, so ask that first.
     if run("list-panes", "-t", target, "-F", "#{pane_id}", check=False, env=env,
@@ -114,25 +105,9 @@ def pane_info(target, env=None, socket=None):
     return (pane, sock) if pane and sock else None
 
 
-def panes(socket=None):
-    """{pane id: (dead, pid, 'session:window.pane', window id)} for every pane on the server.
-
-    Empty when no server runs (so every pane is gone); None if tmux is missing.
-    """
-    server = Server(socket)
-    if server.state == Server.UNKNOWN and not server.panes:
-        return None if "not installed" in server.error else {}
-    return {p.id: (p.dead, p.pid, p.where, p.window) for p in server.panes.values()}
-
-
 def clients(socket=None):
-    """[(last key press, epoch seconds; active pane id)] for every attached client.
-
-    client_activity is when the client last sent a key (send-keys does not
-    count), with one-second resolution; the pane is the active pane of the
-    client's current window, the one its keys go to. Empty if no server or
-    tmux is missing.
-    """
+    """[(last key press, epoch seconds; active pane id)] for every attached
+    client (client_activity: send-keys does not move it); empty if none."""
     try:
         code, out = run("list-clients", "-F", "#{client_activity}\t#{pane_id}", check=False,
                         socket=socket)
@@ -146,12 +121,6 @@ def clients(socket=None):
         if activity.isdigit() and pane.startswith("%"):
             table.append((int(activity), pane))
     return table
-
-
-def resolve_pane(target, socket=None):
-    """The pane id (%N) of a target such as 'sess:win.0' or '%3', or None if gone."""
-    found = pane_info(target, socket=socket)
-    return found[0].id if found else None
 
 
 def type_literally(pane, text, socket=None):
@@ -183,13 +152,9 @@ def kill_window(target, *, socket):
 
 
 def new_window(command, session=None, name=None, env=None, cwd=None, keep_dead=False):
-    """Start shell *command* in a new detached window; return (pane id, 'session:index').
-
-    session: the tmux session to put it in (created, detached, if it does not
-    exist); None means tmux's current one. env: {NAME: value} set in the
-    window's environment. keep_dead: the pane stays (dead, readable) when its
-    command exits (remain-on-exit), so its scrollback is not lost with it.
-    """
+    """Start shell *command* in a new detached window of tmux *session*
+    (made if need be; None: the current one); return (pane id, 'session:index').
+    keep_dead: remain-on-exit, so its scrollback outlives its command."""
     opts = ["-d", "-P", "-F", "#{pane_id}\t#{session_name}:#{window_index}"]
     if name:
         opts += ["-n", name]

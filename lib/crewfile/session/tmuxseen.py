@@ -7,28 +7,16 @@ the pane list (--panes) and reads it here, without loading what asks tmux
 
 
 class Seen:
-    """One look at one tmux server: its identity and its panes (tmux.Server
-    asks tmux for them; listed() reads the list a status line hands in).
-
-    state is UP, GONE (nothing answers on the socket: no server, a stale
-    socket file) or UNKNOWN (tmux missing, or an answer we cannot read).
-    panes: {pane id: Pane}; identity: 'PID@START' of the server process.
-    """
+    """One look at one tmux server (tmux.Server asks it; listed() reads a
+    status line's list). state: UP, GONE (nothing answers on the socket) or
+    UNKNOWN; panes: {pane id: Pane}; identity: 'PID@START' of the server."""
     UP, GONE, UNKNOWN = "up", "gone", "unknown"
 
     @classmethod
     def listed(cls, text):
-        """The Seen that *text*, LISTED_FORMAT as tmux expanded it, shows;
-        None unless *text* is exactly of that form.
-
-        A status line hands crew-status this list (`--panes`), so that it
-        need not ask tmux: `#()` in status-right is expanded by the server
-        drawing it before the command runs. The list says which server it is
-        (socket, 'PID@START'); verdict.Look uses it only for a session whose
-        records name that very server. Every number must be written as tmux
-        writes it (no sign, no leading zero: '%07' is not pane %7), a pane
-        listed twice (a window in two sessions) the same both times.
-        """
+        """The Seen that *text*, LISTED_FORMAT as tmux expanded it (crew-status
+        --panes: docs/commands/crew-status.md), shows; None unless *text* is
+        exactly of that form ('%07' is not pane %7)."""
         words = text.split(" ")
         if words and words[-1] == "":
             words.pop()                 # each pane is followed by one space
@@ -61,9 +49,7 @@ def _number(text):
     return text.isascii() and text.isdigit() and (text == "0" or text[0] != "0")
 
 
-# A pane list for crew-status --panes: tmux expands it (in status-right's
-# #()) to the server's socket and identity, then each pane of each window of
-# each session as %ID=PID=DEAD, followed by a space.
+# crew-status --panes: what tmux expands in status-right's #().
 LISTED_FORMAT = ("#{socket_path} #{pid}@#{start_time}"
                  " #{S:#{W:#{P:#{pane_id}=#{pane_pid}=#{pane_dead} }}}")
 

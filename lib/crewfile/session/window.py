@@ -1,18 +1,13 @@
 """A session's tmux window: opened with its agent in it, its conversation kept.
 
-One path for every command that starts an agent in a window (aside-open,
-crew-spawn, crew-respawn) and for every command that keeps a window's
-conversation before closing it (aside-reconcile, crew-retire), so the window's
-environment, the meta fields that name it and the "is this pane still ours"
-rule are written once: find() on the session's own server, then
-save_scrollback(), keep_transcript() and kill() of what it found.
-
-What is kept is two copies of the conversation: the pane's scrollback (what
-the captain saw) and the agent's own transcript (meta `transcript_path`, what
-the CLI recorded). An agent that draws in the terminal's alternate screen
-leaves tmux no history, so the scrollback alone can hold only the last screen.
+One path for every command that opens an agent's window (aside-open,
+crew-spawn, crew-respawn) or keeps its conversation before closing it
+(aside-reconcile, crew-retire): find() the pane on the session's own
+server, then save_scrollback(), keep_transcript() and kill() it. Both copies
+are kept: an agent drawing in the alternate screen leaves tmux no history.
 """
 import os
+from collections import namedtuple
 
 from crewfile.core.atomic import replace
 from crewfile.core.errors import SystemFailure
@@ -40,19 +35,13 @@ def agent_env(crew, name):
 
 
 def open_agent(sess, cmd, tmux_session=None, cwd=None):
-    """Start shell *cmd* in a new window named after *sess*; record it in meta.
-
-    The pane keeps its scrollback when the agent exits (remain-on-exit). Meta
-    gets `tmux` (pane id), `tmux_target` (session:index), its server
-    (`tmux_socket`, `tmux_server`) and the pane's process (`pid`,
-    `pid_start`: the agent, which the pane's shell runs or execs). Returns the target. A window that cannot
-    be opened raises (CrewfileError) and meta is left as it was: the caller
-    says how the registration ends.
-    """
+    """Start shell *cmd* in a new window named after *sess* (kept when it
+    exits); record the pane, its server and its process in meta; return the
+    target. A window not opened raises, meta untouched: the caller decides."""
     pane, target = tmux.new_window(cmd, session=tmux_session, name=sess.name,
                                    env=agent_env(sess.crew, sess.name), cwd=cwd, keep_dead=True)
-    table = tmux.panes() or {}
-    pid = table[pane][1] if pane in table else None
+    found = tmux.Server().panes.get(pane)
+    pid = found.pid if found else None
     fields = {**pane_fields(pane), "tmux_target": target}      # the pane with its server
     if pid:
         fields.update(pid=pid, pid_start=process_start(pid))
@@ -67,15 +56,9 @@ def save_scrollback(found, path):
 
 
 def keep_transcript(meta, path):
-    """Copy the agent's own transcript (meta `transcript_path`) to *path*
-    (atomic replace); return (path, None) once kept, else (None, why) (why
-    None: no transcript was recorded, nothing to say).
-
-    The transcript is the agent CLI's file, outside the crew directory: read
-    as the user's layout has it (open_file outside=True: no FIFO, no
-    directory), never written. Kept before the window is torn down, like the
-    scrollback: the CLI may remove its transcripts later, crewfile's copy stays.
-    """
+    """Copy the agent's own transcript (meta `transcript_path`, the CLI's
+    file outside the crew directory: read, never written) to *path*; return
+    (path, None), else (None, why or None when none was recorded)."""
     source = meta.get("transcript_path")
     if not isinstance(source, str) or not source:
         return None, None
@@ -104,12 +87,8 @@ def keep_transcript(meta, path):
     return path, None
 
 
-class Found:
-    """The session's own pane, alive or dead, on its own server."""
-    __slots__ = ("pane", "socket", "dead")
-
-    def __init__(self, pane, socket, dead):
-        self.pane, self.socket, self.dead = pane, socket, dead
+# The session's own pane, alive or dead, on its own server.
+Found = namedtuple("Found", "pane socket dead")
 
 
 def kill(found):
@@ -128,18 +107,11 @@ def not_found(meta):
 
 
 def find(meta, why):
-    """The session's pane on the server it was registered on, or None.
-
-    Every capture and kill of a registered session asks this, never the
-    environment's server (CREWFILE_TMUX, $TMUX): pane ids are per server.
-    The server is meta `tmux_socket`; none recorded, no server is asked and
-    nothing is found (as the verdict: unknown, so left alone). A server restarted since (another `tmux_server` identity)
-    holds none of the session's panes, whatever their ids. The pane is the
-    session's when its process is the recorded agent or an ancestor of it
-    (the agent alive), or, the agent gone, when its id is on the very server
-    that recorded it (a dead pane kept by remain-on-exit). SystemFailure,
-    saying *why* it was needed, when tmux cannot be asked.
-    """
+    """The session's pane on the server it was registered on (never the
+    environment's: pane ids are per server), or None. Ours when its process
+    is the agent or its ancestor, or, the agent gone, when its id is on the
+    very server that recorded it. SystemFailure, naming *why*, when tmux
+    cannot be asked."""
     pane_id, socket = meta.get("tmux"), meta.get("tmux_socket")
     if not pane_id or not socket:
         return None
