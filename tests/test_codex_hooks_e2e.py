@@ -17,7 +17,8 @@ tests/test_codex_e2e.py), and the payloads it sent, hand-fed through
   task_complete event whose `error` says so. crewfile's records stay at
   `turn-started`: the session reads as generating, and nothing is typed
   into it.
-- /exit in the interactive UI (after a finished turn) fires no SessionEnd:
+- `codex exec` fires SessionEnd (reason `other`) as it ends; /exit in the
+  interactive UI (after a finished turn) fires none:
   the UI says "Disconnected from this task. Any running work continues."
   (its thread lives on in the app-server daemon); the process is gone, so
   the liveness probe is what ends the session.
@@ -87,13 +88,17 @@ def test_a_codex_subagents_events_are_not_the_sessions_turn(crew, run):
 
 
 def test_a_codex_session_end_is_believed_only_with_the_agent_gone(crew, run):
-    """SessionEnd (in Codex's schema; not fired by its interactive /exit, seen)
-    writes `ended` as Claude's does, which readers believe only when the
+    """SessionEnd (seen at `codex exec`'s end, reason `other`; not at the
+    interactive /exit) writes `ended` as Claude's does (one naming a
+    subagent: `subagent`), which readers believe only when the
     liveness probe finds the agent gone (core/kinds.py)."""
     register(crew, "w1")
-    p = hook(run, payload("SessionEnd", reason="exit"))
+    p = hook(run, payload("SessionEnd", reason="other", agent_id=AGENT, agent_type="default"))
     assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
-    assert records(crew)[-1] == ("ended", "exit")
+    assert records(crew)[-1] == ("subagent", f"SessionEnd default {AGENT}")   # not the session's
+    p = hook(run, payload("SessionEnd", reason="other"))
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+    assert records(crew)[-1] == ("ended", "other")
 
 
 @needs_codex

@@ -4,7 +4,8 @@ the feature flag and hook trust: crewfile.agents.codexconf.
 
 Source: openai/codex codex-rs/hooks (schema/generated/*.schema.json,
 src/events/pre_tool_use.rs). No idle notification exists. SessionEnd is
-in its schema but 0.171.0's interactive /exit fires none (the UI says
+in its schema and `codex exec` fires it at its end (reason `other`), but
+0.171.0's interactive /exit fires none (the UI says
 "Disconnected from this task": the thread lives on in its app-server
 daemon): an ended Codex is found by its process (liveness). A 429 from the
 model fires no hook at all (tests/test_codex_hooks_e2e.py). Stop's output allows no
@@ -37,7 +38,9 @@ INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "B
 TIMEOUT = 10         # seconds
 FILES = ("skills/aside-done/SKILL.md", "skills/aside-done/agents/openai.yaml")  # crewfile/agents/files/codex/
 
-NOT_ON_PURPOSE = frozenset()     # no SessionEnd seen, so no reason known
+# SessionEnd came only at `codex exec`'s end, reason `other`; how it ends a
+# session hung up on is not known, and `other` names no deliberate end.
+NOT_ON_PURPOSE = frozenset({"other"})
 HOOKS_AT_START = False           # its SessionStart runs at the first prompt
 RESUME = "resume {id}"           # a subcommand (codex resume --help, 0.171.0)
 

@@ -62,8 +62,9 @@ ACCOUNT_HOLD = 300.0     # seconds
 # subagents it spawns too, with the parent's session_id and the subagent's
 # agent_id (observed: the subagent's UserPromptSubmit carried the spawn
 # message as its prompt). Such a prompt or stop is work inside the session
-# (`inside`), never the captain's words nor the session's own turn.
-SUBAGENT_TURN = ("UserPromptSubmit", "Stop")
+# (`inside`), never the captain's words nor the session's own turn; a start
+# or end naming a subagent (not seen) is not the session's either.
+SUBAGENT_TURN = ("UserPromptSubmit", "Stop", "SessionStart", "SessionEnd")
 MAX_ERROR_WORD = 40
 MAX_TASKS_NAMED = 3
 
