@@ -32,6 +32,7 @@ from agent_rigs import pretrust, wait_trusted_start
 from crewfile.core import logfile
 from crewfile.session import delivery, verdict
 from crewfile.session.sessions import Session, register
+from crewfile.wake.wakefilter import Filter
 from test_codex_e2e import BINARY, DEADLINE, _codex_window, _wait, rig, trusted  # noqa: F401
 
 SID = "01a2352c-c370-7342-8923-e1572a2ecdba"
@@ -81,6 +82,12 @@ def test_a_codex_subagents_events_are_not_the_sessions_turn(crew, run):
         ("subagent", f"UserPromptSubmit default {AGENT}"),
         ("subagent", f"SubagentStop default {AGENT}")]
     assert verdict.of(Session(crew, "w1")).generating == verdict.YES    # the parent's turn runs
+    # the records as crew-watch emits them: the wake filter passes none
+    events = "".join(f"{r.ts} w1 {r.kind}: {r.text}\n" for r in Session(crew, "w1").last_records(
+        3, logfile.TailStats()))
+    warned = []
+    assert events.count(" subagent: ") == 3
+    assert Filter(crew, warn=warned.append).feed(events.encode()) == b"" and warned == []
     p = hook(run, payload("Stop", turn_id=TURN, stop_hook_active=False,
                           last_assistant_message="ok"))
     assert (p.returncode, p.stderr) == (0, "")
