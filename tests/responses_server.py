@@ -21,7 +21,13 @@ a call of the request's shell tool running it (`ASK: <command>`: the same,
 asking to run outside the sandbox, so that Codex asks for approval); otherwise the reply TEXT
 (default "ok"), held back while the newest user message has a line
 `HOLD: <path>` and that file does not exist (a test acts mid-turn, then
-lets the turn end: no guessed sleep). Every request body is appended to the log FILE, one line each.
+lets the turn end: no guessed sleep). `SPAWN: <message>`: a call of the request's
+`spawn_agent` tool (Codex's subagents, multi_agent) handing the subagent the
+message, which this stand-in then answers as any other request.
+`FAIL: <code>`: the request is refused with HTTP 429 and the Responses API's
+error body, {"error": {"type", "code": <code>, "message"}} (rate_limit_exceeded
+is the API's passing rate limit; insufficient_quota its account's quota), every
+time, retries included. Every request body is appended to the log FILE, one line each.
 The events sent are the few a Codex turn needs (observed with Codex 0.171.0:
 response.created, response.output_item.added, response.output_text.delta,
 response.output_item.done, response.completed with a usage object).
@@ -74,9 +80,16 @@ def run_directive(req, word="RUN: "):
     return None
 
 
+def tool_names(req):
+    """The names of the request's tools, those in a namespace (multi_agent_v1) too."""
+    tools = [t for t in req.get("tools") or () if isinstance(t, dict)]
+    tools += [u for t in tools for u in t.get("tools") or () if isinstance(u, dict)]
+    return [t.get("name") for t in tools]
+
+
 def shell_tool(req):
     """(name, kind) of the request's shell tool: a function taking a command."""
-    names = [t.get("name") for t in req.get("tools") or () if isinstance(t, dict)]
+    names = tool_names(req)
     for name in ("shell_command", "exec_command", "shell"):
         if name in names:
             return name
@@ -96,16 +109,28 @@ class Handler(stand_in.Handler):
         req = self._parse(raw)
         if not self.path.endswith("/responses"):
             return self._json({"error": {"message": "not here"}}, 404)
+        fail = run_directive(req, "FAIL: ")
+        if fail:
+            return self._json({"error": {"type": "requests" if fail == "rate_limit_exceeded"
+                                         else fail, "code": fail, "param": None,
+                                         "message": f"stand-in refusal: {fail}"}}, 429)
         n = next(self.model.ids)
         rid = f"resp_{n}"
         self._stream()
         self._event("response.created", response={"id": rid, "object": "response",
                                                   "status": "in_progress", "output": []})
         cmd, tool = run_directive(req), shell_tool(req)
+        spawn = run_directive(req, "SPAWN: ") if cmd is None else None
         ask = run_directive(req, "ASK: ") if cmd is None else None
         if ask is not None and tool == "exec_command":
             cmd = ask
-        if cmd is not None and tool is not None:
+        if spawn is not None and "spawn_agent" in tool_names(req):
+            item = {"type": "function_call", "id": f"fc_{n}", "call_id": f"call_{n}",
+                    "name": "spawn_agent", "namespace": "multi_agent_v1",
+                    "arguments": json.dumps({"message": spawn}), "status": "completed"}
+            self._event("response.output_item.added", output_index=0, item=item)
+            self._event("response.output_item.done", output_index=0, item=item)
+        elif cmd is not None and tool is not None:
             args = ({"command": cmd} if tool == "shell_command"
                     else {"cmd": cmd} if tool == "exec_command"
                     else {"command": ["bash", "-lc", cmd]})

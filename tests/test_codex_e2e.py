@@ -119,7 +119,8 @@ def test_a_turns_records_and_a_notice_for_the_model_only(trusted):
     out = rig.codex("w1", "hello there")
     got = rig.kinds("w1")
     assert [k for k, _ in got] == ["registered", "started", "captain", "turn-started",
-                                   "turn-ended"], got
+                                   "turn-ended", "ended"], got
+    assert got[-1] == ("ended", "other")       # exec's end fires SessionEnd, reason other
     assert ("captain", "hello there") in got and ("started", "startup") in got
     meta = Session(rig.crew, "w1").meta
     assert meta["agent_session_id"] and meta["agent_session_id"] in out
@@ -142,7 +143,7 @@ def test_the_guard_denies_a_self_conclusion_through_a_real_tool_call(trusted):
     assert "crewfile: this session is the aside 'a1' on the topic: retries." in _texts(first)
     outputs = [i for i in second["input"] if i.get("type") == "function_call_output"]
     assert len(outputs) == 1 and "captain's act only" in json.dumps(outputs[0])
-    assert got[-1] == ("turn-ended", "")
+    assert got[-2:] == [("turn-ended", ""), ("ended", "other")]
 
 
 def test_a_primarys_wake_at_stop_continues_the_turn_once(trusted, tmp_path):
@@ -161,7 +162,7 @@ def test_a_primarys_wake_at_stop_continues_the_turn_once(trusted, tmp_path):
     t = tokens.read(Session(rig.crew, "pm").meta["transcript_path"])
     assert (t.total, t.wake) == (2 * per_request, per_request)
     got = [k for k, _ in rig.kinds("pm")]
-    assert got.count("turn-ended") == 1 and got[-1] == "turn-ended"
+    assert got.count("turn-ended") == 1 and got[-2:] == ["turn-ended", "ended"]
     assert inbox.pending(rig.crew, "pm") == []
 
 

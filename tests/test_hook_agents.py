@@ -255,7 +255,8 @@ SHIPPED = {"codex": ["skills/aside-done/SKILL.md", "skills/aside-done/agents/ope
 
 @pytest.mark.parametrize("agent, file, events, timeout", [
     ("codex", "hooks.json", ("SessionStart", "UserPromptSubmit", "PreToolUse",
-                             "PermissionRequest", "PostToolUse", "Stop"), 10),
+                             "PermissionRequest", "PostToolUse", "Stop", "SubagentStart",
+                             "SubagentStop", "SessionEnd"), 10),
     ("gemini", "settings.json", ("SessionStart", "BeforeAgent", "BeforeTool", "AfterTool",
                                  "AfterAgent", "Notification", "SessionEnd"), 10000)])
 def test_install_merge_dry_run_and_uninstall(tmp_path, run, agent, file, events, timeout):

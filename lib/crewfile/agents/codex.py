@@ -3,8 +3,12 @@ config layer (~/.codex/hooks.json, <repo>/.codex/hooks.json); versions,
 the feature flag and hook trust: crewfile.agents.codexconf.
 
 Source: openai/codex codex-rs/hooks (schema/generated/*.schema.json,
-src/events/pre_tool_use.rs). No SessionEnd and no idle notification exist:
-an ended Codex is found by its process (liveness). Stop's output allows no
+src/events/pre_tool_use.rs). No idle notification exists. SessionEnd is
+in its schema and `codex exec` fires it at its end (reason `other`), but
+0.171.0's interactive /exit fires none (the UI says
+"Disconnected from this task": the thread lives on in its app-server
+daemon): an ended Codex is found by its process (liveness). A 429 from the
+model fires no hook at all (tests/test_codex_hooks_e2e.py). Stop's output allows no
 additionalContext (the schema forbids other properties), so a primary's
 wakes continue the turn as decision "block" with the text as its reason,
 which Codex gives the model as the next prompt."""
@@ -15,7 +19,11 @@ from crewfile.agents import (
 NAME = "codex"
 EVENTS = {"SessionStart": "SessionStart", "UserPromptSubmit": "UserPromptSubmit",
           "PreToolUse": "PreToolUse", "PermissionRequest": "PermissionRequest",
-          "PostToolUse": "PostToolUse", "Stop": "Stop"}
+          "PostToolUse": "PostToolUse", "Stop": "Stop", "SessionEnd": "SessionEnd",
+          "SubagentStart": "Inside", "SubagentStop": "Inside"}
+# Its subagents (spawn_agent, multi_agent on by default) are work inside the
+# session: SubagentStart/SubagentStop, and the session's own hooks run for
+# the subagent's turn with its agent_id (crewfile.hooks.hook.SUBAGENT_TURN).
 SHELL_TOOLS = ("Bash",)
 # Observed (0.171.0, tmux capture-pane -e): the empty prompt line is
 # `› Ask Codex to do anything` (the suggestion varies) drawn dim, ESC[2m;
@@ -25,11 +33,14 @@ NOTIFICATIONS = {}
 
 HOOKS_FILE = "hooks.json"
 INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "Bash"),
-           ("PermissionRequest", None), ("PostToolUse", None), ("Stop", None))
+           ("PermissionRequest", None), ("PostToolUse", None), ("Stop", None),
+           ("SubagentStart", None), ("SubagentStop", None), ("SessionEnd", None))
 TIMEOUT = 10         # seconds
 FILES = ("skills/aside-done/SKILL.md", "skills/aside-done/agents/openai.yaml")  # crewfile/agents/files/codex/
 
-NOT_ON_PURPOSE = frozenset()     # it has no SessionEnd
+# SessionEnd came only at `codex exec`'s end, reason `other`; how it ends a
+# session hung up on is not known, and `other` names no deliberate end.
+NOT_ON_PURPOSE = frozenset({"other"})
 HOOKS_AT_START = False           # its SessionStart runs at the first prompt
 RESUME = "resume {id}"           # a subcommand (codex resume --help, 0.171.0)
 

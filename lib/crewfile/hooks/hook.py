@@ -58,6 +58,13 @@ HOOK_LOCK_WAIT = 1.0     # seconds; protocol.md, "Bounded waits"
 # (the 429's reset headers stay inside the CLI: tests/CLAUDE_FINDINGS.md), so
 # the block is recorded with this hold; $CREWFILE_ACCOUNT_HOLD overrides.
 ACCOUNT_HOLD = 300.0     # seconds
+# A subagent's own turn: Codex (0.171) runs the session's hooks for the
+# subagents it spawns too, with the parent's session_id and the subagent's
+# agent_id (observed: the subagent's UserPromptSubmit carried the spawn
+# message as its prompt). Such a prompt or stop is work inside the session
+# (`inside`), never the captain's words nor the session's own turn; a start
+# or end naming a subagent (not seen) is not the session's either.
+SUBAGENT_TURN = ("UserPromptSubmit", "Stop", "SessionStart", "SessionEnd")
 MAX_ERROR_WORD = 40
 MAX_TASKS_NAMED = 3
 
@@ -433,6 +440,8 @@ def post_tool_use(ctx):
     last = sess.last_of(TURN_STATE, TailStats())
     if last is not None and last.kind == "waiting":
         sess.append("turn-started", "permission answered")
+    if from_subagent(ctx.payload):
+        return Reply()           # notices are the session's model's, not a subagent's
     return Reply(drain_notices(ctx))
 
 
@@ -550,7 +559,7 @@ def inside(ctx):
     if sess is None:
         return Reply()           # not the session's own event: nothing to say
     p = ctx.payload
-    if ctx.event == "SubagentStop":
+    if ctx.event in ("SubagentStop", "SubagentStart") or from_subagent(p):
         detail = f"{p.get('agent_type') or '?'} {p.get('agent_id') or '?'}"
     elif ctx.event == "TeammateIdle":
         detail = f"{p.get('teammate_name') or '?'}"
@@ -558,6 +567,12 @@ def inside(ctx):
         detail = f"{p.get('task_id') or '?'}: {p.get('task_subject') or ''}"
     sess.append("subagent", f"{ctx.event} {detail}"[:500])
     return Reply()
+
+
+def from_subagent(payload):
+    """The payload is a subagent's (it names the subagent: agent_id)."""
+    agent_id = payload.get("agent_id")
+    return isinstance(agent_id, str) and agent_id != ""
 
 
 def notification(ctx):
@@ -659,6 +674,8 @@ def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
         else:
             event = payload.get("hook_event_name")
             action = adapter.EVENTS.get(event) if isinstance(event, str) else None
+            if action in SUBAGENT_TURN and from_subagent(payload):
+                action = "Inside"
             fn = EVENTS.get(action)
             if fn is None:       # an event we do not use: nothing to do
                 return Reply()
