@@ -211,33 +211,6 @@ def test_a_repair_needs_its_pane_or_its_conversation_and_no_live_agent(crew, tmu
     assert Session(crew, "w1").meta["pid"] == pid
 
 
-def test_adopting_a_background_session_watches_its_process(crew, where, tmp_path):
-    bg = subprocess.Popen(["sleep", "3600"])
-    try:
-        write_entry(where, bg.pid, kind="bg", jobId="ab12cd34", cwd=str(tmp_path))
-        p = add("b1", "--adopt", "ab12cd34", "--registry", where)
-        assert p.returncode == 0, p.stderr
-        assert p.stdout == f"b1: registered: agent process {bg.pid}, conversation {SID}\n"
-        meta = Session(crew, "b1").meta
-        assert (meta["agent_job"], meta["pid"], "tmux" in meta) == ("ab12cd34", bg.pid, False)
-        assert verdict.of(Session(crew, "b1")).live == verdict.LIVE
-        cursor = str(tmp_path / "cursor")
-        assert "lost" not in cmd("crew-watch", "--once", "--cursor", cursor).stdout
-        bg.kill()
-        bg.wait()
-        watch = cmd("crew-watch", "--once", "--cursor", cursor).stdout
-        assert watch.count(" b1 lost: ") == 1, watch
-        assert f"b1 lost: agent process {bg.pid} is gone" in watch
-        assert " lost" not in cmd("crew-watch", "--once", "--cursor", cursor).stdout
-        p = add("b2", "--adopt", "ab12cd34", "--registry", where)
-        assert (p.returncode, p.stderr) == (3, "session-add: no running background session"
-                                               f" ab12cd34 in the agent registry {where} (its"
-                                               " entry is stale: the process is gone)\n")
-    finally:
-        bg.kill()
-        bg.wait()
-
-
 def test_usage(crew, where):
     for args, said in [
         (("--from-registry", "--adopt", "x"), "--from-registry and --adopt: one or the other"),
