@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from claude_harness import ClaudeRig, find_claude, records, require_real_claude
+from claude_harness import ClaudeRig, find_claude, make_rig, records, require_real_claude
 from conftest import REPO, cmd, make_due, wait_for
 from crewfile.session import verdict
 from crewfile.session.sessions import Session
@@ -179,3 +179,42 @@ def test_a_killed_background_session_is_reported_lost_once(rig, crew, tmp_path):
     finally:
         if daemon:
             claude("daemon", "stop", "--any")
+
+
+def test_a_background_session_stopped_on_purpose_has_ended_not_lost(tmp_path, tmux, crew):
+    """With crew-hook installed, the adopted row gets the session's own
+    records (its hooks find it by its conversation id), and `claude stop`
+    ends it: `ended`, no `lost`."""
+    require_real_claude()
+    rig = make_rig(tmp_path / "claude", tmux, env={"CREWFILE_DIR": crew.root})
+    rig.prepare()
+    env = dict(os.environ, **rig.claude_env())
+    started = False
+
+    def claude(*args, timeout=60):
+        return subprocess.run([rig.binary, *args], cwd=rig.project, env=env, timeout=timeout,
+                              capture_output=True, text=True)
+    try:
+        out = claude("--bg", "hello")
+        assert out.returncode == 0, out.stderr + out.stdout
+        started = True
+        job = out.stdout.split("backgrounded \u00b7 ", 1)[1].split()[0]
+        pid = wait_for(lambda: next((p for p, e in entries(rig).items()
+                                     if e.get("jobId") == job), None), timeout=60,
+                       what="its registry entry")
+        p = cmd("session-add", "b1", "--adopt", job, "--registry", registry(rig))
+        assert p.returncode == 0, p.stderr
+        cursor = str(tmp_path / "cursor")
+        cmd("crew-watch", "--once", "--cursor", cursor)
+        out = claude("stop", job)
+        assert out.returncode == 0, out.stderr + out.stdout
+        wait_for(lambda: "ended" in [k for k, _ in records(crew, "b1")], timeout=30,
+                 what="b1's ended record")
+        wait_for(lambda: live(crew, "b1").why.code == verdict.ENDED, timeout=30,
+                 what="b1 ended, its process gone")      # the hook runs before it exits
+        watch = cmd("crew-watch", "--once", "--cursor", cursor).stdout
+        assert " b1 ended" in watch and " lost" not in watch, watch
+    finally:
+        if started:
+            claude("daemon", "stop", "--any")
+        rig.stop_model()
