@@ -11,10 +11,11 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 
 import pytest
 
-from claude_harness import ClaudeRig, find_claude, make_rig, records, require_real_claude
+from claude_harness import BIN, ClaudeRig, find_claude, make_rig, records, require_real_claude
 from conftest import REPO, cmd, make_due, wait_for
 from crewfile.session import verdict
 from crewfile.session.sessions import Session
@@ -217,4 +218,29 @@ def test_a_background_session_stopped_on_purpose_has_ended_not_lost(tmp_path, tm
     finally:
         if started:
             claude("daemon", "stop", "--any")
+        rig.stop_model()
+
+
+def test_the_agent_registers_itself_from_its_own_shell(tmp_path, tmux, crew):
+    """session-add --from-registry run by the agent's Bash tool: the agent is
+    the nearest ancestor with an entry, its registry the one of its HOME,
+    its pane $TMUX_PANE."""
+    require_real_claude()
+    path = f"{os.path.dirname(sys.executable)}:{BIN}:{os.environ['PATH']}"
+    rig = ClaudeRig(tmp_path / "claude", tmux.sock, {}, script=[],
+                    env={"PATH": path, "CREWFILE_DIR": crew.root})
+    rig.prepare()
+    try:
+        pane = tmux.new_window("bash --norc --noprofile", name="w1")
+        pid, entry = claude_in_shell(rig, tmux, pane)
+        rig.turn("RUN: session-add w1 --from-registry > added.txt 2>&1")
+        said = (rig.project / "added.txt").read_text()
+        assert said == (f"w1: registered: agent process {pid}, conversation"
+                        f" {entry['sessionId']}, pane {pane}\n")
+        meta = Session(crew, "w1").meta
+        assert (meta["agent_registry"], meta["cwd"]) == (registry(rig), str(rig.project))
+        assert live(crew, "w1").live == verdict.LIVE
+        rig.send("/exit")
+        shell_back(tmux, pane)
+    finally:
         rig.stop_model()
