@@ -243,3 +243,18 @@ def test_the_reader_takes_what_claude_code_writes(tmp_path):
     assert registry.directory({"HOME": "/h"}) == "/h/.claude/sessions"
     assert registry.directory({"HOME": "/h", "CLAUDE_CONFIG_DIR": "/c"}) == "/c/sessions"
     assert registry.directory({}) is None
+
+
+def test_an_entry_caught_empty_is_read_again_then_said(crew, tmux, where, tmp_path):
+    """Claude Code rewrites its file in place: an empty one is not an entry.
+    session-add says so (exit 1), never a traceback; the verdict holds."""
+    pane, pid = agent_in_shell(tmux)
+    write_entry(where, pid, tmux=f"crew:@0.{pane}")
+    assert add("w1", "--from-registry", "--tmux", pane, "--registry", where).returncode == 0
+    open(os.path.join(where, f"{pid}.json"), "w").close()
+    p = add("w2", "--from-registry", "--pid", str(pid), "--registry", where)
+    assert (p.returncode, p.stderr) == (1, "session-add: the registry's entry cannot be read:"
+                                           f" {where}/{pid}.json: not JSON\n")
+    v = verdict.of(Session(crew, "w1"))
+    assert (v.live, v.why.detail) == (verdict.UNKNOWN, f"the agent registry's entry cannot be"
+                                                       f" read: {where}/{pid}.json: not JSON")

@@ -33,8 +33,15 @@ def rig(tmp_path, tmux, crew):
 
 
 def entries(rig):
-    where = rig.home / ".claude" / "sessions"
-    return {int(p.stem): json.loads(p.read_text()) for p in where.glob("*.json")}
+    """The registry's entries that read whole now: Claude Code rewrites a
+    file in place (2.1.197 was caught with one empty)."""
+    found = {}
+    for p in (rig.home / ".claude" / "sessions").glob("*.json"):
+        try:
+            found[int(p.stem)] = json.loads(p.read_text())
+        except (ValueError, FileNotFoundError):
+            continue
+    return found
 
 
 def registry(rig):

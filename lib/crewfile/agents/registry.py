@@ -28,10 +28,18 @@ import stat
 from crewfile.core.jsonio import loads
 
 MAX_BYTES = 64 * 1024          # a few hundred bytes seen; anything this big is not one
+# Claude Code rewrites its file in place as its status changes (2.1.197 seen:
+# a reader found it empty), so a read that finds no whole JSON object is made
+# again, at once, this many times in all before the entry is unreadable.
+READS = 3
 
 
 class Unreadable(Exception):
     """A registry file there, but not an entry crewfile can read: str() says why."""
+
+
+class Rewritten(Unreadable):
+    """Not a whole JSON object: perhaps caught in the middle of a rewrite."""
 
 
 class Entry:
@@ -97,10 +105,19 @@ def directory(env=None):
 def read(pid, where):
     """The Entry of process *pid* in the registry directory *where*, or None
     if it has none. Unreadable if its file is a link, not a regular file,
-    too big, not a JSON object, or names another pid."""
+    too big, not a JSON object (READS times), or names another pid."""
     if not where:
         return None
     path = os.path.join(where, f"{int(pid)}.json")
+    for _ in range(READS - 1):
+        try:
+            return _read(path, pid)
+        except Rewritten:
+            continue            # read it again
+    return _read(path, pid)
+
+
+def _read(path, pid):
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -122,9 +139,9 @@ def read(pid, where):
     try:
         obj = loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
-        raise Unreadable(f"{path}: not JSON") from None
+        raise Rewritten(f"{path}: not JSON") from None
     if not isinstance(obj, dict):
-        raise Unreadable(f"{path}: not a JSON object")
+        raise Rewritten(f"{path}: not a JSON object")
     entry = Entry(path, obj)
     if entry.pid != int(pid):
         raise Unreadable(f"{path}: names pid {obj.get('pid')!r}, not {pid}")

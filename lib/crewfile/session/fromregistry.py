@@ -41,7 +41,7 @@ def find(where, pid=None, target=None, job=None, env=None):
     if job is not None:
         entry = _background(where, job)
     elif pid is not None:
-        entry = registry.read(pid, where)
+        entry = _read(pid, where)
         if entry is None:
             raise NotFound(f"no entry for process {pid} in the agent registry {where}")
     elif target is not None:
@@ -93,11 +93,18 @@ def _in_pane(where, target, env):
 
 def _ancestor(where):
     for st in procs.ancestors(os.getpid()):
-        entry = registry.read(st.pid, where)
+        entry = _read(st.pid, where)
         if entry is not None:
             return entry
     raise NotFound(f"no agent of the registry {where} among this command's ancestors"
                    " (name it with --tmux, --pid or --adopt)")
+
+
+def _read(pid, where):
+    try:
+        return registry.read(pid, where)
+    except registry.Unreadable as e:
+        raise Refused(f"the registry's entry cannot be read: {e}") from None
 
 
 def _check_alive(entry):
