@@ -207,7 +207,8 @@ def test_a_repair_needs_its_pane_or_its_conversation_and_no_live_agent(crew, tmu
     p = add("w1", "--from-registry", "--tmux", other, "--registry", where)
     assert (p.returncode, p.stderr) == (1, f"session-add: session 'w1' is registered and not"
                                            f" ended, and the registry's process {stranger} is"
-                                           f" neither in its pane nor in its conversation\n")
+                                           f" neither in its pane, its conversation nor its"
+                                           f" job\n")
     assert Session(crew, "w1").meta["pid"] == pid
 
 

@@ -179,7 +179,10 @@ def test_a_killed_background_session_is_reported_lost_once(rig, crew, tmp_path):
         again = wait_for(lambda: [a for a in json.loads(claude("agents", "--json").stdout)
                                   if a["id"] == job and a.get("pid") not in (None, pid)],
                          timeout=90, what="the daemon's respawn")[0]["pid"]
-        wait_for(lambda: again in entries(rig), what="the respawned entry")
+        # The respawned process's entry names the job at once, its conversation
+        # (the same) a moment later, as `claude agents` does: seen both ways.
+        wait_for(lambda: entries(rig).get(again, {}).get("sessionId") == listed["sessionId"],
+                 timeout=30, what="the respawned entry in its conversation")
         p = cmd("session-add", "b1", "--adopt", job, "--registry", registry(rig))
         assert p.returncode == 0, p.stderr
         assert p.stdout.startswith(f"b1: repaired: agent process {again}, ")

@@ -13,7 +13,8 @@ A repair (NAME registered and not ended) moves the registration to the
 entry's process when the one recorded is gone (`claude --resume` in the
 same pane, a background session the daemon respawned) or is that very
 process (its conversation changed: /clear), and only when the entry is the
-same session: the same pane, or the same conversation. It appends
+same session: the same pane, the same conversation, or the same background
+job. It appends
 `registered` (kinds.GUARDED: a beginning only makes the verdict probe again),
 so crew-watch may say `lost` once more for the new life.
 """
@@ -51,7 +52,16 @@ def find(where, pid=None, target=None, job=None, env=None):
     _check_alive(entry)
     if entry.background:
         return entry, {}
-    pane = target or entry.pane or (env or os.environ).get("TMUX_PANE")
+    env = os.environ if env is None else env
+    own = None
+    if job is None and pid is None and target is None:
+        # Run from the agent's own shell: this command's pane is the agent's,
+        # a pane of $TMUX's server (run from anywhere else, $TMUX_PANE is the
+        # captain's pane, and says nothing of the agent).
+        own = env.get("TMUX_PANE")
+        if env.get("TMUX"):
+            env = {k: v for k, v in env.items() if k != "CREWFILE_TMUX"}
+    pane = target or entry.pane or own
     if not pane:
         return entry, {}
     fields = sessions.pane_fields(pane, env)
@@ -159,9 +169,13 @@ def _repair(sess, entry, fields):
         here = (fields.get("tmux"), fields.get("tmux_server"))
         same_pane = bool(here[0]) and (meta.get("tmux"), meta.get("tmux_server")) == here
         same_talk = bool(entry.session_id) and meta.get("agent_session_id") == entry.session_id
-        if not (same or same_pane or same_talk):
+        # A background session is its job: the daemon starts a killed one again
+        # under the same job id (its entry may name the conversation a moment late).
+        same_job = bool(entry.job_id) and meta.get("agent_job") == entry.job_id
+        if not (same or same_pane or same_talk or same_job):
             raise Refused(f"session '{sess.name}' is registered and not ended, and the registry's"
-                          f" process {entry.pid} is neither in its pane nor in its conversation")
+                          f" process {entry.pid} is neither in its pane, its conversation nor"
+                          f" its job")
         meta.update(fields)
         replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
         said = f"from the agent registry: agent process {entry.pid}"
