@@ -53,3 +53,34 @@ def test_adopting_a_background_session_watches_its_process(crew, where, tmp_path
     finally:
         bg.kill()
         bg.wait()
+
+
+def test_a_respawned_background_session_is_adopted_again_by_its_job(crew, where, tmp_path):
+    """The daemon starts a killed background session again: a new process, the
+    same job id, its entry naming the conversation a moment late."""
+    first = subprocess.Popen(["sleep", "3600"])
+    again = None
+    try:
+        write_entry(where, first.pid, kind="bg", jobId="ab12cd34")
+        assert add("b1", "--adopt", "ab12cd34", "--registry", where).returncode == 0
+        first.kill()
+        first.wait()
+        again = subprocess.Popen(["sleep", "3600"])
+        write_entry(where, again.pid, kind="bg", jobId="ab12cd34", sessionId="not-yet-its-own")
+        p = add("b1", "--adopt", "ab12cd34", "--registry", where)
+        assert p.returncode == 0, p.stderr
+        assert p.stdout == (f"b1: repaired: agent process {again.pid},"
+                            " conversation not-yet-its-own\n")
+        v = verdict.of(Session(crew, "b1"))
+        assert v.live == verdict.LIVE
+        write_entry(where, again.pid, kind="bg", jobId="ab12cd34")     # now named: it differs
+        v = verdict.of(Session(crew, "b1"))
+        assert (v.live, v.why.code) == (verdict.UNKNOWN, verdict.REGISTRY_DISAGREES)
+        p = add("b1", "--adopt", "ab12cd34", "--registry", where)       # adopted again: agrees
+        assert p.stdout == f"b1: repaired: agent process {again.pid}, conversation {SID}\n"
+        assert verdict.of(Session(crew, "b1")).live == verdict.LIVE
+    finally:
+        for proc in (first, again):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
