@@ -11,6 +11,7 @@ Modules:
   gemini     Gemini CLI (@google/gemini-cli): `hooks` in settings.json (~/.gemini or
   install    What a user installs into an agent CLI: the hooks block that runs crew-hook,
   launch     The agents a crew session can run, and how each gets its own conversation back.
+  registry   Claude Code's own registry of running sessions (sessions/PID.json), read only.
 
 One module per agent CLI: how its hook events map onto crew-hook's shared
 actions (hook.py), how its replies are spelled, how it is installed and

@@ -51,7 +51,8 @@ MOVES_ON = frozenset({"turn-started", "waiting", "registered", "started", "respa
 # here is anyone's, believed as written.
 #   kind: (its writers, the evidence a reader that acts on it asks for)
 GUARDED = {
-    "registered": ("session-add, aside-open, crew-spawn, the agent's hook (a new life)",
+    "registered": ("session-add (also a repair from the agent registry), aside-open,"
+                   " crew-spawn, the agent's hook (a new life)",
                    "none needed: a beginning only makes the verdict probe the agent again,"
                    " and holds an aside's conclusion back"),
     "captain": ("the agent's prompt hook, aside-say",

@@ -87,7 +87,7 @@ SHAPES = {
         "session_key": (OPT, _str), "agent_session_id": (OPT, _str), "prompt": (OPT, _prompt),
         "agent": (OPT, _one_of(*AGENTS)), "agent_cmd": (OPT, _str),
         "tmux_session": (OPT, _str), "branch": (OPT, _str), "worktree": (OPT, _str),
-        "repo": (OPT, _str),
+        "repo": (OPT, _str), "agent_registry": (OPT, _str), "agent_job": (OPT, _str),
     },
     "schedule": {
         "id": (REQ, _str), "user": (OPT, _str), "session": (OPT, _str),

@@ -2,6 +2,7 @@
 log, the verdict (live, generating, dialog, tree), the processes and tmux panes
 behind it, and delivery, the one way crewfile types into a pane.
 
+  fromregistry  Registering (or repairing) a session from the agent CLI's own registry.
   delivery  Typing text into a session's pane, safely: the one way crewfile speaks to an agent.
   prompt    Reading an agent's prompt line off its pane's screen.
   sessions  Sessions: registration, metadata, status records and derived state.

@@ -18,6 +18,15 @@ never NO: no agent process was recorded (an old registration, a Codex
 notify session), no socket was recorded, tmux cannot be asked. Unknown is
 refused like busy.
 
+The agent CLI's own registry (agents/registry.py: Claude Code's
+sessions/PID.json) is asked only once the probe finds the session LIVE:
+when it has an entry for the agent process, that entry's start time,
+conversation and pane must agree with crewfile's facts (the process's start
+time, meta `agent_session_id` and `tmux`); a disagreement makes the session
+UNKNOWN (REGISTRY_DISAGREES), with what disagrees said. The registry is
+written by the agent's own process: it can withhold permission, never grant
+it, and never makes a session lost or ended. No entry changes nothing.
+
 Beside liveness: generating and permission dialog (from the status log;
 UNKNOWN without a turn record), background tasks running after the turn,
 the account's block (the one rule below), stopped (SIGSTOP, Ctrl-Z) and foreground
@@ -49,6 +58,7 @@ the detail for people. Nothing parses the detail.
 import os
 import time
 
+from crewfile.agents import registry
 from crewfile.core import liveness as procs
 from crewfile.core.errors import SystemFailure
 from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
@@ -72,6 +82,7 @@ SERVER_UNKNOWN = "server-unknown"      # a pane without its server's socket reco
 TMUX_UNKNOWN = "tmux-unknown"          # tmux missing or its answer unreadable
 NOTHING = "no-pane-or-process"         # neither pane nor process
 END_NOT_BELIEVED = "end-not-believed"  # an `ended`/`closed` record, but the agent is live
+REGISTRY_DISAGREES = "registry-disagrees"  # the agent CLI's registry says otherwise
 # why crewfile holds its typing on a live session
 ACCOUNT_BLOCKED = "account-blocked"    # the account stopped its turn; the block stands
 # why crewfile holds its own voice (a nudge) on a live session
@@ -354,6 +365,8 @@ def relive(v, meta, look=None):
 
 def _live(v, meta, look):
     found = liveness(meta, look)
+    if found.live == LIVE:
+        found = _cross_check(found, meta)
     v.live, v.why = found.live, found.why
     v.pane = v.socket = None
     v.stopped = v.foreground = UNKNOWN
@@ -365,6 +378,25 @@ def _live(v, meta, look):
         if found.pane is not None and found.pane.pid is not None:
             v.foreground = foreground(found.agent, found.pane.pid)
     return v
+
+
+def _cross_check(found, meta):
+    """*found* (LIVE), or UNKNOWN when the agent CLI's registry entry for its
+    agent process disagrees with crewfile's facts. Where to look: meta
+    `agent_registry` (recorded by session-add --from-registry), else the
+    registry of this process's environment."""
+    where = meta.get("agent_registry") or registry.directory()
+    pane = found.pane.id if found.pane else None
+    try:
+        entry = registry.read(found.agent.pid, where)
+    except registry.Unreadable as e:
+        return Life(UNKNOWN, Answer(REGISTRY_DISAGREES, f"the agent registry's entry cannot be"
+                                                        f" read: {e}"))
+    said = entry and registry.disagreement(entry, found.agent.pid, found.agent.start,
+                                           meta.get("agent_session_id"), pane)
+    if not said:
+        return found
+    return Life(UNKNOWN, Answer(REGISTRY_DISAGREES, said))
 
 
 def foreground(agent, pane_pid):

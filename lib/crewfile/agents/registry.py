@@ -1,0 +1,184 @@
+"""Claude Code's own registry of running sessions: one file per agent process,
+`$CLAUDE_CONFIG_DIR/sessions/PID.json` (default `~/.claude/sessions/`).
+
+What it holds (read from the files 2.1.197 and 2.1.332 wrote here, offline,
+2026-12-02; tests/test_registry_e2e.py):
+
+  pid         the agent process (also the file's name)
+  procStart   its start time, clock ticks since boot, as a string of digits
+              (/proc/PID/stat field 22: what crewfile records as pid_start)
+  sessionId   the conversation id (its hooks' session_id; `--resume ID`
+              keeps it, /clear makes a new one in the same process)
+  cwd, kind   `interactive`, or `bg` for a background session (`claude --bg`)
+  jobId       a background session's short id (`claude attach/logs/stop ID`)
+  tmux        2.1.332 only: `SESSION:@WINDOW.%PANE`, the pane it started in
+  name, status, messagingSocketPath, ...   not read here
+
+The file appears when the process starts and is removed when it exits; a
+process killed by a signal leaves its file behind (a stale entry: its pid is
+gone, or names another process). The files are written by the agent's own
+process, which crewfile does not trust to grant anything: an entry only
+names a candidate that crewfile then checks by its own probes (/proc, the
+pane's process tree), or withholds permission when it disagrees with what
+crewfile recorded (session/verdict.py). It never makes a session live.
+"""
+import os
+import stat
+
+from crewfile.core.jsonio import loads
+
+MAX_BYTES = 64 * 1024          # a few hundred bytes seen; anything this big is not one
+# Claude Code rewrites its file in place as its status changes (2.1.197 seen:
+# a reader found it empty), so a read that finds no whole JSON object is made
+# again, at once, this many times in all before the entry is unreadable.
+READS = 3
+
+
+class Unreadable(Exception):
+    """A registry file there, but not an entry crewfile can read: str() says why."""
+
+
+class Rewritten(Unreadable):
+    """Not a whole JSON object: perhaps caught in the middle of a rewrite."""
+
+
+class Entry:
+    """One registry file's facts (None where a field is absent)."""
+    __slots__ = ("path", "pid", "start", "session_id", "cwd", "kind", "job_id", "name",
+                 "pane", "window", "tmux")
+
+    def __init__(self, path, obj):
+        self.path = path
+        self.pid = _int(obj.get("pid"))
+        self.start = _int(obj.get("procStart"))
+        self.session_id = _str(obj.get("sessionId"))
+        self.cwd = _str(obj.get("cwd"))
+        self.kind = _str(obj.get("kind"))
+        self.job_id = _str(obj.get("jobId"))
+        self.name = _str(obj.get("name"))
+        self.tmux = _str(obj.get("tmux"))
+        self.window, self.pane = _pane_of(self.tmux)
+
+    @property
+    def background(self):
+        """A background session (`claude --bg`): no pane, the daemon's pty."""
+        return self.kind == "bg" or self.job_id is not None
+
+
+def _int(v):
+    if isinstance(v, bool):
+        return None
+    if isinstance(v, int):
+        return v
+    if isinstance(v, str) and v.isascii() and v.isdigit():
+        return int(v)
+    return None
+
+
+def _str(v):
+    return v if isinstance(v, str) and v else None
+
+
+def _pane_of(tmux):
+    """(window id, pane id) of `SESSION:@W.%P`, else (None, None)."""
+    if not tmux:
+        return None, None
+    head, _, pane = tmux.rpartition(".")
+    window = head.rpartition(":")[2]
+    if not pane.startswith("%") or not pane[1:].isdigit():
+        return None, None
+    return (window if window.startswith("@") else None), pane
+
+
+def directory(env=None):
+    """The registry directory for the environment *env* (default: ours), or None."""
+    env = os.environ if env is None else env
+    base = env.get("CLAUDE_CONFIG_DIR")
+    if not base:
+        home = env.get("HOME")
+        if not home:
+            return None
+        base = os.path.join(home, ".claude")
+    return os.path.join(os.path.abspath(base), "sessions")
+
+
+def read(pid, where):
+    """The Entry of process *pid* in the registry directory *where*, or None
+    if it has none. Unreadable if its file is a link, not a regular file,
+    too big, not a JSON object (READS times), or names another pid."""
+    if not where:
+        return None
+    path = os.path.join(where, f"{int(pid)}.json")
+    for _ in range(READS - 1):
+        try:
+            return _read(path, pid)
+        except Rewritten:
+            continue            # read it again
+    return _read(path, pid)
+
+
+def _read(path, pid):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        return None
+    except OSError as e:
+        raise Unreadable(f"{path}: {e.strerror}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise Unreadable(f"{path}: not a regular file")
+        data = os.read(fd, MAX_BYTES + 1)
+    except OSError as e:
+        raise Unreadable(f"{path}: {e.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_BYTES:
+        raise Unreadable(f"{path}: longer than {MAX_BYTES} bytes")
+    try:
+        obj = loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        raise Rewritten(f"{path}: not JSON") from None
+    if not isinstance(obj, dict):
+        raise Rewritten(f"{path}: not a JSON object")
+    entry = Entry(path, obj)
+    if entry.pid != int(pid):
+        raise Unreadable(f"{path}: names pid {obj.get('pid')!r}, not {pid}")
+    return entry
+
+
+def entries(where):
+    """Every readable Entry in *where* (none if it is missing), by pid."""
+    try:
+        names = os.listdir(where) if where else []
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for name in names:
+        stem, dot, ext = name.partition(".")
+        if ext != "json" or not stem.isdigit():
+            continue
+        try:
+            entry = read(int(stem), where)
+        except Unreadable:
+            continue
+        if entry is not None:
+            found.append(entry)
+    return sorted(found, key=lambda e: e.pid)
+
+
+def disagreement(entry, pid, start, session_id=None, pane=None):
+    """What the registry *entry* for agent process *pid* says against
+    crewfile's own facts (the process's start time from /proc, the
+    conversation and the pane crewfile recorded), or None when it agrees.
+    Facts missing on either side are not compared."""
+    if entry.start is not None and entry.start != start:
+        return (f"the agent registry's entry {entry.path} names process {pid} started at"
+                f" {entry.start}, not the agent started at {start}")
+    if session_id and entry.session_id and entry.session_id != session_id:
+        return (f"the agent registry says process {pid} holds conversation"
+                f" {entry.session_id}, not {session_id}")
+    if pane and entry.pane and entry.pane != pane:
+        return f"the agent registry says process {pid} runs in pane {entry.pane}, not {pane}"
+    return None

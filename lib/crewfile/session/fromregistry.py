@@ -1,0 +1,187 @@
+"""Registering a session, or repairing its registration, from the agent CLI's
+own registry of running sessions (agents/registry.py): session-add
+--from-registry (an interactive session, found by its pane, its pid or the
+caller's ancestry) and --adopt (a background session, found by its id).
+
+The registry is the agent's own writing: it only names a candidate. What is
+recorded is checked here by crewfile's own probes first: the process is
+alive and started when its entry says (/proc), and, where a pane is named,
+it runs in that pane (the pane's process tree). The entry's conversation id
+and working directory are recorded as the hook's payload would give them.
+
+A repair (NAME registered and not ended) moves the registration to the
+entry's process when the one recorded is gone (`claude --resume` in the
+same pane, a background session the daemon respawned) or is that very
+process (its conversation changed: /clear), and only when the entry is the
+same session: the same pane, the same conversation, or the same background
+job. It appends
+`registered` (kinds.GUARDED: a beginning only makes the verdict probe again),
+so crew-watch may say `lost` once more for the new life.
+"""
+import json
+import os
+
+from crewfile.agents import registry
+from crewfile.core import liveness as procs
+from crewfile.core import logfile, records
+from crewfile.core.atomic import replace
+from crewfile.core.errors import NotFound, Refused
+from crewfile.core.locks import hold
+from crewfile.session import sessions, tmux
+
+AGENT = "claude"       # the one CLI whose registry is read (agents/registry.py)
+
+
+def find(where, pid=None, target=None, job=None, env=None):
+    """(the Entry, the pane fields for meta or {}) of the running agent named
+    by *job* (a background session's id, or its conversation id), *pid*,
+    the pane *target* (the agent in its process tree), or else the caller's
+    nearest ancestor with an entry (run from the agent's own shell).
+    NotFound when the registry has no such entry; Refused when the entry is
+    stale (its process gone or another) or not in the pane named."""
+    if job is not None:
+        entry = _background(where, job)
+    elif pid is not None:
+        entry = _read(pid, where)
+        if entry is None:
+            raise NotFound(f"no entry for process {pid} in the agent registry {where}")
+    elif target is not None:
+        entry = _in_pane(where, target, env)
+    else:
+        entry = _ancestor(where)
+    _check_alive(entry)
+    if entry.background:
+        return entry, {}
+    env = os.environ if env is None else env
+    own = None
+    if job is None and pid is None and target is None:
+        # Run from the agent's own shell: this command's pane is the agent's,
+        # a pane of $TMUX's server (run from anywhere else, $TMUX_PANE is the
+        # captain's pane, and says nothing of the agent).
+        own = env.get("TMUX_PANE")
+        if env.get("TMUX"):
+            env = {k: v for k, v in env.items() if k != "CREWFILE_TMUX"}
+    pane = target or entry.pane or own
+    if not pane:
+        return entry, {}
+    fields = sessions.pane_fields(pane, env)
+    if fields.get("tmux_server") is None:
+        raise Refused(f"no tmux pane {pane} on {fields['tmux_socket']} for agent process"
+                      f" {entry.pid}")
+    pane_pid = tmux.pane_info(fields["tmux"], socket=fields["tmux_socket"])[0].pid
+    if pane_pid is None or not procs.descends_from(entry.pid, pane_pid):
+        raise Refused(f"agent process {entry.pid} does not run in tmux pane {fields['tmux']}")
+    return entry, fields
+
+
+def _background(where, job):
+    found = [e for e in registry.entries(where)
+             if e.background and job in (e.job_id, e.session_id)]
+    live = [e for e in found if procs.alive(e.pid, e.start)]
+    if not live:
+        said = " (its entry is stale: the process is gone)" if found else ""
+        raise NotFound(f"no running background session {job} in the agent registry"
+                       f" {where}{said}")
+    return live[-1]
+
+
+def _in_pane(where, target, env):
+    found = tmux.pane_info(target, env=env)
+    if found is None or found[0].pid is None:
+        raise NotFound(f"no tmux pane {target}")
+    pane = found[0]
+    inside = [e for e in registry.entries(where)
+              if procs.alive(e.pid, e.start) and procs.descends_from(e.pid, pane.pid)]
+    if not inside:
+        raise NotFound(f"no agent of the registry {where} runs in tmux pane {pane.id}")
+    if len(inside) > 1:
+        raise Refused(f"{len(inside)} agents of the registry run in tmux pane {pane.id}"
+                      f" (processes {', '.join(str(e.pid) for e in inside)}): name one with"
+                      " --pid")
+    return inside[0]
+
+
+def _ancestor(where):
+    for st in procs.ancestors(os.getpid()):
+        entry = _read(st.pid, where)
+        if entry is not None:
+            return entry
+    raise NotFound(f"no agent of the registry {where} among this command's ancestors"
+                   " (name it with --tmux, --pid or --adopt)")
+
+
+def _read(pid, where):
+    try:
+        return registry.read(pid, where)
+    except registry.Unreadable as e:
+        raise Refused(f"the registry's entry cannot be read: {e}") from None
+
+
+def _check_alive(entry):
+    st = procs.stat(entry.pid)
+    if st is None or st.gone:
+        raise Refused(f"the registry's entry {entry.path} is stale: process {entry.pid}"
+                      " is gone")
+    if entry.start is not None and entry.start != st.start:
+        raise Refused(f"the registry's entry {entry.path} is stale: process {entry.pid} is"
+                      " another process now")
+    entry.start = st.start
+
+
+def meta_fields(entry, where, pane_fields, cwd=None):
+    """The metadata a registration from *entry* records."""
+    fields = {"pid": entry.pid, "pid_start": entry.start, "agent": AGENT,
+              "agent_registry": where}
+    if entry.session_id:
+        fields["agent_session_id"] = entry.session_id
+    if entry.job_id:
+        fields["agent_job"] = entry.job_id
+    if cwd or entry.cwd:
+        fields["cwd"] = os.path.realpath(cwd or entry.cwd)
+    fields.update(pane_fields)
+    return fields
+
+
+def register(crew, name, where, pid=None, target=None, job=None, env=None, kind="crew",
+             exempt=None, cwd=None, session_key=None, user=None):
+    """Register session NAME from the registry, or repair its registration;
+    return (the Session, "registered" or "repaired")."""
+    entry, pane = find(where, pid, target, job, env)
+    fields = meta_fields(entry, where, pane, cwd)
+    sess = sessions.Session(crew, name)
+    if sess.exists() and not sess.ended():
+        return _repair(sess, entry, fields), "repaired"
+    sess = sessions.register(crew, name, kind=kind, exempt=exempt, session_key=session_key,
+                             user=user, extra=fields)
+    return sess, "registered"
+
+
+def _repair(sess, entry, fields):
+    with hold(sess.lock_path):
+        meta = dict(sess.reread().meta)
+        if sess.ended():
+            raise Refused(f"session '{sess.name}' has ended meanwhile: register it again")
+        pid, start = meta.get("pid"), meta.get("pid_start")
+        same = (pid, start) == (entry.pid, entry.start)
+        if pid and not same and isinstance(pid, int) and procs.alive(pid, start):
+            raise Refused(f"session '{sess.name}' has a live agent, process {pid}, that is not"
+                          f" the registry's process {entry.pid}")
+        here = (fields.get("tmux"), fields.get("tmux_server"))
+        same_pane = bool(here[0]) and (meta.get("tmux"), meta.get("tmux_server")) == here
+        same_talk = bool(entry.session_id) and meta.get("agent_session_id") == entry.session_id
+        # A background session is its job: the daemon starts a killed one again
+        # under the same job id (its entry may name the conversation a moment late).
+        same_job = bool(entry.job_id) and meta.get("agent_job") == entry.job_id
+        if not (same or same_pane or same_talk or same_job):
+            raise Refused(f"session '{sess.name}' is registered and not ended, and the registry's"
+                          f" process {entry.pid} is neither in its pane, its conversation nor"
+                          f" its job")
+        meta.update(fields)
+        replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        said = f"from the agent registry: agent process {entry.pid}"
+        if entry.session_id:
+            said += f", conversation {entry.session_id}"
+        logfile.append_locked(sess.status_path, [records.new_line("registered", said)],
+                              rotate=logfile.rotate_limits())
+    sess.reread()
+    return sess
