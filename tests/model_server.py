@@ -214,6 +214,13 @@ WAKE_EVENT = re.compile(r"\bwake:? (?:\S+ )?(\d{4}-\d\d-\d\dT[\d:.]+Z) (\S+) ([a
 NUDGED = ("turn-ended", "done", "waiting", "blocked", "turn-failed", "stale")
 
 
+def _since_assistant(req):
+    """The messages after the last assistant message: what is new in *req*."""
+    msgs = req.get("messages") or []
+    last = max((i for i, m in enumerate(msgs) if m.get("role") == "assistant"), default=-1)
+    return msgs[last + 1:]
+
+
 class SoakModel(Model):
     """Usage by text; the log holds what was new in each request, stamped."""
 
@@ -224,10 +231,9 @@ class SoakModel(Model):
 
     def record(self, raw):
         req = Handler._parse(raw)
-        msgs = req.get("messages") or []
-        last = max((i for i, m in enumerate(msgs) if m.get("role") == "assistant"), default=-1)
         self.log.append(json.dumps({"received": time.time(), "main": bool(req.get("tools")),
-                                    "messages": len(msgs), "new": msgs[last + 1:]}).encode())
+                                    "messages": len(req.get("messages") or []),
+                                    "new": _since_assistant(req)}).encode())
 
 
 class SoakPrimary(SoakModel):
@@ -247,10 +253,13 @@ class SoakPrimary(SoakModel):
         if not req.get("tools"):
             return None, self.reply, 0.0
         newest = _newest_user(req)
-        wakes = WAKE_EVENT.findall(json.dumps(newest))
+        # a hook's context comes as a message of its own (role `system`)
+        # after the prompt: everything since the model last spoke is new
+        shown = json.dumps(_since_assistant(req))
+        wakes = WAKE_EVENT.findall(shown)
         results = [b.get("tool_use_id") for b in newest if b.get("type") == "tool_result"]
         role = next((self.calls.pop(i) for i in results if i in self.calls), None)
-        if role is None and (wakes or "inbox-drain" in json.dumps(newest)):
+        if role is None and (wakes or "inbox-drain" in shown):
             self.pending = wakes
             return self._run("drain", f"inbox-drain {shlex.quote(self.name)}"), self.reply, 0.0
         if role == "drain" or (role == "act" and wakes):
