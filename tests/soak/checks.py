@@ -242,6 +242,26 @@ def check_recorders(soak):
     return bad
 
 
+TYPED = {"firstmate": "crewfile: "}     # what crewfile types into each, but the workers'
+
+
+def check_typing(soak):
+    """Nothing typed into a generating conversation: a line crewfile typed
+    (a nudge, wake-send's announcement) reaches the model only as a prompt
+    of its own, never inside a turn (Claude Code hands keys typed during a
+    turn to the model with the next tool result)."""
+    bad = []
+    for name in ["firstmate", *soak.names]:
+        typed = TYPED.get(name, "SOAK-GO ")
+        for req in requests(soak.rigs[name].log) if name in soak.rigs else []:
+            new = json.dumps(req.get("new") or [])
+            if req.get("main") and '"tool_result"' in new and typed in new:
+                at = new.index(typed)
+                bad.append(f"{name}: typed text reached its model inside a turn, at"
+                           f" {req['received'] - soak.t0:.1f}s: {new[max(0, at - 40):at + 100]}")
+    return bad
+
+
 def check_asides(soak):
     bad = []
     for path in glob.glob(os.path.join(soak.crew.root, "sessions", "*", "meta")):
@@ -374,6 +394,7 @@ def figures(soak, fig):
 def report(soak):
     fig, v = {}, soak.violations
     steps = [("wakes", lambda: check_wakes(soak, fig)), ("dead pane", lambda: check_recorders(soak)),
+             ("typing", lambda: check_typing(soak)),
              ("asides", lambda: check_asides(soak)), ("jobs", lambda: check_jobs(soak, fig)),
              ("crew-up", lambda: check_crewup(soak, fig)), ("rss", lambda: check_rss(soak, fig)),
              ("figures", lambda: figures(soak, fig) or []),
