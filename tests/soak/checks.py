@@ -391,11 +391,24 @@ def figures(soak, fig):
                                                     f" {r.stderr.strip()}"
 
 
+CONTINUOUS = (("dead pane", check_recorders), ("typing", check_typing), ("asides", check_asides))
+
+
+def during(soak):
+    """The checks that read only what is final once written, run while the
+    day goes on: a violation is said (and kept) when it is first seen."""
+    for what, check in CONTINUOUS:
+        for line in check(soak):
+            if (what, line) not in soak.violations:
+                soak.violations.append((what, line))
+                soak.say(f"VIOLATION [{what}] {line}")
+
+
 def report(soak):
     fig, v = {}, soak.violations
-    steps = [("wakes", lambda: check_wakes(soak, fig)), ("dead pane", lambda: check_recorders(soak)),
-             ("typing", lambda: check_typing(soak)),
-             ("asides", lambda: check_asides(soak)), ("jobs", lambda: check_jobs(soak, fig)),
+    steps = [("wakes", lambda: check_wakes(soak, fig)),
+             *((what, lambda check=check: check(soak)) for what, check in CONTINUOUS),
+             ("jobs", lambda: check_jobs(soak, fig)),
              ("crew-up", lambda: check_crewup(soak, fig)), ("rss", lambda: check_rss(soak, fig)),
              ("figures", lambda: figures(soak, fig) or []),
              ("processes", lambda: check_left(soak))]
@@ -405,7 +418,7 @@ def report(soak):
         if not hasattr(soak, "t0_day"):
             soak.t0_day = soak.t_end
         try:
-            v += [(what, line) for line in step()]
+            v += [(what, line) for line in step() if (what, line) not in v]
         except Exception as e:          # a check that cannot run is a violation too
             v.append((what, f"the check failed: {type(e).__name__}: {e}"))
     path = os.path.join(soak.root, "report.txt")

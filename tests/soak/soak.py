@@ -42,6 +42,7 @@ PRIMARY = "firstmate"
 MARK = "CREWFILE_SOAK_RUN"      # in every process the soak starts (checks.left_behind)
 TURNS_PER_MINUTE = 30           # script lines per worker per minute: more than a day uses
 SAMPLE_EVERY = 1.0              # seconds between samples of crew-up and of the processes
+CHECK_EVERY = 30.0              # seconds between runs of the checks that can run during the day
 
 
 def wait_for(predicate, timeout, what):
@@ -181,8 +182,12 @@ class Soak:
         self.t0_day = time.time()
         plan = disturb.plan(self, self.duration)
         end = self.t0_day + self.duration
+        checked = time.monotonic()
         while time.time() < end:
             self.samples.take(self)
+            if time.monotonic() - checked >= CHECK_EVERY:
+                checks.during(self)
+                checked = time.monotonic()
             if plan and time.time() >= self.t0_day + plan[0][0]:
                 at, act = plan.pop(0)
                 act()
