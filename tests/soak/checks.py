@@ -353,22 +353,34 @@ def percentiles(xs):
 
 
 def figures(soak, fig):
-    used, kinds = {}, {}
+    used, kinds, wake = {}, {}, 0
     for name in ["firstmate", *soak.names]:
         path = Session(soak.crew, name).meta.get("transcript_path")
         found = tokens.session_used(path, tokens.read) if path else None
         used[name] = found.total if found else 0
+        wake += found.wake if found and name == "firstmate" else 0
         for r in status_records(soak.crew, name):
             kinds.setdefault(name, {}).setdefault(r.kind, []).append(r)
     total = sum(used.values()) or 1
     fig["tokens (by text: ~4 characters a token)"] = ", ".join(
         f"{n} {tokens.text(u)}" for n, u in used.items())
-    fig["primary's share of the crew's tokens"] = f"{100 * used['firstmate'] / total:.1f} %"
+    fig["primary's share of the crew's tokens"] = (
+        f"{100 * used['firstmate'] / total:.1f} % ({100 * wake / total:.1f} % in wake turns)")
+    crew_records = sum(len(status_records(soak.crew, os.path.basename(os.path.dirname(p))))
+                       for p in glob.glob(os.path.join(soak.crew.root, "sessions", "*", "meta"))
+                       if not p.endswith("/firstmate/meta"))
+    fig["records by the crew / wakes posted / primary turns"] = (
+        f"{crew_records} / {fig.get('wakes posted', '-')} /"
+        f" {len(kinds.get('firstmate', {}).get('turn-ended', []))}")
     p_turns = len(kinds.get("firstmate", {}).get("turn-ended", []))
     w_turns = sum(len(kinds.get(n, {}).get("turn-ended", [])) for n in soak.names)
     tasks = sum(len(kinds.get(n, {}).get("done", [])) for n in soak.names)
     fig["primary turns / worker turns / tasks done"] = f"{p_turns} / {w_turns} / {tasks}"
+    calls = sum(1 for r in requests(soak.rigs["firstmate"].log) if r.get("main"))
     fig["primary turns per worker task"] = f"{p_turns / tasks:.2f}" if tasks else "-"
+    # a turn the Stop hook keeps going with new wakes is one turn of many
+    # round trips: the model requests are the primary's real work
+    fig["primary model requests per worker task"] = f"{calls / tasks:.2f}" if tasks else "-"
     nudges = {}
     for n in soak.names:
         for kind, recs in kinds.get(n, {}).items():
