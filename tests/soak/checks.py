@@ -20,7 +20,6 @@ from claude_harness import BIN as _BIN
 from crewfile.core import paths, records
 from crewfile.session.sessions import Session
 from crewfile.views import tokens
-from crewfile.wake import inbox
 
 RESTART_BOUND = 15.0      # seconds crew-up's pipe may be down: a restart on a loaded machine
 TAKEN_WITHIN = 90.0       # seconds: a wake still pending this long before the end was lost
