@@ -154,6 +154,14 @@ def status_records(crew, name):
     return out
 
 
+def read_text(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
 def inbox_lines(crew, name):
     """Every wake notice ever posted to NAME: (notice, drained?)."""
     out = []
@@ -288,6 +296,8 @@ def check_jobs(soak, fig):
         return [f"job-ls --json: exit {r.returncode}: {r.stderr.strip()}"]
     heard = {}
     shown_to = {n: shown(soak.rigs[n].log) for n in soak.names if n in soak.rigs}
+    drained = {n: set(re.findall(r" job (j-[0-9a-f]+) ", read_text(
+        soak.crew.session_file(n, paths.INBOX_READ)))) for n in soak.names}
     for job in jobs:
         h, owner = job.get("handle"), job.get("session")
         heard[job.get("heard")] = heard.get(job.get("heard"), 0) + 1
@@ -295,13 +305,18 @@ def check_jobs(soak, fig):
                    and f"job {h}" in t]
         if len(notices) > 1:
             bad.append(f"job {h} of {owner}: its outcome reached the model {len(notices)} times")
+        if not notices and h in drained.get(owner, set()):
+            bad.append(f"job {h} of {owner}: its notice was drained but never reached the model")
         if job.get("heard") == "wait" and notices:
             bad.append(f"job {h} of {owner}: heard by job-wait and announced as well")
-        if job.get("heard") == "no" and job.get("ended") \
-                and job["ended"] < soak.t_end - HEARD_WITHIN:
-            bad.append(f"job {h} of {owner}: ended at {job['ended']:.0f}, never heard")
+        # unheard (heard null): said by the announcement when its owner was
+        # not live (the outcome stays listed as unheard, as designed)
+        if job.get("heard") is None and job.get("ended") and not job.get("announce_reason") \
+                and records.parse_timestamp(job["ended"]) < soak.t_end - HEARD_WITHIN:
+            bad.append(f"job {h} of {owner}: ended at {job['ended']}, never heard nor said why")
     fig["jobs"] = len(jobs)
-    fig["jobs heard"] = ", ".join(f"{k}: {v}" for k, v in sorted(heard.items(), key=str))
+    fig["jobs heard"] = ", ".join(f"{k or 'unheard (owner not live)'}: {v}"
+                                  for k, v in sorted(heard.items(), key=str))
     return bad
 
 
