@@ -212,6 +212,9 @@ CHARS_PER_TOKEN = 4
 # output (`TS wake: ID TS NAME KIND...`).
 WAKE_EVENT = re.compile(r"\bwake:? (?:\S+ )?(\d{4}-\d\d-\d\dT[\d:.]+Z) (\S+) ([a-z][a-z0-9-]*)")
 NUDGED = ("turn-ended", "done", "waiting", "blocked", "turn-failed", "stale")
+# a session gone: its nudge is disarmed by the tick that finds it not live,
+# and armed again by crew-respawn, so it reaches the agent once it is back
+GONE = ("lost", "ended")
 
 
 def _since_assistant(req):
@@ -239,9 +242,10 @@ class SoakModel(Model):
 class SoakPrimary(SoakModel):
     """The primary's model: shown wakes (by its prompt hook, or a prompt that
     says to run inbox-drain), it runs `inbox-drain NAME`, then one action per
-    session woken: a nudge to go on (nudge-add, replacing the last), a
-    review of an ended or lost session (status-show), a concluded aside
-    reconciled (aside-reconcile). Everything else ends the turn."""
+    session woken: a nudge to go on (nudge-add, replacing the last; also
+    for a session lost or ended, which crew-respawn brings back), a concluded
+    aside reconciled (aside-reconcile), a review (status-show) of anything
+    else. Everything else ends the turn."""
 
     def __init__(self, name, **kw):
         super().__init__(**kw)
@@ -284,7 +288,7 @@ class SoakPrimary(SoakModel):
             q = shlex.quote(who)
             if kind == "concluded":
                 acts[who] = f"aside-reconcile {q}"
-            elif kind in NUDGED and who not in acts:
+            elif kind in NUDGED + GONE and who not in acts:
                 acts[who] = (f"nudge-add --session {q} --every 1 --max 1 --replace"
                              f" --message {shlex.quote(f'SOAK-GO {who} after {kind} {ts}')}")
             elif who not in acts:

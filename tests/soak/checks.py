@@ -24,6 +24,8 @@ from crewfile.views import tokens
 RESTART_BOUND = 15.0      # seconds crew-up's pipe may be down: a restart on a loaded machine
 TAKEN_WITHIN = 90.0       # seconds: a wake still pending this long before the end was lost
 HEARD_WITHIN = 120.0      # seconds: a job outcome unheard this long before the end
+IN_FLIGHT = 30.0          # seconds: a notice drained this close to the end may be in a
+                          # turn the teardown cut (not one the crew lost)
 RSS_GROWTH = 1.5          # a process whose RSS grew past this ratio (and by RSS_SLACK) ...
 RSS_SLACK = 16 << 10      # kB
 SYNTHESIZED = ("stale", "lost", "error")
@@ -206,7 +208,7 @@ def check_wakes(soak, fig):
                        f" at {', '.join(f'{h - soak.t0:.1f}s' for h in hits)}")
         elif hits:
             latencies.append(hits[0] - records.parse_timestamp(event_of(text)[0]))
-        elif drained:
+        elif drained and records.parse_timestamp(ts) < soak.t_end - IN_FLIGHT:
             bad.append(f"wake {nid} ({text[:80]}) was drained but never reached the model")
         elif records.parse_timestamp(ts) < soak.t_end - TAKEN_WITHIN:
             bad.append(f"wake {nid} ({text[:80]}) posted at {ts} was still pending at the end")
@@ -286,6 +288,17 @@ def check_asides(soak):
     return bad
 
 
+def check_progress(soak):
+    """The loop never stalls: every worker takes turns in the day's last
+    quarter (a crew whose workers wait for ever would keep every other
+    promise by doing nothing)."""
+    since = soak.t_end - (soak.t_end - soak.t0_day) / 4
+    return [f"{name} took no turn after {since - soak.t0:.0f}s (the day's last quarter)"
+            for name in soak.names
+            if not any(r.kind == "turn-started" and records.parse_timestamp(r.ts) >= since
+                       for r in status_records(soak.crew, name))]
+
+
 def check_jobs(soak, fig):
     bad = []
     r = subprocess.run([sys.executable, os.path.join(BIN, "job-ls"), "--json"],
@@ -305,7 +318,8 @@ def check_jobs(soak, fig):
                    and f"job {h}" in t]
         if len(notices) > 1:
             bad.append(f"job {h} of {owner}: its outcome reached the model {len(notices)} times")
-        if not notices and h in drained.get(owner, set()):
+        if not notices and h in drained.get(owner, set()) and job.get("ended") \
+                and records.parse_timestamp(job["ended"]) < soak.t_end - IN_FLIGHT:
             bad.append(f"job {h} of {owner}: its notice was drained but never reached the model")
         if job.get("heard") == "wait" and notices:
             bad.append(f"job {h} of {owner}: heard by job-wait and announced as well")
@@ -434,7 +448,7 @@ def report(soak):
     fig, v = {}, soak.violations
     steps = [("wakes", lambda: check_wakes(soak, fig)),
              *((what, lambda check=check: check(soak)) for what, check in CONTINUOUS),
-             ("jobs", lambda: check_jobs(soak, fig)),
+             ("jobs", lambda: check_jobs(soak, fig)), ("progress", lambda: check_progress(soak)),
              ("crew-up", lambda: check_crewup(soak, fig)), ("rss", lambda: check_rss(soak, fig)),
              ("figures", lambda: figures(soak, fig) or []),
              ("processes", lambda: check_left(soak))]
