@@ -50,13 +50,19 @@ BUSY = "a delivery or respawn is in progress"
 
 
 def respawn(*names):
-    """crew-respawn NAMES, again while it says a delivery holds the session
-    (busy is an ordinary answer: a person runs it again), for up to 60 s."""
-    deadline = time.monotonic() + 60
+    """crew-respawn NAMES; the ones it leaves because a delivery holds them
+    (busy is an ordinary answer: a person runs it again) again, for up to
+    60 s. Returns ({name: action}, the last run's stderr)."""
+    done, todo, deadline = {}, list(names), time.monotonic() + 60
     while True:
-        r = run(["crew-respawn", "--json", *names])
-        if r.returncode != 1 or BUSY not in r.stderr or time.monotonic() > deadline:
-            return r
+        r = run(["crew-respawn", "--json", *todo])
+        try:
+            done.update({x["name"]: x["action"] for x in json.loads(r.stdout or "[]")})
+        except ValueError:
+            pass
+        todo = [n for n in todo if done.get(n) != "respawned"]
+        if not todo or BUSY not in r.stderr or time.monotonic() > deadline:
+            return done, r.stderr.strip()
         time.sleep(0.5)
 
 
@@ -97,10 +103,10 @@ class Disturb:
         soak.say(f"{name}'s dead pane {pane} now records what it receives")
 
     def respawn_worker(self):
-        r = respawn(self.victim)
-        if r.returncode != 0:
-            return self.fail(f"crew-respawn {self.victim}: exit {r.returncode}: {r.stderr.strip()}")
-        self.soak.say(f"crew-respawn {self.victim}: {json.loads(r.stdout)[0]['action']}")
+        done, err = respawn(self.victim)
+        if done.get(self.victim) != "respawned":
+            return self.fail(f"crew-respawn {self.victim}: {done.get(self.victim)}: {err}")
+        self.soak.say(f"crew-respawn {self.victim}: respawned")
 
     def open_aside(self):
         soak = self.soak
@@ -158,15 +164,12 @@ class Disturb:
         except TimeoutError as e:
             return self.fail(f"the primary did not come back: {e}")
         soak.say(f"primary resumed ({sid}) in {pane}")
-        r = respawn(*soak.names)
-        if r.returncode != 0:
-            return self.fail(f"crew-respawn after the restart: exit {r.returncode}:"
-                             f" {r.stderr.strip()}")
-        done = {x["name"]: x["action"] for x in json.loads(r.stdout)}
+        done, err = respawn(*soak.names)
         soak.say(f"crew-respawn: {done}")
         for name in soak.names:
             if done.get(name) != "respawned":
-                self.fail(f"{name} was not respawned after the tmux restart: {done.get(name)}")
+                self.fail(f"{name} was not respawned after the tmux restart:"
+                          f" {done.get(name)} ({err})")
 
     def restart_crewup(self):
         soak = self.soak
