@@ -5,7 +5,7 @@ PY     := $(CURDIR)/$(VENV)/bin/python
 STAMP  := $(VENV)/.deps-installed
 export PATH := $(CURDIR)/$(VENV)/bin:$(CURDIR)/bin:$(PATH)
 
-.PHONY: all deps system-deps claude-code codex gemini sshd systemd viewers test test-oldest test-e2e pytest bats demo bench install uninstall clean
+.PHONY: all deps system-deps claude-code codex gemini sshd systemd viewers test test-oldest test-e2e pytest bats demo bench soak install uninstall clean
 
 all: test
 
@@ -150,6 +150,17 @@ bench: deps
 	  $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends task-spooler >/dev/null \
 	  || echo "make: task-spooler is unavailable: the jobs bench will say so" >&2; }
 	$(PY) bench/bench.py
+
+# A day in the life of a crew (docs/soak.md): a primary and WORKERS workers,
+# each the real Claude Code against the stand-in model, for DURATION (any
+# length: 2m, 20m, 2h), the day drawn from SEED. Its report's path is printed;
+# it fails unless every invariant held. `make test` runs a 2-minute one
+# (tests/test_soak.py).
+DURATION ?= 20m
+SEED     ?= 1
+WORKERS  ?= 6
+soak: deps claude-code
+	$(PY) tests/soak/soak.py --duration $(DURATION) --seed $(SEED) --workers $(WORKERS)
 
 # pipx's convention: the commands get a venv of their own (so they always run
 # with the interpreter that has their dependencies), linked into ~/.local/bin.

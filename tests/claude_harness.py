@@ -103,7 +103,7 @@ class ClaudeRig:
                  project: Union[str, Path, None] = None, root: Union[str, Path, None] = None,
                  binary: Optional[str] = None, extra_args: Iterable[str] = (),
                  fake_reply: Optional[str] = None, size: tuple = (200, 50),
-                 allowed_tools: Iterable[str] = ("Bash",)):
+                 allowed_tools: Iterable[str] = ("Bash",), server_args: Iterable[str] = ()):
         self.tmp = Path(tmp).resolve()
         self.sock = str(tmux_socket)
         self.settings = settings or {}
@@ -121,6 +121,7 @@ class ClaudeRig:
         self.extra_args = list(extra_args)
         self.allowed_tools = list(allowed_tools)   # () -> a tool call gets a permission dialog
         self.fake_reply = fake_reply
+        self.server_args = list(server_args)       # more model_server options (the soak's)
         self.size = size
         self.port: Optional[int] = None
         self.fake: Optional[subprocess.Popen] = None
@@ -188,6 +189,7 @@ class ClaudeRig:
             argv += ["--script", str(self.script_path)]
         if self.fake_reply is not None:
             argv += ["--reply", self.fake_reply]
+        argv += self.server_args
         with open(self.tmp / "model-server.stderr", "ab") as err:
             self.fake = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err)
         ready, _, _ = select.select([self.fake.stdout], [], [], timeout)

@@ -31,9 +31,18 @@ gets the reply TEXT.
 
 Every Messages request body is appended to the log FILE, one line each, so a
 test reads exactly what reached the model (tests/claude_harness.py parses it).
+
+The soak (tests/soak, `--soak`): usage is reported by the text received and
+sent (about 4 characters a token), so a share of tokens means something; a
+request is logged as what was new in it (the user messages after the last
+assistant message) and when it arrived, so a day's log stays linear; and
+with `--soak-primary NAME` the model is the primary's: each wake it is
+shown is answered with a scripted action (see SoakPrimary).
 """
 import itertools
 import json
+import re
+import shlex
 import sys
 import time
 
@@ -56,6 +65,10 @@ class Model:
 
     def record(self, raw: bytes) -> None:
         self.log.append(raw)
+
+    def usage(self, req, block) -> dict:
+        """What the message says it cost (fixed: only the soak counts it)."""
+        return USAGE
 
     def _next_script_line(self):
         return self.script.next_line()
@@ -178,8 +191,9 @@ class Handler(stand_in.Handler):
             return self._limited(delay)
         msg = {"id": f"msg_{next(self.model.ids):06d}", "type": "message", "role": "assistant",
                "model": req.get("model", "claude"), "content": [], "stop_reason": None,
-               "stop_sequence": None, "usage": USAGE}
+               "stop_sequence": None}
         block = tool or {"type": "text", "text": text}
+        msg["usage"] = usage = self.model.usage(req, block)
         stop = "tool_use" if tool else "end_turn"
         if not req.get("stream"):
             _pause(delay)
@@ -196,7 +210,7 @@ class Handler(stand_in.Handler):
         _pause(delay)           # the CLI shows the turn as generating meanwhile
         self._event("content_block_stop", index=0)
         self._event("message_delta", delta={"stop_reason": stop, "stop_sequence": None},
-                    usage={"output_tokens": 2})
+                    usage={"output_tokens": usage["output_tokens"]})
         self._event("message_stop")
 
     def _limited(self, reset):
@@ -215,14 +229,116 @@ class Handler(stand_in.Handler):
         self.wfile.write(body)
 
 
-def serve(port=0, log=None, script=None, reply="ok", announce=sys.stdout):
-    handler = type("Handler", (Handler,), {"model": Model(log, script, reply)})
+def serve(port=0, log=None, script=None, reply="ok", announce=sys.stdout, model=None):
+    model = model or Model(log, script, reply)
+    handler = type("Handler", (Handler,), {"model": model})
     stand_in.serve(handler, port, announce)
 
 
+# --- the soak's stand-in (tests/soak) ------------------------------------------------
+
+CHARS_PER_TOKEN = 4
+# An event line inside what the primary is shown: a wake notice from its prompt
+# hook (`crewfile notice: wake TS NAME KIND...`) or a line of inbox-drain's
+# output (`TS wake: ID TS NAME KIND...`).
+WAKE_EVENT = re.compile(r"\bwake:? (?:\S+ )?(\d{4}-\d\d-\d\dT[\d:.]+Z) (\S+) ([a-z][a-z0-9-]*)")
+NUDGED = ("turn-ended", "done", "waiting", "blocked", "turn-failed", "stale")
+# a session gone: its nudge is disarmed by the tick that finds it not live,
+# and armed again by crew-respawn, so it reaches the agent once it is back
+GONE = ("lost", "ended")
+
+
+def _since_assistant(req):
+    """The messages after the last assistant message: what is new in *req*."""
+    msgs = req.get("messages") or []
+    last = max((i for i, m in enumerate(msgs) if m.get("role") == "assistant"), default=-1)
+    return msgs[last + 1:]
+
+
+class SoakModel(Model):
+    """Usage by text; the log holds what was new in each request, stamped."""
+
+    def usage(self, req, block):
+        seen = len(json.dumps(req.get("system") or "")) + len(json.dumps(req.get("messages") or []))
+        return dict(USAGE, input_tokens=max(1, seen // CHARS_PER_TOKEN),
+                    output_tokens=max(1, len(json.dumps(block)) // CHARS_PER_TOKEN))
+
+    def record(self, raw):
+        req = Handler._parse(raw)
+        self.log.append(json.dumps({"received": time.time(), "main": bool(req.get("tools")),
+                                    "messages": len(req.get("messages") or []),
+                                    "new": _since_assistant(req)}).encode())
+
+
+class SoakPrimary(SoakModel):
+    """The primary's model: shown wakes (by its prompt hook, or a prompt that
+    says to run inbox-drain), it runs `inbox-drain NAME`, then one action per
+    session woken: a nudge to go on (nudge-add, replacing the last; also
+    for a session lost or ended, which crew-respawn brings back), a concluded
+    aside reconciled (aside-reconcile), a review (status-show) of anything
+    else. Everything else ends the turn."""
+
+    def __init__(self, name, **kw):
+        super().__init__(**kw)
+        self.name = name
+        self.calls = {}          # tool_use id -> "drain" | "act"
+        self.pending = []        # wakes shown before the drain's result
+
+    def answer(self, req):
+        if not req.get("tools"):
+            return None, self.reply, 0.0
+        newest = _newest_user(req)
+        # a hook's context comes as a message of its own (role `system`)
+        # after the prompt: everything since the model last spoke is new
+        shown = json.dumps(_since_assistant(req))
+        wakes = WAKE_EVENT.findall(shown)
+        results = [b.get("tool_use_id") for b in newest if b.get("type") == "tool_result"]
+        role = next((self.calls.pop(i) for i in results if i in self.calls), None)
+        if role is None and (wakes or "inbox-drain" in shown):
+            self.pending = wakes
+            return self._run("drain", f"inbox-drain {shlex.quote(self.name)}"), self.reply, 0.0
+        if role == "drain" or (role == "act" and wakes):
+            todo, self.pending = self.pending + wakes, []
+            line = self._acts(todo)
+            if line:
+                return self._run("act", line), self.reply, 0.0
+        return None, self.reply, 0.0
+
+    def _run(self, role, command):
+        call_id = f"toolu_{next(self.ids):06d}"
+        self.calls[call_id] = role
+        return {"type": "tool_use", "id": call_id, "name": "Bash",
+                "input": {"command": command, "description": "scripted"}}
+
+    def _acts(self, wakes):
+        """One shell line acting on *wakes* ((ts, session, kind)), a session once."""
+        acts = {}
+        for ts, who, kind in wakes:
+            if who == self.name:
+                continue
+            q = shlex.quote(who)
+            if kind == "concluded":
+                acts[who] = f"aside-reconcile {q}"
+            elif kind in NUDGED + GONE and who not in acts:
+                acts[who] = (f"nudge-add --session {q} --every 1 --max 1 --replace"
+                             f" --message {shlex.quote(f'SOAK-GO {who} after {kind} {ts}')}")
+            elif who not in acts:
+                acts[who] = f"status-show {q} --last 3"
+        return "; ".join(f"{a} >/dev/null 2>&1" for a in acts.values()) + ("; true" if acts else "")
+
+
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
+    soak, primary = "--soak" in argv, None
+    argv = [a for a in argv if a != "--soak"]
+    if "--soak-primary" in argv:
+        at = argv.index("--soak-primary")
+        primary, soak = argv[at + 1], True
+        del argv[at:at + 2]
     a = stand_in.options(__doc__.split("\n\n")[0], script=True, argv=argv)
-    serve(a.port, a.log, a.script, a.reply)
+    kw = dict(log=a.log, script=a.script, reply=a.reply)
+    model = (SoakPrimary(primary, **kw) if primary else SoakModel(**kw) if soak else None)
+    serve(a.port, a.log, a.script, a.reply, model=model)
 
 
 if __name__ == "__main__":
