@@ -2,6 +2,7 @@
 fields, unknown events, garbage) -> records, outputs, exit codes."""
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -295,6 +296,34 @@ def test_session_end_records_reason(crew, run):
     assert hook(run, payload("SessionEnd", reason="prompt_input_exit")).returncode == 0
     assert kinds(crew)[-1] == ("ended", "prompt_input_exit")
     assert Session(crew, "w1").ended()
+
+
+def test_an_earlier_agents_session_end_does_not_end_the_live_agents_life(crew, run):
+    """A tmux server restarted: the resumed agent registered first, then the
+    old agent's SessionEnd ran. It must not stand over the live agent."""
+    other = subprocess.Popen(["sleep", "600"])
+    try:
+        register(crew, "w1", pid=other.pid)
+        p = hook(run, payload("SessionEnd", reason="other"))
+        assert (p.returncode, p.stdout) == (0, "")
+        assert p.stderr == ("crew-hook: w1: an earlier agent's SessionEnd, not recorded:"
+                            " the session's registered agent is another, alive\n")
+        assert kinds(crew) == [("registered", "kind=crew")]
+        assert not Session(crew, "w1").ended()
+    finally:
+        other.kill()
+        other.wait()
+    # Its agent gone, an end is recorded as ever (it is no other agent's life).
+    p = hook(run, payload("SessionEnd", reason="other"))
+    assert (p.returncode, p.stderr) == (0, "")
+    assert kinds(crew)[-1] == ("ended", "other")
+
+
+def test_the_registered_agents_own_session_end_is_recorded(crew, run):
+    register(crew, "w1", pid=os.getpid())       # the hook runs below this process, as below its agent
+    p = hook(run, payload("SessionEnd", reason="prompt_input_exit"))
+    assert (p.returncode, p.stderr) == (0, "")
+    assert kinds(crew)[-1] == ("ended", "prompt_input_exit")
 
 
 def test_session_end_without_reason(crew, run):

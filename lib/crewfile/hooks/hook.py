@@ -602,8 +602,25 @@ def session_end(ctx):
     sess = ctx.session
     if sess is None:
         return _no_session(ctx)
+    if _another_agents_end(sess):
+        ctx.notes.append(f"{sess.name}: an earlier agent's SessionEnd, not recorded:"
+                         " the session's registered agent is another, alive")
+        return Reply()
     sess.append("ended", ctx.field("reason") or "unknown")
     return Reply()
+
+
+def _another_agents_end(sess):
+    """This SessionEnd comes from an agent other than the session's registered
+    one, which is alive: an old agent ending after a new one took the name
+    (a tmux server restarted, its agents resumed before the old ones' hooks
+    ran). Its `ended` would stand over the live agent's life and never be
+    believed, holding every delivery to the session."""
+    from crewfile.core.liveness import alive, descends_from
+    pid, start = sess.meta.get("pid"), sess.meta.get("pid_start")
+    if not isinstance(pid, int) or not alive(pid, start):
+        return False
+    return not descends_from(os.getpid(), pid)
 
 
 EVENTS = {
