@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from conftest import wait_for
-from crewfile.core import locks, paths
+from crewfile.core import locks, logfile, paths
 from crewfile.session.delivery import Answer
 from crewfile.session.sessions import Session, register
 from crewfile.wake import announce, inbox
@@ -70,6 +70,9 @@ def test_a_wake_is_announced_on_stderr_with_exit_2_and_stays_pending(crew):
     assert announce.announced(sess) == {nid}
     assert [n.id for n in inbox.pending(crew, "boss")] == [nid]     # read only by a drain
     assert not announce.armed(sess)
+    # the turn it starts runs from now: wake-send types nothing into it
+    newest = sess.last_records(1, logfile.TailStats())[-1]
+    assert (newest.kind, newest.text) == ("turn-started", "rewake")
 
 
 def test_any_other_session_returns_at_once(crew):

@@ -28,6 +28,8 @@ NAME's directory (inotify; polling where there is none):
     CAPTAIN_QUIET seconds (the captain typing); a draft left on the prompt
     line does not hold it: the CLI leaves the draft untouched;
   - no typed delivery into the pane is under way (deliver.lock).
+Announcing, it writes `turn-started: rewake`: the turn it starts runs from
+then on for every reader (wake-send types nothing into it).
 It ends, announcing nothing, at its deadline (below the hook's timeout, so
 the CLI never has to kill it), when the agent process ends (a pidfd: a
 waiter never outlives its session), or on SIGTERM (the CLI's own stop at
@@ -117,6 +119,10 @@ def try_announce(sess, say=DEFAULT_SAY, quiet=None):
         if not fresh or not idle(sess)[0]:
             return None, None
         mark(sess, [n.id for n in waiting])
+        # The turn it starts is running from now, not from the CLI's own
+        # UserPromptSubmit a moment later: in between, an unarmed channel and
+        # an ended turn would let wake-send type into that turn.
+        sess.append("turn-started", "rewake")
     return message(waiting, say, sess.name), None
 
 
