@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 
 import pytest
 
@@ -170,3 +171,52 @@ def test_nothing_offered_costs_no_lock_and_says_nothing(crew, run, tmp_path):
     p = hook(run, "PreToolUse", tmp_path / "t.jsonl", tool_name="Read", tool_input={})
     assert (p.stdout, p.stderr) == ("", "")
     assert inbox.settle(crew, "w1", lambda pid, start: False) == 0
+
+
+def test_real_claude_killed_mid_turn_shows_the_notice_once_after_resume(crew, tmux, tmp_path):
+    """The real CLI: a notice handed in at UserPromptSubmit, the agent killed
+    while the model's reply is held, `claude --resume` in the pane: the first
+    request after the resume carries the notice exactly once (from the
+    resumed transcript, or put back and handed over again; never both)."""
+    from claude_harness import crew_rig, kinds, records, require_real_claude, start_registered
+    from claude_harness import watched
+    from conftest import wait_for
+    from crewfile.core.liveness import alive
+    require_real_claude()
+    mark = "NOTICE-OFFERED-E2E"
+    rig = crew_rig(crew, tmux, tmp_path)
+    with watched(rig, crew, "w1"):
+        start_registered(rig, crew)
+        rig.turn("hello")              # a conversation to resume
+        wait_for(lambda: kinds(crew, "w1")[-1] == "turn-ended", 60, what="the first turn's end")
+        gate = tmp_path / "end-of-reply"
+        rig.set_script([f"HOLD: {gate}"])
+        inbox.post(crew, "w1", "job", f"job j-e2e exited 0 {mark}")
+        rig.send("what is new?")
+        wait_for(lambda: any(mark in json.dumps(r) for r in rig.main_requests()),
+                 what="the handed-over notice at the model")
+        assert inbox.offered(crew, "w1") is not None
+        meta = Session(crew, "w1").reread().meta
+        pid, start, sid = meta["pid"], meta["pid_start"], meta["agent_session_id"]
+        # killed mid-reply, at once: whether the CLI wrote the hand-over into its
+        # transcript first is a race; either way the notice is shown once
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not alive(pid, start), what="the agent gone")
+        gate.touch()                                # the held reply may end now
+        n_main = len(rig.main_requests())
+        rig.extra_args = ["--resume", sid]
+        rig._tmux("respawn-pane", "-k", "-t", rig.pane, rig.command())
+        rig.wait_ready()
+        wait_for(lambda: ("started", "resume") in records(crew, "w1"), 60,
+                 what="the resumed SessionStart")
+        assert inbox.offered(crew, "w1") is None
+        in_transcript = mark in open(meta["transcript_path"]).read()
+        print(f"the notice was {'in' if in_transcript else 'not in'} the killed agent's"
+              " transcript", file=sys.stderr)
+        assert (inbox.pending(crew, "w1") == []) == in_transcript     # else put back
+        rig.send("go on")
+        wait_for(lambda: kinds(crew, "w1")[-1] == "turn-ended", 60, what="the resumed turn's end")
+        after = [r for r in rig.main_requests()[n_main:] if "go on" in json.dumps(r)]
+        assert after, "no request after the resume"
+        assert json.dumps(after[0]["messages"]).count(mark) == 1
+        assert inbox.pending(crew, "w1") == [] and inbox.offered(crew, "w1") is None
