@@ -192,6 +192,18 @@ def event_of(text):
     return ts, session, rest.split(":", 1)[0].split(" ", 1)[0]
 
 
+def repeated_after_death(soak, name, hits):
+    """Each repeat in *hits* (arrival times of one notice at NAME's model)
+    follows a kill of NAME's agent after the showing before it: a notice
+    handed to an agent killed before its transcript kept it is put back for
+    the next life (docs/files/inbox.md, `offered`; a duplicate is the lesser
+    error). Any other repeat is a violation."""
+    deaths = [soak.t0 + at for at, what in soak.events
+              if (what.startswith(f"{name}'s agent ") and "SIGKILLed" in what)
+              or what == "tmux server killed"]
+    return all(any(a < d < b for d in deaths) for a, b in zip(hits, hits[1:]))
+
+
 # ------------------------------------------------------------------ invariants
 def check_wakes(soak, fig):
     """Every wake posted reaches the primary's model exactly once; every
@@ -200,10 +212,13 @@ def check_wakes(soak, fig):
     primary = soak.rigs["firstmate"]
     texts = shown(primary.log)
     posted = inbox_lines(soak.crew, "firstmate")
-    latencies = []
+    latencies, again = [], 0
     for ts, nid, text, drained in posted:
         hits = [at for at, t in texts if mentions(t, nid)]
-        if len(hits) > 1:
+        if len(hits) > 1 and repeated_after_death(soak, "firstmate", hits):
+            again += 1
+            latencies.append(hits[0] - records.parse_timestamp(event_of(text)[0]))
+        elif len(hits) > 1:
             bad.append(f"wake {nid} ({text[:80]}) reached the primary's model {len(hits)} times,"
                        f" at {', '.join(f'{h - soak.t0:.1f}s' for h in hits)}")
         elif hits:
@@ -214,6 +229,7 @@ def check_wakes(soak, fig):
             bad.append(f"wake {nid} ({text[:80]}) posted at {ts} was still pending at the end")
     fig["wakes posted"] = len(posted)
     fig["wakes shown to the model"] = len(latencies)
+    fig["wakes shown again after their agent was killed"] = again
     fig["wakes pending at the end"] = sum(1 for p in posted if not p[3]
                                           and not any(mentions(t, p[1]) for _, t in texts))
     fig["event -> model latency"] = percentiles(latencies)
@@ -307,7 +323,7 @@ def check_jobs(soak, fig):
         jobs = json.loads(r.stdout)
     except ValueError:
         return [f"job-ls --json: exit {r.returncode}: {r.stderr.strip()}"]
-    heard = {}
+    heard, again = {}, 0
     shown_to = {n: shown(soak.rigs[n].log) for n in soak.names if n in soak.rigs}
     drained = {n: set(re.findall(r" job (j-[0-9a-f]+) ", read_text(
         soak.crew.session_file(n, paths.INBOX_READ)))) for n in soak.names}
@@ -316,7 +332,9 @@ def check_jobs(soak, fig):
         heard[job.get("heard")] = heard.get(job.get("heard"), 0) + 1
         notices = [at for at, t in shown_to.get(owner, []) if "crewfile notice" in t
                    and f"job {h}" in t]
-        if len(notices) > 1:
+        if len(notices) > 1 and repeated_after_death(soak, owner, notices):
+            again += 1
+        elif len(notices) > 1:
             bad.append(f"job {h} of {owner}: its outcome reached the model {len(notices)} times")
         if not notices and h in drained.get(owner, set()) and job.get("ended") \
                 and records.parse_timestamp(job["ended"]) < soak.t_end - IN_FLIGHT:
@@ -329,6 +347,7 @@ def check_jobs(soak, fig):
                 and records.parse_timestamp(job["ended"]) < soak.t_end - HEARD_WITHIN:
             bad.append(f"job {h} of {owner}: ended at {job['ended']}, never heard nor said why")
     fig["jobs"] = len(jobs)
+    fig["job outcomes shown again after their agent was killed"] = again
     fig["jobs heard"] = ", ".join(f"{k or 'unheard (owner not live)'}: {v}"
                                   for k, v in sorted(heard.items(), key=str))
     return bad

@@ -14,6 +14,7 @@ from crewfile.core.names import check_name
 SESSIONS, REPORTS, NUDGES, JOBS, LOCKS = "sessions", "reports", "nudges", "jobs", "locks"
 ARCHIVE = "archive"               # archive/sessions/NAME/TS: what session-rm removed
 META, STATUS, LOCK, INBOX, INBOX_READ = "meta", "status", "lock", "inbox", "inbox.read"
+OFFERED = "offered"                # sessions/NAME/offered: notices handed to an agent, unconfirmed
 REPORT_TMP, REPORT_NEW, REPORT_CUR = "tmp", "new", "cur"     # under REPORTS
 SCROLLBACK_SUFFIX = ".scrollback"
 SCROLLBACK = "scrollback"         # sessions/NAME/scrollback.TS, TS a record timestamp

@@ -33,7 +33,7 @@ from crewfile.core.errors import CrewfileError, Refused
 from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import LockBusy
 from crewfile.core.logfile import TailStats
-from crewfile.core.paths import Crew, default_dir
+from crewfile.core.paths import OFFERED, Crew, default_dir
 from crewfile.core.records import new_line, timestamp
 from crewfile.core.text import escape
 from crewfile.session import sessions
@@ -268,7 +268,7 @@ def drain_notices(ctx):
         return ""
     try:
         notices, rest, garbage = inbox.drain_part(ctx.crew, sess.name,
-                                                  inline_part(NOTICE_HEADER))
+                                                  inline_part(NOTICE_HEADER), _taker(ctx, sess))
     except LockBusy as e:
         ctx.notes.append(f"{sess.name}: notices left in the inbox for the next event: {e}")
         return ""
@@ -277,6 +277,46 @@ def drain_notices(ctx):
     if not notices:
         return ""
     return _context_output(ctx, inline_text(NOTICE_HEADER, notices, rest))
+
+
+def _taker(ctx, sess):
+    """offer_to for inbox.drain_part: the agent life taking a hand-over, as
+    (pid, start, transcript). The session's recorded agent, if it is alive
+    (a dead one recorded would have every notice put back at once); the
+    transcript named by the payload, else the session's."""
+    def life():
+        from crewfile.core.liveness import alive
+        meta = sess.meta
+        pid, start = meta.get("pid"), meta.get("pid_start")
+        if not (isinstance(pid, int) and isinstance(start, int) and alive(pid, start)):
+            pid = start = None
+        transcript = ctx.field("transcript_path") or meta.get("transcript_path")
+        return pid, start, transcript if isinstance(transcript, str) else None
+    return life
+
+
+def settle_offered(ctx, sess):
+    """The notices handed to the agent and not yet confirmed (inbox.settle):
+    this event is evidence that the agent life that took them went on, unless
+    that life is gone, or this is a new agent's SessionStart; then those its
+    transcript does not name are put back for the next turn."""
+    def went_on(pid, start):
+        if pid is None:         # no agent recorded: only a new start is a new life
+            return not _starts_life(ctx)
+        from crewfile.core.liveness import alive
+        return alive(pid, start)
+    try:
+        back = inbox.settle(ctx.crew, sess.name, went_on)
+    except CrewfileError as e:       # LockBusy too: the next event settles them
+        ctx.notes.append(f"{sess.name}: offered notices not settled: {e}")
+        return
+    if back:
+        ctx.notes.append(f"{sess.name}: {back} notice(s) handed to an agent that is gone"
+                         " put back in the inbox")
+
+
+def _starts_life(ctx):
+    return ctx.agent.EVENTS.get(ctx.event) == "SessionStart"
 
 
 def _no_session(ctx):
@@ -292,6 +332,7 @@ def session_start(ctx):
     sess = ctx.session
     if sess is None:
         return _no_session(ctx)
+    settle_offered(ctx, sess)
     if sess.meta.get("kind") != "aside" and not sess.ended() and _agent_gone(sess):
         sess.append("ended", "agent process gone")      # it crashed: no SessionEnd ran
     if sess.meta.get("kind") != "aside" and sess.ended():
@@ -351,6 +392,7 @@ def user_prompt_submit(ctx):
         prompt = None            # the CLI's own notification: nobody's words
     if prompt is not None:
         prompt = ctx.agent.captain_text(prompt)
+    settle_offered(ctx, sess)
     audit(ctx, sess)
     if prompt is not None:
         try:
@@ -409,6 +451,7 @@ def names_captain_only(command):
 
 
 def pre_tool_use(ctx):
+    _settle_named(ctx)
     if ctx.field("tool_name") not in ctx.agent.SHELL_TOOLS:
         return Reply()
     tool_input = ctx.field("tool_input", dict) or {}
@@ -430,10 +473,26 @@ def pre_tool_use(ctx):
     return Reply(_json(ctx.agent.deny(ctx.event, reason)))
 
 
+def _settle_named(ctx):
+    """settle_offered() for an event that otherwise never looks its session
+    up (PreToolUse of most tools): only for a session named in the
+    environment, and only past one stat that finds something offered."""
+    name = ctx.env.get("CREWFILE_SESSION")
+    try:
+        if not name or not os.path.lexists(ctx.crew.session_file(name, OFFERED)):
+            return
+    except CrewfileError:        # a bad name: said by the events that look it up
+        return
+    sess = ctx.session
+    if sess is not None:
+        settle_offered(ctx, sess)
+
+
 def post_tool_use(ctx):
     sess = ctx.session
     if sess is None:
         return Reply()
+    settle_offered(ctx, sess)
     audit(ctx, sess)
     # A tool ran, so no permission dialog is up any more: a `waiting` record
     # would keep saying so until the turn ends.
@@ -450,6 +509,7 @@ def stop(ctx):
     sess = ctx.session
     if sess is None:
         return _no_session(ctx)
+    settle_offered(ctx, sess)
     audit(ctx, sess)
     # Pending wakes first: reading meta costs a JSON parse that most Stops never need.
     if (ctx.payload.get("stop_hook_active") is not True
@@ -458,7 +518,8 @@ def stop(ctx):
         from crewfile.core.locks import LockBusy
         try:
             notices, rest, garbage = inbox.drain_part(ctx.crew, sess.name,
-                                                      inline_part(WAKE_HEADER))
+                                                      inline_part(WAKE_HEADER),
+                                                      _taker(ctx, sess))
         except LockBusy as e:
             ctx.notes.append(f"{sess.name}: wakes left in the inbox: {e}")
             notices, rest, garbage = [], [], 0
@@ -521,6 +582,7 @@ def stop_failure(ctx):
     sess = ctx.session
     if sess is None:
         return _no_session(ctx)
+    settle_offered(ctx, sess)
     error = error_word(ctx.field("error"))
     message = ctx.field("last_assistant_message") or ctx.field("error_details") or ""
     if error in getattr(ctx.agent, "TURN_ONLY_ERRORS", ()):

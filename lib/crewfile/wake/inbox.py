@@ -7,7 +7,7 @@ import os
 import time
 
 from crewfile.core import logfile, paths, records
-from crewfile.core.errors import NotFound
+from crewfile.core.errors import CrewfileError, NotFound
 from crewfile.core.locks import LockBusy, hold
 
 TAKING = ".taking"      # inbox.taking: what a drain is taking, or left pending
@@ -160,10 +160,13 @@ def drain(crew, name, take=None):
     return taken, garbage
 
 
-def drain_part(crew, name, take=None):
+def drain_part(crew, name, take=None, offer_to=None):
     """drain() that also returns the notices left pending: (taken, rest, garbage).
     take: None for all, or a callable given the pending notices (oldest
-    first) that returns how many of the oldest to take."""
+    first) that returns how many of the oldest to take. offer_to: for a
+    hand-over to an agent's model, a callable returning the agent life that
+    takes them, (pid, start, transcript path), each None where unknown: what
+    is taken is then recorded as `offered` (see settle())."""
     inbox, read, lock = _paths(crew, name)
     with hold(lock):
         taking = _gather(inbox)
@@ -184,6 +187,9 @@ def drain_part(crew, name, take=None):
             if not notices and os.path.lexists(taking):
                 os.unlink(taking)          # an empty inbox, renamed
             return [], notices, 0
+        if offer_to is not None and k:
+            # Before inbox.read: a crash between the two repeats a notice, never loses it.
+            _offer(os.path.join(os.path.dirname(inbox), paths.OFFERED), offer_to(), raws[:k])
         logfile.append_locked(read, raws[:k], rotate=logfile.rotate_limits())
         if k == len(notices):
             os.unlink(taking)
@@ -191,6 +197,101 @@ def drain_part(crew, name, take=None):
             from crewfile.core.atomic import replace
             replace(taking, "".join(raws[k:]))
     return notices[:k], notices[k:], garbage
+
+
+OFFERED_HEAD = "agent"
+TRANSCRIPT_TAIL = 8 << 20   # bytes of an agent's transcript searched for offered ids
+
+
+def _offer(path, life, raws):
+    """Record *raws* (whole notice lines) as offered to *life*, with any
+    still recorded there (the same hand-over's earlier part), atomically."""
+    from crewfile.core.atomic import replace
+    pid, start, transcript = life
+    old = _read_offered(path)
+    head = " ".join([OFFERED_HEAD, "-" if pid is None else str(pid),
+                     "-" if start is None else str(start),
+                     transcript if transcript and "\n" not in transcript else "-"])
+    replace(path, "".join([head + "\n"] + (old[1] if old else []) + raws))
+
+
+def _read_offered(path):
+    """(life, raws) of an offered file, or None when absent or without its
+    head line. life: (pid, start, transcript), each None where unknown."""
+    data = _whole_lines(path)
+    if not data.startswith(OFFERED_HEAD.encode() + b" "):
+        return None
+    head, _, body = data.partition(b"\n")
+    fields = head.decode("utf-8", "replace").split(" ", 3) + ["-"] * 3
+    pid, start, transcript = (None if f == "-" else f for f in fields[1:4])
+    try:
+        pid, start = (int(pid) if pid else None), (int(start) if start else None)
+    except ValueError:
+        pid = start = None
+    raws = [raw.decode("utf-8", "replace") + "\n" for raw in body.split(b"\n")
+            if raw and _parse(raw) is not None]
+    return (pid, start, transcript), raws
+
+
+def offered(crew, name):
+    """NAME's notices handed to an agent and not yet confirmed: (life, notices)
+    or None (docs/files/inbox.md, `offered`)."""
+    got = _read_offered(os.path.join(crew.session_dir(name), paths.OFFERED))
+    if got is None:
+        return None
+    return got[0], [_parse(raw.encode()) for raw in got[1]]
+
+
+def settle(crew, name, went_on):
+    """Settle NAME's offered notices, if any (one stat when there are none).
+
+    went_on(pid, start): True when the agent life that took them is known to
+    have gone on past the hand-over (this hook event is its); they are then
+    cleared. Otherwise each one whose id is not in that life's transcript is
+    put back ahead of what waits (same record, same id) and the rest are
+    cleared. Returns how many were put back. Under the session lock."""
+    path = os.path.join(crew.session_dir(name), paths.OFFERED)
+    if not os.path.lexists(path):
+        return 0
+    from crewfile.core.atomic import replace
+    inbox, _read, lock = _paths(crew, name)
+    with hold(lock):
+        got = _read_offered(path)
+        back = []
+        if got is not None and not went_on(*got[0][:2]):
+            seen = _in_transcript(got[0][2], [_parse(r.encode()).id for r in got[1]])
+            taking = _gather(inbox)
+            waiting = _whole_lines(taking)
+            there = {n.id for n in map(_parse, waiting.split(b"\n")) if n is not None}
+            back = [r for r in got[1] if _parse(r.encode()).id not in seen | there]
+            if back:
+                replace(taking, "".join(back).encode("utf-8") + waiting)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+    return len(back)
+
+
+def _in_transcript(path, wanted):
+    """Which of the ids *wanted* the last TRANSCRIPT_TAIL bytes of the agent's
+    transcript name (the CLI writes a hook's context there before it sends it,
+    and a resumed agent sends it again). Unreadable: none."""
+    if not path or not wanted:
+        return set()
+    try:
+        fd = paths.open_file(path, outside=True)
+    except (OSError, CrewfileError):
+        return set()
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - TRANSCRIPT_TAIL), os.SEEK_SET)
+        data = b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
+    except OSError:
+        return set()
+    finally:
+        os.close(fd)
+    return {nid for nid in wanted if nid.encode() in data}
 
 
 def withdraw(crew, name, nid, timeout=None):
