@@ -31,6 +31,7 @@ class OtherUser:
 
     def __init__(self, uid, gid, python):
         self.uid, self.gid, self.python = uid, gid, python
+        self.bin, self.lib = BIN, LIB
 
     def prefix(self):
         return ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--"]
@@ -43,7 +44,7 @@ class OtherUser:
         return proc
 
     def command(self, name, *args, umask=0o022):
-        return self.run([self.python, os.path.join(BIN, name), *map(str, args)], umask=umask)
+        return self.run([self.python, os.path.join(self.bin, name), *map(str, args)], umask=umask)
 
 
 @pytest.fixture(scope="session")
@@ -67,8 +68,28 @@ def other_user():
     for python in (sys.executable, f"/usr/bin/python{sys.version_info[0]}.{sys.version_info[1]}"):
         user = OtherUser(entry.pw_uid, entry.pw_gid, python)
         if os.access(python, os.X_OK) and user.run([python, "-c", "pass"]).returncode == 0:
-            return user
-    pytest.skip(f"no Python {sys.version_info[0]}.{sys.version_info[1]} the user {OTHER} can run")
+            break
+    else:
+        pytest.skip(f"no Python {sys.version_info[0]}.{sys.version_info[1]} the user {OTHER} can run")
+    # The checkout may be where the other user cannot go either (a clone in
+    # root's home, or in a 0700 temporary directory): then a readable copy
+    # of the commands and the library, as an installed crewfile would be.
+    copy = None
+    if user.run([python, os.path.join(BIN, "session-add"), "--help"]).returncode != 0:
+        copy = tempfile.mkdtemp(prefix="cf-code-")
+        os.chmod(copy, 0o755)
+        for part in ("bin", "lib"):
+            shutil.copytree(os.path.join(REPO, part), os.path.join(copy, part),
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        for top, dirs, files in os.walk(copy):
+            for d in dirs:
+                os.chmod(os.path.join(top, d), 0o755)
+            for f in files:
+                os.chmod(os.path.join(top, f), 0o755 if top.endswith("bin") else 0o644)
+        user.bin, user.lib = os.path.join(copy, "bin"), os.path.join(copy, "lib")
+    yield user
+    if copy:
+        shutil.rmtree(copy, ignore_errors=True)
 
 
 @pytest.fixture
@@ -155,7 +176,7 @@ def test_issue_28_another_users_crew_types_nothing_into_roots_pane(crew, tmux, o
     # whose message is a command.
     evil = os.path.join(shared_tmp, "crew")
     planted = other_user.run([other_user.python, "-c", PLANT.format(
-        lib=LIB, root=evil, fields=fields, message=MESSAGE)], umask=umask)
+        lib=other_user.lib, root=evil, fields=fields, message=MESSAGE)], umask=umask)
     assert planted.returncode == 0, planted.stderr
     assert os.lstat(evil).st_uid == other_user.uid
     before, screen = tree(evil), tmux.screen(pane)
