@@ -89,6 +89,9 @@ def test_reconcile_killed_at_each_step_then_rerun(crew, tmux, run, tmp_path, ste
     tmux.wait_screen(pane, "ready>")
     tmux("send-keys", "-t", pane, "-l", "the words that must survive")
     tmux("send-keys", "-t", pane, "Enter")
+    # The turn's own reply first: the empty prompt before the keys were read
+    # is no sign the captain's input is recorded (aside-done must come after).
+    tmux.wait_screen(pane, "agent: ok")
     tmux.wait_prompt(pane)
     report = tmp_path / "r"
     report.write_text("report\n")

@@ -33,6 +33,9 @@ def concluded(crew, tmux, run, tmp_path):
     tmux.wait_screen(pane, "ready>")
     tmux("send-keys", "-t", pane, "-l", "the words that must survive")
     tmux("send-keys", "-t", pane, "Enter")
+    # The turn's own reply first: the empty prompt before the keys were read
+    # is no sign the captain's input is recorded (aside-done must come after).
+    tmux.wait_screen(pane, "agent: ok")
     tmux.wait_prompt(pane)
     assert captain_runs(tmux, "aside-done", "a1") == (0, "")
     report = tmp_path / "r"
