@@ -29,6 +29,7 @@ BUDGETED = {
     "crewfile.core.jsonio", "crewfile.core.locks", "crewfile.core.logfile",
     "crewfile.core.names", "crewfile.core.paths", "crewfile.core.records",
     "crewfile.core.shapes", "crewfile.core.text", "crewfile.core.kinds",
+    "crewfile.agents.registry",
 }
 # crew-watch imports inside its SIGTERM handler's reach: crew-up stops its
 # stages with SIGTERM, and one that arrives during start-up is a clean exit.

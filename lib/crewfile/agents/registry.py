@@ -25,7 +25,6 @@ crewfile recorded (session/verdict.py). It never makes a session live.
 import os
 import stat
 
-from crewfile.core.jsonio import loads
 
 MAX_BYTES = 64 * 1024          # a few hundred bytes seen; anything this big is not one
 # Claude Code rewrites its file in place as its status changes (2.1.197 seen:
@@ -137,6 +136,7 @@ def _read(path, pid):
     if len(data) > MAX_BYTES:
         raise Unreadable(f"{path}: longer than {MAX_BYTES} bytes")
     try:
+        from crewfile.core.jsonio import loads     # only where an entry exists (the status line's path)
         obj = loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         raise Rewritten(f"{path}: not JSON") from None

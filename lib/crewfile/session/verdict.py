@@ -58,7 +58,6 @@ the detail for people. Nothing parses the detail.
 import os
 import time
 
-from crewfile.agents import registry
 from crewfile.core import liveness as procs
 from crewfile.core.errors import SystemFailure
 from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
@@ -385,6 +384,7 @@ def _cross_check(found, meta):
     agent process disagrees with crewfile's facts. Where to look: meta
     `agent_registry` (recorded by session-add --from-registry), else the
     registry of this process's environment."""
+    from crewfile.agents import registry     # on the status line's path only for a live session
     where = meta.get("agent_registry") or registry.directory()
     pane = found.pane.id if found.pane else None
     try:
