@@ -130,6 +130,22 @@ def ids_of(crew, name):
     return out
 
 
+
+class Moment:
+    """A random moment to kill crew-notify at, within how long a run lasts on
+    this machine: a moment that came after the run had ended narrows the span,
+    one that landed widens it again, so kills land on a fast machine and on a
+    loaded one alike (a fixed span lands few kills where runs are quick)."""
+
+    def __init__(self, rng, span=0.5):
+        self.rng, self.span = rng, span
+
+    def pick(self):
+        return self.rng.uniform(0, self.span)
+
+    def landed(self, yes):
+        self.span = min(0.5, self.span * 1.1) if yes else max(0.005, self.span * 0.7)
+
 def test_each_kind_of_captain_event_arrives_once_and_routine_never(crew, tmux, tmp_path, receiver):
     cursor = str(tmp_path / "cur")
     w = register(crew, "w1")
@@ -193,6 +209,7 @@ def test_killed_at_random_with_the_receiver_down_every_event_arrives_once(crew, 
     # Until 100 kills landed on a live crew-notify at a random moment (one
     # that ended before its moment is no kill), and 40 at the worst moment;
     # 150 trials at least; 500 at most.
+    moment = Moment(rng)
     while (kills < 100 or len(delivered) < 40 or trials < 150) and trials < 500:
         trial = trials
         trials += 1
@@ -221,11 +238,14 @@ def test_killed_at_random_with_the_receiver_down_every_event_arrives_once(crew, 
             receiver.on_post = worst
         elif receiver.server is None or how < 0.9:
             try:
-                notify.wait(rng.uniform(0, 0.5))
+                notify.wait(moment.pick())
             except subprocess.TimeoutExpired:
                 notify.kill()
                 kills += 1
                 told = len(receiver.posts)
+                moment.landed(True)
+            else:
+                moment.landed(False)
         notify.communicate(timeout=60)      # its stderr ends with its try's supervisor
         receiver.on_post = None             # a trial that had nothing to tell
         during += told is not None and len(receiver.posts) > told
@@ -350,6 +370,7 @@ def test_killed_with_its_supervisor_at_random_only_a_marked_message_repeats(crew
     rng = random.Random(3333)
     command = f"echo $$ >> {pids}; exec " + receiver.command()
     trials, kills = 0, 0
+    moment = Moment(rng)
     while (kills < 40 or trials < 60) and trials < 200:
         trial = trials
         trials += 1
@@ -359,10 +380,13 @@ def test_killed_with_its_supervisor_at_random_only_a_marked_message_repeats(crew
                              "--max-per-hour", "1000000", "--log-quiet", group=True)
         if rng.random() < 0.8:
             try:
-                notify.wait(rng.uniform(0, 0.5))
+                notify.wait(moment.pick())
             except subprocess.TimeoutExpired:
                 os.killpg(notify.pid, signal.SIGKILL)
                 kills += 1
+                moment.landed(True)
+            else:
+                moment.landed(False)
         finish(watch, notify)
     assert finish(*pipe(crew, cursor, command, "--always", "--window", "0",
                         "--max-per-hour", "1000000")) == (0, "")
