@@ -23,7 +23,9 @@ pane's process tree), or withholds permission when it disagrees with what
 crewfile recorded (session/verdict.py). It never makes a session live.
 """
 import os
-import stat
+
+from crewfile.core.errors import CrewfileError
+from crewfile.core.paths import read_text
 
 
 MAX_BYTES = 64 * 1024          # a few hundred bytes seen; anything this big is not one
@@ -117,28 +119,17 @@ def read(pid, where):
 
 
 def _read(path, pid):
+    # The one bounded reader of a regular file (no link followed, not a FIFO).
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
+        text = read_text(path, limit=MAX_BYTES)
+    except CrewfileError as e:
+        raise Unreadable(str(e)) from None
+    if text is None:
         return None
-    except NotADirectoryError:
-        return None
-    except OSError as e:
-        raise Unreadable(f"{path}: {e.strerror}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise Unreadable(f"{path}: not a regular file")
-        data = os.read(fd, MAX_BYTES + 1)
-    except OSError as e:
-        raise Unreadable(f"{path}: {e.strerror}") from None
-    finally:
-        os.close(fd)
-    if len(data) > MAX_BYTES:
-        raise Unreadable(f"{path}: longer than {MAX_BYTES} bytes")
     try:
         from crewfile.core.jsonio import loads     # only where an entry exists (the status line's path)
-        obj = loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        obj = loads(text)
+    except ValueError:
         raise Rewritten(f"{path}: not JSON") from None
     if not isinstance(obj, dict):
         raise Rewritten(f"{path}: not a JSON object")
