@@ -279,19 +279,17 @@ def _in_transcript(path, wanted):
     and a resumed agent sends it again). Unreadable: none."""
     if not path or not wanted:
         return set()
-    try:
-        fd = paths.open_file(path, outside=True)
+    want = {nid.encode(): nid for nid in wanted}
+    found = set()
+    try:        # the one tail reader, as for every other transcript
+        for line in logfile.lines_backwards(path, logfile.TailStats(), TRANSCRIPT_TAIL,
+                                            max_line=None, outside=True):
+            found.update(nid for raw, nid in want.items() if raw in line)
+            if len(found) == len(want):
+                break
     except (OSError, CrewfileError):
         return set()
-    try:
-        size = os.fstat(fd).st_size
-        os.lseek(fd, max(0, size - TRANSCRIPT_TAIL), os.SEEK_SET)
-        data = b"".join(iter(lambda: os.read(fd, 1 << 20), b""))
-    except OSError:
-        return set()
-    finally:
-        os.close(fd)
-    return {nid for nid in wanted if nid.encode() in data}
+    return found
 
 
 def withdraw(crew, name, nid, timeout=None):
