@@ -49,8 +49,9 @@ def append(path, lock_path, lines, rotate=None):
         append_locked(path, lines, rotate)
 
 
-def append_locked(path, lines, rotate=None):
-    """append() for a caller that already holds the file's lock."""
+def append_locked(path, lines, rotate=None, sync=False):
+    """append() for a caller that already holds the file's lock. sync: fsync
+    before returning (a journal a restart believes)."""
     from crewfile.core.atomic import write_all
     data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
     if not data:
@@ -77,6 +78,11 @@ def append_locked(path, lines, rotate=None):
             except OSError:
                 pass
             raise SystemFailure(f"cannot append to {path}: {e.strerror}") from None
+        if sync:
+            try:
+                os.fsync(fd)
+            except OSError as e:
+                raise SystemFailure(f"cannot sync {path}: {e.strerror}") from None
     finally:
         os.close(fd)
 

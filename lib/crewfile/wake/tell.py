@@ -25,6 +25,7 @@ import signal
 import subprocess
 import time
 
+from crewfile.core import logfile
 from crewfile.core.atomic import replace, write_all
 from crewfile.core.errors import BadInput, CrewfileError, SystemFailure
 from crewfile.core.jsonio import loads
@@ -164,19 +165,12 @@ class Journal:
             self.doubt.update(ids)
 
     def record(self, line):
-        """Append *line*, fsynced; no file: nothing. SystemFailure if it cannot be written."""
+        """Append *line*, fsynced; no file: nothing. SystemFailure if it cannot
+        be written. The cursor's lock is held (by crew-notify or the try's
+        supervisor), so the locked appender serves."""
         if self.path is None:
             return
-        try:
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
-                         | os.O_CLOEXEC, 0o600)
-            try:
-                write_all(fd, (line + "\n").encode())
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        except OSError as e:
-            raise SystemFailure(f"cannot write {self.path}: {e.strerror}") from None
+        logfile.append_locked(self.path, [line + "\n"], sync=True)
 
 
 class Event:
