@@ -526,6 +526,26 @@ def start_registered(rig: ClaudeRig, crew, name: str = "w1") -> None:
              what=f"{name} registered by its SessionStart hook")
 
 
+def stop_payloads(rig: ClaudeRig) -> list:
+    """The Stop payloads the rig's own Stop hook saw, in order."""
+    try:
+        text = rig.stops.read_text()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def recorded_turn(rig: ClaudeRig, crew, name: str, text: str, script=(), timeout: float = 60):
+    """One prompt sent running *script*; returns once crew-hook recorded that
+    turn's end for session *name* (not only the rig's own Stop hook)."""
+    from conftest import wait_for
+    ended = kinds(crew, name).count("turn-ended")
+    rig.set_script(list(script))
+    rig.send(text)
+    wait_for(lambda: kinds(crew, name).count("turn-ended") > ended, timeout=timeout,
+             what=f"the end of the turn {text!r}")
+
+
 def user_texts(rig: ClaudeRig) -> list:
     """Every text block of a user message the agent's main loop sent to the model."""
     out = []

@@ -21,7 +21,7 @@ import sys
 
 from conftest import cmd, wait_for
 from claude_harness import (BIN, ClaudeRig, hook_command, kinds, records, require_real_claude,
-                            run_checked, watched)
+                            run_checked, user_texts, watched)
 from crewfile.session.sessions import Session
 
 PROMPT = "FIRST-PROMPT-3141 read the README"
@@ -30,17 +30,6 @@ NUDGE = "NUDGE-AFTER-REBOOT-2718 continue with the plan"
 
 def sh(*args, cwd):
     return run_checked(args, cwd=cwd).stdout
-
-
-def user_texts(rig):
-    out = []
-    for req in rig.main_requests():
-        for msg in req.get("messages", []):
-            if msg.get("role") == "user":
-                content = msg.get("content")
-                out += ([content] if isinstance(content, str) else
-                        [b.get("text", "") for b in content or [] if isinstance(b, dict)])
-    return out
 
 
 def _repo(tmp_path, monkeypatch):

@@ -21,14 +21,12 @@ All three pass with 2.1.332 (the default) and with 2.1.197
 Without the CLI (make claude-code) these tests are skipped loudly.
 """
 import json
-import os
 import time
 
 from conftest import cmd, make_due, wait_for
 from claude_harness import crew_rig as harness_crew_rig
 from claude_harness import (kinds, records, require_real_claude, start_registered as start,
-                            user_texts, watched)
-from crewfile.core.atomic import replace
+                            stop_payloads, user_texts, watched)
 from crewfile.core.records import parse_timestamp
 from crewfile.session import delivery, verdict
 from crewfile.session.sessions import Session
@@ -141,15 +139,6 @@ def test_a_turn_ended_with_a_background_shell_running_is_not_finished(crew, tmux
         # prompt: a turn, never the captain's words.
         captain = [t for k, t in records(crew, "w1") if k == "captain"]
         assert captain == ["run it in the background", NUDGE]
-
-
-def stop_payloads(rig):
-    """The Stop payloads the rig's own Stop hook saw, in order."""
-    try:
-        text = rig.stops.read_text()
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def test_a_subagents_stop_does_not_wake_the_primary(crew, tmux, tmp_path):

@@ -30,7 +30,10 @@ import sys
 import time
 
 from conftest import cmd, make_due, wait_for
-from claude_harness import BUSY_RE, READY_RE, REPO, kinds, make_rig, records, require_real_claude, watched
+from claude_harness import crew_rig as harness_crew_rig
+from claude_harness import (BUSY_RE, READY_RE, REPO, kinds, make_rig, recorded_turn, records,
+                            require_real_claude, start_registered, stop_payloads, user_texts,
+                            watched)
 from crewfile.session import verdict
 from crewfile.session.sessions import Session
 
@@ -38,16 +41,8 @@ NUDGE = "NUDGE-MARK-7714 carry on with the plan"
 CRON_TOOLS = ("Bash", "CronCreate", "CronDelete")
 
 
-def crew_rig(crew, tmux, tmp_path, name="w1"):
-    return make_rig(tmp_path, tmux, env={"CREWFILE_SESSION": name, "CREWFILE_DIR": crew.root,
-                                         "CREWFILE_TMUX": tmux.sock},
-                    allowed_tools=CRON_TOOLS)
-
-
-def start(rig, crew, name="w1"):
-    rig.start()
-    wait_for(lambda: Session(crew, name).exists() and "started" in kinds(crew, name),
-             what=f"{name} registered by its SessionStart hook")
+def crew_rig(crew, tmux, tmp_path):
+    return harness_crew_rig(crew, tmux, tmp_path, allowed_tools=CRON_TOOLS)
 
 
 def far_cron():
@@ -55,41 +50,10 @@ def far_cron():
     return f"17 {(time.localtime().tm_hour + 12) % 24} * * *"
 
 
-def stop_payloads(rig):
-    try:
-        text = rig.stops.read_text()
-    except FileNotFoundError:
-        return []
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
 def nudges(crew, name="w1"):
     p = cmd("nudge-tick", "--quiet")
     assert (p.returncode, p.stderr) == (0, ""), p.stderr
     return [(k, t) for k, t in records(crew, name) if k.startswith("nudge")]
-
-
-def user_texts(rig):
-    out = []
-    for req in rig.main_requests():
-        for msg in req.get("messages", []):
-            if msg.get("role") != "user":
-                continue
-            content = msg.get("content")
-            if isinstance(content, str):
-                out.append(content)
-            else:
-                out += [b.get("text", "") for b in content or [] if isinstance(b, dict)]
-    return out
-
-
-def turn(rig, crew, script, prompt, name="w1"):
-    """One typed turn running *script*; returns once crew-hook recorded its end."""
-    ends = len([k for k in kinds(crew, name) if k == "turn-ended"])
-    rig.set_script(script)
-    rig.send(prompt)
-    wait_for(lambda: len([k for k in kinds(crew, name) if k == "turn-ended"]) > ends,
-             timeout=60, what=f"the end of the turn {prompt!r}")
 
 
 def idle_with_goal(screen):
@@ -128,8 +92,8 @@ def test_a_session_cron_holds_a_crewfile_nudge_until_it_is_deleted(crew, tmux, t
     rig = crew_rig(crew, tmux, tmp_path)
     expr = far_cron()
     with watched(rig, crew, "w1"):
-        start(rig, crew)
-        turn(rig, crew, [f"CRON: {expr} check the build"], "make a cron")
+        start_registered(rig, crew)
+        recorded_turn(rig, crew, "w1", "make a cron", [f"CRON: {expr} check the build"])
         wait_for(lambda: "crons" in kinds(crew, "w1"), what="the crons record")
         crons = stop_payloads(rig)[-1]["session_crons"]
         assert [(c["schedule"], c["recurring"], c["prompt"]) for c in crons] == [
@@ -145,7 +109,7 @@ def test_a_session_cron_holds_a_crewfile_nudge_until_it_is_deleted(crew, tmux, t
         sid = add_due_nudge(crew)
         held_then_sent(rig, crew, sid, f"the session's own loop is armed: 1 cron ({job} {expr}:"
                                        f" check the build)",
-                       lambda: turn(rig, crew, [f"UNCRON: {job}"], "drop the cron"))
+                       lambda: recorded_turn(rig, crew, "w1", "drop the cron", [f"UNCRON: {job}"]))
         assert stop_payloads(rig)[-1]["session_crons"] == []
         assert verdict.own_loop(sess) == (None, None)
 
@@ -155,8 +119,8 @@ def test_a_durable_cron_in_scheduled_tasks_json_holds_a_nudge_too(crew, tmux, tm
     rig = crew_rig(crew, tmux, tmp_path)
     expr = far_cron()
     with watched(rig, crew, "w1"):
-        start(rig, crew)
-        turn(rig, crew, [f"DURABLE-CRON: {expr} survive restarts"], "make a durable cron")
+        start_registered(rig, crew)
+        recorded_turn(rig, crew, "w1", "make a durable cron", [f"DURABLE-CRON: {expr} survive restarts"])
         tasks = json.loads((rig.project / ".claude" / "scheduled_tasks.json").read_text())["tasks"]
         assert [(t["cron"], t["prompt"], t["recurring"]) for t in tasks] == [
             (expr, "survive restarts", True)]
@@ -166,7 +130,7 @@ def test_a_durable_cron_in_scheduled_tasks_json_holds_a_nudge_too(crew, tmux, tm
         sid = add_due_nudge(crew)
         held_then_sent(rig, crew, sid, f"the session's own loop is armed: 1 durable cron ({job}"
                                        f" {expr}: survive restarts)",
-                       lambda: turn(rig, crew, [f"UNCRON: {job}"], "drop the durable cron"))
+                       lambda: recorded_turn(rig, crew, "w1", "drop the durable cron", [f"UNCRON: {job}"]))
         tasks = json.loads((rig.project / ".claude" / "scheduled_tasks.json").read_text())["tasks"]
         assert tasks == []
 
@@ -179,7 +143,7 @@ def test_an_armed_goal_holds_a_nudge_until_it_is_cleared(crew, tmux, tmp_path):
                                         "CREWFILE_TMUX": tmux.sock},
                    fake_reply='{"ok": false, "reason": "not yet"}')
     with watched(rig, crew, "w1"):
-        start(rig, crew)
+        start_registered(rig, crew)
         stops = len(stop_payloads(rig))
         rig.send("/goal the file done.txt exists")
         sess = Session(crew, "w1")
@@ -205,8 +169,8 @@ def test_the_watching_tick_sends_the_held_nudge_once_the_cron_is_deleted(crew, t
     rig = crew_rig(crew, tmux, tmp_path)
     expr = far_cron()
     with watched(rig, crew, "w1"):
-        start(rig, crew)
-        turn(rig, crew, [f"CRON: {expr} check the build"], "make a cron")
+        start_registered(rig, crew)
+        recorded_turn(rig, crew, "w1", "make a cron", [f"CRON: {expr} check the build"])
         job = stop_payloads(rig)[-1]["session_crons"][0]["id"]
         sid = add_due_nudge(crew)
         watcher = subprocess.Popen([sys.executable, os.path.join(REPO, "bin", "nudge-tick"),

@@ -15,6 +15,7 @@ What each test shows:
   - after /exit, or the agent killed, no waiter is left (conftest also fails a
     run that leaves one).
 """
+import contextlib
 import json
 import os
 import signal
@@ -34,10 +35,18 @@ P = "firstmate"
 SAID = "crewfile: 1 wake waiting from w1; run: inbox-drain firstmate"
 
 
-def primary_rig(crew, tmux, tmp_path, **env):
+@contextlib.contextmanager
+def armed_primary(crew, tmux, tmp_path, **env):
+    """The primary's real Claude Code, started, one turn ended and its waiter
+    armed (watched: on failure its screen and records are printed)."""
     require_real_claude()
     register(crew, P, kind="primary")
-    return make_rig(tmp_path, tmux, env=dict(env, CREWFILE_SESSION=P, CREWFILE_DIR=crew.root))
+    rig = make_rig(tmp_path, tmux, env=dict(env, CREWFILE_SESSION=P, CREWFILE_DIR=crew.root))
+    with watched(rig, crew, P):
+        rig.start()
+        rig.turn("hello")
+        wait_for(lambda: armed(crew), 30, what="the waiter armed at the turn's end")
+        yield rig
 
 
 def prompt_line(screen):
@@ -72,11 +81,7 @@ def read_ids(crew):
 
 
 def test_a_wake_by_the_keystroke_free_path_types_nothing_and_arrives_once(crew, tmux, tmp_path):
-    rig = primary_rig(crew, tmux, tmp_path)
-    with watched(rig, crew, P):
-        rig.start()
-        rig.turn("hello")
-        wait_for(lambda: armed(crew), 30, what="the waiter armed at the turn's end")
+    with armed_primary(crew, tmux, tmp_path) as rig:
         rig.set_script(["RUN: inbox-drain firstmate"])     # what the woken model does
         before = rig.screen()
         n_main = len(rig.main_requests())
@@ -109,11 +114,7 @@ def test_a_wake_by_the_keystroke_free_path_types_nothing_and_arrives_once(crew, 
 
 
 def test_a_draft_on_the_prompt_line_stays_as_it_was(crew, tmux, tmp_path):
-    rig = primary_rig(crew, tmux, tmp_path)
-    with watched(rig, crew, P):
-        rig.start()
-        rig.turn("hello")
-        wait_for(lambda: armed(crew), 30, what="the waiter armed")
+    with armed_primary(crew, tmux, tmp_path) as rig:
         rig.set_script(["RUN: inbox-drain firstmate"])
         rig.send("half-typed draft", enter=False)
         rig.wait_screen(lambda s: prompt_line(s) == "half-typed draft")
@@ -125,11 +126,7 @@ def test_a_draft_on_the_prompt_line_stays_as_it_was(crew, tmux, tmp_path):
 
 
 def test_with_the_waiter_killed_wake_send_types_as_before(crew, tmux, tmp_path):
-    rig = primary_rig(crew, tmux, tmp_path)
-    with watched(rig, crew, P):
-        rig.start()
-        rig.turn("hello")
-        wait_for(lambda: armed(crew), 30, what="the waiter armed")
+    with armed_primary(crew, tmux, tmp_path) as rig:
         os.kill(waiter_pid(crew), signal.SIGKILL)
         wait_for(lambda: not armed(crew), 10, what="the killed waiter's lock let go")
         said = wake_send(crew, f"{TS} w1 done: shipped ITEM-3-END")
@@ -143,11 +140,7 @@ def test_with_the_waiter_killed_wake_send_types_as_before(crew, tmux, tmp_path):
 
 
 def test_no_waiter_is_left_after_the_session_ends(crew, tmux, tmp_path):
-    rig = primary_rig(crew, tmux, tmp_path)
-    with watched(rig, crew, P):
-        rig.start()
-        rig.turn("hello")
-        wait_for(lambda: armed(crew), 30, what="the waiter armed")
+    with armed_primary(crew, tmux, tmp_path) as rig:
         pid = waiter_pid(crew)
         rig.exit()
         wait_for(lambda: not os.path.exists(f"/proc/{pid}"), 15, what="the waiter gone")
@@ -156,11 +149,7 @@ def test_no_waiter_is_left_after_the_session_ends(crew, tmux, tmp_path):
 
 def test_it_holds_while_the_captain_types_then_announces(crew, tmux, tmp_path):
     quiet = 6
-    rig = primary_rig(crew, tmux, tmp_path, CREWFILE_CAPTAIN_QUIET=str(quiet))
-    with watched(rig, crew, P):
-        rig.start()
-        rig.turn("hello")
-        wait_for(lambda: armed(crew), 30, what="the waiter armed")
+    with armed_primary(crew, tmux, tmp_path, CREWFILE_CAPTAIN_QUIET=str(quiet)) as rig:
         rig.set_script(["RUN: inbox-drain firstmate"])
         person = AttachedClient(tmux, rig.pane)
         try:
@@ -178,11 +167,7 @@ def test_it_holds_while_the_captain_types_then_announces(crew, tmux, tmp_path):
 
 
 def test_no_waiter_is_left_when_the_agent_is_killed(crew, tmux, tmp_path):
-    rig = primary_rig(crew, tmux, tmp_path)
-    with watched(rig, crew, P):
-        rig.start()
-        rig.turn("hello")
-        wait_for(lambda: armed(crew), 30, what="the waiter armed")
+    with armed_primary(crew, tmux, tmp_path) as rig:
         pid = waiter_pid(crew)
         agent = Session(crew, P).reread().meta["pid"]
         assert agent != pid
@@ -192,11 +177,7 @@ def test_no_waiter_is_left_when_the_agent_is_killed(crew, tmux, tmp_path):
 
 
 def test_a_resumed_session_is_typed_to_until_its_first_turn_ends(crew, tmux, tmp_path):
-    rig = primary_rig(crew, tmux, tmp_path)
-    with watched(rig, crew, P):
-        rig.start()
-        rig.turn("hello")
-        wait_for(lambda: armed(crew), 30, what="the waiter armed")
+    with armed_primary(crew, tmux, tmp_path) as rig:
         sid = Session(crew, P).reread().meta["agent_session_id"]
         rig.exit()
         wait_for(lambda: not armed(crew), 15, what="the waiter stopped with the CLI")
@@ -212,11 +193,7 @@ def test_a_resumed_session_is_typed_to_until_its_first_turn_ends(crew, tmux, tmp
 
 
 def test_after_clear_the_armed_waiter_wakes_the_cleared_conversation(crew, tmux, tmp_path):
-    rig = primary_rig(crew, tmux, tmp_path)
-    with watched(rig, crew, P):
-        rig.start()
-        rig.turn("hello")
-        wait_for(lambda: armed(crew), 30, what="the waiter armed")
+    with armed_primary(crew, tmux, tmp_path) as rig:
         pid = waiter_pid(crew)
         rig.send("/clear")
         wait_for(lambda: ("started", "clear") in records(crew, P), 30, what="SessionStart clear")
