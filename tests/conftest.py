@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from crewfile.core.atomic import replace  # noqa: E402
 from crewfile.core.paths import Crew  # noqa: E402
-from terminal import AttachedClient  # noqa: E402,F401 (the person at a terminal)
+from terminal import AttachedClient, Tmux, wait_for  # noqa: E402,F401 (the person at a terminal)
 
 SKIPPED = os.path.join(REPO, ".cache", "skipped")
 _skipped = []
@@ -115,22 +115,15 @@ class PaneEnded(AssertionError):
     """A pane waited on is gone or its command ended: no use waiting on."""
 
 
-class TmuxServer:
+class TmuxServer(Tmux):
     """A private tmux server on a socket in the test's own temp dir."""
 
     # What a pane started with keep=True prints when its command ends.
     EXITED = "[test pane: command exited "
 
     def __init__(self, sock):
-        self.sock = sock
+        super().__init__(sock)
         self.context = []     # callables: more to show when a wait on a pane fails
-
-    def __call__(self, *args, check=True):
-        proc = subprocess.run(["tmux", "-S", self.sock, "-f", "/dev/null", *args],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if check and proc.returncode != 0:
-            raise AssertionError(f"tmux {args}: {proc.stderr}")
-        return proc.stdout
 
     def new_window(self, command, name="w", session="crew", env=None, keep=False):
         """Start *command* in a new window; return its pane id (%N). With
@@ -340,22 +333,6 @@ def make_due(crew, sid):
     s["base"]["mono"] -= s["every"] + 1
     s["base"]["wall"] -= s["every"] + 1
     replace(path, json.dumps(s))
-
-
-def wait_for(predicate, timeout=20, what="condition", every=0.01):
-    """Poll *predicate* until true: for state that has no event to await.
-    *every*: seconds between looks; a costly predicate (a scan of /proc)
-    waits longer, so the wait does not take the CPU from what it waits for.
-    *what* may be a callable, asked on a time-out for what was seen."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for"
-                                 f" {what() if callable(what) else what}")
-        time.sleep(every)
 
 
 def captain_types(crew, name, text, person=None):

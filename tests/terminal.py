@@ -16,15 +16,19 @@ import sys
 import time
 
 
-def _wait(predicate, timeout=20, what="condition", every=0.01):
-    """Poll *predicate* until true (conftest.wait_for, without pytest)."""
+def wait_for(predicate, timeout=20, what="condition", every=0.01):
+    """Poll *predicate* until true: for state that has no event to await.
+    *every*: seconds between looks; a costly predicate (a scan of /proc)
+    waits longer, so the wait does not take the CPU from what it waits for.
+    *what* may be a callable, asked on a time-out for what was seen."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g}s waiting for {what}")
+            raise AssertionError(f"timed out after {timeout:g}s waiting for"
+                                 f" {what() if callable(what) else what}")
         time.sleep(every)
 
 
@@ -81,7 +85,7 @@ class AttachedClient:
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
         self.tmux = tmux
-        self.tty = _wait(self._my_tty, what="the client to attach")
+        self.tty = wait_for(self._my_tty, what="the client to attach")
         self._before = AttachedClient._open.get(os.path.realpath(tmux.sock))
         AttachedClient._open[os.path.realpath(tmux.sock)] = self
 
@@ -128,10 +132,10 @@ class AttachedClient:
         act's evidence counts keys only from the second after the captain's
         last input), and return once tmux shows key input of this second
         (these keys, or the attach or a key of the same second before them)."""
-        _wait(lambda: time.time() >= int(moment) + 1, timeout=5, what="the next second")
+        wait_for(lambda: time.time() >= int(moment) + 1, timeout=5, what="the next second")
         at = int(time.time())
         self.press(keys)
-        _wait(lambda: self.activity() >= at, what="the keys to reach tmux")
+        wait_for(lambda: self.activity() >= at, what="the keys to reach tmux")
 
     def close(self):
         """Detach: end the client and reap it (once; again is a no-op)."""
