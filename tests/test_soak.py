@@ -8,8 +8,11 @@ invariant held, and its report says so.
 Without the CLI (make claude-code) this test is skipped loudly.
 """
 import os
+import select
+import signal
 import subprocess
 import sys
+import time
 
 from claude_harness import REPO, require_real_claude
 
@@ -45,3 +48,47 @@ def test_the_same_seed_draws_the_same_day_and_another_seed_another():
     assert day.script(1, "w1", 200) != day.script(1, "w2", 200)
     kinds = {line.split(":", 1)[0] for line in day.script(1, "w1", 200)}
     assert kinds == {"RUN", "SLOW", "SAY"}
+
+
+def test_a_sigterm_ends_the_day_torn_down_and_reported(tmp_path):
+    """SIGTERM mid-day: the same teardown as the day's end, the report of
+    what ran, and nothing that carries the soak's mark left alive."""
+    require_real_claude()
+    root = tmp_path / "soak"
+    p = subprocess.Popen([sys.executable, SOAK, "--duration", "2m", "--workers", "1",
+                          "--seed", "3", "--root", str(root)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    try:
+        deadline = time.monotonic() + 300
+        while "w1 spawned" not in seen:      # the primary up, the worker too
+            assert time.monotonic() < deadline and p.poll() is None, seen
+            ready, _, _ = select.select([p.stdout], [], [], 1.0)
+            if ready:
+                seen += p.stdout.readline()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=600)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    out = seen + out
+    assert p.returncode == 128 + signal.SIGTERM, out[-4000:] + err[-4000:]
+    assert "stopped by SIGTERM: the day ends here" in out
+    assert f"soak: report: {root / 'report.txt'}\n" in out
+    report = (root / "report.txt").read_text()
+    assert "stopped by SIGTERM" in report and "w1 spawned" in report
+    assert "left alive after the run" not in report
+    mark = f"CREWFILE_SOAK_RUN={p.pid}-".encode()
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if any(v.startswith(mark) for v in f.read().split(b"\0")):
+                    left.append(pid)
+        except OSError:
+            continue
+    assert left == []
+    tmux = subprocess.run(["tmux", "-S", str(root / "tmux.sock"), "has-session"],
+                          capture_output=True, text=True)
+    assert tmux.returncode != 0
