@@ -7,6 +7,7 @@ invariant held, and its report says so.
 
 Without the CLI (make claude-code) this test is skipped loudly.
 """
+import json
 import os
 import select
 import signal
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 
+import model_server
 from claude_harness import REPO, require_real_claude
 
 SOAK = os.path.join(REPO, "tests", "soak", "soak.py")
@@ -92,3 +94,27 @@ def test_a_sigterm_ends_the_day_torn_down_and_reported(tmp_path):
     tmux = subprocess.run(["tmux", "-S", str(root / "tmux.sock"), "has-session"],
                           capture_output=True, text=True)
     assert tmux.returncode != 0
+
+
+COMPACT = {"tools": [{"name": "Bash"}], "messages": [
+    {"role": "user", "content": "go on"}, {"role": "assistant", "content": "ok"},
+    {"role": "user", "content": "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.\n..."}]}
+
+
+def test_the_soak_stand_ins_answer_a_compaction_with_a_summary_and_keep_their_script(tmp_path):
+    """The CLI's auto-compact request (tests/CLAUDE_FINDINGS.md): answered
+    with <summary> tags (taken at once), and no line of a worker's day spent."""
+    script = tmp_path / "script"
+    script.write_text("RUN: echo one\n")
+    worker = model_server.SoakModel(script=str(script))
+    call, text, delay = worker.answer(COMPACT)
+    assert call is None and delay == 0.0
+    assert "<summary>" in text and "</summary>" in text
+    assert script.read_text() == "RUN: echo one\n"
+    call, _, _ = worker.answer({"tools": [{"name": "Bash"}],
+                                "messages": [{"role": "user", "content": "go on"}]})
+    assert call["input"]["command"] == "echo one" and script.read_text() == ""
+    primary = model_server.SoakPrimary("firstmate")
+    call, text, _ = primary.answer(COMPACT)
+    assert call is None and "<summary>1. Primary Request and Intent: firstmate's" in text
+
