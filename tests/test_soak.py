@@ -17,6 +17,7 @@ import time
 
 import model_server
 from claude_harness import REPO, require_real_claude
+from crewfile.hooks import hook
 
 SOAK = os.path.join(REPO, "tests", "soak", "soak.py")
 sys.path.insert(0, os.path.dirname(SOAK))
@@ -118,3 +119,16 @@ def test_the_soak_stand_ins_answer_a_compaction_with_a_summary_and_keep_their_sc
     call, text, _ = primary.answer(COMPACT)
     assert call is None and "<summary>1. Primary Request and Intent: firstmate's" in text
 
+
+def test_the_soak_primary_acts_at_once_on_wakes_handed_over_without_a_drain():
+    assert model_server.HANDED_OVER in hook.NOTICE_HEADER
+    wake = "crewfile notice: wake 2026-12-02T05:46:53.554Z w2 turn-ended (posted x, id y)"
+    ask = {"tools": [{"name": "Bash"}], "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "crewfile: 1 wake waiting from w2; run: inbox-drain firstmate"},
+        {"type": "text", "text": hook.NOTICE_HEADER + "\n" + wake}]}]}
+    call, _, _ = model_server.SoakPrimary("firstmate").answer(ask)
+    assert call["input"]["command"].startswith("nudge-add --session w2 ")
+    # the old header, or no hand-over at all: the drain first
+    old = json.loads(json.dumps(ask).replace(model_server.HANDED_OVER, "not written by you"))
+    call, _, _ = model_server.SoakPrimary("firstmate").answer(old)
+    assert call["input"]["command"] == "inbox-drain firstmate"
