@@ -118,6 +118,12 @@ def test_the_soak_stand_ins_answer_a_compaction_with_a_summary_and_keep_their_sc
     primary = model_server.SoakPrimary("firstmate")
     call, text, _ = primary.answer(COMPACT)
     assert call is None and "<summary>1. Primary Request and Intent: firstmate's" in text
+    # mid-turn, the compaction prompt follows a tool's result in one user message
+    mid = {"tools": [{"name": "Bash"}], "messages": [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_000001", "content": "hi"},
+        {"type": "text", "text": COMPACT["messages"][-1]["content"]}]}]}
+    call, text, _ = primary.answer(mid)
+    assert call is None and "<summary>" in text
 
 
 def test_the_soak_primary_acts_at_once_on_wakes_handed_over_without_a_drain():
