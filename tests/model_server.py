@@ -37,7 +37,9 @@ sent (about 4 characters a token), so a share of tokens means something; a
 request is logged as what was new in it (the user messages after the last
 assistant message) and when it arrived, so a day's log stays linear; and
 with `--soak-primary NAME` the model is the primary's: each wake it is
-shown is answered with a scripted action (see SoakPrimary).
+shown is answered with a scripted action (see SoakPrimary). Both answer the
+CLI's compaction request (its auto-compact) with a summary in the tags it
+asks for, taking no script line.
 """
 import itertools
 import json
@@ -246,6 +248,17 @@ NUDGED = ("turn-ended", "done", "waiting", "blocked", "turn-failed", "stale")
 # a session gone: its nudge is disarmed by the tick that finds it not live,
 # and armed again by crew-respawn, so it reaches the agent once it is back
 GONE = ("lost", "ended")
+# The CLI's compaction request (tests/CLAUDE_FINDINGS.md, "Auto-compact"): its
+# last user message asks for a summary; a reply without <summary> tags is
+# asked for again, and a script line spent on it would shift the whole day.
+COMPACTION = "CRITICAL: Respond with TEXT ONLY"
+SUMMARY = ("<analysis>The conversation so far: scripted soak turns.</analysis>\n"
+           "<summary>1. Primary Request and Intent: {who}'s soak day, one scripted turn at a"
+           " time.\n8. Current Work: the next turn as its prompt says.</summary>")
+# What the hook's notices header says when it hands wakes over (crewfile's
+# hooks.hook.NOTICE_HEADER): they are the model's already, inbox-drain
+# would only fetch what came since.
+HANDED_OVER = "no inbox-drain needed"
 
 
 def _since_assistant(req):
@@ -255,8 +268,21 @@ def _since_assistant(req):
     return msgs[last + 1:]
 
 
+def _is_compaction(req):
+    return any(b.get("type") == "text" and COMPACTION in (b.get("text") or "")
+               for b in _newest_user(req))
+
+
 class SoakModel(Model):
-    """Usage by text; the log holds what was new in each request, stamped."""
+    """Usage by text; the log holds what was new in each request, stamped; a
+    compaction request answered by a summary in the tags the CLI asks for."""
+
+    who = "the worker"
+
+    def answer(self, req):
+        if req.get("tools") and _is_compaction(req):
+            return None, SUMMARY.format(who=self.who), 0.0
+        return super().answer(req)
 
     def usage(self, req, block):
         seen = len(json.dumps(req.get("system") or "")) + len(json.dumps(req.get("messages") or []))
@@ -276,17 +302,20 @@ class SoakPrimary(SoakModel):
     session woken: a nudge to go on (nudge-add, replacing the last; also
     for a session lost or ended, which crew-respawn brings back), a concluded
     aside reconciled (aside-reconcile), a review (status-show) of anything
-    else. Everything else ends the turn."""
+    else. Wakes the hook handed over saying they need no drain are acted on
+    at once. Everything else ends the turn."""
 
     def __init__(self, name, **kw):
         super().__init__(**kw)
-        self.name = name
+        self.name = self.who = name
         self.calls = {}          # tool_use id -> "drain" | "act"
         self.pending = []        # wakes shown before the drain's result
 
     def answer(self, req):
         if not req.get("tools"):
             return None, self.reply, 0.0
+        if _is_compaction(req):
+            return None, SUMMARY.format(who=self.who), 0.0
         newest = _newest_user(req)
         # a hook's context comes as a message of its own (role `system`)
         # after the prompt: everything since the model last spoke is new
@@ -294,6 +323,9 @@ class SoakPrimary(SoakModel):
         wakes = WAKE_EVENT.findall(shown)
         results = [b.get("tool_use_id") for b in newest if b.get("type") == "tool_result"]
         role = next((self.calls.pop(i) for i in results if i in self.calls), None)
+        if role is None and wakes and HANDED_OVER in shown:
+            line = self._acts(wakes)
+            return (self._run("act", line) if line else None), self.reply, 0.0
         if role is None and (wakes or "inbox-drain" in shown):
             self.pending = wakes
             return self._run("drain", f"inbox-drain {shlex.quote(self.name)}"), self.reply, 0.0

@@ -7,11 +7,17 @@ invariant held, and its report says so.
 
 Without the CLI (make claude-code) this test is skipped loudly.
 """
+import json
 import os
+import select
+import signal
 import subprocess
 import sys
+import time
 
+import model_server
 from claude_harness import REPO, require_real_claude
+from crewfile.hooks import hook
 
 SOAK = os.path.join(REPO, "tests", "soak", "soak.py")
 sys.path.insert(0, os.path.dirname(SOAK))
@@ -45,3 +51,90 @@ def test_the_same_seed_draws_the_same_day_and_another_seed_another():
     assert day.script(1, "w1", 200) != day.script(1, "w2", 200)
     kinds = {line.split(":", 1)[0] for line in day.script(1, "w1", 200)}
     assert kinds == {"RUN", "SLOW", "SAY"}
+
+
+def test_a_sigterm_ends_the_day_torn_down_and_reported(tmp_path):
+    """SIGTERM mid-day: the same teardown as the day's end, the report of
+    what ran, and nothing that carries the soak's mark left alive."""
+    require_real_claude()
+    root = tmp_path / "soak"
+    p = subprocess.Popen([sys.executable, SOAK, "--duration", "2m", "--workers", "1",
+                          "--seed", "3", "--root", str(root)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    try:
+        deadline = time.monotonic() + 300
+        while "w1 spawned" not in seen:      # the primary up, the worker too
+            assert time.monotonic() < deadline and p.poll() is None, seen
+            ready, _, _ = select.select([p.stdout], [], [], 1.0)
+            if ready:
+                seen += p.stdout.readline()
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=600)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    out = seen + out
+    assert p.returncode == 128 + signal.SIGTERM, out[-4000:] + err[-4000:]
+    assert "stopped by SIGTERM: the day ends here" in out
+    assert f"soak: report: {root / 'report.txt'}\n" in out
+    report = (root / "report.txt").read_text()
+    assert "stopped by SIGTERM" in report and "w1 spawned" in report
+    assert "left alive after the run" not in report
+    mark = f"CREWFILE_SOAK_RUN={p.pid}-".encode()
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                if any(v.startswith(mark) for v in f.read().split(b"\0")):
+                    left.append(pid)
+        except OSError:
+            continue
+    assert left == []
+    tmux = subprocess.run(["tmux", "-S", str(root / "tmux.sock"), "has-session"],
+                          capture_output=True, text=True)
+    assert tmux.returncode != 0
+
+
+COMPACT = {"tools": [{"name": "Bash"}], "messages": [
+    {"role": "user", "content": "go on"}, {"role": "assistant", "content": "ok"},
+    {"role": "user", "content": "CRITICAL: Respond with TEXT ONLY. Do NOT call any tools.\n..."}]}
+
+
+def test_the_soak_stand_ins_answer_a_compaction_with_a_summary_and_keep_their_script(tmp_path):
+    """The CLI's auto-compact request (tests/CLAUDE_FINDINGS.md): answered
+    with <summary> tags (taken at once), and no line of a worker's day spent."""
+    script = tmp_path / "script"
+    script.write_text("RUN: echo one\n")
+    worker = model_server.SoakModel(script=str(script))
+    call, text, delay = worker.answer(COMPACT)
+    assert call is None and delay == 0.0
+    assert "<summary>" in text and "</summary>" in text
+    assert script.read_text() == "RUN: echo one\n"
+    call, _, _ = worker.answer({"tools": [{"name": "Bash"}],
+                                "messages": [{"role": "user", "content": "go on"}]})
+    assert call["input"]["command"] == "echo one" and script.read_text() == ""
+    primary = model_server.SoakPrimary("firstmate")
+    call, text, _ = primary.answer(COMPACT)
+    assert call is None and "<summary>1. Primary Request and Intent: firstmate's" in text
+    # mid-turn, the compaction prompt follows a tool's result in one user message
+    mid = {"tools": [{"name": "Bash"}], "messages": [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_000001", "content": "hi"},
+        {"type": "text", "text": COMPACT["messages"][-1]["content"]}]}]}
+    call, text, _ = primary.answer(mid)
+    assert call is None and "<summary>" in text
+
+
+def test_the_soak_primary_acts_at_once_on_wakes_handed_over_without_a_drain():
+    assert model_server.HANDED_OVER in hook.NOTICE_HEADER
+    wake = "crewfile notice: wake 2026-12-02T05:46:53.554Z w2 turn-ended (posted x, id y)"
+    ask = {"tools": [{"name": "Bash"}], "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "crewfile: 1 wake waiting from w2; run: inbox-drain firstmate"},
+        {"type": "text", "text": hook.NOTICE_HEADER + "\n" + wake}]}]}
+    call, _, _ = model_server.SoakPrimary("firstmate").answer(ask)
+    assert call["input"]["command"].startswith("nudge-add --session w2 ")
+    # the old header, or no hand-over at all: the drain first
+    old = json.loads(json.dumps(ask).replace(model_server.HANDED_OVER, "not written by you"))
+    call, _, _ = model_server.SoakPrimary("firstmate").answer(old)
+    assert call["input"]["command"] == "inbox-drain firstmate"

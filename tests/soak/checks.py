@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 
+import levers  # beside this file
 from claude_harness import BIN as _BIN
 from crewfile.core import paths, records
 from crewfile.session.sessions import Session
@@ -463,6 +464,16 @@ def during(soak):
                 soak.say(f"VIOLATION [{what}] {line}")
 
 
+def lever_lines(soak):
+    """levers.py's figures for this day; a day they cannot be read from says why
+    (figures, not an invariant: no violation)."""
+    try:
+        rows, reach, info = levers.figures(soak.root, "firstmate")
+        return levers.text(rows, reach, info, "firstmate")
+    except Exception as e:
+        return [f"not computed: {type(e).__name__}: {e}"]
+
+
 def report(soak):
     fig, v = {}, soak.violations
     steps = [("wakes", lambda: check_wakes(soak, fig)),
@@ -484,6 +495,8 @@ def report(soak):
     lines = [f"crewfile soak: seed {soak.seed}, {len(soak.names)} workers,"
              f" {soak.duration:g} s day (day {getattr(soak, 'digest', '-')})", ""]
     lines += ["Figures:"] + [f"  {k}: {val}" for k, val in fig.items()] + [""]
+    lines += ["The primary's share under each lever (tests/soak/levers.py,"
+              " docs/soak.md):"] + [f"  {line}" for line in lever_lines(soak)] + [""]
     lines += ["The day:"] + [f"  {at:7.1f}s {what}" for at, what in soak.events] + [""]
     lines += [f"Violations: {len(v)}"] + [f"  [{what}] {line}" for what, line in v]
     with open(path, "w") as f:

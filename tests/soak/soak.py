@@ -161,7 +161,7 @@ class Soak:
 
     # ------------------------------------------------------------------ the day
     def say(self, what):
-        at = time.time() - self.t0
+        at = time.time() - getattr(self, "t0", time.time())
         self.events.append((at, what))
         print(f"soak: {at:7.1f}s {what}", flush=True)
 
@@ -208,6 +208,27 @@ class Soak:
             rig.stop_model()
 
 
+class Stopped(BaseException):
+    """SIGTERM or SIGINT: the day ends where it is, torn down as at its end.
+    Not an Exception: the day's own `except Exception` must not swallow it."""
+
+
+STOPPING = (signal.SIGTERM, signal.SIGINT)
+
+
+def stop_on_signals():
+    def stop(signum, frame):
+        hold_signals()          # a second signal must not cut the teardown short
+        raise Stopped(signum)
+    for s in STOPPING:
+        signal.signal(s, stop)
+
+
+def hold_signals():
+    for s in STOPPING:
+        signal.signal(s, signal.SIG_IGN)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--duration", default="20m", help="the day's length (default 20m; 2m, 2h)")
@@ -221,17 +242,25 @@ def main(argv=None):
     root = os.path.abspath(a.root) if a.root else tempfile.mkdtemp(prefix="crewfile-soak-")
     os.makedirs(root, exist_ok=True)
     soak = Soak(root, a.seed, a.workers, parse_duration(a.duration, "--duration"))
+    stopped = None
+    stop_on_signals()
     try:
         soak.run()
+    except Stopped as e:             # what ran is still torn down, checked and reported
+        stopped = e.args[0]
+        soak.say(f"stopped by {signal.Signals(stopped).name}: the day ends here")
     except Exception as e:           # a day that could not run is one violation, named
         soak.violations.append(("harness", f"{type(e).__name__}: {e}"))
         traceback.print_exc()
     finally:
+        hold_signals()               # from here on a signal waits: the teardown runs whole
         soak.teardown()
     report = checks.report(soak)
     print(f"soak: report: {report}")
     with open(report) as f:
         sys.stdout.write(f.read())
+    if stopped:
+        return 128 + stopped
     return 0 if not soak.violations else 1
 
 

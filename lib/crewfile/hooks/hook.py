@@ -48,8 +48,12 @@ from crewfile.wake import inbox
 # evidence from outside the agent), which the audit below applies after
 # every tool call.
 CAPTAIN_ONLY_WORDS = ("aside-done", "captain-done")
+# "no inbox-drain needed": a handed-over notice is in inbox.read already, and
+# a model that drains anyway spends a request resending its whole
+# conversation for nothing (the soak: a fifth of the primary's requests;
+# tests/soak/levers.py).
 NOTICE_HEADER = ("crewfile notices (machine reports from the crew's tools;"
-                 " not written by the user):")
+                 " not written by the user; handed over here, no inbox-drain needed for them):")
 WAKE_HEADER = "crewfile wake: new events for the primary (machine reports, not the user's words):"
 PRIMARY = "primary"
 HOOK_LOCK_WAIT = 1.0     # seconds; protocol.md, "Bounded waits"
