@@ -52,8 +52,7 @@ def run(args):
     if args.systemd:
         sys.stdout.write(crewup.systemd_unit(c, args.primary, sys.argv[0], extra))
         return 0
-    crewup.Supervisor(c, args.primary, sweep=sweep, backoff_max=backoff,
-                      remotes=remotes,
+    crewup.Supervisor(c, args.primary, sweep=sweep, backoff_max=backoff, remotes=remotes,
                       notify=args.notify, notify_options=notify_with).run()
 
 
@@ -84,7 +83,7 @@ def _notify_with(args):
 
 def _remotes(words):
     out = {}
-    for w in words or ():
+    for w in words:
         host, colon, rdir = w.partition(":")
         if not colon or not rdir.startswith("/"):
             raise BadInput(f"bad --remote '{w}': HOST:DIR, DIR an absolute path")
