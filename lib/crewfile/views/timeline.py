@@ -1,13 +1,7 @@
-"""The crew over time, as a picture: one lane per session, from its files.
-
-Everything comes from what the crew directory keeps, so a directory copied
-from another machine draws the same: the status logs (rotated files
-included) give the spans (turn, idle, dialog, blocked, paused) and the
-marks (nudges, an aside's opened/concluded/closed, ended); a primary's
-inbox and inbox.read (rotations included) give the wakes it was sent;
-jobs/ gives each job from its start to its outcome. Text from the files
-reaches the picture escaped twice: records.escape (no control character)
-and then as XML.
+"""The crew over time, as a picture: one lane per session, from the crew
+directory alone (a copy from another machine draws the same; what each bar
+and mark comes from: docs/commands/crew-timeline.md). Text from the files is
+escaped twice: records.escape (no control character), then as XML.
 """
 import html
 import time
