@@ -152,14 +152,10 @@ class View:
         """Switch the captain's tmux client to NAME's pane (never types into it)."""
         try:
             meta = Session(self.crew, name).meta
-        except CrewfileError as e:
-            self.message = f"{name}: {e}"
-            return
-        pane, socket = meta.get("tmux"), meta.get("tmux_socket")
-        if not pane or not socket:
-            self.message = f"{name}: no tmux pane recorded"
-            return
-        try:
+            pane, socket = meta.get("tmux"), meta.get("tmux_socket")
+            if not pane or not socket:
+                self.message = f"{name}: no tmux pane recorded"
+                return
             code, _ = tmux.run("switch-client", "-t", pane, check=False, socket=socket)
         except CrewfileError as e:
             self.message = f"{name}: {e}"
