@@ -4,7 +4,7 @@ import sys
 from crewfile.cli import crew
 from crewfile.core.atomic import read_text
 from crewfile.core.durations import parse_duration
-from crewfile.core.errors import BadInput, NOT_FOUND, NotFound, UsageError
+from crewfile.core.errors import BadInput, NotFound, UsageError
 from crewfile.core.names import check_host
 from crewfile.core.output import table
 from crewfile.core.text import escape
@@ -59,8 +59,7 @@ def run(args):
 def _status(c):
     got = crewup.status_lines(c)
     if got is None:
-        sys.stderr.write(f"crew-up: not running for {c.root}\n")
-        return NOT_FOUND
+        raise NotFound(f"not running for {c.root}")
     head, rows = got
     sys.stdout.write(escape(head) + "\n"
                      + table(rows[0], [list(r[:-1]) + [escape(r[-1])] for r in rows[1:]]))
