@@ -197,7 +197,7 @@ def _codex(t, p):
         total = info.get("total_token_usage") if isinstance(info, dict) else None
         n = total.get("total_tokens") if isinstance(total, dict) else None
         if type(n) is int and n >= 0:
-            t.count(None, max(0, n - t.cum) if n >= t.cum else n)
+            t.count(None, n - t.cum if n >= t.cum else n)      # smaller: it counts anew
             t.cum = n
     elif p.get("type") == "user_message" and isinstance(p.get("message"), str):
         t.in_wake = _is_wake_prompt(p["message"])
