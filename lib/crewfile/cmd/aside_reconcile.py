@@ -26,9 +26,8 @@ def run(args):
     if args.duration is not None and not args.wait:
         raise UsageError("a DURATION needs --wait")
     if args.wait:
-        timeout = WAIT_DEFAULT
-        if args.duration is not None:
-            timeout = parse_duration(args.duration, "DURATION")
+        timeout = (WAIT_DEFAULT if args.duration is None
+                   else parse_duration(args.duration, "DURATION"))
         out = reconcile_wait(crew(args), args.name, timeout, say=lambda why: sys.stderr.write(
             escape(f"aside-reconcile: {args.name}: waiting: {why}") + "\n"))
     else:

@@ -1,5 +1,6 @@
 import signal
 import sys
+from contextlib import nullcontext
 
 from crewfile.asides.aside import concluded_event_why
 from crewfile.cli import crew
@@ -77,14 +78,9 @@ def run(args):
     # Each try's supervisor (tell.try_command, forked) inherits this lock and
     # holds it until it has journaled how its CMD ended: a restart after a
     # kill waits here for a try still running, and then believes the journal.
-    hold = acquire(args.cursor + ".lock") if args.cursor else None
-    try:
+    with acquire(args.cursor + ".lock") if args.cursor else nullcontext():
         teller = tell.Teller(args.exec, cursor=args.cursor, window=window, timeout=timeout,
                              away=None if args.always else away, per_hour=per_hour, quiet=quiet,
                              retry=retry, log=log, socket=args.tmux,
                              doubt=lambda name, ts, text: concluded_event_why(c, name, ts, text))
         tell.tell_stream(teller)
-    finally:
-        if hold is not None:
-            hold.release()
-    return 0

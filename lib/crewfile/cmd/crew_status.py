@@ -1,3 +1,5 @@
+import sys
+
 from crewfile.cli import crew
 from crewfile.core.errors import PARTIAL
 from crewfile.session.tmuxseen import LISTED_FORMAT, Seen
@@ -30,7 +32,6 @@ COLOUR = {"working": "green", "idle": "default", "dialog": "yellow", "blocked": 
 
 
 def run(args):
-    import sys
     c = crew(args)
     rows = glance.rows(c, _look(args.panes))
     sys.stdout.write(line(rows, *glance.wakes_pending(c, rows), tmux=args.tmux,
@@ -45,7 +46,6 @@ def _look(panes):
         return None
     listed = Seen.listed(panes)
     if listed is None:
-        import sys
         sys.stderr.write("crew-status: --panes is not a pane list as tmux expands it"
                          " (see --help): asking tmux\n")
     return Look(listed)
@@ -79,8 +79,5 @@ def line(rows, wakes, bad_inbox, more=False, tmux=False, used=None):
         parts.append(("tok", short(used)))
     if not any(w != "tok" for w, _ in parts):
         return " ".join(["crew: all ended"] + [f"{k} tok" for _, k in parts])
-    words = []
-    for w, k in parts:
-        text = f"{k} {w}"
-        words.append(f"#[fg={COLOUR[w]}]{text}#[default]" if tmux else text)
-    return " ".join(words)
+    return " ".join(f"#[fg={COLOUR[w]}]{k} {w}#[default]" if tmux else f"{k} {w}"
+                    for w, k in parts)

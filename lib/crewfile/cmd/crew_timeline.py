@@ -27,10 +27,8 @@ Example: crew-timeline --since 8h --html crew.html w1 w2 design
 def run(args):
     if not args.svg and not args.html:
         raise UsageError("say where to draw: --svg FILE or --html FILE")
-    since = until = None
-    if args.since or args.until:
-        since = parse_moment(args.since, "--since", False) if args.since else None
-        until = parse_moment(args.until, "--until", False) if args.until else None
+    since = parse_moment(args.since, "--since", False) if args.since else None
+    until = parse_moment(args.until, "--until", False) if args.until else None
     c = crew(args)
     if args.session:
         known = set(names(c))

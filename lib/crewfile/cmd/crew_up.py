@@ -4,7 +4,7 @@ import sys
 from crewfile.cli import crew
 from crewfile.core.atomic import read_text
 from crewfile.core.durations import parse_duration
-from crewfile.core.errors import BadInput, NOT_FOUND, NotFound, UsageError
+from crewfile.core.errors import BadInput, NotFound, UsageError
 from crewfile.core.names import check_host
 from crewfile.core.output import table
 from crewfile.core.text import escape
@@ -52,16 +52,14 @@ def run(args):
     if args.systemd:
         sys.stdout.write(crewup.systemd_unit(c, args.primary, sys.argv[0], extra))
         return 0
-    crewup.Supervisor(c, args.primary, sweep=sweep, backoff_max=backoff,
-                      remotes=remotes,
+    crewup.Supervisor(c, args.primary, sweep=sweep, backoff_max=backoff, remotes=remotes,
                       notify=args.notify, notify_options=notify_with).run()
 
 
 def _status(c):
     got = crewup.status_lines(c)
     if got is None:
-        sys.stderr.write(f"crew-up: not running for {c.root}\n")
-        return NOT_FOUND
+        raise NotFound(f"not running for {c.root}")
     head, rows = got
     sys.stdout.write(escape(head) + "\n"
                      + table(rows[0], [list(r[:-1]) + [escape(r[-1])] for r in rows[1:]]))
@@ -84,7 +82,7 @@ def _notify_with(args):
 
 def _remotes(words):
     out = {}
-    for w in words or ():
+    for w in words:
         host, colon, rdir = w.partition(":")
         if not colon or not rdir.startswith("/"):
             raise BadInput(f"bad --remote '{w}': HOST:DIR, DIR an absolute path")

@@ -39,9 +39,7 @@ def run(args):
         raise UsageError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required")
     every = parse_duration(args.every, "--every", whole=True)
     max_attempts = None if args.max is None else parse_count(args.max, "--max", 1)
-    until = None
-    if args.until is not None:
-        until = parse_moment(args.until, "--until", future=True)
+    until = None if args.until is None else parse_moment(args.until, "--until", future=True)
     sched = add(crew(args), every, args.message, session=args.session,
                 session_key=args.session_key, agent_session_id=args.agent_session_id,
                 max_attempts=max_attempts, until=until, user=args.user, replace_existing=args.replace)

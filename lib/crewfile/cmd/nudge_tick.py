@@ -28,7 +28,10 @@ Example: (crontab -l; nudge-tick --crontab) | crontab -
 def run(args):
     c = crew(args)
     if args.crontab:
-        sys.stdout.write(_crontab_line(c))
+        # Cron lacks the user's PATH: name the crew directory and the interpreter.
+        # No tmux server: every session's pane is reached on its recorded one.
+        env = {"CREWFILE_DIR": os.path.abspath(c.root)}
+        sys.stdout.write(crontab_line(sys.argv[0], env, "--quiet"))
         return 0
     locks.bound_waits(LOCK_WAIT)
 
@@ -50,10 +53,3 @@ def run(args):
         emit(tick(c, bad=bad))
     sys.stderr.write("".join(f"nudge-tick: skipped {escape(str(e))}\n" for _, e in bad))
     return PARTIAL if bad else 0
-
-
-def _crontab_line(c):
-    """Cron lacks the user's PATH: name the crew directory and the interpreter.
-    No tmux server: every session's pane is reached on its recorded one."""
-    env = {"CREWFILE_DIR": os.path.abspath(c.root)}
-    return crontab_line(sys.argv[0], env, "--quiet")

@@ -68,7 +68,6 @@ def run(args):
              user=args.user)
 
 
-
 def _from_registry(args):
     if args.from_registry and args.adopt is not None:
         raise UsageError("--from-registry and --adopt: one or the other")

@@ -5,7 +5,7 @@ from crewfile.core.errors import CrewfileError, PARTIAL
 from crewfile.core.output import age_text, json_document, table
 from crewfile.core.text import escape
 from crewfile.session.sessions import Session, names, state
-from crewfile.session.verdict import Look
+from crewfile.session.verdict import AGENT_UNKNOWN, SERVER_UNKNOWN, Look
 
 HELP = """\
 session-ls
@@ -26,26 +26,25 @@ def run(args):
     c = crew(args)
     look = Look()
     rows = []
-    bad = 0
     for name in names(c):
         try:
             st = state(Session(c, name), look)
         except CrewfileError as e:
             sys.stderr.write(f"session-ls: {name}: {escape(str(e))}\n")
             rows.append({"name": name, "error": str(e)})
-            bad += 1
             continue
         if st["ended"] and not args.all:
             continue
         if st["warning"]:
             sys.stderr.write(f"session-ls: {name}: {escape(st['warning'])}\n")
-        if st["why"] in FIXABLE:
+        if st["why"] in (AGENT_UNKNOWN, SERVER_UNKNOWN):      # what session-add can fix
             sys.stderr.write(f"session-ls: {name}: live unknown: {st['why']}:"
                              f" {escape(st['why_detail'] or '')}\n")
         rows.append(st)
+    code = PARTIAL if any("error" in st for st in rows) else 0
     if args.json:
         sys.stdout.write(json_document(rows))
-        return PARTIAL if bad else 0
+        return code
     out = []
     for st in rows:
         if "error" in st:
@@ -55,15 +54,9 @@ def run(args):
         last = st["last_kind"] or "-"
         if st["last_text"]:
             last += ": " + st["last_text"]
+        live = "stopped" if st["live"] == "yes" and st["stopped"] == "yes" else st["live"]
         out.append([st["name"], st["kind"], "yes" if st["exempt"] else "no",
-                    _live(st), st["generating"], age_text(st["age"]),
+                    live, st["generating"], age_text(st["age"]),
                     escape(last)[:60], escape(st["cwd"] or "-")])
     sys.stdout.write(table(("NAME", "KIND", "EXEMPT", "LIVE", "GEN", "AGE", "LAST", "CWD"), out))
-    return PARTIAL if bad else 0
-
-
-FIXABLE = ("agent-unknown", "server-unknown")     # verdict.AGENT_UNKNOWN, SERVER_UNKNOWN
-
-
-def _live(st):
-    return "stopped" if st["live"] == "yes" and st["stopped"] == "yes" else st["live"]
+    return code

@@ -44,7 +44,7 @@ def _from_stdin(sess, kind, stream):
         line = raw.decode("utf-8", "surrogateescape")
         try:
             if kind is None:
-                k, _, text = line.partition(": ") if ": " in line else (line, "", "")
+                k, _, text = line.partition(": ")
                 if k.strip() in GUARDED:
                     refuse_hand_written(sess, k.strip(), "status-append")
                 sess.append_lines([records.new_line(k.strip(), text)])

@@ -43,7 +43,6 @@ def run(args):
         recs = sess.last_records(last_n, TailStats())
     lines = [r.line().rstrip("\n") for r in recs or ()]
     if args.json:
-        st = dict(st)
         if recs is not None:
             st["records"] = lines
         sys.stdout.write(json.dumps(st) + "\n")

@@ -1,5 +1,6 @@
 import signal
 import sys
+from contextlib import nullcontext
 
 from crewfile.cli import crew
 from crewfile.core.durations import parse_duration
@@ -62,17 +63,12 @@ def run(args):
     def stop(_sig, _frame):
         raise KeyboardInterrupt         # send_stream acknowledges what is posted
     signal.signal(signal.SIGTERM, stop)
-    hold = None
-    if args.cursor:         # the cursor is read after the lock: one writer at a time
-        hold = acquire(args.cursor + ".lock")
-    try:
+    # the cursor is read after the lock: one writer at a time
+    with acquire(args.cursor + ".lock") if args.cursor else nullcontext():
         sender = wakesend.Sender(crew(args), args.primary, window=window, retry=retry, say=say,
-                             log=log, warn=warn, cursor=args.cursor, host=check_host(args.host))
+                                 log=log, warn=warn, cursor=args.cursor,
+                                 host=check_host(args.host))
         wakesend.send_stream(sender)
-    finally:
-        if hold is not None:
-            hold.release()
-    return 0
 
 
 def _template(text):

@@ -31,23 +31,13 @@ ORDER = (WORKING, IDLE, DIALOG, BLOCKED, PAUSED, LOST, UNKNOWN, DAMAGED)
 
 
 class Row:
-    """One session as the views show it: name, word, and (unless DAMAGED)
-    its sessions.state() dict and the Session (its meta read once); error
-    the reason when DAMAGED."""
+    """One session as the views show it (state and sess: None when DAMAGED,
+    error then says why); facts: what relook() needs to probe it again."""
     __slots__ = ("name", "word", "state", "error", "sess", "also", "facts")
 
-    def __init__(self, name, word, state=None, error=None, sess=None):
-        self.name, self.word, self.state, self.error, self.sess = name, word, state, error, sess
-        self.also = None
-        self.facts = None       # (Verdict, last record, warning, held): what relook() needs
-
-
-def word(sess, st, recs=None):
-    """The one word for a session whose sessions.state() is *st*; recs: the
-    sess.scan() that state was read from, if the caller has it."""
-    if st["ended"] or st["live"] == "no" or st["waiting"]:
-        return word_of(st, None)
-    return word_of(st, needs_primary(recs or sess.scan()))
+    def __init__(self, name, word, state=None, error=None, sess=None, also=None, facts=None):
+        self.name, self.word, self.state, self.error = name, word, state, error
+        self.sess, self.also, self.facts = sess, also, facts
 
 
 def word_of(st, held):
@@ -78,21 +68,16 @@ def needs_primary(recs_backwards):
     return None
 
 
-def rows(crew, look=None, now=None):
+def rows(crew, look=None):
     """A Row per session (see entries), sorted by name (ended ones included)."""
-    found = entries(crew)
-    if not found:
-        return []
     look = look or Look()
-    return [row(crew, name, look, now) if why is None else Row(name, DAMAGED, error=why)
-            for name, why in found]
+    return [row(crew, name, look) if why is None else Row(name, DAMAGED, error=why)
+            for name, why in entries(crew)]
 
 
 def entries(crew):
-    """[(NAME, None)] for each registered session and [(NAME, why)] for each
-    entry of sessions/ named as a session that cannot be one (see
-    unusable), sorted by name: a session is the unit of failure, and one
-    that cannot be read is shown as such, never left out."""
+    """[(NAME, why)] sorted by name: why None for each registered session, else
+    why an entry named as one cannot be one (unusable): shown, never left out."""
     try:
         found = paths.list_dir(crew.sub(paths.SESSIONS))
     except FileNotFoundError:
@@ -139,11 +124,8 @@ def row(crew, name, look, now=None, also=None):
             v = of(sess, look, recs.stats, recs)
             st = state_of(sess, v, last, recs.stats.warning(), now)
             held = needs_primary(recs)
-            row = Row(name, word_of(st, held), st, sess=sess)
-            row.facts = (v, last, st["warning"], held)
-            if also is not None:
-                row.also = also(sess)
-            return row
+            return Row(name, word_of(st, held), st, sess=sess, also=also and also(sess),
+                       facts=(v, last, st["warning"], held))
     except CrewfileError as e:
         return Row(name, DAMAGED, error=str(e))
 
@@ -154,9 +136,8 @@ def relook(row, look, now=None):
     v, last, warning, held = row.facts
     v = relive(v, row.sess.meta, look)
     st = state_of(row.sess, v, last, warning, now)
-    out = Row(row.name, word_of(st, held), st, sess=row.sess)
-    out.also, out.facts = row.also, (v, last, warning, held)
-    return out
+    return Row(row.name, word_of(st, held), st, sess=row.sess, also=row.also,
+               facts=(v, last, warning, held))
 
 
 def wakes_pending(crew, rows_):

@@ -1,13 +1,7 @@
-"""The crew over time, as a picture: one lane per session, from its files.
-
-Everything comes from what the crew directory keeps, so a directory copied
-from another machine draws the same: the status logs (rotated files
-included) give the spans (turn, idle, dialog, blocked, paused) and the
-marks (nudges, an aside's opened/concluded/closed, ended); a primary's
-inbox and inbox.read (rotations included) give the wakes it was sent;
-jobs/ gives each job from its start to its outcome. Text from the files
-reaches the picture escaped twice: records.escape (no control character)
-and then as XML.
+"""The crew over time, as a picture: one lane per session, from the crew
+directory alone (a copy from another machine draws the same; what each bar
+and mark comes from: docs/commands/crew-timeline.md). Text from the files is
+escaped twice: records.escape (no control character), then as XML.
 """
 import html
 import time
@@ -48,13 +42,6 @@ class Lane:
     def __init__(self, name, kind):
         self.name, self.kind = name, kind
         self.spans, self.marks, self.jobs = [], [], []
-
-
-def session_records(sess, stats):
-    """Every record of the session's log and its rotations, oldest first."""
-    recs = list(logfile.records_backwards(sess.log_paths(), stats))
-    recs.reverse()
-    return recs
 
 
 def lane_of(name, kind, recs, until):
@@ -101,15 +88,14 @@ def build(crew, names=None, since=None, until=None):
     """(lanes, start, end, problems): the lanes of *names* (default: every
     session), clipped to [since, until]; problems: lines naming what could
     not be read (the rest is drawn)."""
-    problems = []
-    wanted = names or sessions.names(crew)
-    raw = []
-    for name in wanted:
+    problems, raw = [], []
+    for name in names or sessions.names(crew):
         sess = sessions.Session(crew, name)
         stats = logfile.TailStats()
         try:
             kind = sess.meta.get("kind", "crew")
-            recs = session_records(sess, stats)
+            # every record of the log and its rotations, oldest first
+            recs = list(logfile.records_backwards(sess.log_paths(), stats))[::-1]
             woke = wakes(crew, name, stats) if kind == "primary" else []
         except CrewfileError as e:
             problems.append(f"{name}: {e}")
@@ -117,9 +103,8 @@ def build(crew, names=None, since=None, until=None):
         if stats.warning():
             problems.append(f"{name}: {stats.warning()}")
         raw.append((name, kind, recs, woke))
-    times = [r.time for _, _, recs, _ in raw for r in recs]
     jobs = _jobs(crew, problems)
-    times += [j[0] for j in jobs]
+    times = [r.time for _, _, recs, _ in raw for r in recs] + [j[0] for j in jobs]
     if not times:                   # nothing recorded: the last hour, empty
         times = [time.time() - 3600, time.time()]
     start = since if since is not None else min(times)
@@ -130,12 +115,11 @@ def build(crew, names=None, since=None, until=None):
     for name, kind, recs, woke in raw:
         lane = lane_of(name, kind, recs, end)
         lane.marks += [(t, "wake", text) for t, text in woke]
-        lane.jobs = [j for j in jobs if j[4] == name]
         lane.spans = [(max(a, start), min(b, end), k, x) for a, b, k, x in lane.spans
                       if b >= start and a <= end]
         lane.marks = sorted(m for m in lane.marks if start <= m[0] <= end)
-        lane.jobs = [(max(a, start), min(b, end), o, x, s) for a, b, o, x, s in lane.jobs
-                     if b >= start and a <= end]
+        lane.jobs = [(max(a, start), min(b, end), o, x, s) for a, b, o, x, s in jobs
+                     if s == name and b >= start and a <= end]
         lanes.append(lane)
     return lanes, start, end, problems
 
@@ -237,8 +221,7 @@ def svg(lanes, start, end):
         out.append(f'<text x="{LEFT}" y="{TOP + 20}">no sessions in this range</text>')
     for i, lane in enumerate(lanes):
         y = TOP + i * LANE_H + LANE_H // 2
-        label = lane.name + (" (aside)" if lane.kind == "aside" else
-                             " (primary)" if lane.kind == "primary" else "")
+        label = lane.name + (f" ({lane.kind})" if lane.kind in ("aside", "primary") else "")
         out.append(f'<text x="{LEFT - 8}" y="{y + 4}" text-anchor="end">{_text(label)}'
                    f'<title>{_text(lane.name)}: {_text(lane.kind)}</title></text>')
         out.append(f'<line x1="{LEFT}" y1="{y}" x2="{WIDTH - RIGHT}" y2="{y}" stroke="#f4f4f4"/>')

@@ -41,11 +41,8 @@ class Tally:
         self.in_wake = self.skipping = False
 
     def copy(self):
-        t = Tally(self.dev, self.ino)
-        for k in self.__slots__:
-            setattr(t, k, getattr(self, k))
-        t.recent = {k: list(v) for k, v in self.recent.items()}
-        return t
+        """A copy through the cache's form: its fields are listed there alone."""
+        return Tally.from_json(self.to_json())
 
     def count(self, key, n):
         """Message *key* used *n* tokens (a repeat replaces its earlier count)."""
@@ -200,7 +197,7 @@ def _codex(t, p):
         total = info.get("total_token_usage") if isinstance(info, dict) else None
         n = total.get("total_tokens") if isinstance(total, dict) else None
         if type(n) is int and n >= 0:
-            t.count(None, max(0, n - t.cum) if n >= t.cum else n)
+            t.count(None, n - t.cum if n >= t.cum else n)      # smaller: it counts anew
             t.cum = n
     elif p.get("type") == "user_message" and isinstance(p.get("message"), str):
         t.in_wake = _is_wake_prompt(p["message"])
@@ -236,7 +233,6 @@ def _gemini_text(content):
     return "\n".join(p["text"] for p in content)
 
 
-_announce = None
 TASK_NOTIFICATION = "<task-notification>"    # Claude Code's own prompt (agents.claude.MACHINE_PROMPTS)
 
 
@@ -244,19 +240,16 @@ def _is_wake_prompt(text):
     """Wake-send's announcement (wakesend.DEFAULT_SAY, any count and senders), or
     the Stop hook's wakes given as a prompt (an agent that continues a turn
     with a prompt: Codex, Gemini CLI; Claude Code's older `decision: block`)."""
-    global _announce
     if WAKE_HEADER in text:
         return True
-    if _announce is None:
-        _announce = _literals(DEFAULT_SAY)
     if text.startswith(TASK_NOTIFICATION):
         # `Stop hook blocking error from command "Stop": ANNOUNCEMENT`
         for line in text.splitlines():
-            at = line.find(_announce[0])
-            if at >= 0 and _fits(_announce, line[at:].strip()):
+            at = line.find(_ANNOUNCE[0])
+            if at >= 0 and _fits(_ANNOUNCE, line[at:].strip()):
                 return True
         return False
-    return _fits(_announce, text.strip())
+    return _fits(_ANNOUNCE, text.strip())
 
 
 def _literals(template):
@@ -286,6 +279,9 @@ def _fits(parts, text):
     return at < end
 
 
+_ANNOUNCE = _literals(DEFAULT_SAY)
+
+
 class Cache:
     """The crew's `tokens.cache`: a Tally per transcript path, so crew-status
     reads only what was appended since its last call. A damaged file is an
@@ -305,8 +301,6 @@ class Cache:
 
     def tally(self, path):
         """The Tally of the transcript at *path* now, or None."""
-        if not isinstance(path, str):
-            return None
         if path in self.new:
             return self.new[path]
         d = self.old.get(path)
@@ -340,21 +334,12 @@ def subagents(path):
     *path*, sorted (docs/internals.md: Claude Code's subagents)."""
     if not isinstance(path, str) or not path.endswith(".jsonl") or not os.path.isabs(path):
         return []
-    found, todo = [], [path[:-6] + "/subagents"]
-    while todo and len(found) < SUBAGENT_FILES:
-        try:
-            entries = os.scandir(todo.pop())
-        except OSError:         # none (the common case), not a directory, unreadable
-            continue
-        with entries:
-            for e in entries:
-                try:
-                    if e.is_dir(follow_symlinks=False):
-                        todo.append(e.path)
-                    elif e.name.endswith(".jsonl"):
-                        found.append(e.path)
-                except OSError:
-                    pass
+    found = []
+    # os.walk: none (the common case) or unreadable is an empty walk; links not followed
+    for d, _, files in os.walk(path[:-6] + "/subagents"):
+        found += [os.path.join(d, f) for f in files if f.endswith(".jsonl")]
+        if len(found) >= SUBAGENT_FILES:
+            break
     return sorted(found)[:SUBAGENT_FILES]
 
 
@@ -369,18 +354,13 @@ class Used:
 
 
 def session_used(path, tally_of):
-    """Used by the agent whose transcript is *path* and by its subagents
-    (None when *path* cannot be read); tally_of(path): a Tally or None
-    (Cache.tally, crew-top's own reading)."""
+    """Used by the agent whose transcript is *path* and its subagents, or None;
+    tally_of(path): a Tally or None (Cache.tally, crew-top's own reading)."""
     main = tally_of(path)
     if main is None:
         return None
-    found = Used(main.total, main.wake)
-    for sub in subagents(path):
-        t = tally_of(sub)
-        if t is not None:
-            found.total += t.total
-    return found
+    subs = [tally_of(sub) for sub in subagents(path)]
+    return Used(main.total + sum(t.total for t in subs if t is not None), main.wake)
 
 
 def used(path):

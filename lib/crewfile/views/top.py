@@ -27,8 +27,8 @@ class Frame:
     count; said: why each session or part of the crew marked `?` is (for a
     failure line each on stderr)."""
 
-    def __init__(self, rows, footer, bad, said=()):
-        self.rows, self.footer, self.bad, self.said = rows, footer, bad, list(said)
+    def __init__(self, rows, footer, bad, said):
+        self.rows, self.footer, self.bad, self.said = rows, footer, bad, said
 
     def text(self, colour=False):
         lines = table(HEADER, [cols for _, cols in self.rows]).splitlines()
@@ -45,115 +45,104 @@ COLOURS = {glance.WORKING: "32", glance.DIALOG: "33", glance.BLOCKED: "31", glan
            glance.LOST: "31", glance.DAMAGED: "7", glance.ENDED: "2"}
 
 
-def frame(crew, now=None, show_ended=False):
+def frame(crew, show_ended=False):
     """The Frame of *crew* now (every file read afresh: crew-top --once)."""
-    return Rows(crew, show_ended).read(now).frame(now)
+    return Rows(crew, show_ended).read().frame()
 
 
 # What a change in a directory of the crew makes stale (Rows.update):
-SESSION, SESSIONS, JOBS, NUDGES, FOOTER, ALL = "session", "sessions", "jobs", "nudges", "footer", "all"
+SESSION, JOBS, NUDGES, FOOTER, ALL = "session", "jobs", "nudges", "footer", "all"
 
 
 class Rows:
-    """crew-top's rows, kept between frames: each session's row is read
-    again only when its own files change (update(), driven by inotify), the
-    crew's jobs, schedules and footer only when theirs do. Liveness comes
-    from processes and tmux, which no file announces: relook() probes every
-    session's again (its files not read: a long-lived log costs nothing
-    there), and brings AGE and TOKENS up to date."""
+    """crew-top's rows, kept between frames: each part read again only when its
+    files change (update(), from inotify); relook() probes liveness, which no
+    file announces, without reading a file (a long-lived log costs nothing)."""
 
     def __init__(self, crew, show_ended=False):
         self.crew, self.show_ended = crew, show_ended
-        self.sessions = {}          # name -> (glance.Row, wakes, tokens, wake line, read at)
+        # name -> (glance.Row, TOKENS, wake-turns line, own-loop line, read at); the
+        # own loop is read with the row: a cron job made or deleted ends a turn
+        self.sessions = {}
         self.nudges, self.nudge_bad, self.jobs, self.footer = [], 0, {}, []
         # A part of the crew that cannot be read (jobs/ a file, crew-up/lock a
         # FIFO) -> why: its column or footer line shows `?`; the rest is shown.
         self.broken = {}
-        # name -> its own loop's line for the footer (verdict.own_loop), read
-        # with its row: a job made or deleted ends a turn, whose record re-reads it.
-        self.own = {}
 
-    def read(self, now=None):
+    def read(self):
         """Read every session and the crew's parts afresh; returns self."""
-        now = time.time() if now is None else now
+        now = time.time()
         look, costs = Look(), _Costs(self.crew)     # each tmux server asked once for all its panes
         self.sessions = {name: self._read(name, look, costs, now, why)
                          for name, why in glance.entries(self.crew)}
-        self._read_parts((JOBS, NUDGES, FOOTER), now)
+        self._read_parts((JOBS, NUDGES, FOOTER))
         return self
 
-    def update(self, changed, now=None):
+    def update(self, changed):
         """Read again what *changed* names: {(SESSION, name), (JOBS,), (NUDGES,),
         (FOOTER,), (ALL,)}; a session no longer registered leaves the rows."""
         if (ALL,) in changed:
-            return self.read(now)
-        now = time.time() if now is None else now
+            return self.read()
+        now = time.time()
         look, costs = Look(), _Costs(self.crew)
-        for what in changed:
-            if what[0] != SESSION:
-                continue
-            name = what[1]
+        for name in [what[1] for what in changed if what[0] == SESSION]:
             why = None if is_registered(self.crew, name) else glance.unusable(self.crew, name)
             if is_registered(self.crew, name) or why is not None:
                 self.sessions[name] = self._read(name, look, costs, now, why)
             else:
                 self.sessions.pop(name, None)
-        self._read_parts({what[0] for what in changed}, now)
+        self._read_parts({what[0] for what in changed})
         return self
 
-    def relook(self, now=None):
+    def relook(self):
         """Probe each session's liveness again, from its kept records; returns self."""
-        now = time.time() if now is None else now
+        now = time.time()
         look, costs = Look(), _Costs(self.crew)
-        for name, (row, wakes, _tokens, _line, _at) in list(self.sessions.items()):
-            if row.facts is None:               # damaged: nothing to probe
-                continue
-            row = glance.relook(row, look, now)
-            wake_line = costs.wake_line(row) if row.state["kind"] == "primary" else None
-            self.sessions[name] = (row, wakes, costs.column(row), wake_line, now)
+        for name, (row, _tokens, _line, own, _at) in list(self.sessions.items()):
+            if row.facts is not None:       # None: damaged, nothing to probe
+                row = glance.relook(row, look, now)
+                self.sessions[name] = (row, *costs.columns(row), own, now)
         return self
 
     def _read(self, name, look, costs, now, why=None):
         """The kept row of session *name*; *why*: it cannot be one (glance.unusable)."""
-        self.own.pop(name, None)
         if why is not None:
-            return glance.Row(name, glance.DAMAGED, error=why), "?", "?", None, now
+            return glance.Row(name, glance.DAMAGED, error=why), None, None, None, now
         row = glance.row(self.crew, name, look, now, also=lambda s: _wakes(self.crew, name, s.at))
         if row.word == glance.DAMAGED:
-            return row, "?", "?", None, now
-        self.own[name] = _own_line(row)
-        wake_line = costs.wake_line(row) if row.state["kind"] == "primary" else None
-        return row, row.also, costs.column(row), wake_line, now
+            return row, None, None, None, now
+        return (row, *costs.columns(row), _own_line(row), now)
 
-    def _read_parts(self, which, now):
+    def _read_parts(self, which):
         if JOBS in which:
-            self.jobs = self._part(JOBS, lambda: _jobs(self.crew), None)
+            self.jobs = self._part(JOBS, lambda: _jobs(self.crew))
         if NUDGES in which:
-            self.nudges, self.nudge_bad = self._part(NUDGES, lambda: _nudges(self.crew, now),
-                                                     (None, 0))
+            bad = []
+            self.nudges = self._part(NUDGES, lambda: load_all(self.crew, bad))
+            self.nudge_bad = 0 if self.nudges is None else len(bad)
         if FOOTER in which:
             self.footer = []
             for part, line in (("crew-up", crew_up_line), ("reports", reports_line)):
-                found = self._part(part, lambda: line(self.crew), None)
+                found = self._part(part, lambda: line(self.crew))
                 self.footer.append(escape(f"{part}: ? ({self.broken[part]})") if found is None
                                    else found)
 
-    def _part(self, part, read, unknown):
-        """read(), or *unknown* when that part of the crew cannot be read."""
+    def _part(self, part, read):
+        """read(), or None when that part of the crew cannot be read."""
         try:
             found = read()
         except (OSError, CrewfileError) as e:
             self.broken[part] = reason(e)
-            return unknown
+            return None
         self.broken.pop(part, None)
         return found
 
-    def frame(self, now=None):
-        """The Frame from the rows kept (the AGE column as of *now*)."""
-        now = time.time() if now is None else now
+    def frame(self):
+        """The Frame from the rows kept (the AGE column as of now)."""
+        now = time.time()
         out, bad, wake_lines, said = [], 0, [], []
         for name in sorted(self.sessions):
-            row, wakes, tokens, wake_line, read_at = self.sessions[name]
+            row, tokens, wake_line, own, read_at = self.sessions[name]
             if row.word == glance.DAMAGED:
                 bad += 1
                 said.append(row.error)
@@ -162,10 +151,7 @@ class Rows:
                 continue
             if row.word == glance.ENDED and not self.show_ended:
                 continue
-            if wake_line:
-                wake_lines.append(wake_line)
-            if self.own.get(name):
-                wake_lines.append(self.own[name])
+            wake_lines += [line for line in (wake_line, own) if line]
             st = row.state
             kind = st["kind"] + ("*" if st["kind"] == "aside" else "")
             word = row.word
@@ -181,7 +167,7 @@ class Rows:
             age = None if st["age"] is None else st["age"] + (now - read_at)
             nudge = "?" if self.nudges is None else _nudge_for(self.nudges, row.sess.meta)
             jobs = "?" if self.jobs is None else self.jobs.get(row.name, "-")
-            out.append((row.word, [row.name, kind, word, age_text(age), wakes, nudge, jobs,
+            out.append((row.word, [row.name, kind, word, age_text(age), row.also, nudge, jobs,
                                    tokens, escape(last)]))
         footer = self.footer + wake_lines
         if self.nudge_bad:
@@ -192,8 +178,7 @@ class Rows:
 
 
 def _wakes(crew, name, at=None):
-    """Notices pending in NAME's inbox ('?' if it cannot be read); at: its
-    directory, opened."""
+    """Notices pending in NAME's inbox ('?' if it cannot be read); at: its directory, opened."""
     try:
         n, more = count(crew, name, at=at)
     except CrewfileError:
@@ -205,10 +190,8 @@ _tallies = {}    # transcript path -> tokens.Tally: the live view reads each byt
 
 
 class _Costs:
-    """What supervision costs, per row: the TOKENS column, and for a primary
-    the footer's share of wake turns. Starts from crew-status's
-    tokens.cache when it has the transcript (read only: crew-top writes
-    nothing), then from this process's own tallies."""
+    """The TOKENS column and a primary's share of wake turns, read on from this
+    process's tallies, else from crew-status's tokens.cache (crew-top writes nothing)."""
 
     def __init__(self, crew):
         self.crew, self.cache, self.seen = crew, None, {}
@@ -236,16 +219,17 @@ class _Costs:
             _tallies[path] = t
         return t
 
-    def column(self, row):
+    def columns(self, row):
+        """The row's TOKENS column, and for a primary its footer's wake-turns line."""
         t = self.tally(row)
-        return tokens.text(None if t is None else t.total)
-
-    def wake_line(self, row):
-        t = self.tally(row)
-        if t is None:
-            return escape(f"wake turns: {row.name} names no transcript that can be read")
-        return escape(f"wake turns: {tokens.share(t.wake, t.total)} of {row.name}'s tokens"
-                      f" ({tokens.short(t.wake)} of {tokens.short(t.total)})")
+        if row.state["kind"] != "primary":
+            line = None
+        elif t is None:
+            line = escape(f"wake turns: {row.name} names no transcript that can be read")
+        else:
+            line = escape(f"wake turns: {tokens.share(t.wake, t.total)} of {row.name}'s tokens"
+                          f" ({tokens.short(t.wake)} of {tokens.short(t.total)})")
+        return tokens.text(None if t is None else t.total), line
 
 
 def _own_line(row):
@@ -260,15 +244,8 @@ def _own_line(row):
     return escape(f"own loop: {row.name}: {loop.detail.split(': ', 1)[1]}")
 
 
-def _nudges(crew, now):
-    bad = []
-    return load_all(crew, bad), len(bad)
-
-
 def _nudge_for(scheds, meta):
     """The next nudge of the session whose meta is *meta*: 'in 5m', 'due', or why it is held."""
-    if not scheds:
-        return "-"
     mine = [s for s in scheds if matches(s, meta)]
     if not mine:
         return "-"
@@ -283,23 +260,19 @@ def _nudge_for(scheds, meta):
 
 
 def _jobs(crew):
-    """{session: 'N run M unheard'} from the jobs' own files."""
-    count = {}
+    """{session: 'N run,M unheard'} from the jobs' own files."""
+    run, unheard = {}, {}
     for j in list_jobs(crew, full=False):
         s = j.get("session")
         if not s or "error" in j:
             continue
-        run, unheard = count.get(s, (0, 0))
         if j.get("state") in ("running", "starting"):
-            run += 1
+            run[s] = run.get(s, 0) + 1
         elif j.get("ended") and not j.get("heard") and not j.get("announced"):
-            unheard += 1
-        count[s] = (run, unheard)
-    out = {}
-    for s, (run, unheard) in count.items():
-        parts = ([f"{run} run"] if run else []) + ([f"{unheard} unheard"] if unheard else [])
-        out[s] = ",".join(parts) or "-"
-    return out
+            unheard[s] = unheard.get(s, 0) + 1
+    return {s: ",".join(f"{n} {what}" for n, what in ((run.get(s), "run"),
+                                                       (unheard.get(s), "unheard")) if n)
+            for s in run.keys() | unheard.keys()}
 
 
 def crew_up_line(crew):

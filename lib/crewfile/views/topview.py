@@ -1,16 +1,8 @@
 """crew-top's live view: the frame of top.py in curses, redrawn when a file
-of the crew changes (notify.DirWatch: inotify on the directories, polling
-when inotify cannot be had). Only what changed is read again: a record in
-one session's directory re-reads that session alone (top.Rows). Every FULL
-seconds each session's liveness is probed again (top.Rows.relook), for what
-no file announces (an agent process gone, a tmux pane closed), and the AGE
-column follows. It only reads, and switches the captain's tmux client:
-nothing is ever typed into an agent.
-
-Keys: up/down (k/j) choose a row; Enter switches the captain's client to
-the session's pane; i its inbox, l its log (scroll with up/down, PgUp/PgDn),
-r the reports waiting; / filters the rows by a word (empty: all); q quits
-(or leaves a list back to the rows).
+of the crew changes (notify.DirWatch), reading again only what changed
+(top.Rows); liveness, which no file announces, probed every FULL seconds.
+It only reads, and switches the captain's tmux client (keys:
+docs/commands/crew-top.md).
 """
 import curses
 import os
@@ -32,12 +24,11 @@ from crewfile.wake.inbox import pending
 FULL = 10.0          # seconds between looks at liveness; CREWFILE_TOP_FULL sets it
 
 
-def full_period(env=None):
+def full_period():
     """FULL, or CREWFILE_TOP_FULL's seconds (a test sets it long, so that
     only inotify can show it a change)."""
-    env = os.environ if env is None else env
     try:
-        return max(1.0, float(env.get("CREWFILE_TOP_FULL") or FULL))
+        return max(1.0, float(os.environ.get("CREWFILE_TOP_FULL") or FULL))
     except ValueError:
         return FULL
 
@@ -54,16 +45,13 @@ class View:
     def _warn(self, msg):
         self.message = msg
 
-    def _crew_dirs(self):
-        c = self.crew
-        return (c.root, c.sub(paths.SESSIONS), c.sub(paths.JOBS), c.sub("nudges"),
-                c.sub(paths.REPORTS), c.sub(paths.REPORTS, paths.REPORT_NEW), c.sub("crew-up"))
-
     def watch_dirs(self):
         """Watch the crew's directories, each session's and each job's (a
         watch is added before its directory is read: a file made while the
         frame is read wakes us again)."""
-        for d in self._crew_dirs():
+        c = self.crew
+        for d in (c.root, c.sub(paths.SESSIONS), c.sub(paths.JOBS), c.sub("nudges"),
+                  c.sub(paths.REPORTS), c.sub(paths.REPORTS, paths.REPORT_NEW), c.sub("crew-up")):
             if os.path.isdir(d):
                 self.watch.add(d)
         for sub in (paths.SESSIONS, paths.JOBS):
@@ -100,16 +88,14 @@ class View:
         sessions, jobs = c.sub(paths.SESSIONS), c.sub(paths.JOBS)
         footer = (c.sub(paths.REPORTS), c.sub(paths.REPORTS, paths.REPORT_NEW), c.sub("crew-up"))
         for d, name in changes:
-            if d == sessions and name:          # a session came, left or was replaced
+            if d in (sessions, jobs) and name:      # one came, left or was replaced
                 self.watch.forget(os.path.join(d, name))
                 self._watch_one(os.path.join(d, name))
+            if d == sessions and name:
                 what.add((top.SESSION, name))
             elif os.path.dirname(d) == sessions:
                 what.add((top.SESSION, os.path.basename(d)))
-            elif d == jobs or os.path.dirname(d) == jobs:
-                if d == jobs and name:
-                    self.watch.forget(os.path.join(d, name))
-                    self._watch_one(os.path.join(d, name))
+            elif jobs in (d, os.path.dirname(d)):
                 what.add((top.JOBS,))
             elif d == c.sub("nudges"):
                 what.add((top.NUDGES,))
@@ -127,10 +113,7 @@ class View:
         self.frame = self.kept.frame()
 
     def rows(self):
-        rows = self.frame.rows
-        if self.filter:
-            rows = [r for r in rows if self.filter in " ".join(r[1])]
-        return rows
+        return [r for r in self.frame.rows if self.filter in " ".join(r[1])]
 
     def selected(self):
         rows = self.rows()
@@ -169,14 +152,10 @@ class View:
         """Switch the captain's tmux client to NAME's pane (never types into it)."""
         try:
             meta = Session(self.crew, name).meta
-        except CrewfileError as e:
-            self.message = f"{name}: {e}"
-            return
-        pane, socket = meta.get("tmux"), meta.get("tmux_socket")
-        if not pane or not socket:
-            self.message = f"{name}: no tmux pane recorded"
-            return
-        try:
+            pane, socket = meta.get("tmux"), meta.get("tmux_socket")
+            if not pane or not socket:
+                self.message = f"{name}: no tmux pane recorded"
+                return
             code, _ = tmux.run("switch-client", "-t", pane, check=False, socket=socket)
         except CrewfileError as e:
             self.message = f"{name}: {e}"
@@ -247,7 +226,7 @@ def _wait(view, timeout):
     return None, None
 
 
-def _list(view, scr, title, lines):
+def _list(scr, title, lines):
     """Show *lines* scrollable; back on q, Esc or Enter."""
     top_ = max(0, len(lines) - 1)
     while True:
@@ -318,11 +297,9 @@ def main(crew, show_ended=False):
                 k = chr(key)
                 title = {"i": f"inbox of {name}", "l": f"log of {name}",
                          "r": "reports waiting"}[k]
-                _list(view, scr, title, view.lines_of(k, name))
+                _list(scr, title, view.lines_of(k, name))
                 view.apply(view.watch.changes(0))     # what came while the list was shown
             elif key == ord("/"):
                 view.filter = _ask(scr, "filter: ")
                 view.sel = 0
-            elif key == curses.KEY_RESIZE:
-                pass
     curses.wrapper(body)
