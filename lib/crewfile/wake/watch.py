@@ -1,15 +1,10 @@
 """crew-watch: one event line for every new status record of every session.
 
-The contract is docs/commands/crew-watch.md, docs/files/event-lines.md (the
-synthesized `stale` and `lost`) and docs/files/cursor.md (positions); how
-it follows is in docs/internals.md. crew-watch reports what it reads: what
-wakes anyone is wake-filter's to decide.
-
-Position: per session (inode, offset) of the next unread byte. A rotation
-(status -> status.1 under the session lock) is followed by finding the inode
-among status, status.1 ... status.N, finishing it, then reading the newer
-files in order. Only complete lines are consumed; a partial last line is
-read again when it is finished.
+The contract: docs/commands/crew-watch.md, docs/files/event-lines.md and
+docs/files/cursor.md; how it follows: docs/internals.md. A position is the
+(inode, offset) of the next unread byte: a rotation is followed by finding
+that inode among status, status.1 ... status.N. Only complete lines are
+consumed; a partial last line is read again once it is finished.
 """
 import os
 import select
@@ -219,9 +214,7 @@ class Watcher:
 
     def _to_polling(self):
         """inotify cannot be had (said already): re-read everything every POLL s."""
-        if self.dirwatch is not None:
-            self.dirwatch.close()
-            self.dirwatch = None
+        self.close()
         self.poll = POLL
         self._poll_at = time.monotonic()
 
@@ -420,7 +413,6 @@ class Watcher:
                     self.warn(f"{name}: its log rotated past what is kept while unread;"
                               f" reading on from the oldest file kept")
                 idx, tail.off = len(files) - 1, 0
-            raced = False
             for j in range(idx, -1, -1):
                 path, ino = files[j]
                 if j != idx:
@@ -429,11 +421,9 @@ class Watcher:
                 if name in self.backlog:
                     return              # its next turn reads on from here
                 if not done:
-                    raced = True        # renamed under us: list the files again
-                    break
-            if not raced:
+                    break               # renamed under us: list the files again
+            else:
                 return
-        return
 
     def _read_file(self, tail, path, ino, current, events):
         """Read complete lines of one file from tail.off. False if it is not *ino* any more.
@@ -592,11 +582,11 @@ class Watcher:
             events.append(self._synth(tail, now, "lost", life.why.detail))
         return events
 
-    def _meta(self, tail, now=None, events=None):
+    def _meta(self, tail, now, events):
         """The session's metadata (None if absent or bad), re-read when the
         file's identity changes. A bad one is said once per identity: one
-        line on stderr and, with *events*, an `error: meta unreadable` event
-        for the session (it passes wake-filter: the primary can act on it)."""
+        line on stderr and an `error: meta unreadable` event in *events*
+        (it passes wake-filter: the primary can act on it)."""
         path = os.path.join(tail.dir, paths.META)
         try:
             st = os.lstat(path)
@@ -610,11 +600,9 @@ class Watcher:
             except CrewfileError as e:
                 tail.meta = None
                 self.warn(f"{tail.name}: {e}")
-                if events is not None:
-                    why = str(e).replace(path, "meta").replace("meta: ", "", 1)[:200]
-                    why = why.encode("utf-8", "replace").decode("utf-8")
-                    events.append(self._synth(tail, self.now() if now is None else now, "error",
-                                              f"meta unreadable: {why}"))
+                why = str(e).replace(path, "meta").replace("meta: ", "", 1)[:200]
+                why = why.encode("utf-8", "replace").decode("utf-8")
+                events.append(self._synth(tail, now, "error", f"meta unreadable: {why}"))
         return tail.meta if isinstance(tail.meta, dict) else None
 
     # -- output -----------------------------------------------------------
@@ -628,15 +616,12 @@ class Watcher:
                 if not self.positions:      # with positions, each session's log order
                     events.sort(key=lambda e: e[0])
                 self.out(b"".join(line for _ts, line in events))
-            self._save_cursor()
+            if self.cursor and self.resume is None:
+                self._write_cursor()
         finally:
             self.busy = False
         if self.stop_after_batch:
             raise KeyboardInterrupt
-
-    def _save_cursor(self):
-        if self.cursor and self.resume is None:
-            self._write_cursor()
 
     def _write_cursor(self):
         """The cursor file, unless it says this already."""
@@ -808,7 +793,7 @@ def _write_stdout(data):
     write_all(1, data)
 
 
-def json_lines_out(write=_write_stdout):
+def json_lines_out():
     """An `out` for Watcher writing each event as one JSON object per line:
     {"ts", "session", "kind", "text"}, the text unescaped."""
 
@@ -818,7 +803,7 @@ def json_lines_out(write=_write_stdout):
             ts, session, rest = line.split(" ", 2)
             rec = records.parse(f"{ts} {rest}")
             objs.append({"ts": ts, "session": session, "kind": rec.kind, "text": rec.text})
-        write(json_lines(objs).encode("utf-8"))
+        _write_stdout(json_lines(objs).encode("utf-8"))
     return out
 
 
