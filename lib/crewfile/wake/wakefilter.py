@@ -28,7 +28,6 @@ from crewfile.wake import stream
 EXEMPT_PASS = frozenset({"concluded", "problem", "blocked", "error", "lost", "account-blocked"})
 NORMAL_PASS = frozenset({"turn-ended", "done", "concluded", "blocked", "problem", "error",
                          "stale", "lost", "waiting", "ended", "account-blocked", "turn-failed"})
-HELD_WHILE_PAUSED = frozenset({"idle", "stale"})
 
 # A session's class, from its meta: which events of it may wake the primary.
 UNKNOWN, NORMAL, EXEMPT, PRIMARY = "unknown", "normal", "exempt", "primary"
@@ -49,11 +48,12 @@ class _Seen:
 
 
 class Filter(stream.Taker):
-    """feed(bytes) -> bytes to print; finish() -> bytes for a last partial line."""
+    """take_all(lines) writes what passes, a chunk at a time (stream.run);
+    feed(bytes) returns it."""
 
     def __init__(self, crew, normal_pass=NORMAL_PASS, exempt_pass=EXEMPT_PASS, warn=None):
         self.crew = crew
-        self.sessions_dir = crew.sub(paths.SESSIONS) if crew is not None else None
+        self.sessions_dir = crew.sub(paths.SESSIONS)
         self.normal = frozenset(k.encode() for k in normal_pass)
         self.exempt = frozenset(k.encode() for k in exempt_pass)
         self.warn = warn or _warn
@@ -136,7 +136,7 @@ class Filter(stream.Taker):
                 ok = False          # its own turns must not wake it
             else:
                 ok = True           # no metadata: waking is safer than losing
-            if ok and kind == b"concluded" and self.crew is not None:
+            if ok and kind == b"concluded":
                 ok = self._believed_conclusion(parts)
             seen.last_kind = kind
             if token is not None:
@@ -208,8 +208,6 @@ class Filter(stream.Taker):
             seen = _Seen(gen)
             self.state[name] = seen
         seen.checked_in = gen
-        if self.sessions_dir is None:
-            return seen
         meta = os.path.join(self.sessions_dir, name.decode("utf-8"), paths.META)
         try:
             s = os.stat(meta, follow_symlinks=False)
@@ -232,7 +230,7 @@ class Filter(stream.Taker):
 
 
 KEEPS_PAUSE_B = frozenset(k.encode() for k in KEEPS_PAUSE)
-HELD_WHILE_PAUSED_B = frozenset(k.encode() for k in HELD_WHILE_PAUSED)
+HELD_WHILE_PAUSED_B = frozenset({b"idle", b"stale"})
 
 
 def _class_of(meta_path):
