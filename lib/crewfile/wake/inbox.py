@@ -26,11 +26,10 @@ class Notice:
         return {"ts": self.ts, "kind": self.kind, "id": self.id, "text": self.text}
 
 
-def new_id(now=None):
+def new_id():
     global _counter
     _counter += 1
-    now = time.time() if now is None else now
-    return f"{int(now * 1000):x}-{os.getpid()}-{_counter}"
+    return f"{int(time.time() * 1000):x}-{os.getpid()}-{_counter}"
 
 
 def _paths(crew, name):
@@ -43,8 +42,9 @@ def _paths(crew, name):
 
 def _inbox(crew, name, at):
     """NAME's inbox; at: its directory, opened by a caller that checked its meta."""
-    return _paths(crew, name)[0] if at is None else os.path.join(crew.session_dir(name),
-                                                                 paths.INBOX)
+    if at is None:
+        return _paths(crew, name)[0]
+    return os.path.join(crew.session_dir(name), paths.INBOX)
 
 
 def post(crew, name, kind, text):
@@ -77,13 +77,13 @@ def post_many(crew, name, notices, notes=None):
     return out
 
 
-def ids(crew, name, limit_bytes=1 << 22):
+def ids(crew, name):
     """The ids of the notices pending in NAME's inbox and of the drained ones
-    (inbox.read and its rotations; at most limit_bytes of each)."""
+    (inbox.read and its rotations; at most 4 MiB of each)."""
     _paths(crew, name)
     found = set()
     for path in every_file(crew, name):
-        for raw in logfile.lines_backwards(path, logfile.TailStats(), limit_bytes):
+        for raw in logfile.lines_backwards(path, logfile.TailStats(), 1 << 22):
             n = _parse(raw)
             if n is not None:
                 found.add(n.id)
