@@ -62,10 +62,9 @@ class Tail:
         return self.turn == "yes" and not self.ended and not self.stale and self.last is not None
 
     def silent_for(self, now):
-        """Seconds since the newest record: by its time, unless that is ahead
-        of *now* (a record dated in the future, or our clock set back): then
-        by our own monotonic clock from when we read it, so neither keeps a
-        session from going stale."""
+        """Seconds since the newest record: by its time, or, when that is ahead
+        of *now* (dated in the future, our clock set back), by our monotonic
+        clock since we read it, so that neither keeps a session from going stale."""
         if self.last <= now:
             return now - self.last
         return time.monotonic() - self.seen_at
@@ -78,14 +77,11 @@ class Tail:
         return {k: getattr(self, k) for k in self.SAVED}
 
     def restore(self, d):
-        self.ino, self.off = d.get("ino"), int(d.get("off") or 0)
-        self.last, self.last_kind = d.get("last"), d.get("last_kind")
-        self.turn = d.get("turn") or "unknown"
-        self.ended, self.stale, self.lost = (bool(d.get(k)) for k in ("ended", "stale", "lost"))
-        self.n = int(d.get("n") or 0)
-        prev = d.get("prev")
-        self.prev = prev if isinstance(prev, str) else None
-        self.paused = bool(d.get("paused"))
+        """Take up a cursor entry, checked: each field absent, null or of its type."""
+        for k in self.SAVED:
+            if d.get(k) is not None:
+                setattr(self, k, d[k])
+        self.turn = self.turn or "unknown"
 
 
 class Watcher:
@@ -154,8 +150,7 @@ class Watcher:
         acks = []
         if self.resume is not None and not self._cursor_known:
             acks = self._first_position()
-        events = self._scan()
-        return acks + events
+        return acks + self._scan()
 
     def _first_position(self):
         """Write the starting position into an absent resume cursor before
@@ -198,10 +193,8 @@ class Watcher:
             raise BadInput(f"cursor {self.cursor}: {e}") from None
         self._cursor_known = True
         for name, d in saved.items():
-            sdir = self.crew.session_dir(name)
-            tail = Tail(name, sdir)
-            tail.restore(d)
-            self.tails[name] = tail
+            self.tails[name] = Tail(name, self.crew.session_dir(name))
+            self.tails[name].restore(d)
         self._saved = jsonio.dumps(saved)
 
     def _subscribe(self):
@@ -368,11 +361,9 @@ class Watcher:
 
     def _read_session(self, name):
         """The events of one session's new records, at most _READ_CHUNK bytes
-        of them (more: the session joins the backlog). A session that cannot be
-        read (its directory or a file in it unreadable, or of the wrong
-        kind) is its own problem alone: said once, as a `problem` event of
-        it, while the others are served; its position is kept (unknown is
-        not gone) and it is read on from there once it can be."""
+        of them (more: the session joins the backlog). A session that cannot
+        be read is its own problem alone: said once, as its `problem` event;
+        its position is kept (unknown is not gone) for when it can be."""
         events = []
         self._budget = _READ_CHUNK
         self.backlog.discard(name)
@@ -426,10 +417,9 @@ class Watcher:
                 return
 
     def _read_file(self, tail, path, ino, current, events):
-        """Read complete lines of one file from tail.off. False if it is not *ino* any more.
-
-        Whatever was wrong with the file is said in one line per read (not
-        one per line: a file of garbage is one bad file)."""
+        """Read complete lines of one file from tail.off; False if it is not
+        *ino* any more. What was wrong is said in one line per read, not per
+        line: a file of garbage is one bad file."""
         try:
             fd = paths.open_file(path)
         except FileNotFoundError:
@@ -527,12 +517,8 @@ class Watcher:
         return (ts, self._line(tail, kind, line, synth=True))
 
     def _line(self, tail, kind, line, synth=False):
-        """The event line (bytes, newline added) for *kind*, emitted now for *tail*.
-
-        Keeps the per-session bookkeeping a restart needs (count, previous
-        kind, human wait); with positions, appends TAB and the position token
-        (see protocol.md, Event lines): the event's id, the filter's context
-        before it, and the cursor state after it."""
+        """The event line (bytes, newline added) for *kind*, emitted now for
+        *tail*, keeping what a restart needs; with positions, its token."""
         prev, paused = tail.prev, tail.paused
         tail.n += 1
         self._saw(tail, kind)
@@ -571,9 +557,8 @@ class Watcher:
         events = []
         for tail in list(self.tails.values()):
             meta = self._meta(tail, now, events)
-            if tail.ended or tail.lost or tail.last is None or tail.name in self.backlog:
-                continue
-            if not meta:
+            if (not meta or tail.ended or tail.lost or tail.last is None
+                    or tail.name in self.backlog):
                 continue
             life = verdict.liveness(meta, look)
             if life.live != verdict.NOT_LIVE:
@@ -699,11 +684,10 @@ class Watcher:
         return wait
 
     def _wait(self, wait):
-        """Wait up to *wait* seconds for inotify (True when it has events),
-        a signal or the reader's end. A stop asked by a signal ends the
-        step's batch (emit raises), whether or not its handler's exception
-        reached us: one raised inside a finalizer is dropped by Python. A
-        reader gone is a broken pipe now, not at the next event."""
+        """Wait up to *wait* seconds for inotify (True when it has events), a
+        signal or the reader's end. A signal's stop ends the step's batch
+        (emit raises) even if its handler's exception was lost (one raised in
+        a finalizer is dropped by Python); a reader gone is a broken pipe now."""
         poller = select.poll()
         if self.dirwatch is not None:
             poller.register(self.dirwatch.fileno(), select.POLLIN)
