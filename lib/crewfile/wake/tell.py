@@ -135,9 +135,8 @@ class Journal:
             self.doubt.update(ids)
 
     def record(self, line):
-        """Append *line*, fsynced; no file: nothing. SystemFailure if it cannot
-        be written. The cursor's lock is held (by crew-notify or the try's
-        supervisor), so the locked appender serves."""
+        """Append *line*, fsynced (no file: nothing). The cursor's lock is held
+        (by crew-notify or the try's supervisor): the locked appender serves."""
         if self.path is None:
             return
         logfile.append_locked(self.path, [line + "\n"], sync=True)
@@ -181,11 +180,9 @@ class Teller(stream.Taker):
         self.failures = 0
         self.held_quiet = False     # what is pending was held by quiet hours
         self.said = None            # the hold or failure last said
-        self.acked = {}
+        self.acked = cursors.acked(cursor) if cursor else {}
         self.dirty = False
         self.write_at = None        # monotonic: when the cursor is written next, if dirty
-        if cursor:
-            self.acked = cursors.acked(cursor)
         # no cursor: what this run told, in memory
         self.journal = Journal(cursor + ".journal" if cursor else None)
         self.told_at = self.journal.times   # epoch of each message in the last hour (the ceiling)
@@ -212,9 +209,8 @@ class Teller(stream.Taker):
             if kind in CAPTAINS:
                 captain = printable_line(body.encode()).decode("utf-8", "replace")
             if kind == "concluded" and captain is not None and self.doubt is not None:
-                text = words[2].split(": ", 1)[1] if ": " in words[2] else ""
                 try:
-                    why = self.doubt(words[1], words[0], text)
+                    why = self.doubt(words[1], words[0], words[2].partition(": ")[2])
                 except (CrewfileError, OSError):
                     why = None          # unsure: telling is safer than losing
                 if why:
@@ -245,12 +241,9 @@ class Teller(stream.Taker):
         """A pause not told yet is no news once its session moved on (the
         captain answered; aside-open's own pause, once the captain types):
         it is dropped, acknowledged, never told."""
-        over = [ev for ev in self.pending if ev.kind == "paused"
-                and ev.line.split(" ", 2)[1] == name]
-        if not over:
-            return
-        for ev in over:
-            ev.done = True
+        for ev in self.pending:
+            if ev.kind == "paused" and ev.line.split(" ", 2)[1] == name:
+                ev.done = True
         self.pending = [ev for ev in self.pending if not ev.done]
         if not self.pending:
             self.first_at = None
@@ -435,11 +428,8 @@ def _supervise(command, text, env, timeout, journal, key, ids, out):
 
 
 def run_command(command, text, env, timeout):
-    """Run sh -c *command* with *text* on stdin: ("sent", None) if it exited
-    0; ("failed", why) if it exited non-zero or could not start (taken at its
-    word: nothing delivered); ("unsure", why) if it was killed, at *timeout*
-    or by a signal (it may have delivered). In a session of its own, so a
-    timeout kills what it started too."""
+    """Run sh -c *command* with *text* on stdin: (word, why) as the journal
+    says them. In a session of its own, so a timeout kills what it started too."""
     try:
         p = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
