@@ -7,7 +7,7 @@ from crewfile.core.errors import BadInput
 from crewfile.core.locks import acquire
 from crewfile.core.names import check_host
 from crewfile.core.text import escape
-from crewfile.wake import wakesend
+from crewfile.wake import stream, wakesend
 
 HELP = """\
 wake-send PRIMARY [options]
@@ -60,7 +60,7 @@ def run(args):
     say = _template(args.say or wakesend.DEFAULT_SAY)
 
     def stop(_sig, _frame):
-        raise KeyboardInterrupt         # send_stream acknowledges what is posted
+        raise KeyboardInterrupt         # Sender.done acknowledges what is posted
     signal.signal(signal.SIGTERM, stop)
     hold = None
     if args.cursor:         # the cursor is read after the lock: one writer at a time
@@ -68,7 +68,7 @@ def run(args):
     try:
         sender = wakesend.Sender(crew(args), args.primary, window=window, retry=retry, say=say,
                              log=log, warn=warn, cursor=args.cursor, host=check_host(args.host))
-        wakesend.send_stream(sender)
+        stream.run(sender)
     finally:
         if hold is not None:
             hold.release()

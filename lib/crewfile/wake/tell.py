@@ -185,7 +185,6 @@ class Teller(stream.Taker):
         self.write_at = None        # monotonic: when the cursor is written next, if dirty
         # no cursor: what this run told, in memory
         self.journal = Journal(cursor + ".journal" if cursor else None)
-        self.told_at = self.journal.times   # epoch of each message in the last hour (the ceiling)
 
     # -- input ---------------------------------------------------------------
     def take(self, line):
@@ -271,6 +270,13 @@ class Teller(stream.Taker):
             cursors.write(self.cursor, self.acked)
             self.dirty, self.write_at = False, None
 
+    def done(self):
+        """Stopped or at the end (what was pending told first): acknowledge."""
+        try:
+            self.acknowledge(now=True)
+        except CrewfileError:
+            pass
+
     # -- telling -------------------------------------------------------------
     def due(self, eof=False):
         """Monotonic time of the next step(), or None with nothing to do."""
@@ -306,10 +312,11 @@ class Teller(stream.Taker):
                 return self._hold(min(LOOK_AGAIN, self.away), "present",
                                   f"holding {n} event(s): the captain is at a terminal"
                                   f" (key input {since:.0f}s ago)")
-        if len(self.told_at) >= self.per_hour:
-            self.told_at[:] = [t for t in self.told_at if t > wall - HOUR]
-            if len(self.told_at) >= self.per_hour:
-                wait = self.told_at[0] + HOUR - wall
+        told = self.journal.times       # each message of the last hour (the ceiling)
+        if len(told) >= self.per_hour:
+            told[:] = [t for t in told if t > wall - HOUR]
+            if len(told) >= self.per_hour:
+                wait = told[0] + HOUR - wall
                 return self._hold(wait, "ceiling", f"holding {n} event(s): {self.per_hour}"
                                   f" messages in the last hour (the ceiling), for {wait:.0f}s")
         return self._send()
@@ -350,7 +357,7 @@ class Teller(stream.Taker):
                    CREWFILE_NOTIFY_TITLE=title, CREWFILE_NOTIFY_COUNT=str(len(events)),
                    CREWFILE_NOTIFY_AGAIN="1" if again else "0")
         word, why = try_command(self.command, text, env, self.timeout, self.journal, key, ids)
-        self.journal.took(word, ids, time.time())      # sent: appends to told_at, the same list
+        self.journal.took(word, ids, time.time())
         if word != "sent":
             self.failures += 1
             self.wait_until = self.clock() + self.retry
@@ -452,15 +459,3 @@ def run_command(command, text, env, timeout):
     if p.returncode < 0:
         return "unsure", f"signal {-p.returncode}{last}"
     return "failed", f"exit {p.returncode}{last}"
-
-
-def tell_stream(teller, fd_in=0):
-    """Run *teller* on the lines of fd_in (stream.run). At end of input: tell
-    what is pending (retrying, holding as ever), acknowledge, return."""
-    try:
-        stream.run(teller, fd_in)
-    finally:
-        try:
-            teller.acknowledge(now=True)
-        except CrewfileError:
-            pass

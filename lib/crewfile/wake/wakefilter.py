@@ -60,7 +60,6 @@ class Filter(stream.Taker):
         self.state = {}
         self.gen = 0
         self.split = stream.Lines(self.warn)
-        self.fd_out = 1
         self.bad = 0
         # kind word as read (b"idle", b"blocked:") -> the kind, one object per kind
         self._bare, self._texted, self._canon = {}, {}, {}
@@ -75,7 +74,7 @@ class Filter(stream.Taker):
     def take_all(self, lines):
         out = self._lines(lines)
         if out:
-            write_all(self.fd_out, out)
+            write_all(1, out)
 
     def _lines(self, lines):
         self.gen += 1
@@ -243,12 +242,6 @@ def _class_of(meta_path):
     if meta.get("kind") == "primary":
         return PRIMARY
     return EXEMPT if meta.get("exempt") else NORMAL
-
-
-def filter_stream(flt, fd_in=0, fd_out=1):
-    """Run *flt* from fd_in to fd_out: one write per chunk read, before the next read."""
-    flt.fd_out = fd_out
-    stream.run(flt, fd_in)
 
 
 def _warn(msg):

@@ -187,6 +187,11 @@ class Sender(stream.Taker):
                 self.say_once("cursor", "ok", f"writing {self.cursor} again")
         self.acked, self.acks = acked, {}
 
+    def done(self):
+        """Stopped or at the end: acknowledge what is posted (the acks of wakes
+        still held wait with them: replayed)."""
+        self.acknowledge()
+
     def due(self, eof=False):
         """When tick() or flush() wants to run next (monotonic), or None."""
         times = [t for t in (self.due_at, self.retry_at, self.ack_at) if t is not None]
@@ -296,13 +301,3 @@ def message(waiting, say, primary):
     n = len(waiting)
     return say.format(n=f"{n} wake{'s' if n != 1 else ''}", count=n, primary=primary,
                       **{"from": shown})
-
-
-def send_stream(sender, fd_in=0):
-    """Run *sender* on the lines of fd_in (stream.run), acknowledging at the end."""
-    try:
-        stream.run(sender, fd_in)
-    finally:
-        # Stopped (SIGTERM as KeyboardInterrupt, end of input): acknowledge what
-        # is posted; with wakes still held, their acks wait too (replayed).
-        sender.acknowledge()
