@@ -225,16 +225,13 @@ class Sender(stream.Taker):
         self.due_at = None
         try:
             waiting = [n for n in inbox.pending(self.crew, self.primary) if n.kind == "wake"]
+            told = announce.announced(self.sess)    # by either path: the waiter too
         except NotFound:
             return False            # flush() says so; nothing can be waiting
         except CrewfileError as e:
             return self._cannot(e)
         ids = {n.id for n in waiting}
-        try:
-            # what the keystroke-free channel (crewfile.wake.rewake) announced
-            self.announced |= ids & announce.announced(self.sess)
-        except CrewfileError as e:
-            return self._cannot(e)
+        self.announced |= ids & told
         fresh = [n for n in waiting if n.id not in self.announced]
         self.announced &= ids
         # The primary's hook took part of what was announced and left the rest
