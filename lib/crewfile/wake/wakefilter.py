@@ -20,11 +20,7 @@ from crewfile.core.shapes import load
 from crewfile.core.text import escape
 from crewfile.wake import stream
 
-# `account-blocked` (the account stopped a turn) passes for every session: the
-# block holds crewfile's typing, and only the captain can lift a billing stop.
-# `turn-failed` is a normal session's turn ending in an error. `background`
-# (the turn ended with background tasks running) and `subagent` (work inside
-# a session, not the session) are not finished: they never pass.
+# What passes, class by class, and why each kind does or not: wake-filter.md.
 EXEMPT_PASS = frozenset({"concluded", "problem", "blocked", "error", "lost", "account-blocked"})
 NORMAL_PASS = frozenset({"turn-ended", "done", "concluded", "blocked", "problem", "error",
                          "stale", "lost", "waiting", "ended", "account-blocked", "turn-failed"})
@@ -149,9 +145,8 @@ class Filter(stream.Taker):
 
     def _believed_conclusion(self, parts):
         """An aside's `concluded` wakes the primary only when the report it
-        names is where aside-conclude puts it (asides.aside.concluded_why): a
-        line appended by hand names none, and the agent's own hooks have
-        already said it as a `problem` (kinds.GUARDED), which wakes."""
+        names is where aside-conclude puts it: a line appended by hand names
+        none, and the hooks have said it as a `problem`, which wakes."""
         try:
             name = parts[1].decode("utf-8")
             why = concluded_event_why(self.crew, name, parts[0].decode("ascii"),
@@ -163,11 +158,8 @@ class Filter(stream.Taker):
         return why is None
 
     def _context(self, seen, kind, token):
-        """Take the fold and pause context from a position token (False: not one).
-
-        The watcher says what came before this event in the session, so the
-        judgement does not depend on what this process happened to see: a
-        filter restarted mid-stream judges exactly as one that saw it all."""
+        """Take the fold and pause context from a position token (False: not
+        one): a filter restarted mid-stream then judges as one that saw it all."""
         try:
             tok = loads(token)
             prev, paused = tok["prev"], tok["paused"]
