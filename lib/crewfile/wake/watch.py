@@ -220,10 +220,6 @@ class Watcher:
         if self.dirwatch.ino is None:
             self._to_polling()
 
-    def _unwatch_session(self, name):
-        if self.dirwatch is not None:
-            self.dirwatch.forget(os.path.join(self.sessions_dir, name))
-
     def _check_roots(self):
         """Follow a replaced crew directory from its start; Gone if it is
         missing at two probes in a row."""
@@ -279,11 +275,11 @@ class Watcher:
             return None     # not a valid session name: not ours
         paths.check_dirs(sdir, inclusive=True)
         tail = self.tails.get(name)
-        if tail is not None and tail.dir_id is not None:
-            if identity(tail.dir) != tail.dir_id:    # replaced: a new session from its start
-                self._unwatch_session(name)
-                del self.tails[name]
-                tail = None
+        if tail is not None and tail.dir_id is not None and identity(tail.dir) != tail.dir_id:
+            if self.dirwatch is not None:       # replaced: a new session from its start
+                self.dirwatch.forget(os.path.join(self.sessions_dir, name))
+            del self.tails[name]
+            tail = None
         if tail is not None:
             self._watch_session(name)     # restored from a cursor: subscribe first
             return tail
@@ -544,9 +540,8 @@ class Watcher:
         now = self.now()
         events = []
         for tail in self.tails.values():
-            if tail.name in self.backlog:
-                continue
-            if tail.generating() and tail.silent_for(now) >= self.stale_after:
+            if (tail.name not in self.backlog and tail.generating()
+                    and tail.silent_for(now) >= self.stale_after):
                 events.append(self._stale_event(tail, now))
         if probe:
             events += self._probe(now)
@@ -588,7 +583,7 @@ class Watcher:
                 why = str(e).replace(path, "meta").replace("meta: ", "", 1)[:200]
                 why = why.encode("utf-8", "replace").decode("utf-8")
                 events.append(self._synth(tail, now, "error", f"meta unreadable: {why}"))
-        return tail.meta if isinstance(tail.meta, dict) else None
+        return tail.meta
 
     # -- output -----------------------------------------------------------
     def emit(self, events):
