@@ -154,13 +154,10 @@ class Event:
 
 class Teller(stream.Taker):
     """take(line) for each input line; step() sends what is due; due() says when.
-
-    *command*: the shell command given each message (sh -c). *cursor*: the
-    crew-watch cursor acknowledged (None: nothing is acknowledged, no
-    journal). *away*: seconds without key input after which the captain is
-    away (None: always tell). *quiet*: (start, end) minutes or None.
-    *doubt*(name, ts, text): why a `concluded` is not believed, or None.
-    """
+    *command*: given each message (sh -c). *cursor*: the one acknowledged
+    (None: nothing is, no journal). *away*: seconds without key input that
+    make the captain away (None: always tell). *quiet*: (start, end) minutes
+    or None. *doubt*(name, ts, text): why a `concluded` is not believed, or None."""
 
     def __init__(self, command, cursor=None, window=DEFAULT_WINDOW, timeout=DEFAULT_TIMEOUT,
                  away=DEFAULT_AWAY, per_hour=DEFAULT_PER_HOUR, quiet=None, retry=RETRY_FIRST,

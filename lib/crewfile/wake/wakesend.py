@@ -30,13 +30,10 @@ MAX_TEXT = 8192             # a notice must stay within one record
 
 class Sender(stream.Taker):
     """Post wakes to the primary's inbox; acknowledge them; announce bursts in its pane.
-
     wake(line) takes one input line; flush() posts what was taken in one
     append, and only then is its position acknowledged: a restart never
     resumes past a wake that is not in the inbox. tick(), when due(), types
-    the announcement. What is held, retried, said once and announced
-    again: docs/commands/wake-send.md.
-    """
+    the announcement. What is held, retried and said: wake-send.md."""
 
     def __init__(self, crew, primary, window=DEFAULT_WINDOW, retry=DEFAULT_RETRY, say=DEFAULT_SAY,
                  log=None, clock=None, deliver=None, warn=None, cursor=None, host=None):

@@ -86,20 +86,15 @@ class Tail:
 
 class Watcher:
     """The watch loop as a library: start(), then step() until you are done.
-
-    out: a callable taking bytes (default: write everything to fd 1).
-    warn: a callable taking one message line (default: stderr).
-    """
+    out(bytes) writes events (default: to fd 1); warn(line) says (default: stderr)."""
 
     def __init__(self, crew, from_start=False, cursor=None, stale_after=DEFAULT_STALE,
                  probe_every=DEFAULT_PROBE, poll=None, out=None, warn=None, now=time.time,
                  positions=False, resume=None):
         self.crew = crew
         self.since_ts = None    # a record timestamp: events before it are not written
-        # resume: a cursor the consumer writes (wake-send --cursor) once the
-        # events are safe; we only read it (and create it when absent).
-        # resume "-": the cursor comes from the consumer over stdin (a remote
-        # crew-watch under ssh): resume_doc, the parsed document or None.
+        # resume: a cursor its consumer writes once the events are safe; we only
+        # read it (or create it). "-": it comes on stdin (ssh): resume_doc.
         self.resume = resume
         self.resume_doc = None
         self.positions = positions or resume is not None
@@ -124,10 +119,9 @@ class Watcher:
         self._cursor_known = False
         self.busy = False               # writing a batch: a stop waits for its end
         self.stop_after_batch = False
-        # Set by a command that follows for ever (crew-watch): stop_fd, the
-        # read end of the signal wakeup pipe, and reader_fd, a pipe or socket
-        # the events go to. Every wait in step() returns when either is
-        # ready, so neither a stop nor a reader gone waits for the next record.
+        # Set by crew-watch following for ever: the signal wakeup pipe and the
+        # events' pipe or socket; a wait ends when either is ready, so neither a
+        # stop nor a reader gone waits for the next record.
         self.stop_fd = None
         self.reader_fd = None
         self._troubles = {}     # session name -> what is wrong with it, as last said
