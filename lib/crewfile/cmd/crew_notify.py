@@ -8,7 +8,7 @@ from crewfile.core.durations import parse_count, parse_duration
 from crewfile.core.errors import UsageError
 from crewfile.core.locks import acquire
 from crewfile.core.text import escape
-from crewfile.wake import tell
+from crewfile.wake import stream, tell
 
 HELP = """\
 crew-notify [options]
@@ -73,7 +73,7 @@ def run(args):
     quiet = tell.parse_quiet(args.quiet) if args.quiet else None
 
     def stop(_sig, _frame):
-        raise KeyboardInterrupt         # tell_stream acknowledges what was told
+        raise KeyboardInterrupt         # Teller.done acknowledges what was told
     signal.signal(signal.SIGTERM, stop)
     # Each try's supervisor (tell.try_command, forked) inherits this lock and
     # holds it until it has journaled how its CMD ended: a restart after a
@@ -83,4 +83,4 @@ def run(args):
                              away=None if args.always else away, per_hour=per_hour, quiet=quiet,
                              retry=retry, log=log, socket=args.tmux,
                              doubt=lambda name, ts, text: concluded_event_why(c, name, ts, text))
-        tell.tell_stream(teller)
+        stream.run(teller)

@@ -1,6 +1,6 @@
 from crewfile.cli import crew
 from crewfile.core.records import check_kind
-from crewfile.wake import wakefilter
+from crewfile.wake import stream, wakefilter
 
 HELP = """\
 wake-filter [options]
@@ -24,7 +24,7 @@ def run(args):
         crew(args),
         normal_pass=(wakefilter.NORMAL_PASS | _kinds(args["pass"])) - _kinds(args.hold),
         exempt_pass=(wakefilter.EXEMPT_PASS | _kinds(args.exempt_pass)) - _kinds(args.exempt_hold))
-    wakefilter.filter_stream(flt)
+    stream.run(flt)
 
 
 def _kinds(words):

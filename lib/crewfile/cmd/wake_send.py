@@ -8,7 +8,7 @@ from crewfile.core.errors import BadInput
 from crewfile.core.locks import acquire
 from crewfile.core.names import check_host
 from crewfile.core.text import escape
-from crewfile.wake import wakesend
+from crewfile.wake import stream, wakesend
 
 HELP = """\
 wake-send PRIMARY [options]
@@ -61,14 +61,14 @@ def run(args):
     say = _template(args.say or wakesend.DEFAULT_SAY)
 
     def stop(_sig, _frame):
-        raise KeyboardInterrupt         # send_stream acknowledges what is posted
+        raise KeyboardInterrupt         # Sender.done acknowledges what is posted
     signal.signal(signal.SIGTERM, stop)
     # the cursor is read after the lock: one writer at a time
     with acquire(args.cursor + ".lock") if args.cursor else nullcontext():
         sender = wakesend.Sender(crew(args), args.primary, window=window, retry=retry, say=say,
                                  log=log, warn=warn, cursor=args.cursor,
                                  host=check_host(args.host))
-        wakesend.send_stream(sender)
+        stream.run(sender)
 
 
 def _template(text):

@@ -1,12 +1,6 @@
 """Which of a session's wake notices have been announced, by either path
-(wake-send typing into the pane, or the keystroke-free waiter of
-crewfile.wake.rewake), and whether that waiter is armed.
-
-sessions/NAME/announced: the ids, one per line, replaced atomically under
-the session lock, pruned to the notices still pending. Announced is not
-read: the notices stay in the inbox until a drain takes them.
-sessions/NAME/rewake.lock: flock held by the armed waiter for as long as
-it waits.
+(wake-send typing, or the waiter of crewfile.wake.rewake), and whether that
+waiter is armed: sessions/NAME/announced and rewake.lock (docs/files/inbox.md).
 """
 import os
 
@@ -16,7 +10,7 @@ from crewfile.core.errors import BadFile
 from crewfile.wake import inbox
 
 MAX_ANNOUNCED = 1 << 22
-LOCK_WAIT = 1.0         # seconds, as wake-send's and the hook's bounded waits
+LOCK_WAIT = 1.0     # seconds wake-send and the waiter wait for NAME's lock, as the hook's
 
 
 def path_of(sess, name):

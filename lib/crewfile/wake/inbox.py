@@ -26,11 +26,10 @@ class Notice:
         return {"ts": self.ts, "kind": self.kind, "id": self.id, "text": self.text}
 
 
-def new_id(now=None):
+def new_id():
     global _counter
     _counter += 1
-    now = time.time() if now is None else now
-    return f"{int(now * 1000):x}-{os.getpid()}-{_counter}"
+    return f"{int(time.time() * 1000):x}-{os.getpid()}-{_counter}"
 
 
 def _paths(crew, name):
@@ -42,9 +41,10 @@ def _paths(crew, name):
 
 
 def _inbox(crew, name, at):
-    """NAME's inbox; at: its directory, opened by a caller that checked its meta."""
-    return _paths(crew, name)[0] if at is None else os.path.join(crew.session_dir(name),
-                                                                 paths.INBOX)
+    """NAME's inbox; with *at*, its caller has checked the meta there."""
+    if at is None:
+        return _paths(crew, name)[0]
+    return os.path.join(crew.session_dir(name), paths.INBOX)
 
 
 def post(crew, name, kind, text):
@@ -77,13 +77,13 @@ def post_many(crew, name, notices, notes=None):
     return out
 
 
-def ids(crew, name, limit_bytes=1 << 22):
+def ids(crew, name):
     """The ids of the notices pending in NAME's inbox and of the drained ones
-    (inbox.read and its rotations; at most limit_bytes of each)."""
+    (inbox.read and its rotations; at most 4 MiB of each)."""
     _paths(crew, name)
     found = set()
     for path in every_file(crew, name):
-        for raw in logfile.lines_backwards(path, logfile.TailStats(), limit_bytes):
+        for raw in logfile.lines_backwards(path, logfile.TailStats(), 1 << 22):
             n = _parse(raw)
             if n is not None:
                 found.add(n.id)
@@ -113,8 +113,7 @@ def _waiting(inbox):
 
 def pending(crew, name, at=None):
     """The notices waiting in NAME's inbox, oldest first (nothing removed).
-    at: NAME's directory, opened by a caller that has read its meta there
-    (Session.opened). Read forward, whole: all of it is wanted."""
+    at: NAME's directory, opened by a caller that read its meta there."""
     inbox = _inbox(crew, name, at)
     out = []
     for path in _waiting(inbox):
@@ -125,9 +124,8 @@ def pending(crew, name, at=None):
 
 
 def _whole_lines(path, at=None):
-    """The complete lines of *path*; b"" when absent. A last line without a
-    newline is a dead writer's fragment, or a poster's write still landing
-    in a file no longer named inbox (that poster writes it again)."""
+    """The complete lines of *path* (b"" when absent): a last line without a
+    newline is a dead writer's, or a poster's that writes it again."""
     try:
         fd = paths.open_file(path, at=at)
     except FileNotFoundError:
@@ -162,11 +160,8 @@ def drain(crew, name, take=None):
 
 def drain_part(crew, name, take=None, offer_to=None):
     """drain() that also returns the notices left pending: (taken, rest, garbage).
-    take: None for all, or a callable given the pending notices (oldest
-    first) that returns how many of the oldest to take. offer_to: for a
-    hand-over to an agent's model, a callable returning the agent life that
-    takes them, (pid, start, transcript path), each None where unknown: what
-    is taken is then recorded as `offered` (see settle())."""
+    take(pending) says how many of the oldest to take (None: all); offer_to()
+    names the agent life (pid, start, transcript) they are `offered` to."""
     inbox, read, lock = _paths(crew, name)
     with hold(lock):
         taking = _gather(inbox)
@@ -243,13 +238,9 @@ def offered(crew, name):
 
 
 def settle(crew, name, went_on):
-    """Settle NAME's offered notices, if any (one stat when there are none).
-
-    went_on(pid, start): True when the agent life that took them is known to
-    have gone on past the hand-over (this hook event is its); they are then
-    cleared. Otherwise each one whose id is not in that life's transcript is
-    put back ahead of what waits (same record, same id) and the rest are
-    cleared. Returns how many were put back. Under the session lock."""
+    """Settle NAME's offered notices, if any (one stat when there are none;
+    docs/files/inbox.md): went_on(pid, start) says the life that took them
+    went on past the hand-over. Returns how many were put back."""
     path = os.path.join(crew.session_dir(name), paths.OFFERED)
     if not os.path.lexists(path):
         return 0
@@ -312,8 +303,7 @@ def withdraw(crew, name, nid, timeout=None):
 def count(crew, name, kind=None, at=None, limit=COUNT_LIMIT):
     """How many notices (of *kind*, or all) wait in NAME's inbox: (n, more),
     reading at most *limit* bytes (docs/files/inbox.md, "Counting readers").
-    Counts the complete lines that begin as a notice of that kind would; no
-    `re`: it would cost crew-status --tmux 20 ms of start-up."""
+    No `re`: it would cost crew-status --tmux 20 ms of start-up."""
     inbox = _inbox(crew, name, at)
     n, left = 0, limit
     for path in _waiting(inbox):

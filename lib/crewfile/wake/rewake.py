@@ -1,39 +1,9 @@
-"""The primary's wake that needs no keystroke: a waiter started by the agent
-CLI at each turn's end (Claude Code's `asyncRewake` Stop hook, installed as
-`crew-hook --rewake`), which exits 2 with the announcement on stderr when
-wakes wait, and the CLI starts the model's next turn with it.
-
-The waiter holds sessions/NAME/rewake.lock (flock) for as long as it waits:
-a held lock is the channel armed (armed()), evidence nobody has to believe
-from a line, and a waiter that dies lets go by dying. While it is armed,
-wake-send types nothing: the waiter announces. When it is not (another CLI,
-an older one, the waiter timed out or was killed), wake-send types through
-the verdict as before.
-
-What it announces is only that wakes wait and from whom (wakesend.message,
-the words the typed path uses): the notices stay in the inbox until the
-model's own inbox-drain, or its turn's hooks, take them, which is what marks
-them read. Which wakes have been announced, by either path, is kept in
-sessions/NAME/announced (their ids, one per line, replaced atomically under
-the session lock), so nothing is announced twice.
-
-It announces only when all of this holds, re-checked at each change of
-NAME's directory (inotify; polling where there is none):
-  - a wake notice waits that nobody announced;
-  - the turn has ended (the newest turn record says not generating): during
-    a turn the hooks hand the wakes over themselves;
-  - the account's block (verdict.account_block) does not stand: a turn it
-    started would fail as the last one did;
-  - no key was pressed in a window looking at the pane in the last
-    CAPTAIN_QUIET seconds (the captain typing); a draft left on the prompt
-    line does not hold it: the CLI leaves the draft untouched;
-  - no typed delivery into the pane is under way (deliver.lock).
-Announcing, it writes `turn-started: rewake`: the turn it starts runs from
-then on for every reader (wake-send types nothing into it).
-It ends, announcing nothing, at its deadline (below the hook's timeout, so
-the CLI never has to kill it), when the agent process ends (a pidfd: a
-waiter never outlives its session), or on SIGTERM (the CLI's own stop at
-/exit or at the timeout).
+"""The primary's wake that needs no keystroke: a waiter the agent CLI starts
+at each turn's end (`crew-hook --rewake`), which returns the announcement
+when wakes wait; the CLI starts the model's next turn with it. It holds
+sessions/NAME/rewake.lock while it waits: a held lock is the channel armed,
+and a waiter that dies lets go by dying. When it announces, and when it
+ends: docs/commands/crew-hook.md, "The keystroke-free wake".
 """
 import os
 import select
@@ -78,14 +48,13 @@ def idle(sess):
     return True, None
 
 
-def typing(sess, quiet, look=None):
-    """Seconds until the captain's last key is CAPTAIN_QUIET old, or 0 (no key lately)."""
-    meta = sess.meta
-    pane, socket = meta.get("tmux"), meta.get("tmux_socket")
+def typing(sess, quiet):
+    """Seconds until the captain's last key is *quiet* seconds old, or 0 (no key lately)."""
+    pane, socket = sess.meta.get("tmux"), sess.meta.get("tmux_socket")
     if not pane or not socket:
         return 0.0
     try:
-        key = (look or verdict.Look()).last_key(pane, socket)
+        key = verdict.Look().last_key(pane, socket)
     except CrewfileError:
         return 0.0
     return 0.0 if key is None else max(0.0, key + quiet - time.time())
@@ -98,17 +67,16 @@ def unannounced(sess):
     return waiting, [n for n in waiting if n.id not in told]
 
 
-def try_announce(sess, say=DEFAULT_SAY, quiet=None):
+def try_announce(sess):
     """The announcement if it may be made now (and it is recorded as made),
     else (None, seconds to look again without a change, or None)."""
-    quiet = delivery.captain_quiet() if quiet is None else quiet
     waiting, fresh = unannounced(sess)
     if not fresh:
         return None, None
     ended, later = idle(sess)
     if not ended:
         return None, later
-    later = typing(sess, quiet)
+    later = typing(sess, delivery.captain_quiet())
     if later:
         return None, later
     held = locks.acquire(path_of(sess, paths.DELIVER_LOCK), timeout=0)
@@ -123,22 +91,15 @@ def try_announce(sess, say=DEFAULT_SAY, quiet=None):
         # UserPromptSubmit a moment later: in between, an unarmed channel and
         # an ended turn would let wake-send type into that turn.
         sess.append("turn-started", "rewake")
-    return message(waiting, say, sess.name), None
-
-
-def agent_pid(sess):
-    """The agent process to outlive not: meta's pid if it is this process's
-    ancestor, else the parent."""
-    meta = sess.meta
-    pid, start = meta.get("pid"), meta.get("pid_start")
-    if isinstance(pid, int) and alive(pid, start) and descends_from(os.getpid(), pid):
-        return pid
-    return os.getppid()
+    return message(waiting, DEFAULT_SAY, sess.name), None
 
 
 def watch_agent(sess):
-    """A pidfd on the agent process (agent_pid), or None if it is gone."""
-    pid = agent_pid(sess)
+    """A pidfd on the agent process (meta's pid if it is our ancestor, else
+    our parent), or None if it is gone: a waiter never outlives its agent."""
+    pid, start = sess.meta.get("pid"), sess.meta.get("pid_start")
+    if not (isinstance(pid, int) and alive(pid, start) and descends_from(os.getpid(), pid)):
+        pid = os.getppid()
     try:
         fd = os.pidfd_open(pid)
     except OSError:
@@ -151,7 +112,7 @@ def watch_agent(sess):
     return fd
 
 
-def wait(sess, seconds, say=DEFAULT_SAY, quiet=None, warn=None):
+def wait(sess, seconds):
     """Wait as NAME's rewake channel: the announcement (str) to hand the
     model, or None: another waiter is armed, the deadline passed, the agent
     ended. SIGTERM ends it as None too."""
@@ -164,7 +125,7 @@ def wait(sess, seconds, say=DEFAULT_SAY, quiet=None, warn=None):
         return None             # one armed waiter is enough
     old = signal.signal(signal.SIGTERM, _stopped)
     deadline = time.monotonic() + min(max(0.0, seconds), MAX_WAIT)
-    watch = DirWatch(warn) if warn else DirWatch()
+    watch = DirWatch()
     try:
         watch.add(sess.dir)
         try:
@@ -173,7 +134,7 @@ def wait(sess, seconds, say=DEFAULT_SAY, quiet=None, warn=None):
                 # once made, SIGTERM waits for the exit (the CLI may then drop
                 # it; the wakes themselves stay in the inbox).
                 signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-                text, later = try_announce(sess, say, quiet)
+                text, later = try_announce(sess)
                 if text is not None:
                     return text
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})

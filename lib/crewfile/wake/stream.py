@@ -58,7 +58,8 @@ class Taker:
     """What run() drives: take_all(lines) with each read's complete lines;
     step(eof) when due() says (a monotonic time, None: nothing until input);
     at the end of input run() returns once due(True) is None. holding():
-    too much is held to read on. The defaults suit a taker without a clock."""
+    too much is held to read on. done(): however run() ends (a stop too).
+    The defaults suit a taker without a clock."""
 
     clock = staticmethod(time.monotonic)
 
@@ -74,21 +75,27 @@ class Taker:
     def holding(self):
         return False
 
+    def done(self):
+        pass
+
 
 def run(taker, fd_in=0):
     """Feed *taker* the lines of fd_in, stepping it when due, until the input
-    ended and nothing is due."""
+    ended and nothing is due; then, or at a stop, taker.done()."""
     split = Lines(taker.warn)
     eof = False
-    while True:
-        due = taker.due(eof)
-        if eof and due is None:
-            return
-        wait = None if due is None else max(0.0, due - taker.clock())
-        if eof or taker.holding():
-            time.sleep(LOOK_AGAIN if wait is None else wait)
-        elif select.select([fd_in], [], [], wait)[0]:
-            data = os.read(fd_in, _CHUNK)
-            eof = not data
-            taker.take_all(split.feed(data) if data else split.finish())
-        taker.step(eof)
+    try:
+        while True:
+            due = taker.due(eof)
+            if eof and due is None:
+                return
+            wait = None if due is None else max(0.0, due - taker.clock())
+            if eof or taker.holding():
+                time.sleep(LOOK_AGAIN if wait is None else wait)
+            elif select.select([fd_in], [], [], wait)[0]:
+                data = os.read(fd_in, _CHUNK)
+                eof = not data
+                taker.take_all(split.feed(data) if data else split.finish())
+            taker.step(eof)
+    finally:
+        taker.done()

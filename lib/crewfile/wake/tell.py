@@ -1,24 +1,10 @@
-"""crew-notify: the events that need the captain, told to the person through a
-command of their choosing (ntfy, a webhook, notify-send, mail).
+"""crew-notify: the events that need the captain (core/kinds.CAPTAINS), told
+to the person through a command of their choosing (ntfy, a webhook, mail).
 
-Input: crew-watch's event lines, positioned (`crew-watch --resume C`). Only
-the kinds core/kinds.CAPTAINS names pass; the rest are acknowledged at once.
-What passes is batched (a window after the first), held while the captain
-is at a terminal (a tmux client had key input within *away* seconds), in
-quiet hours, or past the per-hour ceiling, and then given to CMD as one
-message on stdin: a title line, then one line per event.
-
-Exactly once, as far as an external command allows it (see Journal): the
-cursor moves past an event only once CMD succeeded for it. Each try runs
-under a supervisor of its own (try_command), forked, which journals the
-ids before CMD starts and CMD's outcome when it ends (fsynced), holding the
-cursor's lock meanwhile: a kill of crew-notify does not end CMD, and the
-outcome is recorded by what outlives it. A restart waits for the lock,
-replays from the cursor and skips what the journal says was sent. What
-only a kill of the supervisor itself (the whole process group), or CMD
-killed at its timeout, leaves in doubt is sent again with the same ids in
-CREWFILE_NOTIFY_IDS and CREWFILE_NOTIFY_AGAIN=1, so a receiver that keeps
-the ids it has seen shows each event once.
+Batching, holds, the ceiling and exactly-once across kills:
+docs/commands/crew-notify.md; the journal: docs/files/notify-journal.md.
+Each try runs under a forked supervisor of its own (try_command), which
+journals it and holds the cursor's lock until CMD's outcome is on disk.
 """
 import os
 import signal
@@ -53,7 +39,7 @@ ACK_DELAY = 0.2
 HOUR = 3600.0
 
 
-def parse_quiet(text, flag="--quiet"):
+def parse_quiet(text):
     """(start, end) minutes of the day for `HH:MM-HH:MM` (local time; the span
     may cross midnight), BadInput otherwise."""
     def minutes(part):
@@ -68,9 +54,9 @@ def parse_quiet(text, flag="--quiet"):
             raise ValueError
         start, end = minutes(a), minutes(b)
     except ValueError:
-        raise BadInput(f"bad {flag} '{escape(text)}': HH:MM-HH:MM such as 22:00-07:00") from None
+        raise BadInput(f"bad --quiet '{escape(text)}': HH:MM-HH:MM such as 22:00-07:00") from None
     if start == end:
-        raise BadInput(f"bad {flag} '{escape(text)}': the start and the end are the same")
+        raise BadInput(f"bad --quiet '{escape(text)}': the start and the end are the same")
     return start, end
 
 
@@ -87,7 +73,7 @@ def quiet_left(quiet, now):
     return max(1.0, ((end - m) % 1440) * 60.0)
 
 
-def captain_present(away, now, socket=None):
+def captain_present(away, now, socket):
     """Seconds since the newest key input of a tmux client attached to the
     server (CREWFILE_TMUX's, else tmux's own), if within *away*; else None.
     No server, no client, or tmux missing: away."""
@@ -98,25 +84,9 @@ def captain_present(away, now, socket=None):
 
 
 class Journal:
-    """FILE: each try of CMD, in the words of the try's supervisor (see try_command):
-
-        sending KEY EPOCH ID ID ...     fsynced before CMD starts
-        sent KEY EPOCH                  CMD exited 0: told
-        failed KEY EPOCH WHY            CMD exited non-zero, or could not start:
-                                        taken at its word, not told
-        unsure KEY EPOCH WHY            CMD killed (at the timeout, by a signal):
-                                        it may have told
-
-    A try with no outcome line is one whose supervisor was killed while CMD
-    may have run: in doubt, as `unsure` is. An id in doubt is given to CMD
-    again with CREWFILE_NOTIFY_AGAIN=1, until a try of it is `sent`.
-
-    Read only with FILE.lock held: every try's supervisor holds it (forked
-    from the crew-notify that took it) until its outcome is on disk, so a
-    restart that has the lock finds no try still running. A torn or foreign
-    line is skipped. Compacted (atomic replace) to its newest JOURNAL_KEEP
-    lines when it grows past twice that: an id older than that is behind the
-    cursor and never replayed. *path* None: kept in memory only (no cursor)."""
+    """FILE.journal (docs/files/notify-journal.md): what each try told. Read
+    only with FILE.lock held, so no try is still running. *path* None: kept
+    in memory only (no cursor)."""
 
     def __init__(self, path):
         self.path = path
@@ -165,9 +135,8 @@ class Journal:
             self.doubt.update(ids)
 
     def record(self, line):
-        """Append *line*, fsynced; no file: nothing. SystemFailure if it cannot
-        be written. The cursor's lock is held (by crew-notify or the try's
-        supervisor), so the locked appender serves."""
+        """Append *line*, fsynced (no file: nothing). The cursor's lock is held
+        (by crew-notify or the try's supervisor): the locked appender serves."""
         if self.path is None:
             return
         logfile.append_locked(self.path, [line + "\n"], sync=True)
@@ -185,27 +154,21 @@ class Event:
 
 class Teller(stream.Taker):
     """take(line) for each input line; step() sends what is due; due() says when.
-
-    *command*: the shell command given each message (sh -c). *cursor*: the
-    crew-watch cursor acknowledged (None: nothing is acknowledged, no
-    journal). *away*: seconds without key input after which the captain is
-    away (None: always tell). *quiet*: (start, end) minutes or None.
-    """
+    *command*: given each message (sh -c). *cursor*: the one acknowledged
+    (None: nothing is, no journal). *away*: seconds without key input that
+    make the captain away (None: always tell). *quiet*: (start, end) minutes
+    or None. *doubt*(name, ts, text): why a `concluded` is not believed, or None."""
 
     def __init__(self, command, cursor=None, window=DEFAULT_WINDOW, timeout=DEFAULT_TIMEOUT,
                  away=DEFAULT_AWAY, per_hour=DEFAULT_PER_HOUR, quiet=None, retry=RETRY_FIRST,
-                 log=None, clock=None, wall=None, socket=None, doubt=None):
+                 log=None, socket=None, doubt=None):
         self.command = command
-        # doubt(name, ts, text): why a `concluded` is not believed, or None
-        # (asides.aside.concluded_event_why); None: every one is believed
         self.doubt = doubt
         self.cursor = cursor
         self.window, self.timeout, self.away = window, timeout, away
         self.per_hour, self.quiet, self.retry_first = per_hour, quiet, retry
         self.socket = socket
-        self.log = log or (lambda msg: None)
-        self.clock = clock or time.monotonic
-        self.wall = wall or time.time
+        self.log = self.warn = log or (lambda msg: None)
         self.queues = {}            # session -> [Event] not yet acknowledged, in log order
         self.pending = []           # [Event] that need the captain, not yet told
         self.first_at = None        # monotonic: when the oldest pending arrived
@@ -214,15 +177,11 @@ class Teller(stream.Taker):
         self.failures = 0
         self.held_quiet = False     # what is pending was held by quiet hours
         self.said = None            # the hold or failure last said
-        self.acked = {}
+        self.acked = cursors.acked(cursor) if cursor else {}
         self.dirty = False
         self.write_at = None        # monotonic: when the cursor is written next, if dirty
-        self.journal = Journal(None)    # no cursor: what this run told, in memory
-        self.told_at = self.journal.times   # epoch of each message in the last hour (the ceiling)
-        if cursor:
-            self.acked = cursors.acked(cursor)
-            self.journal = Journal(cursor + ".journal")
-            self.told_at = self.journal.times
+        # no cursor: what this run told, in memory
+        self.journal = Journal(cursor + ".journal" if cursor else None)
 
     # -- input ---------------------------------------------------------------
     def take(self, line):
@@ -246,9 +205,8 @@ class Teller(stream.Taker):
             if kind in CAPTAINS:
                 captain = printable_line(body.encode()).decode("utf-8", "replace")
             if kind == "concluded" and captain is not None and self.doubt is not None:
-                text = words[2].split(": ", 1)[1] if ": " in words[2] else ""
                 try:
-                    why = self.doubt(words[1], words[0], text)
+                    why = self.doubt(words[1], words[0], words[2].partition(": ")[2])
                 except (CrewfileError, OSError):
                     why = None          # unsure: telling is safer than losing
                 if why:
@@ -275,19 +233,13 @@ class Teller(stream.Taker):
                 self.take(raw.decode("utf-8", "replace"))
         self.acknowledge()
 
-    def warn(self, msg):
-        self.log(msg)
-
     def _unpause(self, name):
         """A pause not told yet is no news once its session moved on (the
         captain answered; aside-open's own pause, once the captain types):
         it is dropped, acknowledged, never told."""
-        over = [ev for ev in self.pending if ev.kind == "paused"
-                and ev.line.split(" ", 2)[1] == name]
-        if not over:
-            return
-        for ev in over:
-            ev.done = True
+        for ev in self.pending:
+            if ev.kind == "paused" and ev.line.split(" ", 2)[1] == name:
+                ev.done = True
         self.pending = [ev for ev in self.pending if not ev.done]
         if not self.pending:
             self.first_at = None
@@ -315,6 +267,13 @@ class Teller(stream.Taker):
             cursors.write(self.cursor, self.acked)
             self.dirty, self.write_at = False, None
 
+    def done(self):
+        """Stopped or at the end (what was pending told first): acknowledge."""
+        try:
+            self.acknowledge(now=True)
+        except CrewfileError:
+            pass
+
     # -- telling -------------------------------------------------------------
     def due(self, eof=False):
         """Monotonic time of the next step(), or None with nothing to do."""
@@ -338,7 +297,7 @@ class Teller(stream.Taker):
         if due is None or self.clock() < due:
             return False
         self.wait_until = None
-        wall = self.wall()
+        wall = time.time()
         n = len(self.pending)
         left = quiet_left(self.quiet, wall)
         if left:
@@ -350,10 +309,11 @@ class Teller(stream.Taker):
                 return self._hold(min(LOOK_AGAIN, self.away), "present",
                                   f"holding {n} event(s): the captain is at a terminal"
                                   f" (key input {since:.0f}s ago)")
-        if len(self.told_at) >= self.per_hour:
-            self.told_at[:] = [t for t in self.told_at if t > wall - HOUR]
-            if len(self.told_at) >= self.per_hour:
-                wait = self.told_at[0] + HOUR - wall
+        told = self.journal.times       # each message of the last hour (the ceiling)
+        if len(told) >= self.per_hour:
+            told[:] = [t for t in told if t > wall - HOUR]
+            if len(told) >= self.per_hour:
+                wait = told[0] + HOUR - wall
                 return self._hold(wait, "ceiling", f"holding {n} event(s): {self.per_hour}"
                                   f" messages in the last hour (the ceiling), for {wait:.0f}s")
         return self._send()
@@ -394,7 +354,7 @@ class Teller(stream.Taker):
                    CREWFILE_NOTIFY_TITLE=title, CREWFILE_NOTIFY_COUNT=str(len(events)),
                    CREWFILE_NOTIFY_AGAIN="1" if again else "0")
         word, why = try_command(self.command, text, env, self.timeout, self.journal, key, ids)
-        self.journal.took(word, ids, time.time())      # sent: appends to told_at, the same list
+        self.journal.took(word, ids, time.time())
         if word != "sent":
             self.failures += 1
             self.wait_until = self.clock() + self.retry
@@ -415,18 +375,12 @@ class Teller(stream.Taker):
 
 
 def try_command(command, text, env, timeout, journal, key, ids):
-    """One try of *command* with *text* on stdin, under a supervisor of its
-    own: a forked child that journals the try (`sending`), runs CMD, and
-    journals its outcome, each fsynced. Returns the outcome (word, why):
-    ("sent", None), ("failed", why) or ("unsure", why) as Journal says them.
-
-    The supervisor, not this process, records the outcome, because CMD
-    outlives this process: a SIGKILL of crew-notify alone (or its SIGTERM:
-    it does not wait for the try) leaves the supervisor to see CMD end and
-    record it, holding the cursor's lock (inherited across the fork) until
-    then; the restart waits on that lock and believes the journal. Only a kill of the supervisor itself (the
-    whole process group) leaves a try in doubt. SystemFailure if the
-    journal cannot be written (CMD is not run when `sending` is not on disk)."""
+    """One try of *command* with *text* on stdin, under a forked supervisor
+    that journals it and its outcome, each fsynced: (word, why) as the
+    journal says them. The supervisor records the outcome because CMD
+    outlives a killed crew-notify; it holds the cursor's lock (inherited
+    across the fork) until then. SystemFailure if the journal cannot be
+    written (CMD is not run when `sending` is not on disk)."""
     r, w = os.pipe()
     try:
         pid = os.fork()
@@ -441,15 +395,8 @@ def try_command(command, text, env, timeout, journal, key, ids):
         finally:
             os._exit(0)     # never back into the teller's loop, nor its exit handlers
     os.close(w)
-    try:
-        said = b""
-        while True:
-            data = os.read(r, 65536)
-            if not data:
-                break
-            said += data
-    finally:
-        os.close(r)
+    with os.fdopen(r, "rb") as f:
+        said = f.read()
     os.waitpid(pid, 0)
     word, _, why = said.decode("utf-8", "replace").partition(" ")
     if word == "error":
@@ -485,11 +432,8 @@ def _supervise(command, text, env, timeout, journal, key, ids, out):
 
 
 def run_command(command, text, env, timeout):
-    """Run sh -c *command* with *text* on stdin: ("sent", None) if it exited
-    0; ("failed", why) if it exited non-zero or could not start (taken at its
-    word: nothing delivered); ("unsure", why) if it was killed, at *timeout*
-    or by a signal (it may have delivered). In a session of its own, so a
-    timeout kills what it started too."""
+    """Run sh -c *command* with *text* on stdin: (word, why) as the journal
+    says them. In a session of its own, so a timeout kills what it started too."""
     try:
         p = subprocess.Popen(["/bin/sh", "-c", command], stdin=subprocess.PIPE,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
@@ -499,7 +443,10 @@ def run_command(command, text, env, timeout):
     try:
         _out, err = p.communicate(text.encode(), timeout=timeout)
     except subprocess.TimeoutExpired:
-        _kill_group(p.pid)
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
         p.communicate()
         return "unsure", f"no exit after {timeout:g}s, killed"
     if p.returncode == 0:
@@ -509,22 +456,3 @@ def run_command(command, text, env, timeout):
     if p.returncode < 0:
         return "unsure", f"signal {-p.returncode}{last}"
     return "failed", f"exit {p.returncode}{last}"
-
-
-def _kill_group(pid):
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except OSError:
-        pass
-
-
-def tell_stream(teller, fd_in=0):
-    """Run *teller* on the lines of fd_in (stream.run). At end of input: tell
-    what is pending (retrying, holding as ever), acknowledge, return."""
-    try:
-        stream.run(teller, fd_in)
-    finally:
-        try:
-            teller.acknowledge(now=True)
-        except CrewfileError:
-            pass

@@ -20,15 +20,10 @@ from crewfile.core.shapes import load
 from crewfile.core.text import escape
 from crewfile.wake import stream
 
-# `account-blocked` (the account stopped a turn) passes for every session: the
-# block holds crewfile's typing, and only the captain can lift a billing stop.
-# `turn-failed` is a normal session's turn ending in an error. `background`
-# (the turn ended with background tasks running) and `subagent` (work inside
-# a session, not the session) are not finished: they never pass.
+# What passes, class by class, and why each kind does or not: wake-filter.md.
 EXEMPT_PASS = frozenset({"concluded", "problem", "blocked", "error", "lost", "account-blocked"})
 NORMAL_PASS = frozenset({"turn-ended", "done", "concluded", "blocked", "problem", "error",
                          "stale", "lost", "waiting", "ended", "account-blocked", "turn-failed"})
-HELD_WHILE_PAUSED = frozenset({"idle", "stale"})
 
 # A session's class, from its meta: which events of it may wake the primary.
 UNKNOWN, NORMAL, EXEMPT, PRIMARY = "unknown", "normal", "exempt", "primary"
@@ -49,18 +44,18 @@ class _Seen:
 
 
 class Filter(stream.Taker):
-    """feed(bytes) -> bytes to print; finish() -> bytes for a last partial line."""
+    """take_all(lines) writes what passes, a chunk at a time (stream.run);
+    feed(bytes) returns it."""
 
     def __init__(self, crew, normal_pass=NORMAL_PASS, exempt_pass=EXEMPT_PASS, warn=None):
         self.crew = crew
-        self.sessions_dir = crew.sub(paths.SESSIONS) if crew is not None else None
+        self.sessions_dir = crew.sub(paths.SESSIONS)
         self.normal = frozenset(k.encode() for k in normal_pass)
         self.exempt = frozenset(k.encode() for k in exempt_pass)
         self.warn = warn or _warn
         self.state = {}
         self.gen = 0
         self.split = stream.Lines(self.warn)
-        self.fd_out = 1
         self.bad = 0
         # kind word as read (b"idle", b"blocked:") -> the kind, one object per kind
         self._bare, self._texted, self._canon = {}, {}, {}
@@ -75,7 +70,7 @@ class Filter(stream.Taker):
     def take_all(self, lines):
         out = self._lines(lines)
         if out:
-            write_all(self.fd_out, out)
+            write_all(1, out)
 
     def _lines(self, lines):
         self.gen += 1
@@ -136,7 +131,7 @@ class Filter(stream.Taker):
                 ok = False          # its own turns must not wake it
             else:
                 ok = True           # no metadata: waking is safer than losing
-            if ok and kind == b"concluded" and self.crew is not None:
+            if ok and kind == b"concluded":
                 ok = self._believed_conclusion(parts)
             seen.last_kind = kind
             if token is not None:
@@ -150,9 +145,8 @@ class Filter(stream.Taker):
 
     def _believed_conclusion(self, parts):
         """An aside's `concluded` wakes the primary only when the report it
-        names is where aside-conclude puts it (asides.aside.concluded_why): a
-        line appended by hand names none, and the agent's own hooks have
-        already said it as a `problem` (kinds.GUARDED), which wakes."""
+        names is where aside-conclude puts it: a line appended by hand names
+        none, and the hooks have said it as a `problem`, which wakes."""
         try:
             name = parts[1].decode("utf-8")
             why = concluded_event_why(self.crew, name, parts[0].decode("ascii"),
@@ -164,11 +158,8 @@ class Filter(stream.Taker):
         return why is None
 
     def _context(self, seen, kind, token):
-        """Take the fold and pause context from a position token (False: not one).
-
-        The watcher says what came before this event in the session, so the
-        judgement does not depend on what this process happened to see: a
-        filter restarted mid-stream judges exactly as one that saw it all."""
+        """Take the fold and pause context from a position token (False: not
+        one): a filter restarted mid-stream then judges as one that saw it all."""
         try:
             tok = loads(token)
             prev, paused = tok["prev"], tok["paused"]
@@ -208,8 +199,6 @@ class Filter(stream.Taker):
             seen = _Seen(gen)
             self.state[name] = seen
         seen.checked_in = gen
-        if self.sessions_dir is None:
-            return seen
         meta = os.path.join(self.sessions_dir, name.decode("utf-8"), paths.META)
         try:
             s = os.stat(meta, follow_symlinks=False)
@@ -232,7 +221,7 @@ class Filter(stream.Taker):
 
 
 KEEPS_PAUSE_B = frozenset(k.encode() for k in KEEPS_PAUSE)
-HELD_WHILE_PAUSED_B = frozenset(k.encode() for k in HELD_WHILE_PAUSED)
+HELD_WHILE_PAUSED_B = frozenset({b"idle", b"stale"})
 
 
 def _class_of(meta_path):
@@ -245,12 +234,6 @@ def _class_of(meta_path):
     if meta.get("kind") == "primary":
         return PRIMARY
     return EXEMPT if meta.get("exempt") else NORMAL
-
-
-def filter_stream(flt, fd_in=0, fd_out=1):
-    """Run *flt* from fd_in to fd_out: one write per chunk read, before the next read."""
-    flt.fd_out = fd_out
-    stream.run(flt, fd_in)
 
 
 def _warn(msg):

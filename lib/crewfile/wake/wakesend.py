@@ -19,7 +19,6 @@ from crewfile.wake import announce, cursors, inbox, stream
 DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
 DEFAULT_WINDOW = 0.5
 DEFAULT_RETRY = 2.0
-LOCK_WAIT = 1.0     # the longest wake-send waits for the primary's lock (then: posts without it)
 # The cursor is written at most this long after the first wake it covers was
 # posted, not after every chunk: its write (the whole crew's positions, fsync)
 # must not stand between the next append and its wake. What a crash loses of
@@ -31,36 +30,10 @@ MAX_TEXT = 8192             # a notice must stay within one record
 
 class Sender(stream.Taker):
     """Post wakes to the primary's inbox; acknowledge them; announce bursts in its pane.
-
-    wake(line) takes one input line; flush() posts what was taken, all in one
-    append, then (with a cursor) writes the acknowledged position: the
-    position a restart resumes from never passes a wake that is not in the
-    inbox. A positioned line (`event TAB token`, see protocol.md) posts its
-    wake under the event's own id; ids already in the inbox or among the
-    newest drained notices (a crash between the append and the cursor) are
-    not posted again. A line `TAB token` acknowledges a filtered-out event.
-
-    The primary not registered yet, or the inbox not writable: the wakes are
-    held (in memory, and, with a cursor, unacknowledged in the status logs,
-    so a restart replays them) and flush() is retried; input is not read
-    while MAX_HELD wait. Each change of that state is logged once.
-
-    tick() is called when due(): a window after the first wake of a burst, it
-    types one line (through delivery.deliver: live, idle, no dialog, no
-    captain typing, re-checked before Enter) naming how many wake notices
-    wait in the inbox and from whom. The count is read from the inbox
-    itself, so wakes drained meanwhile are not announced. A refused delivery
-    is retried every *retry* seconds while unannounced wakes wait; once
-    announced, a wake is not announced again, unless the primary took only
-    part of what waited (its hook shows a turn what fits inline): then the
-    rest is announced once more. Refusals are logged once per
-    change of reason.
-
-    A primary whose lock is stuck (held past LOCK_WAIT) does not stop the
-    stream: its wakes are posted without the lock (inbox.post_many; said
-    once, naming the holder); until a post gets the lock again, posts do
-    not wait for it.
-    """
+    wake(line) takes one input line; flush() posts what was taken in one
+    append, and only then is its position acknowledged: a restart never
+    resumes past a wake that is not in the inbox. tick(), when due(), types
+    the announcement. What is held, retried and said: wake-send.md."""
 
     def __init__(self, crew, primary, window=DEFAULT_WINDOW, retry=DEFAULT_RETRY, say=DEFAULT_SAY,
                  log=None, clock=None, deliver=None, warn=None, cursor=None, host=None):
@@ -74,7 +47,7 @@ class Sender(stream.Taker):
         self.warn = warn or self.log
         self.stuck = False          # the primary's lock was stuck at the last post
         self.clock = clock or time.monotonic
-        self._deliver = deliver
+        self.deliver = deliver or delivery.deliver
         self.due_at = None          # when to try to announce; None: nothing to announce
         self.retry_at = None        # when to try flush() again; None: nothing held
         self.ack_at = None          # when to write the cursor; None: nothing to acknowledge
@@ -87,10 +60,8 @@ class Sender(stream.Taker):
         self.cursor = cursor
         self.known = None           # ids found in the inbox before our first post
         self.said = {}              # topic -> the state last logged
-        self.acked = {}
+        self.acked = cursors.acked(cursor) if cursor else {}
         self.over = False           # the input ended and its last announcement is made
-        if cursor:
-            self.acked = cursors.acked(cursor)
 
     def say_once(self, topic, state, msg):
         """Log *msg* if *topic*'s state changed since it was last logged."""
@@ -103,8 +74,6 @@ class Sender(stream.Taker):
         body, tab, token = line.partition("\t")
         eid = None
         if tab:
-            # Imported before the try: a stop (SIGTERM) arriving in an import
-            # must not leave the except clause a name it cannot look up.
             try:
                 tok = loads(token)
                 eid, sname, state = tok["id"], tok["s"], tok["at"]
@@ -178,7 +147,7 @@ class Sender(stream.Taker):
         return True
 
     def _post(self, fresh):
-        old = locks.bound_waits(0 if self.stuck else LOCK_WAIT)
+        old = locks.bound_waits(0 if self.stuck else announce.LOCK_WAIT)
         notes = []
         try:
             inbox.post_many(self.crew, self.primary, fresh, notes=notes)
@@ -215,6 +184,11 @@ class Sender(stream.Taker):
                 self.say_once("cursor", "ok", f"writing {self.cursor} again")
         self.acked, self.acks = acked, {}
 
+    def done(self):
+        """Stopped or at the end: acknowledge what is posted (the acks of wakes
+        still held wait with them: replayed)."""
+        self.acknowledge()
+
     def due(self, eof=False):
         """When tick() or flush() wants to run next (monotonic), or None."""
         times = [t for t in (self.due_at, self.retry_at, self.ack_at) if t is not None]
@@ -248,16 +222,13 @@ class Sender(stream.Taker):
         self.due_at = None
         try:
             waiting = [n for n in inbox.pending(self.crew, self.primary) if n.kind == "wake"]
+            told = announce.announced(self.sess)    # by either path: the waiter too
         except NotFound:
             return False            # flush() says so; nothing can be waiting
         except CrewfileError as e:
             return self._cannot(e)
         ids = {n.id for n in waiting}
-        try:
-            # what the keystroke-free channel (crewfile.wake.rewake) announced
-            self.announced |= ids & announce.announced(self.sess)
-        except CrewfileError as e:
-            return self._cannot(e)
+        self.announced |= ids & told
         fresh = [n for n in waiting if n.id not in self.announced]
         self.announced &= ids
         # The primary's hook took part of what was announced and left the rest
@@ -274,10 +245,9 @@ class Sender(stream.Taker):
             self.say_once("announce", "armed", f"{self.primary}'s keystroke-free wake is armed:"
                                                f" it announces {len(fresh)} wake(s)")
             return False
-        text = self.message(waiting)
-        deliver = self._deliver or delivery.deliver
+        text = message(waiting, self.say, self.primary)
         try:
-            ok, reason = deliver(self.sess, text)
+            ok, reason = self.deliver(self.sess, text)
         except CrewfileError as e:  # a damaged meta or inbox: said once, tried again
             return self._cannot(e)
         if ok or reason.code == UNCONFIRMED:
@@ -287,7 +257,7 @@ class Sender(stream.Taker):
             self.announced |= ids
             self.seen = ids
             try:
-                announce.mark(self.sess, ids, 0 if self.stuck else LOCK_WAIT)
+                announce.mark(self.sess, ids, 0 if self.stuck else announce.LOCK_WAIT)
             except CrewfileError as e:   # typed all the same; the waiter may say it again
                 self.say_once("mark", "failing", f"cannot record the announcement ({e})")
             self.due_at = self.clock() + self.retry
@@ -309,9 +279,6 @@ class Sender(stream.Taker):
                       f" the wakes stay in its inbox; retrying every {self.retry:g} s")
         return False
 
-    def message(self, waiting):
-        return message(waiting, self.say, self.primary)
-
 
 def message(waiting, say, primary):
     """The announcement of the wake notices *waiting*: *say* filled in (see
@@ -328,13 +295,3 @@ def message(waiting, say, primary):
     n = len(waiting)
     return say.format(n=f"{n} wake{'s' if n != 1 else ''}", count=n, primary=primary,
                       **{"from": shown})
-
-
-def send_stream(sender, fd_in=0):
-    """Run *sender* on the lines of fd_in (stream.run), acknowledging at the end."""
-    try:
-        stream.run(sender, fd_in)
-    finally:
-        # Stopped (SIGTERM as KeyboardInterrupt, end of input): acknowledge what
-        # is posted; with wakes still held, their acks wait too (replayed).
-        sender.acknowledge()

@@ -1,15 +1,10 @@
 """crew-watch: one event line for every new status record of every session.
 
-The contract is docs/commands/crew-watch.md, docs/files/event-lines.md (the
-synthesized `stale` and `lost`) and docs/files/cursor.md (positions); how
-it follows is in docs/internals.md. crew-watch reports what it reads: what
-wakes anyone is wake-filter's to decide.
-
-Position: per session (inode, offset) of the next unread byte. A rotation
-(status -> status.1 under the session lock) is followed by finding the inode
-among status, status.1 ... status.N, finishing it, then reading the newer
-files in order. Only complete lines are consumed; a partial last line is
-read again when it is finished.
+The contract: docs/commands/crew-watch.md, docs/files/event-lines.md and
+docs/files/cursor.md; how it follows: docs/internals.md. A position is the
+(inode, offset) of the next unread byte: a rotation is followed by finding
+that inode among status, status.1 ... status.N. Only complete lines are
+consumed; a partial last line is read again once it is finished.
 """
 import os
 import select
@@ -67,10 +62,9 @@ class Tail:
         return self.turn == "yes" and not self.ended and not self.stale and self.last is not None
 
     def silent_for(self, now):
-        """Seconds since the newest record: by its time, unless that is ahead
-        of *now* (a record dated in the future, or our clock set back): then
-        by our own monotonic clock from when we read it, so neither keeps a
-        session from going stale."""
+        """Seconds since the newest record: by its time, or, when that is ahead
+        of *now* (dated in the future, our clock set back), by our monotonic
+        clock since we read it, so that neither keeps a session from going stale."""
         if self.last <= now:
             return now - self.last
         return time.monotonic() - self.seen_at
@@ -83,32 +77,24 @@ class Tail:
         return {k: getattr(self, k) for k in self.SAVED}
 
     def restore(self, d):
-        self.ino, self.off = d.get("ino"), int(d.get("off") or 0)
-        self.last, self.last_kind = d.get("last"), d.get("last_kind")
-        self.turn = d.get("turn") or "unknown"
-        self.ended, self.stale, self.lost = (bool(d.get(k)) for k in ("ended", "stale", "lost"))
-        self.n = int(d.get("n") or 0)
-        prev = d.get("prev")
-        self.prev = prev if isinstance(prev, str) else None
-        self.paused = bool(d.get("paused"))
+        """Take up a cursor entry, checked: each field absent, null or of its type."""
+        for k in self.SAVED:
+            if d.get(k) is not None:
+                setattr(self, k, d[k])
+        self.turn = self.turn or "unknown"
 
 
 class Watcher:
     """The watch loop as a library: start(), then step() until you are done.
-
-    out: a callable taking bytes (default: write everything to fd 1).
-    warn: a callable taking one message line (default: stderr).
-    """
+    out(bytes) writes events (default: to fd 1); warn(line) says (default: stderr)."""
 
     def __init__(self, crew, from_start=False, cursor=None, stale_after=DEFAULT_STALE,
                  probe_every=DEFAULT_PROBE, poll=None, out=None, warn=None, now=time.time,
                  positions=False, resume=None):
         self.crew = crew
         self.since_ts = None    # a record timestamp: events before it are not written
-        # resume: a cursor the consumer writes (wake-send --cursor) once the
-        # events are safe; we only read it (and create it when absent).
-        # resume "-": the cursor comes from the consumer over stdin (a remote
-        # crew-watch under ssh): resume_doc, the parsed document or None.
+        # resume: a cursor its consumer writes once the events are safe; we only
+        # read it (or create it). "-": it comes on stdin (ssh): resume_doc.
         self.resume = resume
         self.resume_doc = None
         self.positions = positions or resume is not None
@@ -133,10 +119,9 @@ class Watcher:
         self._cursor_known = False
         self.busy = False               # writing a batch: a stop waits for its end
         self.stop_after_batch = False
-        # Set by a command that follows for ever (crew-watch): stop_fd, the
-        # read end of the signal wakeup pipe, and reader_fd, a pipe or socket
-        # the events go to. Every wait in step() returns when either is
-        # ready, so neither a stop nor a reader gone waits for the next record.
+        # Set by crew-watch following for ever: the signal wakeup pipe and the
+        # events' pipe or socket; a wait ends when either is ready, so neither a
+        # stop nor a reader gone waits for the next record.
         self.stop_fd = None
         self.reader_fd = None
         self._troubles = {}     # session name -> what is wrong with it, as last said
@@ -159,8 +144,7 @@ class Watcher:
         acks = []
         if self.resume is not None and not self._cursor_known:
             acks = self._first_position()
-        events = self._scan()
-        return acks + events
+        return acks + self._scan()
 
     def _first_position(self):
         """Write the starting position into an absent resume cursor before
@@ -203,10 +187,8 @@ class Watcher:
             raise BadInput(f"cursor {self.cursor}: {e}") from None
         self._cursor_known = True
         for name, d in saved.items():
-            sdir = self.crew.session_dir(name)
-            tail = Tail(name, sdir)
-            tail.restore(d)
-            self.tails[name] = tail
+            self.tails[name] = Tail(name, self.crew.session_dir(name))
+            self.tails[name].restore(d)
         self._saved = jsonio.dumps(saved)
 
     def _subscribe(self):
@@ -219,9 +201,7 @@ class Watcher:
 
     def _to_polling(self):
         """inotify cannot be had (said already): re-read everything every POLL s."""
-        if self.dirwatch is not None:
-            self.dirwatch.close()
-            self.dirwatch = None
+        self.close()
         self.poll = POLL
         self._poll_at = time.monotonic()
 
@@ -233,10 +213,6 @@ class Watcher:
         self.dirwatch.add(os.path.join(self.sessions_dir, name))
         if self.dirwatch.ino is None:
             self._to_polling()
-
-    def _unwatch_session(self, name):
-        if self.dirwatch is not None:
-            self.dirwatch.forget(os.path.join(self.sessions_dir, name))
 
     def _check_roots(self):
         """Follow a replaced crew directory from its start; Gone if it is
@@ -293,11 +269,11 @@ class Watcher:
             return None     # not a valid session name: not ours
         paths.check_dirs(sdir, inclusive=True)
         tail = self.tails.get(name)
-        if tail is not None and tail.dir_id is not None:
-            if identity(tail.dir) != tail.dir_id:    # replaced: a new session from its start
-                self._unwatch_session(name)
-                del self.tails[name]
-                tail = None
+        if tail is not None and tail.dir_id is not None and identity(tail.dir) != tail.dir_id:
+            if self.dirwatch is not None:       # replaced: a new session from its start
+                self.dirwatch.forget(os.path.join(self.sessions_dir, name))
+            del self.tails[name]
+            tail = None
         if tail is not None:
             self._watch_session(name)     # restored from a cursor: subscribe first
             return tail
@@ -375,11 +351,9 @@ class Watcher:
 
     def _read_session(self, name):
         """The events of one session's new records, at most _READ_CHUNK bytes
-        of them (more: the session joins the backlog). A session that cannot be
-        read (its directory or a file in it unreadable, or of the wrong
-        kind) is its own problem alone: said once, as a `problem` event of
-        it, while the others are served; its position is kept (unknown is
-        not gone) and it is read on from there once it can be."""
+        of them (more: the session joins the backlog). A session that cannot
+        be read is its own problem alone: said once, as its `problem` event;
+        its position is kept (unknown is not gone) for when it can be."""
         events = []
         self._budget = _READ_CHUNK
         self.backlog.discard(name)
@@ -420,7 +394,6 @@ class Watcher:
                     self.warn(f"{name}: its log rotated past what is kept while unread;"
                               f" reading on from the oldest file kept")
                 idx, tail.off = len(files) - 1, 0
-            raced = False
             for j in range(idx, -1, -1):
                 path, ino = files[j]
                 if j != idx:
@@ -429,17 +402,14 @@ class Watcher:
                 if name in self.backlog:
                     return              # its next turn reads on from here
                 if not done:
-                    raced = True        # renamed under us: list the files again
-                    break
-            if not raced:
+                    break               # renamed under us: list the files again
+            else:
                 return
-        return
 
     def _read_file(self, tail, path, ino, current, events):
-        """Read complete lines of one file from tail.off. False if it is not *ino* any more.
-
-        Whatever was wrong with the file is said in one line per read (not
-        one per line: a file of garbage is one bad file)."""
+        """Read complete lines of one file from tail.off; False if it is not
+        *ino* any more. What was wrong is said in one line per read, not per
+        line: a file of garbage is one bad file."""
         try:
             fd = paths.open_file(path)
         except FileNotFoundError:
@@ -537,12 +507,8 @@ class Watcher:
         return (ts, self._line(tail, kind, line, synth=True))
 
     def _line(self, tail, kind, line, synth=False):
-        """The event line (bytes, newline added) for *kind*, emitted now for *tail*.
-
-        Keeps the per-session bookkeeping a restart needs (count, previous
-        kind, human wait); with positions, appends TAB and the position token
-        (see protocol.md, Event lines): the event's id, the filter's context
-        before it, and the cursor state after it."""
+        """The event line (bytes, newline added) for *kind*, emitted now for
+        *tail*, keeping what a restart needs; with positions, its token."""
         prev, paused = tail.prev, tail.paused
         tail.n += 1
         self._saw(tail, kind)
@@ -568,9 +534,8 @@ class Watcher:
         now = self.now()
         events = []
         for tail in self.tails.values():
-            if tail.name in self.backlog:
-                continue
-            if tail.generating() and tail.silent_for(now) >= self.stale_after:
+            if (tail.name not in self.backlog and tail.generating()
+                    and tail.silent_for(now) >= self.stale_after):
                 events.append(self._stale_event(tail, now))
         if probe:
             events += self._probe(now)
@@ -581,9 +546,8 @@ class Watcher:
         events = []
         for tail in list(self.tails.values()):
             meta = self._meta(tail, now, events)
-            if tail.ended or tail.lost or tail.last is None or tail.name in self.backlog:
-                continue
-            if not meta:
+            if (not meta or tail.ended or tail.lost or tail.last is None
+                    or tail.name in self.backlog):
                 continue
             life = verdict.liveness(meta, look)
             if life.live != verdict.NOT_LIVE:
@@ -592,11 +556,11 @@ class Watcher:
             events.append(self._synth(tail, now, "lost", life.why.detail))
         return events
 
-    def _meta(self, tail, now=None, events=None):
+    def _meta(self, tail, now, events):
         """The session's metadata (None if absent or bad), re-read when the
         file's identity changes. A bad one is said once per identity: one
-        line on stderr and, with *events*, an `error: meta unreadable` event
-        for the session (it passes wake-filter: the primary can act on it)."""
+        line on stderr and an `error: meta unreadable` event in *events*
+        (it passes wake-filter: the primary can act on it)."""
         path = os.path.join(tail.dir, paths.META)
         try:
             st = os.lstat(path)
@@ -610,12 +574,10 @@ class Watcher:
             except CrewfileError as e:
                 tail.meta = None
                 self.warn(f"{tail.name}: {e}")
-                if events is not None:
-                    why = str(e).replace(path, "meta").replace("meta: ", "", 1)[:200]
-                    why = why.encode("utf-8", "replace").decode("utf-8")
-                    events.append(self._synth(tail, self.now() if now is None else now, "error",
-                                              f"meta unreadable: {why}"))
-        return tail.meta if isinstance(tail.meta, dict) else None
+                why = str(e).replace(path, "meta").replace("meta: ", "", 1)[:200]
+                why = why.encode("utf-8", "replace").decode("utf-8")
+                events.append(self._synth(tail, now, "error", f"meta unreadable: {why}"))
+        return tail.meta
 
     # -- output -----------------------------------------------------------
     def emit(self, events):
@@ -628,15 +590,12 @@ class Watcher:
                 if not self.positions:      # with positions, each session's log order
                     events.sort(key=lambda e: e[0])
                 self.out(b"".join(line for _ts, line in events))
-            self._save_cursor()
+            if self.cursor and self.resume is None:
+                self._write_cursor()
         finally:
             self.busy = False
         if self.stop_after_batch:
             raise KeyboardInterrupt
-
-    def _save_cursor(self):
-        if self.cursor and self.resume is None:
-            self._write_cursor()
 
     def _write_cursor(self):
         """The cursor file, unless it says this already."""
@@ -714,11 +673,10 @@ class Watcher:
         return wait
 
     def _wait(self, wait):
-        """Wait up to *wait* seconds for inotify (True when it has events),
-        a signal or the reader's end. A stop asked by a signal ends the
-        step's batch (emit raises), whether or not its handler's exception
-        reached us: one raised inside a finalizer is dropped by Python. A
-        reader gone is a broken pipe now, not at the next event."""
+        """Wait up to *wait* seconds for inotify (True when it has events), a
+        signal or the reader's end. A signal's stop ends the step's batch
+        (emit raises) even if its handler's exception was lost (one raised in
+        a finalizer is dropped by Python); a reader gone is a broken pipe now."""
         poller = select.poll()
         if self.dirwatch is not None:
             poller.register(self.dirwatch.fileno(), select.POLLIN)
@@ -808,7 +766,7 @@ def _write_stdout(data):
     write_all(1, data)
 
 
-def json_lines_out(write=_write_stdout):
+def json_lines_out():
     """An `out` for Watcher writing each event as one JSON object per line:
     {"ts", "session", "kind", "text"}, the text unescaped."""
 
@@ -818,7 +776,7 @@ def json_lines_out(write=_write_stdout):
             ts, session, rest = line.split(" ", 2)
             rec = records.parse(f"{ts} {rest}")
             objs.append({"ts": ts, "session": session, "kind": rec.kind, "text": rec.text})
-        write(json_lines(objs).encode("utf-8"))
+        _write_stdout(json_lines(objs).encode("utf-8"))
     return out
 
 
