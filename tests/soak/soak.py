@@ -205,6 +205,7 @@ class Soak:
             self.samples.take(self)
             if time.monotonic() - checked >= CHECK_EVERY:
                 checks.during(self)
+                self.panes()
                 checked = time.monotonic()
             if plan and time.time() >= self.t0_day + plan[0][0]:
                 at, act = plan.pop(0)
@@ -216,6 +217,14 @@ class Soak:
         self.say("the day is over: crew-up stops")
         self.t_end = time.time()
         self.stop_crewup()
+
+    def panes(self):
+        """The tmux server's panes (id, pid, dead, window), appended to
+        panes.log: what a pane-gone or a lost worker is read against."""
+        out = self.tmux("list-panes", "-a", "-F", "#{pane_id} #{pane_pid} #{pane_dead}"
+                        " #{session_name}:#{window_index} #{window_name}", check=False)
+        with open(os.path.join(self.root, "panes.log"), "a") as f:
+            f.write(f"{time.time() - self.t0:7.1f}s {' | '.join(out.splitlines())}\n")
 
     def teardown(self):
         for person in self.people:
