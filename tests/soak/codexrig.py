@@ -97,10 +97,11 @@ class CodexRig:
     def forget(self):
         """The home removed (it lives in the checkout's .cache: Codex ignores
         a config.toml under /tmp), once the report is written; its rollouts
-        copied beside the request log first."""
+        and its log copied beside the request log first."""
         if self.home:
-            sessions = os.path.join(self.home, "sessions")
-            if os.path.isdir(sessions):      # its rollouts, kept for a look afterwards
-                shutil.copytree(sessions, os.path.join(self.dir, "codex-sessions"),
-                                dirs_exist_ok=True)
+            for keep in ("sessions", "log"):     # its rollouts and its own log,
+                found = os.path.join(self.home, keep)    # kept for a look afterwards
+                if os.path.isdir(found):
+                    shutil.copytree(found, os.path.join(self.dir, f"codex-{keep}"),
+                                    dirs_exist_ok=True)
             shutil.rmtree(self.home, ignore_errors=True)
