@@ -239,7 +239,7 @@ def serve(port=0, log=None, script=None, reply="ok", announce=sys.stdout, model=
 
 # --- the soak's stand-in (tests/soak) ------------------------------------------------
 
-CHARS_PER_TOKEN = 4
+CHARS_PER_TOKEN = stand_in.CHARS_PER_TOKEN
 # An event line inside what the primary is shown: a wake notice from its prompt
 # hook (`crewfile notice: wake TS NAME KIND...`) or a line of inbox-drain's
 # output (`TS wake: ID TS NAME KIND...`).
@@ -286,14 +286,13 @@ class SoakModel(Model):
 
     def usage(self, req, block):
         seen = len(json.dumps(req.get("system") or "")) + len(json.dumps(req.get("messages") or []))
-        return dict(USAGE, input_tokens=max(1, seen // CHARS_PER_TOKEN),
-                    output_tokens=max(1, len(json.dumps(block)) // CHARS_PER_TOKEN))
+        return dict(USAGE, input_tokens=stand_in.by_text(seen),
+                    output_tokens=stand_in.by_text(len(json.dumps(block))))
 
     def record(self, raw):
         req = Handler._parse(raw)
-        self.log.append(json.dumps({"received": time.time(), "main": bool(req.get("tools")),
-                                    "messages": len(req.get("messages") or []),
-                                    "new": _since_assistant(req)}).encode())
+        self.log.append(stand_in.soak_entry(req.get("tools"), len(req.get("messages") or []),
+                                            _since_assistant(req)))
 
 
 class SoakPrimary(SoakModel):

@@ -31,16 +31,33 @@ time, retries included. Every request body is appended to the log FILE, one line
 The events sent are the few a Codex turn needs (observed with Codex 0.171.0:
 response.created, response.output_item.added, response.output_text.delta,
 response.output_item.done, response.completed with a usage object).
+
+The soak (tests/soak, `--soak --script FILE`): a worker's day as the Claude
+stand-in plays it (tests/model_server.py --soak; the parts both share are in
+tests/stand_in.py): each request of Codex's own turn (it offers the shell
+tool) whose newest input is the user's (not a tool's output) takes the next
+line of the script: `RUN: <command>` (a shell call), `SLOW: <seconds>` (the
+reply keeps streaming that long: the session is generating), `SAY: <text>`.
+Usage is reported by the text received and sent (about 4 characters a
+token), and a request is logged as what was new in it (the input after the
+model's last output, a tool's output as a `tool_result` block) and when it
+arrived, as the Claude stand-in's soak log has it (tests/soak/checks.py
+reads both alike).
 """
 import itertools
 import json
 import sys
+import time
 
 import stand_in
 
 USAGE = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
          "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 0},
          "total_tokens": 12}
+
+
+OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
+MODEL_OUTPUTS = ("function_call", "custom_tool_call", "local_shell_call", "reasoning")
 
 
 class Model:
@@ -50,6 +67,66 @@ class Model:
 
     def record(self, raw):
         self.log.append(raw)
+
+    def turn(self, req):
+        """The script's Turn for *req*, or None: the directives in it rule."""
+        return None
+
+    def usage(self, req, item):
+        return USAGE
+
+
+class SoakModel(Model):
+    """A worker's day (tests/soak/day.py): a script line per turn; usage by
+    text; the log holds what was new in each request, stamped."""
+
+    def __init__(self, log=None, reply="ok", script=None):
+        super().__init__(log, reply)
+        self.script = stand_in.Script(script)
+
+    def record(self, raw):
+        req = Handler._parse(raw)
+        self.log.append(stand_in.soak_entry(shell_tool(req), len(req.get("input") or []),
+                                            since_output(req)))
+
+    def turn(self, req):
+        if shell_tool(req) is None or not users_turn(req):
+            return None
+        return stand_in.turn(self.script.next_line(), self.reply)
+
+    def usage(self, req, item):
+        seen = len(json.dumps(req.get("instructions") or "")) + len(json.dumps(
+            req.get("input") or []))
+        out = stand_in.by_text(len(json.dumps(item)))
+        return dict(USAGE, input_tokens=stand_in.by_text(seen), output_tokens=out,
+                    total_tokens=stand_in.by_text(seen) + out)
+
+
+def users_turn(req):
+    """Whether *req* answers the user, not a tool: its last input item, the
+    hooks' developer messages aside, is a user message."""
+    for item in reversed(req.get("input") or []):
+        if isinstance(item, dict) and item.get("role") != "developer":
+            return item.get("role") == "user"
+    return False
+
+
+def since_output(req):
+    """The input after the model's last output, as messages: a tool's output
+    as a user message with one `tool_result` block (what the Claude stand-in
+    logs for the same thing)."""
+    items = [i for i in req.get("input") or () if isinstance(i, dict)]
+    last = max((n for n, i in enumerate(items) if i.get("role") == "assistant"
+                or i.get("type") in MODEL_OUTPUTS), default=-1)
+    out = []
+    for item in items[last + 1:]:
+        if item.get("type") in OUTPUTS:
+            out.append({"role": "user", "content": [{
+                "type": "tool_result", "tool_use_id": item.get("call_id"),
+                "content": item.get("output")}]})
+        elif "role" in item:
+            out.append({"role": item["role"], "content": item.get("content")})
+    return out
 
 
 def _texts(item):
@@ -66,11 +143,9 @@ def run_directive(req, word="RUN: "):
     for item in reversed(req.get("input") or []):
         if not isinstance(item, dict):
             continue
-        if item.get("type") in ("function_call_output", "custom_tool_call_output",
-                                "local_shell_call_output"):
+        if item.get("type") in OUTPUTS:
             return None
-        if item.get("role") == "assistant" or item.get("type") in (
-                "function_call", "custom_tool_call", "local_shell_call", "reasoning"):
+        if item.get("role") == "assistant" or item.get("type") in MODEL_OUTPUTS:
             return None
         if item.get("role") == "user":
             for text in _texts(item):
@@ -119,7 +194,8 @@ class Handler(stand_in.Handler):
         self._stream()
         self._event("response.created", response={"id": rid, "object": "response",
                                                   "status": "in_progress", "output": []})
-        cmd, tool = run_directive(req), shell_tool(req)
+        planned = self.model.turn(req)
+        cmd, tool = planned.run if planned else run_directive(req), shell_tool(req)
         spawn = run_directive(req, "SPAWN: ") if cmd is None else None
         ask = run_directive(req, "ASK: ") if cmd is None else None
         if ask is not None and tool == "exec_command":
@@ -144,27 +220,34 @@ class Handler(stand_in.Handler):
             hold = run_directive(req, "HOLD: ")
             if hold:
                 stand_in.hold(hold)
-            text = self.model.reply
+            text = planned.say if planned else self.model.reply
             item = {"type": "message", "id": f"msg_{n}", "role": "assistant",
                     "status": "in_progress", "content": []}
             self._event("response.output_item.added", output_index=0, item=item)
             self._event("response.output_text.delta", item_id=f"msg_{n}", output_index=0,
                         content_index=0, delta=text)
+            if planned and planned.slow:
+                time.sleep(planned.slow)     # the CLI shows the turn as working meanwhile
             item = dict(item, status="completed",
                         content=[{"type": "output_text", "text": text, "annotations": []}])
             self._event("response.output_item.done", output_index=0, item=item)
         self._event("response.completed", response={"id": rid, "object": "response",
                                                     "status": "completed", "output": [item],
-                                                    "usage": USAGE})
+                                                    "usage": self.model.usage(req, item)})
 
 
-def serve(port=0, log=None, reply="ok", announce=sys.stdout):
-    stand_in.serve(type("H", (Handler,), {"model": Model(log, reply)}), port, announce)
+def serve(port=0, log=None, reply="ok", announce=sys.stdout, model=None):
+    model = model or Model(log, reply)
+    stand_in.serve(type("H", (Handler,), {"model": model}), port, announce)
 
 
 def main(argv=None):
-    a = stand_in.options(__doc__.split("\n\n")[0], argv=argv)
-    serve(a.port, a.log, a.reply)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    soak = "--soak" in argv
+    argv = [a for a in argv if a != "--soak"]
+    a = stand_in.options(__doc__.split("\n\n")[0], script=soak, argv=argv)
+    serve(a.port, a.log, a.reply,
+          model=SoakModel(a.log, a.reply, a.script) if soak else None)
 
 
 if __name__ == "__main__":

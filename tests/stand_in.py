@@ -16,7 +16,11 @@ shapes: which requests they answer and how. The rest is here, once:
   * Script: a script FILE of answers, one a line, consumed in order;
   * hold(): keep a reply back until a file exists (a test acts mid-turn,
     then lets the turn end: no guessed sleep);
-  * Handler: the request body, JSON answers and server-sent events.
+  * Handler: the request body, JSON answers and server-sent events;
+  * for the soak (tests/soak), what both stand-ins do alike as they follow a
+    worker's day (day.py): a script line read as a turn (turn(): RUN, SLOW,
+    SAY), usage counted by text (by_text()), and the log line that keeps
+    what was new in a request and when it came (soak_entry()).
 """
 import argparse
 import json
@@ -28,6 +32,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 HOLD_CAP = 300          # seconds: a test that never lets go must not hang a run forever
+SLOW_CAP = 600          # seconds: a typo in a script must not hang a run forever
+CHARS_PER_TOKEN = 4     # the soak's usage: about 4 characters a token
 
 
 class Log:
@@ -80,6 +86,13 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass                     # stderr stays quiet: the request log says what came
+
+    def handle(self):
+        try:
+            super().handle()
+        except (BrokenPipeError, ConnectionResetError):
+            pass                 # the client gave the request up (Codex does, when a
+                                 # second prompt comes into its turn): no error here
 
     def _body(self) -> bytes:
         n = int(self.headers.get("Content-Length") or 0)
@@ -143,3 +156,44 @@ def options(description, script=False, argv=None):
         p.add_argument("--script", help="scripted answers, one a line, consumed in order")
     p.add_argument("--reply", default="ok", help="the text reply otherwise")
     return p.parse_args(argv)
+
+
+# --- the soak's day (tests/soak/day.py), as both stand-ins play it ------------------
+
+class Turn:
+    """One line of a worker's day: the shell command its tool is called with
+    (RUN), how long the reply keeps streaming, the session generating
+    meanwhile (SLOW), and the reply's text (SAY, else the server's reply)."""
+    __slots__ = ("run", "slow", "say")
+
+    def __init__(self, run=None, slow=0.0, say=None):
+        self.run, self.slow, self.say = run, slow, say
+
+
+def turn(line, reply="ok"):
+    """The Turn a script *line* asks for (None: no line, the script used up)."""
+    if line is None:
+        return None
+    verb, _, arg = line.strip().partition(": ")
+    if verb == "RUN":
+        return Turn(run=arg, say=reply)
+    if verb == "SLOW":
+        try:
+            return Turn(slow=min(float(arg), SLOW_CAP), say=reply)
+        except ValueError:
+            return Turn(say=reply)
+    return Turn(say=arg if verb == "SAY" else reply)
+
+
+def by_text(chars):
+    """Tokens for *chars* characters of text: a share of tokens then means something."""
+    return max(1, chars // CHARS_PER_TOKEN)
+
+
+def soak_entry(main, count, new):
+    """The soak's log line for one request: when it came, whether it was the
+    agent's own turn (*main*: it offered tools), how many messages it held
+    (*count*) and the messages new in it (*new*, each {"role", "content"}:
+    a request repeats the conversation, so the day's log stays linear)."""
+    return json.dumps({"received": time.time(), "main": bool(main), "messages": count,
+                       "new": new}).encode()

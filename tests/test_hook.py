@@ -291,6 +291,29 @@ def test_other_notifications_write_nothing(crew, run):
     assert kinds(crew) == [("registered", "kind=crew")]
 
 
+def test_a_hook_whose_pane_is_not_its_own_leaves_the_recorded_pane(crew, run, tmux):
+    """Codex runs its hooks in an app-server daemon that keeps the environment
+    of the Codex that started it: after a respawn (the tmux server killed, the
+    agent resumed in a new pane) $TMUX_PANE names the dead agent's pane, or
+    another pane that now has its id. No ancestor of the hook is in it, so it
+    is not recorded (seen in the soak: the live agent's pane read as gone,
+    its nudge disarmed, the worker idle for the rest of the day)."""
+    pane = tmux.new_window("exec sleep 600", name="w1")
+    other = tmux.new_window("exec sleep 600", name="old")
+    register(crew, "w1", tmux=pane, env={"CREWFILE_TMUX": tmux.sock}, pid=tmux.pane_pid(pane))
+    fields = ("tmux", "tmux_target", "tmux_socket", "tmux_server", "pid", "pid_start")
+    before = {k: Session(crew, "w1").meta.get(k) for k in fields}
+    assert before["tmux"] == pane and before["tmux_server"]
+    for stale in (other, "%99"):
+        p = hook(run, payload("UserPromptSubmit", prompt="go"),
+                 env={"TMUX": f"{tmux.sock},1,0", "TMUX_PANE": stale})
+        assert (p.returncode, p.stdout) == (0, "")
+        assert p.stderr == (f"crew-hook: w1: the agent process was not found among the hook's"
+                            f" ancestors in pane {stale}: its pane is left as recorded\n")
+        assert {k: Session(crew, "w1").meta.get(k) for k in fields} == before
+    assert kinds(crew)[-2:] == [("captain", "go"), ("turn-started", "")]
+
+
 def test_session_end_records_reason(crew, run):
     register(crew, "w1")
     assert hook(run, payload("SessionEnd", reason="prompt_input_exit")).returncode == 0

@@ -183,3 +183,66 @@ def test_a_limit_line_answers_429_with_its_reset_then_the_next_turn_is_served(se
     blocks, stop = ask(port, [{"role": "user", "content": "and again"}])
     assert blocks[0]["name"] == "Agent" and blocks[0]["input"] == {
         "description": "scripted", "prompt": "look", "subagent_type": "general-purpose"}
+
+
+# --- the soak's Codex stand-in (responses_server --soak: tests/soak, docs/soak.md) ----
+
+def respond(port, items, tools=({"type": "function", "name": "exec_command"},)):
+    """(the output item, the usage) of one streamed Responses request."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    body = {"model": "m", "input": list(items), "stream": True}
+    if tools:
+        body["tools"] = list(tools)
+    conn.request("POST", "/v1/responses", json.dumps(body), {"Content-Type": "application/json"})
+    raw = conn.getresponse().read().decode()
+    conn.close()
+    done = [json.loads(l[6:]) for l in raw.splitlines() if l.startswith("data: ")][-1]
+    assert done["type"] == "response.completed"
+    return done["response"]["output"][0], done["response"]["usage"]
+
+
+def test_the_codex_stand_in_follows_a_day_a_line_per_turn(tmp_path):
+    """A turn (tools offered, the user's message last but for the hooks'
+    developer messages) takes the script's next line; a tool's output and a
+    side request (no tools: Codex's title request) take none. The log keeps
+    what was new in each request, a tool's output as a tool_result block,
+    as the Claude stand-in's soak log does; usage is by text."""
+    log, script = tmp_path / "log", tmp_path / "script"
+    script.write_text("RUN: echo hi\nSAY: said\n")
+    proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", "responses_server.py"),
+                             "--soak", "--log", str(log), "--script", str(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert select.select([proc.stdout], [], [], 30)[0], "the server did not say its port"
+        port = int(proc.stdout.readline().decode().split()[1])
+        go = {"role": "user", "content": [{"type": "input_text", "text": "go"}]}
+        notice = {"role": "developer", "content": [{"type": "input_text",
+                                                    "text": "crewfile notice: job j-1 ended"}]}
+        item, _ = respond(port, [go], tools=None)                    # a side request
+        assert item["content"][0]["text"] == "ok"
+        call, usage = respond(port, [go, notice])
+        assert (call["name"], json.loads(call["arguments"])) == ("exec_command", {"cmd": "echo hi"})
+        sent = [go, notice]
+        # the instructions (none: "") and the input, as text
+        assert usage["input_tokens"] == (len('""') + len(json.dumps(sent))) // 4
+        out = {"type": "function_call_output", "call_id": call["call_id"], "output": "hi\n"}
+        sent += [dict(call), out]
+        assert respond(port, sent)[0]["content"][0]["text"] == "ok"  # a tool's output: no line
+        sent += [{"role": "assistant", "content": [{"type": "output_text", "text": "ok"}]}, go]
+        assert respond(port, sent)[0]["content"][0]["text"] == "said"
+        assert script.read_text() == ""
+        lines = [json.loads(l) for l in log.read_text().splitlines()]
+        assert [(e["main"], e["messages"]) for e in lines] == [
+            (False, 1), (True, 2), (True, 4), (True, 6)]
+        assert lines[1]["new"] == [{"role": "user", "content": go["content"]},
+                                   {"role": "developer", "content": notice["content"]}]
+        assert lines[2]["new"] == [{"role": "user", "content": [{
+            "type": "tool_result", "tool_use_id": call["call_id"], "content": "hi\n"}]}]
+        assert lines[3]["new"] == [{"role": "user", "content": go["content"]}]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0 and proc.stderr.read() == b""
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()

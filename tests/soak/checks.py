@@ -444,11 +444,34 @@ def figures(soak, fig):
     sessions = len(soak.names) + 1
     fig["crewfile CPU (its commands, sampled)"] = (
         f"{cpu:.1f} s: {cpu / (sessions * hours):.1f} s per session-hour")
+    codex_workers(soak, fig, kinds)
     svg = os.path.join(soak.root, "timeline.svg")
     r = subprocess.run([sys.executable, os.path.join(BIN, "crew-timeline"), "--svg", svg],
                        capture_output=True, text=True, timeout=120)
     fig["timeline"] = svg if r.returncode == 0 else f"crew-timeline exit {r.returncode}:" \
                                                     f" {r.stderr.strip()}"
+
+
+# What differs for a Codex worker, and why (docs/soak.md, "Codex workers"):
+# none of the day's disturbances is skipped for it.
+CODEX_DIFFERS = ("no /exit in the day (Codex's interactive /exit fires no SessionEnd)",
+                 "its commands run outside Codex's sandbox (sandbox_mode danger-full-access):"
+                 " inside it a background job ends with the tool call that started it")
+
+
+def codex_workers(soak, fig, kinds):
+    """The Codex workers, their turns and tasks, and what differs for them."""
+    codex = sorted(getattr(soak, "codex", ()))
+    if not codex:
+        return
+    turns = sum(len(kinds.get(n, {}).get("turn-ended", [])) for n in codex)
+    tasks = sum(len(kinds.get(n, {}).get("done", [])) for n in codex)
+    fig["Codex workers (turns / tasks done)"] = f"{', '.join(codex)} ({turns} / {tasks})"
+    victim = soak.names[0]      # disturb.Disturb's: the lone agent kill
+    killed = (f"the lone agent kill falls on {victim}, a Codex worker" if victim in codex else
+              f"the lone agent kill falls on {victim} (Claude); the tmux server's kill ends"
+              " the Codex workers too, and crew-respawn resumes them")
+    fig["for a Codex worker"] = "; ".join((killed, *CODEX_DIFFERS))
 
 
 CONTINUOUS = (("dead pane", check_recorders), ("typing", check_typing), ("asides", check_asides))

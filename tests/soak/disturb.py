@@ -166,6 +166,7 @@ class Disturb:
         soak.say(f"primary resumed ({sid}) in {pane}")
         done, err = respawn(*soak.names)
         soak.say(f"crew-respawn: {done}")
+        soak.panes()
         for name in soak.names:
             if done.get(name) != "respawned":
                 self.fail(f"{name} was not respawned after the tmux restart:"

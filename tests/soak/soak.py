@@ -1,6 +1,6 @@
 """make soak: a day in the life of a crew (issue 34).
 
-    python tests/soak/soak.py [--duration 20m] [--seed 1] [--workers 6] [--root DIR]
+    python tests/soak/soak.py [--duration 20m] [--seed 1] [--workers 6] [--codex N] [--root DIR]
 
 A primary and WORKERS workers, each the real Claude Code in a private tmux
 server (each worker in its own git worktree through crew-spawn), driven
@@ -11,6 +11,10 @@ supervision. Meanwhile the day is disturbed (tests/soak/disturb.py), the
 invariants are checked and the figures taken (tests/soak/checks.py). At the
 end a report is written (its path printed); the exit status is 0 only with
 no violation.
+
+With --codex N, the last N workers are the real Codex CLI instead
+(tests/soak/codexrig.py), following the same day through the Responses
+stand-in (tests/responses_server.py --soak).
 """
 import argparse
 import json
@@ -29,6 +33,7 @@ REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path[:0] = [HERE, os.path.join(REPO, "tests"), os.path.join(REPO, "lib")]
 
 import checks  # noqa: E402  (beside this file)
+import codexrig  # noqa: E402
 import day  # noqa: E402
 import disturb  # noqa: E402
 from claude_harness import BIN, ClaudeRig, find_claude, hook_command, install_hooks, run_checked  # noqa: E402
@@ -59,9 +64,10 @@ def wait_for(predicate, timeout, what):
 class Soak:
     wait_for = staticmethod(wait_for)
 
-    def __init__(self, root, seed, workers, duration):
+    def __init__(self, root, seed, workers, duration, codex=0):
         self.root, self.seed, self.duration = root, seed, duration
         self.names = [f"w{i + 1}" for i in range(workers)]
+        self.codex = set(self.names[len(self.names) - codex:]) if codex else set()
         self.crew = Crew(os.path.join(root, "crew"))
         self.sock = os.path.join(root, "tmux.sock")
         self.tmux = Tmux(self.sock)
@@ -108,7 +114,13 @@ class Soak:
 
     def worker_rig(self, name):
         """A rig (HOME, stand-in model) for worker NAME, crew-hook installed in
-        its HOME, its tree trusted; returns the agent's command for crew-spawn."""
+        its HOME, its tree trusted; returns the agent's command for crew-spawn.
+        A Codex worker's rig is codexrig's."""
+        if name in self.codex:
+            rig = self.rigs[name] = codexrig.CodexRig(self.root, name, self.sock,
+                                                      self.scripts[name], self.repo,
+                                                      self.tree(name))
+            return rig.prepare()
         rig = ClaudeRig(os.path.join(self.root, name), self.sock, {}, script=self.scripts[name],
                         env={"PATH": os.environ["PATH"]}, project=self.repo,
                         server_args=["--soak"])
@@ -126,10 +138,14 @@ class Soak:
 
     def spawn(self, name):
         agent = self.worker_rig(name)
-        r = subprocess.run([sys.executable, os.path.join(BIN, "crew-spawn"), name, "--cmd", agent,
+        codex = ["--agent", "codex"] if name in self.codex else []
+        r = subprocess.run([sys.executable, os.path.join(BIN, "crew-spawn"), name, *codex,
+                            "--cmd", agent,
                             "--tmux-session", "crew", "--prompt", f"SOAK-START {name}: your day",
                             "--wait", "120s"],
                            cwd=self.repo, capture_output=True, text=True, timeout=300)
+        with open(os.path.join(self.root, name, "crew-spawn.out"), "w") as f:
+            f.write(r.stdout + r.stderr)      # what it said, for a look afterwards
         if r.returncode != 0:
             raise RuntimeError(f"soak: crew-spawn {name}: exit {r.returncode}: {r.stderr.strip()}")
         self.rigs[name].pane = Session(self.crew, name).reread().meta["tmux"]
@@ -173,6 +189,8 @@ class Soak:
         self.t0 = time.time()
         self.say(f"seed {self.seed}, {len(self.names)} workers, {self.duration:g} s,"
                  f" day {self.digest}")
+        if self.codex:
+            self.say(f"Codex workers: {', '.join(sorted(self.codex))}")
         self.start_crewup()          # first: no record is written before its cursor
         self.start_primary()
         self.say("primary up")
@@ -187,6 +205,7 @@ class Soak:
             self.samples.take(self)
             if time.monotonic() - checked >= CHECK_EVERY:
                 checks.during(self)
+                self.panes()
                 checked = time.monotonic()
             if plan and time.time() >= self.t0_day + plan[0][0]:
                 at, act = plan.pop(0)
@@ -198,6 +217,14 @@ class Soak:
         self.say("the day is over: crew-up stops")
         self.t_end = time.time()
         self.stop_crewup()
+
+    def panes(self):
+        """The tmux server's panes (id, pid, dead, window), appended to
+        panes.log: what a pane-gone or a lost worker is read against."""
+        out = self.tmux("list-panes", "-a", "-F", "#{pane_id} #{pane_pid} #{pane_dead}"
+                        " #{session_name}:#{window_index} #{window_name}", check=False)
+        with open(os.path.join(self.root, "panes.log"), "a") as f:
+            f.write(f"{time.time() - self.t0:7.1f}s {' | '.join(out.splitlines())}\n")
 
     def teardown(self):
         for person in self.people:
@@ -235,13 +262,21 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=1, help="the day's seed (default 1)")
     p.add_argument("--workers", type=int, default=6, help="how many workers (default 6)")
     p.add_argument("--root", help="the soak's directory (default: a new one in $TMPDIR)")
+    p.add_argument("--codex", type=int, default=0, metavar="N",
+                   help="how many of the workers are Codex (default 0)")
     a = p.parse_args(argv)
     if not find_claude(REPO):
         print("soak: the real Claude Code is not installed (make claude-code)", file=sys.stderr)
         return 3
+    if not 0 <= a.codex <= a.workers:
+        print(f"soak: --codex {a.codex}: between 0 and --workers ({a.workers})", file=sys.stderr)
+        return 2
+    if a.codex and not codexrig.find_codex():
+        print("soak: the real Codex CLI is not installed (make codex)", file=sys.stderr)
+        return 3
     root = os.path.abspath(a.root) if a.root else tempfile.mkdtemp(prefix="crewfile-soak-")
     os.makedirs(root, exist_ok=True)
-    soak = Soak(root, a.seed, a.workers, parse_duration(a.duration, "--duration"))
+    soak = Soak(root, a.seed, a.workers, parse_duration(a.duration, "--duration"), a.codex)
     stopped = None
     stop_on_signals()
     try:
@@ -256,6 +291,8 @@ def main(argv=None):
         hold_signals()               # from here on a signal waits: the teardown runs whole
         soak.teardown()
     report = checks.report(soak)
+    for rig in soak.rigs.values():
+        getattr(rig, "forget", lambda: None)()
     print(f"soak: report: {report}")
     with open(report) as f:
         sys.stdout.write(f.read())

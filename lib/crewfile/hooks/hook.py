@@ -141,6 +141,10 @@ def record_agent(ctx, sess):
     Only in a tmux pane ($TMUX_PANE): the agent is the hook's ancestor in
     that pane (liveness.agent_of). Nothing is asked of tmux while the
     recorded agent is alive, is this hook's ancestor and sits in this pane.
+    A pane in which no ancestor of the hook is found is not recorded: the
+    environment may be another agent's (Codex runs its hooks in an app-server
+    daemon that keeps the environment of the Codex that started it, so after
+    a respawn $TMUX_PANE names the dead agent's pane).
     """
     pane = ctx.env.get("TMUX_PANE")
     if not pane or not ctx.env.get("TMUX") or sess.meta.get("kind") == "aside":
@@ -154,7 +158,8 @@ def record_agent(ctx, sess):
     fields = sessions.pane_fields(pane, tmux_env(ctx.env), agent_from=os.getpid())
     if fields.get("pid") is None:
         ctx.notes.append(f"{sess.name}: the agent process was not found among the hook's"
-                         f" ancestors in pane {pane}")
+                         f" ancestors in pane {pane}: its pane is left as recorded")
+        return
     changed = {k: v for k, v in fields.items() if meta.get(k) != v}
     if changed:
         sess.update_meta(**changed)
