@@ -27,9 +27,7 @@ class Session:
         self.lock_path = os.path.join(self.dir, paths.LOCK)
         self._meta = None
         self.at = None          # its directory, while opened(): every read is made in it
-        # What its writes had to say (a lock still held past this process's
-        # bound, naming the holder): for the caller to print, each once.
-        self.notes = []
+        self.notes = []         # what its writes had to say (a lock's holder), to print
 
     def opened(self):
         """Open its directory once for a series of reads (meta, log, inbox):
@@ -67,7 +65,7 @@ class Session:
         """Append under the session lock; False when the bound on lock waits ran
         out (appended without it, the holder named in self.notes)."""
         from crewfile.core.locks import LockBusy, hold
-        _check_dir(self.dir)
+        paths.check_dirs(self.dir, inclusive=True)      # not a planted link
         self.meta        # registered, and its meta usable: the same rule as every reader
         try:
             held = hold(self.lock_path)
@@ -117,10 +115,8 @@ class Session:
             self.notes.append(f"{e}; {self.meta_path} not updated ({', '.join(sorted(fields))})")
             return dict(self.meta, **fields)
         with held:
-            self._meta = None
-            meta = dict(self.meta)
-            meta.update(fields)
-            _write_meta(self.meta_path, meta)
+            meta = dict(self.reread().meta, **fields)
+            write_meta(self.meta_path, meta)
             self._meta = meta
         return meta
 
@@ -141,6 +137,14 @@ class _Opened:
     def __exit__(self, *exc):
         fd, self.sess.at = self.sess.at, None
         os.close(fd)
+
+
+def tmux_env(env):
+    """The environment that names a pane's own tmux server: $TMUX wins over
+    CREWFILE_TMUX, because $TMUX_PANE is a pane of $TMUX's server."""
+    if env.get("TMUX"):
+        return {k: v for k, v in env.items() if k != "CREWFILE_TMUX"}
+    return env
 
 
 def pane_fields(target, env=None, agent_from=None):
@@ -175,15 +179,10 @@ def agent_fields(pid):
     return {"pid": int(pid), "pid_start": start}
 
 
-def _write_meta(path, meta):
+def write_meta(path, meta):
     import json
     from crewfile.core.atomic import replace
     replace(path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
-
-
-def _check_dir(path):
-    """Refuse a session directory that is a planted link (exists() follows it)."""
-    paths.check_dirs(path, inclusive=True)
 
 
 def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_key=None,
@@ -218,7 +217,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
         if live:
             raise Refused(f"session '{name}' is already registered, and its `ended` record is not"
                           f" believed: {live}")
-        _write_meta(sess.meta_path, meta)
+        write_meta(sess.meta_path, meta)
         text = f"kind={kind}" + (" exempt" if meta["exempt"] else "")
         logfile.append_locked(sess.status_path, [records.new_line("registered", text)],
                               rotate=logfile.rotate_limits())
@@ -238,7 +237,7 @@ def record_agent(crew, name, pid):
         if meta.get("pid"):
             raise Refused(f"session '{name}' already has its agent recorded (pid {meta['pid']})")
         meta.update(fields)
-        _write_meta(sess.meta_path, meta)
+        write_meta(sess.meta_path, meta)
     return sess
 
 
@@ -278,7 +277,7 @@ def archive(crew, name, force=False, look=None):
     sess = Session(crew, name)
     if not os.path.lexists(sess.dir):
         raise NotFound(f"no session '{name}'")
-    _check_dir(sess.dir)
+    paths.check_dirs(sess.dir, inclusive=True)
     with hold(sess.lock_path):
         if not force:
             st = state(sess, look)
