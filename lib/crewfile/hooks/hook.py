@@ -80,12 +80,13 @@ def find_session(crew, env, payload):
         sess = sessions.Session(crew, name)      # BadInput for a bad name
         if sess.exists():
             return sess
-        cwd = payload.get("cwd")
+        cwd, path = payload.get("cwd"), payload.get("transcript_path")
         try:
             return sessions.register(
                 crew, name, kind="crew", cwd=cwd if isinstance(cwd, str) and cwd else None,
                 tmux=env.get("TMUX_PANE") or None, agent_session_id=sid,
-                extra=_transcript(payload), env=sessions.tmux_env(env), agent_from=os.getpid())
+                extra={"transcript_path": path} if isinstance(path, str) and path else None,
+                env=sessions.tmux_env(env), agent_from=os.getpid())
         except Refused:          # a parallel hook registered it first
             return sess
     if not sid or not os.path.isdir(crew.root):
@@ -113,11 +114,6 @@ def record_agent(ctx, sess):
     changed = {k: v for k, v in fields.items() if meta.get(k) != v}
     if changed:
         sess.update_meta(**changed)
-
-
-def _transcript(payload):
-    path = payload.get("transcript_path")
-    return {"transcript_path": path} if isinstance(path, str) and path else None
 
 
 DEFAULT_AGENT = "claude"
@@ -181,16 +177,12 @@ def inline_part(header):
     inline_text if too long alone)."""
     def take(notices):
         size = len(header.encode()) + 1
-        k = 0
-        while k < len(notices):
-            line = len(_notice_line(notices[k]).encode()) + 1
+        for k, notice in enumerate(notices):
+            size += len(_notice_line(notice).encode()) + 1
             rest = notices[k + 1:]
-            tail = len(_rest_line(rest).encode()) + 1 if rest else 0
-            if size + line + tail > INLINE_LIMIT:
-                break
-            size += line
-            k += 1
-        return max(k, 1)
+            if size + (len(_rest_line(rest).encode()) + 1 if rest else 0) > INLINE_LIMIT:
+                return max(k, 1)
+        return max(len(notices), 1)
     return take
 
 
@@ -251,7 +243,7 @@ def settle_offered(ctx, sess):
     agent's SessionStart."""
     def went_on(pid, start):
         if pid is None:         # no agent recorded: only a new start is a new life
-            return not _starts_life(ctx)
+            return ctx.agent.EVENTS.get(ctx.event) != "SessionStart"
         from crewfile.core.liveness import alive
         return alive(pid, start)
     try:
@@ -262,10 +254,6 @@ def settle_offered(ctx, sess):
     if back:
         ctx.notes.append(f"{sess.name}: {back} notice(s) handed to an agent that is gone"
                          " put back in the inbox")
-
-
-def _starts_life(ctx):
-    return ctx.agent.EVENTS.get(ctx.event) == "SessionStart"
 
 
 def _no_session(ctx):
