@@ -30,9 +30,8 @@ class Session:
         self.notes = []         # what its writes had to say (a lock's holder), to print
 
     def opened(self):
-        """Open its directory once for a series of reads (meta, log, inbox):
-        the directories above are checked once, each file opened in it by
-        name. Use as `with sess.opened():`. NotFound if it is not there."""
+        """`with sess.opened():` a series of reads, each file opened by name in
+        its directory, the directories above checked once. NotFound if absent."""
         return _Opened(self)
 
     @property
@@ -148,9 +147,9 @@ def tmux_env(env):
 
 
 def pane_fields(target, env=None, agent_from=None):
-    """Meta fields naming a pane with its server (a pane id alone could later
-    name any pane of any server). agent_from: a pid (a hook's own) whose
-    ancestor in that pane is the agent: pid and pid_start are added."""
+    """Meta fields naming a pane with its server (a pane id alone could name
+    any server's pane); with *agent_from* (a hook's pid), its ancestor in
+    that pane as the agent's pid and pid_start."""
     from crewfile.session import tmux
     socket = tmux.socket_path(env)
     try:
@@ -360,17 +359,15 @@ def find(crew, agent_session_id=None, session_key=None):
             meta = Session(crew, name).meta
         except (NotFound, BadFile, SystemFailure):
             continue
-        if agent_session_id and meta.get("agent_session_id") == agent_session_id:
-            return Session(crew, name)
-        if session_key and meta.get("session_key") == session_key:
+        if ((agent_session_id and meta.get("agent_session_id") == agent_session_id)
+                or (session_key and meta.get("session_key") == session_key)):
             return Session(crew, name)
     return None
 
 
 def state(sess, look=None, now=None, recs=None):
-    """The session's current state as a dict (what status-show and session-ls print).
-    recs: the scan() of its log to use (a caller asking more of the same
-    records passes its own, so the log is read once)."""
+    """The session's current state as a dict (what status-show and session-ls
+    print); recs: a scan() of its log the caller shares, so it is read once."""
     from crewfile.session import verdict
     recs = recs or sess.scan()
     last = recs.last()
@@ -379,8 +376,7 @@ def state(sess, look=None, now=None, recs=None):
 
 
 def state_of(sess, v, last, warning="", now=None):
-    """state()'s dict from its parts (crew-top's live view probes liveness
-    again without reading the records again)."""
+    """state()'s dict from its parts (crew-top probes liveness anew, records not reread)."""
     from crewfile.session import verdict
     now = time.time() if now is None else now
     meta = sess.meta

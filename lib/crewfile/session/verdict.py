@@ -39,8 +39,6 @@ ACCOUNT_BLOCKED = "account-blocked"    # the account stopped its turn; the block
 OWN_LOOP = "own-loop"                  # the session's own cron jobs or /goal are armed
 OWN_LOOP_MAX_AGE = 30 * 86400          # seconds: the CLI expires a recurring job by then
 
-FIX_AGENT = "record the agent: its next crew-hook event does, or session-add NAME --pid PID"
-
 
 class Answer:
     """A named code and a detail for people: str() is 'code: detail'."""
@@ -134,8 +132,9 @@ def liveness(meta, look=None):
     if pane is None or pane.dead:
         return Life(NOT_LIVE, Answer(PANE_GONE, f"tmux pane {pane_id} is gone"))
     if agent is None:
-        return Life(UNKNOWN, Answer(AGENT_UNKNOWN, f"no agent process recorded; {FIX_AGENT}"),
-                    pane, socket)
+        return Life(UNKNOWN, Answer(AGENT_UNKNOWN, "no agent process recorded; record the"
+                                    " agent: its next crew-hook event does, or session-add"
+                                    " NAME --pid PID"), pane, socket)
     if pane.pid is None or not procs.descends_from(agent.pid, pane.pid):
         return Life(NOT_LIVE, Answer(NOT_IN_PANE, f"pane {pane_id} does not hold agent"
                                                   f" process {agent.pid}"))
