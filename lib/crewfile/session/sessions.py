@@ -32,7 +32,18 @@ class Session:
     def opened(self):
         """`with sess.opened():` a series of reads, each file opened by name in
         its directory, the directories above checked once. NotFound if absent."""
-        return _Opened(self)
+        try:
+            self.at = paths.open_dir(self.dir)
+        except FileNotFoundError:
+            raise NotFound(f"no session '{self.name}'") from None
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        fd, self.at = self.at, None
+        os.close(fd)
 
     @property
     def meta(self):
@@ -118,24 +129,6 @@ class Session:
             write_meta(self.meta_path, meta)
             self._meta = meta
         return meta
-
-
-class _Opened:
-    __slots__ = ("sess",)
-
-    def __init__(self, sess):
-        self.sess = sess
-
-    def __enter__(self):
-        try:
-            self.sess.at = paths.open_dir(self.sess.dir)
-        except FileNotFoundError:
-            raise NotFound(f"no session '{self.sess.name}'") from None
-        return self.sess
-
-    def __exit__(self, *exc):
-        fd, self.sess.at = self.sess.at, None
-        os.close(fd)
 
 
 def tmux_env(env):
@@ -235,8 +228,7 @@ def record_agent(crew, name, pid):
             raise Refused(f"session '{name}' has ended: register it again")
         if meta.get("pid"):
             raise Refused(f"session '{name}' already has its agent recorded (pid {meta['pid']})")
-        meta.update(fields)
-        write_meta(sess.meta_path, meta)
+        write_meta(sess.meta_path, dict(meta, **fields))
     return sess
 
 
