@@ -78,16 +78,12 @@ class Look:
             self._servers[socket] = Server(socket)
         return self._servers[socket]
 
-    def clients(self, socket):
+    def last_key(self, pane, socket):
+        """Epoch seconds of the newest key press by a client looking at *pane*, or None."""
         if socket not in self._clients:
             from crewfile.session.tmux import clients
             self._clients[socket] = clients(socket)
-        return self._clients[socket]
-
-    def last_key(self, pane, socket):
-        """Epoch seconds of the newest key press by a client looking at *pane*, or None."""
-        times = [t for t, p in self.clients(socket) if p == pane]
-        return max(times) if times else None
+        return max((t for t, p in self._clients[socket] if p == pane), default=None)
 
 
 class Life:
@@ -355,15 +351,12 @@ def tree_of(cwd):
     """The working tree of a directory: its git top level, else itself, resolved; None if unknown."""
     if not cwd:
         return None
-    path = os.path.realpath(cwd)
-    probe = path
-    while True:
-        if os.path.lexists(os.path.join(probe, ".git")):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
+    path = probe = os.path.realpath(cwd)
+    while not os.path.lexists(os.path.join(probe, ".git")):
+        if probe == os.path.dirname(probe):
             return path
-        probe = parent
+        probe = os.path.dirname(probe)
+    return probe
 
 
 def overlap(a, b):
