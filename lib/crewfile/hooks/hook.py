@@ -506,9 +506,8 @@ def stop_failure(ctx):
 def error_word(error):
     """The payload's error name as one word of [a-z0-9_-] ('unknown' otherwise):
     the record's text is read back by its first words."""
-    if not isinstance(error, str) or not error or len(error) > MAX_ERROR_WORD:
-        return "unknown"
-    ok = all(c in "abcdefghijklmnopqrstuvwxyz0123456789_-" for c in error)
+    ok = (isinstance(error, str) and 0 < len(error) <= MAX_ERROR_WORD
+          and all(c in "abcdefghijklmnopqrstuvwxyz0123456789_-" for c in error))
     return error if ok else "unknown"
 
 
