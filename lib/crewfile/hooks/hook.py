@@ -1,27 +1,12 @@
 """The agent hook's shared core: an agent's hook events (and Codex's notify)
-become crewfile records, captain inputs and model-facing notices.
+become crewfile records, captain inputs and model-facing notices
+(docs/commands/crew-hook.md). Actions are named after Claude Code's events;
+each agent's adapter (crewfile.agents) maps its events onto them and spells
+the replies. Every reply is exit 0, blocking done in the agent's JSON, so no
+exit code ever blocks by accident: a hook must never harm its agent.
 
-The actions here are named after Claude Code's events; each agent's module
-in crewfile.agents maps its own events onto them and spells the replies
-(context, a denial, a turn carried on) in its own format. Only the adapter
-of the agent crew-hook runs for is imported.
-
-A hook waits for locks HOOK_LOCK_WAIT seconds at most in all: a record for
-a session whose lock is still held then is appended without the lock
-(logfile.append_unlocked), a metadata change is not made, and notices that
-cannot be drained stay in the inbox for the next event. Either way one line
-on stderr names the lock's holder.
-
-One function per action; each gets a Context and returns a Reply (exit code,
-stdout, stderr). Every reply is exit 0: blocking (a primary's wake at the
-turn's end, the guard before a tool) is done with the agent's JSON output,
-so no exit code ever blocks by accident. `handle` turns any internal failure, a missing
-crew directory or a malformed payload into exit 0 and one line on stderr: a
-hook must never harm the agent it serves.
-
-The import path is kept tiny: the foundation and jsonio (the json package
-and re cost more than the whole start-up budget); the captain module (the
-captain's acts, without the rest of asides) is imported only when a prompt
+The import path is kept tiny (the json package and re cost more than the
+whole start-up budget): the captain module is imported only when a prompt
 arrives, re only when a Bash command names a captain-only word.
 """
 import os
@@ -39,14 +24,8 @@ from crewfile.core.text import escape
 from crewfile.session import sessions
 from crewfile.wake import inbox
 
-# The captain-only conclusion: the aside-done command (/aside-done typed), and
-# the `captain-done` record it writes. An agent's shell command naming either
-# is denied (captain.CONCLUDE_COMMAND and evidence.CAPTAIN_DONE; neither is
-# imported on this path). The denial is an early, friendly refusal, not the
-# rule, and nothing rests on it: the rule is the readers' (kinds.GUARDED:
-# a guarded record is believed only on its evidence; a conclusion needs
-# evidence from outside the agent), which the audit below applies after
-# every tool call.
+# captain.CONCLUDE_COMMAND and evidence.CAPTAIN_DONE, not imported on this
+# path. Denying them is a courtesy: the rule is the readers' (kinds.GUARDED).
 CAPTAIN_ONLY_WORDS = ("aside-done", "captain-done")
 # "no inbox-drain needed": a handed-over notice is in inbox.read already, and
 # a model that drains anyway spends a request resending its whole
@@ -57,17 +36,11 @@ NOTICE_HEADER = ("crewfile notices (machine reports from the crew's tools;"
 WAKE_HEADER = "crewfile wake: new events for the primary (machine reports, not the user's words):"
 PRIMARY = "primary"
 HOOK_LOCK_WAIT = 1.0     # seconds; protocol.md, "Bounded waits"
-# How long an account's passing stop (a 429 rate_limit, overloaded) holds
-# crewfile's typing into the session: Claude Code hands its hook no reset time
-# (the 429's reset headers stay inside the CLI: tests/CLAUDE_FINDINGS.md), so
-# the block is recorded with this hold; $CREWFILE_ACCOUNT_HOLD overrides.
+# An account's passing stop holds typing this long: Claude Code hands its hook
+# no reset time (tests/CLAUDE_FINDINGS.md); $CREWFILE_ACCOUNT_HOLD overrides.
 ACCOUNT_HOLD = 300.0     # seconds
-# A subagent's own turn: Codex (0.171) runs the session's hooks for the
-# subagents it spawns too, with the parent's session_id and the subagent's
-# agent_id (observed: the subagent's UserPromptSubmit carried the spawn
-# message as its prompt). Such a prompt or stop is work inside the session
-# (`inside`), never the captain's words nor the session's own turn; a start
-# or end naming a subagent (not seen) is not the session's either.
+# Codex (0.171) runs the session's hooks for its subagents too, with the
+# parent's session_id and the subagent's agent_id: work inside the session.
 SUBAGENT_TURN = ("UserPromptSubmit", "Stop", "SessionStart", "SessionEnd")
 MAX_ERROR_WORD = 40
 MAX_TASKS_NAMED = 3
@@ -83,10 +56,9 @@ class Reply:
 class Context:
     """One hook call: the crew, the environment, the payload, the session."""
 
-    def __init__(self, crew, env, payload, agent=None, event=None):
+    def __init__(self, crew, env, payload, agent, event):
         self.crew, self.env, self.payload = crew, env, payload
-        self.agent = agent or load_agent(DEFAULT_AGENT)   # the adapter module
-        self.event = event or payload.get("hook_event_name")   # the agent's own name
+        self.agent, self.event = agent, event      # the adapter module, its event's name
         self.notes = []          # stderr lines: said, never fatal
         self._session = False    # not looked up yet
 
@@ -96,7 +68,7 @@ class Context:
 
     @property
     def session(self):
-        """The crewfile session of this agent, or None (registered if named but unknown)."""
+        """The agent's crewfile session (find_session), looked up once."""
         if self._session is False:
             self._session = find_session(self.crew, self.env, self.payload)
         return self._session
@@ -112,40 +84,26 @@ def find_session(crew, env, payload):
         sess = sessions.Session(crew, name)      # BadInput for a bad name
         if sess.exists():
             return sess
-        cwd = payload.get("cwd")
+        cwd, path = payload.get("cwd"), payload.get("transcript_path")
         try:
             return sessions.register(
                 crew, name, kind="crew", cwd=cwd if isinstance(cwd, str) and cwd else None,
                 tmux=env.get("TMUX_PANE") or None, agent_session_id=sid,
-                extra=_transcript(payload), env=tmux_env(env), agent_from=os.getpid())
+                extra={"transcript_path": path} if isinstance(path, str) and path else None,
+                env=sessions.tmux_env(env), agent_from=os.getpid())
         except Refused:          # a parallel hook registered it first
             return sess
-    if not sid:
-        return None
-    if not os.path.isdir(crew.root):
+    if not sid or not os.path.isdir(crew.root):
         return None
     return sessions.find(crew, agent_session_id=sid)
 
 
-def tmux_env(env):
-    """The environment that names the hook's own tmux server: $TMUX wins over
-    CREWFILE_TMUX, because $TMUX_PANE is a pane of $TMUX's server."""
-    if env.get("TMUX"):
-        return {k: v for k, v in env.items() if k != "CREWFILE_TMUX"}
-    return env
-
-
 def record_agent(ctx, sess):
-    """Record, or repair, the agent process and its pane (with the pane's server).
-
-    Only in a tmux pane ($TMUX_PANE): the agent is the hook's ancestor in
-    that pane (liveness.agent_of). Nothing is asked of tmux while the
-    recorded agent is alive, is this hook's ancestor and sits in this pane.
-    A pane in which no ancestor of the hook is found is not recorded: the
-    environment may be another agent's (Codex runs its hooks in an app-server
-    daemon that keeps the environment of the Codex that started it, so after
-    a respawn $TMUX_PANE names the dead agent's pane).
-    """
+    """Record, or repair, the agent process and its pane (with the pane's
+    server); tmux is not asked while the recorded agent is alive, this hook's
+    ancestor and in this pane. A pane holding no ancestor of the hook is not
+    recorded: Codex runs its hooks in a daemon that keeps the environment of
+    the Codex that started it, so after a respawn $TMUX_PANE names a dead pane."""
     pane = ctx.env.get("TMUX_PANE")
     if not pane or not ctx.env.get("TMUX") or sess.meta.get("kind") == "aside":
         return
@@ -155,7 +113,7 @@ def record_agent(ctx, sess):
     if (isinstance(pid, int) and alive(pid, start) and descends_from(os.getpid(), pid)
             and meta.get("tmux") == pane and meta.get("tmux_socket") and meta.get("tmux_server")):
         return
-    fields = sessions.pane_fields(pane, tmux_env(ctx.env), agent_from=os.getpid())
+    fields = sessions.pane_fields(pane, sessions.tmux_env(ctx.env), agent_from=os.getpid())
     if fields.get("pid") is None:
         ctx.notes.append(f"{sess.name}: the agent process was not found among the hook's"
                          f" ancestors in pane {pane}: its pane is left as recorded")
@@ -165,17 +123,8 @@ def record_agent(ctx, sess):
         sess.update_meta(**changed)
 
 
-def _transcript(payload):
-    path = payload.get("transcript_path")
-    return {"transcript_path": path} if isinstance(path, str) and path else None
-
-
 DEFAULT_AGENT = "claude"
-
-
-def load_agent(name):
-    """The adapter module for agent *name* (BadInput if there is none)."""
-    return load(name)
+load_agent = load      # the adapter module for agent NAME (BadInput if there is none)
 
 
 def _json(obj):
@@ -186,19 +135,16 @@ def _context_output(ctx, text):
     return _json(ctx.agent.context(ctx.event, text))
 
 
-# Claude Code hands a hook's additionalContext to the model inline up to this
-# many characters; one more and it saves the text to a file and passes the
-# model a 2 KB preview (measured with the real CLI, 2.1.x: 10,000 inline,
-# 10,001 persisted; tests/test_claude_wakes_e2e.py). Counted here in UTF-8
-# bytes, never fewer than the characters.
+# Claude Code hands additionalContext inline up to this many characters, then
+# saves it to a file and shows the model a 2 KB preview (2.1.x, measured:
+# tests/test_claude_wakes_e2e.py). Counted in UTF-8 bytes, never fewer.
 INLINE_LIMIT = 10000
 SHOWN_SENDERS = 5
 
 
 def notices_text(notices, header=NOTICE_HEADER, rest=()):
-    """Notices as model-facing facts, one line each, under a header, grouped
-    by session and kind (in the order each group first appears); then one
-    line for the *rest* still pending, if any."""
+    """Notices, one line each, under a header, grouped by session and kind;
+    then one line for the *rest* still pending, if any."""
     return "\n".join([header] + [_notice_line(n) for n in _grouped(notices)]
                      + ([_rest_line(rest)] if rest else []))
 
@@ -224,11 +170,7 @@ def _grouped(notices):
 
 
 def _rest_line(rest):
-    who = []
-    for n in rest:
-        w = _group_key(n)[0]
-        if w not in who:
-            who.append(w)
+    who = list(dict.fromkeys(_group_key(n)[0] for n in rest))
     shown = ", ".join(who[:SHOWN_SENDERS])
     if len(who) > SHOWN_SENDERS:
         shown += f" and {len(who) - SHOWN_SENDERS} more"
@@ -237,22 +179,17 @@ def _rest_line(rest):
 
 
 def inline_part(header):
-    """take() for inbox.drain: how many of the oldest pending notices fit,
-    with the header and the line for the rest, within INLINE_LIMIT (at
-    least one: a notice too long for it alone is cut in the text, kept
-    whole in inbox.read)."""
+    """take() for inbox.drain: how many of the oldest notices fit within
+    INLINE_LIMIT with the header and the rest's line (at least one: cut by
+    inline_text if too long alone)."""
     def take(notices):
         size = len(header.encode()) + 1
-        k = 0
-        while k < len(notices):
-            line = len(_notice_line(notices[k]).encode()) + 1
+        for k, notice in enumerate(notices):
+            size += len(_notice_line(notice).encode()) + 1
             rest = notices[k + 1:]
-            tail = len(_rest_line(rest).encode()) + 1 if rest else 0
-            if size + line + tail > INLINE_LIMIT:
-                break
-            size += line
-            k += 1
-        return max(k, 1)
+            if size + (len(_rest_line(rest).encode()) + 1 if rest else 0) > INLINE_LIMIT:
+                return max(k, 1)
+        return max(len(notices), 1)
     return take
 
 
@@ -275,24 +212,27 @@ def drain_notices(ctx):
     sess = ctx.session
     if sess is None:
         return ""
+    text = _drain(ctx, sess, NOTICE_HEADER, "notices left in the inbox for the next event")
+    return _context_output(ctx, text) if text else ""
+
+
+def _drain(ctx, sess, header, busy):
+    """The notices that fit inline under *header*, drained ('' if none)."""
     try:
-        notices, rest, garbage = inbox.drain_part(ctx.crew, sess.name,
-                                                  inline_part(NOTICE_HEADER), _taker(ctx, sess))
+        notices, rest, garbage = inbox.drain_part(ctx.crew, sess.name, inline_part(header),
+                                                  _taker(ctx, sess))
     except LockBusy as e:
-        ctx.notes.append(f"{sess.name}: notices left in the inbox for the next event: {e}")
+        ctx.notes.append(f"{sess.name}: {busy}: {e}")
         return ""
     if garbage:
         ctx.notes.append(f"{sess.name}: skipped {garbage} malformed inbox line(s)")
-    if not notices:
-        return ""
-    return _context_output(ctx, inline_text(NOTICE_HEADER, notices, rest))
+    return inline_text(header, notices, rest) if notices else ""
 
 
 def _taker(ctx, sess):
     """offer_to for inbox.drain_part: the agent life taking a hand-over, as
-    (pid, start, transcript). The session's recorded agent, if it is alive
-    (a dead one recorded would have every notice put back at once); the
-    transcript named by the payload, else the session's."""
+    (pid, start, transcript): the recorded agent only if alive (a dead one
+    would have every notice put back at once)."""
     def life():
         from crewfile.core.liveness import alive
         meta = sess.meta
@@ -305,13 +245,12 @@ def _taker(ctx, sess):
 
 
 def settle_offered(ctx, sess):
-    """The notices handed to the agent and not yet confirmed (inbox.settle):
-    this event is evidence that the agent life that took them went on, unless
-    that life is gone, or this is a new agent's SessionStart; then those its
-    transcript does not name are put back for the next turn."""
+    """Notices handed over and not yet confirmed (inbox.settle): this event
+    shows the life that took them went on, unless it is gone or this is a new
+    agent's SessionStart."""
     def went_on(pid, start):
         if pid is None:         # no agent recorded: only a new start is a new life
-            return not _starts_life(ctx)
+            return ctx.agent.EVENTS.get(ctx.event) != "SessionStart"
         from crewfile.core.liveness import alive
         return alive(pid, start)
     try:
@@ -322,10 +261,6 @@ def settle_offered(ctx, sess):
     if back:
         ctx.notes.append(f"{sess.name}: {back} notice(s) handed to an agent that is gone"
                          " put back in the inbox")
-
-
-def _starts_life(ctx):
-    return ctx.agent.EVENTS.get(ctx.event) == "SessionStart"
 
 
 def _no_session(ctx):
@@ -345,7 +280,10 @@ def session_start(ctx):
     if sess.meta.get("kind") != "aside" and not sess.ended() and _agent_gone(sess):
         sess.append("ended", "agent process gone")      # it crashed: no SessionEnd ran
     if sess.meta.get("kind") != "aside" and sess.ended():
-        sess = _restart(ctx, sess)
+        # A new life for an ended crew session or primary whose agent starts
+        # again in its name (/exit, then claude again), in the hook's pane.
+        sess = sessions.register_again(sess, tmux=ctx.env.get("TMUX_PANE") or None,
+                                       env=sessions.tmux_env(ctx.env), agent_from=os.getpid())
     _repair(ctx, sess)
     cwd = ctx.field("cwd")
     sess.update_meta(agent_session_id=ctx.field("session_id") or None,
@@ -365,23 +303,12 @@ def _agent_gone(sess):
     return isinstance(pid, int) and not alive(pid, start)
 
 
-def _restart(ctx, sess):
-    """An ended crew session or primary whose agent starts again in its name
-    (/exit, then claude again in the same window) begins a new life
-    (sessions.register_again), in the hook's pane on the hook's server, with
-    the hook's agent. An aside is never revived this way: its life ends with
-    the captain."""
-    return sessions.register_again(sess, tmux=ctx.env.get("TMUX_PANE") or None,
-                                   env=tmux_env(ctx.env), agent_from=os.getpid())
-
-
 RULE_HEADING = "## The rule for the aside's agent\n"
 
 
 def aside_briefing(sess, agent):
     """What an aside's agent is told at start: which aside, and the conclusion
-    rule, taken from the /aside skill's text (its one source), with the
-    conclusion command as *agent*'s captain types it."""
+    rule from the /aside skill's text (its one source), spelled for *agent*."""
     from crewfile.agents import claude
     from crewfile.agents.install import shipped
     rule = shipped(claude, claude.FILES[0]).partition(RULE_HEADING)[2].strip()
@@ -432,11 +359,9 @@ def _plain_captain_record(crew, name, text, *_evidence):
 
 
 def audit(ctx, sess):
-    """A captain-done record appended since the turn began without evidence of
-    the captain (printf >> status, a forged payload) becomes a `problem` record
-    now, whether or not the agent goes on to call aside-conclude; so does an
-    `ended`, `closed` or `concluded` record without its evidence (kinds.GUARDED).
-    Cheap when there is none: the walk back ends at the turn's start."""
+    """Guarded records appended since the turn began without their evidence
+    (kinds.GUARDED) become `problem` records now. Cheap when there is none:
+    the walk back ends at the turn's start."""
     try:
         from crewfile.asides.evidence import unjudged
         claims = []
@@ -451,8 +376,8 @@ def audit(ctx, sess):
 
 
 def names_captain_only(command):
-    """True if *command* has `aside-done` or `captain-done` as a word (a path's
-    last part counts: bin/aside-done; my-aside-done-list does not)."""
+    """*command* has a CAPTAIN_ONLY_WORDS word (bin/aside-done counts;
+    my-aside-done-list does not)."""
     if not any(w in command for w in CAPTAIN_ONLY_WORDS):
         return False
     import re
@@ -483,9 +408,8 @@ def pre_tool_use(ctx):
 
 
 def _settle_named(ctx):
-    """settle_offered() for an event that otherwise never looks its session
-    up (PreToolUse of most tools): only for a session named in the
-    environment, and only past one stat that finds something offered."""
+    """settle_offered() for an event that never looks its session up
+    otherwise: only a named session, past one stat that finds an offer."""
     name = ctx.env.get("CREWFILE_SESSION")
     try:
         if not name or not os.path.lexists(ctx.crew.session_file(name, OFFERED)):
@@ -524,18 +448,8 @@ def stop(ctx):
     if (ctx.payload.get("stop_hook_active") is not True
             and inbox.has(ctx.crew, sess.name, "wake")
             and sess.meta.get("kind") == PRIMARY):
-        from crewfile.core.locks import LockBusy
-        try:
-            notices, rest, garbage = inbox.drain_part(ctx.crew, sess.name,
-                                                      inline_part(WAKE_HEADER),
-                                                      _taker(ctx, sess))
-        except LockBusy as e:
-            ctx.notes.append(f"{sess.name}: wakes left in the inbox: {e}")
-            notices, rest, garbage = [], [], 0
-        if garbage:
-            ctx.notes.append(f"{sess.name}: skipped {garbage} malformed inbox line(s)")
-        if notices:      # each agent's own way of going on (adapters: carry_on)
-            text = inline_text(WAKE_HEADER, notices, rest)
+        text = _drain(ctx, sess, WAKE_HEADER, "wakes left in the inbox")
+        if text:         # each agent's own way of going on (adapters: carry_on)
             return Reply(_json(ctx.agent.carry_on(ctx.event, text)))
     tasks = background_tasks(ctx.payload.get("background_tasks"))
     lines = [new_line("background", tasks) if tasks else new_line("turn-ended")]
@@ -549,45 +463,36 @@ def stop(ctx):
 
 
 def session_crons(crons):
-    """'N crons (ID SCHEDULE: PROMPT; ...)' for a Stop payload's `session_crons`
-    (the CLI's own session-only jobs, each {id, schedule, recurring, prompt}),
-    or '' when there is none."""
-    if not isinstance(crons, list):
-        return ""
-    crons = [c for c in crons if isinstance(c, dict)]
-    if not crons:
-        return ""
-    named = [f"{str(c.get('id') or '?')[:16]} {str(c.get('schedule') or '?')[:40]}"
-             + ("" if c.get("recurring") else " once") + f": {str(c.get('prompt') or '')[:60]}"
-             for c in crons[:MAX_TASKS_NAMED]]
-    more = "; ..." if len(crons) > MAX_TASKS_NAMED else ""
-    s = "s" if len(crons) != 1 else ""
-    return f"{len(crons)} cron{s} ({'; '.join(named)}{more})"
+    """'N crons (ID SCHEDULE: PROMPT; ...)' for a Stop's `session_crons`, or ''."""
+    def each(c):
+        once = "" if c.get("recurring") else " once"
+        return (f"{str(c.get('id') or '?')[:16]} {str(c.get('schedule') or '?')[:40]}{once}:"
+                f" {str(c.get('prompt') or '')[:60]}")
+    n, named = _listed(crons, each)
+    return f"{n} cron{'s' if n != 1 else ''} ({named})" if n else ""
 
 
 def background_tasks(tasks):
-    """'turn ended, N background tasks running (...)' for a Stop payload's
-    in-flight `background_tasks` (every entry is one: the CLI lists running,
-    pending and backgrounded work only), or '' when there is none."""
-    if not isinstance(tasks, list):
-        return ""
-    tasks = [t for t in tasks if isinstance(t, dict)]
-    if not tasks:
-        return ""
-    named = []
-    for t in tasks[:MAX_TASKS_NAMED]:
+    """'turn ended, N background tasks running (...)' for a Stop's
+    `background_tasks` (the CLI lists only work in flight), or ''."""
+    def each(t):
         what = t.get("command") or t.get("description") or t.get("id") or "?"
-        named.append(f"{t.get('type') or 'task'}: {str(what)[:80]}")
-    more = "; ..." if len(tasks) > MAX_TASKS_NAMED else ""
-    s = "s" if len(tasks) != 1 else ""
-    return f"turn ended, {len(tasks)} background task{s} running ({'; '.join(named)}{more})"
+        return f"{t.get('type') or 'task'}: {str(what)[:80]}"
+    n, named = _listed(tasks, each)
+    s = "s" if n != 1 else ""
+    return f"turn ended, {n} background task{s} running ({named})" if n else ""
+
+
+def _listed(items, each):
+    """(how many dicts *items* holds, the first few named by *each*)."""
+    items = [i for i in items if isinstance(i, dict)] if isinstance(items, list) else []
+    more = "; ..." if len(items) > MAX_TASKS_NAMED else ""
+    return len(items), "; ".join(each(i) for i in items[:MAX_TASKS_NAMED]) + more
 
 
 def stop_failure(ctx):
-    """The turn ended in an API error (Claude Code's StopFailure; no Stop follows).
-    An error of the turn alone is `turn-failed`; any other, the account's
-    stop, is `account-blocked: ERROR until TS: MESSAGE` (TS `-`: no time lifts
-    it), which holds crewfile's typing into the session (session/verdict.py)."""
+    """The turn ended in an API error (no Stop follows): `turn-failed`, or the
+    account's stop, `account-blocked`, which holds crewfile's typing."""
     sess = ctx.session
     if sess is None:
         return _no_session(ctx)
@@ -608,9 +513,8 @@ def stop_failure(ctx):
 def error_word(error):
     """The payload's error name as one word of [a-z0-9_-] ('unknown' otherwise):
     the record's text is read back by its first words."""
-    if not isinstance(error, str) or not error or len(error) > MAX_ERROR_WORD:
-        return "unknown"
-    ok = all(c in "abcdefghijklmnopqrstuvwxyz0123456789_-" for c in error)
+    ok = (isinstance(error, str) and 0 < len(error) <= MAX_ERROR_WORD
+          and all(c in "abcdefghijklmnopqrstuvwxyz0123456789_-" for c in error))
     return error if ok else "unknown"
 
 
@@ -623,9 +527,8 @@ def account_hold(env):
 
 
 def inside(ctx):
-    """A subagent stopped, a teammate went idle, a task completed: work inside
-    the session, not the session. A `subagent` record, which ends no turn and
-    wakes nobody (kinds.INSIDE)."""
+    """Work inside the session (a subagent, a teammate, a task): a `subagent`
+    record, which ends no turn and wakes nobody (kinds.INSIDE)."""
     sess = ctx.session
     if sess is None:
         return Reply()           # not the session's own event: nothing to say
@@ -682,11 +585,8 @@ def session_end(ctx):
 
 
 def _another_agents_end(sess):
-    """This SessionEnd comes from an agent other than the session's registered
-    one, which is alive: an old agent ending after a new one took the name
-    (a tmux server restarted, its agents resumed before the old ones' hooks
-    ran). Its `ended` would stand over the live agent's life and never be
-    believed, holding every delivery to the session."""
+    """This SessionEnd is an old agent's, the registered one being another and
+    alive: its `ended` would never be believed and hold every delivery."""
     from crewfile.core.liveness import alive, descends_from
     pid, start = sess.meta.get("pid"), sess.meta.get("pid_start")
     if not isinstance(pid, int) or not alive(pid, start):
@@ -725,11 +625,8 @@ MAX_PAYLOAD = 32 << 20      # bytes of one hook payload kept; protocol.md, crew-
 
 
 def read_payload(stream, limit=MAX_PAYLOAD):
-    """The payload on *stream*, or None when it is over *limit* bytes.
-
-    Memory stays bounded whatever the agent sends: past the limit the rest
-    is read and dropped in chunks (never left unread, so the agent's write
-    does not fail on a closed pipe)."""
+    """The payload on *stream*, or None when it is over *limit* bytes (the
+    rest read and dropped, so the agent's write never meets a closed pipe)."""
     data = stream.read(limit + 1)
     if len(data) <= limit:
         return data
@@ -739,10 +636,9 @@ def read_payload(stream, limit=MAX_PAYLOAD):
 
 def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
            agent=DEFAULT_AGENT):
-    """Run the hook of *agent* (an adapter's name) for one payload (bytes or
-    str); always a Reply, exit 0. *codex*: the payload is Codex's notify JSON.
-
-    Every lock wait is bounded by *lock_wait* seconds meanwhile."""
+    """Run the hook of *agent* (an adapter's name) for one payload; always a
+    Reply, exit 0, every lock wait bounded by *lock_wait* seconds in all.
+    *codex*: the payload is Codex's notify JSON."""
     env = os.environ if env is None else env
     event = "?"
     ctx = None

@@ -1,9 +1,7 @@
 """crew-hook --rewake: the agent's asyncRewake Stop hook (Claude Code), the
-primary's wake with no keystroke (crewfile.wake.rewake waits and says).
-
-Run at every turn's end of every session the hooks are installed for: any
+primary's wake with no keystroke (crewfile.wake.rewake waits and says). Any
 session but a primary returns at once. Never loaded by crew-hook's other
-events (its imports are not on their start-up path).
+events: its imports are not on their start-up path.
 """
 import os
 

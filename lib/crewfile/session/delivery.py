@@ -69,8 +69,7 @@ def captain_quiet(env=None):
         value = float(env.get("CREWFILE_CAPTAIN_QUIET") or CAPTAIN_QUIET)
     except ValueError:
         return CAPTAIN_QUIET
-    # nan would compare false everywhere and switch the captain check off;
-    # inf would refuse every delivery for ever: neither is a setting.
+    # nan would switch the captain check off, inf refuse every delivery for ever.
     return min(max(0.0, value), 86400.0) if value == value else CAPTAIN_QUIET
 
 
@@ -81,8 +80,8 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
     look = look or verdict.Look()
     now = time.time() if now is None else now
     quiet = captain_quiet() if quiet is None else quiet
-    meta = sess.meta if known is not None else sess.reread().meta   # afresh: a hook may
-    #                                                   have recorded the agent meanwhile
+    # Afresh unless known: a hook may have recorded the agent meanwhile.
+    meta = sess.meta if known is not None else sess.reread().meta
     v = None
     if meta.get("kind") == "aside":
         return Answer(ASIDE, "an aside is the captain's conversation: typed text would be"
@@ -116,11 +115,8 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
     markers, placeholder = markers_of(meta), placeholder_of(meta)
     if typed is None:
         who, why = verdict.captain_at(v.pane, v.socket, within=quiet, markers=markers,
-                                      placeholder=placeholder,
-                                      look=look, now=now)
-        if who != verdict.NO:
-            return why, v
-        return None, v
+                                      placeholder=placeholder, look=look, now=now)
+        return (why if who != verdict.NO else None), v
     key = look.last_key(v.pane, v.socket)
     if key is not None and now - key < quiet:
         return Answer(CAPTAIN, f"a key was pressed in its window {max(0, int(now - key))}s ago"), v
@@ -199,8 +195,8 @@ def deliver(sess, text, look=None, now=None, quiet=None):
 
 
 def _wait_read(pid, pane, socket, shows, placeholder):
-    """After the typed text did not show in APPEAR_SECONDS: (shown, unread
-    bytes or None). Keys unread mean a starved agent, not dropped keys."""
+    """(shown, unread bytes or None) once the text did not show in
+    APPEAR_SECONDS: keys unread mean a starved agent, not dropped keys."""
     unread = _keys_unread(pid)
     late = time.monotonic() + UNREAD_SECONDS
     while unread and time.monotonic() < late:
@@ -214,8 +210,7 @@ def _wait_read(pid, pane, socket, shows, placeholder):
 
 def _keys_unread(pid):
     """Typed bytes unread on the agent's stdin, or None when that cannot be
-    told (docs/internals.md, Delivery): the screen alone cannot tell dropped
-    keys from keys not yet read."""
+    told (docs/internals.md, Delivery)."""
     try:
         fd = os.open(f"/proc/{int(pid)}/fd/0",
                      os.O_RDONLY | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -232,8 +227,8 @@ def _keys_unread(pid):
 
 
 def records_prompts(sess):
-    """Does the session's agent record each prompt it takes (protocol.md,
-    Delivery)? Then its record, not the screen, is the evidence."""
+    """Does the session's agent record each prompt it takes? Then its record,
+    not the screen, is the evidence (protocol.md, Delivery)."""
     try:
         agent = load(sess.meta.get("agent") or "claude")
     except BadInput:
@@ -266,7 +261,7 @@ def _wait_record(sess, before, pane, socket, holds, placeholder=None):
 
 
 def _turn_mark(sess, kinds=None):
-    """The newest record of *kinds* (default: turn records), its line: a new
+    """The newest record of *kinds* (default: turn records) as a line: a new
     one after Enter means the text was taken."""
     rec = sess.last_of(kinds or TURN_STATE, TailStats())
     return rec.line() if rec is not None else None

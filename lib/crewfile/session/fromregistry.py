@@ -1,30 +1,14 @@
 """Registering a session, or repairing its registration, from the agent CLI's
-own registry of running sessions (agents/registry.py): session-add
---from-registry (an interactive session, found by its pane, its pid or the
-caller's ancestry) and --adopt (a background session, found by its id).
-
-The registry is the agent's own writing: it only names a candidate. What is
-recorded is checked here by crewfile's own probes first: the process is
-alive and started when its entry says (/proc), and, where a pane is named,
-it runs in that pane (the pane's process tree). The entry's conversation id
-and working directory are recorded as the hook's payload would give them.
-
-A repair (NAME registered and not ended) moves the registration to the
-entry's process when the one recorded is gone (`claude --resume` in the
-same pane, a background session the daemon respawned) or is that very
-process (its conversation changed: /clear), and only when the entry is the
-same session: the same pane, the same conversation, or the same background
-job. It appends
-`registered` (kinds.GUARDED: a beginning only makes the verdict probe again),
-so crew-watch may say `lost` once more for the new life.
+own registry of running sessions: session-add --from-registry and --adopt
+(docs/commands/session-add.md). The registry is the agent's own writing: it
+only names a candidate, which crewfile's own probes (/proc, the pane's
+process tree) check before anything is recorded.
 """
-import json
 import os
 
 from crewfile.agents import registry
 from crewfile.core import liveness as procs
 from crewfile.core import logfile, records
-from crewfile.core.atomic import replace
 from crewfile.core.errors import NotFound, Refused
 from crewfile.core.locks import hold
 from crewfile.session import sessions, tmux
@@ -34,11 +18,8 @@ AGENT = "claude"       # the one CLI whose registry is read (agents/registry.py)
 
 def find(where, pid=None, target=None, job=None, env=None):
     """(the Entry, the pane fields for meta or {}) of the running agent named
-    by *job* (a background session's id, or its conversation id), *pid*,
-    the pane *target* (the agent in its process tree), or else the caller's
-    nearest ancestor with an entry (run from the agent's own shell).
-    NotFound when the registry has no such entry; Refused when the entry is
-    stale (its process gone or another) or not in the pane named."""
+    by *job* (a background session's or conversation's id), *pid*, the pane
+    *target*, or else the caller's nearest ancestor with an entry."""
     if job is not None:
         entry = _background(where, job)
     elif pid is not None:
@@ -59,8 +40,7 @@ def find(where, pid=None, target=None, job=None, env=None):
         # a pane of $TMUX's server (run from anywhere else, $TMUX_PANE is the
         # captain's pane, and says nothing of the agent).
         own = env.get("TMUX_PANE")
-        if env.get("TMUX"):
-            env = {k: v for k, v in env.items() if k != "CREWFILE_TMUX"}
+        env = sessions.tmux_env(env)
     pane = target or entry.pane or own
     if not pane:
         return entry, {}
@@ -177,7 +157,7 @@ def _repair(sess, entry, fields):
                           f" process {entry.pid} is neither in its pane, its conversation nor"
                           f" its job")
         meta.update(fields)
-        replace(sess.meta_path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
+        sessions.write_meta(sess.meta_path, meta)
         said = f"from the agent registry: agent process {entry.pid}"
         if entry.session_id:
             said += f", conversation {entry.session_id}"

@@ -15,8 +15,7 @@ _BOX = " \t\u2502\u2503|\u00a0"
 
 
 def markers_of(meta):
-    """The session's prompt markers: meta `prompt`, else its agent's
-    adapter's PROMPT_MARKERS (a mode that draws its own), else the common ones."""
+    """The session's prompt markers: meta `prompt`, else its agent's, else the common ones."""
     custom = meta.get("prompt") if isinstance(meta, dict) else None
     if isinstance(custom, str) and custom:
         return (custom,)
@@ -36,10 +35,8 @@ def _marker_re(markers):
 
 
 def prompt_tail(screen, markers=PROMPT_MARKERS):
-    """(draft, lines below) of the prompt line, or None when no line holds a prompt.
-
-    draft is stripped of blanks and box-drawing edges.
-    """
+    """(draft, lines below) of the prompt line, or None when no line holds a
+    prompt; draft is stripped of blanks and box-drawing edges."""
     rx = _marker_re(markers)
     lines = screen.rstrip("\n").split("\n")
     for i in range(len(lines) - 1, -1, -1):
@@ -59,8 +56,7 @@ def shows_typed(screen, text, markers=PROMPT_MARKERS):
     if found is None:
         return False
     draft, below = found
-    want = _squash(text)
-    have = _squash(draft)
+    want, have = _squash(text), _squash(draft)
     if have == want:
         return True
     # An agent's own input box wraps long text onto the lines below it.
@@ -78,8 +74,8 @@ def still_holds(screen, text, markers=PROMPT_MARKERS):
 
 
 def placeholder_of(meta):
-    """The SGR parameters of the placeholder shown on the session's empty
-    prompt line (its agent's adapter: Codex dim, Gemini a grey), or None."""
+    """The SGR parameters of the placeholder on the session's empty prompt
+    line (Codex dim, Gemini a grey), or None."""
     agent = meta.get("agent") if isinstance(meta, dict) else None
     if agent not in ("codex", "gemini"):
         return None

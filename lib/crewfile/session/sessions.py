@@ -27,15 +27,23 @@ class Session:
         self.lock_path = os.path.join(self.dir, paths.LOCK)
         self._meta = None
         self.at = None          # its directory, while opened(): every read is made in it
-        # What its writes had to say (a lock still held past this process's
-        # bound, naming the holder): for the caller to print, each once.
-        self.notes = []
+        self.notes = []         # what its writes had to say (a lock's holder), to print
 
     def opened(self):
-        """Open its directory once for a series of reads (meta, log, inbox):
-        the directories above are checked once, each file opened in it by
-        name. Use as `with sess.opened():`. NotFound if it is not there."""
-        return _Opened(self)
+        """`with sess.opened():` a series of reads, each file opened by name in
+        its directory, the directories above checked once. NotFound if absent."""
+        try:
+            self.at = paths.open_dir(self.dir)
+        except FileNotFoundError:
+            raise NotFound(f"no session '{self.name}'") from None
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        fd, self.at = self.at, None
+        os.close(fd)
 
     @property
     def meta(self):
@@ -67,7 +75,7 @@ class Session:
         """Append under the session lock; False when the bound on lock waits ran
         out (appended without it, the holder named in self.notes)."""
         from crewfile.core.locks import LockBusy, hold
-        _check_dir(self.dir)
+        paths.check_dirs(self.dir, inclusive=True)      # not a planted link
         self.meta        # registered, and its meta usable: the same rule as every reader
         try:
             held = hold(self.lock_path)
@@ -117,36 +125,24 @@ class Session:
             self.notes.append(f"{e}; {self.meta_path} not updated ({', '.join(sorted(fields))})")
             return dict(self.meta, **fields)
         with held:
-            self._meta = None
-            meta = dict(self.meta)
-            meta.update(fields)
-            _write_meta(self.meta_path, meta)
+            meta = dict(self.reread().meta, **fields)
+            write_meta(self.meta_path, meta)
             self._meta = meta
         return meta
 
 
-class _Opened:
-    __slots__ = ("sess",)
-
-    def __init__(self, sess):
-        self.sess = sess
-
-    def __enter__(self):
-        try:
-            self.sess.at = paths.open_dir(self.sess.dir)
-        except FileNotFoundError:
-            raise NotFound(f"no session '{self.sess.name}'") from None
-        return self.sess
-
-    def __exit__(self, *exc):
-        fd, self.sess.at = self.sess.at, None
-        os.close(fd)
+def tmux_env(env):
+    """The environment that names a pane's own tmux server: $TMUX wins over
+    CREWFILE_TMUX, because $TMUX_PANE is a pane of $TMUX's server."""
+    if env.get("TMUX"):
+        return {k: v for k, v in env.items() if k != "CREWFILE_TMUX"}
+    return env
 
 
 def pane_fields(target, env=None, agent_from=None):
-    """Meta fields naming a pane with its server (a pane id alone could later
-    name any pane of any server). agent_from: a pid (a hook's own) whose
-    ancestor in that pane is the agent: pid and pid_start are added."""
+    """Meta fields naming a pane with its server (a pane id alone could name
+    any server's pane); with *agent_from* (a hook's pid), its ancestor in
+    that pane as the agent's pid and pid_start."""
     from crewfile.session import tmux
     socket = tmux.socket_path(env)
     try:
@@ -175,15 +171,10 @@ def agent_fields(pid):
     return {"pid": int(pid), "pid_start": start}
 
 
-def _write_meta(path, meta):
+def write_meta(path, meta):
     import json
     from crewfile.core.atomic import replace
     replace(path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
-
-
-def _check_dir(path):
-    """Refuse a session directory that is a planted link (exists() follows it)."""
-    paths.check_dirs(path, inclusive=True)
 
 
 def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_key=None,
@@ -218,7 +209,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
         if live:
             raise Refused(f"session '{name}' is already registered, and its `ended` record is not"
                           f" believed: {live}")
-        _write_meta(sess.meta_path, meta)
+        write_meta(sess.meta_path, meta)
         text = f"kind={kind}" + (" exempt" if meta["exempt"] else "")
         logfile.append_locked(sess.status_path, [records.new_line("registered", text)],
                               rotate=logfile.rotate_limits())
@@ -237,8 +228,7 @@ def record_agent(crew, name, pid):
             raise Refused(f"session '{name}' has ended: register it again")
         if meta.get("pid"):
             raise Refused(f"session '{name}' already has its agent recorded (pid {meta['pid']})")
-        meta.update(fields)
-        _write_meta(sess.meta_path, meta)
+        write_meta(sess.meta_path, dict(meta, **fields))
     return sess
 
 
@@ -278,7 +268,7 @@ def archive(crew, name, force=False, look=None):
     sess = Session(crew, name)
     if not os.path.lexists(sess.dir):
         raise NotFound(f"no session '{name}'")
-    _check_dir(sess.dir)
+    paths.check_dirs(sess.dir, inclusive=True)
     with hold(sess.lock_path):
         if not force:
             st = state(sess, look)
@@ -361,17 +351,15 @@ def find(crew, agent_session_id=None, session_key=None):
             meta = Session(crew, name).meta
         except (NotFound, BadFile, SystemFailure):
             continue
-        if agent_session_id and meta.get("agent_session_id") == agent_session_id:
-            return Session(crew, name)
-        if session_key and meta.get("session_key") == session_key:
+        if ((agent_session_id and meta.get("agent_session_id") == agent_session_id)
+                or (session_key and meta.get("session_key") == session_key)):
             return Session(crew, name)
     return None
 
 
 def state(sess, look=None, now=None, recs=None):
-    """The session's current state as a dict (what status-show and session-ls print).
-    recs: the scan() of its log to use (a caller asking more of the same
-    records passes its own, so the log is read once)."""
+    """The session's current state as a dict (what status-show and session-ls
+    print); recs: a scan() of its log the caller shares, so it is read once."""
     from crewfile.session import verdict
     recs = recs or sess.scan()
     last = recs.last()
@@ -380,8 +368,7 @@ def state(sess, look=None, now=None, recs=None):
 
 
 def state_of(sess, v, last, warning="", now=None):
-    """state()'s dict from its parts (crew-top's live view probes liveness
-    again without reading the records again)."""
+    """state()'s dict from its parts (crew-top probes liveness anew, records not reread)."""
     from crewfile.session import verdict
     now = time.time() if now is None else now
     meta = sess.meta

@@ -1,8 +1,7 @@
 """Talking to tmux: a session's own server, else CREWFILE_TMUX's, else the current client's.
 
-A pane id means something only on one server, so every probe, capture and
-key for a session goes to the socket recorded with it (`socket=`), whatever
-the environment asking. Which server a bare call reaches: protocol.md, tmux.
+A pane id means something only on one server: a session's calls name its
+recorded socket (`socket=`). The rules: protocol.md, tmux.
 """
 import os
 import subprocess
@@ -44,10 +43,8 @@ def run(*args, check=True, env=None, socket=None):
 
 
 def _run(args, env, socket):
-    """Run tmux: (exit code, stdout, stderr), stdin from /dev/null. No
-    descriptor of ours reaches tmux (subprocess's close_fds): one a shell
-    handed us (`exec 9>LOCK` for flock(1)) would be held, and the lock with
-    it, by a server that tmux starts, for as long as that server runs."""
+    """Run tmux: (exit code, stdout, stderr). close_fds: a descriptor a shell
+    handed us (`exec 9>LOCK`) would be held, lock and all, by a server tmux starts."""
     argv = base_command(env, socket) + list(args)
     try:
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -91,8 +88,7 @@ class Server(Seen):
 
 
 def pane_info(target, env=None, socket=None):
-    """(Pane, socket path) for *target* ('sess:win.0', '%3'), or None if gone;
-    the path is the server's own answer, whatever name (-L, $TMUX) reached it."""
+    """(Pane, socket path as the server answers) for *target*, or None if gone."""
     # display-message quietly falls back to the current pane for a target that
     # does not exist; list-panes fails for it, so ask that first.
     if run("list-panes", "-t", target, "-F", "#{pane_id}", check=False, env=env,
@@ -113,14 +109,8 @@ def clients(socket=None):
                         socket=socket)
     except SystemFailure:
         return []
-    table = []
-    if code != 0:
-        return table
-    for line in out.splitlines():
-        activity, _, pane = line.partition("\t")
-        if activity.isdigit() and pane.startswith("%"):
-            table.append((int(activity), pane))
-    return table
+    rows = [line.partition("\t")[::2] for line in out.splitlines()] if code == 0 else []
+    return [(int(when), pane) for when, pane in rows if when.isdigit() and pane.startswith("%")]
 
 
 def type_literally(pane, text, socket=None):
@@ -152,9 +142,9 @@ def kill_window(target, *, socket):
 
 
 def new_window(command, session=None, name=None, env=None, cwd=None, keep_dead=False):
-    """Start shell *command* in a new detached window of tmux *session*
-    (made if need be; None: the current one); return (pane id, 'session:index').
-    keep_dead: remain-on-exit, so its scrollback outlives its command."""
+    """Start shell *command* in a new detached window of tmux *session* (made
+    if need be; None: the current one); (pane id, 'session:index'). keep_dead:
+    remain-on-exit, so its scrollback outlives its command."""
     opts = ["-d", "-P", "-F", "#{pane_id}\t#{session_name}:#{window_index}"]
     if name:
         opts += ["-n", name]

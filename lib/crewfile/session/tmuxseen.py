@@ -1,8 +1,7 @@
 """What one look at a tmux server found: its state, identity and panes.
 
-Apart from tmux.py, which runs tmux: crew-status in a status line is handed
-the pane list (--panes) and reads it here, without loading what asks tmux
-(tmux runs crew-status every few seconds; each module is start-up time).
+Apart from tmux.py, which runs tmux: crew-status in a status line reads its
+--panes list here without loading what asks tmux (start-up time).
 """
 
 
@@ -14,9 +13,8 @@ class Seen:
 
     @classmethod
     def listed(cls, text):
-        """The Seen that *text*, LISTED_FORMAT as tmux expanded it (crew-status
-        --panes: docs/commands/crew-status.md), shows; None unless *text* is
-        exactly of that form ('%07' is not pane %7)."""
+        """The Seen that *text*, LISTED_FORMAT as tmux expanded it, shows;
+        None unless *text* is exactly of that form ('%07' is not pane %7)."""
         words = text.split(" ")
         if words and words[-1] == "":
             words.pop()                 # each pane is followed by one space

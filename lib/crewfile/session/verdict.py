@@ -1,59 +1,10 @@
 """What a session is now: the one answer every command asks for.
 
-A live pane is not a live conversation. A session is LIVE only when:
-
-  - its newest lifecycle record is not a believed `ended`/`closed` (one the
-    probe contradicts, the agent live in its pane, makes the session
-    UNKNOWN: a forged end neither ends it nor leaves it to be typed into);
-  - its recorded agent process (meta `pid` + `pid_start`, the start time in
-    clock ticks, so a recycled pid is not it) is alive;
-  - where a pane is registered: the server on the recorded socket (meta
-    `tmux_socket`) answers, is the same server (meta `tmux_server`, its
-    'PID@START'; a restarted server numbers panes from %0 again), the pane
-    is there and not dead, and the agent is in that pane's process tree.
-
-Any of these known false is NOT_LIVE (the conversation is gone: a nudge
-disarms, crew-watch says `lost`). A fact that cannot be had is UNKNOWN,
-never NO: no agent process was recorded (an old registration, a Codex
-notify session), no socket was recorded, tmux cannot be asked. Unknown is
-refused like busy.
-
-The agent CLI's own registry (agents/registry.py: Claude Code's
-sessions/PID.json) is asked only once the probe finds the session LIVE:
-when it has an entry for the agent process, that entry's start time,
-conversation and pane must agree with crewfile's facts (the process's start
-time, meta `agent_session_id` and `tmux`); a disagreement makes the session
-UNKNOWN (REGISTRY_DISAGREES), with what disagrees said. The registry is
-written by the agent's own process: it can withhold permission, never grant
-it, and never makes a session lost or ended. No entry changes nothing.
-
-Beside liveness: generating and permission dialog (from the status log;
-UNKNOWN without a turn record), background tasks running after the turn,
-the account's block (the one rule below), stopped (SIGSTOP, Ctrl-Z) and foreground
-(the agent's process group holds its pane's terminal: after Ctrl-Z the
-shell does), its conversation id and the tree it works in.
-
-The account's block: the session's newest record of kinds.ACCOUNT_STATE is
-an `account-blocked` (`ERROR until TS: MESSAGE`) whose TS has not passed
-(`-`, or a TS that cannot be read: no time lifts it). While it stands,
-crewfile types nothing into the session: delivery refuses, and so every
-nudge, wake-send and crew-spawn --prompt is held. It lifts at TS, or
-with a turn that succeeds (a `turn-ended` after it); the held deliveries
-then go through as they come due, each once.
-
-The session's own loop (own_loop): Claude Code's own cron jobs, the
-session-only ones its Stop lists (the newest of kinds.NATIVE_STATE is a
-`crons` record younger than OWN_LOOP_MAX_AGE), the durable ones in
-.claude/scheduled_tasks.json in its directory, and a /goal armed in its
-transcript (agents/claudecron.py).
-While one is armed, the session has a voice of its own: a crewfile nudge
-is held (seed 003: never two speakers), said as the refusal's reason. It
-lifts when they are gone (deleted, expired, the next Stop lists none, the
-goal met or cleared). Only
-a hold: an agent that writes these can silence its own nudges, nothing more.
-
-Reasons are Answer(code, detail): the code a named constant to decide by,
-the detail for people. Nothing parses the detail.
+The rules are protocol.md's, Derived state (the agent CLI's registry, which
+may only withhold: docs/files/agent-registry.md). A live pane is not a live
+conversation. A fact that cannot be had is UNKNOWN, never NO, and unknown is
+refused like busy. Reasons are Answer(code, detail): the code to decide by,
+the detail for people; nothing parses the detail.
 """
 import os
 import time
@@ -88,8 +39,6 @@ ACCOUNT_BLOCKED = "account-blocked"    # the account stopped its turn; the block
 OWN_LOOP = "own-loop"                  # the session's own cron jobs or /goal are armed
 OWN_LOOP_MAX_AGE = 30 * 86400          # seconds: the CLI expires a recurring job by then
 
-FIX_AGENT = "record the agent: its next crew-hook event does, or session-add NAME --pid PID"
-
 
 class Answer:
     """A named code and a detail for people: str() is 'code: detail'."""
@@ -109,18 +58,11 @@ class Answer:
             return (self.code, self.detail) == (other.code, other.detail)
         return NotImplemented
 
-    __hash__ = None
-
 
 class Look:
     """One look at the machine: each tmux server and its clients asked at most once.
-
-    listed: a tmuxseen.Seen handed in (Seen.listed: the pane list a
-    status line gives crew-status), used in place of asking for the server
-    it names, and only where a session's records name that server: the
-    same socket and the same identity. For any other server, or a session
-    registered without its server's identity, tmux is asked.
-    """
+    listed: a tmuxseen.Seen handed in (crew-status's --panes), used for the
+    server it names only where a session records that socket and identity."""
 
     def __init__(self, listed=None):
         self._servers = {}
@@ -128,8 +70,6 @@ class Look:
         self._listed = listed
 
     def server(self, socket, identity=None):
-        """The Server on *socket*; *identity*: the one the session recorded
-        ('PID@START'), which a handed-in list must be to be used."""
         listed = self._listed
         if listed is not None and identity and (listed.socket, listed.identity) == (socket, identity):
             return listed
@@ -138,16 +78,12 @@ class Look:
             self._servers[socket] = Server(socket)
         return self._servers[socket]
 
-    def clients(self, socket):
+    def last_key(self, pane, socket):
+        """Epoch seconds of the newest key press by a client looking at *pane*, or None."""
         if socket not in self._clients:
             from crewfile.session.tmux import clients
             self._clients[socket] = clients(socket)
-        return self._clients[socket]
-
-    def last_key(self, pane, socket):
-        """Epoch seconds of the newest key press by a client looking at *pane*, or None."""
-        times = [t for t, p in self.clients(socket) if p == pane]
-        return max(times) if times else None
+        return max((t for t, p in self._clients[socket] if p == pane), default=None)
 
 
 class Life:
@@ -192,8 +128,9 @@ def liveness(meta, look=None):
     if pane is None or pane.dead:
         return Life(NOT_LIVE, Answer(PANE_GONE, f"tmux pane {pane_id} is gone"))
     if agent is None:
-        return Life(UNKNOWN, Answer(AGENT_UNKNOWN, f"no agent process recorded; {FIX_AGENT}"),
-                    pane, socket)
+        return Life(UNKNOWN, Answer(AGENT_UNKNOWN, "no agent process recorded; record the"
+                                    " agent: its next crew-hook event does, or session-add"
+                                    " NAME --pid PID"), pane, socket)
     if pane.pid is None or not procs.descends_from(agent.pid, pane.pid):
         return Life(NOT_LIVE, Answer(NOT_IN_PANE, f"pane {pane_id} does not hold agent"
                                                   f" process {agent.pid}"))
@@ -201,36 +138,19 @@ def liveness(meta, look=None):
 
 
 class Verdict:
-    """What a session is now. Attributes:
-
-    live         LIVE, NOT_LIVE or UNKNOWN; why: Answer when not LIVE
-    pane, socket the pane id and server socket, when a live pane holds the agent
-    generating   YES, NO or UNKNOWN (no turn record)
-    dialog       YES or NO (a permission dialog is up)
-    background   YES or NO (the turn ended with background tasks running:
-                 the agent goes on by itself; generating is YES)
-    account      None, or Answer(ACCOUNT_BLOCKED, ...) while the account's
-                 block stands (account_block)
-    account_until  epoch seconds the standing block lifts by itself, or None
-                 (none stands, or no time lifts it)
-    stopped      YES, NO or UNKNOWN (the agent process is stopped)
-    foreground   YES, NO or UNKNOWN (the agent's group holds its pane's terminal)
-    ended        the newest lifecycle record is `ended`/`closed`, and believed:
-                 the probe does not find the agent live
-    end_record   the kind of that newest lifecycle record when it is an end
-                 (believed or not), else None
-    conversation the agent's session id, or None
-    tree         the working tree (git top level, else cwd, resolved), or None
-    """
+    """What a session is now (protocol.md, Derived state). why: an Answer when
+    live is not LIVE; pane, socket: when a live pane holds the agent; account:
+    an Answer while the block stands, account_until: when it lifts by itself
+    (or None); end_record: the kind of an end record, believed or not;
+    conversation: the agent's session id; tree: tree_of(cwd)."""
     __slots__ = ("live", "why", "pane", "socket", "generating", "dialog", "background",
                  "account", "account_until", "stopped",
                  "foreground", "ended", "end_record", "conversation", "tree")
 
 
 def of(sess, look=None, stats=None, recs=None, now=None):
-    """The Verdict for *sess* (a sessions.Session), from its records and the machine.
-    recs: a sess.scan() to read the records from (one read shared with the caller);
-    now: epoch seconds the account's block is judged at (default: now)."""
+    """The Verdict for *sess*, from its records (*recs*: a sess.scan() shared
+    with the caller) and the machine."""
     recs = recs or sess.scan(stats)
     meta = sess.meta
     v = Verdict()
@@ -287,14 +207,9 @@ def account_block(rec, now=None):
 
 
 def own_jobs(sess, recs=None, now=None):
-    """(crons, durable, goal, problem): the session's own loop armed at epoch
-    *now*: its newest `crons` record's text when it is the newest of
-    kinds.NATIVE_STATE and younger than OWN_LOOP_MAX_AGE (or None), the
-    durable jobs (claudecron.Job) of .claude/scheduled_tasks.json in its
-    directory, the condition of the /goal armed in its transcript (meta
-    transcript_path; or None), and why that file is not believed (then it
-    gives none).
-    recs: a sess.scan() to read the records from."""
+    """(crons record text, durable claudecron.Jobs, goal, problem): what of
+    the session's own loop is armed at epoch *now*; problem: why its
+    scheduled_tasks.json is not believed (then it gives none)."""
     # Here, not at the top: crew-status, on tmux's status line, loads this
     # module and never asks this question.
     from crewfile.agents.claudecron import armed_goal, durable_jobs
@@ -332,11 +247,8 @@ def own_loop(sess, recs=None, now=None):
 
 
 def _judge_end(v, meta, look):
-    """*v* with its end record judged. An end is believed on its evidence
-    (kinds.GUARDED), not for being written: any process of the user can
-    append `ended`. While the probe finds the agent live in its pane, the
-    record is not believed and whether the session lives is unknown:
-    nothing disarms, respawns or types on it, and no view calls it ended."""
+    """*v* with its end record judged: any process of the user can append
+    `ended`, so it is believed only while the probe does not find the agent live."""
     found = liveness(meta, look)
     if found.live != LIVE:
         v.ended = True
@@ -351,9 +263,8 @@ def _judge_end(v, meta, look):
 
 
 def relive(v, meta, look=None):
-    """A copy of the Verdict *v* with its process-and-pane part probed anew
-    (its records are not read again: crew-top's live view, which sees each
-    record through inotify, but no process exit or pane closed)."""
+    """A copy of *v* with its process-and-pane part probed anew, records not
+    read again (crew-top sees records through inotify, but no process exit)."""
     if v.ended:
         return v
     w = Verdict()
@@ -369,10 +280,9 @@ def _live(v, meta, look):
     v.live, v.why = found.live, found.why
     v.pane = v.socket = None
     v.stopped = v.foreground = UNKNOWN
-    if found.live == LIVE:
+    if found.live == LIVE:       # LIVE always has its agent
         v.pane = found.pane.id if found.pane else None
         v.socket = found.socket
-    if found.agent is not None and found.live == LIVE:
         v.stopped = YES if found.agent.stopped else NO
         if found.pane is not None and found.pane.pid is not None:
             v.foreground = foreground(found.agent, found.pane.pid)
@@ -381,9 +291,7 @@ def _live(v, meta, look):
 
 def _cross_check(found, meta):
     """*found* (LIVE), or UNKNOWN when the agent CLI's registry entry for its
-    agent process disagrees with crewfile's facts. Where to look: meta
-    `agent_registry` (recorded by session-add --from-registry), else the
-    registry of this process's environment."""
+    process disagrees (meta `agent_registry`, else this environment's registry)."""
     from crewfile.agents import registry     # on the status line's path only for a live session
     where = meta.get("agent_registry") or registry.directory()
     pane = found.pane.id if found.pane else None
@@ -400,9 +308,8 @@ def _cross_check(found, meta):
 
 
 def foreground(agent, pane_pid):
-    """YES when the agent's process group is the foreground group of its pane's terminal.
-    The pane's process is often the agent itself (tmux ran it in the pane):
-    then the Stat read a moment ago for liveness is the one to use."""
+    """YES when the agent's process group is the foreground group of its pane's
+    terminal. A pane's process that is the agent reuses liveness's Stat."""
     term = agent if pane_pid == agent.pid else procs.stat(pane_pid)
     if term is None or term.tpgid <= 0:
         return UNKNOWN
@@ -411,18 +318,11 @@ def foreground(agent, pane_pid):
 
 def captain_at(pane, socket, within=None, since=None, markers=None, look=None, now=None,
                placeholder=None):
-    """Is the captain at *pane* right now? (YES, NO or UNKNOWN, Answer or None)
-
-    YES when an attached client looking at the pane pressed a key in the
-    last *within* seconds (or at or after epoch time *since*), or the prompt
-    line holds a draft. UNKNOWN when the screen shows no prompt line or
-    cannot be read. tmux's client_activity has one-second resolution and
-    send-keys does not move it, so crewfile's own typing never counts.
-    *placeholder*: the agent's placeholder style (prompt.placeholder_of),
-    whose text on an empty prompt line is no draft.
-    """
+    """Is the captain at *pane* now? (YES/NO/UNKNOWN, Answer or None): a key
+    pressed in the last *within* seconds (or since epoch *since*), or a draft
+    on the prompt line. send-keys does not move client_activity, so crewfile's
+    own typing never counts."""
     from crewfile.session.prompt import PROMPT_MARKERS, capture, prompt_tail
-    from crewfile.session import tmux
     look = look or Look()
     now = time.time() if now is None else now
     key = look.last_key(pane, socket)
@@ -451,15 +351,12 @@ def tree_of(cwd):
     """The working tree of a directory: its git top level, else itself, resolved; None if unknown."""
     if not cwd:
         return None
-    path = os.path.realpath(cwd)
-    probe = path
-    while True:
-        if os.path.lexists(os.path.join(probe, ".git")):
-            return probe
-        parent = os.path.dirname(probe)
-        if parent == probe:
+    path = probe = os.path.realpath(cwd)
+    while not os.path.lexists(os.path.join(probe, ".git")):
+        if probe == os.path.dirname(probe):
             return path
-        probe = parent
+        probe = os.path.dirname(probe)
+    return probe
 
 
 def overlap(a, b):

@@ -1,10 +1,8 @@
 """A session's tmux window: opened with its agent in it, its conversation kept.
 
-One path for every command that opens an agent's window (aside-open,
-crew-spawn, crew-respawn) or keeps its conversation before closing it
-(aside-reconcile, crew-retire): find() the pane on the session's own
-server, then save_scrollback(), keep_transcript() and kill() it. Both copies
-are kept: an agent drawing in the alternate screen leaves tmux no history.
+The one path for opening an agent's window and for keeping its conversation
+before closing it: find(), save_scrollback(), keep_transcript(), kill().
+Both copies are kept: the alternate screen leaves tmux no history.
 """
 import os
 from collections import namedtuple
@@ -24,10 +22,8 @@ MAX_TRANSCRIPT = 256 << 20       # bytes of an agent's transcript kept at most (
 def agent_env(crew, name):
     """The environment an agent's window gets: its crew, its session, our tmux server."""
     env = {"CREWFILE_DIR": crew.root, "CREWFILE_SESSION": name,
-           # Claude Code (2.1.332) draws in the alternate screen by default, where
-           # tmux keeps no history: the classic renderer leaves the conversation in
-           # the pane's scrollback, which aside-reconcile and crew-retire save. A
-           # value the caller set is theirs to keep.
+           # Claude Code (2.1.332) draws in the alternate screen, where tmux
+           # keeps no history; a value the caller set is theirs to keep.
            NO_ALTERNATE_SCREEN: os.environ.get(NO_ALTERNATE_SCREEN) or "1"}
     if os.environ.get("CREWFILE_TMUX"):
         env["CREWFILE_TMUX"] = os.environ["CREWFILE_TMUX"]
@@ -36,8 +32,7 @@ def agent_env(crew, name):
 
 def open_agent(sess, cmd, tmux_session=None, cwd=None):
     """Start shell *cmd* in a new window named after *sess* (kept when it
-    exits); record the pane, its server and its process in meta; return the
-    target. A window not opened raises, meta untouched: the caller decides."""
+    exits); record the pane, its server and its process in meta; the target."""
     pane, target = tmux.new_window(cmd, session=tmux_session, name=sess.name,
                                    env=agent_env(sess.crew, sess.name), cwd=cwd, keep_dead=True)
     found = tmux.Server().panes.get(pane)
@@ -56,9 +51,8 @@ def save_scrollback(found, path):
 
 
 def keep_transcript(meta, path):
-    """Copy the agent's own transcript (meta `transcript_path`, the CLI's
-    file outside the crew directory: read, never written) to *path*; return
-    (path, None), else (None, why or None when none was recorded)."""
+    """Copy the agent's own transcript (meta `transcript_path`, read, never
+    written) to *path*: (path, None), else (None, why or None if none recorded)."""
     source = meta.get("transcript_path")
     if not isinstance(source, str) or not source:
         return None, None
@@ -107,11 +101,9 @@ def not_found(meta):
 
 
 def find(meta, why):
-    """The session's pane on the server it was registered on (never the
-    environment's: pane ids are per server), or None. Ours when its process
-    is the agent or its ancestor, or, the agent gone, when its id is on the
-    very server that recorded it. SystemFailure, naming *why*, when tmux
-    cannot be asked."""
+    """The session's pane on the server it was registered on, or None (the
+    rules: protocol.md, tmux). SystemFailure, naming *why*, when tmux cannot
+    be asked."""
     pane_id, socket = meta.get("tmux"), meta.get("tmux_socket")
     if not pane_id or not socket:
         return None
