@@ -1,10 +1,8 @@
 """The clocks a schedule keeps: wall time, CLOCK_BOOTTIME and the boot id.
 
-Within one boot, elapsed time is measured on CLOCK_BOOTTIME, which no clock
-setting moves: a wall clock set forwards does not make anything due early,
-one set backwards does not stall anything. Across a reboot only the wall
-clock is comparable (it may go negative: the caller rebases).
-"""
+Within a boot, CLOCK_BOOTTIME, which setting the wall clock does not move;
+across a reboot only the wall clock compares (it may go negative: the caller
+rebases)."""
 import time
 
 _boot_id = None
