@@ -17,15 +17,14 @@ MAX_KEEP = 1000
 
 
 def rotate_limits(env=None):
-    """(bytes, keep) from CREWFILE_ROTATE_BYTES / CREWFILE_ROTATE_KEEP."""
+    """(bytes, keep) from CREWFILE_ROTATE_BYTES / CREWFILE_ROTATE_KEEP, bounded: a
+    stray huge keep would make every reader list that many file names."""
     env = os.environ if env is None else env
     try:
         size = int(env.get("CREWFILE_ROTATE_BYTES") or DEFAULT_ROTATE_BYTES)
         keep = int(env.get("CREWFILE_ROTATE_KEEP") or DEFAULT_KEEP)
     except ValueError:
         size, keep = DEFAULT_ROTATE_BYTES, DEFAULT_KEEP
-    # Bounded: a stray huge CREWFILE_ROTATE_KEEP would make every reader list
-    # that many file names.
     return max(size, records.MAX_LINE), min(max(keep, 1), MAX_KEEP)
 
 
@@ -41,6 +40,10 @@ def _rotate(path, keep):
             pass
 
 
+def _data(lines):
+    return lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
+
+
 def append(path, lock_path, lines, rotate=None):
     """Append *lines* (records, each ending in a newline) under the lock;
     rotate: (max_bytes, keep), or None."""
@@ -53,7 +56,7 @@ def append_locked(path, lines, rotate=None, sync=False):
     """append() for a caller that already holds the file's lock. sync: fsync
     before returning (a journal a restart believes)."""
     from crewfile.core.atomic import write_all
-    data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
+    data = _data(lines)
     if not data:
         return
     try:
@@ -88,13 +91,11 @@ def append_locked(path, lines, rotate=None, sync=False):
 
 
 def append_unlocked(path, lines):
-    """The one write of a writer that gave up waiting for the file's lock
-    (protocol.md, "Bounded waits"): no rotation, and a dead writer's
-    fragment closed with a newline, not cut. Returns whether *path* still
-    names the file written to (asked while it is open: its inode number
-    cannot have been given to a new file meanwhile)."""
+    """The one write of a writer that gave up waiting for the lock (protocol.md,
+    "Bounded waits"). Returns whether *path* still names the file written to
+    (asked while it is open, so its inode number cannot be reused meanwhile)."""
     from crewfile.core.atomic import write_all
-    data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
+    data = _data(lines)
     try:
         fd = paths.open_file(path, _APPEND_FLAGS)
     except OSError as e:
@@ -153,13 +154,10 @@ class TailStats:
 
 def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, outside=False,
                     at=None, ended=False):
-    """Yield the complete lines of *path* (bytes, no newline), last first.
-
-    limit_bytes: read no further back than this from the end. max_line: a
-    longer line is garbage, dropped and counted (memory stays bounded);
-    None: any length. outside, at: as for paths.open_file. ended: the file
-    is whole (a job's output): its text after the last newline is a line,
-    as data.split(b"\\n") counts them."""
+    """Yield the complete lines of *path* (bytes, no newline), last first, reading
+    back at most *limit_bytes*. A line over *max_line* is garbage, dropped and
+    counted (memory stays bounded). ended: the file is whole (a job's output),
+    its text after the last newline is a line. outside, at: as for open_file."""
     try:
         fd = paths.open_file(path, outside=outside, at=at)
     except FileNotFoundError:
@@ -200,22 +198,25 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
         os.close(fd)
 
 
-def records_backwards(paths, stats, limit_bytes=None):
-    """Parsed records of several files (newest file first), last record first."""
-    for path in paths:
-        for raw in lines_backwards(path, stats, limit_bytes):
-            rec = records.parse(raw)
-            if rec is None:
-                stats.garbage += 1
-                continue
+def _parsed(lines, stats):
+    for raw in lines:
+        rec = records.parse(raw)
+        if rec is None:
+            stats.garbage += 1
+        else:
             yield rec
 
 
+def records_backwards(paths, stats, limit_bytes=None):
+    """Parsed records of several files (newest file first), last record first."""
+    for path in paths:
+        yield from _parsed(lines_backwards(path, stats, limit_bytes), stats)
+
+
 class Backwards:
-    """One backwards read of a log shared by the questions of one state
-    query: each file read once, as far back as the furthest question needs
-    and no further than *limit_bytes* over the file and its rotations
-    together (protocol.md: "the last 1 MiB of the log")."""
+    """One backwards read shared by the questions of one state query: each file
+    read once, no further back than *limit_bytes* over the file and its
+    rotations together (protocol.md: "the last 1 MiB of the log")."""
     __slots__ = ("paths", "stats", "limit", "at", "_gen", "_seen", "_first_file", "_cut")
 
     def __init__(self, paths, stats, limit_bytes=None, at=None):
@@ -231,11 +232,7 @@ class Backwards:
             if left is not None and left <= 0:
                 self._cut = self._cut or self._first_file is None
                 return
-            for raw in lines_backwards(path, self.stats, left, at=self.at):
-                rec = records.parse(raw)
-                if rec is None:
-                    self.stats.garbage += 1
-                    continue
+            for rec in _parsed(lines_backwards(path, self.stats, left, at=self.at), self.stats):
                 if self._first_file is None:
                     self._first_file = i
                 yield rec
@@ -304,9 +301,3 @@ def records_since(paths, since, stats, most=None):
         out.append(rec)
     out.reverse()
     return out
-
-
-def last_of_kinds(paths, kinds, stats, limit_bytes=None):
-    """The newest record whose kind is in *kinds*, or None (within
-    *limit_bytes* of the log's end, its files together: Backwards)."""
-    return Backwards(paths, stats, limit_bytes).last_of(kinds)
