@@ -1,8 +1,5 @@
-"""The command line's numbers: one duration grammar, one count grammar.
-
-Every time flag and every count flag reads through these two (protocol.md,
-"Durations and numbers"), so none takes ` 60`, `+5`, `1_000`, `1e3` or a
-non-ASCII digit (`int("٣")` is 3). No re: start-up.
+"""The command line's numbers (protocol.md, "Durations and numbers"): no flag takes
+` 60`, `+5`, `1_000`, `1e3` or a non-ASCII digit (`int("٣")` is 3). No re: start-up.
 """
 from crewfile.core.errors import BadInput
 

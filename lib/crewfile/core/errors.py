@@ -1,9 +1,5 @@
-"""One exception base and one table from exception to exit code.
-
-Only cli.py turns these into an exit status and one line on stderr;
-protocol.md's "Exit codes" is this table (tests/test_robust.py checks).
-"""
-
+"""One exception base and one table from exception to exit code (protocol.md's
+"Exit codes"); only cli.py turns these into an exit status and a line on stderr."""
 from crewfile.core.text import escape
 
 
@@ -74,8 +70,7 @@ class CaptainPresent(Refused):
 
 
 class Unconfirmed(CrewfileError):
-    """Text was typed and Enter pressed, and the prompt line cleared, but the
-    agent recorded no turn: it may yet be taken, so it is not typed again."""
+    """Typed and Entered, but no turn recorded: it may yet be taken, not typed again."""
     exit_code = UNCONFIRMED
 
 

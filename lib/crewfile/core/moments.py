@@ -1,10 +1,7 @@
-"""Moments a person types (`--until`, `--since`): one strict grammar.
-
-The grammar is protocol.md's "Moments": a moment is read only when it has
-one meaning, never guessed (python-dateutil alone read `-5m` as 00:05 and
-`Dec 32` as 2032-12-01). dateutil reads what the grammar let through, and
-must agree with what was typed, field by field; this module is imported
-only when such a flag is given (its start-up costs tens of milliseconds).
+"""Moments a person types (`--until`, `--since`): protocol.md's "Moments", read
+only when they have one meaning (dateutil alone read `-5m` as 00:05 and `Dec 32`
+as 2032-12-01), so dateutil must agree with what was typed, field by field.
+Imported only when such a flag is given: its start-up costs tens of ms.
 """
 import calendar
 import datetime
@@ -106,9 +103,8 @@ def _read(text, fields, flag, future, now):
         if moment.tzinfo is None:
             moment = moment.astimezone()         # the local zone, as the person meant it
         value = moment.timestamp()
-        # A time alone (`08:00`) takes today's date; for a moment to come,
-        # one already past today means tomorrow (said at 20:00, 08:00 is
-        # tomorrow morning).
+        # A time alone takes today's date; for a moment to come, one already
+        # past means tomorrow (said at 20:00, 08:00 is tomorrow morning).
         if future and fields["day"] is None and value <= now:
             value = (moment + datetime.timedelta(days=1)).timestamp()
     except (ValueError, OverflowError, Warning):

@@ -1,9 +1,6 @@
-"""The shape of every JSON file crewfile reads, checked in one place per kind.
-
-A file that parses is not yet usable: `{"every": "x"}` would surface later
-as a TypeError far from the file. load() checks it against its kind's
-table below (protocol.md's "Damaged files" is this table), so a damaged
-file is one BadFile, "<path>: <why>", the moment it is read.
+"""The shape of every JSON file crewfile reads (protocol.md's "Damaged files" is
+SHAPES): `{"every": "x"}` parses, but would surface later as a TypeError far
+from the file; load() makes it one BadFile, "<path>: <why>", when it is read.
 """
 from crewfile.core.errors import BadFile
 from crewfile.core.jsonio import loads
@@ -146,12 +143,8 @@ def check(kind, obj, path):
 
 
 def load(path, kind, at=None, limit=None):
-    """The file at *path* checked as *kind*; None if it does not exist.
-
-    BadFile if it is not UTF-8 JSON or not of that shape (or longer than
-    *limit* bytes); SystemFailure if it cannot be read (a link, a directory,
-    a FIFO, no permission). *at*: as for paths.open_file.
-    """
+    """The file at *path* checked as *kind*, or None if absent; BadFile if it is
+    not UTF-8 JSON of that shape or longer than *limit*; *at*: as for open_file."""
     text = read_text(path, at, limit)
     if text is None:
         return None
