@@ -217,30 +217,21 @@ class Backwards:
     """One backwards read shared by the questions of one state query: each file
     read once, no further back than *limit_bytes* over the file and its
     rotations together (protocol.md: "the last 1 MiB of the log")."""
-    __slots__ = ("paths", "stats", "limit", "at", "_gen", "_seen", "_first_file", "_cut")
+    __slots__ = ("paths", "stats", "limit", "at", "_gen", "_seen")
 
     def __init__(self, paths, stats, limit_bytes=None, at=None):
         self.paths, self.stats, self.limit, self.at = paths, stats, limit_bytes, at
         self._gen = self._read()
         self._seen = []
-        self._first_file = None
-        self._cut = False           # the limit stopped the read before any record was found
 
     def _read(self):
         left = self.limit
-        for i, path in enumerate(self.paths):
+        for path in self.paths:
             if left is not None and left <= 0:
-                self._cut = self._cut or self._first_file is None
                 return
-            for rec in _parsed(lines_backwards(path, self.stats, left, at=self.at), self.stats):
-                if self._first_file is None:
-                    self._first_file = i
-                yield rec
+            yield from _parsed(lines_backwards(path, self.stats, left, at=self.at), self.stats)
             if left is not None:
-                size = self._size(path)
-                if size > left and self._first_file is None:
-                    self._cut = True
-                left -= size
+                left -= self._size(path)
 
     def _size(self, path):
         try:
@@ -272,7 +263,7 @@ class Backwards:
         """The newest record, or None, with no byte limit: a log whose last
         *limit_bytes* hold no record at all is read further back."""
         rec = next(iter(self), None)
-        if not self._cut:
+        if rec is not None or self.limit is None:
             return rec
         found = last_records(self.paths, 1, TailStats())
         return found[0] if found else None
