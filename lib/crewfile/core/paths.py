@@ -94,19 +94,15 @@ def _judge_levels(named, seen):
             break
         except OSError as e:
             raise SystemFailure(f"cannot use {here}: {e.strerror}") from None
-        _judge_level(here, st, crew_dir=here == named)
+        if not _trusted(st.st_uid):
+            raise Refused(f"crew directory not trusted: {here} is owned by uid {st.st_uid},"
+                          f" not by you or root (fix: chown {_me} {here}, or use another --dir)")
+        if (stat.S_ISDIR(st.st_mode) and st.st_mode & 0o022
+                and (here == named or not st.st_mode & stat.S_ISVTX)):
+            raise Refused(f"crew directory not trusted: {here} is writable by group or others"
+                          f" (fix: chmod go-w {here})")
         linked = linked or stat.S_ISLNK(st.st_mode)
     return linked
-
-
-def _judge_level(path, st, crew_dir):
-    if not _trusted(st.st_uid):
-        raise Refused(f"crew directory not trusted: {path} is owned by uid {st.st_uid},"
-                      f" not by you or root (fix: chown {_me} {path}, or use another --dir)")
-    if (stat.S_ISDIR(st.st_mode) and st.st_mode & 0o022
-            and (crew_dir or not st.st_mode & stat.S_ISVTX)):
-        raise Refused(f"crew directory not trusted: {path} is writable by group or others"
-                      f" (fix: chmod go-w {path})")
 
 
 def _believe_dir(path, st):
