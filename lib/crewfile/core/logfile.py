@@ -16,10 +16,10 @@ DEFAULT_KEEP = 5
 MAX_KEEP = 1000
 
 
-def rotate_limits(env=None):
+def rotate_limits():
     """(bytes, keep) from CREWFILE_ROTATE_BYTES / CREWFILE_ROTATE_KEEP, bounded: a
     stray huge keep would make every reader list that many file names."""
-    env = os.environ if env is None else env
+    env = os.environ
     try:
         size = int(env.get("CREWFILE_ROTATE_BYTES") or DEFAULT_ROTATE_BYTES)
         keep = int(env.get("CREWFILE_ROTATE_KEEP") or DEFAULT_KEEP)

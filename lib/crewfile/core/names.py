@@ -34,12 +34,11 @@ def check_name(name, what="name"):
     return name
 
 
-def current_user(env=None):
+def current_user():
     """$USER, else the password database's name for our uid (cron and `env -i`
     leave $USER unset), else the uid as a number."""
-    env = os.environ if env is None else env
-    if env.get("USER"):
-        return env["USER"]
+    if os.environ.get("USER"):
+        return os.environ["USER"]
     import pwd
     try:
         return pwd.getpwuid(os.getuid()).pw_name
