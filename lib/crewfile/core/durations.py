@@ -61,11 +61,11 @@ def _parse(text):
 
 def parse_count(text, flag, least=0, most=10 ** 6):
     """A whole number of ASCII digits from *least* to *most*; BadInput naming *flag*."""
-    if (not isinstance(text, str) or not text or len(text) > _MAX_DIGITS
-            or not set(text) <= _DIGITS or not least <= int(text) <= most):
+    value = _number(text) if isinstance(text, str) else None
+    if type(value) is not int or not least <= value <= most:
         raise BadInput(f"bad {flag} {_shown(text)}: a whole number from {least} to {most}"
                        " (ASCII digits only)")
-    return int(text)
+    return value
 
 
 def _shown(text):
