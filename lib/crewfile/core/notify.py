@@ -97,22 +97,19 @@ class DirWatch:
         """Watch *d*; False when it cannot be (not kept: a later add() tries again)."""
         if d in self.dirs:
             return True
-        if self.ino is None:
-            self.dirs.append(d)
-            self._snaps[d] = _entries(d)
-            return True
-        try:
-            wd = add_watch(self.ino, d, self.mask, self.warn)
-        except OSError:
-            return False
+        if self.ino is not None:
+            try:
+                wd = add_watch(self.ino, d, self.mask, self.warn)
+            except OSError:
+                return False
+            if wd is None:              # no watch left: poll everything from now on
+                self.close()
+                self._snaps = {d: _entries(d) for d in self.dirs}
+            else:
+                self._wd[wd], self._dir_wd[d] = d, wd
         self.dirs.append(d)
-        if wd is None:                  # no watch left: poll everything from now on
-            self.ino.close()
-            self.ino = None
-            self._snaps = {d: _entries(d) for d in self.dirs}
-            return True
-        self._wd[wd] = d
-        self._dir_wd[d] = wd
+        if self.ino is None:
+            self._snaps[d] = _entries(d)
         return True
 
     def forget(self, d):
