@@ -5,11 +5,8 @@ Any failure of the fast scan goes to json.loads itself: `_json` reports a
 syntax error through json.decoder, which it does not import, so a truncated
 file once surfaced as SystemError, not ValueError (tests/test_jsonio_fuzz.py).
 """
-try:
-    from _json import encode_basestring_ascii as _quote
-    from _json import make_scanner as _make_scanner
-except ImportError:          # pragma: no cover - other Python implementations
-    _make_scanner = None
+from _json import encode_basestring_ascii as _quote
+from _json import make_scanner as _make_scanner
 
 _WS = " \t\n\r"
 _CONSTANTS = {"NaN": float("nan"), "Infinity": float("inf"), "-Infinity": float("-inf")}
@@ -26,7 +23,7 @@ class _Context:
     memo = {}
 
 
-_scan = _make_scanner and _make_scanner(_Context())
+_scan = _make_scanner(_Context())
 
 
 def loads(data):
@@ -38,21 +35,11 @@ def loads(data):
             data = data[1:]
     if not isinstance(data, str):
         raise ValueError(f"not JSON text: {type(data).__name__}")
-    if _scan is None:
-        return _slow(data)
-    n = len(data)
-    i = 0
-    while i < n and data[i] in _WS:
-        i += 1
     try:
-        value, end = _scan(data, i)
+        value, end = _scan(data, len(data) - len(data.lstrip(_WS)))
     except Exception:            # StopIteration, SystemError, ValueError, RecursionError
         return _slow(data)
-    while end < n and data[end] in _WS:
-        end += 1
-    if end != n:
-        return _slow(data)
-    return value
+    return _slow(data) if data[end:].strip(_WS) else value
 
 
 def _slow(text):
@@ -66,9 +53,6 @@ def _slow(text):
 
 def dumps(obj):
     """*obj* as JSON text, as json.dumps(obj) writes it."""
-    if _make_scanner is None:
-        import json
-        return json.dumps(obj)
     if isinstance(obj, str):
         return _quote(obj)
     if obj is None or obj is True or obj is False:
