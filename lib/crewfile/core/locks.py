@@ -8,6 +8,7 @@ from crewfile.core.errors import Refused, SystemFailure
 from crewfile.core.paths import open_file
 from crewfile.core.records import timestamp
 
+
 def _open(path):
     try:
         return open_file(path, os.O_RDWR | os.O_CREAT)
@@ -34,7 +35,7 @@ class Lock:
         self.release()
 
 
-WAIT = None             # the longest a lock wait lasts (protocol.md, "Bounded waits")
+WAIT = None              # the longest a lock wait lasts (protocol.md, "Bounded waits")
 _DEADLINE = None         # monotonic time after which waits are one try (a total bound)
 
 
