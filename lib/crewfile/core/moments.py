@@ -16,6 +16,7 @@ EXAMPLES = ("a moment such as '2026-12-01 08:00', 'Dec 1 8am', '08:00', '2026-12
             " a duration such as 2h, or -5m (5 minutes ago)")
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_FULL_NAMES = {m.lower() for m in calendar.month_name[1:]} | {"sept"}
 _TIME = r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2})(?::(?P<second>\d{2})(?:\.\d{1,6})?)?)?\s*(?P<half>am|pm)?"
 _ZONE = r"(?:\s*(?P<zone>z|utc|gmt|[+-]\d{2}:?\d{2}))?"
 _FORMS = [re.compile(form + _ZONE + r"$", re.IGNORECASE | re.ASCII) for form in (
@@ -72,19 +73,13 @@ def _fields(text):
         name = fields["monthname"]
         if name is not None:
             month = name[:3].lower()
-            if month not in _MONTHS or not _full_name(name):
+            if month not in _MONTHS or not (len(name) == 3 or name.lower() in _FULL_NAMES):
                 return None
             fields["month"] = str(_MONTHS.index(month) + 1)
         if fields["hour"] is not None and fields["minute"] is None and fields["half"] is None:
             return None              # `8` alone: an hour? a day? refused
         return fields
     return None
-
-
-def _full_name(name):
-    """Is *name* a month's abbreviation or its whole English name?"""
-    return name.lower() in {m.lower() for m in calendar.month_name[1:]} or len(name) == 3 \
-        or name.lower() == "sept"
 
 
 def _read(text, fields, flag, future, now):
