@@ -110,8 +110,7 @@ def crew(args):
 
 def main(path):
     """Entry point of every bin/ command: run crewfile.cmd.<name>, exit with its code."""
-    if sys.stdin is None or sys.stdout is None or sys.stderr is None:
-        _closed_at_start()
+    _closed_at_start()
     name = os.path.basename(path)
     module = __import__(f"crewfile.cmd.{name.replace('-', '_')}", fromlist=["run"])
     code = dispatch(name, module, sys.argv[1:])
@@ -149,7 +148,7 @@ def _closed_at_start():
     for fd, name, flags in ((0, "stdin", os.O_WRONLY), (1, "stdout", os.O_RDONLY),
                             (2, "stderr", os.O_WRONLY)):
         if getattr(sys, name) is not None:
-            continue
+            continue                                # open: the common case, nothing to do
         null = os.open(os.devnull, flags)           # the lowest free number: *fd* itself
         if null != fd:
             os.dup2(null, fd)
