@@ -5,24 +5,22 @@ across a reboot only the wall clock compares (it may go negative: the caller
 rebases)."""
 import time
 
-_boot_id = None
+
+def _boot_id():
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
 
 
-def boot_id():
-    global _boot_id
-    if _boot_id is None:
-        try:
-            with open("/proc/sys/kernel/random/boot_id") as f:
-                _boot_id = f.read().strip()
-        except OSError:
-            _boot_id = "unknown"
-    return _boot_id
+_BOOT = _boot_id()          # read once: a process never outlives its boot
 
 
 def clock_now():
     """This moment on the three clocks a schedule keeps."""
     return {"wall": time.time(), "mono": time.clock_gettime(time.CLOCK_BOOTTIME),
-            "boot": boot_id()}
+            "boot": _BOOT}
 
 
 def elapsed(base, now):
