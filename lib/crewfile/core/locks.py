@@ -131,11 +131,9 @@ def holder(path):
     except OSError:
         return "another process (/proc/locks cannot be read)"
     want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    for line in table.splitlines():
-        parts = line.split()
-        if len(parts) < 6 or parts[1] == "->" or parts[1] != "FLOCK" or parts[5] != want:
-            continue
-        return _describe(parts[4])
+    for parts in (line.split() for line in table.splitlines()):
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == want:   # (not a "->" waiter)
+            return _describe(parts[4])
     return "another process (not found in /proc/locks)"
 
 
