@@ -1,10 +1,8 @@
 """JSON for the hot path through the C accelerator `_json`, with json.loads' and
 json.dumps' results: `import json` costs 6 to 12 ms (re, enum, functools).
-
-Any failure of the fast scan goes to json.loads itself: `_json` reports a
-syntax error through json.decoder, which it does not import, so a truncated
-file once surfaced as SystemError, not ValueError (tests/test_jsonio_fuzz.py).
-"""
+Any failure of the fast scan goes to json.loads: `_json` reports a syntax error
+through json.decoder, which it does not import (a truncated file once surfaced
+as SystemError, not ValueError)."""
 from _json import encode_basestring_ascii as _quote
 from _json import make_scanner as _make_scanner
 

@@ -1,9 +1,6 @@
-"""An append-only file of records: the one writer and the one tail reader.
-
-The writer keeps protocol.md's "Appends" and "Rotation"; the reader reads
-backwards from the end in blocks, so a query costs the same on a long log
-as on a new one, and skips (and counts) a trailing fragment and garbage.
-"""
+"""An append-only file of records: the one writer (protocol.md's "Appends" and
+"Rotation") and the one tail reader, backwards in blocks, so a query costs the
+same on a long log as on a new one."""
 import os
 
 from crewfile.core import paths, records
