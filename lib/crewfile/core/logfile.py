@@ -172,15 +172,12 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
         while pos > floor:
             n = min(BLOCK, pos - floor)
             pos -= n
-            pieces = (os.pread(fd, n, pos) + carry).split(b"\n")
-            carry = pieces[0]
-            tail = pieces[1:]
+            carry, *tail = (os.pread(fd, n, pos) + carry).split(b"\n")
             if tail:
                 if dropping:
                     tail.pop()
                     dropping = overlong = False
-                for line in reversed(tail):
-                    yield line
+                yield from reversed(tail)
             elif dropping:
                 carry = b""
                 continue
