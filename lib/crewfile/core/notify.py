@@ -33,17 +33,6 @@ def open_inotify(warn=warn_stderr):
         return None
 
 
-def add_watch(ino, path, mask, warn=warn_stderr):
-    """ino.add_watch, or None (said) when no watch is left: the caller polls."""
-    try:
-        return ino.add_watch(path, mask)
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-        warn(fallback_text(e, "watches"))
-        return None
-
-
 def fallback_text(err, what):
     """One line: what ran out, that we poll, how to raise the limit."""
     if err.errno in (errno.EMFILE, errno.ENOSPC, errno.ENFILE):
@@ -83,11 +72,9 @@ class DirWatch:
 
     def __init__(self, warn=warn_stderr):
         self.warn = warn
-        self.dirs = []
         self.ino = open_inotify(warn)
-        self._wd = {}           # watch descriptor -> directory (for changes())
-        self._dir_wd = {}
-        self._snaps = {}        # polling: directory -> {entry: identity}
+        # the directories; watch descriptor -> directory and back; polling's snapshots
+        self.dirs, self._wd, self._dir_wd, self._snaps = [], {}, {}, {}
         if self.ino is not None:
             from inotify_simple import flags
             self.mask = (flags.MODIFY | flags.CLOSE_WRITE | flags.MOVED_TO | flags.MOVED_FROM
@@ -99,9 +86,12 @@ class DirWatch:
             return True
         if self.ino is not None:
             try:
-                wd = add_watch(self.ino, d, self.mask, self.warn)
-            except OSError:
-                return False
+                wd = self.ino.add_watch(d, self.mask)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    return False        # gone, not a directory, not readable
+                self.warn(fallback_text(e, "watches"))
+                wd = None
             if wd is None:              # no watch left: poll everything from now on
                 self.close()
                 self._snaps = {d: _entries(d) for d in self.dirs}
