@@ -137,8 +137,7 @@ class TailStats:
     __slots__ = ("partial", "garbage")
 
     def __init__(self):
-        self.partial = 0
-        self.garbage = 0
+        self.partial = self.garbage = 0
 
     def warning(self):
         parts = []
