@@ -78,12 +78,8 @@ def acquire(path, timeout=None, shared=False):
     op = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
         if timeout is None:
-            while True:
-                try:
-                    fcntl.flock(fd, op)
-                    return Lock(fd, path)
-                except InterruptedError:
-                    continue
+            fcntl.flock(fd, op)         # retried on EINTR by Python itself (PEP 475)
+            return Lock(fd, path)
         deadline = time.monotonic() + timeout
         pause = 0.001
         while True:
