@@ -175,8 +175,8 @@ def test_a_state_query_reads_the_last_mib_of_the_log_over_its_rotations(tmp_path
     scan = logfile.Backwards(paths, logfile.TailStats(), 1 << 20)
     assert scan.last_of({"turn-started"}).kind == "turn-started"      # 600 KiB back
     assert scan.last_of({"ended"}) is None                             # 1.2 MiB back: beyond
-    assert logfile.last_of_kinds(paths, {"ended"}, logfile.TailStats(), 1 << 20) is None
-    assert logfile.last_of_kinds(paths, {"ended"}, logfile.TailStats(), 2 << 20).kind == "ended"
+    assert logfile.Backwards(paths, logfile.TailStats(), 1 << 20).last_of({"ended"}) is None
+    assert logfile.Backwards(paths, logfile.TailStats(), 2 << 20).last_of({"ended"}).kind == "ended"
     assert scan.last().text.startswith("xxx")
 
 

@@ -1,12 +1,9 @@
-"""The command layer: argument parsing from the help text, errors to exit codes.
+"""The command layer: arguments parsed from each command's HELP, errors to exit codes.
 
-Each command is a module crewfile.cmd.<name> with HELP (its --help text,
-which is also its argument spec) and run(args). The first HELP line is the
-synopsis (its positionals; an option named there is for the reader); option
-lines look like `  -x, --long METAVAR   description`; a METAVAR ending in
-'...' makes the option repeatable. argparse is not used:
-it costs 10 ms of start-up in commands that run in hooks and pipelines.
+HELP's first line is the synopsis; option lines read `  -x, --long METAVAR  text`,
+a METAVAR ending in '...' repeatable. Not argparse: 10 ms of start-up in hooks.
 """
+import errno
 import os
 import sys
 
@@ -64,12 +61,10 @@ def parse(help_text, argv):
     for key, metavar in options.values():
         args[key] = [] if metavar and metavar.endswith("...") else (None if metavar else False)
     rest = []
-    i = 0
-    while i < len(argv):
-        word = argv[i]
-        i += 1
+    words = iter(argv)
+    for word in words:
         if word == "--":
-            rest.extend(argv[i:])
+            rest.extend(words)
             break
         if not word.startswith("-") or word == "-":
             rest.append(word)
@@ -85,10 +80,9 @@ def parse(help_text, argv):
             args[key] = True
             continue
         if not eq:
-            if i >= len(argv):
+            value = next(words, None)
+            if value is None:
                 raise UsageError(f"{flag} needs a value ({metavar.rstrip('.')})")
-            value = argv[i]
-            i += 1
         if metavar.endswith("..."):
             args[key].append(value)
         else:
@@ -96,35 +90,27 @@ def parse(help_text, argv):
     if args.help:
         return args
     for word in positional:
-        optional = word.startswith("[")
         name = word.strip("[]")
-        many = name.endswith("...")
+        if not rest and not word.startswith("["):
+            raise UsageError(f"missing {name.rstrip('.')}")
         key = name.rstrip(".").lower().replace("-", "_")
-        if many:
-            if not rest and not optional:
-                raise UsageError(f"missing {name.rstrip('.')}")
+        if name.endswith("..."):
             args[key], rest = rest, []
-        elif rest:
-            args[key] = rest.pop(0)
-        elif not optional:
-            raise UsageError(f"missing {name}")
         else:
-            args[key] = None
+            args[key] = rest.pop(0) if rest else None
     if rest:
         raise UsageError(f"unexpected argument '{rest[0]}'")
     return args
 
 
 def crew(args):
-    """The crew directory named by --dir or the environment (Refused if
-    another user could steer it: paths.check_owner)."""
+    """The crew directory named by --dir or the environment (paths.check_owner)."""
     return Crew(args.dir)
 
 
 def main(path):
     """Entry point of every bin/ command: run crewfile.cmd.<name>, exit with its code."""
-    if sys.stdin is None or sys.stdout is None or sys.stderr is None:
-        _closed_at_start()
+    _closed_at_start()
     name = os.path.basename(path)
     module = __import__(f"crewfile.cmd.{name.replace('-', '_')}", fromlist=["run"])
     code = dispatch(name, module, sys.argv[1:])
@@ -134,14 +120,13 @@ def main(path):
 
 
 class _Closed:
-    """sys.stdin or sys.stdout closed at start: using it fails with EBADF,
-    said once by dispatch(), nothing left buffered to fail again at exit."""
+    """stdin or stdout closed at start: using it fails with EBADF, said once by
+    dispatch(), with nothing left buffered to fail again at exit."""
 
     def __init__(self, fd):
         self.fd = fd
 
     def _closed(self, *args):
-        import errno
         raise OSError(errno.EBADF, f"standard {'input' if self.fd == 0 else 'output'} is closed")
 
     read = readline = write = fileno = _closed
@@ -158,14 +143,12 @@ class _Closed:
 
 
 def _closed_at_start():
-    """Fill a standard descriptor closed at start with /dev/null, so that no
-    file opened later takes its number (output must never land in a lock
-    file or a log); opened the wrong way round for 0 and 1, so that using
-    them fails as on a closed descriptor (_Closed says so)."""
+    """Fill a closed standard descriptor with /dev/null, so no lock file or log
+    opened later takes its number; 0 and 1 opened the wrong way round, to fail."""
     for fd, name, flags in ((0, "stdin", os.O_WRONLY), (1, "stdout", os.O_RDONLY),
                             (2, "stderr", os.O_WRONLY)):
         if getattr(sys, name) is not None:
-            continue
+            continue                                # open: the common case, nothing to do
         null = os.open(os.devnull, flags)           # the lowest free number: *fd* itself
         if null != fd:
             os.dup2(null, fd)
@@ -174,10 +157,8 @@ def _closed_at_start():
 
 
 def leave(code):
-    """Exit with *code* now, skipping the interpreter's teardown (~2 ms, a
-    fifth of crew-status's run). Only for a command with EXIT_AT_ONCE = True,
-    which promises nothing is left to tear down: no lock to release in order,
-    no file half-written, no buffer but stdout and stderr, no child."""
+    """Exit now, skipping the interpreter's teardown (~2 ms, a fifth of crew-status):
+    for EXIT_AT_ONCE commands, which leave no lock, half-written file or child."""
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -187,9 +168,8 @@ def leave(code):
 
 
 def dispatch(name, module, argv):
-    """Run one command. A module may set ERROR_EXIT to report every failure of
-    its own (usage, not found, system) with one code of its choosing, when the
-    ordinary codes would collide with codes it passes through (job-wait)."""
+    """Run one command. ERROR_EXIT: one code for all of a command's own failures,
+    where the usual ones would collide with codes it passes through (job-wait)."""
     own = getattr(module, "ERROR_EXIT", None)
     try:
         args = parse(module.HELP, argv)

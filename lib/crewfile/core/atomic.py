@@ -1,35 +1,31 @@
-"""The one atomic-replace helper: temporary name, fsync, rename, fsync dir.
-
-protocol.md's "Atomic replace": a reader sees the whole old or the whole
-new content; a crash leaves at worst a dot-named temporary file.
-"""
+"""The one atomic-replace helper: temporary name, fsync, rename, fsync dir
+(protocol.md, "Atomic replace")."""
 import os
 import stat
 
 from crewfile.core.errors import SystemFailure
 from crewfile.core.jsonio import loads
-from crewfile.core.paths import check_dirs, open_file, read_text
+from crewfile.core.paths import check_dirs, read_text
 
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-def fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+def _fsync(path, flags):
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
+def fsync_dir(path):
+    _fsync(path, os.O_DIRECTORY)
+
+
 def sync(path):
-    """Make a file published with replace(sync=False) durable: fsync it, then
-    its directory."""
+    """Make a file published with replace(sync=False) durable, then its directory."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync(path, os.O_NOFOLLOW)
         fsync_dir(os.path.dirname(path) or ".")
     except OSError as e:
         raise SystemFailure(f"cannot sync {path}: {e.strerror}") from None
@@ -44,9 +40,8 @@ def write_all(fd, data):
 
 
 def write_new(path, data, mode=0o600, sync=True):
-    """Create *path* (never an existing file, never through a link), write
-    *data* whole and fsync it (if *sync*): the first half of a publication.
-    OSError on failure, nothing left."""
+    """Create *path* (never an existing file or a link), write *data* whole and
+    fsync it (if *sync*): the first half of a publication. OSError: nothing left."""
     fd = os.open(path, _TMP_FLAGS, mode)
     try:
         write_all(fd, data)
@@ -60,12 +55,9 @@ def write_new(path, data, mode=0o600, sync=True):
 
 
 def replace(path, data, mode=0o600, sync=True):
-    """Atomically make *path* contain *data* (bytes or str).
-
-    sync=False skips both fsyncs: every reader still sees the old or the new
-    content whole, but a power loss may bring back the old one (or an empty
-    file). Only for a file whose writer makes it durable later (sync()) or
-    whose loss in a crash breaks no promise; say which at the call."""
+    """Atomically make *path* contain *data* (bytes or str). sync=False skips the
+    fsyncs (a power loss may bring back the old or an empty file): only where
+    the writer calls sync() later or the loss breaks no promise; say which."""
     if isinstance(data, str):
         data = data.encode("utf-8")
     check_dirs(path)
@@ -89,16 +81,16 @@ def replace(path, data, mode=0o600, sync=True):
 
 
 def read_json(path, at=None, limit=None):
-    """The JSON document in *path*, or None if it does not exist; ValueError
-    if it is not JSON. at, limit: as for read_text."""
+    """The JSON document in *path*, or None if absent; ValueError if not JSON."""
     text = read_text(path, at, limit)
     return None if text is None else loads(text)
 
 
 def write_named(path, data, mode=0o644):
-    """Write *data* to a path the user named, the way the shell's `>` would
-    (protocol.md, "Atomic replace"). Issue: run as root, a rename onto
-    /dev/null replaced the device node with a regular file."""
+    """Write *data* to a path the user named, as the shell's `>` would (run as
+    root, a rename onto /dev/null once replaced the device with a regular file)."""
+    if isinstance(data, str):
+        data = data.encode("utf-8")
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -109,8 +101,6 @@ def write_named(path, data, mode=0o644):
         # The link's target, not the link; a dangling one: the name it points at.
         replace(os.path.realpath(path), data, mode=mode)
         return
-    if isinstance(data, str):
-        data = data.encode("utf-8")
     try:
         # By the name given: /dev/stdout's link through /proc names no file.
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, mode)

@@ -1,30 +1,26 @@
 """The clocks a schedule keeps: wall time, CLOCK_BOOTTIME and the boot id.
 
-Within one boot, elapsed time is measured on CLOCK_BOOTTIME, which no clock
-setting moves: a wall clock set forwards does not make anything due early,
-one set backwards does not stall anything. Across a reboot only the wall
-clock is comparable (it may go negative: the caller rebases).
-"""
+Within a boot, CLOCK_BOOTTIME, which setting the wall clock does not move;
+across a reboot only the wall clock compares (it may go negative: the caller
+rebases)."""
 import time
 
-_boot_id = None
+
+def _boot_id():
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
 
 
-def boot_id():
-    global _boot_id
-    if _boot_id is None:
-        try:
-            with open("/proc/sys/kernel/random/boot_id") as f:
-                _boot_id = f.read().strip()
-        except OSError:
-            _boot_id = "unknown"
-    return _boot_id
+_BOOT = _boot_id()          # read once: a process never outlives its boot
 
 
 def clock_now():
     """This moment on the three clocks a schedule keeps."""
     return {"wall": time.time(), "mono": time.clock_gettime(time.CLOCK_BOOTTIME),
-            "boot": boot_id()}
+            "boot": _BOOT}
 
 
 def elapsed(base, now):

@@ -1,8 +1,5 @@
-"""The command line's numbers: one duration grammar, one count grammar.
-
-Every time flag and every count flag reads through these two (protocol.md,
-"Durations and numbers"), so none takes ` 60`, `+5`, `1_000`, `1e3` or a
-non-ASCII digit (`int("٣")` is 3). No re: start-up.
+"""The command line's numbers (protocol.md, "Durations and numbers"): no flag takes
+` 60`, `+5`, `1_000`, `1e3` or a non-ASCII digit (`int("٣")` is 3). No re: start-up.
 """
 from crewfile.core.errors import BadInput
 
@@ -64,11 +61,11 @@ def _parse(text):
 
 def parse_count(text, flag, least=0, most=10 ** 6):
     """A whole number of ASCII digits from *least* to *most*; BadInput naming *flag*."""
-    if (not isinstance(text, str) or not text or len(text) > _MAX_DIGITS
-            or not set(text) <= _DIGITS or not least <= int(text) <= most):
+    value = _number(text) if isinstance(text, str) else None
+    if type(value) is not int or not least <= value <= most:
         raise BadInput(f"bad {flag} {_shown(text)}: a whole number from {least} to {most}"
                        " (ASCII digits only)")
-    return int(text)
+    return value
 
 
 def _shown(text):

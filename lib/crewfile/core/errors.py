@@ -1,9 +1,5 @@
-"""One exception base and one table from exception to exit code.
-
-Only cli.py turns these into an exit status and one line on stderr;
-protocol.md's "Exit codes" is this table (tests/test_robust.py checks).
-"""
-
+"""One exception base and one table from exception to exit code (protocol.md's
+"Exit codes"); only cli.py turns these into an exit status and a line on stderr."""
 from crewfile.core.text import escape
 
 
@@ -20,9 +16,8 @@ SYSTEM = 111     # a system call failed (disk full, permission, ...)
 INTERRUPTED = 130   # SIGINT (128 + 2)
 BROKEN_PIPE = 141   # the reader of our output went away (128 + SIGPIPE)
 
-# job-wait's own answers (timeout(1)'s numbering), beside the job's own code
-# which it passes through: 126/127 are what a shell gives, and job-exec
-# records, for a command found but not runnable / not found.
+# job-wait's own answers (timeout(1)'s numbering), beside the job's own code it
+# passes through: 126/127 a shell's (and job-exec's) for not runnable / not found.
 JOB_HEARD = 122     # its outcome was announced to the session already: not repeated
 JOB_TIMEOUT = 124   # the job is still running when --timeout ran out
 JOB_ERROR = 125     # job-wait's own failure (usage, no such job, system), or the job's fate is lost
@@ -74,8 +69,7 @@ class CaptainPresent(Refused):
 
 
 class Unconfirmed(CrewfileError):
-    """Text was typed and Enter pressed, and the prompt line cleared, but the
-    agent recorded no turn: it may yet be taken, so it is not typed again."""
+    """Typed and Entered, but no turn recorded: it may yet be taken, not typed again."""
     exit_code = UNCONFIRMED
 
 

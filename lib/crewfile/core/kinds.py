@@ -1,42 +1,30 @@
-"""The vocabulary of status record kinds: what each kind means to the readers.
-
-One module owns it, so no reader keeps a copy; no imports (crew-status and
-the hook load it). docs/files/status.md says what each kind means.
+"""The vocabulary of status record kinds, owned here so no reader keeps a copy
+(docs/files/status.md says what each kind means). No imports: the hook loads it.
 """
 
-# The newest of these decides whether a turn is running. `background`: the
-# turn ended with background tasks still running (Claude Code's Stop lists
-# them), so the agent goes on by itself when they end: not finished.
-# `account-blocked` and `turn-failed`: the turn ended in an error (StopFailure).
+# The newest of these decides whether a turn is running (`background`: the
+# agent goes on by itself when its background tasks end).
 TURN_STATE = {"turn-started": "yes", "waiting": "yes", "background": "yes",
               "turn-ended": "no", "idle": "no", "account-blocked": "no", "turn-failed": "no",
               "started": "no", "ended": "no", "closed": "no", "registered": "no"}
 
-# The newest of these says whether the account's block stands: a
-# `turn-ended` after it is a turn that succeeded, which lifts it.
+# The newest of these says whether the account's block stands (a turn that
+# succeeded lifts it).
 ACCOUNT_STATE = frozenset({"account-blocked", "turn-ended"})
 
-# The session's own loop (Claude Code's session-only cron jobs): the hook
-# writes `crons: N crons (ID SCHEDULE: PROMPT; ...)` after the turn's record
-# at a Stop whose payload lists some. The newest of these says whether the
-# loop is armed: a `crons`; a turn's end without one (the next Stop shows
-# none), or a new life, says it is not (session/verdict.py: own_loop).
+# The newest of these says whether the session's own loop (Claude Code's cron
+# jobs) is armed: a `crons`; a turn's end without one, or a new life, says not.
 NATIVE_STATE = frozenset({"crons", "turn-ended", "background", "started", "registered",
                           "ended", "closed"})
 
-# Records of what runs inside a session but is not the session: a subagent
-# stopped, a teammate idle, a task completed. They never end a turn, never
-# mark the session done or idle, never wake the primary.
+# What runs inside a session but is not it: ends no turn, wakes nobody.
 INSIDE = frozenset({"subagent"})
 
-# The newest of these decides whether the session's life has ended (and so
-# whether its window's closing is `lost`). `concluded` is not among them: the
-# agent has handed over its report, but the window stays the captain's, who
-# may type again and reopen the conversation, until aside-reconcile closes it.
+# The newest of these decides whether the session's life has ended (and so if its
+# window's closing is `lost`). Not `concluded`: the captain may type again.
 LIFECYCLE = {"registered": False, "ended": True, "closed": True}
 
-# Only these may follow `paused` (awaiting captain) while the human wait
-# lasts; any other kind ends it.
+# Only these may follow `paused` while the human wait lasts.
 KEEPS_PAUSE = frozenset({"idle", "stale", "paused", "subagent"})
 
 # Something needs the primary (the views' `blocked`) ...
@@ -45,11 +33,8 @@ BLOCKERS = frozenset({"blocked", "problem", "error", "account-blocked"})
 MOVES_ON = frozenset({"turn-started", "waiting", "registered", "started", "respawned", "ended",
                       "closed", "captain", "captain-done", "concluded", "nudge"})
 
-# protocol.md's "Record kinds", this table: the guarded kinds' writers, and
-# the evidence a reader that acts on one checks (the agent, the same user,
-# can append any line: the line alone is never believed). Every kind not
-# here is anyone's, believed as written.
-#   kind: (its writers, the evidence a reader that acts on it asks for)
+# protocol.md's "Record kinds": kind -> (its only writers, the evidence a reader
+# that acts on it asks for; the agent can append any line). Others are anyone's.
 GUARDED = {
     "registered": ("session-add (also a repair from the agent registry), aside-open,"
                    " crew-spawn, the agent's hook (a new life)",

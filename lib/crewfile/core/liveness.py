@@ -1,9 +1,6 @@
-"""Processes as /proc shows them: start times, parents, stopped, foreground.
-
-The one reader of /proc/PID/stat. A process is named by (pid, start time
-in clock ticks since boot), so a recycled pid is never taken for the one
-it replaced. What a *session* is, verdict.py decides from these facts.
-"""
+"""Processes as /proc shows them, the one reader of /proc/PID/stat. A process is
+(pid, start time in clock ticks since boot), so a recycled pid is never taken
+for the one it replaced."""
 import os
 
 
@@ -26,9 +23,8 @@ class Stat:
 
 
 def stat(pid):
-    """The process's Stat, or None if there is no such process (or it is unreadable)."""
-    # os.open and one read, not open() (14 us against 24: crew-status reads
-    # two per live session); the kernel gives the few hundred bytes whole.
+    """The process's Stat, or None if there is none (or it is unreadable). One
+    os.read, not open(): 14 us against 24, and crew-status reads two per session."""
     try:
         fd = os.open(f"/proc/{int(pid)}/stat", os.O_RDONLY | os.O_CLOEXEC)
     except (OSError, ValueError, OverflowError):
@@ -51,8 +47,7 @@ def stat(pid):
 
 
 def started_at(start):
-    """The wall-clock time (seconds since the epoch) of a start time in clock
-    ticks since boot, or None if the boot time cannot be read."""
+    """Seconds since the epoch of a start time in clock ticks, or None."""
     try:
         with open("/proc/stat", "rb") as f:
             boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
@@ -74,8 +69,8 @@ def alive(pid, start):
 
 
 def lineage(pid=None, limit=64):
-    """Stats of *pid* (default: this process), its parent, grandparent, ...
-    up to (not including) pid 1, nearest first; [] if *pid* is gone."""
+    """Stats of *pid* (default: this process) and its ancestors below pid 1,
+    nearest first; [] if *pid* is gone."""
     st = stat(os.getpid() if pid is None else pid)
     out = [] if st is None else [st]
     while st is not None and st.ppid > 1 and len(out) <= limit:
@@ -98,13 +93,9 @@ def descends_from(pid, ancestor):
 
 
 def agent_of(pid, pane_pid=None):
-    """The agent process among *pid*'s ancestors: (pid, start) or None.
-
-    The hook's agent leads the terminal's foreground job the hook sits in:
-    the nearest ancestor leading its own group that holds its terminal (a
-    hook in a group of its own is passed over). Without a terminal: the
-    ancestor whose parent is the pane's process, or that process itself.
-    """
+    """The agent among *pid*'s ancestors, (pid, start) or None: the nearest that
+    leads the terminal's foreground job (the hook sits in it), else the pane's
+    process or its child."""
     chain = ancestors(pid)
     for st in chain:
         if st.pid == st.pgrp == st.tpgid:

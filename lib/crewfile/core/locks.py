@@ -1,9 +1,5 @@
-"""The one lock helper: flock(2) on a lock file that is never unlinked.
-
-protocol.md's "Locks": a shell's `flock LOCKFILE` excludes us and we it.
-Close-on-exec, so a child never inherits a lock. filelock is not used
-(README, "Dependencies": 56 ms to import, and it polls).
-"""
+"""The one lock helper: flock(2) on a lock file that is never unlinked (protocol.md,
+"Locks"). Not filelock: 56 ms to import, and it polls."""
 import fcntl
 import os
 import time
@@ -11,6 +7,7 @@ import time
 from crewfile.core.errors import Refused, SystemFailure
 from crewfile.core.paths import open_file
 from crewfile.core.records import timestamp
+
 
 def _open(path):
     try:
@@ -38,9 +35,7 @@ class Lock:
         self.release()
 
 
-# The longest this process waits for a lock (timeout=None); None: as long
-# as it takes. A process somebody waits on sets it (protocol.md, "Bounded waits").
-WAIT = None
+WAIT = None              # the longest a lock wait lasts (protocol.md, "Bounded waits")
 _DEADLINE = None         # monotonic time after which waits are one try (a total bound)
 
 
@@ -53,9 +48,8 @@ class LockBusy(Refused):
 
 
 def bound_waits(seconds, total=False):
-    """From now on no lock wait of this process lasts more than *seconds*
-    (with total: all of them together); None lifts the bound. Returns the
-    bound it replaces, for restore_waits."""
+    """From now on no lock wait lasts more than *seconds* (total: all together);
+    None lifts it. Returns the bound it replaces, for restore_waits."""
     global WAIT, _DEADLINE
     old = (WAIT, _DEADLINE)
     WAIT = seconds
@@ -75,26 +69,17 @@ def _bound():
 
 
 def acquire(path, timeout=None, shared=False):
-    """Lock *path*: a Lock, or None when busy (timeout=0: one try; a
-    positive one retries with a short back-off); None blocks in the kernel.
-    Under a bound (bound_waits) a blocking wait that outlasts it raises
-    LockBusy: a caller written for a blocking wait must not get None.
-    """
+    """Lock *path*: a Lock, or None when busy (timeout=0: one try; a positive
+    one retries with back-off); None blocks in the kernel, or under a bound
+    (bound_waits) raises LockBusy: a caller of a blocking wait never gets None."""
     if timeout is None and WAIT is not None:
-        lock = acquire(path, _bound(), shared)
-        if lock is None:
-            raise LockBusy(path)
-        return lock
+        return hold(path, _bound(), shared)
     fd = _open(path)
     op = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
         if timeout is None:
-            while True:
-                try:
-                    fcntl.flock(fd, op)
-                    return Lock(fd, path)
-                except InterruptedError:
-                    continue
+            fcntl.flock(fd, op)         # retried on EINTR by Python itself (PEP 475)
+            return Lock(fd, path)
         deadline = time.monotonic() + timeout
         pause = 0.001
         while True:
@@ -113,16 +98,16 @@ def acquire(path, timeout=None, shared=False):
         raise SystemFailure(f"cannot lock {path}: {e.strerror}") from None
 
 
-def hold(path, timeout=None):
+def hold(path, timeout=None, shared=False):
     """acquire(), but LockBusy (naming the holder) instead of None."""
-    held = acquire(path, timeout)
+    held = acquire(path, timeout, shared)
     if held is None:
         raise LockBusy(path)
     return held
 
 
 def is_held(path):
-    """True if someone holds *path* (probe: try the lock and let go at once)."""
+    """True if someone holds *path* (try the lock, let go at once)."""
     if not os.path.exists(path):
         return False
     lock = acquire(path, timeout=0)
@@ -142,11 +127,9 @@ def holder(path):
     except OSError:
         return "another process (/proc/locks cannot be read)"
     want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    for line in table.splitlines():
-        parts = line.split()
-        if len(parts) < 6 or parts[1] == "->" or parts[1] != "FLOCK" or parts[5] != want:
-            continue
-        return _describe(parts[4])
+    for parts in (line.split() for line in table.splitlines()):
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == want:   # (not a "->" waiter)
+            return _describe(parts[4])
     return "another process (not found in /proc/locks)"
 
 

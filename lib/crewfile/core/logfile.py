@@ -1,9 +1,6 @@
-"""An append-only file of records: the one writer and the one tail reader.
-
-The writer keeps protocol.md's "Appends" and "Rotation"; the reader reads
-backwards from the end in blocks, so a query costs the same on a long log
-as on a new one, and skips (and counts) a trailing fragment and garbage.
-"""
+"""An append-only file of records: the one writer (protocol.md's "Appends" and
+"Rotation") and the one tail reader, backwards in blocks, so a query costs the
+same on a long log as on a new one."""
 import os
 
 from crewfile.core import paths, records
@@ -16,16 +13,15 @@ DEFAULT_KEEP = 5
 MAX_KEEP = 1000
 
 
-def rotate_limits(env=None):
-    """(bytes, keep) from CREWFILE_ROTATE_BYTES / CREWFILE_ROTATE_KEEP."""
-    env = os.environ if env is None else env
+def rotate_limits():
+    """(bytes, keep) from CREWFILE_ROTATE_BYTES / CREWFILE_ROTATE_KEEP, bounded: a
+    stray huge keep would make every reader list that many file names."""
+    env = os.environ
     try:
         size = int(env.get("CREWFILE_ROTATE_BYTES") or DEFAULT_ROTATE_BYTES)
         keep = int(env.get("CREWFILE_ROTATE_KEEP") or DEFAULT_KEEP)
     except ValueError:
         size, keep = DEFAULT_ROTATE_BYTES, DEFAULT_KEEP
-    # Bounded: a stray huge CREWFILE_ROTATE_KEEP would make every reader list
-    # that many file names.
     return max(size, records.MAX_LINE), min(max(keep, 1), MAX_KEEP)
 
 
@@ -41,6 +37,10 @@ def _rotate(path, keep):
             pass
 
 
+def _data(lines):
+    return lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
+
+
 def append(path, lock_path, lines, rotate=None):
     """Append *lines* (records, each ending in a newline) under the lock;
     rotate: (max_bytes, keep), or None."""
@@ -53,7 +53,7 @@ def append_locked(path, lines, rotate=None, sync=False):
     """append() for a caller that already holds the file's lock. sync: fsync
     before returning (a journal a restart believes)."""
     from crewfile.core.atomic import write_all
-    data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
+    data = _data(lines)
     if not data:
         return
     try:
@@ -88,13 +88,11 @@ def append_locked(path, lines, rotate=None, sync=False):
 
 
 def append_unlocked(path, lines):
-    """The one write of a writer that gave up waiting for the file's lock
-    (protocol.md, "Bounded waits"): no rotation, and a dead writer's
-    fragment closed with a newline, not cut. Returns whether *path* still
-    names the file written to (asked while it is open: its inode number
-    cannot have been given to a new file meanwhile)."""
+    """The one write of a writer that gave up waiting for the lock (protocol.md,
+    "Bounded waits"). Returns whether *path* still names the file written to
+    (asked while it is open, so its inode number cannot be reused meanwhile)."""
     from crewfile.core.atomic import write_all
-    data = lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
+    data = _data(lines)
     try:
         fd = paths.open_file(path, _APPEND_FLAGS)
     except OSError as e:
@@ -139,8 +137,7 @@ class TailStats:
     __slots__ = ("partial", "garbage")
 
     def __init__(self):
-        self.partial = 0
-        self.garbage = 0
+        self.partial = self.garbage = 0
 
     def warning(self):
         parts = []
@@ -153,13 +150,10 @@ class TailStats:
 
 def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, outside=False,
                     at=None, ended=False):
-    """Yield the complete lines of *path* (bytes, no newline), last first.
-
-    limit_bytes: read no further back than this from the end. max_line: a
-    longer line is garbage, dropped and counted (memory stays bounded);
-    None: any length. outside, at: as for paths.open_file. ended: the file
-    is whole (a job's output): its text after the last newline is a line,
-    as data.split(b"\\n") counts them."""
+    """Yield the complete lines of *path* (bytes, no newline), last first, reading
+    back at most *limit_bytes*. A line over *max_line* is garbage, dropped and
+    counted (memory stays bounded). ended: the file is whole (a job's output),
+    its text after the last newline is a line. outside, at: as for open_file."""
     try:
         fd = paths.open_file(path, outside=outside, at=at)
     except FileNotFoundError:
@@ -177,15 +171,12 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
         while pos > floor:
             n = min(BLOCK, pos - floor)
             pos -= n
-            pieces = (os.pread(fd, n, pos) + carry).split(b"\n")
-            carry = pieces[0]
-            tail = pieces[1:]
+            carry, *tail = (os.pread(fd, n, pos) + carry).split(b"\n")
             if tail:
                 if dropping:
                     tail.pop()
                     dropping = overlong = False
-                for line in reversed(tail):
-                    yield line
+                yield from reversed(tail)
             elif dropping:
                 carry = b""
                 continue
@@ -200,50 +191,40 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
         os.close(fd)
 
 
-def records_backwards(paths, stats, limit_bytes=None):
-    """Parsed records of several files (newest file first), last record first."""
-    for path in paths:
-        for raw in lines_backwards(path, stats, limit_bytes):
-            rec = records.parse(raw)
-            if rec is None:
-                stats.garbage += 1
-                continue
+def _parsed(lines, stats):
+    for raw in lines:
+        rec = records.parse(raw)
+        if rec is None:
+            stats.garbage += 1
+        else:
             yield rec
 
 
+def records_backwards(paths, stats, limit_bytes=None):
+    """Parsed records of several files (newest file first), last record first."""
+    for path in paths:
+        yield from _parsed(lines_backwards(path, stats, limit_bytes), stats)
+
+
 class Backwards:
-    """One backwards read of a log shared by the questions of one state
-    query: each file read once, as far back as the furthest question needs
-    and no further than *limit_bytes* over the file and its rotations
-    together (protocol.md: "the last 1 MiB of the log")."""
-    __slots__ = ("paths", "stats", "limit", "at", "_gen", "_seen", "_first_file", "_cut")
+    """One backwards read shared by the questions of one state query: each file
+    read once, no further back than *limit_bytes* over the file and its
+    rotations together (protocol.md: "the last 1 MiB of the log")."""
+    __slots__ = ("paths", "stats", "limit", "at", "_gen", "_seen")
 
     def __init__(self, paths, stats, limit_bytes=None, at=None):
         self.paths, self.stats, self.limit, self.at = paths, stats, limit_bytes, at
         self._gen = self._read()
         self._seen = []
-        self._first_file = None
-        self._cut = False           # the limit stopped the read before any record was found
 
     def _read(self):
         left = self.limit
-        for i, path in enumerate(self.paths):
+        for path in self.paths:
             if left is not None and left <= 0:
-                self._cut = self._cut or self._first_file is None
                 return
-            for raw in lines_backwards(path, self.stats, left, at=self.at):
-                rec = records.parse(raw)
-                if rec is None:
-                    self.stats.garbage += 1
-                    continue
-                if self._first_file is None:
-                    self._first_file = i
-                yield rec
+            yield from _parsed(lines_backwards(path, self.stats, left, at=self.at), self.stats)
             if left is not None:
-                size = self._size(path)
-                if size > left and self._first_file is None:
-                    self._cut = True
-                left -= size
+                left -= self._size(path)
 
     def _size(self, path):
         try:
@@ -275,7 +256,7 @@ class Backwards:
         """The newest record, or None, with no byte limit: a log whose last
         *limit_bytes* hold no record at all is read further back."""
         rec = next(iter(self), None)
-        if not self._cut:
+        if rec is not None or self.limit is None:
             return rec
         found = last_records(self.paths, 1, TailStats())
         return found[0] if found else None
@@ -304,9 +285,3 @@ def records_since(paths, since, stats, most=None):
         out.append(rec)
     out.reverse()
     return out
-
-
-def last_of_kinds(paths, kinds, stats, limit_bytes=None):
-    """The newest record whose kind is in *kinds*, or None (within
-    *limit_bytes* of the log's end, its files together: Backwards)."""
-    return Backwards(paths, stats, limit_bytes).last_of(kinds)

@@ -1,10 +1,7 @@
-"""Moments a person types (`--until`, `--since`): one strict grammar.
-
-The grammar is protocol.md's "Moments": a moment is read only when it has
-one meaning, never guessed (python-dateutil alone read `-5m` as 00:05 and
-`Dec 32` as 2032-12-01). dateutil reads what the grammar let through, and
-must agree with what was typed, field by field; this module is imported
-only when such a flag is given (its start-up costs tens of milliseconds).
+"""Moments a person types (`--until`, `--since`): protocol.md's "Moments", read
+only when they have one meaning (dateutil alone read `-5m` as 00:05 and `Dec 32`
+as 2032-12-01), so dateutil must agree with what was typed, field by field.
+Imported only when such a flag is given: its start-up costs tens of ms.
 """
 import calendar
 import datetime
@@ -19,6 +16,7 @@ EXAMPLES = ("a moment such as '2026-12-01 08:00', 'Dec 1 8am', '08:00', '2026-12
             " a duration such as 2h, or -5m (5 minutes ago)")
 
 _MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_FULL_NAMES = {m.lower() for m in calendar.month_name[1:]} | {"sept"}
 _TIME = r"(?P<hour>\d{1,2})(?::(?P<minute>\d{2})(?::(?P<second>\d{2})(?:\.\d{1,6})?)?)?\s*(?P<half>am|pm)?"
 _ZONE = r"(?:\s*(?P<zone>z|utc|gmt|[+-]\d{2}:?\d{2}))?"
 _FORMS = [re.compile(form + _ZONE + r"$", re.IGNORECASE | re.ASCII) for form in (
@@ -75,19 +73,13 @@ def _fields(text):
         name = fields["monthname"]
         if name is not None:
             month = name[:3].lower()
-            if month not in _MONTHS or not _full_name(name):
+            if month not in _MONTHS or not (len(name) == 3 or name.lower() in _FULL_NAMES):
                 return None
             fields["month"] = str(_MONTHS.index(month) + 1)
         if fields["hour"] is not None and fields["minute"] is None and fields["half"] is None:
             return None              # `8` alone: an hour? a day? refused
         return fields
     return None
-
-
-def _full_name(name):
-    """Is *name* a month's abbreviation or its whole English name?"""
-    return name.lower() in {m.lower() for m in calendar.month_name[1:]} or len(name) == 3 \
-        or name.lower() == "sept"
 
 
 def _read(text, fields, flag, future, now):
@@ -106,9 +98,8 @@ def _read(text, fields, flag, future, now):
         if moment.tzinfo is None:
             moment = moment.astimezone()         # the local zone, as the person meant it
         value = moment.timestamp()
-        # A time alone (`08:00`) takes today's date; for a moment to come,
-        # one already past today means tomorrow (said at 20:00, 08:00 is
-        # tomorrow morning).
+        # A time alone takes today's date; for a moment to come, one already
+        # past means tomorrow (said at 20:00, 08:00 is tomorrow morning).
         if future and fields["day"] is None and value <= now:
             value = (moment + datetime.timedelta(days=1)).timestamp()
     except (ValueError, OverflowError, Warning):

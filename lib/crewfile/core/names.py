@@ -1,9 +1,5 @@
-"""Validation of names that become path components (sessions, handles).
-
-A name is used as a directory name under the crew directory, so it must never
-be able to climb out of it or confuse a terminal: no '/', no '..', no control
-characters, no leading '.' or '-', bounded length.
-"""
+"""Validation of names that become path components (sessions, handles): they
+must never climb out of the crew directory or confuse a terminal."""
 import os
 
 from crewfile.core.errors import BadInput
@@ -38,13 +34,11 @@ def check_name(name, what="name"):
     return name
 
 
-def current_user(env=None):
-    """Whose session or schedule this is by default: $USER, else the password
-    database's name for our uid (cron and `env -i` leave $USER unset), else
-    the uid as a number."""
-    env = os.environ if env is None else env
-    if env.get("USER"):
-        return env["USER"]
+def current_user():
+    """$USER, else the password database's name for our uid (cron and `env -i`
+    leave $USER unset), else the uid as a number."""
+    if os.environ.get("USER"):
+        return os.environ["USER"]
     import pwd
     try:
         return pwd.getpwuid(os.getuid()).pw_name

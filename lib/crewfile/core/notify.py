@@ -1,9 +1,5 @@
-"""inotify, or polling when it cannot be had: the one way a waiting command
-subscribes to changes.
-
-inotify is scarce (instances and watches per user, or no inotify_simple):
-a watcher must neither fail for that nor go quiet, so it polls every POLL
-seconds and says so once (protocol.md, "inotify or polling").
+"""inotify, or polling every POLL seconds when it cannot be had (said once): the
+one way a waiting command subscribes to changes (protocol.md, "inotify or polling").
 """
 import errno
 import os
@@ -34,18 +30,6 @@ def open_inotify(warn=warn_stderr):
         return INotify()
     except OSError as e:
         warn(fallback_text(e, "instances"))
-        return None
-
-
-def add_watch(ino, path, mask, warn=warn_stderr):
-    """ino.add_watch, or None (said once) when the kernel has no watch left:
-    the caller polls from now on."""
-    try:
-        return ino.add_watch(path, mask)
-    except OSError as e:
-        if e.errno != errno.ENOSPC:
-            raise
-        warn(fallback_text(e, "watches"))
         return None
 
 
@@ -83,48 +67,43 @@ def _ident(path):
 
 
 class DirWatch:
-    """Wake on any change in a set of directories: inotify on each (never on
-    files, so a rename-replace cannot kill a watch), else polling snapshots.
-    wait(timeout) -> True if something changed."""
+    """Wake on any change in a set of directories: inotify on each (never on files,
+    so a rename-replace cannot kill a watch), else polling snapshots."""
 
     def __init__(self, warn=warn_stderr):
         self.warn = warn
-        self.dirs = []
         self.ino = open_inotify(warn)
-        self._wd = {}           # watch descriptor -> directory (for changes())
-        self._dir_wd = {}
-        self._snaps = {}        # polling: directory -> {entry: identity}
+        # the directories; watch descriptor -> directory and back; polling's snapshots
+        self.dirs, self._wd, self._dir_wd, self._snaps = [], {}, {}, {}
         if self.ino is not None:
             from inotify_simple import flags
             self.mask = (flags.MODIFY | flags.CLOSE_WRITE | flags.MOVED_TO | flags.MOVED_FROM
                          | flags.CREATE | flags.DELETE | flags.ONLYDIR | flags.DONT_FOLLOW)
 
     def add(self, d):
-        """Watch *d*. False when it cannot be (gone, not a directory, not
-        readable): it is not kept, so a later add() tries again."""
+        """Watch *d*; False when it cannot be (not kept: a later add() tries again)."""
         if d in self.dirs:
             return True
-        if self.ino is None:
-            self.dirs.append(d)
-            self._snaps[d] = _entries(d)
-            return True
-        try:
-            wd = add_watch(self.ino, d, self.mask, self.warn)
-        except OSError:
-            return False
+        if self.ino is not None:
+            try:
+                wd = self.ino.add_watch(d, self.mask)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    return False        # gone, not a directory, not readable
+                self.warn(fallback_text(e, "watches"))
+                wd = None
+            if wd is None:              # no watch left: poll everything from now on
+                self.close()
+                self._snaps = {d: _entries(d) for d in self.dirs}
+            else:
+                self._wd[wd], self._dir_wd[d] = d, wd
         self.dirs.append(d)
-        if wd is None:                  # no watch left: poll everything from now on
-            self.ino.close()
-            self.ino = None
-            self._snaps = {d: _entries(d) for d in self.dirs}
-            return True
-        self._wd[wd] = d
-        self._dir_wd[d] = wd
+        if self.ino is None:
+            self._snaps[d] = _entries(d)
         return True
 
     def forget(self, d):
-        """Stop watching *d*: it is gone, or another directory now has its
-        name (a watch follows the old one): add() it again to watch that."""
+        """Stop watching *d* (gone, or another has its name: add() that again)."""
         if d in self.dirs:
             self.dirs.remove(d)
         self._snaps.pop(d, None)
@@ -137,10 +116,8 @@ class DirWatch:
                 pass                    # already gone with its directory
 
     def changes(self, timeout, settle=0.02):
-        """What changed within *timeout* seconds: a set of (directory, entry
-        name; '' for the directory itself), or None when the kernel's queue
-        overflowed (anything may have). A burst gets *settle* seconds to
-        land, for one wake (crew-watch, reading every record, passes 0)."""
+        """The (directory, entry or '') changed within *timeout* seconds, or None
+        when the kernel's queue overflowed. A burst gets *settle* seconds to land."""
         if self.ino is None:
             deadline = time.monotonic() + timeout
             while True:
@@ -185,8 +162,7 @@ class DirWatch:
             self.ino = open_inotify(self.warn)
 
     def wait(self, timeout):
-        """True if something changed within *timeout* seconds (or may have:
-        the kernel's queue overflowed)."""
+        """True if something changed (or may have) within *timeout* seconds."""
         found = self.changes(timeout)
         return found is None or bool(found)
 
@@ -197,8 +173,8 @@ class DirWatch:
 
 
 def identity(path):
-    """(st_dev, st_ino) of *path*, or None if it is not there: a directory
-    replaced, deleted or unmounted under a watcher changes it."""
+    """(st_dev, st_ino) of *path*, or None: a directory replaced, deleted or
+    unmounted under a watcher changes it."""
     try:
         st = os.stat(path)
     except OSError:

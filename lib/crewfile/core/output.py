@@ -1,6 +1,4 @@
-"""What the listing commands print, in one grammar:
-protocol.md's "Output" (a table, --json, --json-lines).
-"""
+"""What the listing commands print: protocol.md's "Output" (a table, --json, --json-lines)."""
 from crewfile.core.errors import UsageError
 from crewfile.core.jsonio import dumps
 

@@ -1,10 +1,7 @@
-"""The crew directory's layout, defined once.
-
-The names below are protocol.md's ("The crew directory, file by file");
-nothing outside this module spells them. Its rules of trust (whose crew it
-is, no link followed, only regular files) are protocol.md's "The crew
-directory", kept here by check_owner() and the one path opener.
+"""The crew directory's layout, defined once, and its rules of trust (protocol.md,
+"The crew directory"), kept by check_owner() and the one path opener.
 """
+import errno
 import os
 import stat
 
@@ -39,8 +36,7 @@ def default_dir(env=None):
 
 
 def ensure_dir(path):
-    """Create *path* 0700 if missing; refuse a symlink, a non-directory or
-    another user's directory there."""
+    """Create *path* 0700 if missing; refuse a link, a file or another's directory."""
     check_dirs(path)
     if not make_dir(path):
         _believe_dir(path, os.lstat(path))
@@ -48,9 +44,8 @@ def ensure_dir(path):
 
 
 def make_dir(path):
-    """Create the directory *path* 0700 whatever the umask (True), or False
-    if something is there already. The mode is set again after mkdir(2):
-    the umask can take bits from the mode mkdir is given."""
+    """Create the directory *path* 0700 (True), or False if something is there.
+    chmod after mkdir(2): the umask can take bits from the mode mkdir is given."""
     try:
         os.mkdir(path, 0o700)
     except FileExistsError:
@@ -74,10 +69,8 @@ def _trusted(uid):
 
 
 def check_owner(root):
-    """Refuse the crew directory *root* (Refused, naming the path and the
-    fix) unless every level from / down to it, as named and as resolved,
-    is trusted (protocol.md, "The crew directory"). A level not there yet
-    passes: the one above, which others cannot write, keeps them from
+    """Refused unless every level from / down to *root*, as named and as resolved,
+    is trusted. A level not there yet passes: the one above keeps others from
     creating it first (in a sticky one, Crew.ensure checks again)."""
     seen = set()
     if _judge_levels(root, seen):       # a link on the way: where it leads is judged too
@@ -101,23 +94,19 @@ def _judge_levels(named, seen):
             break
         except OSError as e:
             raise SystemFailure(f"cannot use {here}: {e.strerror}") from None
-        _judge_level(here, st, crew_dir=here == named)
+        if not _trusted(st.st_uid):
+            raise Refused(f"crew directory not trusted: {here} is owned by uid {st.st_uid},"
+                          f" not by you or root (fix: chown {_me} {here}, or use another --dir)")
+        if (stat.S_ISDIR(st.st_mode) and st.st_mode & 0o022
+                and (here == named or not st.st_mode & stat.S_ISVTX)):
+            raise Refused(f"crew directory not trusted: {here} is writable by group or others"
+                          f" (fix: chmod go-w {here})")
         linked = linked or stat.S_ISLNK(st.st_mode)
     return linked
 
 
-def _judge_level(path, st, crew_dir):
-    if not _trusted(st.st_uid):
-        raise Refused(f"crew directory not trusted: {path} is owned by uid {st.st_uid},"
-                      f" not by you or root (fix: chown {_me} {path}, or use another --dir)")
-    if (stat.S_ISDIR(st.st_mode) and st.st_mode & 0o022
-            and (crew_dir or not st.st_mode & stat.S_ISVTX)):
-        raise Refused(f"crew directory not trusted: {path} is writable by group or others"
-                      f" (fix: chmod go-w {path})")
-
-
 def _believe_dir(path, st):
-    """_believe() for a directory, refusing a link or anything else there."""
+    """_believe() for a directory, refusing anything else there."""
     if not stat.S_ISDIR(st.st_mode):
         what = "a symlink is not followed" if stat.S_ISLNK(st.st_mode) else "not a directory"
         raise SystemFailure(f"{path}: {what}")
@@ -125,25 +114,23 @@ def _believe_dir(path, st):
 
 
 def _believe(path, st):
-    """Refuse what another user owns under a trusted crew directory (one of
-    the path opener's refusals: that file or directory alone is not used)."""
+    """Refuse what another user owns under a trusted crew directory (that file alone)."""
     if not _trusted(st.st_uid):
         raise SystemFailure(f"{path}: owned by uid {st.st_uid}, not by you or root:"
                             " not believed")
 
 
-# -- the one path opener: every file and directory under a crew root is
-# opened through these, so protocol.md's one rule holds everywhere (no link,
-# only a regular file, nothing another user owns; SystemFailure naming it).
+# -- the one path opener: every file and directory under a crew root is opened
+# through these, so no link, only a regular file, nothing another user owns.
 
 _roots = set()       # crew roots this process works in (each Crew adds its own)
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def check_dirs(path, inclusive=False):
-    """Refuse *path* if a directory between its crew root and it (and, if
-    *inclusive*, *path* itself) is a symbolic link or not a directory.
-    A missing one is not refused: the caller's own call then fails as usual."""
+    """Refuse *path* if a level between its crew root and it (*inclusive*: and it)
+    is a link or not a directory; a missing one passes (the caller's call fails)."""
     for root in _roots:
         if path.startswith(root + "/"):
             break
@@ -165,28 +152,22 @@ def check_dirs(path, inclusive=False):
 
 
 def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
-    """A descriptor on the regular file *path* under the crew directory
-    (FileNotFoundError passes through: absence is an answer).
-
-    at: a descriptor from open_dir() on *path*'s directory, checked once
-    for a listing of thousands. outside: a file outside any crew directory
-    (an agent CLI's transcript), read only, through links."""
+    """A descriptor on the regular file *path* (FileNotFoundError passes: absence
+    is an answer). at: open_dir() of its directory, checked once for a listing
+    of thousands. outside: an agent CLI's transcript, read only, through links."""
     if outside:
         if flags & os.O_ACCMODE != os.O_RDONLY:
             raise ValueError("a file outside the crew directory is only read")
-    elif at is None:
-        check_dirs(path)
+        at, how = None, flags | os.O_NONBLOCK | os.O_CLOEXEC
+    else:
+        how = flags | _OPEN_FLAGS
+        if at is None:
+            check_dirs(path)
     try:
-        if outside:
-            fd = os.open(path, flags | os.O_NONBLOCK | os.O_CLOEXEC)
-        elif at is None:
-            fd = os.open(path, flags | _OPEN_FLAGS, mode)
-        else:
-            fd = os.open(path.rpartition("/")[2], flags | _OPEN_FLAGS, mode, dir_fd=at)
+        fd = os.open(path if at is None else path.rpartition("/")[2], how, mode, dir_fd=at)
     except FileNotFoundError:
         raise
     except OSError as e:
-        import errno                    # here: only a failure needs it (every command opens files)
         if e.errno == errno.ELOOP:
             raise SystemFailure(f"{path}: a symlink is not followed") from None
         raise SystemFailure(f"{path}: {e.strerror}") from None
@@ -205,9 +186,8 @@ def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
 
 
 def open_dir(path, at=None):
-    """A descriptor on the directory *path* for open_file(at=), checked as
-    list_dir checks it; close it after use. at: one on its parent (one
-    openat(2) checks it)."""
+    """A descriptor on the directory *path* for open_file(at=), checked as list_dir
+    checks it. at: one on its parent (one openat(2) checks it)."""
     if at is None:
         check_dirs(path, inclusive=True)
     try:
@@ -217,7 +197,6 @@ def open_dir(path, at=None):
     except FileNotFoundError:
         raise
     except OSError as e:
-        import errno
         if e.errno in (errno.ELOOP, errno.ENOTDIR):
             # O_DIRECTORY says ENOTDIR for a link too: which one, said as check_dirs does
             try:
@@ -236,13 +215,9 @@ def open_dir(path, at=None):
     return fd
 
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
 def read_text(path, at=None, limit=None):
-    """The whole file as text, or None if it does not exist (*at* as for
-    open_file). Here, not in atomic.py, so a reader does not load the
-    writer. limit: BadFile past *limit* bytes (memory bounded)."""
+    """The whole file as text, or None if absent; BadFile past *limit* bytes.
+    Here, not in atomic.py, so a reader does not load the writer."""
     try:
         fd = open_file(path, at=at)
     except FileNotFoundError:
@@ -262,12 +237,11 @@ def read_text(path, at=None, limit=None):
         raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
     finally:
         os.close(fd)
-    return (chunks[0] if len(chunks) == 1 else b"".join(chunks)).decode("utf-8", "replace")
+    return b"".join(chunks).decode("utf-8", "replace")
 
 
 def list_dir(path):
-    """The entries of the directory *path* (FileNotFoundError if absent;
-    SystemFailure if it, or a directory above it, is a link)."""
+    """The entries of the directory *path* (FileNotFoundError if absent)."""
     check_dirs(path, inclusive=True)
     try:
         return os.listdir(path)
@@ -286,8 +260,7 @@ class Crew:
         _roots.add(self.root)
 
     def ensure(self):
-        """Create the crew directory and each missing level above it, every
-        one 0700 whatever the umask; levels already there are left alone."""
+        """Create the crew directory and each missing level above it, 0700."""
         if not os.path.isdir(self.root):
             missing = []
             here = os.path.dirname(self.root)

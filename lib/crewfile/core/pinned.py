@@ -1,7 +1,5 @@
-"""How crewfile names itself in what other programs run (the hooks in a
-settings.json, a crontab line): protocol.md's "Pinned interpreter" (a pyenv
-shim first on PATH made every hook event 7x slower).
-"""
+"""How crewfile names itself in what other programs run (protocol.md, "Pinned
+interpreter": a pyenv shim first on PATH made every hook event 7x slower)."""
 import os
 import shlex
 import sys
@@ -19,15 +17,13 @@ def interpreter():
 
 
 def command_line(script, *args):
-    """The shell command line that runs the command at *script* pinned to
-    this interpreter, each word quoted."""
+    """The shell command line running *script* on this interpreter, words quoted."""
     words = [interpreter(), os.path.abspath(script), *args]
     return " ".join(shlex.quote(w) for w in words)
 
 
 def crontab_line(script, env, *args, schedule="* * * * *"):
-    """A crontab(5) line running *script* every minute with the variables
-    *env* (name -> value) set; cron's own PATH never matters."""
+    """A crontab(5) line running *script* with *env* set (cron's PATH never matters)."""
     assigns = [f"{k}={shlex.quote(v)}" for k, v in env.items()]
     line = " ".join([*assigns, command_line(script, *args)])
     return f"{schedule} {line.replace('%', chr(92) + '%')}\n"    # cron reads % as a newline

@@ -1,8 +1,6 @@
-"""The record line: `<RFC 3339 UTC timestamp, ms> <kind>[: <text>]`.
-
-protocol.md's "Records": status logs, inboxes and the event stream; text
-escaped, so a record is always one line of printable UTF-8.
-"""
+"""The record line: `<RFC 3339 UTC timestamp, ms> <kind>[: <text>]` (protocol.md,
+"Records"); text escaped, so a record is always one line of printable UTF-8.
+No re: importing it costs ~6 ms of a command's ~20 ms budget."""
 import time
 
 from crewfile.core.errors import BadInput
@@ -12,18 +10,13 @@ MAX_LINE = 16384          # bytes, newline included
 MAX_KIND = 32
 _KIND_FIRST = frozenset("abcdefghijklmnopqrstuvwxyz")
 _NOT_KIND = str.maketrans("", "", "abcdefghijklmnopqrstuvwxyz0123456789-")
-# re is not used: importing it costs ~6 ms of a command's ~20 ms budget.
-
-
 _MIN_MS, _MAX_MS = -62167219200000, 253402300799999     # 0000-01-01 .. 9999-12-31
 
 
 def timestamp(now=None):
-    """RFC 3339 UTC with milliseconds, e.g. 2026-11-29T22:01:17.123Z.
-
-    Always 24 characters: the year is four digits (strftime's %Y gives `0`
-    for year 0000, which once shifted a session name into an event's kind),
-    and a moment outside years 0000..9999 is clamped to the nearest end."""
+    """RFC 3339 UTC with milliseconds, always 24 characters: a four-digit year
+    (strftime's %Y gave `0` for year 0000, which shifted a session name into an
+    event's kind), a moment outside 0000..9999 clamped to the nearest end."""
     if now is None:
         now = time.time()
     ms = min(max(int(now * 1000), _MIN_MS), _MAX_MS)
@@ -33,11 +26,8 @@ def timestamp(now=None):
 
 
 def parse_timestamp(ts):
-    """Seconds since the epoch for a record timestamp (no time-zone lookups).
-
-    Days from the civil date by arithmetic (H. Hinnant's days_from_civil):
-    `calendar.timegm` would import datetime, locale and re, ~11 ms of start-up.
-    """
+    """Seconds since the epoch for a record timestamp, by H. Hinnant's
+    days_from_civil: calendar.timegm would import datetime, locale and re (~11 ms)."""
     y, m, d = int(ts[0:4]), int(ts[5:7]), int(ts[8:10])
     y -= m <= 2
     era, yoe = divmod(y, 400)
@@ -51,23 +41,21 @@ _RAW_CONTROLS = bytes([*range(0x20), 0x7F])
 
 
 def printable_line(raw):
-    """A record line (bytes, no newline) with its text escaped: itself when
-    it already is (checked on bytes), else re-encoded (a hand-written line
-    may hold raw control characters)."""
+    """A record line (bytes, no newline) with its text escaped: itself when it
+    already is (checked on bytes), else re-encoded (a hand-written line may not be)."""
     if len(raw.translate(None, _RAW_CONTROLS)) == len(raw) and (
             raw.isascii() or (b"\xc2" not in raw and b"\xe2\x80\xa8" not in raw
                               and b"\xe2\x80\xa9" not in raw)):
         return raw
     rec = parse(raw)
     if rec is None:
-        return raw.decode("utf-8", "replace").translate(_ESCAPE_TABLE).encode()
+        return escape(raw.decode("utf-8", "replace")).encode()
     text = escape(rec.text)
     return f"{rec.ts} {rec.kind}: {text}".encode() if text else f"{rec.ts} {rec.kind}".encode()
 
 
 def is_kind(kind):
-    # the allowed characters deleted, nothing may be left: one C call per
-    # kind (every record read is checked; a state query may read thousands)
+    # One C call (a state query checks thousands): delete the allowed characters.
     return (isinstance(kind, str) and 0 < len(kind) <= MAX_KIND and kind[0] in _KIND_FIRST
             and not kind.translate(_NOT_KIND))
 
@@ -141,14 +129,14 @@ _TS_SHAPE = b"0000-00-00T00:00:00.000Z"
 
 
 def is_timestamp(ts):
-    """True for `YYYY-MM-DDTHH:MM:SS.mmmZ` exactly (ASCII digits): every
-    digit made a 0, one C call (listings check three per job)."""
+    """True for `YYYY-MM-DDTHH:MM:SS.mmmZ` exactly: every digit made a 0, one C
+    call (listings check three per job)."""
     return len(ts) == 24 and ts.isascii() and ts.encode().translate(_TS_DIGITS) == _TS_SHAPE
 
 
 def bounded_lines(stream, limit=MAX_LINE):
-    """The lines of a binary stream (newline stripped) in constant memory: a
-    line longer than *limit* is drained and yielded as None."""
+    """The lines of a binary stream (newline stripped) in constant memory; a line
+    longer than *limit* is drained and yielded as None."""
     while True:
         line = stream.readline(limit + 1)
         if not line:

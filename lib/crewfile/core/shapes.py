@@ -1,9 +1,6 @@
-"""The shape of every JSON file crewfile reads, checked in one place per kind.
-
-A file that parses is not yet usable: `{"every": "x"}` would surface later
-as a TypeError far from the file. load() checks it against its kind's
-table below (protocol.md's "Damaged files" is this table), so a damaged
-file is one BadFile, "<path>: <why>", the moment it is read.
+"""The shape of every JSON file crewfile reads (protocol.md's "Damaged files" is
+SHAPES): `{"every": "x"}` parses, but would surface later as a TypeError far
+from the file; load() makes it one BadFile, "<path>: <why>", when it is read.
 """
 from crewfile.core.errors import BadFile
 from crewfile.core.jsonio import loads
@@ -14,61 +11,34 @@ from crewfile.core.names import AGENTS
 MAX_INT = 2 ** 53          # any count, size, offset or pid: what a JSON number holds exactly
 
 
-def _str(v):
-    return isinstance(v, str)
-
-
-def _bool(v):
-    return v is True or v is False
+def _check(doc, test):
+    """*test* (value -> bool) with the words a BadFile says it wants."""
+    test.doc = doc
+    return test
 
 
 def _int(lo, hi=MAX_INT):
-    def check(v):
-        return type(v) is int and lo <= v <= hi
-    check.doc = f"a whole number from {lo} to {hi}"
-    return check
-
-
-def _num(v):
-    return type(v) in (int, float) and v == v and abs(v) <= 1e15
-
-
-def _ts(v):
-    return isinstance(v, str) and is_timestamp(v)
+    return _check(f"a whole number from {lo} to {hi}",
+                  lambda v: type(v) is int and lo <= v <= hi)
 
 
 def _one_of(*values):
-    def check(v):
-        return isinstance(v, str) and v in values
-    check.doc = "one of " + ", ".join(values)
-    return check
+    return _check("one of " + ", ".join(values), lambda v: isinstance(v, str) and v in values)
 
 
-def _sessions(v):
-    return isinstance(v, dict)
-
-
-def _list_of_str(v):
-    return isinstance(v, list) and len(v) > 0 and all(isinstance(x, str) for x in v)
-
-
-def _prompt(v):
-    return isinstance(v, str) or _list_of_str(v)
-
-
-def _clock(v):
-    return (isinstance(v, dict) and _num(v.get("wall"))
-            and (v.get("mono") is None or _num(v["mono"]))
-            and (v.get("boot") is None or _str(v["boot"])))
-
-
-for _f, _doc in ((_str, "a string"), (_bool, "true or false"), (_num, "a finite number"),
-                 (_ts, "a record timestamp (YYYY-MM-DDTHH:MM:SS.mmmZ)"),
-                 (_list_of_str, "a non-empty array of strings"),
-                 (_prompt, "a string or a non-empty array of strings"),
-                 (_clock, 'an object {"wall": seconds, "mono": seconds, "boot": id}'),
-                 (_sessions, "an object of session name to position")):
-    _f.doc = _doc
+_str = _check("a string", lambda v: isinstance(v, str))
+_bool = _check("true or false", lambda v: v is True or v is False)
+_num = _check("a finite number", lambda v: type(v) in (int, float) and v == v and abs(v) <= 1e15)
+_ts = _check("a record timestamp (YYYY-MM-DDTHH:MM:SS.mmmZ)",
+             lambda v: isinstance(v, str) and is_timestamp(v))
+_sessions = _check("an object of session name to position", lambda v: isinstance(v, dict))
+_list_of_str = _check("a non-empty array of strings", lambda v: isinstance(v, list) and len(v) > 0
+                      and all(isinstance(x, str) for x in v))
+_prompt = _check("a string or a non-empty array of strings", lambda v: _str(v) or _list_of_str(v))
+_clock = _check('an object {"wall": seconds, "mono": seconds, "boot": id}',
+                lambda v: isinstance(v, dict) and _num(v.get("wall"))
+                and (v.get("mono") is None or _num(v["mono"]))
+                and (v.get("boot") is None or _str(v["boot"])))
 
 REQ, OPT = True, False       # OPT: may be absent or null
 
@@ -146,12 +116,8 @@ def check(kind, obj, path):
 
 
 def load(path, kind, at=None, limit=None):
-    """The file at *path* checked as *kind*; None if it does not exist.
-
-    BadFile if it is not UTF-8 JSON or not of that shape (or longer than
-    *limit* bytes); SystemFailure if it cannot be read (a link, a directory,
-    a FIFO, no permission). *at*: as for paths.open_file.
-    """
+    """The file at *path* checked as *kind*, or None if absent; BadFile if it is
+    not UTF-8 JSON of that shape or longer than *limit*; *at*: as for open_file."""
     text = read_text(path, at, limit)
     if text is None:
         return None

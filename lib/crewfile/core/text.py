@@ -11,9 +11,8 @@ _HEX = frozenset("0123456789abcdef")
 
 
 def escape(text):
-    """Make *text* one printable line (reversible with unescape()): no record,
-    file name or metadata value can forge a row or reach a terminal as a
-    control sequence."""
+    """*text* as one printable line (unescape() reverses it): nothing can forge a
+    row or reach a terminal as a control sequence."""
     return text.translate(_ESCAPE_TABLE)
 
 
