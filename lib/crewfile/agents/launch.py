@@ -11,11 +11,11 @@ still belongs to it.
 import os
 import shlex
 
-from crewfile.agents import load, names
+from crewfile.agents import load
 from crewfile.core.errors import BadInput, Refused
+from crewfile.core.names import AGENTS
 
 CLAUDE, CODEX, GEMINI = "claude", "codex", "gemini"
-AGENTS = names()
 _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
 
 
