@@ -12,6 +12,7 @@ import subprocess
 import sys
 import time
 
+from crewfile.background.jobs import signal_name
 from crewfile.core import jsonio, logfile, paths, records
 from crewfile.core.atomic import read_json, read_text, replace
 from crewfile.core.errors import CrewfileError, Refused, SystemFailure, reason
@@ -495,12 +496,7 @@ def remote_nudge(remote_dir):
 
 
 def describe(code):
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit {code}"
+    return f"killed by {signal_name(-code)}" if code < 0 else f"exit {code}"
 
 
 def read_state(crew):
