@@ -248,8 +248,7 @@ class Supervisor:
             if not stage.procs and stage.retry.due(now) and not self.stop:
                 if stage.name != "sweep" or now >= self.next_sweep:
                     self.start(stage)
-        fds = {p.popen.stderr.fileno(): p for s in self.stages.values() for p in s.procs
-               if p.popen.stderr is not None}
+        fds = {p.popen.stderr.fileno(): p for s in self.stages.values() for p in s.procs}
         try:
             ready, _, _ = select.select(list(fds), [], [], wait)
         except InterruptedError:
@@ -424,11 +423,7 @@ class Supervisor:
         """SIGTERM every process of the stage, SIGKILL after *grace*; return those killed."""
         forced = []
         for p in stage.procs:
-            if p.popen.poll() is None:
-                try:
-                    p.popen.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
+            p.popen.send_signal(signal.SIGTERM)     # a process already reaped is skipped
         deadline = time.monotonic() + grace
         for p in stage.procs:
             try:
@@ -437,13 +432,12 @@ class Supervisor:
                 p.popen.kill()
                 p.popen.wait()
                 forced.append(p)
-            if p.popen.stderr is not None:
-                # what it said last; not waiting on a pipe a child of its own may hold
-                while select.select([p.popen.stderr], [], [], 0)[0] and self.read_stderr(p):
-                    pass
-                if p.carry:
-                    self._said(p, p.carry)
-                    p.carry = b""
+            # what it said last; not waiting on a pipe a child of its own may hold
+            while select.select([p.popen.stderr], [], [], 0)[0] and self.read_stderr(p):
+                pass
+            if p.carry:
+                self._said(p, p.carry)
+                p.carry = b""
             for f in (p.popen.stdin, p.popen.stdout, p.popen.stderr):
                 if f is not None:
                     f.close()
