@@ -16,10 +16,7 @@ HOOK_NAME = "crew-hook"
 TIMEOUT = CLAUDE.TIMEOUT     # seconds; Claude Code's default is 600, SessionEnd has ~1.5 s
 # (event, matcher): PreToolUse only needs Bash (the guard); the rest see everything.
 EVENTS = CLAUDE.INSTALL
-# The files an agent's install ships (its adapter's FILES, each installed at
-# DIR/REL) are kept in SHARE/AGENT/REL: crewfile/agents/files/claude/ (the /aside skill
-# and the /aside-done command), crewfile/agents/files/codex/ (the $aside-done skill),
-# crewfile/agents/files/gemini/ (the /aside-done command).
+# Each file of an adapter's FILES, installed at DIR/REL, is kept at SHARE/AGENT/REL.
 SHARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "files")
 
 
