@@ -124,7 +124,7 @@ def without_flag(text):
     return text
 
 
-def plan(directory, uninstall=False, env=None):
+def plan(directory, uninstall=False):
     """(changes, notes) for DIR/config.toml and what the user must know."""
     path = os.path.realpath(os.path.join(directory, FILE))
     old = read_text(path)
@@ -134,7 +134,7 @@ def plan(directory, uninstall=False, env=None):
         if new == "" and old is not None and old.strip() and MARK in old:
             new = None if not os.path.islink(os.path.join(directory, FILE)) else ""
         return ([Change(path, old, new, mode)] if new != old else []), []
-    where, ver = version(env)
+    where, ver = version()
     shown = ".".join(map(str, ver)) if ver else None
     notes = []
     if where is None:

@@ -110,14 +110,14 @@ class Stage:
 
 
 class Supervisor:
-    def __init__(self, crew, primary, sweep=DEFAULT_SWEEP, backoff_max=BACKOFF_MAX, env=None,
+    def __init__(self, crew, primary, sweep=DEFAULT_SWEEP, backoff_max=BACKOFF_MAX,
                  remotes=None, notify=None, notify_options=()):
         check_name(primary)
         self.crew, self.primary, self.sweep = crew, primary, sweep
         self.notify = notify                    # crew-notify's CMD, or None: no notify stage
         self.notify_options = list(notify_options)
         self.files = files(crew)
-        self.env = dict(os.environ if env is None else env, CREWFILE_DIR=os.path.abspath(crew.root))
+        self.env = dict(os.environ, CREWFILE_DIR=os.path.abspath(crew.root))
         self.remotes = dict(remotes or {})      # host -> its crew directory there
         names = ["wake", "nudge", "sweep"] + (["notify"] if notify else []) + [
             f"{k}@{h}" for h in self.remotes for k in ("wake", "nudge")]
@@ -419,12 +419,12 @@ class Supervisor:
                    f" see {self.files[LOG]}")
         stage.told = True
 
-    def kill(self, stage, grace=STOP_GRACE):
-        """SIGTERM every process of the stage, SIGKILL after *grace*; return those killed."""
+    def kill(self, stage):
+        """SIGTERM every process of the stage, SIGKILL after STOP_GRACE; return those killed."""
         forced = []
         for p in stage.procs:
             p.popen.send_signal(signal.SIGTERM)     # a process already reaped is skipped
-        deadline = time.monotonic() + grace
+        deadline = time.monotonic() + STOP_GRACE
         for p in stage.procs:
             try:
                 p.popen.wait(max(0.0, deadline - time.monotonic()))
