@@ -136,17 +136,14 @@ def plan(directory, uninstall=False):
         return ([Change(path, old, new, mode)] if new != old else []), []
     where, ver = version()
     shown = ".".join(map(str, ver)) if ver else None
-    notes = []
     if where is None:
-        notes.append("no codex on PATH: its version is unknown. Codex before 0.124 runs hooks"
-                     f" only with `[features] codex_hooks = true` in {path}, and from 0.129"
-                     " only once you trust them (Codex asks at start)")
-        return [], notes
+        return [], ["no codex on PATH: its version is unknown. Codex before 0.124 runs hooks"
+                    f" only with `[features] codex_hooks = true` in {path}, and from 0.129"
+                    " only once you trust them (Codex asks at start)"]
     if ver is None:
-        notes.append(f"{where} --version said no version: if it is before 0.124, add"
-                     f" `[features] codex_hooks = true` to {path}")
-        return [], notes
-    changes = []
+        return [], [f"{where} --version said no version: if it is before 0.124, add"
+                    f" `[features] codex_hooks = true` to {path}"]
+    changes, notes = [], []
     if ver < FLAG_FROM:
         notes.append(f"codex {shown} ({where}) has no hooks (0.114 added them): upgrade it,"
                      " or use its notify (crew-hook --help)")

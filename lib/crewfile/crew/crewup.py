@@ -341,11 +341,9 @@ class Supervisor:
             self.log("said", f"ssh {host}: first position not taken: exit {out.returncode}: "
                              + out.stderr.decode("utf-8", "replace").strip()[-300:])
             return
-        state = {}
-        for line in out.stdout.split(b"\n"):
-            if line.startswith(b"\t"):
-                tok = jsonio.loads(line[1:].decode())
-                state[tok["s"]] = tok["at"]
+        acks = [jsonio.loads(line[1:].decode()) for line in out.stdout.split(b"\n")
+                if line.startswith(b"\t")]
+        state = {tok["s"]: tok["at"] for tok in acks}
         try:
             replace(cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
         except CrewfileError as e:      # a full disk: the pipe takes it when it first connects
