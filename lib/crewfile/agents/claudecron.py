@@ -1,38 +1,24 @@
-"""Claude Code's own schedules: its durable cron jobs and an armed /goal, as
-crewfile reads them.
+"""Claude Code's own schedules as crewfile reads them, only to hold its own
+voice (a refusal), never to type: the durable cron jobs of the project's
+`.claude/scheduled_tasks.json` and a `/goal` armed in the agent's transcript.
+The rule (own loop) is protocol.md's "Derived state".
 
-Claude Code's CronCreate tool keeps a job `durable: true` in the project's
-`.claude/scheduled_tasks.json` (observed with 2.1.332):
+The file, as CronCreate keeps a `durable: true` job (observed with 2.1.332):
 
     {"tasks": [{"id": "d6598c2c", "cron": "9 4 * * *", "prompt": "...",
                 "createdAt": 1796185041935, "recurring": true,
                 "maxAgeMs": 2592000000, "createdBySessionId": "...", ...}]}
 
-Its session-only jobs are not in the file: the Stop payload's
-`session_crons` lists them ({id, schedule, recurring, prompt}), and the
-hook records them as `crons` (hooks/hook.py). A job fires only while its
-session is idle, and starts a turn of the session's own.
-
-An armed `/goal` (an evaluator at every Stop that keeps the session going
-until its condition holds; retried at 1, 5 and 15 minutes) is seen in the
-agent's transcript (meta `transcript_path`): Claude Code appends an
-attachment `{"type": "goal_status", "met": false, "condition": ...}` when
-the goal is set (`"sentinel": true`) and at each evaluation, and one with
-`"met": true` when it is met or cleared (`/goal clear`). The newest such
-line within the transcript's last GOAL_SCAN_BYTES says: `met` false is
-armed. Each Stop's evaluation writes one, so at the moment a nudge would be
-typed (the session idle) it is at the transcript's end.
-
-The file is the agent's, in its own tree: crewfile believes it only to hold
-its own voice there (a refusal), never to type anything. So a file that is
-not of this shape is not believed at all: no job is read from it, nothing
-is held by it, and the problem is handed back for the caller to say once.
-A job older than its maxAgeMs (the CLI expires a recurring one then: 7
-days in 2.1.197, 30 in 2.1.332; a one-shot is given as long) is not
-counted, so no job holds for ever.
+A file not of this shape is not believed at all (no job, nothing held; the
+problem handed back to be said once). A job older than its maxAgeMs is not
+counted (the CLI expires a recurring one then: 7 days in 2.1.197, 30 in
+2.1.332), so none holds for ever. A goal shows as transcript attachments
+`{"type": "goal_status", "met": ...}`, one at each Stop's evaluation: so
+when a nudge would be typed (the session idle) the newest is at the end.
 """
 import os
 import time
+from collections import namedtuple
 
 from crewfile.core.errors import CrewfileError
 from crewfile.core.jsonio import loads
@@ -46,15 +32,8 @@ GOAL_SCAN_BYTES = 1 << 20            # how far back a transcript is read for its
 GOAL_MARK = b'"goal_status"'
 
 
-class Job:
-    """One of the CLI's own jobs: id, cron (its five fields), prompt, recurring."""
-    __slots__ = ("id", "cron", "prompt", "recurring")
-
-    def __init__(self, id, cron, prompt, recurring):
-        self.id, self.cron, self.prompt, self.recurring = id, cron, prompt, recurring
-
-    def __repr__(self):
-        return f"Job({self.id!r}, {self.cron!r}, {self.prompt!r}, {self.recurring!r})"
+# One of the CLI's own jobs: cron is its five fields.
+Job = namedtuple("Job", "id cron prompt recurring")
 
 
 def durable_jobs(project, now=None):

@@ -1,17 +1,12 @@
-"""Codex CLI (@openai/codex): Claude-like hooks in hooks.json next to a
-config layer (~/.codex/hooks.json, <repo>/.codex/hooks.json); versions,
-the feature flag and hook trust: crewfile.agents.codexconf.
+"""Codex CLI (@openai/codex): Claude-like hooks in hooks.json next to a config
+layer (~/.codex, <repo>/.codex); versions, feature flag, trust: agents.codexconf.
 
-Source: openai/codex codex-rs/hooks (schema/generated/*.schema.json,
-src/events/pre_tool_use.rs). No idle notification exists. SessionEnd is
-in its schema and `codex exec` fires it at its end (reason `other`), but
-0.171.0's interactive /exit fires none (the UI says
-"Disconnected from this task": the thread lives on in its app-server
-daemon): an ended Codex is found by its process (liveness). A 429 from the
-model fires no hook at all (tests/test_codex_hooks_e2e.py). Stop's output allows no
-additionalContext (the schema forbids other properties), so a primary's
-wakes continue the turn as decision "block" with the text as its reason,
-which Codex gives the model as the next prompt."""
+Source: openai/codex codex-rs/hooks (schema/generated/*.schema.json). No idle
+notification exists. `codex exec` fires SessionEnd (reason `other`), but
+0.171.0's interactive /exit fires none (the thread lives on in its app-server
+daemon): an ended Codex is found by its process. A 429 fires no hook at all
+(tests/test_codex_hooks_e2e.py). Stop's output allows no additionalContext, so
+a primary's wakes go on as decision "block", the text the model's next prompt."""
 from crewfile.agents import (
     additional_context as context, block as carry_on, is_conclusion, permission_deny as deny,
     whole_prompt as captain_text)
@@ -21,13 +16,11 @@ EVENTS = {"SessionStart": "SessionStart", "UserPromptSubmit": "UserPromptSubmit"
           "PreToolUse": "PreToolUse", "PermissionRequest": "PermissionRequest",
           "PostToolUse": "PostToolUse", "Stop": "Stop", "SessionEnd": "SessionEnd",
           "SubagentStart": "Inside", "SubagentStop": "Inside"}
-# Its subagents (spawn_agent, multi_agent on by default) are work inside the
-# session: SubagentStart/SubagentStop, and the session's own hooks run for
-# the subagent's turn with its agent_id (crewfile.hooks.hook.SUBAGENT_TURN).
+# Its subagents are work inside the session; its own hooks run for a subagent's
+# turn too, with its agent_id (crewfile.hooks.hook.SUBAGENT_TURN).
 SHELL_TOOLS = ("Bash",)
-# Observed (0.171.0, tmux capture-pane -e): the empty prompt line is
-# `› Ask Codex to do anything` (the suggestion varies) drawn dim, ESC[2m;
-# typed text is drawn plain.
+# Observed (0.171.0, capture-pane -e): the empty prompt line's suggestion
+# (`› Ask Codex to do anything`, it varies) is dim, ESC[2m; typed text plain.
 PLACEHOLDER = "2"
 NOTIFICATIONS = {}
 
@@ -38,8 +31,7 @@ INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "B
 TIMEOUT = 10         # seconds
 FILES = ("skills/aside-done/SKILL.md", "skills/aside-done/agents/openai.yaml")  # crewfile/agents/files/codex/
 
-# SessionEnd came only at `codex exec`'s end, reason `other`; how it ends a
-# session hung up on is not known, and `other` names no deliberate end.
+# SessionEnd came only at `codex exec`'s end, as `other`: no deliberate end.
 NOT_ON_PURPOSE = frozenset({"other"})
 HOOKS_AT_START = False           # its SessionStart runs at the first prompt
 RESUME = "resume {id}"           # a subcommand (codex resume --help, 0.171.0)
@@ -51,16 +43,13 @@ def install_extras(directory, uninstall=False):
     return plan(directory, uninstall)
 
 
-# The captain's conclusion (crewfile.asides.evidence). Codex has no custom slash
-# commands since 0.117 (custom prompts were removed; `/aside-done` is
-# "Unrecognized command" and never sent, observed with 0.171.0): the captain
-# mentions the skill FILES installs, `$aside-done`, which the skill's
-# agents/openai.yaml keeps out of the model's own choice. The rollout
-# (transcript_path) records each message of the captain as an
-# item_completed UserMessage with an id of its own. The prompt hook's
-# turn_id names no message: a message sent while the agent works (Enter
-# steers it into the running turn) comes with that turn's id (observed), so
-# the rule is the rollout's newest message alone, as for Gemini CLI.
+# The captain's conclusion (crewfile.asides.evidence). No custom slash commands
+# since 0.117 (0.171.0: `/aside-done` is "Unrecognized command"): the captain
+# mentions the skill FILES installs, `$aside-done` (its agents/openai.yaml keeps
+# it from the model's own choice). The rollout records each captain message as
+# an item_completed UserMessage with its own id; the prompt hook's turn_id names
+# no message (one sent mid-turn carries that turn's id), so the rule is the
+# rollout's newest message alone, as for Gemini CLI.
 CONCLUDE = "$aside-done"
 PROMPT_ID = None
 TRANSCRIPT_MARK = b'"UserMessage"'

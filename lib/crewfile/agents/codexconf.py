@@ -1,22 +1,9 @@
-"""Codex CLI's version and the one line of its config.toml that crewfile may
-write: `codex_hooks = true` under `[features]`, for the Codex versions
-whose hooks are behind that flag.
-
-Versions (Codex's changelog and docs): 0.114.0 added hooks, off unless
-`[features] codex_hooks = true`; 0.124.0 made them stable and on by default
-(the key later became `hooks`, `codex_hooks` an alias); from 0.129.0 a new
-or changed hook runs only once the user has trusted it (Codex asks at
-start: `Trust all and continue`, or /hooks; the trust is kept as hashes in
-config.toml's [hooks.state], which crewfile never writes: that review is
-the user's). The version is the one `codex --version` prints for the
-`codex` that PATH finds, the one a crew window starts.
-
-The edit is minimal and checked, with no TOML writer: the file is parsed
-(tomllib) before and after, and the edit is kept only if the result is the
-file as it was plus that one key (or minus it, uninstalling); otherwise
-nothing changes and the user is told what to add. Each line crewfile adds
-ends with MARK, so --uninstall removes exactly those lines and nothing a
-user wrote; a flag the user set (true or false) is never touched.
+"""Codex CLI's version, and the one line of its config.toml that crewfile may
+write: `codex_hooks = true` under `[features]`, for the versions whose hooks
+are behind that flag (0.114 to 0.123; which version does what, and the edit's
+rules: docs/commands/crew-hook.md). No TOML writer: an edit is kept only if
+tomllib reads the result as the file plus (or, uninstalling, minus) that one
+key; each line added ends with MARK, so --uninstall removes only those.
 """
 import os
 import shutil
@@ -66,15 +53,11 @@ def _parse(text):
         return e
 
 
-def _newline(text):
-    return "\r\n" if "\r\n" in text else "\n"
-
-
 def _candidates(text):
     """Texts with the flag added, most natural first: a new table at the
     end; after an existing `[features]` header line; as a dotted key before
     the first table. Only one that parses as wanted is kept (with_flag)."""
-    nl = _newline(text)
+    nl = "\r\n" if "\r\n" in text else "\n"
     lines = text.splitlines(keepends=True)
     tail = text if not text or text.endswith("\n") else text + nl
     out = [tail + (nl if tail.strip() else "") + HEADER + nl + LINE + nl]
@@ -141,7 +124,7 @@ def without_flag(text):
     return text
 
 
-def plan(directory, uninstall=False, env=None):
+def plan(directory, uninstall=False):
     """(changes, notes) for DIR/config.toml and what the user must know."""
     path = os.path.realpath(os.path.join(directory, FILE))
     old = read_text(path)
@@ -151,19 +134,16 @@ def plan(directory, uninstall=False, env=None):
         if new == "" and old is not None and old.strip() and MARK in old:
             new = None if not os.path.islink(os.path.join(directory, FILE)) else ""
         return ([Change(path, old, new, mode)] if new != old else []), []
-    where, ver = version(env)
+    where, ver = version()
     shown = ".".join(map(str, ver)) if ver else None
-    notes = []
     if where is None:
-        notes.append("no codex on PATH: its version is unknown. Codex before 0.124 runs hooks"
-                     f" only with `[features] codex_hooks = true` in {path}, and from 0.129"
-                     " only once you trust them (Codex asks at start)")
-        return [], notes
+        return [], ["no codex on PATH: its version is unknown. Codex before 0.124 runs hooks"
+                    f" only with `[features] codex_hooks = true` in {path}, and from 0.129"
+                    " only once you trust them (Codex asks at start)"]
     if ver is None:
-        notes.append(f"{where} --version said no version: if it is before 0.124, add"
-                     f" `[features] codex_hooks = true` to {path}")
-        return [], notes
-    changes = []
+        return [], [f"{where} --version said no version: if it is before 0.124, add"
+                    f" `[features] codex_hooks = true` to {path}"]
+    changes, notes = [], []
     if ver < FLAG_FROM:
         notes.append(f"codex {shown} ({where}) has no hooks (0.114 added them): upgrade it,"
                      " or use its notify (crew-hook --help)")

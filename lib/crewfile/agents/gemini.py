@@ -1,13 +1,10 @@
 """Gemini CLI (@google/gemini-cli): `hooks` in settings.json (~/.gemini or
 <project>/.gemini); JSON in and out, its own event names.
 
-Source: google-gemini/gemini-cli docs/hooks/reference.md. BeforeAgent is
-the prompt (its additionalContext is appended to the prompt for that turn
-only); AfterAgent ends the turn (decision "deny" with a reason retries the
-turn with the reason as a new prompt: a primary's wakes); BeforeTool's
-decision "deny" sends the reason to the model as the tool's error; the
-Notification type ToolPermission is a permission wait. Timeouts are in
-milliseconds."""
+Source: google-gemini/gemini-cli docs/hooks/reference.md. BeforeAgent is the
+prompt (its additionalContext goes with that turn only); AfterAgent's decision
+"deny" retries the turn with the reason as a new prompt (a primary's wakes);
+BeforeTool's "deny" gives the model the reason as the tool's error."""
 import os
 
 from crewfile.agents import additional_context as context, is_conclusion
@@ -17,12 +14,9 @@ EVENTS = {"SessionStart": "SessionStart", "BeforeAgent": "UserPromptSubmit",
           "BeforeTool": "PreToolUse", "AfterTool": "PostToolUse", "AfterAgent": "Stop",
           "Notification": "Notification", "SessionEnd": "SessionEnd"}
 SHELL_TOOLS = ("run_shell_command",)
-# Observed (0.61.0, tmux capture-pane -e): the empty prompt line is
-# `>   Type your message or @path/to/file` in colour 248 after the cursor
-# block; typed text is colour 231.
+# Observed (0.61.0, capture-pane -e): the empty prompt line is `>   Type your
+# message or @path/to/file` in colour 248 (typed text: 231); with -y, `*   ...`.
 PLACEHOLDER = "38;5;248"
-# Run with -y (YOLO mode) it draws that line `*   Type your message ...`
-# instead (observed, 0.61.0: `*` in colour 217, the placeholder the same).
 PROMPT_MARKERS = (">", "*")
 NOTIFICATIONS = {"ToolPermission": ("waiting", "permission")}
 
@@ -32,14 +26,10 @@ INSTALL = (("SessionStart", None), ("BeforeAgent", None), ("BeforeTool", "run_sh
            ("SessionEnd", None))
 TIMEOUT = 10000      # milliseconds
 FILES = ("commands/aside-done.toml",)     # shipped in crewfile/agents/files/gemini/
-# --resume takes "latest", an index or a session's full id (its SessionStart
-# session_id): SessionSelector.findSession, 0.61.0.
 HOOKS_AT_START = True     # SessionStart at launch, once its folder is trusted
-RESUME = "--resume {id}"
-# SessionEnd's reason `exit` comes from its clean-up handler, which runs on
-# /quit and equally when it is hung up on (its tty gone, seen when its
-# process was killed in tmux): 0.61.0 cannot tell them apart, so neither
-# is an end on purpose; crew-retire is.
+RESUME = "--resume {id}"  # the SessionStart session_id (SessionSelector.findSession, 0.61.0)
+# Its clean-up handler says `exit` on /quit and equally when hung up on (its
+# tty gone): 0.61.0 cannot tell them apart, so neither is an end on purpose.
 NOT_ON_PURPOSE = frozenset({"exit", "other"})
 
 
@@ -57,21 +47,17 @@ def deny(event, reason):
     return {"decision": "deny", "reason": reason}
 
 
-def carry_on(event, text):
-    return {"decision": "deny", "reason": text}
+carry_on = deny
 
 
 HOOK_CONTEXT = ("<hook_context>", "</hook_context>\n\n")
 
 
 def captain_text(prompt):
-    """The captain's words in BeforeAgent's `prompt`. Run headless (-p),
-    Gemini CLI prepends SessionStart's additionalContext to the prompt, and
-    BeforeAgent sees it there (observed with 0.61.0:
-    `<hook_context>TEXT</hook_context>` and a blank line): that part is ours,
-    not the captain's, and is left out. A custom command reaches the hook
-    expanded (observed): /aside-done's expansion becomes `/aside-done NOTE`
-    again."""
+    """The captain's words in BeforeAgent's `prompt`: run headless (-p), 0.61.0
+    prepends SessionStart's context (`<hook_context>TEXT</hook_context>` and a
+    blank line), ours and left out; /aside-done's expansion (a custom command
+    reaches the hook expanded) becomes `/aside-done NOTE` again."""
     head, end = HOOK_CONTEXT
     if prompt.startswith(head) and end in prompt:
         prompt = prompt.split(end, 1)[1]
@@ -80,12 +66,10 @@ def captain_text(prompt):
     return prompt
 
 
-# The captain's conclusion (crewfile.asides.evidence). /aside-done is the custom
-# command FILES installs; BeforeAgent names no prompt (no id in its payload),
-# so the rule is the transcript's newest captain prompt alone. The chat
-# recording (transcript_path, JSONL) keeps a command's expansion as the
-# user entry's content and what the captain typed as its displayContent
-# (observed with 0.61.0), which no tool call produces.
+# The captain's conclusion (crewfile.asides.evidence): the custom command FILES
+# installs. BeforeAgent names no prompt, so the rule is the transcript's newest
+# captain prompt alone; the chat recording keeps a command's expansion as the
+# user entry's content and what the captain typed as its displayContent (0.61.0).
 CONCLUDE = "/aside-done"
 PROMPT_ID = None
 TRANSCRIPT_MARK = b'"type":"user"'
@@ -120,7 +104,7 @@ def transcript_prompt(entry):
 def _unexpanded(prompt):
     """`/aside-done NOTE` for the expansion of commands/aside-done.toml
     (its prompt with {{args}} replaced by NOTE); other text as it is."""
-    import tomllib
+    import tomllib           # not on the hook's path but for this prompt
     from crewfile.agents.install import SHARE
     try:
         with open(os.path.join(SHARE, NAME, FILES[0]), "rb") as f:

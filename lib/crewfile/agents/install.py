@@ -1,16 +1,7 @@
 """What a user installs into an agent CLI: the hooks block that runs crew-hook,
-its merge into the agent's existing hooks file (settings.json, Codex's
-hooks.json), and the files that carry the captain's conclusion: for Claude
-Code the /aside skill and the /aside-done command, for Codex the
-$aside-done skill, for Gemini CLI the /aside-done command. Which events, matchers,
-file and timeout unit: the agent's adapter (crewfile.agents).
-
-The merge keeps every hook that is not crew-hook's (a crew-hook entry is a
-command hook whose command names an executable called `crew-hook`), puts
-crew-hook's entries last for each event, and is idempotent. Files are
-written with the one atomic-replace helper; settings.json is written only
-when its content changes, keeping its mode; a settings.json that is a link
-(a dotfiles manager's) is written through to its target.
+its merge into the agent's hooks file, and the files that carry the captain's
+conclusion (which events, file and timeout unit: the agent's adapter; what
+the merge keeps and how each file is written: docs/commands/crew-hook.md).
 """
 import difflib
 import json
@@ -20,16 +11,12 @@ import shlex
 from crewfile.agents import claude as CLAUDE
 from crewfile.core.atomic import read_text, replace
 from crewfile.core.errors import BadInput
-from crewfile.core.pinned import command_line
 
 HOOK_NAME = "crew-hook"
 TIMEOUT = CLAUDE.TIMEOUT     # seconds; Claude Code's default is 600, SessionEnd has ~1.5 s
 # (event, matcher): PreToolUse only needs Bash (the guard); the rest see everything.
 EVENTS = CLAUDE.INSTALL
-# The files an agent's install ships (its adapter's FILES, each installed at
-# DIR/REL) are kept in SHARE/AGENT/REL: crewfile/agents/files/claude/ (the /aside skill
-# and the /aside-done command), crewfile/agents/files/codex/ (the $aside-done skill),
-# crewfile/agents/files/gemini/ (the /aside-done command).
+# Each file of an adapter's FILES, installed at DIR/REL, is kept at SHARE/AGENT/REL.
 SHARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "files")
 
 
@@ -44,12 +31,6 @@ def hooks_block(command, agent=CLAUDE):
                                    "asyncRewake": True, "timeout": agent.REWAKE_TIMEOUT})
         hooks[event] = [group]
     return {"hooks": hooks}
-
-
-def default_command(argv0):
-    """The hook command for a crew-hook run as *argv0*: pinned to this
-    interpreter (crewfile.core.pinned says why)."""
-    return command_line(argv0)
 
 
 def is_ours(hook):

@@ -1,21 +1,15 @@
-"""The agents a crew session can run, and how each gets its own conversation back.
-
-crew-spawn starts an agent with a shell command: `--cmd`, else
-$CREWFILE_AGENT_CMD, else the agent's own name. crew-respawn starts the same
-command again with the agent's resume arguments (its adapter's RESUME:
-Claude Code and Gemini CLI `--resume ID`, Codex CLI `resume ID`) and the
-conversation id its hook recorded (meta `agent_session_id`): only the
-agent's own conversation, never a new one, so a schedule attached to it
-still belongs to it.
+"""The agents a crew session can run, and how each gets its own conversation
+back: never a new one, so a schedule attached to it still belongs to it
+(docs/commands/crew-spawn.md, crew-respawn.md).
 """
 import os
 import shlex
 
-from crewfile.agents import load, names
+from crewfile.agents import load
 from crewfile.core.errors import BadInput, Refused
+from crewfile.core.names import AGENTS
 
 CLAUDE, CODEX, GEMINI = "claude", "codex", "gemini"
-AGENTS = names()
 _ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
 
 

@@ -1,32 +1,12 @@
-"""Claude Code's own registry of running sessions: one file per agent process,
-`$CLAUDE_CONFIG_DIR/sessions/PID.json` (default `~/.claude/sessions/`).
-
-What it holds (read from the files 2.1.197 and 2.1.332 wrote here, offline,
-2026-12-02; tests/test_registry_e2e.py):
-
-  pid         the agent process (also the file's name)
-  procStart   its start time, clock ticks since boot, as a string of digits
-              (/proc/PID/stat field 22: what crewfile records as pid_start)
-  sessionId   the conversation id (its hooks' session_id; `--resume ID`
-              keeps it, /clear makes a new one in the same process)
-  cwd, kind   `interactive`, or `bg` for a background session (`claude --bg`)
-  jobId       a background session's short id (`claude attach/logs/stop ID`)
-  tmux        2.1.332 only: `SESSION:@WINDOW.%PANE`, the pane it started in
-  name, status, messagingSocketPath, ...   not read here
-
-The file appears when the process starts and is removed when it exits; a
-process killed by a signal leaves its file behind (a stale entry: its pid is
-gone, or names another process). The files are written by the agent's own
-process, which crewfile does not trust to grant anything: an entry only
-names a candidate that crewfile then checks by its own probes (/proc, the
-pane's process tree), or withholds permission when it disagrees with what
-crewfile recorded (session/verdict.py). It never makes a session live.
+"""Claude Code's own registry of running sessions, read only: one file per agent
+process, `$CLAUDE_CONFIG_DIR/sessions/PID.json` (default `~/.claude/sessions/`).
+Its keys, its life and why it may only withhold: docs/files/agent-registry.md
+(read from the files 2.1.197 and 2.1.332 wrote; tests/test_registry_e2e.py).
 """
 import os
 
 from crewfile.core.errors import CrewfileError
 from crewfile.core.paths import read_text
-
 
 MAX_BYTES = 64 * 1024          # a few hundred bytes seen; anything this big is not one
 # Claude Code rewrites its file in place as its status changes (2.1.197 seen:
@@ -45,8 +25,7 @@ class Rewritten(Unreadable):
 
 class Entry:
     """One registry file's facts (None where a field is absent)."""
-    __slots__ = ("path", "pid", "start", "session_id", "cwd", "kind", "job_id", "name",
-                 "pane", "window", "tmux")
+    __slots__ = ("path", "pid", "start", "session_id", "cwd", "kind", "job_id", "pane", "window")
 
     def __init__(self, path, obj):
         self.path = path
@@ -56,9 +35,7 @@ class Entry:
         self.cwd = _str(obj.get("cwd"))
         self.kind = _str(obj.get("kind"))
         self.job_id = _str(obj.get("jobId"))
-        self.name = _str(obj.get("name"))
-        self.tmux = _str(obj.get("tmux"))
-        self.window, self.pane = _pane_of(self.tmux)
+        self.window, self.pane = _pane_of(_str(obj.get("tmux")) or "")
 
     @property
     def background(self):
@@ -67,13 +44,9 @@ class Entry:
 
 
 def _int(v):
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return v
     if isinstance(v, str) and v.isascii() and v.isdigit():
         return int(v)
-    return None
+    return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 
 def _str(v):
@@ -82,8 +55,6 @@ def _str(v):
 
 def _pane_of(tmux):
     """(window id, pane id) of `SESSION:@W.%P`, else (None, None)."""
-    if not tmux:
-        return None, None
     head, _, pane = tmux.rpartition(".")
     window = head.rpartition(":")[2]
     if not pane.startswith("%") or not pane[1:].isdigit():

@@ -90,6 +90,7 @@ def run(args):
 
 def _install(args):
     from crewfile.agents import install     # not on the hook's path
+    from crewfile.core.pinned import command_line
     if args.install and args.uninstall:
         raise UsageError("--install and --uninstall exclude each other")
     agent = load_agent(args.agent or DEFAULT_AGENT)
@@ -98,7 +99,7 @@ def _install(args):
         changes, kept = install.plan_uninstall(args.uninstall, agent)
         extra, notes = agent.install_extras(args.uninstall, uninstall=True)
     else:
-        command = args.command or install.default_command(sys.argv[0])
+        command = args.command or command_line(sys.argv[0])
         if not args.command and agent.NAME != DEFAULT_AGENT:
             command += f" --agent {agent.NAME}"
         if args.settings:

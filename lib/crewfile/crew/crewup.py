@@ -1,12 +1,7 @@
-"""crew-up: the crew's supervision as one unit, for one crew and one primary.
-
-The stages (wake, nudge, sweep; notify with --notify; wake@HOST and
-nudge@HOST per remote crew), the lock, the backoff, crew-up/log and
-crew-up/state, and what happens when those cannot be written: the contract
-is docs/commands/crew-up.md; crew-up/'s files are docs/files/crew-up.md.
-A stage is a list of crewfile commands run by this interpreter, piped into
-each other; if one ends, the rest are stopped and the stage starts again
-as a whole (a pipe cannot be mended in the middle).
+"""crew-up: the crew's supervision as one unit, for one crew and one primary
+(docs/commands/crew-up.md; its files: docs/files/crew-up.md). A stage is a
+pipe of crewfile commands; if one ends, the rest are stopped and the stage
+starts again whole (a pipe cannot be mended in the middle).
 """
 import ctypes
 import os
@@ -17,6 +12,7 @@ import subprocess
 import sys
 import time
 
+from crewfile.background.jobs import signal_name
 from crewfile.core import jsonio, logfile, paths, records
 from crewfile.core.atomic import read_json, read_text, replace
 from crewfile.core.errors import CrewfileError, Refused, SystemFailure, reason
@@ -36,7 +32,6 @@ RESET_AFTER = 10.0
 STOP_GRACE = 5.0
 HANDOVER = 10.0
 DEFAULT_SWEEP = 600.0
-PIPE = ("crew-watch", "wake-filter", "wake-send")
 FAILING_AT_ONCE = 3         # ends in a row, each before RESET_AFTER: said on stderr
 PR_SET_PDEATHSIG = 1
 MAX_UNLOGGED = 1000         # log lines kept in memory while crew-up/log cannot be written
@@ -48,19 +43,16 @@ def files(crew):
 
 
 def bin_path(name):
-    """The command *name*, beside the running command's own executable (links
-    resolved). Not beside this module: installed, the package lies in
-    site-packages, nowhere near its commands."""
+    """The command *name* beside the running command's executable, links resolved
+    (installed, this module lies in site-packages, nowhere near the commands)."""
     return os.path.join(os.path.dirname(os.path.realpath(sys.argv[0])), name)
 
 
 def _die_with_parent(parent):
-    """A preexec_fn for a child of *parent* (crew-up's pid, taken before the
-    fork): SIGTERM when crew-up dies, even by SIGKILL. SIGTERM goes back to
-    its default first: crew-up's own handler, inherited by the fork, would
-    swallow a death signal that arrives before the exec. Then compare with
-    *parent*, not 1: a parent that died before prctl left the child to a
-    subreaper or init."""
+    """A preexec_fn: SIGTERM the child when *parent* (crew-up, its pid taken
+    before the fork) dies, even by SIGKILL. SIGTERM's default first: crew-up's
+    handler, inherited, would swallow a death signal before the exec. Compared
+    with *parent*, not 1: an orphan goes to a subreaper or init."""
     def preexec():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         try:
@@ -87,10 +79,11 @@ class Proc:
 
 class Backoff:
     """When what failed may be tried again (`at`, monotonic): BACKOFF_FIRST
-    after the first failure, doubling up to *most*."""
+    after the first failure, doubling up to *most*; for one of crew-up's own
+    files, also why writing it fails (`failing`, None when it works)."""
 
     def __init__(self, most):
-        self.most, self.at, self.wait = most, 0.0, BACKOFF_FIRST
+        self.most, self.at, self.wait, self.failing = most, 0.0, BACKOFF_FIRST, None
 
     def due(self, now=None):
         return (time.monotonic() if now is None else now) >= self.at
@@ -116,29 +109,21 @@ class Stage:
         self.told = False           # its failing at once is said on crew-up's stderr
 
 
-class Writing(Backoff):
-    """One of crew-up's own files: why writing it fails (None when it works)."""
-
-    def __init__(self, most):
-        super().__init__(most)
-        self.failing = None
-
-
 class Supervisor:
-    def __init__(self, crew, primary, sweep=DEFAULT_SWEEP, backoff_max=BACKOFF_MAX, env=None,
+    def __init__(self, crew, primary, sweep=DEFAULT_SWEEP, backoff_max=BACKOFF_MAX,
                  remotes=None, notify=None, notify_options=()):
         check_name(primary)
         self.crew, self.primary, self.sweep = crew, primary, sweep
         self.notify = notify                    # crew-notify's CMD, or None: no notify stage
         self.notify_options = list(notify_options)
         self.files = files(crew)
-        self.env = dict(os.environ if env is None else env, CREWFILE_DIR=os.path.abspath(crew.root))
+        self.env = dict(os.environ, CREWFILE_DIR=os.path.abspath(crew.root))
         self.remotes = dict(remotes or {})      # host -> its crew directory there
         names = ["wake", "nudge", "sweep"] + (["notify"] if notify else []) + [
             f"{k}@{h}" for h in self.remotes for k in ("wake", "nudge")]
         self.stages = {n: Stage(n, backoff_max) for n in names}
         self.stop, self.started, self.lock, self.next_sweep = False, time.time(), None, 0.0
-        self.writing = {STATE: Writing(backoff_max), LOG: Writing(backoff_max)}
+        self.writing = {STATE: Backoff(backoff_max), LOG: Backoff(backoff_max)}
         self.unlogged = []          # log lines not written yet (the log is failing)
         self.dropped = 0            # and those dropped from memory meanwhile
         self.state_due = False      # the state changed since it was last written
@@ -150,8 +135,7 @@ class Supervisor:
         if len(self.unlogged) > MAX_UNLOGGED:
             del self.unlogged[0]
             self.dropped += 1
-        if self.writing[LOG].due():
-            self.write_log()
+        self.retry_writes()
 
     def write_log(self):
         lines = self.unlogged
@@ -165,8 +149,7 @@ class Supervisor:
     def save_state(self):
         """Write crew-up/state now, or as soon as it can be (see retry_writes)."""
         self.state_due = True
-        if self.writing[STATE].due():
-            self.write_state()
+        self.retry_writes()
 
     def write_state(self):
         stages = {s.name: {"running": bool(s.procs), "pids": {p.name: p.popen.pid for p in s.procs},
@@ -180,16 +163,15 @@ class Supervisor:
             self.state_due = False
 
     def retry_writes(self):
-        """Try again the writes that failed, each once its backoff is over."""
+        """Make the writes that are due, each once its backoff (if it failed) is over."""
         if self.unlogged and self.writing[LOG].due():
             self.write_log()
         if self.state_due and self.writing[STATE].due():
             self.write_state()
 
     def _write(self, which, write):
-        """Run *write* (one of crew-up's own files); True if it worked. A
-        failure is said once, not raised (supervision goes on), and tried
-        again after a backoff."""
+        """Run *write* (one of crew-up's own files); True if it worked. A failure
+        is said once, not raised (supervision goes on), and retried after a backoff."""
         w = self.writing[which]
         try:
             write()
@@ -218,11 +200,8 @@ class Supervisor:
     # -- life ---------------------------------------------------------------
     def acquire(self):
         """Take the crew's crew-up lock, or Refused if another crew-up holds it.
-
-        A SIGKILLed crew-up's lock can stay busy a moment after its death: a
-        child it was forking holds the lock's open file until its exec (or
-        its exit, seeing the parent gone) closes it. So when the state names
-        no live crew-up, wait up to HANDOVER for the lock before refusing."""
+        A SIGKILLed crew-up's child, forked but not yet exec'd, holds the lock's
+        file a moment: when the state names no live crew-up, wait up to HANDOVER."""
         paths.ensure_dir(self.crew.sub(DIR))
         self.lock = acquire(self.files[LOCK], timeout=0)
         if self.lock is None:
@@ -269,20 +248,18 @@ class Supervisor:
             if not stage.procs and stage.retry.due(now) and not self.stop:
                 if stage.name != "sweep" or now >= self.next_sweep:
                     self.start(stage)
-        fds = {p.popen.stderr.fileno(): p for s in self.stages.values() for p in s.procs
-               if p.popen.stderr is not None}
+        fds = {p.popen.stderr.fileno(): p for s in self.stages.values() for p in s.procs}
         try:
             ready, _, _ = select.select(list(fds), [], [], wait)
         except InterruptedError:
             ready = []
         for fd in ready:
             self.read_stderr(fds[fd])
-        changed = False
-        for stage in self.stages.values():
-            if stage.procs and any(p.popen.poll() is not None for p in stage.procs):
-                self.ended(stage)
-                changed = True
-        if changed:
+        ended = [s for s in self.stages.values()
+                 if s.procs and any(p.popen.poll() is not None for p in s.procs)]
+        for stage in ended:
+            self.ended(stage)
+        if ended:
             self.save_state()
         self.retry_writes()
 
@@ -340,8 +317,7 @@ class Supervisor:
             stage.retry.later()
             if not stage.procs:         # none started: no ended() will count this one
                 stage.quick_ends += 1
-                if stage.quick_ends >= FAILING_AT_ONCE and not stage.told:
-                    self.tell_failing(stage, [stage.last_error])
+                self.tell_failing(stage, [stage.last_error])
             return
         stage.since = time.time()
         self.log("stage-started", f"{stage.name}: " + ", ".join(
@@ -349,9 +325,9 @@ class Supervisor:
         self.save_state()
 
     def remote_first_position(self, host, rdir):
-        """first_position() for a remote crew: ask its crew-watch where each log
-        ends now (one acknowledgement line per session) and keep that as its
-        cursor here. Unreachable now: the pipe does it when it first connects."""
+        """first_position() for a remote crew: its crew-watch's acknowledgements
+        of where each log ends now, kept as its cursor here (unreachable: the
+        pipe does it when it first connects)."""
         cursor = remote_cursor(self.crew, host)
         if os.path.lexists(cursor):
             return
@@ -365,11 +341,9 @@ class Supervisor:
             self.log("said", f"ssh {host}: first position not taken: exit {out.returncode}: "
                              + out.stderr.decode("utf-8", "replace").strip()[-300:])
             return
-        state = {}
-        for line in out.stdout.split(b"\n"):
-            if line.startswith(b"\t"):
-                tok = jsonio.loads(line[1:].decode())
-                state[tok["s"]] = tok["at"]
+        acks = [jsonio.loads(line[1:].decode()) for line in out.stdout.split(b"\n")
+                if line.startswith(b"\t")]
+        state = {tok["s"]: tok["at"] for tok in acks}
         try:
             replace(cursor, jsonio.dumps({"version": 1, "sessions": state}) + "\n")
         except CrewfileError as e:      # a full disk: the pipe takes it when it first connects
@@ -413,14 +387,13 @@ class Supervisor:
                 if p in first or (p not in forced and p.popen.returncode is not None
                                   and p.popen.returncode < 0 and p.popen.returncode != -signal.SIGTERM)]
         ran = time.time() - (stage.since or time.time())
-        if stage.name == "sweep" and all(p.popen.returncode == 0 for p in stage.procs):
-            stage.procs = []
-            self.next_sweep = time.monotonic() + self.sweep
-            self.log("stage-done", f"sweep: {', '.join(what)}; next in {self.sweep:g}s")
-            return
+        done = all(p.popen.returncode == 0 for p in stage.procs)
+        stage.procs = []
         if stage.name == "sweep":
             self.next_sweep = time.monotonic() + self.sweep
-        stage.procs = []
+            if done:
+                self.log("stage-done", f"sweep: {', '.join(what)}; next in {self.sweep:g}s")
+                return
         stage.restarts += 1
         if ran >= RESET_AFTER:
             stage.retry.reset()
@@ -431,31 +404,25 @@ class Supervisor:
         self.log("stage-exited", f"{stage.name}: {', '.join(what)} after {ran:.1f}s;"
                                  f" restart {stage.restarts} in {delay:g}s")
         stage.last_error = "; ".join(what)
-        if stage.quick_ends >= FAILING_AT_ONCE and not stage.told:
-            self.tell_failing(stage, what)
+        self.tell_failing(stage, what)
 
     def tell_failing(self, stage, what):
-        """Say once on crew-up's own stderr that a stage fails as soon as it
-        starts: restarting it for ever, with the reason only in crew-up/log,
-        looked like a crew that runs (a crew-up installed with its commands
-        not found)."""
+        """Say once on stderr that a stage fails as soon as it starts: restarted for
+        ever, the reason only in the log, it looked like a crew that runs."""
+        if stage.quick_ends < FAILING_AT_ONCE or stage.told:
+            return
         said = f"; it said: {stage.last_said}" if stage.last_said else ""
         self._tell(f"crew-up: stage {stage.name} fails at once ({stage.quick_ends} times"
                    f" in a row; {', '.join(what)}{said}); still restarting it,"
                    f" see {self.files[LOG]}")
         stage.told = True
 
-    def kill(self, stage, grace=STOP_GRACE):
-        """Stop every process of the stage: SIGTERM, then SIGKILL after *grace*.
-        Returns the processes it had to SIGKILL."""
+    def kill(self, stage):
+        """SIGTERM every process of the stage, SIGKILL after STOP_GRACE; return those killed."""
         forced = []
         for p in stage.procs:
-            if p.popen.poll() is None:
-                try:
-                    p.popen.send_signal(signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        deadline = time.monotonic() + grace
+            p.popen.send_signal(signal.SIGTERM)     # a process already reaped is skipped
+        deadline = time.monotonic() + STOP_GRACE
         for p in stage.procs:
             try:
                 p.popen.wait(max(0.0, deadline - time.monotonic()))
@@ -463,13 +430,12 @@ class Supervisor:
                 p.popen.kill()
                 p.popen.wait()
                 forced.append(p)
-            if p.popen.stderr is not None:
-                # what it said last; not waiting on a pipe a child of its own may hold
-                while select.select([p.popen.stderr], [], [], 0)[0] and self.read_stderr(p):
-                    pass
-                if p.carry:
-                    self._said(p, p.carry)
-                    p.carry = b""
+            # what it said last; not waiting on a pipe a child of its own may hold
+            while select.select([p.popen.stderr], [], [], 0)[0] and self.read_stderr(p):
+                pass
+            if p.carry:
+                self._said(p, p.carry)
+                p.carry = b""
             for f in (p.popen.stdin, p.popen.stdout, p.popen.stderr):
                 if f is not None:
                     f.close()
@@ -496,20 +462,17 @@ def remote_cursor(crew, host):
 
 
 def ssh_argv(host, command):
-    """ssh (or $CREWFILE_SSH, split like a shell would) to *host*, running *command*.
-
-    Keepalives make a dead connection end within ~15 s on our side; on the
-    far side crew-watch --resume - ends as soon as its stdin (the connection)
-    does."""
+    """ssh (or $CREWFILE_SSH, split as a shell would) to *host*, running *command*;
+    keepalives end a dead connection within ~15 s on our side."""
     base = shlex.split(os.environ.get("CREWFILE_SSH") or "ssh")
     return base + ["-o", "BatchMode=yes", "-o", "ServerAliveInterval=5",
                    "-o", "ServerAliveCountMax=3", "--", host, command]
 
 
 def remote_pipe(remote_dir, once=False):
-    """The remote half of a remote crew's wake pipe, as one shell command line:
-    the remote crew's own crew-watch and wake-filter (each machine classifies
-    its sessions by its own meta). crewfile is expected at the same path there."""
+    """The remote half of a remote crew's wake pipe, one shell line: its own
+    crew-watch and wake-filter (each machine classifies by its own meta),
+    crewfile at the same path there."""
     py = shlex.quote(sys.executable)
     watch = f"{py} {shlex.quote(bin_path('crew-watch'))} --resume -" + (" --once" if once else "")
     return (f"CREWFILE_DIR={shlex.quote(remote_dir)} {watch}"
@@ -517,27 +480,22 @@ def remote_pipe(remote_dir, once=False):
 
 
 def remote_nudge(remote_dir):
-    """`nudge-tick --watch` for the remote crew, stopped when its ssh
-    connection (stdin) ends: nudge-tick writes nothing that would fail."""
+    """`nudge-tick --watch` for the remote crew, stopped when its ssh connection
+    (stdin) ends: nudge-tick writes nothing that would fail."""
     tick = (f"CREWFILE_DIR={shlex.quote(remote_dir)} {shlex.quote(sys.executable)}"
             f" {shlex.quote(bin_path('nudge-tick'))} --watch --quiet")
     return f"{tick} </dev/null & p=$!; cat >/dev/null; kill $p; wait $p"
 
 
 def describe(code):
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit {code}"
+    return f"killed by {signal_name(-code)}" if code < 0 else f"exit {code}"
 
 
 def read_state(crew):
     """crew-up/state as a dict ({} when absent or damaged)."""
     try:
         data = read_json(files(crew)[STATE])
-    except (ValueError, Exception):
+    except Exception:           # damaged or unreadable: as if absent
         return {}
     return data if isinstance(data, dict) else {}
 
@@ -581,7 +539,7 @@ def status_lines(crew):
 
 def systemd_unit(crew, primary, argv0, extra=()):
     """A systemd user unit running crew-up in the foreground for this crew
-    (*extra*: more of crew-up's arguments, --notify CMD and its options)."""
+    (*extra*: more of crew-up's arguments)."""
     root = os.path.abspath(crew.root)
     tmux = os.environ.get("CREWFILE_TMUX") or os.environ.get("TMUX", "").split(",")[0]
     env = f'Environment="CREWFILE_DIR={root}"\n'

@@ -1,13 +1,10 @@
-"""crew-retire: the captain's act when a worker is done.
-
-Nothing is deleted that is not committed or saved, unless forced, and then
-what is thrown away is said. The steps (`ended`, the scrollback and the
-transcript kept, the window killed, the worktree removed) are each safe to
-redo after a crash: docs/commands/crew-retire.md. `ended` is written under
-deliver.lock (no delivery is half typed) and the session lock (no turn
-record slips in between the check and the record).
+"""crew-retire: the captain's act when a worker is done (docs/commands/crew-retire.md).
+Nothing that is not committed or saved is deleted unless forced. `ended` is
+written under deliver.lock (no delivery is half typed) and the session lock
+(no turn record slips in between the check and the record).
 """
 import os
+from types import SimpleNamespace
 
 from crewfile.core import paths, records
 from crewfile.core.errors import BadInput, Refused
@@ -17,16 +14,6 @@ from crewfile.crew import worktree as wt
 from crewfile.nudges.schedules import disarm_ended
 from crewfile.session import window
 from crewfile.session.sessions import Session, state
-
-
-class Retired:
-    __slots__ = ("scrollback", "transcript", "worktree", "removed", "branch", "head", "thrown",
-                 "warnings", "disarmed")
-
-    def __init__(self):
-        self.scrollback = self.transcript = self.worktree = self.branch = self.head = None
-        self.removed = False
-        self.thrown, self.warnings, self.disarmed = [], [], []
 
 
 def crew_session(crew, name):
@@ -55,11 +42,12 @@ def _kept_transcript(sess):
 
 
 def retire(crew, name, keep_worktree=False, force=False):
-    """Retire crew session NAME; return a Retired (what was saved, removed, thrown away)."""
+    """Retire crew session NAME; return what was saved, removed, thrown away."""
     sess = crew_session(crew, name)
     meta = sess.meta
-    out = Retired()
-    out.branch, out.worktree = meta.get("branch"), meta.get("worktree")
+    out = SimpleNamespace(scrollback=None, transcript=None, worktree=meta.get("worktree"),
+                          removed=False, branch=meta.get("branch"), head=None, thrown=[],
+                          warnings=[], disarmed=[])
     repo = wt.Repo(meta.get("repo"), meta.get("repo")) if meta.get("repo") else None
     removing = bool(out.worktree and repo and not keep_worktree
                     and os.path.lexists(out.worktree))

@@ -1,13 +1,11 @@
-"""crew-spawn and crew-respawn: a crew session in one command, in a tree of its own.
-
-Every check comes first, so a refusal leaves nothing behind; then the
-registration (before anything is made: a spawn killed at any point leaves
-nothing crewfile does not know), the worktree, the window
-(docs/commands/crew-spawn.md, crew-respawn.md). The first prompt goes
-through delivery.deliver, the one path that types into a pane.
+"""crew-spawn and crew-respawn: a crew session in one command, in a tree of its own
+(docs/commands/crew-spawn.md, crew-respawn.md). Every check comes first, so a
+refusal leaves nothing behind; then the registration (a spawn killed at any
+point leaves nothing crewfile does not know), the worktree, the window.
 """
 import os
 import time
+from collections import namedtuple
 
 from crewfile.agents import launch, load
 from crewfile.asides.aside import checkpoint
@@ -24,21 +22,19 @@ from crewfile.session.verdict import Look, overlap, tree_of
 
 PROMPT_WAIT = 60.0        # seconds to wait for the agent's first idle prompt
 PROMPT_POLL = 0.1
+# Typings after the first that the agent discarded: bounded, because keys an
+# agent holds unread (not dropped) show all at once when it reads them.
+RETYPES = 2
+NOT_STARTED = "not-started"
 
-
-class Spawned:
-    __slots__ = ("target", "tree", "branch", "prompt")
-
-    def __init__(self, target, tree, branch):
-        self.target, self.tree, self.branch = target, tree, branch
-        self.prompt = None       # None: none asked; else the delivery's (delivered, reason)
+# prompt: None when none was asked, else the delivery's (delivered, reason).
+Spawned = namedtuple("Spawned", "target tree branch prompt")
 
 
 def holders(crew, tree, exclude=None, exact=False):
-    """[(name, why)] of the other sessions that hold *tree*: not ended, live (or
-    their liveness unknown), working in it, above it or inside it. *tree* is
-    taken as it is with exact=True (a worktree about to be made, whose
-    parents' git top level is not its own), else as its git top level."""
+    """[(name, why)] of the other sessions not ended, live (or of unknown
+    liveness), in *tree*, above or inside it. exact: *tree* as it is (a worktree
+    about to be made), else its git top level."""
     mine, look, found = (tree if exact else tree_of(tree)), verdict.Look(), []
     for name in all_names(crew):
         if name == exclude:
@@ -120,21 +116,15 @@ def spawn(crew, name, agent=launch.CLAUDE, ref=None, tmux_session=None, prompt=N
             if added:
                 wt.undo_add(repo, tree, branch, made_parent)
         raise
-    out = Spawned(target, tree, branch)
-    if prompt is not None:
-        out.prompt = first_prompt(sess, prompt, prompt_wait)
-    return out
+    return Spawned(target, tree, branch,
+                   None if prompt is None else first_prompt(sess, prompt, prompt_wait))
 
 
 def first_prompt(sess, text, wait=PROMPT_WAIT):
-    """Deliver *text* once the agent shows an idle, empty prompt: (delivered, reason).
-
-    Tried again while the answer is one a starting agent gives; given up at
-    once on one that typing again cannot mend. An agent whose hooks run at
-    its start (HOOKS_AT_START) waits for its `started`: Gemini CLI shows its
-    prompt line before asking to trust the folder, and a prompt typed then
-    runs with no hook at all.
-    """
+    """Deliver *text* once the agent shows an idle, empty prompt: (delivered,
+    reason). Retried while the answer is one a starting agent gives; an agent
+    whose hooks run as it starts is first waited for (HOOKS_AT_START: Gemini
+    CLI shows its prompt before asking to trust the folder)."""
     final = (delivery.NOT_LIVE, delivery.FAILED, delivery.ABORTED, delivery.ASIDE,
              delivery.UNCONFIRMED,       # typed and Entered: never typed a second time
              delivery.ACCOUNT_BLOCKED)   # held while the block stands (a respawn's log has it)
@@ -157,14 +147,6 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
         time.sleep(PROMPT_POLL)
 
 
-# Typings after the first that the agent discarded: bounded, because keys an
-# agent holds unread (not dropped) show all at once when it reads them.
-RETYPES = 2
-
-
-NOT_STARTED = "not-started"
-
-
 def _started(sess):
     """True if a `started` record follows the session's newest `registered`
     (not `respawned`: it is appended after the window opens, and may follow
@@ -178,23 +160,14 @@ RESPAWNED, WOULD, LIVE, ENDED, REFUSED, DAMAGED = (
     "respawned", "would-respawn", "live", "ended", "refused", "damaged")
 
 
-class Respawn:
-    """What crew-respawn did (or would do) with one session."""
-    __slots__ = ("name", "action", "detail")
-
-    def __init__(self, name, action, detail=""):
-        self.name, self.action, self.detail = name, action, detail
+# What crew-respawn did (or would do) with one session.
+Respawn = namedtuple("Respawn", "name action detail")
 
 
 def ended_on_purpose(sess):
-    """The record that ended the session's current life on purpose, or None.
-
-    Any `ended` or `closed` since its newest `registered` counts, unless its
-    text is one its agent's hook also writes when the agent is hung up on
-    (its adapter's NOT_ON_PURPOSE): an agent retired (`ended: retired`) and then
-    hung up on by the window's closing writes `ended: other` after it, and
-    is still retired.
-    """
+    """The record that ended the session's current life on purpose, or None: an
+    `ended` or `closed` since its newest `registered`, but not one its hook also
+    writes when hung up on (NOT_ON_PURPOSE; `ended: retired` then stays retired)."""
     unsure = load(sess.meta.get("agent") or launch.CLAUDE).NOT_ON_PURPOSE
     return sess.newest_this_life(
         lambda rec: rec.kind == "closed" or (rec.kind == "ended" and rec.text not in unsure))
@@ -233,11 +206,8 @@ def _plan(crew, name, look):
 
 def respawn(crew, names=None, dry_run=False):
     """Bring back registered sessions whose agent is gone, each resuming its own
-    conversation in its recorded tree; return a Respawn per session considered.
-
-    Every session is decided before any window opens: a new window may take
-    a pane id that an old registration still names.
-    """
+    conversation in its tree; return a Respawn per session. Every one is decided
+    before any window opens: a new window may take a pane id an old one names."""
     if names:
         for name in names:
             check_name(name, "session name")

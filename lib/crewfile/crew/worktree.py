@@ -1,16 +1,11 @@
-"""Git worktrees for crew sessions: one tree and one branch per worker.
-
-A worker NAME gets the branch `crew/NAME` checked out in its own worktree
-next to the repository, never inside it: `<main>/../<main's name>.crew/NAME`,
-where <main> is the repository's main working tree (the same place whichever
-of its worktrees crew-spawn runs in). Outside, because a tree inside another
-would overlap it: the nudge rule "one live session per tree" would then see
-every worker sharing the primary's tree.
-
-Everything here runs the real git; its failures become one-line errors.
+"""Git worktrees for crew sessions: one tree and one branch (`crew/NAME`) per
+worker, beside the repository's main tree, never inside it (where and why:
+docs/files/worktrees.md). Everything here runs the real git; its failures
+become one-line errors.
 """
 import os
 import subprocess
+from collections import namedtuple
 
 from crewfile.core.errors import BadInput, NotFound, Refused, SystemFailure
 
@@ -19,30 +14,19 @@ PLACE_SUFFIX = ".crew"
 
 
 def git(*args, cwd):
-    """Run git in *cwd*; return (exit code, stdout, first stderr line)."""
+    """Run git in *cwd*; return (exit code, stdout, last stderr line: git says
+    "Preparing worktree ..." before "fatal: ...")."""
     try:
         proc = subprocess.run(["git", *args], cwd=cwd, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     except FileNotFoundError:
         raise SystemFailure("git is not installed") from None
     err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-    # The last line: git says "Preparing worktree ..." before "fatal: ...".
     return proc.returncode, proc.stdout.decode("utf-8", "replace"), err[-1] if err else ""
 
 
-def _must(*args, cwd):
-    code, out, err = git(*args, cwd=cwd)
-    if code != 0:
-        raise SystemFailure(f"git {args[0]}: {err or 'failed'}")
-    return out
-
-
-class Repo:
-    """The repository a directory is in: its current tree and its main tree."""
-    __slots__ = ("top", "main")
-
-    def __init__(self, top, main):
-        self.top, self.main = top, main
+# The repository a directory is in: its current tree and its main tree.
+Repo = namedtuple("Repo", "top main")
 
 
 def locate(directory):
@@ -95,15 +79,14 @@ def resolve(repo, ref):
 
 def worktrees(repo):
     """[(path, branch ref or None)] of every worktree of the repository."""
-    out, found, path = _must("worktree", "list", "--porcelain", cwd=repo.top), [], None
-    for line in out.splitlines() + [""]:
-        if line.startswith("worktree "):
-            path, branch = line[9:], None
-        elif line.startswith("branch "):
-            branch = line[7:]
-        elif not line and path is not None:
-            found.append((path, branch))
-            path = None
+    code, out, err = git("worktree", "list", "--porcelain", cwd=repo.top)
+    if code != 0:
+        raise SystemFailure(f"git worktree: {err or 'failed'}")
+    found = []
+    for block in out.split("\n\n"):         # one block of `key value` lines per tree
+        fields = dict(line.partition(" ")[::2] for line in block.splitlines())
+        if "worktree" in fields:
+            found.append((fields["worktree"], fields.get("branch")))
     return found
 
 
@@ -123,12 +106,9 @@ def summary(lines, most=5):
 
 
 def refuse_dirty_ref(repo, ref):
-    """Refuse a REF whose checkout holds uncommitted work the new branch would not get.
-
-    REF names a checkout when it is HEAD (the tree we are in) or a branch
-    checked out in some worktree; a commit or tag names no one's work.
-    Call after resolve(), which refuses a REF that could read as an option.
-    """
+    """Refuse a REF whose checkout holds uncommitted work the new branch would not
+    get: HEAD (the tree we are in) or a branch checked out in some worktree (a
+    commit or tag names no one's work). After resolve(): it refuses an option."""
     code, out, _ = git("rev-parse", "--symbolic-full-name", ref, cwd=repo.top)
     full = out.strip() if code == 0 else ""
     if ref == "HEAD":
@@ -146,12 +126,9 @@ def refuse_dirty_ref(repo, ref):
 
 def add(repo, path, branch, commit, made_parent=False):
     """Create *branch* at *commit* checked out at *path* (git creates the parents).
-
-    git can fail after creating the branch (or the directory): what this
-    call made is taken back before the refusal is raised, and nothing that
-    was there before (a branch made meanwhile by someone else is named in
-    git's own refusal, and then left alone).
-    """
+    git can fail after creating the branch or the directory: what this call
+    made is taken back before the refusal, and nothing that was there before
+    (a branch made meanwhile by someone else, which git's refusal names)."""
     code, _, err = git("worktree", "add", "-q", "-b", branch, path, commit, cwd=repo.top)
     if code != 0:
         if "already exists" not in err:
