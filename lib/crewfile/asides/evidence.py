@@ -8,7 +8,7 @@ import os
 import time
 
 from crewfile.agents import load
-from crewfile.core import logfile, paths, records
+from crewfile.core import jsonio, logfile, paths, records
 from crewfile.core.errors import NotFound, Refused
 from crewfile.core.kinds import GUARDED
 from crewfile.core.locks import hold
@@ -127,13 +127,12 @@ def agent_of(meta):
 
 def _prompts(path, agent):
     """(id, is the conclusion) of each transcript entry of a captain prompt, newest first."""
-    import json
     for line in logfile.lines_backwards(path, logfile.TailStats(), TRANSCRIPT_SCAN,
                                         max_line=None, outside=True):
         if agent.TRANSCRIPT_MARK not in line:
             continue
         try:
-            entry = json.loads(line)
+            entry = jsonio.loads(line)
         except ValueError:
             continue
         found = agent.transcript_prompt(entry) if isinstance(entry, dict) else None
