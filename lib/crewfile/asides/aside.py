@@ -76,7 +76,7 @@ def scan(sess, stats=None):
         elif kind == "concluded":
             concluded.append(rec)
     for rec in concluded if not out.closed else ():      # the newest believed one counts
-        why = concluded_why(sess, rec, out.since)
+        why = _report_why(sess, rec, since=out.since)
         if why is None:
             out.concluded = rec
             break
@@ -92,9 +92,10 @@ def scan(sess, stats=None):
     return out
 
 
-def _report_why(sess, rec, states, since=None):
-    """None if *rec* names a report of this aside, a regular file in one of
-    *states*, delivered at or after timestamp *since* if given; else why not."""
+def _report_why(sess, rec, states=(paths.REPORT_NEW, paths.REPORT_CUR), since=None):
+    """None if *rec* names a report of this aside where aside-conclude put it (in
+    one of *states*), delivered at or after *since* (the captain's newest input:
+    an older report belongs to an earlier conclusion); else why not."""
     path = rec.text
     base = os.path.basename(path)
     found = reports.parse_name(base)
@@ -113,17 +114,10 @@ def _report_why(sess, rec, states, since=None):
     return f"its report {base} is not in " + " or ".join(f"reports/{s}/" for s in states)
 
 
-def concluded_why(sess, rec, since=None):
-    """None if `concluded` *rec* names its report where aside-conclude put it,
-    delivered at or after *since* (the captain's newest input: an older
-    report belongs to an earlier conclusion), else why not."""
-    return _report_why(sess, rec, (paths.REPORT_NEW, paths.REPORT_CUR), since)
-
-
 def concluded_event_why(crew, name, ts, text):
-    """concluded_why for an event line's `concluded` (its escaped TEXT), for the
-    readers that act on an event alone (wake-filter, crew-notify)."""
-    return concluded_why(Session(crew, name), records.Record(ts, "concluded", unescape(text)))
+    """Why an event line's `concluded` (its escaped TEXT) is not believed, or None:
+    for the readers that act on an event alone (wake-filter, crew-notify)."""
+    return _report_why(Session(crew, name), records.Record(ts, "concluded", unescape(text)))
 
 
 def _closed_why(sess, rec, acts):

@@ -150,7 +150,7 @@ class Filter(stream.Taker):
 
     def _believed_conclusion(self, parts):
         """An aside's `concluded` wakes the primary only when the report it
-        names is where aside-conclude puts it (asides.aside.concluded_why): a
+        names is where aside-conclude puts it (asides.aside.concluded_event_why): a
         line appended by hand names none, and the agent's own hooks have
         already said it as a `problem` (kinds.GUARDED), which wakes."""
         try:
