@@ -98,7 +98,7 @@ def _watch(job, spec, alive, running):
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
     try:
-        job.at = paths.open_dir(job.dir)    # its files read in it: one openat(2) each, no path walked
+        job.at = paths.open_dir(job.dir)    # its files: one openat(2) each, no path walked
     except (SystemFailure, OSError):
         pass
     try:
@@ -106,7 +106,7 @@ def _watch(job, spec, alive, running):
         fsync_dir(os.path.dirname(job.dir))
     except (SystemFailure, OSError):
         pass                     # the disk fails us: the outcome, if it can be written, says so
-    out = BoundedOutput(job.output_path, spec.get("output_limit") or 1 << 20)
+    out = BoundedOutput(job.output_path, spec.get("output_limit") or jobs.OUTPUT_LIMIT)
     pids = {"watcher": os.getpid(), "watcher_start": process_start(os.getpid()),
             "pid": None, "pgid": None}
     argv = spec["argv"]
