@@ -1,12 +1,8 @@
 """Asides: sessions the captain drives, which only the captain can conclude.
 
-The records an aside's log carries, the hard rule (an aside never concludes
-on its own judgment: only a believed captain-done as the captain's latest
-act lets the agent hand over its report) and what believes a `concluded` or
-`closed`: docs/files/asides.md. Every decision (conclude, reconcile) is
-taken under the session lock, the lock every captain record is appended
-under, so a captain input is either before the decision (and counts) or
-after it.
+The rules: docs/files/asides.md. Every decision is taken under the session
+lock, the one every captain record is appended under, so a captain input is
+either before the decision (and counts) or after it.
 """
 import os
 import signal
@@ -15,7 +11,7 @@ import time
 
 from crewfile.asides import evidence, reports
 from crewfile.asides.captain import PROBLEM, clip, parse_captain_input
-from crewfile.asides.evidence import CAPTAIN, CAPTAIN_DONE, SELF_CONCLUSION
+from crewfile.asides.evidence import CAPTAIN, CAPTAIN_DONE, INPUT_REFUSED, SELF_CONCLUSION
 from crewfile.core import logfile, paths, records
 from crewfile.core.errors import BadInput, CaptainPresent, CrewfileError, Refused, SystemFailure
 from crewfile.core.locks import hold
@@ -29,10 +25,7 @@ from crewfile.session.prompt import markers_of, placeholder_of
 from crewfile.core.notify import DirWatch
 
 MAX_REPORT = 16 << 20
-DEFAULT_AGENT_CMD = "claude"
 NOT_CONCLUDED = "the captain has not concluded this aside; keep the conversation going"
-CAPTAIN_INPUT_REFUSED = "captain input refused"
-NOT_BELIEVED = "record not believed"    # the problem text's start for a forged closed/concluded
 # The states scan() derives.
 OPEN, CAPTAIN_CONCLUDED, CONCLUDED, CLOSED = "open", "captain-done", "concluded", "closed"
 
@@ -44,13 +37,9 @@ def checkpoint(step):
 
 
 class Scan:
-    """Where an aside stands, from the tail of its status log.
-
-    `acts`: the captain-done records of the current run, newest first (they
-    are claims; `believed` judges them). `forged`: (record, why) for the
-    newest `closed` or `concluded` record that is not believed (kinds.GUARDED:
-    without its evidence), left out of the state.
-    """
+    """Where an aside stands. `acts`: this run's captain-done records, newest
+    first (claims: `believed` judges them). `forged`: (record, why) for the
+    newest `closed` or `concluded` not believed, left out of the state."""
     __slots__ = ("state", "act", "acts", "concluded", "closed", "since", "forged")
 
     def __init__(self):
@@ -59,18 +48,12 @@ class Scan:
 
 
 def scan(sess, stats=None):
-    """The aside's state: open, captain-done (awaiting the report), concluded or closed.
-
-    Read backwards only as far as the newest `captain` record (or
-    `registered`), so the cost does not grow with the conversation. `since`
-    is the timestamp the walk stopped at: the current conclusion, if any, is
-    newer. A `closed` or `concluded` without its evidence is left out
-    (Scan.forged), as if it were not there.
-    """
-    stats = stats or logfile.TailStats()
+    """The aside's state (docs/files/asides.md, *States*). `since`: the
+    timestamp the walk stopped at; the current conclusion, if any, is newer."""
     out = Scan()
     run, concluded = [], []
-    for rec in logfile.records_backwards(sess.log_paths(), stats, STATE_SCAN_BYTES):
+    for rec in logfile.records_backwards(sess.log_paths(), stats or logfile.TailStats(),
+                                         STATE_SCAN_BYTES):
         run.append(rec)
         if rec.kind == "registered" or rec.kind == CAPTAIN:
             break
@@ -93,7 +76,7 @@ def scan(sess, stats=None):
         elif kind == "concluded":
             concluded.append(rec)
     for rec in concluded if not out.closed else ():      # the newest believed one counts
-        why = concluded_why(sess, rec, out.since)
+        why = _report_why(sess, rec, since=out.since)
         if why is None:
             out.concluded = rec
             break
@@ -109,10 +92,10 @@ def scan(sess, stats=None):
     return out
 
 
-def _report_why(sess, rec, states, since=None):
-    """None if record *rec* names a report of this aside that is a regular
-    file in one of *states* (reports/new/, cur/), delivered at or after
-    timestamp *since* if given; else why not."""
+def _report_why(sess, rec, states=(paths.REPORT_NEW, paths.REPORT_CUR), since=None):
+    """None if *rec* names a report of this aside where aside-conclude put it (in
+    one of *states*), delivered at or after *since* (the captain's newest input:
+    an older report belongs to an earlier conclusion); else why not."""
     path = rec.text
     base = os.path.basename(path)
     found = reports.parse_name(base)
@@ -131,26 +114,16 @@ def _report_why(sess, rec, states, since=None):
     return f"its report {base} is not in " + " or ".join(f"reports/{s}/" for s in states)
 
 
-def concluded_why(sess, rec, since=None):
-    """None if `concluded` record *rec* of aside *sess* names its report where
-    aside-conclude put it (reports/new/, or cur/ once taken in), delivered at
-    or after timestamp *since* (the captain's newest input: an older report
-    belongs to an earlier conclusion), else why not. Also for a reader that
-    sees the record alone (an event line), not the scan."""
-    return _report_why(sess, rec, (paths.REPORT_NEW, paths.REPORT_CUR), since)
-
-
 def concluded_event_why(crew, name, ts, text):
-    """concluded_why for a `concluded` seen as an event line (session NAME,
-    timestamp TS, its escaped TEXT): None when believed, else why not. For
-    the readers that act on an event alone (wake-filter, crew-notify)."""
-    return concluded_why(Session(crew, name), records.Record(ts, "concluded", unescape(text)))
+    """Why an event line's `concluded` (its escaped TEXT) is not believed, or None:
+    for the readers that act on an event alone (wake-filter, crew-notify)."""
+    return _report_why(Session(crew, name), records.Record(ts, "concluded", unescape(text)))
 
 
 def _closed_why(sess, rec, acts):
-    """None if `closed` record *rec* is believed, else why not (*acts*: the
-    captain-done records before it, newest first). Their evidence is only
-    looked up, not judged again: the transcript has moved on since."""
+    """None if `closed` *rec* is believed, else why not. The evidence of *acts*
+    (the captain-done before it) is only looked up, not judged again: the
+    transcript has moved on since."""
     if not os.path.isabs(rec.text):
         return None if not sess.meta.get("tmux") else "it names no report, and a window is recorded"
     why = _report_why(sess, rec, (paths.REPORT_CUR,))
@@ -161,18 +134,9 @@ def _closed_why(sess, rec, acts):
     return "no captain-done record with its evidence in acts comes before it"
 
 
-def surface_forged(sess, st):
-    """Say a record the scan did not believe, once, as a `problem` record
-    (which wakes the primary); the caller holds the session lock."""
-    if st.forged is not None:
-        _say_once(sess, *st.forged)
-
-
 def audit_claims(sess, claims):
-    """Say, once each, the records among *claims* (evidence.unjudged's: an
-    `ended`, `closed` or `concluded` met in the agent's current turn) that
-    are not believed. Run by the agent's own hooks, so at once after the
-    tool call that appended one, whether or not anything acts on it."""
+    """Say, once each, the *claims* (evidence.unjudged's) not believed. Run by
+    the agent's own hooks: at once after the tool call that appended one."""
     forged = []
     if any(rec.kind == "ended" for rec in claims):
         found = liveness(sess.meta)
@@ -190,16 +154,16 @@ def audit_claims(sess, claims):
 
 
 def _say_once(sess, rec, why):
-    """Append `problem: record not believed: KIND of TS: WHY` for record *rec*
-    unless one is already there after it; the caller holds the session lock."""
-    text = f"{NOT_BELIEVED}: {rec.kind} of {rec.ts}: {why}"
+    """Append `problem: record not believed: KIND of TS: WHY` unless one is
+    already there after *rec*; the caller holds the session lock."""
+    text = f"record not believed: {rec.kind} of {rec.ts}: {why}"
     for newer in logfile.records_backwards(sess.log_paths(), logfile.TailStats(),
                                            STATE_SCAN_BYTES):
         if newer.ts <= rec.ts and newer.line() == rec.line():
             break
         if newer.kind == PROBLEM and newer.text == text:
             return                          # said already
-    _append_locked(sess, (PROBLEM, text))
+    _append_locked(sess, PROBLEM, text)
 
 
 def believed(sess, st):
@@ -214,21 +178,17 @@ def believed(sess, st):
 
 
 def _unbelieved(sess, why):
-    """Say *why* a captain-done record is not believed as a `problem` record
-    (under the session lock, held by the caller); return *why*."""
+    """Say *why* (if any) as a `problem`, under the caller's session lock; return it."""
     if why:
-        _append_locked(sess, (PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is not"
-                                       f" believed: {why}"))
+        _append_locked(sess, PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is not"
+                                      f" believed: {why}")
     return why
 
 
 def audit(sess):
     """Report an unjudged captain-done record that is not believed; return why, or None.
-
-    Run by the agent's own hooks, so a record appended by hand is a problem
-    at once, whether or not the agent goes on to call aside-conclude. One
-    problem per attempt: evidence.unjudged stops at the newest such problem.
-    """
+    Run by the agent's own hooks, so a hand-made record is a problem at once; one
+    per attempt (evidence.unjudged stops at the newest such problem)."""
     if not evidence.unjudged(sess):
         return None
     with hold(sess.lock_path):
@@ -248,10 +208,10 @@ def aside_session(crew, name):
     return sess
 
 
-def _append_locked(sess, *pairs):
-    """Append records while the caller holds the session lock."""
-    lines = [records.new_line(kind, text) for kind, text in pairs]
-    logfile.append_locked(sess.status_path, lines, rotate=logfile.rotate_limits())
+def _append_locked(sess, kind, text):
+    """Append a record while the caller holds the session lock."""
+    logfile.append_locked(sess.status_path, [records.new_line(kind, text)],
+                          rotate=logfile.rotate_limits())
 
 
 def _open_aside_session(crew, name):
@@ -262,24 +222,21 @@ def _open_aside_session(crew, name):
 
 
 def _refuse_caller(sess, kind, command):
-    """Refused (and a problem record) unless this process may act as the captain, with a
-    person's keys behind it (evidence.hands); else the evidence's `WHERE keys SECOND`."""
+    """The evidence's `WHERE keys SECOND`, or Refused (and a problem record)
+    unless this process may act as the captain (evidence.caller_verdict, hands)."""
     why, where = evidence.caller_verdict(sess.meta)
     if not why:
         why, keys = evidence.hands(sess, None if where == "tmux" else where)
         where = f"{where} {keys}"
     if why:
-        what = SELF_CONCLUSION if kind == CAPTAIN_DONE else CAPTAIN_INPUT_REFUSED
+        what = SELF_CONCLUSION if kind == CAPTAIN_DONE else INPUT_REFUSED
         sess.append(PROBLEM, f"{what}: {command}: {why}")
         raise Refused(f"not believed to be the captain: {why}")
     return where
 
 
 def say(crew, name, text):
-    """A captain input to aside NAME from a command (an agent without a prompt hook); the kind.
-
-    Believed only from a process that is not the aside's agent (evidence.caller_verdict).
-    """
+    """A captain input to aside NAME from a command (an agent without a prompt hook); the kind."""
     sess = _open_aside_session(crew, name)
     kind, note = parse_captain_input(text)
     where = _refuse_caller(sess, kind, "aside-say")
@@ -299,16 +256,14 @@ def captain_done(crew, name, note=None):
 
 # --- opening ------------------------------------------------------------------
 
-def open_aside(crew, name, topic=None, cmd=None, tmux_session=None, primary=None, cwd=None):
-    """Register aside NAME and start its agent in a new tmux window; return the window target.
-
-    Registered first, so that the agent's first hook finds its session.
-    """
+def open_aside(crew, name, topic=None, cmd=None, tmux_session=None, primary=None):
+    """Register aside NAME, then (so its first hook finds it) start its agent
+    in a new tmux window; return the window target."""
     check_name(name, "aside name")
     if primary:
         check_name(primary, "primary name")
-    cmd = cmd or os.environ.get("CREWFILE_AGENT_CMD") or DEFAULT_AGENT_CMD
-    cwd = os.path.realpath(cwd or os.getcwd())
+    cmd = cmd or os.environ.get("CREWFILE_AGENT_CMD") or "claude"
+    cwd = os.path.realpath(os.getcwd())
     sess = Session(crew, name)
     if sess.exists() and not sess.ended():
         raise Refused(f"{name!r} is already open")
@@ -330,8 +285,6 @@ def conclude(crew, name, data):
     """The agent hands over its report; return (path in reports/new, adopted):
     a report an earlier run published but was killed before recording is
     adopted, not delivered twice (docs/commands/aside-conclude.md)."""
-    if isinstance(data, str):
-        data = data.encode("utf-8")
     sess = aside_session(crew, name)
     if not data.strip():
         raise BadInput("the report is empty")
@@ -339,13 +292,14 @@ def conclude(crew, name, data):
         raise BadInput(f"the report is larger than {MAX_REPORT} bytes")
     with hold(sess.lock_path):
         st = scan(sess)
-        surface_forged(sess, st)
+        if st.forged:
+            _say_once(sess, *st.forged)          # a `problem`: it wakes the primary
         if st.state == CLOSED:
             raise Refused(f"aside {name!r} is closed")
         if st.state == CONCLUDED:
             raise Refused(f"already concluded: the report is {st.concluded.text}")
         if st.state == OPEN:
-            _append_locked(sess, (PROBLEM, SELF_CONCLUSION))
+            _append_locked(sess, PROBLEM, SELF_CONCLUSION)
             raise Refused(NOT_CONCLUDED)
         why = _unbelieved(sess, believed(sess, st))
         if why:
@@ -356,7 +310,7 @@ def conclude(crew, name, data):
             path, adopted = reports.deliver(crew, name, data,
                                             checkpoint=lambda s: checkpoint("conclude:" + s)), False
         checkpoint("conclude:delivered")
-        _append_locked(sess, ("concluded", path))
+        _append_locked(sess, "concluded", path)
     return path, adopted
 
 
@@ -412,24 +366,20 @@ def _held(name, why, what="nothing changed"):
 def _after(rec):
     """The first whole second after record *rec*: keys from then on came after it
     (client_activity has one-second resolution; the act's own Enter is before)."""
-    return None if rec is None else int(rec.time) + 1
+    return int(rec.time) + 1
 
 
 def reconcile(crew, name, quiet=None, since_act=True):
-    """Take in aside NAME's report, keep its conversation, close it, then kill its window.
-
-    Each step is safe to redo after a crash, and each is done only once the
-    one before it is (docs/commands/aside-reconcile.md). The captain at the
-    window (asked before the first step and again just before the kill) is
-    CaptainPresent. Keys count from the captain's conclusion on (since_act)
-    or, once a wait has seen the window quiet, only in the last *quiet*
-    seconds.
-    """
+    """Take in aside NAME's report, keep its conversation, close it, then kill
+    its window: each step safe to redo (docs/commands/aside-reconcile.md).
+    Keys count from the conclusion on (since_act) or, once a wait has seen the
+    window quiet, only in the last *quiet* seconds."""
     sess = aside_session(crew, name)
     out = Reconciled()
     with hold(sess.lock_path):
         st = scan(sess)
-        surface_forged(sess, st)
+        if st.forged:
+            _say_once(sess, *st.forged)          # a `problem`: it wakes the primary
         pane = window.find(sess.meta, "cannot save the window's scrollback")
         if st.state == CLOSED:
             since = _after(st.closed) if since_act else None
@@ -470,7 +420,7 @@ def reconcile(crew, name, quiet=None, since_act=True):
             checkpoint("reconcile:scrollback")
             _keep_transcript(sess, out)
             checkpoint("reconcile:transcript")
-            _append_locked(sess, ("closed", out.report))
+            _append_locked(sess, "closed", out.report)
             checkpoint("reconcile:closed")
     if pane:
         pane = window.find(sess.meta, "cannot close the window")
@@ -485,13 +435,10 @@ WAIT_DEFAULT = 600.0              # seconds aside-reconcile --wait waits at most
 WAIT_INTERVAL = 1.0               # seconds between looks at the window while waiting
 
 
-def reconcile_wait(crew, name, timeout=WAIT_DEFAULT, quiet=None, say=None):
-    """reconcile() as soon as the captain has left the window alone for
-    *quiet* seconds in a row; Refused if the conversation is reopened
-    meanwhile, CaptainPresent after *timeout*. *say* gets each new reason
-    to wait.
-    """
-    quiet = captain_quiet() if quiet is None else quiet
+def reconcile_wait(crew, name, timeout=WAIT_DEFAULT, say=None):
+    """reconcile() once the captain has left the window alone captain_quiet()
+    seconds in a row (docs/commands/aside-reconcile.md); *say* gets each new reason."""
+    quiet = captain_quiet()
     deadline = time.monotonic() + timeout
     said = None
     while True:
@@ -512,9 +459,8 @@ def reconcile_wait(crew, name, timeout=WAIT_DEFAULT, quiet=None, say=None):
 
 
 def _await_quiet(sess, deadline, quiet):
-    """Return once the captain has been away from the window *quiet* seconds in a
-    row, the log changed in a way that ends the wait (not concluded any more), or
-    the deadline passed."""
+    """Return once the captain has been away *quiet* seconds in a row, the
+    aside is not concluded any more, or the deadline passed."""
     watch = DirWatch()
     watch.add(sess.dir)
     try:

@@ -15,9 +15,8 @@ PROBLEM = "problem"
 
 
 def parse_captain_input(text, command=CONCLUDE_COMMAND):
-    """(kind, text) of the record a captain input becomes: the conclusion
-    *command* alone or followed by a note is captain-done (text the note),
-    anything else captain. The act is always recorded (clip)."""
+    """(kind, text) of the record a captain input becomes: captain-done (text
+    the note) for the conclusion *command*, else captain."""
     if is_conclusion(text, command):
         return CAPTAIN_DONE, clip(text.strip()[len(command):].strip())
     return CAPTAIN, clip(text)
@@ -34,13 +33,8 @@ def clip(text):
 
 def record_captain_input(crew, name, text, prompt_id=None, transcript=None, agent=None):
     """Record what the captain typed into session NAME; return the kind appended.
-
-    THE entry point for prompt hooks (*agent*: the hook's adapter, Claude
-    Code's by default). A conclusion is written with its evidence; one that
-    cannot be such a prompt, or has no person's keys behind it, is refused
-    at once as a `problem` record (kind `problem` returned): the rules are
-    docs/files/asides.md. NotFound for an unregistered session.
-    """
+    THE entry point for prompt hooks (*agent*: the hook's adapter, Claude Code's
+    by default); the rules are docs/files/asides.md."""
     if agent is None:
         from crewfile.agents import claude as agent
     kind, note = parse_captain_input(text, agent.CONCLUDE)
@@ -48,10 +42,12 @@ def record_captain_input(crew, name, text, prompt_id=None, transcript=None, agen
     if kind == CAPTAIN:
         sess.append(kind, note)
         return kind
-    why = _not_a_prompt(sess, prompt_id, transcript, agent)
-    keys = None
-    if not why:
-        why, keys = _hands_at_the_pane(sess)
+    why, keys = _not_a_prompt(sess, prompt_id, transcript, agent), None
+    pane = sess.meta.get("tmux")
+    if not why and (not isinstance(pane, str) or not pane):
+        why = "the session's tmux pane is not recorded, so no person's keys can be shown"
+    elif not why:
+        why, keys = evidence.hands(sess, pane)    # typed keys reach the agent only in its pane
     if why:
         sess.append(PROBLEM, f"{SELF_CONCLUSION}: {agent.CONCLUDE} not recorded: {why}")
         return PROBLEM
@@ -59,14 +55,6 @@ def record_captain_input(crew, name, text, prompt_id=None, transcript=None, agen
                         f"{evidence.PROMPT} {prompt_id if agent.PROMPT_ID else evidence.NO_ID}"
                         f" {keys}")
     return CAPTAIN_DONE
-
-
-def _hands_at_the_pane(sess):
-    """evidence.hands for a prompt: typed keys reach the agent only through its own pane."""
-    pane = sess.meta.get("tmux")
-    if not isinstance(pane, str) or not pane:
-        return "the session's tmux pane is not recorded, so no person's keys can be shown", None
-    return evidence.hands(sess, pane)
 
 
 def _not_a_prompt(sess, prompt_id, transcript, agent):

@@ -1,23 +1,21 @@
 """Evidence that a captain act came from the captain, not from the aside's agent.
 
-A `captain-done` record is believed only with evidence from outside the
-agent, kept in sessions/NAME/acts, and a person's keys behind it: the kinds
-(`prompt ID`, `caller WHERE`, then ` keys SECOND`) and their limits are
-docs/files/asides.md and docs/files/acts.md. It stops an agent that decides
-on its own that the aside is over, whatever its tools run; it is not a
+The kinds of evidence and their limits: docs/files/asides.md, docs/files/acts.md.
+It stops an agent that decides on its own that the aside is over; it is not a
 security boundary.
 """
 import os
 import time
 
 from crewfile.agents import load
-from crewfile.core import logfile, paths, records
-from crewfile.core.errors import Refused
+from crewfile.core import jsonio, logfile, paths, records
+from crewfile.core.errors import NotFound, Refused
 from crewfile.core.kinds import GUARDED
 from crewfile.core.locks import hold
 
 CAPTAIN, CAPTAIN_DONE = "captain", "captain-done"        # the captain's acts (records)
 SELF_CONCLUSION = "self-conclusion refused"               # the problem text's start
+INPUT_REFUSED = "captain input refused"                   # ... for a `captain` record
 CAPTAIN_KINDS = frozenset({CAPTAIN, CAPTAIN_DONE})
 PROMPT, CALLER = "prompt", "caller"                       # the kinds of evidence
 NO_ID = "-"                       # `prompt -`: the agent's prompt hook names no prompt
@@ -34,13 +32,9 @@ KEYS_RECENT = 10                  # seconds a person's key input may precede the
 def _server(meta):
     """(server pid, {pane pid: pane id}) of the aside's tmux server, or None."""
     from crewfile.session import tmux
-    env = dict(os.environ)
-    sock = meta.get("tmux_socket")
-    if isinstance(sock, str) and sock:
-        env["CREWFILE_TMUX"] = sock
     try:
         code, out = tmux.run("list-panes", "-a", "-F", "#{pid}\t#{pane_pid}\t#{pane_id}",
-                             check=False, env=env)
+                             check=False, socket=_socket(meta))
     except Exception:
         return None
     server, panes = None, {}
@@ -52,19 +46,21 @@ def _server(meta):
     return (server, panes) if server else None
 
 
-def caller_verdict(meta, pid=None):
-    """(None, WHERE) if process *pid* (default: this one) may act as the captain, else (why, None).
+def _socket(meta):
+    sock = meta.get("tmux_socket")
+    return sock if isinstance(sock, str) and sock else None
 
-    WHERE is the pane the command was typed in, or `tmux` for one the tmux
-    server ran itself (a key binding's run-shell).
-    """
+
+def caller_verdict(meta):
+    """(None, WHERE) if this process may act as the captain, else (why, None).
+    WHERE: the pane the command was typed in, or `tmux` (a key binding's run-shell)."""
     agent, agent_start = meta.get("pid"), meta.get("pid_start")
     pane = meta.get("tmux")
     if not agent and not pane:
         return ("the aside's agent process is not recorded, so no command can show it is"
                 " not the agent; type /aside-done in the aside"), None
     from crewfile.core.liveness import lineage
-    chain = [(st.pid, st.start) for st in lineage(pid)]     # nearest first, pid itself too
+    chain = [(st.pid, st.start) for st in lineage()]     # nearest first, this process too
     for p, start in chain:
         if p == agent and (agent_start is None or start == agent_start):
             return "it was run by the aside's own agent", None
@@ -90,19 +86,12 @@ def caller_verdict(meta, pid=None):
 
 def hands(sess, where=None, now=None):
     """(None, 'keys SECOND') if a person at a terminal stands behind an act of
-    aside *sess* happening *now*, else (why not, None).
-
-    SECOND is the newest key input (tmux client_activity) of a client
-    attached to the aside's server that looks at pane *where* (any, for
-    None), at most KEYS_RECENT seconds ago, in a whole second later than the
-    aside's newest captain input: the keys that submitted the prompt the
-    agent is answering are not newer than its record. Commands sent to the
-    server (send-keys, run-shell) leave client_activity as it was.
-    """
+    *sess* happening *now*, else (why not, None): docs/files/asides.md, *hands*.
+    SECOND: the newest client_activity of a client looking at pane *where*
+    (any, for None), which send-keys and run-shell leave as it was."""
     from crewfile.session import tmux
     now = time.time() if now is None else now
-    sock = sess.meta.get("tmux_socket")
-    clients = tmux.clients(sock if isinstance(sock, str) and sock else None)
+    clients = tmux.clients(_socket(sess.meta))
     if not clients:
         return "no tmux client is attached to the aside's tmux server: no person's keys", None
     seen = [t for t, pane in clients if where is None or pane == where]
@@ -128,11 +117,8 @@ def newest_input(sess):
 
 
 # --- the agent's transcript ---------------------------------------------------------
-# One rule for every agent CLI: the transcript the CLI itself writes (meta
-# transcript_path) has as its newest captain prompt the conclusion command,
-# and, where the prompt hook names the prompt (PROMPT_ID), that very prompt.
-# How one transcript line is read is the agent's own small part
-# (crewfile.agents: CONCLUDE, PROMPT_ID, TRANSCRIPT_MARK, transcript_prompt).
+# One rule for every agent CLI (docs/files/asides.md); how one transcript line
+# is read is the agent's own small part (crewfile.agents: transcript_prompt).
 
 def agent_of(meta):
     """The adapter of the agent a session runs (meta `agent`; Claude Code if unknown)."""
@@ -141,13 +127,12 @@ def agent_of(meta):
 
 def _prompts(path, agent):
     """(id, is the conclusion) of each transcript entry of a captain prompt, newest first."""
-    import json
     for line in logfile.lines_backwards(path, logfile.TailStats(), TRANSCRIPT_SCAN,
                                         max_line=None, outside=True):
         if agent.TRANSCRIPT_MARK not in line:
             continue
         try:
-            entry = json.loads(line)
+            entry = jsonio.loads(line)
         except ValueError:
             continue
         found = agent.transcript_prompt(entry) if isinstance(entry, dict) else None
@@ -168,10 +153,8 @@ NOT_COMMAND = "the agent's transcript does not hold that prompt as the {} comman
 
 def prompt_verdict(path, prompt_id, agent):
     """None if the transcript's newest captain prompt is the conclusion (and is
-    *prompt_id*, when the agent names its prompts), else why not.
-
-    The CLI appends to its transcript a moment after the entries are made,
-    so a prompt not there yet is waited for, at most TRANSCRIPT_WAIT."""
+    *prompt_id*, if given), else why not. The CLI appends to its transcript a
+    moment after the entries are made: a prompt not there yet is waited for."""
     deadline = time.monotonic() + TRANSCRIPT_WAIT
     while True:
         why, seen = _prompt_verdict(path, prompt_id, agent)
@@ -201,21 +184,15 @@ def _prompt_verdict(path, prompt_id, agent):
         pid == prompt_id for pid, _ in entries)
 
 
-RECORD_REFUSED = "record refused"      # the problem text's start for the other guarded kinds
-
-
 def refuse_hand_written(sess, kind, command):
     """Refuse a guarded record (kinds.GUARDED) written by a general command
-    (status-append): a `problem` record, which wakes the primary, then
-    Refused. Each guarded kind is written only by its own commands, after
-    their checks; the captain's words only by a prompt hook, aside-say and
-    aside-done."""
+    (status-append): a `problem` record, which wakes the primary, then Refused."""
     if kind in CAPTAIN_KINDS:
-        what = SELF_CONCLUSION if kind == CAPTAIN_DONE else "captain input refused"
+        what = SELF_CONCLUSION if kind == CAPTAIN_DONE else INPUT_REFUSED
         sess.append("problem", f"{what}: {command} may not write {kind} records")
         raise Refused(f"{kind} records are the captain's acts: written only by the agent's"
                       f" prompt hook, aside-say and aside-done")
-    sess.append("problem", f"{RECORD_REFUSED}: {command} may not write {kind} records")
+    sess.append("problem", f"record refused: {command} may not write {kind} records")
     raise Refused(f"{kind} records are written only by {GUARDED[kind][0]}")
 
 
@@ -233,13 +210,9 @@ CLAIMS = frozenset({"ended", "closed", "concluded"})
 
 
 def unjudged(sess, claims=None):
-    """The captain-done records appended since the captain's newest input and not judged yet.
-
-    Cheap (the walk back ends at the newest `captain` record, one prompt
-    away, or at the newest judgement), so an agent's hooks can ask it after
-    every tool call. *claims*, a list, gets the CLAIMS records the walk met
-    (the one it stopped at included), for aside.audit_claims.
-    """
+    """The captain-done records since the captain's newest input, not judged yet.
+    Cheap (one prompt back at most), so the agent's hooks ask it after every tool
+    call. *claims*, a list, gets the CLAIMS records met (the stop included)."""
     out = []
     for rec in logfile.records_backwards(sess.log_paths(), logfile.TailStats(), 1 << 20):
         if claims is not None and rec.kind in CLAIMS:
@@ -258,20 +231,14 @@ def acts_path(sess):
     return os.path.join(sess.dir, paths.ACTS)
 
 
-def append_act_locked(sess, line, evidence):
-    """Write the act's evidence, then its status record; the caller holds the session lock."""
-    logfile.append_locked(acts_path(sess), [line.rstrip("\n") + "\t" + evidence + "\n"])
-    logfile.append_locked(sess.status_path, [line], rotate=logfile.rotate_limits())
-
-
 def record_act(sess, kind, text, evidence):
-    """Append the captain act `kind: text` with its evidence; return the record line."""
+    """Append the captain act `kind: text`, its evidence first; return the record line."""
     line = records.new_line(kind, text)
     if not sess.exists():
-        from crewfile.core.errors import NotFound
         raise NotFound(f"no session {sess.name!r} (register it with session-add)")
     with hold(sess.lock_path):
-        append_act_locked(sess, line, evidence)
+        logfile.append_locked(acts_path(sess), [line.rstrip("\n") + "\t" + evidence + "\n"])
+        logfile.append_locked(sess.status_path, [line], rotate=logfile.rotate_limits())
     return line
 
 

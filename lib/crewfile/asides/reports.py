@@ -1,18 +1,9 @@
 """Aside reports: a maildir (reports/tmp, new, cur) the way qmail delivers mail.
 
-Delivery: the report is written under tmp/ with a unique name (O_EXCL, never
-through a link), fsynced, then renamed into new/, and new/ is fsynced. A
-reader of new/ sees a whole report or none. The file is never written again
-after it is published. Reconciling renames it from new/ to cur/ under the
-same name; the aside window's scrollback is saved beside it as
-NAME.scrollback, and a copy of the agent's own transcript as NAME.transcript. A crash leaves at worst a stray file in tmp/, never a half
-report in new/ or cur/; tmp/ files older than TMP_MAX_AGE are removed by the
-next delivery (maildir's 36 hours).
-
-Unique names are `ASIDE,SECS.MUSECSPPIDQN.HOST`: the aside's name (names
-never contain ','), the delivery time, the process, a counter within it, and
-the host (reduced to letters, digits and '-', so a name has exactly two dots
-and a scrollback name is told apart by its suffix).
+Names, delivery and cleanup: docs/files/reports.md. A crash leaves at worst a
+stray file in tmp/, never a half report in new/ or cur/. The host in a name is
+reduced to letters, digits and '-': a name has exactly two dots, and a
+scrollback's or transcript's is told apart by its suffix.
 """
 import os
 import socket
@@ -24,7 +15,7 @@ from crewfile.core.atomic import fsync_dir, write_new
 from crewfile.core.errors import BadInput, NotFound, SystemFailure
 from crewfile.core.names import is_name
 
-TMP_MAX_AGE = 36 * 3600
+TMP_MAX_AGE = 36 * 3600          # maildir's rule
 _counter = 0
 
 
@@ -32,7 +23,7 @@ class Report:
     """One report file: which aside, when, where (state 'new' or 'cur')."""
     __slots__ = ("aside", "time", "state", "path", "scrollback", "size", "error")
 
-    def __init__(self, aside, time_, state, path, scrollback, size, error=None):
+    def __init__(self, aside, time_, state, path, scrollback, size, error):
         self.aside, self.time, self.state = aside, time_, state
         self.path, self.scrollback, self.size = path, scrollback, size
         self.error = error      # why the file cannot be a report (a link, a directory), or None
@@ -78,6 +69,13 @@ def _digits(text, most):
     return 0 < len(text) <= most and all("0" <= c <= "9" for c in text)
 
 
+def _irregular(mode):
+    """Why a file of *mode* is not a report (the one path rule: no link, no FIFO), or None."""
+    if stat.S_ISREG(mode):
+        return None
+    return "a symlink is not followed" if stat.S_ISLNK(mode) else "not a regular file"
+
+
 def box(crew, which):
     """reports/tmp, new or cur, created (0700) if missing."""
     return crew.ensure_sub(paths.REPORTS, which)
@@ -85,9 +83,7 @@ def box(crew, which):
 
 def deliver(crew, aside, data, checkpoint=None):
     """Publish *data* (bytes) as a new report of *aside*; return its path in new/.
-
-    checkpoint(step) is called between the steps (tests use it to crash there).
-    """
+    checkpoint(step) is called between the steps (tests crash there)."""
     tmp_dir, new_dir = box(crew, paths.REPORT_TMP), box(crew, paths.REPORT_NEW)
     clean_tmp(crew)
     base = unique_name(aside)
@@ -112,10 +108,7 @@ def deliver(crew, aside, data, checkpoint=None):
 
 def accept(crew, report_path):
     """Move a report from new/ to cur/ (idempotent); return its path in cur/.
-
-    NotFound if it is in neither. A crash between the rename and the fsync
-    leaves it in one place or the other, never both, never neither.
-    """
+    A crash between the rename and the fsync leaves it in one place, never two."""
     base = os.path.basename(report_path)
     if parse_name(base) is None:
         raise BadInput(f"not a report name: '{base}'")
@@ -123,11 +116,11 @@ def accept(crew, report_path):
     cur_dir = box(crew, paths.REPORT_CUR)
     cur = os.path.join(cur_dir, base)
     try:
-        if not stat.S_ISREG(os.lstat(new).st_mode):     # the one path rule: no link, no FIFO
-            raise SystemFailure(f"{new}: a symlink is not followed"
-                                if os.path.islink(new) else f"{new}: not a regular file")
+        why = _irregular(os.lstat(new).st_mode)
     except FileNotFoundError:
-        pass
+        why = None
+    if why:
+        raise SystemFailure(f"{new}: {why}")
     try:
         os.rename(new, cur)
     except FileNotFoundError:
@@ -167,19 +160,18 @@ def listing(crew, aside=None, states=(paths.REPORT_NEW, paths.REPORT_CUR)):
                 st = os.lstat(path)
             except FileNotFoundError:       # moved to cur/ while we looked
                 continue
-            error = (None if stat.S_ISREG(st.st_mode) else "a symlink is not followed"
-                     if stat.S_ISLNK(st.st_mode) else "not a regular file")
             sb = scrollback_path(path) if state == paths.REPORT_CUR else None
             if sb and not os.path.lexists(sb):
                 sb = None
-            out.append(Report(parsed[0], parsed[1], state, path, sb, st.st_size, error))
+            out.append(Report(parsed[0], parsed[1], state, path, sb, st.st_size,
+                              _irregular(st.st_mode)))
     out.sort(key=lambda r: (r.time, r.path))
     return out
 
 
-def clean_tmp(crew, max_age=TMP_MAX_AGE, now=None):
-    """Remove files in tmp/ older than max_age: leftovers of crashed deliveries."""
-    now = time.time() if now is None else now
+def clean_tmp(crew):
+    """Remove files in tmp/ older than TMP_MAX_AGE: leftovers of crashed deliveries."""
+    now = time.time()
     d = crew.sub(paths.REPORTS, paths.REPORT_TMP)
     try:
         entries = paths.list_dir(d)
@@ -189,7 +181,7 @@ def clean_tmp(crew, max_age=TMP_MAX_AGE, now=None):
     for base in entries:
         path = os.path.join(d, base)
         try:
-            if now - os.lstat(path).st_mtime > max_age:
+            if now - os.lstat(path).st_mtime > TMP_MAX_AGE:
                 os.unlink(path)
                 removed += 1
         except OSError:

@@ -1,8 +1,6 @@
 """Background jobs: a job's files, and reading them (listing, sweeping).
 
-A job is the directory jobs/HANDLE/; docs/files/jobs.md says what each file
-holds, who writes it, and the one wait-or-announce decision (jobwatch.settle
-and jobwait.wait). jobwatch.py starts the job and its watcher.
+A job is the directory jobs/HANDLE/: docs/files/jobs.md.
 """
 import os
 import shutil
@@ -38,10 +36,9 @@ def duration_text(seconds):
     return f"{s // 86400}d{s % 86400 // 3600}h"
 
 
-def output_limit(env=None):
-    env = os.environ if env is None else env
+def output_limit():
     try:
-        value = int(env.get("CREWFILE_JOB_OUTPUT_BYTES") or OUTPUT_LIMIT)
+        value = int(os.environ.get("CREWFILE_JOB_OUTPUT_BYTES") or OUTPUT_LIMIT)
     except ValueError:
         value = OUTPUT_LIMIT
     return min(max(value, MIN_OUTPUT_LIMIT), 1 << 40)     # within `spec`'s checked shape
@@ -61,9 +58,8 @@ def dump_json(obj):
 
 
 class Job:
-    """One job directory: its paths and the files in it (read fresh each time,
-    but `spec`). at: a descriptor on the job's directory (paths.open_dir),
-    in which its files are read by name (list_jobs)."""
+    """One job directory: its paths and files (read fresh each time, but
+    `spec`). at: a descriptor on it (paths.open_dir) its files are read in."""
 
     def __init__(self, crew, handle, at=None):
         self.crew = crew
@@ -82,13 +78,8 @@ class Job:
         self.alive_path = os.path.join(d, paths.JOB_ALIVE)
         self.running_path = os.path.join(d, paths.JOB_RUNNING)
 
-    def check(self):
-        if not os.path.lexists(self.spec_path):
-            raise NotFound(f"no job {self.handle!r}")
-        return self
-
     def spec(self):
-        """`spec`, read once: it never changes once published."""
+        """`spec`, read once (it never changes once published); NotFound if absent."""
         if self._spec is None:
             self._spec = _json(self.spec_path, "job-spec", self.at)
             if self._spec is None:
@@ -149,7 +140,7 @@ class Job:
             return f.read()
 
 
-def last_line(path, limit=LAST_LINE_CHARS):
+def last_line(path):
     try:
         fd = paths.open_file(path)
     except FileNotFoundError:
@@ -162,7 +153,7 @@ def last_line(path, limit=LAST_LINE_CHARS):
     for raw in reversed(data.split(b"\n")):
         line = raw.decode("utf-8", "replace").rstrip("\r").strip()
         if line and not is_marker(line):
-            return line if len(line) <= limit else line[:limit - 1] + "…"
+            return line if len(line) <= LAST_LINE_CHARS else line[:LAST_LINE_CHARS - 1] + "…"
     return ""
 
 
@@ -195,23 +186,16 @@ def check_request(crew, argv, session=None, label=None):
 
 def new_job(crew, handle=None):
     """Make the job's directory (mkdir: a handle is never shared); its Job."""
-    jobs_dir = crew.ensure_sub(paths.JOBS)
-    if handle is None:
-        for _ in range(100):
-            handle = "j-" + os.urandom(3).hex()
-            try:
-                os.mkdir(os.path.join(jobs_dir, handle), 0o700)
-                break
-            except FileExistsError:
-                continue
-        else:
-            raise SystemFailure("cannot find a free job handle")
-    else:
+    crew.ensure_sub(paths.JOBS)
+    for _ in range(100 if handle is None else 1):
+        name = "j-" + os.urandom(3).hex() if handle is None else handle
         try:
-            os.mkdir(crew.job_dir(handle), 0o700)
+            os.mkdir(crew.job_dir(name), 0o700)
+            return Job(crew, name)
         except FileExistsError:
-            raise Refused(f"job {handle!r} exists") from None
-    return Job(crew, handle)
+            if handle is not None:
+                raise Refused(f"job {handle!r} exists") from None
+    raise SystemFailure("cannot find a free job handle")
 
 
 def discard(job):
@@ -231,11 +215,11 @@ def _bury(job):
     return trash
 
 
-def write_spec(job, argv, session=None, label=None, cwd=None, env=None):
+def write_spec(job, argv, session=None, label=None):
     """Publish `spec` (durable later: the watcher syncs it); return it."""
     spec = {"handle": job.handle, "argv": list(argv), "label": label or "",
-            "session": session or None, "cwd": os.path.realpath(cwd or os.getcwd()),
-            "created": records.timestamp(), "output_limit": output_limit(env)}
+            "session": session or None, "cwd": os.path.realpath(os.getcwd()),
+            "created": records.timestamp(), "output_limit": output_limit()}
     replace(job.spec_path, dump_json(spec), sync=False)
     return spec
 
@@ -243,12 +227,13 @@ def write_spec(job, argv, session=None, label=None, cwd=None, env=None):
 def ended_text(res):
     """'exited 0 after 1.20s' or 'killed by SIGTERM (15) after 3.0s'."""
     took = duration_text(res.get("seconds") or 0.0)
-    if res.get("signal"):
-        return f"killed by {signal_name(res['signal'])} ({res['signal']}) after {took}"
-    return f"exited {res.get('exit')} after {took}"
+    if not res.get("signal"):
+        return f"exited {res.get('exit')} after {took}"
+    return f"killed by {signal_name(res['signal'])} ({res['signal']}) after {took}"
 
 
 def signal_name(n):
+    """'SIGTERM', or 'signal 77' for a number no signal is named by."""
     try:
         return signal.Signals(n).name
     except ValueError:
@@ -280,7 +265,7 @@ def heard_record(by, spec, result, **extra):
 
 def info(job, now=None, full=True):
     """A job's state as a dict (what job-ls prints). Not *full*: only the
-    table's fields, from `heard` alone when it has them (see heard_record)."""
+    table's fields, from `heard` (or `notice`) alone when it has them."""
     now = time.time() if now is None else now
     heard = job.heard()
     notice = None
@@ -326,8 +311,7 @@ def info(job, now=None, full=True):
 
 
 def list_jobs(crew, now=None, full=True):
-    """info() of every job, oldest first; each job's directory opened once
-    (paths.open_dir), its files read in it."""
+    """info() of every job, oldest first; each job's directory opened once."""
     root = crew.sub(paths.JOBS)
     try:
         jobs_fd = paths.open_dir(root)

@@ -1,9 +1,6 @@
-"""Waiting for a job, and the one decision: reported by a wait, or announced.
-
-The waiter's half of the decision made under the job's `lock` (the
-watcher's half is jobwatch.settle); docs/files/jobs.md gives it step by
-step. Lock order is always `lock` -> `waiters` (non-blocking), or `waiters`
-alone, never the other way while blocking: nothing deadlocks.
+"""Waiting for a job, and the waiter's half of the one decision (the
+watcher's is jobwatch.settle): docs/files/jobs.md. Lock order is always
+`lock` -> `waiters` (non-blocking), or `waiters` alone: nothing deadlocks.
 """
 import _thread
 import os
@@ -21,12 +18,9 @@ from crewfile.wake import inbox
 
 
 def _hear(job, res):
-    """Under `lock`: this wait reports the outcome, unless it was heard
-    already (a pending notice is withdrawn and heard here instead).
-
-    `heard` is not fsynced, and a watcher that is gone may have died before
-    its flushes: docs/decisions.md, "Jobs: heard exactly once at the model".
-    """
+    """Under `lock`: this wait reports the outcome, unless heard already (a
+    pending notice is withdrawn and heard here instead). `heard` is not
+    fsynced: docs/decisions.md, "Jobs: heard exactly once at the model"."""
     if not job.watcher_alive():
         sync(job.result_path)
     heard = job.heard()
@@ -85,15 +79,12 @@ class Outcome:
 
 
 def wait(crew, handle, timeout=None, exiting=False):
-    """Wait for the job's outcome; return an Outcome.
-
-    Counted in on `waiters`, it blocks on a shared flock of `running`, which
-    the kernel grants once the outcome is durable or the watcher is dead:
-    nothing to run out of, one wake-up. exiting: the caller exits once it
-    has the answer (job-wait), which counts it out.
-    """
-    job = Job(crew, handle).check()
-    job.spec()              # read now, off the path from the job's end to our answer
+    """Wait for the job's outcome; return an Outcome. Counted in on `waiters`,
+    it blocks on a shared flock of `running`, granted once the outcome is
+    durable or the watcher is dead: one wake-up. exiting: as job-wait, which
+    exiting counts out."""
+    job = Job(crew, handle)
+    job.spec()              # NotFound; read now, off the path from the job's end to our answer
     t0 = time.monotonic()
     registration = None
     try:
@@ -149,8 +140,7 @@ def _wait_registered(job, registration, timeout, t0):
 
 def _let_go(path, timeout):
     """Block until nobody holds *path* exclusively (True), or *timeout*
-    seconds pass (False; None: no limit). The watcher never takes `running`
-    again once it let go, so ours is let go at once."""
+    seconds pass (False; None: no limit); ours is let go at once."""
     if timeout is None:
         acquire(path, shared=True).release()
         return True
@@ -177,9 +167,7 @@ def _let_go(path, timeout):
 
 
 def answer(outcome, tail=10, all_kept=False, terminal=False):
-    """What job-wait prints of *outcome*, as bytes: the result line, then
-    (ended or lost) the output's tail or all of it, escaped for a *terminal*
-    only (docs/commands/job-wait.md)."""
+    """What job-wait prints of *outcome*, as bytes (docs/commands/job-wait.md)."""
     line = escape(outcome.line()) + "\n"
     if outcome.state != "done" and outcome.state != "lost":
         return line.encode()

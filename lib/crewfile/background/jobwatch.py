@@ -1,10 +1,8 @@
 """Starting a job and its watcher: a process that outlives its caller.
 
-job-exec returns the handle once the watcher is forked (docs/decisions.md:
-"the watcher is forked, not exec'd"). The watcher runs the command, keeps
-its output, writes `result` and settles who hears it (settle(): its half
-of the one decision; jobwait.py has the waiter's). docs/files/jobs.md says
-which lock is held when.
+The watcher is forked, not exec'd (docs/decisions.md). It runs the command,
+keeps its output, writes `result` and settles who hears it (settle(): its
+half of the one decision, docs/files/jobs.md; jobwait.py has the waiter's).
 """
 import os
 import select
@@ -23,20 +21,17 @@ from crewfile.session.sessions import Session
 from crewfile.wake import inbox
 
 
-def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None, exiting=False):
-    """Start *argv* detached under a watcher; return its handle at once.
-
-    Call it from a single-threaded process (the watcher is forked). exiting:
-    the caller exits at once (job-exec), leaving the double fork's middle
-    process to init.
-    """
+def start(crew, argv, session=None, label=None, handle=None, exiting=False):
+    """Start *argv* detached under a watcher; return its handle at once. Call
+    it from a single-threaded process (the watcher is forked). exiting: the
+    caller exits at once (job-exec), leaving the middle process to init."""
     jobs.check_request(crew, argv, session, label)
     job = jobs.new_job(crew, handle)
     alive = running = None
     try:
         alive = acquire(job.alive_path)   # before `spec`: no gap in which `alive` is free
         running = acquire(job.running_path)
-        spec = jobs.write_spec(job, argv, session, label, cwd, env)
+        spec = jobs.write_spec(job, argv, session, label)
         spawn(job, spec, alive, running, exiting)
     except BaseException:
         # Nothing was started (a full disk, `ulimit -f 0`, no fork): leave no
@@ -50,20 +45,13 @@ def start(crew, argv, session=None, label=None, handle=None, cwd=None, env=None,
     return job.handle
 
 
-_TERMINAL_SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT")
-
-
-def spawn(job, spec, alive, running, exiting=False):
+def spawn(job, spec, alive, running, exiting):
     """Fork the watcher of *job* (twice: setsid() between, so it is nobody's
-    child and no terminal's), handing it the held `alive` and `running`.
-
-    Until the middle process has called setsid() a closing terminal or a ^C
-    reaches it: the fork happens with those signals ignored.
-    """
+    child and no terminal's), handing it the held `alive` and `running`. Until
+    setsid() a closing terminal or a ^C reaches it: those signals are ignored."""
     saved = []
     try:
-        for name in _TERMINAL_SIGNALS:
-            sig = getattr(signal, name)
+        for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
             saved.append((sig, signal.signal(sig, signal.SIG_IGN)))
     except ValueError:
         pass                     # not the main thread: no terminal to fear from here
@@ -110,7 +98,7 @@ def _watch(job, spec, alive, running):
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
     try:
-        job.at = paths.open_dir(job.dir)    # its files read in it: one openat(2) each, no path walked
+        job.at = paths.open_dir(job.dir)    # its files: one openat(2) each, no path walked
     except (SystemFailure, OSError):
         pass
     try:
@@ -118,13 +106,12 @@ def _watch(job, spec, alive, running):
         fsync_dir(os.path.dirname(job.dir))
     except (SystemFailure, OSError):
         pass                     # the disk fails us: the outcome, if it can be written, says so
-    out = BoundedOutput(job.output_path, spec.get("output_limit") or 1 << 20)
+    out = BoundedOutput(job.output_path, spec.get("output_limit") or jobs.OUTPUT_LIMIT)
     pids = {"watcher": os.getpid(), "watcher_start": process_start(os.getpid()),
             "pid": None, "pgid": None}
     argv = spec["argv"]
     rfd, wfd = os.pipe()
-    started, t0 = time.time(), time.monotonic()
-    pids["started"] = records.timestamp(started)
+    pids["started"], t0 = records.timestamp(), time.monotonic()
     env = dict(os.environ, CREWFILE_JOB=job.handle)
     try:
         os.chdir(spec.get("cwd") or "/")
@@ -146,7 +133,15 @@ def _watch(job, spec, alive, running):
     replace(job.pids_path, dump_json(pids))
     if pids["pid"] is not None:
         rc = _copy(pids["pid"], rfd, out)
-    _finish(job, out, started, t0, rc, spec, running)
+    seconds = time.monotonic() - t0
+    out.close()
+    result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
+              "code": rc if rc >= 0 else 128 - rc, "started": pids["started"],
+              "ended": records.timestamp(), "seconds": round(seconds, 3)}
+    try:
+        settle(job, spec, result, running)
+    finally:
+        running.release()
     alive.release()
 
 
@@ -186,27 +181,11 @@ def _copy(pid, rfd, out):
     return os.waitstatus_to_exitcode(status)
 
 
-def _finish(job, out, started, t0, rc, spec, running):
-    seconds = time.monotonic() - t0
-    out.close()
-    result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
-              "code": rc if rc >= 0 else 128 - rc, "started": records.timestamp(started),
-              "ended": records.timestamp(), "seconds": round(seconds, 3)}
-    try:
-        return settle(job, spec, result, running)
-    finally:
-        running.release()
-
-
 def settle(job, spec, result, running):
-    """The watcher's half of the decision (docs/files/jobs.md): write
-    *result* durably, then wait-or-announce, exactly once. Returns 'wait',
-    'notice' or 'unheard'.
-
-    spec: the spec this watcher ran, not the file (one damaged since must
-    not silence the outcome). running: held, let go once `result` is written
-    and `lock` is free: that wakes every waiter.
-    """
+    """The watcher's half of the decision (docs/files/jobs.md): write *result*
+    durably, then wait-or-announce, exactly once.
+    spec: the one this watcher ran (one damaged since must not silence the
+    outcome). running: held, let go once `result` is written: it wakes every waiter."""
     text = dump_json(result)
     first = True
     while True:
@@ -220,7 +199,7 @@ def settle(job, spec, result, running):
                 except CrewfileError:
                     heard = None     # damaged: told again rather than never (a repeat has its id)
                 if heard is not None:
-                    return heard.get("by", "wait")
+                    return
             nobody = acquire(job.waiters_path, timeout=0)
             if nobody is not None:
                 try:
@@ -236,15 +215,14 @@ def settle(job, spec, result, running):
 def _announce_once(job, spec, result):
     """Under `lock`, nobody waiting: announce the outcome and record that
     (`notice`, and `heard` by=notice if it was posted)."""
-    posted, detail = announce(job, result, spec)
+    posted, detail = announce(job, spec, result)
     now = records.timestamp()
     row = row_fields(spec, result)
     if posted:
         replace(job.notice_path, dump_json({"posted": True, "id": detail, "at": now, **row}))
         replace(job.heard_path, dump_json({"by": "notice", "at": now, "id": detail, **row}))
-        return "notice"
-    replace(job.notice_path, dump_json({"posted": False, "reason": detail, "at": now, **row}))
-    return "unheard"
+    else:
+        replace(job.notice_path, dump_json({"posted": False, "reason": detail, "at": now, **row}))
 
 
 def notice_text(job, spec, result):
@@ -256,10 +234,9 @@ def notice_text(job, spec, result):
     return f"job {job.handle}{label} {ended_text(result)}; last output: {last}"
 
 
-def announce(job, result, spec=None):
+def announce(job, spec, result):
     """Post the outcome to the owning session's inbox: (True, notice id), or
     (False, why not) when there is nobody to tell."""
-    spec = job.spec() if spec is None else spec
     name = spec.get("session")
     if not name:
         return False, "no owning session"

@@ -1,9 +1,8 @@
 """Scheduled nudges: a message typed into an idle session when nobody else will.
 
 A tick asks each due schedule three questions (not live: disarm; busy: keep;
-another session in its tree: keep), counts the attempt before typing, and
-types through delivery.py. The rules are nudge-tick's page
-(docs/commands/nudge-tick.md); the file, docs/files/nudges.md.
+another session in its tree: keep), counts the attempt, then types through
+delivery.py: docs/commands/nudge-tick.md.
 """
 import os
 

@@ -8,7 +8,7 @@ from crewfile.core import notify, paths
 from crewfile.core.clocks import clock_now
 from crewfile.core.errors import CrewfileError
 from crewfile.nudges.nudge import REFUSED, World, tick, tick_lock
-from crewfile.nudges.schedules import ensure_dir, due_in, load_all
+from crewfile.nudges.schedules import due_in, load_all
 from crewfile.session.delivery import ACCOUNT_BLOCKED, TRANSIENT
 from crewfile.session.sessions import names
 
@@ -32,7 +32,7 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
     retries = 0
     try:
         while not stop():
-            ensure_dir(crew)
+            crew.ensure_sub(paths.NUDGES)
             crew.ensure_sub(paths.SESSIONS)
             now = [notify.identity(d) for d in roots]
             if now != seen:

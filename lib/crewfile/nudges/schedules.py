@@ -1,9 +1,7 @@
-"""Nudge schedules: the files nudges/ID, one per (user, session).
+"""Nudge schedules: the files nudges/ID, one per (user, session): docs/files/nudges.md.
 
-Each is one JSON object, replaced atomically under locks/nudges; a change
-made by a tick applies only if the schedule is still the one it read (its
-`rev`), so a schedule removed or replaced meanwhile wins. See protocol.md,
-`nudges/ID`.
+A tick's change applies only if the schedule is still the one it read (its
+`rev`), so a schedule removed or replaced meanwhile wins.
 """
 import json
 import os
@@ -21,10 +19,6 @@ from crewfile.session import delivery, sessions
 DEFAULT_MAX = 100
 
 
-def ensure_dir(crew):
-    return crew.ensure_sub(paths.NUDGES)
-
-
 def _lock(crew):
     return acquire(os.path.join(crew.ensure_sub(paths.LOCKS), paths.NUDGES_LOCK))
 
@@ -34,8 +28,7 @@ def _path(crew, sid):
 
 
 def _read(path, at=None):
-    """The schedule in *path*, None if absent; BadFile if it is not a schedule.
-    at: a descriptor on nudges/ (paths.open_dir), for a listing."""
+    """The schedule in *path* (at: a descriptor on nudges/), None if absent."""
     obj = load(path, "schedule", at)
     if obj is not None and obj["id"] != os.path.basename(path):
         raise BadFile(path, f"id '{obj['id']}' is not the file's name")
@@ -47,8 +40,8 @@ def store(crew, sched):
 
 
 def load_all(crew, bad=None):
-    """Every schedule, sorted by id. A file that is not a schedule (damaged,
-    unreadable, a link) is skipped, and (its name, the error) appended to *bad*."""
+    """Every schedule, sorted by id; one that is not (damaged, a link) is
+    skipped, and (its name, the error) appended to *bad*."""
     base = crew.sub(paths.NUDGES)
     try:
         at = paths.open_dir(base)        # nudges/ checked once, each file opened in it
@@ -103,8 +96,7 @@ def matches(sched, meta):
 
 def due_in(sched, now):
     """Seconds until *sched* is next due at *now* (clock_now()): 0 or less,
-    due. The one answer to "is it due", for the tick and every view; a base
-    ahead of now waits one `every` at most (rebased())."""
+    due. The one answer, for the tick and every view."""
     gone = elapsed(sched["base"], now)
     return sched["every"] - max(gone, 0)
 
@@ -145,7 +137,7 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
     now = now or clock_now()
     if until is not None and until <= now["wall"]:
         raise BadInput(f"bad --until {records.timestamp(until)}: already past")
-    ensure_dir(crew)
+    crew.ensure_sub(paths.NUDGES)
     with _lock(crew):
         existing = [s for s in load_all(crew) if s.get("user") == user and matches(s, meta)]
         if existing and not replace_existing:
