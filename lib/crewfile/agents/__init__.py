@@ -46,6 +46,10 @@ Adding an agent is one new module here defining:
   HOOKS_AT_START
                 True if its SessionStart hook runs as it starts, so that
                 crew-spawn --prompt waits for the `started` record
+  START_WITH_FIRST_PROMPT (optional)
+                True if its SessionStart hook runs with its first prompt and
+                the text stays on its prompt line meanwhile: delivery waits
+                for that hook's record and never presses Enter twice
   RESUME        the arguments that resume conversation {id} appended to the
                 agent's command (crewfile.agents.launch), or None
   context, deny, carry_on, captain_text
