@@ -328,3 +328,60 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
         assert "FIRST-PROMPT-3141" in _texts(turn[0])           # with the first turn in it
     finally:
         tmux.kill()
+
+
+SLOW_START = 6     # seconds the SessionStart hook sleeps before crew-hook runs
+
+
+def test_spawns_first_prompt_is_taken_once_while_its_start_hook_runs(rig, tmux, tmp_path,
+                                                                     monkeypatch):
+    """`crew-spawn --agent codex --prompt TEXT` as a user runs it. Codex runs
+    its SessionStart hook with its first prompt, and keeps the text on its
+    prompt line while the hook runs (tests/CODEX_FINDINGS.md, "The first
+    prompt taken twice"). The race is made certain, not lucky: the hook's
+    command sleeps SLOW_START seconds before crew-hook (hooks.json, trusted
+    as Codex keeps a captain's yes), longer than any screen wait of
+    delivery's. The prompt is taken once: one `captain`, one `turn-started`,
+    and no request to the stand-in carries it twice."""
+    from test_claude_spawn_e2e import _repo
+    import shlex
+    repo = _repo(tmp_path, monkeypatch)
+    home = rig.env["CODEX_HOME"]
+    path = os.path.join(home, "hooks.json")
+    with open(path) as f:
+        hooks = json.load(f)
+    for group in hooks["hooks"]["SessionStart"]:
+        for hook in group["hooks"]:
+            hook["command"] = f"sleep {SLOW_START}; {hook['command']}"
+            hook["timeout"] = SLOW_START + 30
+    with open(path, "w") as f:
+        json.dump(hooks, f)
+    env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY")}
+    agent = "exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) \
+        + f" {BINARY[0]}"
+    monkeypatch.setenv("CREWFILE_DIR", rig.crew.root)
+    pretrust(tmux, home, rig.work)
+    with open(os.path.join(home, "config.toml"), "a") as f:
+        f.write(f'[projects."{repo}"]\ntrust_level = "trusted"\n')
+    prompt = "FIRST-PROMPT-1618 read the README"
+    try:
+        r = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "bin", "crew-spawn"), "w1", "--agent", "codex",
+             "--cmd", agent, "--tmux-session", "crew", "--prompt", prompt, "--wait", "120"],
+            cwd=repo, capture_output=True, text=True, timeout=DEADLINE + 60)
+        sess = Session(rig.crew, "w1")
+        pane = sess.meta["tmux"]
+        assert r.returncode == 0, r.stderr + tmux.screen(pane)
+        _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "the first turn's end",
+              rig, "w1", tmux, pane)
+        got = rig.kinds("w1")
+        assert [k for k, _ in got].count("started") == 1, got
+        assert got.count(("captain", prompt)) == 1, got
+        assert [k for k, _ in got].count("turn-started") == 1, got
+        for req in rig.requests():
+            said = [i for i in req.get("input") or [] if i.get("role") == "user"
+                    and prompt in json.dumps(i)]
+            assert len(said) <= 1, _texts(req)[-600:]
+        assert any(_last_user_text(q) == prompt for q in rig.requests())
+    finally:
+        tmux.kill()

@@ -196,3 +196,51 @@ def test_never_types_into_an_aside(crew, tmux):
     assert not ok and reason.code == "aside"
     assert "/aside-done" not in tmux.screen(pane)
     assert "captain-done" not in kinds(sess)
+
+
+START_HOOK = 5     # seconds: longer than delivery's screen wait (TAKEN_SECONDS) after Enter
+
+
+def late_starter(crew, tmux, seconds=START_HOOK):
+    """A fake agent whose SessionStart comes with its first prompt, registered
+    as Codex (its adapter's START_WITH_FIRST_PROMPT): no `started` before it;
+    at the first Enter the text stays on its prompt line while its start hook
+    runs for *seconds* (FAKE_START_HOOK: the race made certain, not lucky)."""
+    sess, pane = tmux.agent_window(crew, "w1", f"env FAKE_START_HOOK={seconds} {FAKE}",
+                                   extra={"agent": "codex"})
+    tmux.wait_screen(pane, "ready>")
+    assert kinds(sess) == ["registered"]
+    return sess, pane
+
+
+def test_a_first_prompt_is_entered_once_while_the_start_hook_runs(crew, tmux):
+    """The text still on the prompt line after Enter is no sign the Enter was
+    dropped while the start hook runs: a second Enter would be taken as the
+    same prompt twice (Codex: tests/CODEX_FINDINGS.md). The hook's `started`
+    is the evidence it was taken."""
+    sess, pane = late_starter(crew, tmux)
+    ok, reason = delivery.deliver(sess, "first words", quiet=0)
+    assert (ok, reason.code) == (True, "delivered"), reason
+    wait_for(lambda: kinds(sess)[-1] == "turn-ended", what="the first turn's end")
+    assert kinds(sess) == ["registered", "started", "captain", "turn-started", "turn-ended"]
+    assert captain_lines(sess) == ["first words"]
+
+
+def test_a_first_prompt_with_no_record_of_its_start_hook_is_unconfirmed_never_entered_twice(
+        crew, tmux, monkeypatch):
+    """No record within the bounded wait and the text still shown: whether it
+    was taken cannot be told, so Enter is not pressed again and the delivery
+    says so (`unconfirmed`). The hook, late, shows it was taken once."""
+    monkeypatch.setattr(delivery, "START_SECONDS", 2.5)
+    sess, pane = late_starter(crew, tmux, seconds=8)
+    ok, reason = delivery.deliver(sess, "first words", quiet=0)
+    assert (ok, reason.code) == (False, "unconfirmed"), reason
+    assert reason.detail == (
+        "Enter pressed; the text still shows on the prompt line and no record came within"
+        " 2.5s: its agent shows the text until its hooks have run (its SessionStart with"
+        " its first prompt), so whether it was taken cannot be told (a `started` or"
+        " `turn-started` record after this says so); not pressed again")
+    assert "ready> first words" in tmux.screen(pane)
+    wait_for(lambda: kinds(sess)[-1] == "turn-ended", what="the late hook and the turn",
+             timeout=30)
+    assert kinds(sess) == ["registered", "started", "captain", "turn-started", "turn-ended"]

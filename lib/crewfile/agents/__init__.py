@@ -22,6 +22,10 @@ Adding an agent is one new module here defining:
                  crew-respawn brings such a session back
   HOOKS_AT_START True if SessionStart runs as it starts: crew-spawn --prompt
                  waits for the `started` record
+  START_WITH_FIRST_PROMPT (optional)
+                 True if SessionStart runs with its first prompt, the text kept on
+                 its prompt line meanwhile: delivery presses Enter once and waits
+                 for that hook's record
   RESUME         the arguments resuming conversation {id} (agents.launch), or None
   context, deny, carry_on, captain_text
                  the replies (below: Claude Code's spellings, which Codex copied)

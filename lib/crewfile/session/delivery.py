@@ -47,6 +47,8 @@ APPEAR_SECONDS = 2.0
 UNREAD_SECONDS = 15.0             # how long typed keys may wait unread for a starved agent
 TAKEN_SECONDS = 2.0               # after Enter: how long the text may stay on the prompt line
 RECORD_SECONDS = 15.0             # after Enter: how long a recording agent's hook may take
+START_SECONDS = 60.0              # after the first Enter of an agent that starts with it
+#                                   (enters_once): its start, then its SessionStart hook
 MAX_TEXT = 4096
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -160,10 +162,14 @@ def deliver(sess, text, look=None, now=None, quiet=None):
                 return False, Answer(FAILED, "the typed text did not show on the prompt line;"
                                              " Enter not pressed, the text is left there unsent")
         recorded = records_prompts(sess)
+        once = enters_once(sess)
         mark = PROMPT_MARK if recorded else None
         before = _turn_mark(sess, mark)
+        kinds = FIRST_SIGNS if once and not recorded else TAKEN_SIGNS
+        signs = _turn_mark(sess, kinds)
         for attempt in (1, 2):
-            if attempt == 2 and _turn_mark(sess, mark) != before:
+            if attempt == 2 and (_turn_mark(sess, mark) != before
+                                 or _turn_mark(sess, kinds) != signs):
                 return True, Answer(DELIVERED)      # the first Enter's, recorded late
             why, v = check(sess, verdict.Look(), None, quiet, typed=text)
             if why:
@@ -174,6 +180,9 @@ def deliver(sess, text, look=None, now=None, quiet=None):
                 tmux.press_enter(pane, socket=socket)
             except SystemFailure as e:
                 return False, Answer(FAILED, f"{e}; the text is left on the prompt line unsent")
+            if once:
+                return _wait_once(sess, recorded, kinds, signs, pane, socket,
+                                  lambda s: still_holds(s, text, markers), placeholder)
             if not recorded:
                 if _wait_screen(pane, socket, lambda s: (not still_holds(s, text, markers)
                                                          or _turn_mark(sess) != before),
@@ -185,11 +194,7 @@ def deliver(sess, text, look=None, now=None, quiet=None):
             if taken:
                 return True, Answer(DELIVERED)
             if taken is None:
-                return False, Answer(UNCONFIRMED, (
-                    f"Enter pressed; the prompt line no longer shows the text, but no"
-                    f" turn-started record came within {RECORD_SECONDS:g}s: it may not have"
-                    f" been taken, or be taken late (a turn-started record after this"
-                    f" says so); not typed again"))
+                return False, _cleared_unconfirmed()
         return False, Answer(NOT_SUBMITTED, "Enter pressed twice, the text stayed on the"
                                             " prompt line; it is left there unsent")
 
@@ -239,6 +244,61 @@ def records_prompts(sess):
 
 
 PROMPT_MARK = {"turn-started": "yes"}
+# Records a prompt hook writes as it takes a prompt: once one follows Enter,
+# Enter is never pressed again. `started` too for an agent whose SessionStart
+# comes with its first prompt (enters_once).
+TAKEN_SIGNS = frozenset({"captain", "turn-started"})
+FIRST_SIGNS = TAKEN_SIGNS | {"started"}
+
+
+def enters_once(sess):
+    """Is Enter pressed only once for the session's agent (its adapter's
+    START_WITH_FIRST_PROMPT)? It shows the typed text until its hooks have
+    run, and takes an Enter pressed meanwhile as the same prompt again: the
+    text still shown is no sign the first Enter was dropped."""
+    try:
+        agent = load(sess.meta.get("agent") or "claude")
+    except BadInput:
+        return False
+    return getattr(agent, "START_WITH_FIRST_PROMPT", False)
+
+
+def _wait_once(sess, recorded, kinds, before, pane, socket, holds, placeholder):
+    """After the one Enter of an agent that enters_once: (delivered, Answer).
+    Delivered on a new record of *kinds* (*before*: the newest before Enter)
+    within RECORD_SECONDS, or, for a session that records no prompts yet,
+    on the screen's word (the text left the prompt line: an agent without
+    crew-hook); else unconfirmed, never Entered again."""
+    start, shown = time.monotonic(), True
+    bound = RECORD_SECONDS if recorded else START_SECONDS    # Codex says "Waiting for
+    #                       startup" that long under load, the text shown (seen: > 15 s)
+    while True:
+        if _turn_mark(sess, kinds) != before:
+            return True, Answer(DELIVERED)
+        try:
+            shown = holds(capture(pane, socket, placeholder))
+        except SystemFailure:
+            shown = True            # unknown: not the screen's word that it was taken
+        if not shown and not recorded:
+            return True, Answer(DELIVERED)
+        if time.monotonic() - start > bound:
+            break
+        time.sleep(0.05)
+    if not shown:
+        return False, _cleared_unconfirmed()
+    return False, Answer(UNCONFIRMED, (
+        f"Enter pressed; the text still shows on the prompt line and no record came within"
+        f" {bound:g}s: its agent shows the text until its hooks have run (its"
+        f" SessionStart with its first prompt), so whether it was taken cannot be told"
+        f" (a `started` or `turn-started` record after this says so); not pressed again"))
+
+
+def _cleared_unconfirmed():
+    return Answer(UNCONFIRMED, (
+        f"Enter pressed; the prompt line no longer shows the text, but no"
+        f" turn-started record came within {RECORD_SECONDS:g}s: it may not have"
+        f" been taken, or be taken late (a turn-started record after this"
+        f" says so); not typed again"))
 
 
 def _wait_record(sess, before, pane, socket, holds, placeholder=None):
