@@ -120,6 +120,8 @@ class TmuxServer(Tmux):
 
     # What a pane started with keep=True prints when its command ends.
     EXITED = "[test pane: command exited "
+    # What Codex shows under a prompt it took while its start is still running.
+    STARTING = "Waiting for startup"
 
     def __init__(self, sock):
         super().__init__(sock)
@@ -206,8 +208,13 @@ class TmuxServer(Tmux):
             again = time.monotonic() + look
             while not taken():
                 now = time.monotonic()
-                if now > again and still_holds(self.screen(pane), text, markers):
-                    break
+                if now > again:
+                    screen = self.screen(pane)
+                    # Codex keeps a taken prompt on its line while its start
+                    # runs (hooks, a slow machine: over 15 s at load 15), and
+                    # would take a second Enter as a second prompt
+                    if still_holds(screen, text, markers) and self.STARTING not in screen:
+                        break
                 if now > deadline:
                     raise AssertionError(f"{text!r} was never taken" + self.explain(pane))
                 time.sleep(0.05)
