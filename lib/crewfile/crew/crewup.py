@@ -303,21 +303,25 @@ class Supervisor:
                                      stderr=subprocess.PIPE, env=self.env,
                                      preexec_fn=_die_with_parent(os.getpid()),
                                      close_fds=True)
+                stage.procs.append(Proc(name, p))   # at once: stopped if what follows fails
                 if first is not None:       # kept open: its end is the remote's end
                     p.stdin.write(first.encode())
                     p.stdin.flush()
                 if stdin is not subprocess.DEVNULL:
                     stdin.close()           # the next stage holds it now
                 stdin = p.stdout
-                stage.procs.append(Proc(name, p))
         except OSError as e:
+            # Started in part (EMFILE, EAGAIN, ENOMEM for a later process):
+            # what did start is stopped and reaped, its pipes closed, so the
+            # stage is one that did not start: counted here, retried the same way.
+            self.kill(stage)
+            stage.procs = []
             stage.last_error = f"cannot start {stage.name}: {e.strerror}"
             self.log("stage-failed", f"{stage.name}: {stage.last_error}")
-            self.kill(stage)
             stage.retry.later()
-            if not stage.procs:         # none started: no ended() will count this one
-                stage.quick_ends += 1
-                self.tell_failing(stage, [stage.last_error])
+            stage.quick_ends += 1
+            self.tell_failing(stage, [stage.last_error])
+            self.save_state()
             return
         stage.since = time.time()
         self.log("stage-started", f"{stage.name}: " + ", ".join(

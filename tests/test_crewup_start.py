@@ -1,0 +1,123 @@
+"""crew-up when a stage cannot be started, wholly or in part: the wake
+pipe's crew-watch starts but wake-filter cannot (crew-up out of file
+descriptors). What started is stopped, the failure is counted like a stage
+that never started, crew-up goes on, and starts the pipe again once it can."""
+import os
+import resource
+import signal
+import subprocess
+import sys
+
+from conftest import BIN, wait_for
+from crewfile.crew import crewup
+from crewfile.wake import inbox
+from crewfile.session.sessions import Session, register
+
+# What subprocess.Popen opens at once for a pipe's first process (stdin
+# /dev/null, stdout and stderr pipes, its exec-error pipe) and keeps after
+# (the read ends of stdout and stderr); the next process opens three pipes
+# more while those two are held: its peak is one above the first one's.
+FIRST_PEAK, FIRST_KEEPS, NEXT_PEAK = 1 + 2 + 2 + 2, 2, 2 + 2 + 2
+
+
+def up(crew, out, limit=None):
+    """crew-up for the boss, its stdout and stderr into *out*; with *limit*,
+    its soft RLIMIT_NOFILE (the hard one unchanged, so it can be raised again)."""
+    def preexec():
+        resource.setrlimit(resource.RLIMIT_NOFILE,
+                           (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    with open(out, "ab") as f:
+        return subprocess.Popen([sys.executable, os.path.join(BIN, "crew-up"), "boss",
+                                 "--backoff-max", "0.5s", "--sweep", "1h"],
+                                env={**os.environ, "CREWFILE_DIR": crew.root},
+                                stdout=f, stderr=f, preexec_fn=preexec if limit else None)
+
+
+def said(path):
+    """What crew-up wrote in *path* (its output, or its log)."""
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def stages(crew, proc):
+    st = crewup.read_state(crew)
+    return st.get("stages") or {} if st.get("pid") == proc.pid else {}
+
+
+def held_before_any_stage(crew, out, looks=20):
+    """How many descriptors crew-up holds when it starts its first stage: read
+    from a crew-up left alone, once its sweep ended and the wake pipe and
+    nudge-tick run, less the one stderr pipe it reads of each of those. A
+    look may fall within a write of its log or state (a file open a moment):
+    the fewest over *looks* looks at the same stages."""
+    proc = up(crew, out)
+    seen = []
+    try:
+        def settled():
+            assert proc.poll() is None, said(out)
+            s = stages(crew, proc)
+            if not (s and s["wake"]["running"] and s["nudge"]["running"]
+                    and s["sweep"]["since"] and not s["sweep"]["running"]):
+                return False
+            fds = len(os.listdir(f"/proc/{proc.pid}/fd"))
+            if stages(crew, proc) != s or seen and seen[0][0] != s:
+                seen.clear()            # a stage ended or started meanwhile: look again
+                return False
+            seen.append((s, fds - sum(len(x["pids"]) for x in s.values())))
+            return len(seen) >= looks
+        wait_for(settled, timeout=60, every=0.05, what="crew-up settled")
+        return min(held for _, held in seen)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0, said(out)
+
+
+def test_a_stage_started_in_part_is_stopped_and_retried(crew, tmp_path):
+    register(crew, "boss", kind="primary")
+    register(crew, "w1")
+    out = str(tmp_path / "crew-up.out")
+    held = held_before_any_stage(crew, out)
+    limit = held + FIRST_PEAK       # crew-watch can be started, wake-filter cannot
+    assert held + FIRST_KEEPS + NEXT_PEAK > limit
+    os.truncate(out, 0)
+    log = crewup.files(crew)["log"]
+    logged = os.path.getsize(log)
+    proc = up(crew, out, limit)
+    try:
+        told = (f"crew-up: stage wake fails at once (3 times in a row;"
+                f" cannot start wake: Too many open files)")
+
+        def failing():
+            assert proc.poll() is None, f"crew-up exited {proc.returncode}:\n{said(out)}"
+            return any(l.startswith(told) for l in said(out).splitlines())
+        wait_for(failing, timeout=60, what=lambda: f"crew-up telling wake fails:\n{said(out)}{said(log)}")
+        lines = said(out).splitlines()
+        assert "Traceback (most recent call last):" not in lines
+        wake = [l for l in lines if l.startswith("crew-up: stage wake ")]
+        assert len(wake) == 1 and wake[0].endswith(f"; still restarting it, see {log}"), lines
+        with open(log) as f:
+            f.seek(logged)
+            records = f.read()
+        assert "stage-failed: wake: cannot start wake: Too many open files\n" in records
+        assert "stage-started: wake:" not in records
+        s = stages(crew, proc)["wake"]
+        assert not s["running"] and s["pids"] == {}
+        assert s["last_error"] == "cannot start wake: Too many open files"
+
+        # Descriptors to spare again: the pipe is started whole and carries a wake.
+        resource.prlimit(proc.pid, resource.RLIMIT_NOFILE,
+                         resource.getrlimit(resource.RLIMIT_NOFILE))
+
+        def running():
+            assert proc.poll() is None, f"crew-up exited {proc.returncode}:\n{said(out)}"
+            w = stages(crew, proc).get("wake") or {}
+            return w.get("running") and set(w["pids"]) == {"crew-watch", "wake-filter", "wake-send"}
+        wait_for(running, timeout=60, what=lambda: f"the wake pipe running:\n{said(out)}")
+        Session(crew, "w1").append("done", "after the limit")
+        wait_for(lambda: any("after the limit" in n.text for n in inbox.pending(crew, "boss")),
+                 timeout=60, what="a wake through the pipe")
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    assert proc.returncode == 0, said(out)
