@@ -234,11 +234,8 @@ def _keys_unread(pid):
 def records_prompts(sess):
     """Does the session's agent record each prompt it takes? Then its record,
     not the screen, is the evidence (protocol.md, Delivery)."""
-    try:
-        agent = load(sess.meta.get("agent") or "claude")
-    except BadInput:
-        return False
-    if "UserPromptSubmit" not in agent.EVENTS.values():
+    agent = _adapter(sess)
+    if agent is None or "UserPromptSubmit" not in agent.EVENTS.values():
         return False
     return sess.newest_this_life(lambda rec: rec.kind in ("started", "turn-started")) is not None
 
@@ -256,11 +253,15 @@ def enters_once(sess):
     START_WITH_FIRST_PROMPT)? It shows the typed text until its hooks have
     run, and takes an Enter pressed meanwhile as the same prompt again: the
     text still shown is no sign the first Enter was dropped."""
+    return getattr(_adapter(sess), "START_WITH_FIRST_PROMPT", False)
+
+
+def _adapter(sess):
+    """The session's agent adapter (crewfile.agents), or None for a name it does not know."""
     try:
-        agent = load(sess.meta.get("agent") or "claude")
+        return load(sess.meta.get("agent") or "claude")
     except BadInput:
-        return False
-    return getattr(agent, "START_WITH_FIRST_PROMPT", False)
+        return None
 
 
 def _wait_once(sess, recorded, kinds, before, pane, socket, holds, placeholder):
