@@ -4,6 +4,7 @@ agent's turns only, RUN/SLOW directives, tool results answered with text,
 every request logged. Then the skeleton all three stand-in servers share
 (tests/stand_in.py): a port the kernel picks, the request log, a reply held
 until a file exists, a quiet end on SIGTERM. Runs without an agent CLI or npm."""
+import contextlib
 import http.client
 import json
 import os
@@ -119,6 +120,24 @@ HELD = {
 }
 
 
+@contextlib.contextmanager
+def running(argv):
+    """A stand-in server started with *argv*: yields (process, its port). After
+    the body it is ended by SIGTERM, which it answers with exit 0 and nothing
+    said; killed and reaped whatever happens."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert select.select([proc.stdout], [], [], 30)[0], "the server did not say its port"
+        yield proc, int(proc.stdout.readline().decode().split()[1])
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0 and proc.stderr.read() == b""
+    finally:
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+
+
 @pytest.mark.parametrize("name", sorted(HELD))
 def test_each_server_holds_a_reply_logs_it_and_ends_quietly(tmp_path, name):
     log, go = tmp_path / "log", tmp_path / "go"
@@ -127,10 +146,7 @@ def test_each_server_holds_a_reply_logs_it_and_ends_quietly(tmp_path, name):
     if name == "model_server.py":              # its holds come from the script
         (tmp_path / "script").write_text(f"HOLD: {go}\n")
         argv += ["--script", str(tmp_path / "script")]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert select.select([proc.stdout], [], [], 30)[0], "the server did not say its port"
-        port = int(proc.stdout.readline().decode().split()[1])
+    with running(argv) as (proc, port):
         path, body = HELD[name]
         answer = {}
 
@@ -151,13 +167,8 @@ def test_each_server_holds_a_reply_logs_it_and_ends_quietly(tmp_path, name):
         asker.join(60)
         assert answer["status"] == 200 and "held reply" in answer["body"]
         assert len(log.read_text().splitlines()) == 1
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0 and proc.stderr.read() == b""
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
+
+
 def test_a_limit_line_answers_429_with_its_reset_then_the_next_turn_is_served(server):
     port, log, script = server
     reset = int(time.time()) + 3600
@@ -209,12 +220,8 @@ def test_the_codex_stand_in_follows_a_day_a_line_per_turn(tmp_path):
     as the Claude stand-in's soak log does; usage is by text."""
     log, script = tmp_path / "log", tmp_path / "script"
     script.write_text("RUN: echo hi\nSAY: said\n")
-    proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", "responses_server.py"),
-                             "--soak", "--log", str(log), "--script", str(script)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert select.select([proc.stdout], [], [], 30)[0], "the server did not say its port"
-        port = int(proc.stdout.readline().decode().split()[1])
+    with running([sys.executable, os.path.join(REPO, "tests", "responses_server.py"),
+                  "--soak", "--log", str(log), "--script", str(script)]) as (proc, port):
         go = {"role": "user", "content": [{"type": "input_text", "text": "go"}]}
         notice = {"role": "developer", "content": [{"type": "input_text",
                                                     "text": "crewfile notice: job j-1 ended"}]}
@@ -239,10 +246,3 @@ def test_the_codex_stand_in_follows_a_day_a_line_per_turn(tmp_path):
         assert lines[2]["new"] == [{"role": "user", "content": [{
             "type": "tool_result", "tool_use_id": call["call_id"], "content": "hi\n"}]}]
         assert lines[3]["new"] == [{"role": "user", "content": go["content"]}]
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0 and proc.stderr.read() == b""
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
