@@ -310,13 +310,14 @@ class Supervisor:
                 if stdin is not subprocess.DEVNULL:
                     stdin.close()           # the next stage holds it now
                 stdin = p.stdout
-        except OSError as e:
-            # Started in part (EMFILE, EAGAIN, ENOMEM for a later process):
-            # what did start is stopped and reaped, its pipes closed, so the
-            # stage is one that did not start: counted here, retried the same way.
+        except (OSError, subprocess.SubprocessError) as e:
+            # Started in part (EMFILE, EAGAIN, ENOMEM for a later process; a
+            # child whose preexec_fn failed: SubprocessError): what did start
+            # is stopped and reaped, its pipes closed, so the stage is one
+            # that did not start: counted here, retried the same way.
             self.kill(stage)
             stage.procs = []
-            stage.last_error = f"cannot start {stage.name}: {e.strerror}"
+            stage.last_error = f"cannot start {stage.name}: {getattr(e, 'strerror', None) or e}"
             self.log("stage-failed", f"{stage.name}: {stage.last_error}")
             stage.retry.later()
             stage.quick_ends += 1
