@@ -14,7 +14,6 @@ from crewfile.core.output import age_text, table
 from crewfile.core.text import escape
 from crewfile.crew import crewup
 from crewfile.nudges.schedules import due_in, load_all, matches
-from crewfile.session.sessions import is_registered
 from crewfile.session.verdict import Look, own_loop
 from crewfile.views import glance, tokens
 from crewfile.wake.inbox import count
@@ -86,11 +85,11 @@ class Rows:
         now = time.time()
         look, costs = Look(), _Costs(self.crew)
         for name in [what[1] for what in changed if what[0] == SESSION]:
-            why = None if is_registered(self.crew, name) else glance.unusable(self.crew, name)
-            if is_registered(self.crew, name) or why is not None:
-                self.sessions[name] = self._read(name, look, costs, now, why)
-            else:
+            found = glance.entry(self.crew, name)
+            if found is None:
                 self.sessions.pop(name, None)
+            else:
+                self.sessions[name] = self._read(name, look, costs, now, found[1])
         self._read_parts({what[0] for what in changed})
         return self
 
