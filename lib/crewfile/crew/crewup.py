@@ -71,10 +71,10 @@ def _alive(pid):
 
 
 class Proc:
-    """One running child: its name, Popen, and its stderr's unfinished line."""
+    """One running child: its name, Popen, stage, and its stderr's unfinished line."""
 
-    def __init__(self, name, popen):
-        self.name, self.popen, self.carry = name, popen, b""
+    def __init__(self, name, popen, stage):
+        self.name, self.popen, self.stage, self.carry = name, popen, stage, b""
 
 
 class Backoff:
@@ -85,8 +85,8 @@ class Backoff:
     def __init__(self, most):
         self.most, self.at, self.wait, self.failing = most, 0.0, BACKOFF_FIRST, None
 
-    def due(self, now=None):
-        return (time.monotonic() if now is None else now) >= self.at
+    def due(self):
+        return time.monotonic() >= self.at
 
     def later(self):
         """Put the next try off; return by how long."""
@@ -142,9 +142,8 @@ class Supervisor:
         if self.dropped:
             lines = [records.new_line("said", f"crew-up: {self.dropped} line(s) of this log lost"
                                               " while it could not be written")] + lines
-        if self._write(LOG, lambda: logfile.append(self.files[LOG], self.files[LOG] + ".lock",
-                                                   lines, rotate=logfile.rotate_limits())):
-            self.unlogged, self.dropped = [], 0
+        logfile.append(self.files[LOG], self.files[LOG] + ".lock", lines,
+                       rotate=logfile.rotate_limits())
 
     def save_state(self):
         """Write crew-up/state now, or as soon as it can be (see retry_writes)."""
@@ -156,23 +155,23 @@ class Supervisor:
                            "since": records.timestamp(s.since) if s.since else None,
                            "restarts": s.restarts, "last_error": s.last_error}
                   for s in self.stages.values()}
-        doc = jsonio.dumps({
+        replace(self.files[STATE], jsonio.dumps({
             "version": 1, "pid": os.getpid(), "primary": self.primary,
-            "started": records.timestamp(self.started), "stages": stages}) + "\n"
-        if self._write(STATE, lambda: replace(self.files[STATE], doc)):
-            self.state_due = False
+            "started": records.timestamp(self.started), "stages": stages}) + "\n")
 
     def retry_writes(self):
         """Make the writes that are due, each once its backoff (if it failed) is over."""
-        if self.unlogged and self.writing[LOG].due():
-            self.write_log()
-        if self.state_due and self.writing[STATE].due():
-            self.write_state()
+        if self.unlogged and self._write(LOG, self.write_log):
+            self.unlogged, self.dropped = [], 0
+        if self.state_due and self._write(STATE, self.write_state):
+            self.state_due = False
 
     def _write(self, which, write):
-        """Run *write* (one of crew-up's own files); True if it worked. A failure
-        is said once, not raised (supervision goes on), and retried after a backoff."""
+        """Run *write* (one of crew-up's own files) unless its backoff runs; True
+        if it worked. A failure is said once, not raised (supervision goes on)."""
         w = self.writing[which]
+        if not w.due():
+            return False
         try:
             write()
         except (CrewfileError, OSError) as e:
@@ -243,10 +242,9 @@ class Supervisor:
             self.shutdown()
 
     def step(self, wait=0.2):
-        now = time.monotonic()
         for stage in self.stages.values():
-            if not stage.procs and stage.retry.due(now) and not self.stop:
-                if stage.name != "sweep" or now >= self.next_sweep:
+            if not stage.procs and stage.retry.due() and not self.stop:
+                if stage.name != "sweep" or time.monotonic() >= self.next_sweep:
                     self.start(stage)
         fds = {p.popen.stderr.fileno(): p for s in self.stages.values() for p in s.procs}
         try:
@@ -303,7 +301,7 @@ class Supervisor:
                                      stderr=subprocess.PIPE, env=self.env,
                                      preexec_fn=_die_with_parent(os.getpid()),
                                      close_fds=True)
-                stage.procs.append(Proc(name, p))   # at once: stopped if what follows fails
+                stage.procs.append(Proc(name, p, stage))   # at once: stopped if what follows fails
                 if first is not None:       # kept open: its end is the remote's end
                     p.stdin.write(first.encode())
                     p.stdin.flush()
@@ -376,9 +374,7 @@ class Supervisor:
         if text.startswith(proc.name + ": "):
             text = text[len(proc.name) + 2:]
         self.log("said", f"{proc.name}: {text}")
-        for s in self.stages.values():
-            if proc in s.procs:
-                s.last_error, s.last_said = text, f"{proc.name}: {text}"
+        proc.stage.last_error, proc.stage.last_said = text, f"{proc.name}: {text}"
 
     def ended(self, stage):
         """One process of the stage ended: stop the rest, log, schedule a restart."""
