@@ -49,10 +49,9 @@ def bin_path(name):
 
 
 def _die_with_parent(parent):
-    """A preexec_fn: SIGTERM the child when *parent* (crew-up, its pid taken
-    before the fork) dies, even by SIGKILL. SIGTERM's default first: crew-up's
-    handler, inherited, would swallow a death signal before the exec. Compared
-    with *parent*, not 1: an orphan goes to a subreaper or init."""
+    """A preexec_fn: PR_SET_PDEATHSIG (docs/commands/crew-up.md, Notes). Compared
+    with *parent* (its pid taken before the fork), not 1: an orphan goes to a
+    subreaper or init."""
     def preexec():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         try:
@@ -78,9 +77,8 @@ class Proc:
 
 
 class Backoff:
-    """When what failed may be tried again (`at`, monotonic): BACKOFF_FIRST
-    after the first failure, doubling up to *most*; for one of crew-up's own
-    files, also why writing it fails (`failing`, None when it works)."""
+    """When what failed may be tried again (`at`, monotonic), doubling up to
+    *most*; for one of crew-up's own files, why writing it fails (`failing`)."""
 
     def __init__(self, most):
         self.most, self.at, self.wait, self.failing = most, 0.0, BACKOFF_FIRST, None
@@ -198,9 +196,8 @@ class Supervisor:
 
     # -- life ---------------------------------------------------------------
     def acquire(self):
-        """Take the crew's crew-up lock, or Refused if another crew-up holds it.
-        A SIGKILLed crew-up's child, forked but not yet exec'd, holds the lock's
-        file a moment: when the state names no live crew-up, wait up to HANDOVER."""
+        """Take the crew's crew-up lock, or Refused if another crew-up holds it (or
+        a SIGKILLed one's child, not yet exec'd, past HANDOVER: crew-up.md, Output)."""
         paths.ensure_dir(self.crew.sub(DIR))
         self.lock = acquire(self.files[LOCK], timeout=0)
         if self.lock is None:
@@ -227,9 +224,7 @@ class Supervisor:
                 first_position(self.crew, self.files[CURSOR])   # from now on, nothing is missed
                 if self.notify:
                     first_position(self.crew, self.files[NOTIFY_CURSOR])
-            except (CrewfileError, OSError) as e:
-                # A full disk: the pipe's crew-watch takes that position when it
-                # first runs, as it would after a lost cursor; crew-up goes on.
+            except (CrewfileError, OSError) as e:     # a full disk: crew-watch takes it
                 self._tell(f"crew-up: {reason(e)}; the wake pipe takes its first position"
                            " when it can write it")
             for host, rdir in self.remotes.items():
@@ -280,9 +275,7 @@ class Supervisor:
                     local("wake-send", self.primary, "--cursor", self.files[CURSOR])]
         kind, _, host = stage.name.partition("@")
         remote_dir = self.remotes[host]
-        if kind == "nudge":
-            # Its schedules are delivered there, by its own nudge-tick, which
-            # asks that machine's tmux and logs; it ends with the connection.
+        if kind == "nudge":         # that crew's own nudge-tick, there
             return [("ssh", ssh_argv(host, remote_nudge(remote_dir)), "")]
         cursor = remote_cursor(self.crew, host)
         doc = (read_text(cursor) or "").strip()
@@ -328,9 +321,8 @@ class Supervisor:
         self.save_state()
 
     def remote_first_position(self, host, rdir):
-        """first_position() for a remote crew: its crew-watch's acknowledgements
-        of where each log ends now, kept as its cursor here (unreachable: the
-        pipe does it when it first connects)."""
+        """first_position() for a remote crew, from its crew-watch's acknowledgements
+        (unreachable: the pipe does it when it first connects)."""
         cursor = remote_cursor(self.crew, host)
         if os.path.lexists(cursor):
             return
@@ -380,10 +372,7 @@ class Supervisor:
         """One process of the stage ended: stop the rest, log, schedule a restart."""
         first = [p for p in stage.procs if p.popen.poll() is not None]
         forced = self.kill(stage)
-        # A process killed from outside can still be exiting, not reaped,
-        # when a neighbour's end (the EOF of a pipe it held) is noticed: our
-        # SIGTERM then finds it dying. Reaped now, its status says it died of
-        # a signal crew-up did not send: it is named too.
+        # and each that died of a signal crew-up did not send (docs/internals.md#crew-up)
         what = [f"{p.name} pid {p.popen.pid} {describe(p.popen.returncode)}" for p in stage.procs
                 if p in first or (p not in forced and p.popen.returncode is not None
                                   and p.popen.returncode < 0 and p.popen.returncode != -signal.SIGTERM)]
