@@ -25,8 +25,7 @@ FULL = 10.0          # seconds between looks at liveness; CREWFILE_TOP_FULL sets
 
 
 def full_period():
-    """FULL, or CREWFILE_TOP_FULL's seconds (a test sets it long, so that
-    only inotify can show it a change)."""
+    """FULL, or CREWFILE_TOP_FULL's seconds (docs/commands/crew-top.md)."""
     try:
         return max(1.0, float(os.environ.get("CREWFILE_TOP_FULL") or FULL))
     except ValueError:
@@ -37,13 +36,8 @@ class View:
     def __init__(self, crew, show_ended=False):
         self.crew, self.show_ended = crew, show_ended
         self.sel, self.filter, self.message = 0, "", ""
-        self.watch = DirWatch(warn=self._warn)
-        self.kept = top.Rows(crew, show_ended)
-        self.frame = None
-        self.full_at = 0.0
-
-    def _warn(self, msg):
-        self.message = msg
+        self.watch = DirWatch(warn=lambda msg: setattr(self, "message", msg))
+        self.kept, self.frame, self.full_at = top.Rows(crew, show_ended), None, 0.0
 
     def watch_dirs(self):
         """Watch the crew's directories, each session's and each job's (a
@@ -56,8 +50,8 @@ class View:
                 self.watch.add(d)
         for sub in (paths.SESSIONS, paths.JOBS):
             try:
-                for name in paths.list_dir(self.crew.sub(sub)):
-                    self._watch_one(self.crew.sub(sub, name))
+                for name in paths.list_dir(c.sub(sub)):
+                    self._watch_one(c.sub(sub, name))
             except (OSError, CrewfileError):
                 pass                    # not made yet, or a link: its row says so
 
