@@ -44,6 +44,18 @@ def stages(crew, proc):
     return st.get("stages") or {} if st.get("pid") == proc.pid else {}
 
 
+def carries_a_wake(crew, proc, out, text):
+    """Wait until crew-up runs the wake pipe whole and a wake saying *text* goes through it."""
+    def running():
+        assert proc.poll() is None, f"crew-up exited {proc.returncode}:\n{said(out)}"
+        w = stages(crew, proc).get("wake") or {}
+        return w.get("running") and set(w["pids"]) == {"crew-watch", "wake-filter", "wake-send"}
+    wait_for(running, timeout=60, what=lambda: f"the wake pipe running:\n{said(out)}")
+    Session(crew, "w1").append("done", text)
+    wait_for(lambda: any(text in n.text for n in inbox.pending(crew, "boss")),
+             timeout=60, what="a wake through the pipe")
+
+
 def held_before_any_stage(crew, out, looks=20):
     """How many descriptors crew-up holds when it starts its first stage: read
     from a crew-up left alone, once its sweep ended and the wake pipe and
@@ -107,15 +119,7 @@ def test_a_stage_started_in_part_is_stopped_and_retried(crew, tmp_path):
         # Descriptors to spare again: the pipe is started whole and carries a wake.
         resource.prlimit(proc.pid, resource.RLIMIT_NOFILE,
                          resource.getrlimit(resource.RLIMIT_NOFILE))
-
-        def running():
-            assert proc.poll() is None, f"crew-up exited {proc.returncode}:\n{said(out)}"
-            w = stages(crew, proc).get("wake") or {}
-            return w.get("running") and set(w["pids"]) == {"crew-watch", "wake-filter", "wake-send"}
-        wait_for(running, timeout=60, what=lambda: f"the wake pipe running:\n{said(out)}")
-        Session(crew, "w1").append("done", "after the limit")
-        wait_for(lambda: any("after the limit" in n.text for n in inbox.pending(crew, "boss")),
-                 timeout=60, what="a wake through the pipe")
+        carries_a_wake(crew, proc, out, "after the limit")
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
@@ -164,15 +168,7 @@ def test_a_stage_whose_child_fails_before_its_exec_is_retried(crew, tmp_path):
         assert "stage-failed: wake: cannot start wake: Exception occurred in preexec_fn.\n" in records
         assert "stage-started: wake:" not in records
         flag.unlink()
-
-        def running():
-            assert proc.poll() is None, f"crew-up exited {proc.returncode}:\n{said(out)}"
-            w = stages(crew, proc).get("wake") or {}
-            return w.get("running") and set(w["pids"]) == {"crew-watch", "wake-filter", "wake-send"}
-        wait_for(running, timeout=60, what=lambda: f"the wake pipe running:\n{said(out)}")
-        Session(crew, "w1").append("done", "after the refusal")
-        wait_for(lambda: any("after the refusal" in n.text for n in inbox.pending(crew, "boss")),
-                 timeout=60, what="a wake through the pipe")
+        carries_a_wake(crew, proc, out, "after the refusal")
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
