@@ -44,6 +44,18 @@ def stages(crew, proc):
     return st.get("stages") or {} if st.get("pid") == proc.pid else {}
 
 
+def carries_a_wake(crew, proc, out, text):
+    """Wait until crew-up runs the wake pipe whole and a wake saying *text* goes through it."""
+    def running():
+        assert proc.poll() is None, f"crew-up exited {proc.returncode}:\n{said(out)}"
+        w = stages(crew, proc).get("wake") or {}
+        return w.get("running") and set(w["pids"]) == {"crew-watch", "wake-filter", "wake-send"}
+    wait_for(running, timeout=60, what=lambda: f"the wake pipe running:\n{said(out)}")
+    Session(crew, "w1").append("done", text)
+    wait_for(lambda: any(text in n.text for n in inbox.pending(crew, "boss")),
+             timeout=60, what="a wake through the pipe")
+
+
 def held_before_any_stage(crew, out, looks=20):
     """How many descriptors crew-up holds when it starts its first stage: read
     from a crew-up left alone, once its sweep ended and the wake pipe and
@@ -107,15 +119,56 @@ def test_a_stage_started_in_part_is_stopped_and_retried(crew, tmp_path):
         # Descriptors to spare again: the pipe is started whole and carries a wake.
         resource.prlimit(proc.pid, resource.RLIMIT_NOFILE,
                          resource.getrlimit(resource.RLIMIT_NOFILE))
+        carries_a_wake(crew, proc, out, "after the limit")
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+    assert proc.returncode == 0, said(out)
 
-        def running():
+
+# crew-up run by an interpreter whose audit hook refuses ctypes in a child
+# of crew-up before its exec while FLAG exists: each stage's preexec_fn then
+# fails, which subprocess reports as a SubprocessError, not an OSError.
+REFUSING = """\
+import os, runpy, sys
+crew_up, flag = sys.argv[1], sys.argv[2]
+me = os.getpid()
+def refuse(event, args):
+    if event == "ctypes.dlopen" and os.getpid() != me and os.path.exists(flag):
+        raise RuntimeError("ctypes refused (the test)")
+sys.addaudithook(refuse)
+sys.argv = [crew_up] + sys.argv[3:]
+runpy.run_path(crew_up, run_name="__main__")
+"""
+
+
+def test_a_stage_whose_child_fails_before_its_exec_is_retried(crew, tmp_path):
+    register(crew, "boss", kind="primary")
+    register(crew, "w1")
+    out, flag = str(tmp_path / "crew-up.out"), tmp_path / "refuse"
+    flag.touch()
+    with open(out, "ab") as f:
+        proc = subprocess.Popen([sys.executable, "-c", REFUSING, os.path.join(BIN, "crew-up"),
+                                 str(flag), "boss", "--backoff-max", "0.5s", "--sweep", "1h"],
+                                env={**os.environ, "CREWFILE_DIR": crew.root}, stdout=f, stderr=f)
+    try:
+        told = ("crew-up: stage wake fails at once (3 times in a row;"
+                " cannot start wake: Exception occurred in preexec_fn.)")
+
+        def failing():
             assert proc.poll() is None, f"crew-up exited {proc.returncode}:\n{said(out)}"
-            w = stages(crew, proc).get("wake") or {}
-            return w.get("running") and set(w["pids"]) == {"crew-watch", "wake-filter", "wake-send"}
-        wait_for(running, timeout=60, what=lambda: f"the wake pipe running:\n{said(out)}")
-        Session(crew, "w1").append("done", "after the limit")
-        wait_for(lambda: any("after the limit" in n.text for n in inbox.pending(crew, "boss")),
-                 timeout=60, what="a wake through the pipe")
+            return any(l.startswith(told) for l in said(out).splitlines())
+        wait_for(failing, timeout=60, what=lambda: f"crew-up telling wake fails:\n{said(out)}")
+        lines = said(out).splitlines()
+        assert "Traceback (most recent call last):" not in lines
+        assert len([l for l in lines if l.startswith("crew-up: stage wake ")]) == 1, lines
+        with open(crewup.files(crew)["log"]) as f:
+            records = f.read()
+        assert "stage-failed: wake: cannot start wake: Exception occurred in preexec_fn.\n" in records
+        assert "stage-started: wake:" not in records
+        flag.unlink()
+        carries_a_wake(crew, proc, out, "after the refusal")
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)

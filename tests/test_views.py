@@ -619,6 +619,34 @@ def test_live_view_sees_a_pane_close_that_no_file_announces(crew, tmux):
     tmux.wait_screen(top_pane, lambda s: "NAME" not in s)
 
 
+def test_live_view_leaves_out_an_entry_no_session_can_be_named_from_the_first_frame(crew):
+    """An entry of sessions/ whose name no session can have (a file, a
+    directory) is left out of the live view as the full read leaves it out,
+    from the frame the change is applied to, not only after a full read."""
+    from crewfile.views import top
+    from crewfile.views.topview import View
+    from conftest import wait_for
+    session(crew, "w1", "idle")
+    view = View(crew)
+    view.refresh()
+    try:
+        names = [".hidden", "bad name", "x..y"]
+        open(os.path.join(crew.sub("sessions"), names[0]), "w").close()
+        os.mkdir(os.path.join(crew.sub("sessions"), names[1]))
+        os.mkdir(os.path.join(crew.sub("sessions"), names[2]))
+        seen = set()
+
+        def changed():
+            seen.update(view.watch.changes(1) or ())
+            return {n for _, n in seen} >= set(names)
+        wait_for(changed, what="inotify naming the new entries")
+        view.apply(seen)
+        assert [cols[0] for _, cols in view.frame.rows] == ["w1"] and view.frame.bad == 0
+        assert [cols[0] for _, cols in top.frame(crew).rows] == ["w1"]
+    finally:
+        view.watch.close()
+
+
 @pytest.mark.parametrize("mode", ["inotify", "polling"])
 def test_dirwatch_changes_names_the_directory_and_entry(tmp_path, mode):
     """What crew-top's live view reads again comes from DirWatch.changes():

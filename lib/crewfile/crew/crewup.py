@@ -49,10 +49,9 @@ def bin_path(name):
 
 
 def _die_with_parent(parent):
-    """A preexec_fn: SIGTERM the child when *parent* (crew-up, its pid taken
-    before the fork) dies, even by SIGKILL. SIGTERM's default first: crew-up's
-    handler, inherited, would swallow a death signal before the exec. Compared
-    with *parent*, not 1: an orphan goes to a subreaper or init."""
+    """A preexec_fn: PR_SET_PDEATHSIG (docs/commands/crew-up.md, Notes). Compared
+    with *parent* (its pid taken before the fork), not 1: an orphan goes to a
+    subreaper or init."""
     def preexec():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         try:
@@ -71,22 +70,21 @@ def _alive(pid):
 
 
 class Proc:
-    """One running child: its name, Popen, and its stderr's unfinished line."""
+    """One running child: its name, Popen, stage, and its stderr's unfinished line."""
 
-    def __init__(self, name, popen):
-        self.name, self.popen, self.carry = name, popen, b""
+    def __init__(self, name, popen, stage):
+        self.name, self.popen, self.stage, self.carry = name, popen, stage, b""
 
 
 class Backoff:
-    """When what failed may be tried again (`at`, monotonic): BACKOFF_FIRST
-    after the first failure, doubling up to *most*; for one of crew-up's own
-    files, also why writing it fails (`failing`, None when it works)."""
+    """When what failed may be tried again (`at`, monotonic), doubling up to
+    *most*; for one of crew-up's own files, why writing it fails (`failing`)."""
 
     def __init__(self, most):
         self.most, self.at, self.wait, self.failing = most, 0.0, BACKOFF_FIRST, None
 
-    def due(self, now=None):
-        return (time.monotonic() if now is None else now) >= self.at
+    def due(self):
+        return time.monotonic() >= self.at
 
     def later(self):
         """Put the next try off; return by how long."""
@@ -142,9 +140,8 @@ class Supervisor:
         if self.dropped:
             lines = [records.new_line("said", f"crew-up: {self.dropped} line(s) of this log lost"
                                               " while it could not be written")] + lines
-        if self._write(LOG, lambda: logfile.append(self.files[LOG], self.files[LOG] + ".lock",
-                                                   lines, rotate=logfile.rotate_limits())):
-            self.unlogged, self.dropped = [], 0
+        logfile.append(self.files[LOG], self.files[LOG] + ".lock", lines,
+                       rotate=logfile.rotate_limits())
 
     def save_state(self):
         """Write crew-up/state now, or as soon as it can be (see retry_writes)."""
@@ -156,23 +153,23 @@ class Supervisor:
                            "since": records.timestamp(s.since) if s.since else None,
                            "restarts": s.restarts, "last_error": s.last_error}
                   for s in self.stages.values()}
-        doc = jsonio.dumps({
+        replace(self.files[STATE], jsonio.dumps({
             "version": 1, "pid": os.getpid(), "primary": self.primary,
-            "started": records.timestamp(self.started), "stages": stages}) + "\n"
-        if self._write(STATE, lambda: replace(self.files[STATE], doc)):
-            self.state_due = False
+            "started": records.timestamp(self.started), "stages": stages}) + "\n")
 
     def retry_writes(self):
         """Make the writes that are due, each once its backoff (if it failed) is over."""
-        if self.unlogged and self.writing[LOG].due():
-            self.write_log()
-        if self.state_due and self.writing[STATE].due():
-            self.write_state()
+        if self.unlogged and self._write(LOG, self.write_log):
+            self.unlogged, self.dropped = [], 0
+        if self.state_due and self._write(STATE, self.write_state):
+            self.state_due = False
 
     def _write(self, which, write):
-        """Run *write* (one of crew-up's own files); True if it worked. A failure
-        is said once, not raised (supervision goes on), and retried after a backoff."""
+        """Run *write* (one of crew-up's own files) unless its backoff runs; True
+        if it worked. A failure is said once, not raised (supervision goes on)."""
         w = self.writing[which]
+        if not w.due():
+            return False
         try:
             write()
         except (CrewfileError, OSError) as e:
@@ -199,9 +196,8 @@ class Supervisor:
 
     # -- life ---------------------------------------------------------------
     def acquire(self):
-        """Take the crew's crew-up lock, or Refused if another crew-up holds it.
-        A SIGKILLed crew-up's child, forked but not yet exec'd, holds the lock's
-        file a moment: when the state names no live crew-up, wait up to HANDOVER."""
+        """Take the crew's crew-up lock, or Refused if another crew-up holds it (or
+        a SIGKILLed one's child, not yet exec'd, past HANDOVER: crew-up.md, Output)."""
         paths.ensure_dir(self.crew.sub(DIR))
         self.lock = acquire(self.files[LOCK], timeout=0)
         if self.lock is None:
@@ -228,9 +224,7 @@ class Supervisor:
                 first_position(self.crew, self.files[CURSOR])   # from now on, nothing is missed
                 if self.notify:
                     first_position(self.crew, self.files[NOTIFY_CURSOR])
-            except (CrewfileError, OSError) as e:
-                # A full disk: the pipe's crew-watch takes that position when it
-                # first runs, as it would after a lost cursor; crew-up goes on.
+            except (CrewfileError, OSError) as e:     # a full disk: crew-watch takes it
                 self._tell(f"crew-up: {reason(e)}; the wake pipe takes its first position"
                            " when it can write it")
             for host, rdir in self.remotes.items():
@@ -243,10 +237,9 @@ class Supervisor:
             self.shutdown()
 
     def step(self, wait=0.2):
-        now = time.monotonic()
         for stage in self.stages.values():
-            if not stage.procs and stage.retry.due(now) and not self.stop:
-                if stage.name != "sweep" or now >= self.next_sweep:
+            if not stage.procs and stage.retry.due() and not self.stop:
+                if stage.name != "sweep" or time.monotonic() >= self.next_sweep:
                     self.start(stage)
         fds = {p.popen.stderr.fileno(): p for s in self.stages.values() for p in s.procs}
         try:
@@ -282,9 +275,7 @@ class Supervisor:
                     local("wake-send", self.primary, "--cursor", self.files[CURSOR])]
         kind, _, host = stage.name.partition("@")
         remote_dir = self.remotes[host]
-        if kind == "nudge":
-            # Its schedules are delivered there, by its own nudge-tick, which
-            # asks that machine's tmux and logs; it ends with the connection.
+        if kind == "nudge":         # that crew's own nudge-tick, there
             return [("ssh", ssh_argv(host, remote_nudge(remote_dir)), "")]
         cursor = remote_cursor(self.crew, host)
         doc = (read_text(cursor) or "").strip()
@@ -303,20 +294,21 @@ class Supervisor:
                                      stderr=subprocess.PIPE, env=self.env,
                                      preexec_fn=_die_with_parent(os.getpid()),
                                      close_fds=True)
-                stage.procs.append(Proc(name, p))   # at once: stopped if what follows fails
+                stage.procs.append(Proc(name, p, stage))   # at once: stopped if what follows fails
                 if first is not None:       # kept open: its end is the remote's end
                     p.stdin.write(first.encode())
                     p.stdin.flush()
                 if stdin is not subprocess.DEVNULL:
                     stdin.close()           # the next stage holds it now
                 stdin = p.stdout
-        except OSError as e:
-            # Started in part (EMFILE, EAGAIN, ENOMEM for a later process):
-            # what did start is stopped and reaped, its pipes closed, so the
-            # stage is one that did not start: counted here, retried the same way.
+        except (OSError, subprocess.SubprocessError) as e:
+            # Started in part (EMFILE, EAGAIN, ENOMEM for a later process; a
+            # child whose preexec_fn failed: SubprocessError): what did start
+            # is stopped and reaped, its pipes closed, so the stage is one
+            # that did not start: counted here, retried the same way.
             self.kill(stage)
             stage.procs = []
-            stage.last_error = f"cannot start {stage.name}: {e.strerror}"
+            stage.last_error = f"cannot start {stage.name}: {getattr(e, 'strerror', None) or e}"
             self.log("stage-failed", f"{stage.name}: {stage.last_error}")
             stage.retry.later()
             stage.quick_ends += 1
@@ -329,9 +321,8 @@ class Supervisor:
         self.save_state()
 
     def remote_first_position(self, host, rdir):
-        """first_position() for a remote crew: its crew-watch's acknowledgements
-        of where each log ends now, kept as its cursor here (unreachable: the
-        pipe does it when it first connects)."""
+        """first_position() for a remote crew, from its crew-watch's acknowledgements
+        (unreachable: the pipe does it when it first connects)."""
         cursor = remote_cursor(self.crew, host)
         if os.path.lexists(cursor):
             return
@@ -375,18 +366,13 @@ class Supervisor:
         if text.startswith(proc.name + ": "):
             text = text[len(proc.name) + 2:]
         self.log("said", f"{proc.name}: {text}")
-        for s in self.stages.values():
-            if proc in s.procs:
-                s.last_error, s.last_said = text, f"{proc.name}: {text}"
+        proc.stage.last_error, proc.stage.last_said = text, f"{proc.name}: {text}"
 
     def ended(self, stage):
         """One process of the stage ended: stop the rest, log, schedule a restart."""
         first = [p for p in stage.procs if p.popen.poll() is not None]
         forced = self.kill(stage)
-        # A process killed from outside can still be exiting, not reaped,
-        # when a neighbour's end (the EOF of a pipe it held) is noticed: our
-        # SIGTERM then finds it dying. Reaped now, its status says it died of
-        # a signal crew-up did not send: it is named too.
+        # and each that died of a signal crew-up did not send (docs/internals.md#crew-up)
         what = [f"{p.name} pid {p.popen.pid} {describe(p.popen.returncode)}" for p in stage.procs
                 if p in first or (p not in forced and p.popen.returncode is not None
                                   and p.popen.returncode < 0 and p.popen.returncode != -signal.SIGTERM)]

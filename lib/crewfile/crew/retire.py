@@ -29,11 +29,8 @@ def _busy(st):
     """Why the agent must not be cut off now, or None."""
     if st["waiting"]:
         return "a permission dialog is up"
-    if st["generating"] == "yes":
-        return "a turn is running"
-    if st["generating"] != "no":
-        return "no turn record says whether it is generating"
-    return None
+    return {"yes": "a turn is running", "no": None}.get(
+        st["generating"], "no turn record says whether it is generating")
 
 
 def _kept_transcript(sess):

@@ -22,9 +22,7 @@ from crewfile.session.verdict import Look, overlap, tree_of
 
 PROMPT_WAIT = 60.0        # seconds to wait for the agent's first idle prompt
 PROMPT_POLL = 0.1
-# Typings after the first that the agent discarded: bounded, because keys an
-# agent holds unread (not dropped) show all at once when it reads them.
-RETYPES = 2
+RETYPES = 2               # typings after the first the agent discarded (crew-spawn.md)
 NOT_STARTED = "not-started"
 
 # prompt: None when none was asked, else the delivery's (delivered, reason).
@@ -122,9 +120,7 @@ def spawn(crew, name, agent=launch.CLAUDE, ref=None, tmux_session=None, prompt=N
 
 def first_prompt(sess, text, wait=PROMPT_WAIT):
     """Deliver *text* once the agent shows an idle, empty prompt: (delivered,
-    reason). Retried while the answer is one a starting agent gives; an agent
-    whose hooks run as it starts is first waited for (HOOKS_AT_START: Gemini
-    CLI shows its prompt before asking to trust the folder)."""
+    reason); retried and waited for as docs/commands/crew-spawn.md says."""
     final = (delivery.NOT_LIVE, delivery.FAILED, delivery.ABORTED, delivery.ASIDE,
              delivery.UNCONFIRMED,       # typed and Entered: never typed a second time
              delivery.ACCOUNT_BLOCKED)   # held while the block stands (a respawn's log has it)

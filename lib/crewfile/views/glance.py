@@ -82,15 +82,18 @@ def entries(crew):
         found = paths.list_dir(crew.sub(paths.SESSIONS))
     except FileNotFoundError:
         return []
-    out = []
-    for name in sorted(found):
-        if not is_name(name):
-            continue
-        registered = is_registered(crew, name)
-        why = None if registered else unusable(crew, name)
-        if registered or why is not None:     # else a directory without meta: not a session
-            out.append((name, why))
-    return out
+    return [e for e in (entry(crew, name) for name in sorted(found)) if e is not None]
+
+
+def entry(crew, name):
+    """(NAME, why) as entries() lists sessions/NAME, or None when it is no
+    session's (a name no session can have, a directory without meta)."""
+    if not is_name(name):
+        return None
+    if is_registered(crew, name):
+        return name, None
+    why = unusable(crew, name)
+    return None if why is None else (name, why)
 
 
 def unusable(crew, name):

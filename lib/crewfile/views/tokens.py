@@ -167,14 +167,14 @@ def _line(t, raw):
         t.count(key if isinstance(key, str) else None, n)
     elif kind == "user" and isinstance(msg, dict) and not (
             e.get("isMeta") or e.get("isCompactSummary") or e.get("isSidechain")):
-        text = _prompt_text(msg.get("content"))
+        text = _prompt_text(msg.get("content"), lambda b: b.get("type") == "text")
         if text is not None:
             t.in_wake = _is_wake_prompt(text)
     elif kind == "gemini" and isinstance(e.get("tokens"), dict):
         n, key = e["tokens"].get("total"), e.get("id")
         t.count(key if isinstance(key, str) else None, n if type(n) is int and n > 0 else 0)
     elif kind == "user" and "message" not in e:           # Gemini CLI: parts
-        text = _gemini_text(e.get("content"))
+        text = _prompt_text(e.get("content"), lambda b: isinstance(b.get("text"), str))
         if text is not None:
             t.in_wake = _is_wake_prompt(text)
     elif kind == "attachment" and isinstance(e.get("attachment"), dict):
@@ -209,28 +209,15 @@ def _codex(t, p):
             t.in_wake = _is_wake_prompt("\n".join(texts))
 
 
-def _prompt_text(content):
-    """A prompt's text; None for a tool's result (the turn goes on)."""
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list) or not content:
-        return None
-    texts = []
-    for b in content:
-        if not isinstance(b, dict) or b.get("type") != "text":
-            return None
-        texts.append(b.get("text") if isinstance(b.get("text"), str) else "")
-    return "\n".join(texts)
-
-
-def _gemini_text(content):
-    """A Gemini CLI prompt's text (a string, or parts each with `text`)."""
+def _prompt_text(content, is_text):
+    """A prompt's text: a string, or parts each is_text(part); None for other
+    content (Claude Code's tool result: the turn goes on)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list) or not content or not all(
-            isinstance(p, dict) and isinstance(p.get("text"), str) for p in content):
+            isinstance(b, dict) and is_text(b) for b in content):
         return None
-    return "\n".join(p["text"] for p in content)
+    return "\n".join(b["text"] if isinstance(b.get("text"), str) else "" for b in content)
 
 
 TASK_NOTIFICATION = "<task-notification>"    # Claude Code's own prompt (agents.claude.MACHINE_PROMPTS)

@@ -14,7 +14,6 @@ from crewfile.core.output import age_text, table
 from crewfile.core.text import escape
 from crewfile.crew import crewup
 from crewfile.nudges.schedules import due_in, load_all, matches
-from crewfile.session.sessions import is_registered
 from crewfile.session.verdict import Look, own_loop
 from crewfile.views import glance, tokens
 from crewfile.wake.inbox import count
@@ -68,12 +67,14 @@ class Rows:
         # A part of the crew that cannot be read (jobs/ a file, crew-up/lock a
         # FIFO) -> why: its column or footer line shows `?`; the rest is shown.
         self.broken = {}
+        # transcript path -> tokens.Tally, read on (each byte once); crew-status's
+        # tokens.cache, loaded afresh for each pass (crew-top writes nothing)
+        self.tallies, self.cache = {}, None
 
     def read(self):
         """Read every session and the crew's parts afresh; returns self."""
-        now = time.time()
-        look, costs = Look(), _Costs(self.crew)     # each tmux server asked once for all its panes
-        self.sessions = {name: self._read(name, look, costs, now, why)
+        now, look, self.cache = time.time(), Look(), None   # Look: one ask per tmux server
+        self.sessions = {name: self._read(name, look, now, why)
                          for name, why in glance.entries(self.crew)}
         self._read_parts((JOBS, NUDGES, FOOTER))
         return self
@@ -83,35 +84,60 @@ class Rows:
         (FOOTER,), (ALL,)}; a session no longer registered leaves the rows."""
         if (ALL,) in changed:
             return self.read()
-        now = time.time()
-        look, costs = Look(), _Costs(self.crew)
+        now, look, self.cache = time.time(), Look(), None
         for name in [what[1] for what in changed if what[0] == SESSION]:
-            why = None if is_registered(self.crew, name) else glance.unusable(self.crew, name)
-            if is_registered(self.crew, name) or why is not None:
-                self.sessions[name] = self._read(name, look, costs, now, why)
-            else:
+            found = glance.entry(self.crew, name)
+            if found is None:
                 self.sessions.pop(name, None)
+            else:
+                self.sessions[name] = self._read(name, look, now, found[1])
         self._read_parts({what[0] for what in changed})
         return self
 
     def relook(self):
         """Probe each session's liveness again, from its kept records; returns self."""
-        now = time.time()
-        look, costs = Look(), _Costs(self.crew)
+        now, look, self.cache = time.time(), Look(), None
         for name, (row, _tokens, _line, own, _at) in list(self.sessions.items()):
             if row.facts is not None:       # None: damaged, nothing to probe
                 row = glance.relook(row, look, now)
-                self.sessions[name] = (row, *costs.columns(row), own, now)
+                self.sessions[name] = (row, *self._costs(row), own, now)
         return self
 
-    def _read(self, name, look, costs, now, why=None):
+    def _read(self, name, look, now, why=None):
         """The kept row of session *name*; *why*: it cannot be one (glance.unusable)."""
         if why is not None:
             return glance.Row(name, glance.DAMAGED, error=why), None, None, None, now
         row = glance.row(self.crew, name, look, now, also=lambda s: _wakes(self.crew, name, s.at))
         if row.word == glance.DAMAGED:
             return row, None, None, None, now
-        return (row, *costs.columns(row), _own_line(row), now)
+        return (row, *self._costs(row), _own_line(row), now)
+
+    def _tally(self, path):
+        """One transcript's Tally, read on from this view's last reading of it."""
+        if path in self.tallies:
+            t = tokens.read(path, self.tallies[path])
+        else:
+            if self.cache is None:
+                self.cache = tokens.Cache(self.crew)
+            t = self.cache.tally(path)
+        if t is None:
+            self.tallies.pop(path, None)
+        else:
+            self.tallies[path] = t
+        return t
+
+    def _costs(self, row):
+        """The row's TOKENS column, and for a primary its footer's wake-turns line."""
+        path = row.sess.meta.get("transcript_path")
+        t = tokens.session_used(path, self._tally) if isinstance(path, str) else None
+        if row.state["kind"] != "primary":
+            line = None
+        elif t is None:
+            line = escape(f"wake turns: {row.name} names no transcript that can be read")
+        else:
+            line = escape(f"wake turns: {tokens.share(t.wake, t.total)} of {row.name}'s tokens"
+                          f" ({tokens.short(t.wake)} of {tokens.short(t.total)})")
+        return tokens.text(None if t is None else t.total), line
 
     def _read_parts(self, which):
         if JOBS in which:
@@ -184,52 +210,6 @@ def _wakes(crew, name, at=None):
     except CrewfileError:
         return "?"
     return f"{n}{'+' if more else ''}" if n or more else "-"
-
-
-_tallies = {}    # transcript path -> tokens.Tally: the live view reads each byte once
-
-
-class _Costs:
-    """The TOKENS column and a primary's share of wake turns, read on from this
-    process's tallies, else from crew-status's tokens.cache (crew-top writes nothing)."""
-
-    def __init__(self, crew):
-        self.crew, self.cache, self.seen = crew, None, {}
-
-    def tally(self, row):
-        """tokens.Used by the row's agent and its subagents, or None."""
-        path = row.sess.meta.get("transcript_path")
-        if not isinstance(path, str):
-            return None
-        if path not in self.seen:
-            self.seen[path] = tokens.session_used(path, self._read)
-        return self.seen[path]
-
-    def _read(self, path):
-        """One transcript's Tally, read on from this process's last reading."""
-        if path in _tallies:
-            t = tokens.read(path, _tallies[path])
-        else:
-            if self.cache is None:
-                self.cache = tokens.Cache(self.crew)
-            t = self.cache.tally(path)
-        if t is None:
-            _tallies.pop(path, None)
-        else:
-            _tallies[path] = t
-        return t
-
-    def columns(self, row):
-        """The row's TOKENS column, and for a primary its footer's wake-turns line."""
-        t = self.tally(row)
-        if row.state["kind"] != "primary":
-            line = None
-        elif t is None:
-            line = escape(f"wake turns: {row.name} names no transcript that can be read")
-        else:
-            line = escape(f"wake turns: {tokens.share(t.wake, t.total)} of {row.name}'s tokens"
-                          f" ({tokens.short(t.wake)} of {tokens.short(t.total)})")
-        return tokens.text(None if t is None else t.total), line
 
 
 def _own_line(row):

@@ -25,8 +25,7 @@ FULL = 10.0          # seconds between looks at liveness; CREWFILE_TOP_FULL sets
 
 
 def full_period():
-    """FULL, or CREWFILE_TOP_FULL's seconds (a test sets it long, so that
-    only inotify can show it a change)."""
+    """FULL, or CREWFILE_TOP_FULL's seconds (docs/commands/crew-top.md)."""
     try:
         return max(1.0, float(os.environ.get("CREWFILE_TOP_FULL") or FULL))
     except ValueError:
@@ -37,27 +36,26 @@ class View:
     def __init__(self, crew, show_ended=False):
         self.crew, self.show_ended = crew, show_ended
         self.sel, self.filter, self.message = 0, "", ""
-        self.watch = DirWatch(warn=self._warn)
-        self.kept = top.Rows(crew, show_ended)
-        self.frame = None
-        self.full_at = 0.0
-
-    def _warn(self, msg):
-        self.message = msg
+        self.watch = DirWatch(warn=lambda msg: setattr(self, "message", msg))
+        self.kept, self.frame, self.full_at = top.Rows(crew, show_ended), None, 0.0
+        c = crew            # the crew's directories, each with what a change in it makes stale
+        self.parts = {c.sub(paths.SESSIONS): top.SESSION, c.sub(paths.JOBS): top.JOBS,
+                      c.sub("nudges"): top.NUDGES, c.sub(paths.REPORTS): top.FOOTER,
+                      c.sub(paths.REPORTS, paths.REPORT_NEW): top.FOOTER,
+                      c.sub("crew-up"): top.FOOTER}
 
     def watch_dirs(self):
         """Watch the crew's directories, each session's and each job's (a
         watch is added before its directory is read: a file made while the
         frame is read wakes us again)."""
         c = self.crew
-        for d in (c.root, c.sub(paths.SESSIONS), c.sub(paths.JOBS), c.sub("nudges"),
-                  c.sub(paths.REPORTS), c.sub(paths.REPORTS, paths.REPORT_NEW), c.sub("crew-up")):
+        for d in (c.root, *self.parts):
             if os.path.isdir(d):
                 self.watch.add(d)
         for sub in (paths.SESSIONS, paths.JOBS):
             try:
-                for name in paths.list_dir(self.crew.sub(sub)):
-                    self._watch_one(self.crew.sub(sub, name))
+                for name in paths.list_dir(c.sub(sub)):
+                    self._watch_one(c.sub(sub, name))
             except (OSError, CrewfileError):
                 pass                    # not made yet, or a link: its row says so
 
@@ -83,28 +81,22 @@ class View:
         if changes is None:                 # the kernel lost events: read it all
             self.watch.reset()
             return self.refresh()
-        what = set()
-        c = self.crew
+        what, c = set(), self.crew
         sessions, jobs = c.sub(paths.SESSIONS), c.sub(paths.JOBS)
-        footer = (c.sub(paths.REPORTS), c.sub(paths.REPORTS, paths.REPORT_NEW), c.sub("crew-up"))
         for d, name in changes:
             if d in (sessions, jobs) and name:      # one came, left or was replaced
                 self.watch.forget(os.path.join(d, name))
                 self._watch_one(os.path.join(d, name))
-            if d == sessions and name:
-                what.add((top.SESSION, name))
+            if d == sessions:
+                if name:
+                    what.add((top.SESSION, name))
             elif os.path.dirname(d) == sessions:
                 what.add((top.SESSION, os.path.basename(d)))
-            elif jobs in (d, os.path.dirname(d)):
-                what.add((top.JOBS,))
-            elif d == c.sub("nudges"):
-                what.add((top.NUDGES,))
-            elif d in footer:
-                if d == footer[0]:
-                    self._watch_one(footer[1])
-                what.add((top.FOOTER,))
-            elif d == c.root and name in (paths.SESSIONS, paths.JOBS, "nudges", paths.REPORTS,
-                                          "crew-up"):
+            elif d in self.parts or os.path.dirname(d) == jobs:
+                what.add((self.parts.get(d, top.JOBS),))
+                if d == c.sub(paths.REPORTS):       # reports/new may be new
+                    self._watch_one(c.sub(paths.REPORTS, paths.REPORT_NEW))
+            elif d == c.root and os.path.join(d, name) in self.parts:
                 what.add((top.ALL,))            # a directory of the crew made (or replaced)
         if (top.ALL,) in what:
             self.watch_dirs()
