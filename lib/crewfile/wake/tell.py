@@ -14,9 +14,7 @@ import time
 from crewfile.core import logfile
 from crewfile.core.atomic import replace, write_all
 from crewfile.core.errors import BadInput, CrewfileError, SystemFailure
-from crewfile.core.jsonio import loads
 from crewfile.core.kinds import CAPTAINS, MOVES_ON
-from crewfile.core.names import is_name
 from crewfile.core.records import printable_line
 from crewfile.core.text import escape
 from crewfile.session import tmux
@@ -186,18 +184,7 @@ class Teller(stream.Taker):
     # -- input ---------------------------------------------------------------
     def take(self, line):
         """One input line (str, no newline)."""
-        body, tab, token = line.partition("\t")
-        eid = sname = state = None
-        if tab:
-            try:
-                tok = loads(token)
-                eid, sname, state = tok["id"], tok["s"], tok["at"]
-                if not (isinstance(eid, str) and eid and " " not in eid and is_name(sname)
-                        and isinstance(state, dict)):
-                    raise ValueError
-            except (ValueError, TypeError, KeyError):
-                self.log(f"not a position token, taken as text: {token[:80]!r}")
-                body, eid, sname, state = line, None, None, None
+        body, eid, sname, state = stream.position(line, self.log)
         words = body.split(" ", 2)
         captain = kind = None
         if len(words) == 3:
