@@ -115,16 +115,10 @@ class Filter(stream.Taker):
             if cls is NORMAL:
                 if kind == b"paused":
                     seen.paused = True
-                    ok = False if kind not in normal else kind is not seen.last_kind
-                elif seen.paused:
-                    if kind not in KEEPS_PAUSE_B:
-                        seen.paused = False
-                        ok = kind in normal and kind is not seen.last_kind
-                    else:
-                        ok = (kind not in HELD_WHILE_PAUSED_B and kind in normal
-                              and kind is not seen.last_kind)
-                else:
-                    ok = kind in normal and kind is not seen.last_kind
+                elif seen.paused and kind not in KEEPS_PAUSE_B:
+                    seen.paused = False
+                ok = (kind in normal and kind is not seen.last_kind
+                      and not (seen.paused and kind in HELD_WHILE_PAUSED_B))
             elif cls is EXEMPT:
                 ok = kind in self.exempt and kind is not seen.last_kind
             elif cls is PRIMARY:
