@@ -6,7 +6,6 @@ follows: docs/internals.md.
 """
 import os
 import select
-import sys
 import time
 
 from crewfile.core import jsonio, logfile, notify, paths, records
@@ -106,7 +105,7 @@ class Watcher:
         self.probe_every = float(probe_every)
         self.poll = poll
         self.out = out or _write_stdout
-        self.warn = warn or _warn
+        self.warn = warn or notify.warn_stderr
         self.now = now
         self.keep = logfile.rotate_limits()[1]
         self.tails = {}
@@ -766,7 +765,3 @@ def json_lines_out():
         _write_stdout(json_lines(objs).encode("utf-8"))
     return out
 
-
-def _warn(msg):
-    sys.stderr.write(f"crew-watch: {msg}\n")
-    sys.stderr.flush()
