@@ -626,14 +626,10 @@ class Watcher:
         wait = 0.0 if self.backlog else self._wait_time()
         if max_wait is not None:
             wait = min(wait, max_wait)
-        if self.dirwatch is not None:
-            events = self._changed() if self._wait(wait) else []
-        else:
-            self._wait(wait)
-            events = []
-            if time.monotonic() >= self._poll_at:
-                self._poll_at = time.monotonic() + self.poll
-                events = self._scan()
+        events = self._changed() if self._wait(wait) else []
+        if self.dirwatch is None and time.monotonic() >= self._poll_at:
+            self._poll_at = time.monotonic() + self.poll
+            events += self._scan()
         probe = time.monotonic() >= self.next_probe
         if probe:
             self.next_probe = time.monotonic() + self.probe_every
