@@ -7,6 +7,7 @@ Each try runs under a forked supervisor of its own (try_command), which
 journals it and holds the cursor's lock until CMD's outcome is on disk.
 """
 import os
+import re
 import signal
 import subprocess
 import time
@@ -35,24 +36,16 @@ MAX_QUEUE = 100000          # events held before input is no longer read
 # a kill loses of it is replayed, and the journal knows what was told.
 ACK_DELAY = 0.2
 HOUR = 3600.0
+_CLOCK = "([01]?[0-9]|2[0-3]):([0-5][0-9])"        # H:MM or HH:MM, ASCII digits only
 
 
 def parse_quiet(text):
     """(start, end) minutes of the day for `HH:MM-HH:MM` (local time; the span
     may cross midnight), BadInput otherwise."""
-    def minutes(part):
-        h, colon, m = part.partition(":")
-        if not (colon and h.isdigit() and m.isdigit() and len(h) <= 2 and len(m) == 2
-                and h.isascii() and m.isascii() and int(h) < 24 and int(m) < 60):
-            raise ValueError
-        return int(h) * 60 + int(m)
-    try:
-        a, dash, b = text.partition("-")
-        if not dash:
-            raise ValueError
-        start, end = minutes(a), minutes(b)
-    except ValueError:
-        raise BadInput(f"bad --quiet '{escape(text)}': HH:MM-HH:MM such as 22:00-07:00") from None
+    m = re.fullmatch(f"{_CLOCK}-{_CLOCK}", text)
+    if m is None:
+        raise BadInput(f"bad --quiet '{escape(text)}': HH:MM-HH:MM such as 22:00-07:00")
+    start, end = int(m[1]) * 60 + int(m[2]), int(m[3]) * 60 + int(m[4])
     if start == end:
         raise BadInput(f"bad --quiet '{escape(text)}': the start and the end are the same")
     return start, end
