@@ -172,10 +172,7 @@ class Sender(stream.Taker):
                 self.say_once("cursor", "ok", f"writing {self.cursor} again")
         self.acked, self.acks = acked, {}
 
-    def done(self):
-        """Stopped or at the end: acknowledge what is posted (the acks of wakes
-        still held wait with them: replayed)."""
-        self.acknowledge()
+    done = acknowledge      # stopped or at the end: the acks of wakes still held are replayed
 
     def due(self, eof=False):
         """When tick() or flush() wants to run next (monotonic), or None."""
