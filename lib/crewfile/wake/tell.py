@@ -3,8 +3,6 @@ to the person through a command of their choosing (ntfy, a webhook, mail).
 
 Batching, holds, the ceiling and exactly-once across kills:
 docs/commands/crew-notify.md; the journal: docs/files/notify-journal.md.
-Each try runs under a forked supervisor of its own (try_command), which
-journals it and holds the cursor's lock until CMD's outcome is on disk.
 """
 import os
 import re
@@ -75,9 +73,8 @@ def captain_present(away, now, socket):
 
 
 class Journal:
-    """FILE.journal (docs/files/notify-journal.md): what each try told. Read
-    only with FILE.lock held, so no try is still running. *path* None: kept
-    in memory only (no cursor)."""
+    """FILE.journal (docs/files/notify-journal.md): what each try told.
+    *path* None: kept in memory only (no cursor)."""
 
     def __init__(self, path):
         self.path = path
@@ -126,8 +123,7 @@ class Journal:
             self.doubt.update(ids)
 
     def record(self, line):
-        """Append *line*, fsynced (no file: nothing). The cursor's lock is held
-        (by crew-notify or the try's supervisor): the locked appender serves."""
+        """Append *line*, fsynced (no file: nothing), under the cursor's lock."""
         if self.path is None:
             return
         logfile.append_locked(self.path, [line + "\n"], sync=True)
@@ -355,12 +351,9 @@ class Teller(stream.Taker):
 
 
 def try_command(command, text, env, timeout, journal, key, ids):
-    """One try of *command* with *text* on stdin, under a forked supervisor
-    that journals it and its outcome, each fsynced: (word, why) as the
-    journal says them. The supervisor records the outcome because CMD
-    outlives a killed crew-notify; it holds the cursor's lock (inherited
-    across the fork) until then. SystemFailure if the journal cannot be
-    written (CMD is not run when `sending` is not on disk)."""
+    """One try of *command* with *text* on stdin under its supervisor
+    (docs/files/notify-journal.md): (word, why) as the journal says them.
+    SystemFailure if the journal cannot be written (then CMD is not run)."""
     r, w = os.pipe()
     try:
         pid = os.fork()
@@ -389,10 +382,7 @@ def try_command(command, text, env, timeout, journal, key, ids):
 
 def _supervise(command, text, env, timeout, journal, key, ids, out):
     """The try's supervisor (the forked child of try_command): says the
-    outcome on *out* once it is journaled."""
-    # Deaf to the signals that stop the teller (SIGTERM, a terminal's SIGINT
-    # to the whole group, SIGHUP): the try's end is recorded whatever ends the
-    # teller; --timeout bounds it. A SIGKILL of the supervisor is the doubt.
+    outcome on *out* once it is journaled; deaf to what stops the teller."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     null = os.open(os.devnull, os.O_RDONLY)
