@@ -25,11 +25,8 @@ _CHUNK = 1 << 18
 
 
 class Lines:
-    """Chunks in, complete lines out. A line longer than MAX_EVENT is no
-    event: dropped to its newline, said, and memory stays bounded. Input that
-    ends inside a line ends inside a writer killed mid-write (a pipe write
-    over PIPE_BUF is cut by SIGKILL): the fragment is dropped, said; resumed
-    from its cursor, the pipe delivers it whole."""
+    """Chunks in, complete lines out, in bounded memory: an overlong line and
+    a fragment at the end of input are dropped and said (docs/files/event-lines.md)."""
 
     def __init__(self, warn):
         self.warn = warn
