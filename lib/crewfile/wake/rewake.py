@@ -143,11 +143,8 @@ def wait(sess, seconds):
                     return None
                 timeout = left if later is None else min(left, later)
                 fds = [pidfd] + ([watch.fileno()] if watch.fileno() is not None else [])
-                try:
-                    ready, _, _ = select.select(fds, [], [], min(timeout, 1.0)
-                                                if watch.fileno() is None else timeout)
-                except InterruptedError:
-                    continue
+                ready, _, _ = select.select(fds, [], [], min(timeout, 1.0)
+                                            if watch.fileno() is None else timeout)
                 if pidfd in ready:
                     return None
                 watch.changes(0)

@@ -11,7 +11,11 @@ import os
 import select
 import time
 
+from crewfile.core.errors import BadFile
+from crewfile.core.jsonio import loads
+from crewfile.core.names import is_name
 from crewfile.core.records import MAX_LINE
+from crewfile.core.shapes import check
 
 # An event line at most: a record, a session name (64 at most) and a space, a
 # TAB and a position token (a small JSON object; 4096 is far above any).
@@ -21,11 +25,8 @@ _CHUNK = 1 << 18
 
 
 class Lines:
-    """Chunks in, complete lines out. A line longer than MAX_EVENT is no
-    event: dropped to its newline, said, and memory stays bounded. Input that
-    ends inside a line ends inside a writer killed mid-write (a pipe write
-    over PIPE_BUF is cut by SIGKILL): the fragment is dropped, said; resumed
-    from its cursor, the pipe delivers it whole."""
+    """Chunks in, complete lines out, in bounded memory: an overlong line and
+    a fragment at the end of input are dropped and said (docs/files/event-lines.md)."""
 
     def __init__(self, warn):
         self.warn = warn
@@ -52,6 +53,23 @@ class Lines:
             self.warn(f"input ended inside a line, dropped: {self.carry[:80]!r}")
             self.carry = b""
         return []
+
+
+def position(line, log):
+    """(body, id, session, state) of an event line, state None without a
+    position token (docs/files/event-lines.md). A token that does not read
+    back as crew-watch wrote it is said, and the whole line taken as text."""
+    body, tab, token = line.partition("\t")
+    if tab:
+        try:
+            tok = loads(token)
+            eid, sname, state = tok["id"], tok["s"], tok["at"]
+            if isinstance(eid, str) and eid and " " not in eid and is_name(sname):
+                return body, eid, sname, check("cursor-entry", state, "(token)")
+        except (ValueError, TypeError, KeyError, AttributeError, BadFile):
+            pass
+        log(f"not a position token, taken as text: {token[:80]!r}")
+    return line, None, None, None
 
 
 class Taker:

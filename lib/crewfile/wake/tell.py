@@ -3,10 +3,9 @@ to the person through a command of their choosing (ntfy, a webhook, mail).
 
 Batching, holds, the ceiling and exactly-once across kills:
 docs/commands/crew-notify.md; the journal: docs/files/notify-journal.md.
-Each try runs under a forked supervisor of its own (try_command), which
-journals it and holds the cursor's lock until CMD's outcome is on disk.
 """
 import os
+import re
 import signal
 import subprocess
 import time
@@ -14,9 +13,7 @@ import time
 from crewfile.core import logfile
 from crewfile.core.atomic import replace, write_all
 from crewfile.core.errors import BadInput, CrewfileError, SystemFailure
-from crewfile.core.jsonio import loads
 from crewfile.core.kinds import CAPTAINS, MOVES_ON
-from crewfile.core.names import is_name
 from crewfile.core.records import printable_line
 from crewfile.core.text import escape
 from crewfile.session import tmux
@@ -37,24 +34,16 @@ MAX_QUEUE = 100000          # events held before input is no longer read
 # a kill loses of it is replayed, and the journal knows what was told.
 ACK_DELAY = 0.2
 HOUR = 3600.0
+_CLOCK = "([01]?[0-9]|2[0-3]):([0-5][0-9])"        # H:MM or HH:MM, ASCII digits only
 
 
 def parse_quiet(text):
     """(start, end) minutes of the day for `HH:MM-HH:MM` (local time; the span
     may cross midnight), BadInput otherwise."""
-    def minutes(part):
-        h, colon, m = part.partition(":")
-        if not (colon and h.isdigit() and m.isdigit() and len(h) <= 2 and len(m) == 2
-                and h.isascii() and m.isascii() and int(h) < 24 and int(m) < 60):
-            raise ValueError
-        return int(h) * 60 + int(m)
-    try:
-        a, dash, b = text.partition("-")
-        if not dash:
-            raise ValueError
-        start, end = minutes(a), minutes(b)
-    except ValueError:
-        raise BadInput(f"bad --quiet '{escape(text)}': HH:MM-HH:MM such as 22:00-07:00") from None
+    m = re.fullmatch(f"{_CLOCK}-{_CLOCK}", text)
+    if m is None:
+        raise BadInput(f"bad --quiet '{escape(text)}': HH:MM-HH:MM such as 22:00-07:00")
+    start, end = int(m[1]) * 60 + int(m[2]), int(m[3]) * 60 + int(m[4])
     if start == end:
         raise BadInput(f"bad --quiet '{escape(text)}': the start and the end are the same")
     return start, end
@@ -84,9 +73,8 @@ def captain_present(away, now, socket):
 
 
 class Journal:
-    """FILE.journal (docs/files/notify-journal.md): what each try told. Read
-    only with FILE.lock held, so no try is still running. *path* None: kept
-    in memory only (no cursor)."""
+    """FILE.journal (docs/files/notify-journal.md): what each try told.
+    *path* None: kept in memory only (no cursor)."""
 
     def __init__(self, path):
         self.path = path
@@ -135,8 +123,7 @@ class Journal:
             self.doubt.update(ids)
 
     def record(self, line):
-        """Append *line*, fsynced (no file: nothing). The cursor's lock is held
-        (by crew-notify or the try's supervisor): the locked appender serves."""
+        """Append *line*, fsynced (no file: nothing), under the cursor's lock."""
         if self.path is None:
             return
         logfile.append_locked(self.path, [line + "\n"], sync=True)
@@ -186,18 +173,7 @@ class Teller(stream.Taker):
     # -- input ---------------------------------------------------------------
     def take(self, line):
         """One input line (str, no newline)."""
-        body, tab, token = line.partition("\t")
-        eid = sname = state = None
-        if tab:
-            try:
-                tok = loads(token)
-                eid, sname, state = tok["id"], tok["s"], tok["at"]
-                if not (isinstance(eid, str) and eid and " " not in eid and is_name(sname)
-                        and isinstance(state, dict)):
-                    raise ValueError
-            except (ValueError, TypeError, KeyError):
-                self.log(f"not a position token, taken as text: {token[:80]!r}")
-                body, eid, sname, state = line, None, None, None
+        body, eid, sname, state = stream.position(line, self.log)
         words = body.split(" ", 2)
         captain = kind = None
         if len(words) == 3:
@@ -375,12 +351,9 @@ class Teller(stream.Taker):
 
 
 def try_command(command, text, env, timeout, journal, key, ids):
-    """One try of *command* with *text* on stdin, under a forked supervisor
-    that journals it and its outcome, each fsynced: (word, why) as the
-    journal says them. The supervisor records the outcome because CMD
-    outlives a killed crew-notify; it holds the cursor's lock (inherited
-    across the fork) until then. SystemFailure if the journal cannot be
-    written (CMD is not run when `sending` is not on disk)."""
+    """One try of *command* with *text* on stdin under its supervisor
+    (docs/files/notify-journal.md): (word, why) as the journal says them.
+    SystemFailure if the journal cannot be written (then CMD is not run)."""
     r, w = os.pipe()
     try:
         pid = os.fork()
@@ -409,10 +382,7 @@ def try_command(command, text, env, timeout, journal, key, ids):
 
 def _supervise(command, text, env, timeout, journal, key, ids, out):
     """The try's supervisor (the forked child of try_command): says the
-    outcome on *out* once it is journaled."""
-    # Deaf to the signals that stop the teller (SIGTERM, a terminal's SIGINT
-    # to the whole group, SIGHUP): the try's end is recorded whatever ends the
-    # teller; --timeout bounds it. A SIGKILL of the supervisor is the doubt.
+    outcome on *out* once it is journaled; deaf to what stops the teller."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)
     null = os.open(os.devnull, os.O_RDONLY)

@@ -6,10 +6,9 @@ identity changes, checked at most once per input chunk (stream.run) and at
 every `registered` event; each chunk's output goes in one write.
 """
 import os
-import sys
 
 from crewfile.asides.aside import concluded_event_why
-from crewfile.core import paths
+from crewfile.core import notify, paths
 from crewfile.core.atomic import write_all
 from crewfile.core.errors import CrewfileError
 from crewfile.core.jsonio import loads
@@ -52,7 +51,7 @@ class Filter(stream.Taker):
         self.sessions_dir = crew.sub(paths.SESSIONS)
         self.normal = frozenset(k.encode() for k in normal_pass)
         self.exempt = frozenset(k.encode() for k in exempt_pass)
-        self.warn = warn or _warn
+        self.warn = warn or notify.warn_stderr
         self.state = {}
         self.gen = 0
         self.split = stream.Lines(self.warn)
@@ -115,16 +114,10 @@ class Filter(stream.Taker):
             if cls is NORMAL:
                 if kind == b"paused":
                     seen.paused = True
-                    ok = False if kind not in normal else kind is not seen.last_kind
-                elif seen.paused:
-                    if kind not in KEEPS_PAUSE_B:
-                        seen.paused = False
-                        ok = kind in normal and kind is not seen.last_kind
-                    else:
-                        ok = (kind not in HELD_WHILE_PAUSED_B and kind in normal
-                              and kind is not seen.last_kind)
-                else:
-                    ok = kind in normal and kind is not seen.last_kind
+                elif seen.paused and kind not in KEEPS_PAUSE_B:
+                    seen.paused = False
+                ok = (kind in normal and kind is not seen.last_kind
+                      and not (seen.paused and kind in HELD_WHILE_PAUSED_B))
             elif cls is EXEMPT:
                 ok = kind in self.exempt and kind is not seen.last_kind
             elif cls is PRIMARY:
@@ -235,7 +228,3 @@ def _class_of(meta_path):
         return PRIMARY
     return EXEMPT if meta.get("exempt") else NORMAL
 
-
-def _warn(msg):
-    sys.stderr.write(f"wake-filter: {msg}\n")
-    sys.stderr.flush()

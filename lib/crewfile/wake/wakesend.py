@@ -6,10 +6,8 @@ Each chunk's wakes are posted in one append before the next read (stream.run).
 import time
 
 from crewfile.core import locks
-from crewfile.core.errors import BadFile, CrewfileError, NotFound
-from crewfile.core.jsonio import loads
-from crewfile.core.names import check_name, is_name
-from crewfile.core.shapes import check
+from crewfile.core.errors import CrewfileError, NotFound
+from crewfile.core.names import check_name
 from crewfile.core.text import escape
 from crewfile.session import delivery
 from crewfile.session.delivery import UNCONFIRMED
@@ -71,19 +69,9 @@ class Sender(stream.Taker):
 
     def wake(self, line):
         """Take one input line (str, no newline); flush() posts it."""
-        body, tab, token = line.partition("\t")
-        eid = None
-        if tab:
-            try:
-                tok = loads(token)
-                eid, sname, state = tok["id"], tok["s"], tok["at"]
-                if not (isinstance(eid, str) and eid and " " not in eid and is_name(sname)):
-                    raise ValueError
-                check("cursor-entry", state, "(token)")   # what crew-watch will read back
-                cursors.keep_newer(self.acks, sname, state)
-            except (ValueError, TypeError, KeyError, AttributeError, BadFile):
-                self.log(f"not a position token, taken as text: {token[:80]!r}")
-                body, eid = line, None
+        body, eid, sname, state = stream.position(line, self.log)
+        if state is not None:
+            cursors.keep_newer(self.acks, sname, state)
         if not body:
             return
         name = body.split(" ", 2)[1] if body.count(" ") >= 2 else ""
@@ -184,10 +172,7 @@ class Sender(stream.Taker):
                 self.say_once("cursor", "ok", f"writing {self.cursor} again")
         self.acked, self.acks = acked, {}
 
-    def done(self):
-        """Stopped or at the end: acknowledge what is posted (the acks of wakes
-        still held wait with them: replayed)."""
-        self.acknowledge()
+    done = acknowledge      # stopped or at the end: the acks of wakes still held are replayed
 
     def due(self, eof=False):
         """When tick() or flush() wants to run next (monotonic), or None."""

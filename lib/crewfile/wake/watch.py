@@ -1,14 +1,11 @@
 """crew-watch: one event line for every new status record of every session.
 
 The contract: docs/commands/crew-watch.md, docs/files/event-lines.md and
-docs/files/cursor.md; how it follows: docs/internals.md. A position is the
-(inode, offset) of the next unread byte: a rotation is followed by finding
-that inode among status, status.1 ... status.N. Only complete lines are
-consumed; a partial last line is read again once it is finished.
+docs/files/cursor.md (a position, and how a rotation is followed); how it
+follows: docs/internals.md.
 """
 import os
 import select
-import sys
 import time
 
 from crewfile.core import jsonio, logfile, notify, paths, records
@@ -24,9 +21,7 @@ from crewfile.wake import cursors
 
 DEFAULT_STALE = 600.0
 DEFAULT_PROBE = 5.0
-# What one read of a session takes at most: the rest waits for its next turn,
-# so that memory does not grow with a log's size and one session's backlog
-# never keeps another's fresh record waiting for more than one round.
+# What one read of a session takes at most (docs/internals.md, "crew-watch").
 _READ_CHUNK = 1 << 18
 
 
@@ -62,12 +57,15 @@ class Tail:
         return self.turn == "yes" and not self.ended and not self.stale and self.last is not None
 
     def silent_for(self, now):
-        """Seconds since the newest record: by its time, or, when that is ahead
-        of *now* (dated in the future, our clock set back), by our monotonic
-        clock since we read it, so that neither keeps a session from going stale."""
+        """Seconds since the newest record: by our monotonic clock when its time
+        is ahead of *now*, so that no clock keeps a session from going stale."""
         if self.last <= now:
             return now - self.last
         return time.monotonic() - self.seen_at
+
+    def replaced(self):
+        """Its directory is another now (same name, new inode): a new session."""
+        return self.dir_id is not None and identity(self.dir) != self.dir_id
 
     SAVED = ("ino", "off", "last", "last_kind", "turn", "ended", "stale", "lost", "n", "prev",
              "paused")
@@ -107,7 +105,7 @@ class Watcher:
         self.probe_every = float(probe_every)
         self.poll = poll
         self.out = out or _write_stdout
-        self.warn = warn or _warn
+        self.warn = warn or notify.warn_stderr
         self.now = now
         self.keep = logfile.rotate_limits()[1]
         self.tails = {}
@@ -195,9 +193,7 @@ class Watcher:
         self.crew.ensure_sub(paths.SESSIONS)
         self.roots = self._root_ids()
         self.dirwatch = notify.DirWatch(self.warn)
-        self.dirwatch.add(self.sessions_dir)
-        if self.dirwatch.ino is None:
-            self._to_polling()
+        self._watch(self.sessions_dir)
 
     def _to_polling(self):
         """inotify cannot be had (said already): re-read everything every POLL s."""
@@ -205,14 +201,13 @@ class Watcher:
         self.poll = POLL
         self._poll_at = time.monotonic()
 
-    def _watch_session(self, name):
-        if self.dirwatch is None:
-            return
-        # Watched already: nothing. Not watchable (gone, not a directory, not
-        # readable): the read of it says so, and the next read tries again.
-        self.dirwatch.add(os.path.join(self.sessions_dir, name))
-        if self.dirwatch.ino is None:
-            self._to_polling()
+    def _watch(self, d):
+        """Subscribe to *d*, if not yet (one that cannot be watched is tried
+        again at its next read); the watches ran out (said): poll from now on."""
+        if self.dirwatch is not None:
+            self.dirwatch.add(d)
+            if self.dirwatch.ino is None:
+                self._to_polling()
 
     def _check_roots(self):
         """Follow a replaced crew directory from its start; Gone if it is
@@ -269,17 +264,16 @@ class Watcher:
             return None     # not a valid session name: not ours
         paths.check_dirs(sdir, inclusive=True)
         tail = self.tails.get(name)
-        if tail is not None and tail.dir_id is not None and identity(tail.dir) != tail.dir_id:
-            if self.dirwatch is not None:       # replaced: a new session from its start
-                self.dirwatch.forget(os.path.join(self.sessions_dir, name))
+        if tail is not None and tail.replaced():
+            if self.dirwatch is not None:       # a new session from its start
+                self.dirwatch.forget(sdir)
             del self.tails[name]
             tail = None
-        if tail is not None:
-            self._watch_session(name)     # restored from a cursor: subscribe first
-            return tail
-        if not os.path.isdir(sdir):
+        if tail is None and not os.path.isdir(sdir):
             return None         # gone meanwhile
-        self._watch_session(name)     # subscribe before the first read of it
+        self._watch(sdir)       # subscribe before the first read of it
+        if tail is not None:
+            return tail         # restored from a cursor, or read before
         tail = Tail(name, sdir)
         # A session that appears while we run, or that a cursor has not seen,
         # is new from its first record.
@@ -333,10 +327,9 @@ class Watcher:
         for i in range(self.keep + 1):
             path = logfile.rotated(tail.status, i)
             try:
-                st = os.lstat(path)
+                out.append((path, os.lstat(path).st_ino))
             except FileNotFoundError:
-                continue
-            out.append((path, st.st_ino))
+                pass
         return out
 
     def _catch_up(self):
@@ -633,33 +626,22 @@ class Watcher:
         wait = 0.0 if self.backlog else self._wait_time()
         if max_wait is not None:
             wait = min(wait, max_wait)
-        if self.dirwatch is not None:
-            events = self._changed() if self._wait(wait) else []
-        else:
-            self._wait(wait)
-            events = []
-            if time.monotonic() >= self._poll_at:
-                self._poll_at = time.monotonic() + self.poll
-                events = self._scan()
+        events = self._changed() if self._wait(wait) else []
+        if self.dirwatch is None and time.monotonic() >= self._poll_at:
+            self._poll_at = time.monotonic() + self.poll
+            events += self._scan()
         probe = time.monotonic() >= self.next_probe
         if probe:
             self.next_probe = time.monotonic() + self.probe_every
             events += self._check_roots()
-            events += self._check_sessions()
-            for name in sorted(self._troubles):     # no event may say it healed (a chmod)
+            # Read again: a session whose directory was replaced (no event of
+            # the new one may come), and one in trouble (none may say it healed).
+            replaced = {name for name, tail in self.tails.items() if tail.replaced()}
+            for name in sorted(replaced | set(self._troubles)):
                 events += self._read_session(name)
         events += self._catch_up()
         events += self._timers(probe)
         self.emit(events)
-
-    def _check_sessions(self):
-        """Read again every session whose directory was replaced (same name,
-        new inode): without an event from its new directory it would go unheard."""
-        events = []
-        for name, tail in list(self.tails.items()):
-            if tail.dir_id is not None and identity(tail.dir) != tail.dir_id:
-                events += self._read_session(name)
-        return events
 
     def _wait_time(self):
         now_m = time.monotonic()
@@ -779,7 +761,3 @@ def json_lines_out():
         _write_stdout(json_lines(objs).encode("utf-8"))
     return out
 
-
-def _warn(msg):
-    sys.stderr.write(f"crew-watch: {msg}\n")
-    sys.stderr.flush()
