@@ -31,19 +31,12 @@ KEYS_RECENT = 10                  # seconds a person's key input may precede the
 
 def _server(meta):
     """(server pid, {pane pid: pane id}) of the aside's tmux server, or None."""
-    from crewfile.session import tmux
-    try:
-        code, out = tmux.run("list-panes", "-a", "-F", "#{pid}\t#{pane_pid}\t#{pane_id}",
-                             check=False, socket=_socket(meta))
-    except Exception:
+    from crewfile.session.tmux import Server
+    seen = Server(_socket(meta))
+    pid = (seen.identity or "").partition("@")[0]
+    if not pid.isdigit():
         return None
-    server, panes = None, {}
-    for line in out.splitlines():
-        parts = line.split("\t")
-        if code == 0 and len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
-            server = int(parts[0])
-            panes[int(parts[1])] = parts[2]
-    return (server, panes) if server else None
+    return int(pid), {pane.pid: pane.id for pane in seen.panes.values() if pane.pid is not None}
 
 
 def _socket(meta):
