@@ -11,7 +11,7 @@ from crewfile.core.clocks import clock_now
 from crewfile.core.errors import BadInput, CrewfileError, NotFound, SystemFailure
 from crewfile.core.locks import acquire, holder
 from crewfile.core.text import escape
-from crewfile.nudges.schedules import target_ids, update_stored, due, load_all, matches, rebased
+from crewfile.nudges.schedules import due_in, load_all, matches, rebased, target_ids, update_stored
 from crewfile.session import delivery, verdict
 from crewfile.session.sessions import Session, names
 from crewfile.session.verdict import LIVE, NOT_LIVE, Answer, Look, overlap, tree_of
@@ -165,7 +165,7 @@ def tick(crew, world=None, bad=None):
             # The wall clock went back across a reboot: restart the floor from now.
             update_stored(crew, sched, {"base": now})
             continue
-        if not due(sched, now):
+        if due_in(sched, now) > 0:
             continue
         result = _decide(crew, world, sched, now, nudged)
         if result:
