@@ -107,11 +107,7 @@ def find(meta, why):
         return None
     pid = meta.get("pid")
     if pid and pane.pid and not pane.dead:
-        try:
-            ours = descends_from(pid, pane.pid)
-        except (OSError, ValueError):
-            ours = False
-        if not ours:
+        if not descends_from(pid, pane.pid):
             return None
     elif not want and pid and pane.pid != pid:
         return None                      # no identity to go by: the process must be it
