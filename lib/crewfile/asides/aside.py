@@ -163,7 +163,7 @@ def _say_once(sess, rec, why):
             break
         if newer.kind == PROBLEM and newer.text == text:
             return                          # said already
-    _append_locked(sess, PROBLEM, text)
+    sess.append_held(PROBLEM, text)
 
 
 def believed(sess, st):
@@ -180,8 +180,8 @@ def believed(sess, st):
 def _unbelieved(sess, why):
     """Say *why* (if any) as a `problem`, under the caller's session lock; return it."""
     if why:
-        _append_locked(sess, PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is not"
-                                      f" believed: {why}")
+        sess.append_held(PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is not"
+                                  f" believed: {why}")
     return why
 
 
@@ -206,12 +206,6 @@ def aside_session(crew, name):
     if kind != "aside":
         raise BadInput(f"{name!r} is not an aside (kind {kind})")
     return sess
-
-
-def _append_locked(sess, kind, text):
-    """Append a record while the caller holds the session lock."""
-    logfile.append_locked(sess.status_path, [records.new_line(kind, text)],
-                          rotate=logfile.rotate_limits())
 
 
 def _open_aside_session(crew, name):
@@ -299,7 +293,7 @@ def conclude(crew, name, data):
         if st.state == CONCLUDED:
             raise Refused(f"already concluded: the report is {st.concluded.text}")
         if st.state == OPEN:
-            _append_locked(sess, PROBLEM, SELF_CONCLUSION)
+            sess.append_held(PROBLEM, SELF_CONCLUSION)
             raise Refused(NOT_CONCLUDED)
         why = _unbelieved(sess, believed(sess, st))
         if why:
@@ -310,7 +304,7 @@ def conclude(crew, name, data):
             path, adopted = reports.deliver(crew, name, data,
                                             checkpoint=lambda s: checkpoint("conclude:" + s)), False
         checkpoint("conclude:delivered")
-        _append_locked(sess, "concluded", path)
+        sess.append_held("concluded", path)
     return path, adopted
 
 
@@ -420,7 +414,7 @@ def reconcile(crew, name, quiet=None, since_act=True):
             checkpoint("reconcile:scrollback")
             _keep_transcript(sess, out)
             checkpoint("reconcile:transcript")
-            _append_locked(sess, "closed", out.report)
+            sess.append_held("closed", out.report)
             checkpoint("reconcile:closed")
     if pane:
         pane = window.find(sess.meta, "cannot close the window")

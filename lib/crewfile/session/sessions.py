@@ -87,6 +87,11 @@ class Session:
             logfile.append_locked(self.status_path, lines, rotate=logfile.rotate_limits())
         return True
 
+    def append_held(self, kind, text=""):
+        """append() for a caller that already holds the session lock."""
+        logfile.append_locked(self.status_path, [records.new_line(kind, text)],
+                              rotate=logfile.rotate_limits())
+
     def last_records(self, n, stats):
         return logfile.last_records(self.log_paths(), n, stats)
 
@@ -211,8 +216,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
                           f" believed: {live}")
         write_meta(sess.meta_path, meta)
         text = f"kind={kind}" + (" exempt" if meta["exempt"] else "")
-        logfile.append_locked(sess.status_path, [records.new_line("registered", text)],
-                              rotate=logfile.rotate_limits())
+        sess.append_held("registered", text)
     return sess
 
 
