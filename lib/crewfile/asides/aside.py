@@ -12,13 +12,13 @@ import time
 from crewfile.asides import evidence, reports
 from crewfile.asides.captain import PROBLEM, clip, parse_captain_input
 from crewfile.asides.evidence import CAPTAIN, CAPTAIN_DONE, INPUT_REFUSED, SELF_CONCLUSION
-from crewfile.core import logfile, paths, records
+from crewfile.core import paths, records
 from crewfile.core.errors import BadInput, CaptainPresent, CrewfileError, Refused, SystemFailure
 from crewfile.core.locks import hold
 from crewfile.core.names import check_name
 from crewfile.core.text import unescape
 from crewfile.session import window
-from crewfile.session.sessions import Session, STATE_SCAN_BYTES, register
+from crewfile.session.sessions import Session, register
 from crewfile.session.verdict import LIVE, NO, captain_at, liveness
 from crewfile.session.delivery import captain_quiet
 from crewfile.session.prompt import markers_of, placeholder_of
@@ -52,8 +52,7 @@ def scan(sess, stats=None):
     timestamp the walk stopped at; the current conclusion, if any, is newer."""
     out = Scan()
     run, concluded = [], []
-    for rec in logfile.records_backwards(sess.log_paths(), stats or logfile.TailStats(),
-                                         STATE_SCAN_BYTES):
+    for rec in sess.backwards(stats):
         run.append(rec)
         if rec.kind == "registered" or rec.kind == CAPTAIN:
             break
@@ -157,8 +156,7 @@ def _say_once(sess, rec, why):
     """Append `problem: record not believed: KIND of TS: WHY` unless one is
     already there after *rec*; the caller holds the session lock."""
     text = f"record not believed: {rec.kind} of {rec.ts}: {why}"
-    for newer in logfile.records_backwards(sess.log_paths(), logfile.TailStats(),
-                                           STATE_SCAN_BYTES):
+    for newer in sess.backwards():
         if newer.ts <= rec.ts and newer.line() == rec.line():
             break
         if newer.kind == PROBLEM and newer.text == text:

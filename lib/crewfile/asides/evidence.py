@@ -207,7 +207,7 @@ def unjudged(sess, claims=None):
     Cheap (one prompt back at most), so the agent's hooks ask it after every tool
     call. *claims*, a list, gets the CLAIMS records met (the stop included)."""
     out = []
-    for rec in logfile.records_backwards(sess.log_paths(), logfile.TailStats(), 1 << 20):
+    for rec in sess.backwards():
         if claims is not None and rec.kind in CLAIMS:
             claims.append(rec)
         if rec.kind in _AUDIT_STOPS or (rec.kind == "problem"

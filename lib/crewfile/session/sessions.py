@@ -103,11 +103,15 @@ class Session:
     def last_of(self, kinds, stats):
         return self.scan(stats).last_of(kinds)
 
+    def backwards(self, stats=None):
+        """Its records, newest first, each file read back STATE_SCAN_BYTES at most."""
+        return logfile.records_backwards(self.log_paths(), stats or logfile.TailStats(),
+                                         STATE_SCAN_BYTES)
+
     def newest_this_life(self, test):
         """The newest record passing *test* since the newest `registered`
         (the session's current life), or None."""
-        for rec in logfile.records_backwards(self.log_paths(), logfile.TailStats(),
-                                             STATE_SCAN_BYTES):
+        for rec in self.backwards():
             if rec.kind == "registered":
                 return None
             if test(rec):
