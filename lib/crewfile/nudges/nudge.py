@@ -36,7 +36,7 @@ class World:
     def __init__(self, crew):
         self.crew = crew
         self.look = Look()
-        self._metas = self._index = None
+        self._metas = None
         self.damaged = {}        # session name -> why its meta cannot be used
         self._verdicts = {}
         self._trees = {}
@@ -55,17 +55,6 @@ class World:
                 except CrewfileError as e:
                     self.damaged[name] = str(e)
         return self._metas
-
-    def index(self):
-        """{(key, value): [session names]} for name, session_key, agent_session_id."""
-        if self._index is None:
-            self._index = {}
-            for name, meta in self.metas().items():
-                for key, field in (("session", "name"), ("session_key", "session_key"),
-                                   ("agent_session_id", "agent_session_id")):
-                    if meta.get(field):
-                        self._index.setdefault((key, meta[field]), []).append(name)
-        return self._index
 
     def session(self, name):
         """The Session, its metadata the one this tick read (delivery reads it afresh)."""
@@ -175,13 +164,7 @@ def tick(crew, world=None, bad=None):
 
 def _find(world, sched):
     """(session name, None) or (None, Answer)."""
-    index = world.index()
-    names = set()
-    for key in ("session_key", "agent_session_id", "session"):
-        if sched.get(key):
-            names.update(index.get((key, sched[key]), ()))
-    metas = world.metas()
-    found = sorted(name for name in names if matches(sched, metas[name]))
+    found = sorted(name for name, meta in world.metas().items() if matches(sched, meta))
     if not found and world.damaged:
         # A damaged meta may be the one it targets: never disarm on a damaged file.
         return None, Answer(DAMAGED, "session metadata unreadable: "
