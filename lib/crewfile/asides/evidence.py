@@ -11,6 +11,7 @@ from crewfile.agents import load
 from crewfile.core import jsonio, logfile, paths, records
 from crewfile.core.errors import NotFound, Refused
 from crewfile.core.kinds import GUARDED
+from crewfile.core.liveness import lineage
 from crewfile.core.locks import hold
 
 CAPTAIN, CAPTAIN_DONE = "captain", "captain-done"        # the captain's acts (records)
@@ -52,7 +53,6 @@ def caller_verdict(meta):
     if not agent and not pane:
         return ("the aside's agent process is not recorded, so no command can show it is"
                 " not the agent; type /aside-done in the aside"), None
-    from crewfile.core.liveness import lineage
     chain = [(st.pid, st.start) for st in lineage()]     # nearest first, this process too
     for p, start in chain:
         if p == agent and (agent_start is None or start == agent_start):

@@ -7,7 +7,9 @@ import time
 from crewfile.core import logfile, paths, records
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
 from crewfile.core.kinds import LIFECYCLE
+from crewfile.core.liveness import agent_of, descends_from, process_start
 from crewfile.core.names import current_user, is_name
+from crewfile.core.shapes import load
 # The writers' modules (atomic, locks) are imported where a write happens:
 # crew-status, run by tmux every few seconds, only reads.
 
@@ -48,7 +50,6 @@ class Session:
     @property
     def meta(self):
         if self._meta is None:
-            from crewfile.core.shapes import load
             self._meta = load(self.meta_path, "meta", at=self.at)
             if self._meta is None:
                 raise not_found(self.crew, self.name)
@@ -164,7 +165,6 @@ def pane_fields(target, env=None, agent_from=None):
     fields = {"tmux": pane.id, "tmux_target": target, "tmux_socket": os.path.abspath(path),
               "tmux_server": pane.server}
     if agent_from and pane.pid:
-        from crewfile.core.liveness import agent_of, descends_from
         agent = agent_of(agent_from, pane.pid)
         if agent and descends_from(agent[0], pane.pid):
             fields.update(pid=agent[0], pid_start=agent[1])
@@ -173,7 +173,6 @@ def pane_fields(target, env=None, agent_from=None):
 
 def agent_fields(pid):
     """Meta fields naming the agent process: pid and its start time."""
-    from crewfile.core.liveness import process_start
     start = process_start(pid)
     if start is None:
         raise BadInput(f"no process {pid}")
