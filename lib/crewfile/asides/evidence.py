@@ -33,16 +33,11 @@ KEYS_RECENT = 10                  # seconds a person's key input may precede the
 def _server(meta):
     """(server pid, {pane pid: pane id}) of the aside's tmux server, or None."""
     from crewfile.session.tmux import Server
-    seen = Server(_socket(meta))
+    seen = Server(meta.get("tmux_socket"))     # a string by meta's shape; "" is no socket
     pid = (seen.identity or "").partition("@")[0]
     if not pid.isdigit():
         return None
     return int(pid), {pane.pid: pane.id for pane in seen.panes.values() if pane.pid is not None}
-
-
-def _socket(meta):
-    sock = meta.get("tmux_socket")
-    return sock if isinstance(sock, str) and sock else None
 
 
 def caller_verdict(meta):
@@ -84,7 +79,7 @@ def hands(sess, where=None, now=None):
     (any, for None), which send-keys and run-shell leave as it was."""
     from crewfile.session import tmux
     now = time.time() if now is None else now
-    clients = tmux.clients(_socket(sess.meta))
+    clients = tmux.clients(sess.meta.get("tmux_socket"))
     if not clients:
         return "no tmux client is attached to the aside's tmux server: no person's keys", None
     seen = [t for t, pane in clients if where is None or pane == where]
