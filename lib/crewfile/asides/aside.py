@@ -12,13 +12,13 @@ import time
 from crewfile.asides import evidence, reports
 from crewfile.asides.captain import PROBLEM, clip, parse_captain_input
 from crewfile.asides.evidence import CAPTAIN, CAPTAIN_DONE, INPUT_REFUSED, SELF_CONCLUSION
-from crewfile.core import logfile, paths, records
+from crewfile.core import paths, records
 from crewfile.core.errors import BadInput, CaptainPresent, CrewfileError, Refused, SystemFailure
 from crewfile.core.locks import hold
 from crewfile.core.names import check_name
 from crewfile.core.text import unescape
 from crewfile.session import window
-from crewfile.session.sessions import Session, STATE_SCAN_BYTES, register
+from crewfile.session.sessions import Session, register
 from crewfile.session.verdict import LIVE, NO, captain_at, liveness
 from crewfile.session.delivery import captain_quiet
 from crewfile.session.prompt import markers_of, placeholder_of
@@ -52,8 +52,7 @@ def scan(sess, stats=None):
     timestamp the walk stopped at; the current conclusion, if any, is newer."""
     out = Scan()
     run, concluded = [], []
-    for rec in logfile.records_backwards(sess.log_paths(), stats or logfile.TailStats(),
-                                         STATE_SCAN_BYTES):
+    for rec in sess.backwards(stats):
         run.append(rec)
         if rec.kind == "registered" or rec.kind == CAPTAIN:
             break
@@ -157,13 +156,12 @@ def _say_once(sess, rec, why):
     """Append `problem: record not believed: KIND of TS: WHY` unless one is
     already there after *rec*; the caller holds the session lock."""
     text = f"record not believed: {rec.kind} of {rec.ts}: {why}"
-    for newer in logfile.records_backwards(sess.log_paths(), logfile.TailStats(),
-                                           STATE_SCAN_BYTES):
+    for newer in sess.backwards():
         if newer.ts <= rec.ts and newer.line() == rec.line():
             break
         if newer.kind == PROBLEM and newer.text == text:
             return                          # said already
-    _append_locked(sess, PROBLEM, text)
+    sess.append_held(PROBLEM, text)
 
 
 def believed(sess, st):
@@ -180,8 +178,8 @@ def believed(sess, st):
 def _unbelieved(sess, why):
     """Say *why* (if any) as a `problem`, under the caller's session lock; return it."""
     if why:
-        _append_locked(sess, PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is not"
-                                      f" believed: {why}")
+        sess.append_held(PROBLEM, f"{SELF_CONCLUSION}: a captain-done record is not"
+                                  f" believed: {why}")
     return why
 
 
@@ -206,12 +204,6 @@ def aside_session(crew, name):
     if kind != "aside":
         raise BadInput(f"{name!r} is not an aside (kind {kind})")
     return sess
-
-
-def _append_locked(sess, kind, text):
-    """Append a record while the caller holds the session lock."""
-    logfile.append_locked(sess.status_path, [records.new_line(kind, text)],
-                          rotate=logfile.rotate_limits())
 
 
 def _open_aside_session(crew, name):
@@ -299,7 +291,7 @@ def conclude(crew, name, data):
         if st.state == CONCLUDED:
             raise Refused(f"already concluded: the report is {st.concluded.text}")
         if st.state == OPEN:
-            _append_locked(sess, PROBLEM, SELF_CONCLUSION)
+            sess.append_held(PROBLEM, SELF_CONCLUSION)
             raise Refused(NOT_CONCLUDED)
         why = _unbelieved(sess, believed(sess, st))
         if why:
@@ -310,7 +302,7 @@ def conclude(crew, name, data):
             path, adopted = reports.deliver(crew, name, data,
                                             checkpoint=lambda s: checkpoint("conclude:" + s)), False
         checkpoint("conclude:delivered")
-        _append_locked(sess, "concluded", path)
+        sess.append_held("concluded", path)
     return path, adopted
 
 
@@ -420,7 +412,7 @@ def reconcile(crew, name, quiet=None, since_act=True):
             checkpoint("reconcile:scrollback")
             _keep_transcript(sess, out)
             checkpoint("reconcile:transcript")
-            _append_locked(sess, "closed", out.report)
+            sess.append_held("closed", out.report)
             checkpoint("reconcile:closed")
     if pane:
         pane = window.find(sess.meta, "cannot close the window")

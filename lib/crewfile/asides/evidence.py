@@ -11,6 +11,7 @@ from crewfile.agents import load
 from crewfile.core import jsonio, logfile, paths, records
 from crewfile.core.errors import NotFound, Refused
 from crewfile.core.kinds import GUARDED
+from crewfile.core.liveness import lineage
 from crewfile.core.locks import hold
 
 CAPTAIN, CAPTAIN_DONE = "captain", "captain-done"        # the captain's acts (records)
@@ -31,24 +32,12 @@ KEYS_RECENT = 10                  # seconds a person's key input may precede the
 
 def _server(meta):
     """(server pid, {pane pid: pane id}) of the aside's tmux server, or None."""
-    from crewfile.session import tmux
-    try:
-        code, out = tmux.run("list-panes", "-a", "-F", "#{pid}\t#{pane_pid}\t#{pane_id}",
-                             check=False, socket=_socket(meta))
-    except Exception:
+    from crewfile.session.tmux import Server
+    seen = Server(meta.get("tmux_socket"))     # a string by meta's shape; "" is no socket
+    pid = (seen.identity or "").partition("@")[0]
+    if not pid.isdigit():
         return None
-    server, panes = None, {}
-    for line in out.splitlines():
-        parts = line.split("\t")
-        if code == 0 and len(parts) == 3 and parts[0].isdigit() and parts[1].isdigit():
-            server = int(parts[0])
-            panes[int(parts[1])] = parts[2]
-    return (server, panes) if server else None
-
-
-def _socket(meta):
-    sock = meta.get("tmux_socket")
-    return sock if isinstance(sock, str) and sock else None
+    return int(pid), {pane.pid: pane.id for pane in seen.panes.values() if pane.pid is not None}
 
 
 def caller_verdict(meta):
@@ -59,7 +48,6 @@ def caller_verdict(meta):
     if not agent and not pane:
         return ("the aside's agent process is not recorded, so no command can show it is"
                 " not the agent; type /aside-done in the aside"), None
-    from crewfile.core.liveness import lineage
     chain = [(st.pid, st.start) for st in lineage()]     # nearest first, this process too
     for p, start in chain:
         if p == agent and (agent_start is None or start == agent_start):
@@ -91,7 +79,7 @@ def hands(sess, where=None, now=None):
     (any, for None), which send-keys and run-shell leave as it was."""
     from crewfile.session import tmux
     now = time.time() if now is None else now
-    clients = tmux.clients(_socket(sess.meta))
+    clients = tmux.clients(sess.meta.get("tmux_socket"))
     if not clients:
         return "no tmux client is attached to the aside's tmux server: no person's keys", None
     seen = [t for t, pane in clients if where is None or pane == where]
@@ -214,7 +202,7 @@ def unjudged(sess, claims=None):
     Cheap (one prompt back at most), so the agent's hooks ask it after every tool
     call. *claims*, a list, gets the CLAIMS records met (the stop included)."""
     out = []
-    for rec in logfile.records_backwards(sess.log_paths(), logfile.TailStats(), 1 << 20):
+    for rec in sess.backwards():
         if claims is not None and rec.kind in CLAIMS:
             claims.append(rec)
         if rec.kind in _AUDIT_STOPS or (rec.kind == "problem"

@@ -9,6 +9,7 @@ import os
 import socket
 import stat
 import time
+from collections import namedtuple
 
 from crewfile.core import paths, records
 from crewfile.core.atomic import fsync_dir, write_new
@@ -19,14 +20,10 @@ TMP_MAX_AGE = 36 * 3600          # maildir's rule
 _counter = 0
 
 
-class Report:
-    """One report file: which aside, when, where (state 'new' or 'cur')."""
-    __slots__ = ("aside", "time", "state", "path", "scrollback", "size", "error")
-
-    def __init__(self, aside, time_, state, path, scrollback, size, error):
-        self.aside, self.time, self.state = aside, time_, state
-        self.path, self.scrollback, self.size = path, scrollback, size
-        self.error = error      # why the file cannot be a report (a link, a directory), or None
+class Report(namedtuple("Report", "aside time state path scrollback size error")):
+    """One report file: which aside, when, where (state 'new' or 'cur'); error:
+    why the file cannot be a report (a link, a directory), or None."""
+    __slots__ = ()
 
     def as_dict(self):
         out = {"state": self.state, "aside": self.aside, "time": records.timestamp(self.time),

@@ -5,6 +5,7 @@ import os
 import time
 
 from crewfile.core.errors import Refused, SystemFailure
+from crewfile.core.liveness import started_at, stat
 from crewfile.core.paths import open_file
 from crewfile.core.records import timestamp
 
@@ -134,7 +135,6 @@ def holder(path):
 
 
 def _describe(pid):
-    from crewfile.core.liveness import started_at, stat
     st = stat(pid)
     since = started_at(st.start) if st is not None else None
     if since is None:

@@ -218,8 +218,14 @@ def open_dir(path, at=None):
 def read_text(path, at=None, limit=None):
     """The whole file as text, or None if absent; BadFile past *limit* bytes.
     Here, not in atomic.py, so a reader does not load the writer."""
+    data = read_bytes(path, at, limit)
+    return None if data is None else data.decode("utf-8", "replace")
+
+
+def read_bytes(path, at=None, limit=None, outside=False):
+    """read_text() without the decoding; *outside*: as for open_file."""
     try:
-        fd = open_file(path, at=at)
+        fd = open_file(path, at=at, outside=outside)
     except FileNotFoundError:
         return None
     chunks = []
@@ -237,7 +243,7 @@ def read_text(path, at=None, limit=None):
         raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
     finally:
         os.close(fd)
-    return b"".join(chunks).decode("utf-8", "replace")
+    return b"".join(chunks)
 
 
 def list_dir(path):

@@ -11,7 +11,7 @@ from crewfile.core.clocks import clock_now
 from crewfile.core.errors import BadInput, CrewfileError, NotFound, SystemFailure
 from crewfile.core.locks import acquire, holder
 from crewfile.core.text import escape
-from crewfile.nudges.schedules import target_ids, update_stored, due, load_all, matches, rebased
+from crewfile.nudges.schedules import due_in, load_all, matches, rebased, target_ids, update_stored
 from crewfile.session import delivery, verdict
 from crewfile.session.sessions import Session, names
 from crewfile.session.verdict import LIVE, NOT_LIVE, Answer, Look, overlap, tree_of
@@ -36,7 +36,7 @@ class World:
     def __init__(self, crew):
         self.crew = crew
         self.look = Look()
-        self._metas = self._index = None
+        self._metas = None
         self.damaged = {}        # session name -> why its meta cannot be used
         self._verdicts = {}
         self._trees = {}
@@ -55,17 +55,6 @@ class World:
                 except CrewfileError as e:
                     self.damaged[name] = str(e)
         return self._metas
-
-    def index(self):
-        """{(key, value): [session names]} for name, session_key, agent_session_id."""
-        if self._index is None:
-            self._index = {}
-            for name, meta in self.metas().items():
-                for key, field in (("session", "name"), ("session_key", "session_key"),
-                                   ("agent_session_id", "agent_session_id")):
-                    if meta.get(field):
-                        self._index.setdefault((key, meta[field]), []).append(name)
-        return self._index
 
     def session(self, name):
         """The Session, its metadata the one this tick read (delivery reads it afresh)."""
@@ -165,7 +154,7 @@ def tick(crew, world=None, bad=None):
             # The wall clock went back across a reboot: restart the floor from now.
             update_stored(crew, sched, {"base": now})
             continue
-        if not due(sched, now):
+        if due_in(sched, now) > 0:
             continue
         result = _decide(crew, world, sched, now, nudged)
         if result:
@@ -175,13 +164,7 @@ def tick(crew, world=None, bad=None):
 
 def _find(world, sched):
     """(session name, None) or (None, Answer)."""
-    index = world.index()
-    names = set()
-    for key in ("session_key", "agent_session_id", "session"):
-        if sched.get(key):
-            names.update(index.get((key, sched[key]), ()))
-    metas = world.metas()
-    found = sorted(name for name in names if matches(sched, metas[name]))
+    found = sorted(name for name, meta in world.metas().items() if matches(sched, meta))
     if not found and world.damaged:
         # A damaged meta may be the one it targets: never disarm on a damaged file.
         return None, Answer(DAMAGED, "session metadata unreadable: "

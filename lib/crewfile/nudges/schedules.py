@@ -106,11 +106,6 @@ def rebased(sched, now):
     return elapsed(sched["base"], now) < 0
 
 
-def due(sched, now):
-    """Does nudge-tick try *sched* at *now*: armed, and due_in() has run out."""
-    return bool(sched.get("armed")) and due_in(sched, now) <= 0
-
-
 def add(crew, every, message, session=None, session_key=None, agent_session_id=None,
         max_attempts=None, user=None, replace_existing=False, now=None, until=None):
     """Create (or with replace_existing, re-create) the schedule for (user,

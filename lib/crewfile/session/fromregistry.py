@@ -8,7 +8,6 @@ import os
 
 from crewfile.agents import registry
 from crewfile.core import liveness as procs
-from crewfile.core import logfile, records
 from crewfile.core.errors import NotFound, Refused
 from crewfile.core.locks import hold
 from crewfile.session import sessions, tmux
@@ -161,7 +160,6 @@ def _repair(sess, entry, fields):
         said = f"from the agent registry: agent process {entry.pid}"
         if entry.session_id:
             said += f", conversation {entry.session_id}"
-        logfile.append_locked(sess.status_path, [records.new_line("registered", said)],
-                              rotate=logfile.rotate_limits())
+        sess.append_held("registered", said)
     sess.reread()
     return sess

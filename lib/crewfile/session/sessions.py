@@ -7,7 +7,9 @@ import time
 from crewfile.core import logfile, paths, records
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
 from crewfile.core.kinds import LIFECYCLE
+from crewfile.core.liveness import agent_of, descends_from, process_start
 from crewfile.core.names import current_user, is_name
+from crewfile.core.shapes import load
 # The writers' modules (atomic, locks) are imported where a write happens:
 # crew-status, run by tmux every few seconds, only reads.
 
@@ -48,7 +50,6 @@ class Session:
     @property
     def meta(self):
         if self._meta is None:
-            from crewfile.core.shapes import load
             self._meta = load(self.meta_path, "meta", at=self.at)
             if self._meta is None:
                 raise not_found(self.crew, self.name)
@@ -87,6 +88,11 @@ class Session:
             logfile.append_locked(self.status_path, lines, rotate=logfile.rotate_limits())
         return True
 
+    def append_held(self, kind, text=""):
+        """append() for a caller that already holds the session lock."""
+        logfile.append_locked(self.status_path, [records.new_line(kind, text)],
+                              rotate=logfile.rotate_limits())
+
     def last_records(self, n, stats):
         return logfile.last_records(self.log_paths(), n, stats)
 
@@ -98,11 +104,15 @@ class Session:
     def last_of(self, kinds, stats):
         return self.scan(stats).last_of(kinds)
 
+    def backwards(self, stats=None):
+        """Its records, newest first, each file read back STATE_SCAN_BYTES at most."""
+        return logfile.records_backwards(self.log_paths(), stats or logfile.TailStats(),
+                                         STATE_SCAN_BYTES)
+
     def newest_this_life(self, test):
         """The newest record passing *test* since the newest `registered`
         (the session's current life), or None."""
-        for rec in logfile.records_backwards(self.log_paths(), logfile.TailStats(),
-                                             STATE_SCAN_BYTES):
+        for rec in self.backwards():
             if rec.kind == "registered":
                 return None
             if test(rec):
@@ -155,7 +165,6 @@ def pane_fields(target, env=None, agent_from=None):
     fields = {"tmux": pane.id, "tmux_target": target, "tmux_socket": os.path.abspath(path),
               "tmux_server": pane.server}
     if agent_from and pane.pid:
-        from crewfile.core.liveness import agent_of, descends_from
         agent = agent_of(agent_from, pane.pid)
         if agent and descends_from(agent[0], pane.pid):
             fields.update(pid=agent[0], pid_start=agent[1])
@@ -164,7 +173,6 @@ def pane_fields(target, env=None, agent_from=None):
 
 def agent_fields(pid):
     """Meta fields naming the agent process: pid and its start time."""
-    from crewfile.core.liveness import process_start
     start = process_start(pid)
     if start is None:
         raise BadInput(f"no process {pid}")
@@ -211,8 +219,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
                           f" believed: {live}")
         write_meta(sess.meta_path, meta)
         text = f"kind={kind}" + (" exempt" if meta["exempt"] else "")
-        logfile.append_locked(sess.status_path, [records.new_line("registered", text)],
-                              rotate=logfile.rotate_limits())
+        sess.append_held("registered", text)
     return sess
 
 

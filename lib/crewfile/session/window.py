@@ -8,10 +8,10 @@ import os
 from collections import namedtuple
 
 from crewfile.core.atomic import replace
-from crewfile.core.errors import SystemFailure
+from crewfile.core.errors import BadFile, SystemFailure
 from crewfile.core.liveness import descends_from, process_start
 from crewfile.session import tmux
-from crewfile.core.paths import open_file
+from crewfile.core.paths import read_bytes
 from crewfile.session.sessions import pane_fields
 
 
@@ -57,27 +57,14 @@ def keep_transcript(meta, path):
     if not isinstance(source, str) or not source:
         return None, None
     try:
-        fd = open_file(source, outside=True)
-    except FileNotFoundError:
-        return None, f"its transcript {source} is gone: not kept"
+        data = read_bytes(source, limit=MAX_TRANSCRIPT, outside=True)
+    except BadFile:
+        return None, f"its transcript {source} is larger than {MAX_TRANSCRIPT} bytes: not kept"
     except SystemFailure as e:
         return None, f"its transcript was not kept: {e}"
-    chunks, size = [], 0
-    try:
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > MAX_TRANSCRIPT:
-                return None, (f"its transcript {source} is larger than {MAX_TRANSCRIPT} bytes:"
-                              " not kept")
-            chunks.append(chunk)
-    except OSError as e:
-        return None, f"its transcript {source} could not be read ({e.strerror}): not kept"
-    finally:
-        os.close(fd)
-    replace(path, b"".join(chunks))
+    if data is None:
+        return None, f"its transcript {source} is gone: not kept"
+    replace(path, data)
     return path, None
 
 
@@ -120,11 +107,7 @@ def find(meta, why):
         return None
     pid = meta.get("pid")
     if pid and pane.pid and not pane.dead:
-        try:
-            ours = descends_from(pid, pane.pid)
-        except (OSError, ValueError):
-            ours = False
-        if not ours:
+        if not descends_from(pid, pane.pid):
             return None
     elif not want and pid and pane.pid != pid:
         return None                      # no identity to go by: the process must be it
