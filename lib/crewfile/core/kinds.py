@@ -59,7 +59,7 @@ GUARDED = {
     "respawned": ("crew-respawn", "none: no reader acts on it"),
 }
 
-# protocol.md's "Record kinds", second table: kinds that stay anyone's (a
+# protocol.md's "The agent's word": kinds that stay anyone's (a
 # guard on the status line would be for show: their writers read files the
 # agent writes itself), and the most a reader does with one. kind -> (who
 # writes it, what a reader that acts on it believes).
