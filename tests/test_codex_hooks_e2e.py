@@ -14,26 +14,32 @@ tests/test_codex_e2e.py), and the payloads it sent, hand-fed through
   says `■ exceeded retry limit, last status: 429 Too Many Requests` (for
   insufficient_quota: `■ Quota exceeded. Check your plan and billing
   details.`); the rollout (transcript_path) ends the turn with a
-  task_complete event whose `error` says so. crewfile's records stay at
-  `turn-started`: the session reads as generating, and nothing is typed
-  into it.
+  task_complete event whose `error` says so. The hooks leave the records at
+  `turn-started`; crew-watch reads the rollout's end and records the
+  account's stop once (crewfile.agents.codexrollout): the wake filter
+  passes it once, and nothing is typed into the session.
 - `codex exec` fires SessionEnd (reason `other`) as it ends; /exit in the
   interactive UI (after a finished turn) fires none:
   the UI says "Disconnected from this task. Any running work continues."
   (its thread lives on in the app-server daemon); the process is gone, so
   the liveness probe is what ends the session.
 """
+import contextlib
 import json
-import time
+import os
+import subprocess
 
 import pytest
 
 from agent_rigs import pretrust, wait_trusted_start
 from crewfile.core import logfile
 from crewfile.session import delivery, verdict
+from crewfile.session.prompt import PROMPT_MARKERS
 from crewfile.session.sessions import Session, register
 from crewfile.wake.wakefilter import Filter
-from test_codex_e2e import BINARY, DEADLINE, _codex_window, _wait, rig, trusted  # noqa: F401
+from conftest import wait_for
+from test_codex_e2e import (  # noqa: F401
+    BINARY, DEADLINE, ROOT, _codex_window, _wait, rig, trusted)
 
 SID = "01a2352c-c370-7342-8923-e1572a2ecdba"
 AGENT = "01a2352c-c9d8-7e40-98bb-58b4216c7816"
@@ -136,58 +142,79 @@ def test_a_real_codex_subagent_is_recorded_as_work_inside_the_session(trusted):
 
 
 @needs_codex
-def test_a_429_fires_no_codex_hook_and_the_session_is_never_typed_into(rig, tmux):
+def test_a_429_fires_no_codex_hook_and_the_session_is_never_typed_into(rig, tmux, tmp_path):
     """The stand-in answers 429 (rate_limit_exceeded, then insufficient_quota):
-    Codex says so on its screen and fires no hook, so crewfile learns nothing
-    and the session stays `turn-started`: the verdict reads it as generating
-    and delivery refuses it; the rollout has the turn's error."""
+    Codex says so on its screen and fires no hook; a real crew-watch reads
+    each turn's error from the rollout and records the account's stop once
+    per turn, which the wake filter passes once; the verdict holds typing
+    and delivery refuses it. A crew-watch started again writes nothing more."""
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx"
     pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
-    pane = _codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]}", env)
-    wait_trusted_start(tmux, pane)
-    sess = Session(rig.crew, "cx")
-    for n, (code, said) in enumerate(
-            (("rate_limit_exceeded", "exceeded retry limit, last status: 429 Too Many Requests"),
-             ("insufficient_quota", "Quota exceeded. Check your plan and billing details.")), 1):
-        prompt = f"FAIL: {code}"
-        tmux("send-keys", "-t", pane, "-l", prompt)
-        tmux.wait_screen(pane, prompt)
-        # Codex drops a key typed early in its start (seen): Enter until the turn starts
-        _enter_until(tmux, pane, lambda: sess.exists() and [
-            k for k, _ in rig.kinds("cx")].count("turn-started") >= n, rig)
-        tmux.wait_screen(pane, said, timeout=DEADLINE)
-        tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
-        assert rig.kinds("cx")[-2:] == [("captain", prompt), ("turn-started", "")]
+    events = tmp_path / "events"
+    with crew_watch(rig, events, "--probe", "0.5s"):
+        pane = _codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]}", env)
+        wait_trusted_start(tmux, pane)
+        sess = Session(rig.crew, "cx")
+        for n, (code, said, error) in enumerate(
+                (("rate_limit_exceeded", RATE_LIMITED, "response_too_many_failed_attempts"),
+                 ("insufficient_quota", NO_QUOTA, "usage_limit_exceeded")), 1):
+            prompt = f"FAIL: {code}"
+            tmux("send-keys", "-t", pane, "-l", prompt)
+            tmux.wait_screen(pane, prompt)
+            # Codex drops a key typed early in its start (seen): Enter until the
+            # turn starts, never while it shows its start (a second prompt)
+            tmux.enter_until_taken(pane, prompt, lambda: sess.exists() and [
+                k for k, _ in rig.kinds("cx")].count("turn-started") >= n, PROMPT_MARKERS,
+                timeout=DEADLINE)
+            tmux.wait_screen(pane, said, timeout=DEADLINE)
+            tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
+            wait_for(lambda: [k for k, _ in rig.kinds("cx")].count("account-blocked") >= n,
+                     timeout=DEADLINE, what="crew-watch's account-blocked record")
+            got = rig.kinds("cx")[-3:]
+            assert got[:2] == [("captain", prompt), ("turn-started", "")], got
+            assert got[2][0] == "account-blocked" and got[2][1].startswith(f"{error} until "), got
+            assert got[2][1].endswith(f": {said}"), got
+        blocked = [t for k, t in rig.kinds("cx") if k == "account-blocked"]
+        assert blocked[1] == f"usage_limit_exceeded until -: {NO_QUOTA}"
+        wait_for(lambda: events.read_bytes().count(b" cx account-blocked: ") >= 2,
+                 timeout=DEADLINE, what="crew-watch printing the second record")
     v = verdict.of(sess.reread())
-    assert v.generating == verdict.YES
+    assert (v.generating, v.account.code) == (verdict.NO, verdict.ACCOUNT_BLOCKED)
     ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
-    assert (ok, why.code) == (False, delivery.GENERATING)
+    assert (ok, why.code) == (False, delivery.ACCOUNT_BLOCKED)
     assert "hello from crewfile" not in tmux.screen(pane)
     with open(sess.meta["transcript_path"]) as f:
         ends = [json.loads(line)["payload"] for line in f if '"task_complete"' in line]
-    assert [e["error"]["message"] for e in ends] == [
-        "exceeded retry limit, last status: 429 Too Many Requests",
-        "Quota exceeded. Check your plan and billing details."], ends
+    assert [e["error"]["message"] for e in ends] == [RATE_LIMITED, NO_QUOTA], ends
+    # the primary's wake filter, on what crew-watch printed: each stop once
+    p = subprocess.run([os.path.join(ROOT, "bin", "wake-filter")], input=events.read_bytes(),
+                       env=rig.env, capture_output=True, timeout=60)
+    assert (p.returncode, p.stderr) == (0, b"")
+    woke = [line.split(" ", 3)[1:3] for line in p.stdout.decode().splitlines()]
+    assert woke == [["cx", "account-blocked:"], ["cx", "account-blocked:"]], p.stdout
+    # started again (and once more, read from its start): nothing is written twice
+    p = subprocess.run([os.path.join(ROOT, "bin", "crew-watch"), "--once", "--from-start"],
+                       env=rig.env, capture_output=True, timeout=60)
+    assert (p.returncode, p.stderr) == (0, b"")
+    assert p.stdout.count(b" cx account-blocked: ") == 2
+    assert [t for k, t in rig.kinds("cx") if k == "account-blocked"] == blocked
 
 
-def _enter_until(tmux, pane, test, rig):
-    """Enter, again while *test*() fails (a key typed early in Codex's start
-    may be dropped: seen), each time after waiting for it with a deadline."""
-    for _ in range(10):
-        tmux("send-keys", "-t", pane, "Enter")
-        try:
-            _wait_short(test)
-            return
-        except TimeoutError:
-            continue
-    raise AssertionError(f"the prompt never started a turn: {rig.kinds('cx')}\n"
-                         f"{tmux.screen(pane)}")
+RATE_LIMITED = "exceeded retry limit, last status: 429 Too Many Requests"
+NO_QUOTA = "Quota exceeded. Check your plan and billing details."
 
 
-def _wait_short(test, timeout=3.0):
-    deadline = time.monotonic() + timeout
-    while not test():
-        if time.monotonic() > deadline:
-            raise TimeoutError
-        time.sleep(0.05)
+@contextlib.contextmanager
+def crew_watch(rig, out, *args):
+    """A real crew-watch following the rig's crew, its events into file
+    *out*; stopped by SIGTERM (exit 0) and reaped on the way out."""
+    with open(out, "wb") as f:
+        proc = subprocess.Popen([os.path.join(ROOT, "bin", "crew-watch"), *args], env=rig.env,
+                                stdout=f, stderr=subprocess.PIPE)
+    try:
+        yield proc
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert (proc.returncode, err) == (0, b""), err

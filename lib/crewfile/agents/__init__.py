@@ -27,10 +27,22 @@ Adding an agent is one new module here defining:
                  its prompt line meanwhile: delivery presses Enter once and waits
                  for that hook's record
   RESUME         the arguments resuming conversation {id} (agents.launch), or None
+  TURN_ONLY_ERRORS, LASTING_ERRORS (optional)
+                 its names of a turn's errors that end that turn alone, and of the
+                 account's stops that time does not lift (stop_record)
   context, deny, carry_on, captain_text
                  the replies (below: Claude Code's spellings, which Codex copied)
 """
+import time
+
 from crewfile.core.errors import BadInput
+from crewfile.core.records import timestamp
+
+# An account's passing stop holds typing this long: neither Claude Code's hook
+# nor Codex's rollout gives a reset time (tests/CLAUDE_FINDINGS.md,
+# tests/CODEX_FINDINGS.md); $CREWFILE_ACCOUNT_HOLD overrides.
+ACCOUNT_HOLD = 300.0     # seconds
+MAX_ERROR_WORD = 40
 
 
 def load(name):
@@ -70,3 +82,35 @@ def is_conclusion(text, command):
     stripped = text.strip()
     return stripped == command or (stripped.startswith(command)
                                    and stripped[len(command)].isspace())
+
+
+def stop_record(agent, error, message, env, at=None):
+    """(kind, text) of the record for a turn *agent* says ended in *error* (its
+    name for it) at epoch *at*: `turn-failed` for an error of that turn alone,
+    else the account's stop, `account-blocked`, which holds crewfile's typing
+    until the hold ends, or where time does not lift it until a turn succeeds."""
+    error = error_word(error)
+    if error in getattr(agent, "TURN_ONLY_ERRORS", ()):
+        return "turn-failed", f"{error}: {message}" if message else error
+    if error in getattr(agent, "LASTING_ERRORS", ()):
+        until = "-"
+    else:
+        until = timestamp((time.time() if at is None else at) + account_hold(env))
+    return "account-blocked", f"{error} until {until}" + (f": {message}" if message else "")
+
+
+def error_word(error):
+    """The error's name as one word of [a-z0-9_-] ('unknown' otherwise): the
+    record's text is read back by its first words."""
+    ok = (isinstance(error, str) and 0 < len(error) <= MAX_ERROR_WORD
+          and all(c in "abcdefghijklmnopqrstuvwxyz0123456789_-" for c in error))
+    return error if ok else "unknown"
+
+
+def account_hold(env):
+    """$CREWFILE_ACCOUNT_HOLD in *env*, bounded to a week, else ACCOUNT_HOLD."""
+    try:
+        value = float(env.get("CREWFILE_ACCOUNT_HOLD") or ACCOUNT_HOLD)
+    except ValueError:
+        return ACCOUNT_HOLD
+    return min(max(0.0, value), 7 * 86400.0) if value == value else ACCOUNT_HOLD

@@ -33,7 +33,7 @@ REWAKE_TIMEOUT = 3660
 # overloaded, ... and any a later release adds) is the account's stop.
 TURN_ONLY_ERRORS = frozenset({"invalid_request", "model_not_found", "max_output_tokens"})
 # Of those, the ones time does not lift, only a turn that succeeds; every other
-# lifts by itself after the hold (crewfile.hooks.hook.ACCOUNT_HOLD).
+# lifts by itself after the hold (crewfile.agents.ACCOUNT_HOLD).
 LASTING_ERRORS = frozenset({"billing_error", "authentication_failed", "oauth_org_not_allowed",
                             "account_on_hold", "verification_required",
                             "cloud_credential_error"})

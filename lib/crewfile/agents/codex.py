@@ -5,7 +5,8 @@ Source: openai/codex codex-rs/hooks (schema/generated/*.schema.json). No idle
 notification exists. `codex exec` fires SessionEnd (reason `other`), but
 0.171.0's interactive /exit fires none (the thread lives on in its app-server
 daemon): an ended Codex is found by its process. A 429 fires no hook at all
-(tests/test_codex_hooks_e2e.py). Stop's output allows no additionalContext, so
+(tests/test_codex_hooks_e2e.py): crew-watch reads that turn's end from the
+rollout (agents.codexrollout). Stop's output allows no additionalContext, so
 a primary's wakes go on as decision "block", the text the model's next prompt."""
 from crewfile.agents import (
     additional_context as context, block as carry_on, is_conclusion, permission_deny as deny,
@@ -41,6 +42,20 @@ HOOKS_AT_START = False           # its SessionStart runs at the first prompt
 # hook's record and never presses Enter twice (crewfile.session.delivery).
 START_WITH_FIRST_PROMPT = True
 RESUME = "resume {id}"           # a subcommand (codex resume --help, 0.171.0)
+
+# A turn's error as the rollout names it (its task_complete's codex_error_info:
+# `app-server generate-json-schema`, CodexErrorInfo, in snake case), sorted as
+# Claude Code's StopFailure errors are (crewfile.agents.stop_record). These
+# end that turn alone: the request, its content or the sandbox was refused ...
+TURN_ONLY_ERRORS = frozenset({
+    "context_window_exceeded", "model_not_found", "bad_request", "sandbox_error",
+    "thread_rollback_failed", "active_turn_not_steerable", "too_many_denials",
+    "cyber_policy", "bio_policy", "misalignment_policy_violation", "inference_hook_denied"})
+# ... these lift only with a turn that succeeds (`usage_limit_exceeded`: the
+# Responses API's insufficient_quota, seen; `unauthorized`: credentials); every
+# other (a 429's `response_too_many_failed_attempts`, `rate_limit_exceeded`,
+# `server_overloaded`, ...) lifts by itself after the hold.
+LASTING_ERRORS = frozenset({"usage_limit_exceeded", "unauthorized", "session_budget_exceeded"})
 
 
 def install_extras(directory, uninstall=False):

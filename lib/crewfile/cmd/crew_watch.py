@@ -26,7 +26,10 @@ Print one event line `<ts> <session> <kind>[: <text>]` per new status record.
   --probe DURATION   how often liveness is probed for `lost` (default: 5s)
   --json-lines       one JSON object per event instead (ts, session, kind, text)
 
-Synthesized events: `stale` and `lost`. SIGTERM or SIGINT: exit 0 after
+Synthesized events: `stale` and `lost`. A Codex turn that ends in an error
+fires no hook: its rollout says so, and crew-watch records it once
+(`account-blocked` or `turn-failed`; held $CREWFILE_ACCOUNT_HOLD seconds
+from the turn's end, as by crew-hook). SIGTERM or SIGINT: exit 0 after
 the batch being written; its reader gone: 141; the crew directory gone: 6
 (docs/commands/crew-watch.md).
 

@@ -59,6 +59,21 @@ GUARDED = {
     "respawned": ("crew-respawn", "none: no reader acts on it"),
 }
 
+# protocol.md's "The agent's word": kinds that stay anyone's (a
+# guard on the status line would be for show: their writers read files the
+# agent writes itself), and the most a reader does with one. kind -> (who
+# writes it, what a reader that acts on it believes).
+AGENTS_WORD = {
+    "account-blocked": ("the agent's hook (Claude Code's StopFailure), crew-watch (a Codex"
+                        " turn's error read from its rollout), anyone",
+                        "as written, only to hold crewfile's typing while it stands and to wake"
+                        " the primary; it ends, concludes and lifts nothing"),
+    "turn-failed": ("the agent's hook (Claude Code's StopFailure), crew-watch (a Codex turn's"
+                    " error read from its rollout), anyone",
+                    "as written, only that the turn is over and to wake the primary: no more"
+                    " than the agent's own turn-ended says; it lifts no account block"),
+}
+
 # What needs the person, not the primary: the events crew-notify passes on
 # (`lost` and `error` are crew-watch's synthesized kinds).
 CAPTAINS = frozenset({"paused", "concluded", "lost", "blocked", "account-blocked", "problem",

@@ -10,16 +10,15 @@ whole start-up budget): the captain module is imported only when a prompt
 arrives, re only when a Bash command names a captain-only word.
 """
 import os
-import time
 
-from crewfile.agents import load
+from crewfile.agents import load, stop_record
 from crewfile.core import jsonio, locks
 from crewfile.core.errors import CrewfileError, Refused
 from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import LockBusy
 from crewfile.core.logfile import TailStats
 from crewfile.core.paths import OFFERED, Crew, default_dir
-from crewfile.core.records import new_line, timestamp
+from crewfile.core.records import new_line
 from crewfile.core.text import escape
 from crewfile.session import sessions
 from crewfile.wake import inbox
@@ -36,13 +35,9 @@ NOTICE_HEADER = ("crewfile notices (machine reports from the crew's tools;"
 WAKE_HEADER = "crewfile wake: new events for the primary (machine reports, not the user's words):"
 PRIMARY = "primary"
 HOOK_LOCK_WAIT = 1.0     # seconds; protocol.md, "Bounded waits"
-# An account's passing stop holds typing this long: Claude Code hands its hook
-# no reset time (tests/CLAUDE_FINDINGS.md); $CREWFILE_ACCOUNT_HOLD overrides.
-ACCOUNT_HOLD = 300.0     # seconds
 # Codex (0.171) runs the session's hooks for its subagents too, with the
 # parent's session_id and the subagent's agent_id: work inside the session.
 SUBAGENT_TURN = ("UserPromptSubmit", "Stop", "SessionStart", "SessionEnd")
-MAX_ERROR_WORD = 40
 MAX_TASKS_NAMED = 3
 
 
@@ -497,33 +492,9 @@ def stop_failure(ctx):
     if sess is None:
         return _no_session(ctx)
     settle_offered(ctx, sess)
-    error = error_word(ctx.field("error"))
     message = ctx.field("last_assistant_message") or ctx.field("error_details") or ""
-    if error in getattr(ctx.agent, "TURN_ONLY_ERRORS", ()):
-        sess.append("turn-failed", f"{error}: {message}" if message else error)
-        return Reply()
-    if error in getattr(ctx.agent, "LASTING_ERRORS", ()):
-        until = "-"
-    else:
-        until = timestamp(time.time() + account_hold(ctx.env))
-    sess.append("account-blocked", f"{error} until {until}" + (f": {message}" if message else ""))
+    sess.append(*stop_record(ctx.agent, ctx.field("error"), message, ctx.env))
     return Reply()
-
-
-def error_word(error):
-    """The payload's error name as one word of [a-z0-9_-] ('unknown' otherwise):
-    the record's text is read back by its first words."""
-    ok = (isinstance(error, str) and 0 < len(error) <= MAX_ERROR_WORD
-          and all(c in "abcdefghijklmnopqrstuvwxyz0123456789_-" for c in error))
-    return error if ok else "unknown"
-
-
-def account_hold(env):
-    try:
-        value = float(env.get("CREWFILE_ACCOUNT_HOLD") or ACCOUNT_HOLD)
-    except ValueError:
-        return ACCOUNT_HOLD
-    return min(max(0.0, value), 7 * 86400.0) if value == value else ACCOUNT_HOLD
 
 
 def inside(ctx):

@@ -8,15 +8,18 @@ import os
 import select
 import time
 
+from crewfile.agents import codexrollout
 from crewfile.core import jsonio, logfile, notify, paths, records
 from crewfile.core.atomic import write_all
-from crewfile.core.errors import BadFile, BadInput, CrewfileError, Gone, failure_line
+from crewfile.core.errors import BadFile, BadInput, CrewfileError, Gone, failure_line, reason
 from crewfile.core.kinds import KEEPS_PAUSE, LIFECYCLE, TURN_STATE
 from crewfile.core.names import is_name
 from crewfile.core.notify import POLL, identity
 from crewfile.core.output import age_text, json_lines
 from crewfile.core.shapes import check, load
+from crewfile.core.text import escape
 from crewfile.session import verdict
+from crewfile.session.sessions import Session
 from crewfile.wake import cursors
 
 DEFAULT_STALE = 600.0
@@ -123,6 +126,7 @@ class Watcher:
         self.stop_fd = None
         self.reader_fd = None
         self._troubles = {}     # session name -> what is wrong with it, as last said
+        self._rollouts = {}     # session name -> why its rollout is not read, as last said
         self.backlog = set()    # sessions with more to read than one read takes
         self._budget = 0        # bytes the session being read may still consume
         self._unread_before = {}  # session name -> start time, when its end could not be found
@@ -542,12 +546,27 @@ class Watcher:
             if (not meta or tail.ended or tail.lost or tail.last is None
                     or tail.name in self.backlog):
                 continue
+            if tail.turn == "yes" and meta.get("agent") == codexrollout.AGENT:
+                self._read_rollout(tail.name)
             life = verdict.liveness(meta, look)
             if life.live != verdict.NOT_LIVE:
                 continue
             tail.lost = True
             events.append(self._synth(tail, now, "lost", life.why.detail))
         return events
+
+    def _read_rollout(self, name):
+        """A Codex turn that ends in an error fires no hook: its rollout says
+        so, and its record is appended once (agents.codexrollout), then read
+        as any other. Why a rollout cannot be read is said once."""
+        try:
+            codexrollout.record_turn_error(Session(self.crew, name), os.environ)
+            said = None
+        except (OSError, CrewfileError) as e:
+            said = escape(f"{name}: its rollout is not read: {reason(e)}")
+        if said is not None and said != self._rollouts.get(name):
+            self.warn(said)
+        self._rollouts[name] = said
 
     def _meta(self, tail, now, events):
         """The session's metadata (None if absent or bad), re-read when the

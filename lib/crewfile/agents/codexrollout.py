@@ -1,0 +1,120 @@
+"""A Codex turn's end as its rollout (meta `transcript_path`) tells it: the
+only word there is of a turn that ends in an error, for Codex 0.171 fires
+no hook then (a 429, exhausted quota: tests/CODEX_FINDINGS.md, "The
+account's stop"). crew-watch asks at each probe, for a Codex session whose
+newest turn record says a turn runs (docs/decisions.md).
+
+The rollout is written by the agent's own process, so its word is believed
+no further than the agent's own records are (core/kinds.py): the record
+made from it only holds typing and wakes the primary. It is another
+program's file: read from its end, SCAN bytes at most; a line not of the
+shapes read is skipped.
+"""
+import os
+
+from crewfile.agents import codex, stop_record
+from crewfile.core import jsonio, logfile, records
+from crewfile.core.errors import SystemFailure
+from crewfile.core.kinds import TURN_STATE
+from crewfile.core.locks import LockBusy, hold
+
+AGENT = codex.NAME
+SCAN = 1 << 20          # bytes of a rollout read back, at most
+MAX_MESSAGE = 500       # characters of the error's message kept in the record
+LOCK_WAIT = 1.0         # seconds; still held: the next probe asks again
+# The event_msg types that begin or end a turn; only lines naming one are parsed.
+BEGINS = ("task_started", "turn_aborted")
+ENDS = "task_complete"
+_MARKS = tuple(f'"{t}"'.encode() for t in BEGINS + (ENDS,))
+
+
+class TurnError:
+    """A turn that ended in an error: the rollout's time for it (a record
+    timestamp), the error's name (its codex_error_info) and message."""
+    __slots__ = ("ts", "error", "message")
+
+    def __init__(self, ts, error, message):
+        self.ts, self.error, self.message = ts, error, message
+
+
+def turn_error(path, since):
+    """The error that ended the rollout's newest turn, if it ended at or after
+    *since* (a record timestamp: the start of the turn crewfile saw), else None.
+    SystemFailure if the rollout is missing, not the user's or unreadable."""
+    try:
+        st = os.stat(path)
+    except OSError as e:
+        raise SystemFailure(f"{path}: {e.strerror}") from None
+    if st.st_uid != os.geteuid():
+        raise SystemFailure(f"{path}: owned by uid {st.st_uid}, not by you: not believed")
+    for line in logfile.lines_backwards(path, logfile.TailStats(), SCAN, max_line=None,
+                                        outside=True):
+        if not any(m in line for m in _MARKS):
+            continue
+        event = _turn_event(line)
+        if event is None:
+            continue
+        ts, payload = event
+        if payload["type"] != ENDS or ts < since:
+            return None         # the newest turn runs, was cut off, or is an older one
+        return _error_of(payload, ts)
+    return None
+
+
+def _turn_event(line):
+    """(timestamp, payload) of a rollout line that begins or ends a turn, else None."""
+    try:
+        entry = jsonio.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(entry, dict) or entry.get("type") != "event_msg":
+        return None
+    ts, payload = entry.get("timestamp"), entry.get("payload")
+    if (not isinstance(ts, str) or not records.is_timestamp(ts) or not isinstance(payload, dict)
+            or payload.get("type") not in BEGINS + (ENDS,)):
+        return None
+    return ts, payload
+
+
+def _error_of(task_complete, ts):
+    """The TurnError of a task_complete payload, or None for a turn that ended
+    well (its Stop hook said so)."""
+    error = task_complete.get("error")
+    if not isinstance(error, dict):
+        return None
+    info = error.get("codex_error_info")        # "name", or {"name": {details}}
+    if isinstance(info, dict) and len(info) == 1:
+        info = next(iter(info))
+    message = error.get("message")
+    message = " ".join(message.split())[:MAX_MESSAGE] if isinstance(message, str) else ""
+    return TurnError(ts, info, message)
+
+
+def record_turn_error(sess, env):
+    """Append the record of a turn only its rollout says ended in an error
+    (agents.stop_record: `account-blocked` or `turn-failed`), once: only while
+    the session's newest turn record still says that turn runs, checked again
+    under the session lock, so neither a second reader nor a restarted one
+    writes it twice. Returns the line written, or None. SystemFailure: the
+    rollout cannot be read (for the caller to say)."""
+    stats = logfile.TailStats()
+    turn = sess.last_of(TURN_STATE, stats)
+    if turn is None or TURN_STATE[turn.kind] != "yes":
+        return None
+    path = sess.meta.get("transcript_path")
+    if not isinstance(path, str) or not path:
+        raise SystemFailure("its rollout is not recorded (meta transcript_path)")
+    end = turn_error(path, turn.ts)
+    if end is None:
+        return None
+    line = records.new_line(*stop_record(codex, end.error, end.message, env,
+                                         records.parse_timestamp(end.ts)))
+    try:
+        held = hold(sess.lock_path, LOCK_WAIT)
+    except LockBusy:
+        return None
+    with held:
+        if sess.last_of(TURN_STATE, stats) != turn:
+            return None         # the turn moved on meanwhile: a hook, or another reader
+        logfile.append_locked(sess.status_path, [line], rotate=logfile.rotate_limits())
+    return line
