@@ -192,6 +192,31 @@ def test_issue_28_another_users_crew_types_nothing_into_roots_pane(crew, tmux, o
     assert "captain" not in kinds(w1) and "nudge" not in kinds(w1)
 
 
+def test_another_users_own_crew_naming_roots_pane_types_nothing_into_it(crew, tmux, other_user,
+                                                                       shared_tmp):
+    """The other way round: the other user's nudge-tick (its cron line) in a
+    crew of its own, trusted by it, whose session names root's pane, agent
+    and tmux server, with a due schedule. Its tick cannot reach root's
+    server (the socket's directory is root's alone), so nothing is typed."""
+    w1, pane = agent(crew, tmux, "w1")
+    fields = {k: v for k, v in w1.reread().meta.items()
+              if k not in ("name", "kind", "exempt", "created", "user")}
+    assert fields["pid"] and fields["tmux_socket"] == tmux.sock
+    own = os.path.join(shared_tmp, "crew")
+    planted = other_user.run([other_user.python, "-c", PLANT.format(
+        lib=other_user.lib, root=own, fields=fields, message=MESSAGE)])
+    assert planted.returncode == 0, planted.stderr
+    screen = tmux.screen(pane)
+
+    r = other_user.command("nudge-tick", "--dir", own)
+
+    assert r.returncode == 0, r.stderr
+    assert " evil " in r.stdout and "refused" in r.stdout and "delivered" not in r.stdout
+    assert tmux.screen(pane) == screen                     # nothing typed into the pane
+    assert "captain" not in kinds(w1) and "nudge" not in kinds(w1)
+    assert not os.path.exists("/tmp/PWNED-by-another-user")
+
+
 @pytest.mark.parametrize("umask", UMASKS, ids=lambda m: f"umask{m:03o}")
 def test_every_level_crewfile_creates_is_0700_and_the_owner_is_served(other_user, shared_tmp,
                                                                       umask):
