@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -285,6 +286,34 @@ def test_directories_above_and_the_crew_directory_itself(other_user, tmp_path):
     assert (r.returncode, r.stderr) == (1, refusal("session-ls", up, other_user.uid))
     os.chown(up, 0, 0)
     assert as_root("session-ls", "--dir", root).returncode == 0
+
+
+def test_a_directory_inside_the_crew_that_others_may_write_is_not_believed(other_user,
+                                                                          shared_tmp):
+    """The crew directory 0755 (others may enter it, not write it) and a
+    directory inside it writable by others: there the other user could
+    rename or remove the owner's files (files the owner's, so believed):
+    swap two sessions, drop a schedule. Such a directory is refused, named
+    with its fix; one session's alone is that entry's."""
+    root = os.path.join(shared_tmp, "crew")
+    for name in ("w1", "w2"):
+        assert as_root("session-add", name, "--dir", root).returncode == 0
+    os.chmod(root, 0o755)
+    sessions = Path(root, "sessions")
+    os.chmod(sessions, 0o777)
+    moved = other_user.run(["mv", str(sessions / "w1"), str(sessions / "w3")])
+    assert moved.returncode == 0, moved.stderr                  # what the mode allows
+    r = as_root("session-ls", "--dir", root)
+    assert (r.returncode, r.stdout) == (111, "")
+    assert r.stderr == (f"session-ls: {sessions}: writable by group or others: not believed"
+                        f" (fix: chmod go-w {sessions})\n")
+    os.chmod(sessions, 0o700)
+    os.chmod(sessions / "w2", 0o757)
+    r = as_root("session-ls", "--dir", root)
+    why = f"{sessions / 'w2'}: writable by group or others: not believed"
+    assert r.returncode == 5
+    assert r.stderr == f"session-ls: w2: {why} (fix: chmod go-w {sessions / 'w2'})\n"
+    assert [line.split()[:2] for line in r.stdout.splitlines()[1:]] == [["w2", "?"], ["w3", "crew"]]
 
 
 def test_a_linked_crew_directory_is_judged_where_it_leads_and_by_the_link(other_user, tmp_path):
