@@ -271,12 +271,20 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
     hooks trusted as Codex keeps a captain's earlier yes; a turn; the agent killed
     (kill -9); crew-respawn runs `codex ... resume ID`: the SessionStart hook
     reports the same conversation, and a nudge delivered into the resumed
-    pane reaches the model with the first turn in its history."""
+    pane reaches the model with the first turn in its history. The resumed
+    Codex runs its SessionStart with that nudge, and its hook is made slower
+    than delivery's RECORD_SECONDS (a start on a loaded machine, made certain):
+    Codex shows "Waiting for startup" meanwhile, and the nudge is delivered,
+    not `unconfirmed`."""
     from conftest import crash_and_respawn
     from test_claude_spawn_e2e import _repo
     from crewfile.crew import spawn
+    from crewfile.session import delivery
     import shlex
     repo = _repo(tmp_path, monkeypatch)
+    slow = tmp_path / "slow-start"       # there: the SessionStart hook sleeps first
+    _slow_start_hooks(rig.env["CODEX_HOME"],
+                      f"if [ -e {slow} ]; then sleep {delivery.RECORD_SECONDS + 10:g}; fi")
     tree = str(tmp_path / "src" / "app.crew" / "w1")
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY")}
     agent = "exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) \
@@ -308,6 +316,7 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
         sid = meta["agent_session_id"]
         assert sid and meta["cwd"] == tree and meta["agent"] == "codex"
 
+        slow.touch()
         sess = crash_and_respawn(tmux, sess, f"{agent} resume {sid}")
         pane = sess.meta["tmux"]
         n = len(rig.requests())
@@ -333,6 +342,21 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
 SLOW_START = 6     # seconds the SessionStart hook sleeps before crew-hook runs
 
 
+def _slow_start_hooks(home, before):
+    """Run the shell command *before* ahead of crew-hook in each SessionStart
+    hook of *home*/hooks.json (before its trust is taken: Codex trusts the
+    text), its time limit raised to match."""
+    path = os.path.join(home, "hooks.json")
+    with open(path) as f:
+        hooks = json.load(f)
+    for group in hooks["hooks"]["SessionStart"]:
+        for hook in group["hooks"]:
+            hook["command"] = f"{before}; {hook['command']}"
+            hook["timeout"] = 60
+    with open(path, "w") as f:
+        json.dump(hooks, f)
+
+
 def test_spawns_first_prompt_is_taken_once_while_its_start_hook_runs(rig, tmux, tmp_path,
                                                                      monkeypatch):
     """`crew-spawn --agent codex --prompt TEXT` as a user runs it. Codex runs
@@ -347,15 +371,7 @@ def test_spawns_first_prompt_is_taken_once_while_its_start_hook_runs(rig, tmux, 
     import shlex
     repo = _repo(tmp_path, monkeypatch)
     home = rig.env["CODEX_HOME"]
-    path = os.path.join(home, "hooks.json")
-    with open(path) as f:
-        hooks = json.load(f)
-    for group in hooks["hooks"]["SessionStart"]:
-        for hook in group["hooks"]:
-            hook["command"] = f"sleep {SLOW_START}; {hook['command']}"
-            hook["timeout"] = SLOW_START + 30
-    with open(path, "w") as f:
-        json.dump(hooks, f)
+    _slow_start_hooks(home, f"sleep {SLOW_START}")
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY")}
     agent = "exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items()) \
         + f" {BINARY[0]}"

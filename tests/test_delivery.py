@@ -244,3 +244,35 @@ def test_a_first_prompt_with_no_record_of_its_start_hook_is_unconfirmed_never_en
     wait_for(lambda: kinds(sess)[-1] == "turn-ended", what="the late hook and the turn",
              timeout=30)
     assert kinds(sess) == ["registered", "started", "captain", "turn-started", "turn-ended"]
+
+
+def test_a_respawned_agents_first_prompt_waits_for_its_start_hook(crew, tmux, tmp_path,
+                                                                  monkeypatch):
+    """A Codex resumed by crew-respawn runs its SessionStart with its first
+    prompt again, though the session's life holds the `started` of its
+    earlier process; loaded, that start ran past RECORD_SECONDS and delivery
+    said `unconfirmed` (tests/CODEX_FINDINGS.md). A `started` older than the
+    agent process is no sign it has started: delivery waits for its start
+    hook as at a first start, and Enters once."""
+    from conftest import crash_and_respawn
+    agent = f"env FAKE_START_HOOK={START_HOOK} {sys.executable} {FAKE} --conversation"
+    r = subprocess.run([sys.executable, os.path.join(REPO, "bin", "crew-spawn"), "w1",
+                        "--agent", "codex", "--cmd", agent, "--no-worktree", "--tmux-session",
+                        "crew", "--prompt", "first words", "--wait", "120"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    sess = Session(crew, "w1")
+    wait_for(lambda: kinds(sess)[-1] == "turn-ended", what="the first turn's end")
+    conversation = sess.reread().meta["agent_session_id"]
+    sess = crash_and_respawn(tmux, sess, f"{agent} resume {conversation}")
+    tmux.wait_screen(sess.meta["tmux"], "ready>")
+    monkeypatch.setattr(delivery, "RECORD_SECONDS", 1.0)     # its start hook takes longer
+    ok, reason = delivery.deliver(sess, "next words", quiet=0)
+    assert (ok, reason.code) == (True, "delivered"), reason
+    wait_for(lambda: kinds(sess)[-1] == "turn-ended", what="the second turn's end")
+    got = [(r.kind, r.text) for r in sess.last_records(50, TailStats())]
+    respawned = [k for k, _ in got].index("respawned")
+    assert [k for k, _ in got[respawned + 1:]] == ["started", "captain", "turn-started",
+                                                   "turn-ended"]
+    assert got[respawned + 1] == ("started", "resume")
+    assert captain_lines(sess) == ["first words", "next words"]

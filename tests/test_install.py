@@ -262,8 +262,11 @@ def test_make_uninstall_removes_the_hooks_and_the_cron_line(tmp_path):
     before = tree(home)
 
     # a PATH of the system's own: a toolchain manager's shims (rustup's, run by
-    # pip's build) would leave their own files in this HOME
-    env_make = {"PATH": f"{stubs}:/usr/local/bin:/usr/bin:/bin"}
+    # pip's build) would leave their own files in this HOME; pip's own cache
+    # (~/.cache/pip: what it downloaded over HTTP, the wheels it built) is
+    # pip's, kept as after any pip install: outside this HOME
+    env_make = {"PATH": f"{stubs}:/usr/local/bin:/usr/bin:/bin",
+                "PIP_CACHE_DIR": str(tmp_path / "pip-cache")}
     p = make(home, "install", env_make)
     assert p.returncode == 0, p.stdout + p.stderr
     links = home / ".local" / "bin"

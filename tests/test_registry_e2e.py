@@ -202,7 +202,7 @@ def test_a_background_session_stopped_on_purpose_has_ended_not_lost(tmp_path, tm
         job = out.stdout.split("backgrounded \u00b7 ", 1)[1].split()[0]
         pid = wait_for(lambda: next((p for p, e in entries(rig).items()
                                      if e.get("jobId") == job), None), timeout=60,
-                       what="its registry entry")
+                       what=lambda: f"its registry entry (job {job}; entries: {entries(rig)})")
         p = cmd("session-add", "b1", "--adopt", job, "--registry", registry(rig))
         assert p.returncode == 0, p.stderr
         cursor = str(tmp_path / "cursor")

@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 
@@ -228,6 +229,23 @@ def test_a_process_named_with_parentheses_and_spaces_is_read_right():
         proc.kill()
         proc.wait()
     assert liveness.stat(proc.pid) is None
+
+
+def test_a_process_start_time_lies_between_the_moments_around_its_start():
+    """started_at gives the wall-clock time of a start in clock ticks: it
+    was /proc/stat's btime (whole seconds) plus the ticks, up to 1 s early,
+    so a record the process wrote at once read as older than the process."""
+    from crewfile.core import liveness
+    tick = 1 / os.sysconf("SC_CLK_TCK")            # a start time's resolution
+    before = time.time()
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    after = time.time()
+    try:
+        began = liveness.started_at(liveness.process_start(proc.pid))
+        assert before - tick <= began <= after, (before, began, after)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_future_records_have_age_zero(crew):

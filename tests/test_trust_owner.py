@@ -12,6 +12,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -192,6 +193,31 @@ def test_issue_28_another_users_crew_types_nothing_into_roots_pane(crew, tmux, o
     assert "captain" not in kinds(w1) and "nudge" not in kinds(w1)
 
 
+def test_another_users_own_crew_naming_roots_pane_types_nothing_into_it(crew, tmux, other_user,
+                                                                       shared_tmp):
+    """The other way round: the other user's nudge-tick (its cron line) in a
+    crew of its own, trusted by it, whose session names root's pane, agent
+    and tmux server, with a due schedule. Its tick cannot reach root's
+    server (the socket's directory is root's alone), so nothing is typed."""
+    w1, pane = agent(crew, tmux, "w1")
+    fields = {k: v for k, v in w1.reread().meta.items()
+              if k not in ("name", "kind", "exempt", "created", "user")}
+    assert fields["pid"] and fields["tmux_socket"] == tmux.sock
+    own = os.path.join(shared_tmp, "crew")
+    planted = other_user.run([other_user.python, "-c", PLANT.format(
+        lib=other_user.lib, root=own, fields=fields, message=MESSAGE)])
+    assert planted.returncode == 0, planted.stderr
+    screen = tmux.screen(pane)
+
+    r = other_user.command("nudge-tick", "--dir", own)
+
+    assert r.returncode == 0, r.stderr
+    assert " evil " in r.stdout and "refused" in r.stdout and "delivered" not in r.stdout
+    assert tmux.screen(pane) == screen                     # nothing typed into the pane
+    assert "captain" not in kinds(w1) and "nudge" not in kinds(w1)
+    assert not os.path.exists("/tmp/PWNED-by-another-user")
+
+
 @pytest.mark.parametrize("umask", UMASKS, ids=lambda m: f"umask{m:03o}")
 def test_every_level_crewfile_creates_is_0700_and_the_owner_is_served(other_user, shared_tmp,
                                                                       umask):
@@ -260,6 +286,34 @@ def test_directories_above_and_the_crew_directory_itself(other_user, tmp_path):
     assert (r.returncode, r.stderr) == (1, refusal("session-ls", up, other_user.uid))
     os.chown(up, 0, 0)
     assert as_root("session-ls", "--dir", root).returncode == 0
+
+
+def test_a_directory_inside_the_crew_that_others_may_write_is_not_believed(other_user,
+                                                                          shared_tmp):
+    """The crew directory 0755 (others may enter it, not write it) and a
+    directory inside it writable by others: there the other user could
+    rename or remove the owner's files (files the owner's, so believed):
+    swap two sessions, drop a schedule. Such a directory is refused, named
+    with its fix; one session's alone is that entry's."""
+    root = os.path.join(shared_tmp, "crew")
+    for name in ("w1", "w2"):
+        assert as_root("session-add", name, "--dir", root).returncode == 0
+    os.chmod(root, 0o755)
+    sessions = Path(root, "sessions")
+    os.chmod(sessions, 0o777)
+    moved = other_user.run(["mv", str(sessions / "w1"), str(sessions / "w3")])
+    assert moved.returncode == 0, moved.stderr                  # what the mode allows
+    r = as_root("session-ls", "--dir", root)
+    assert (r.returncode, r.stdout) == (111, "")
+    assert r.stderr == (f"session-ls: {sessions}: writable by group or others: not believed"
+                        f" (fix: chmod go-w {sessions})\n")
+    os.chmod(sessions, 0o700)
+    os.chmod(sessions / "w2", 0o757)
+    r = as_root("session-ls", "--dir", root)
+    why = f"{sessions / 'w2'}: writable by group or others: not believed"
+    assert r.returncode == 5
+    assert r.stderr == f"session-ls: w2: {why} (fix: chmod go-w {sessions / 'w2'})\n"
+    assert [line.split()[:2] for line in r.stdout.splitlines()[1:]] == [["w2", "?"], ["w3", "crew"]]
 
 
 def test_a_linked_crew_directory_is_judged_where_it_leads_and_by_the_link(other_user, tmp_path):

@@ -106,11 +106,15 @@ def _judge_levels(named, seen):
 
 
 def _believe_dir(path, st):
-    """_believe() for a directory, refusing anything else there."""
+    """_believe() for a directory, refusing anything else there, and one that
+    others may write: in it they could rename or remove the owner's files."""
     if not stat.S_ISDIR(st.st_mode):
         what = "a symlink is not followed" if stat.S_ISLNK(st.st_mode) else "not a directory"
         raise SystemFailure(f"{path}: {what}")
     _believe(path, st)
+    if st.st_mode & 0o022:
+        raise SystemFailure(f"{path}: writable by group or others: not believed"
+                            f" (fix: chmod go-w {path})")
 
 
 def _believe(path, st):

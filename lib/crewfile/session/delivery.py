@@ -15,6 +15,7 @@ from crewfile.agents import load
 from crewfile.core import paths
 from crewfile.core.errors import BadInput, SystemFailure
 from crewfile.core.kinds import TURN_STATE
+from crewfile.core.liveness import started_at
 from crewfile.core.locks import acquire
 from crewfile.core.logfile import TailStats
 from crewfile.session import tmux, verdict
@@ -47,8 +48,9 @@ APPEAR_SECONDS = 2.0
 UNREAD_SECONDS = 15.0             # how long typed keys may wait unread for a starved agent
 TAKEN_SECONDS = 2.0               # after Enter: how long the text may stay on the prompt line
 RECORD_SECONDS = 15.0             # after Enter: how long a recording agent's hook may take
-START_SECONDS = 60.0              # after the first Enter of an agent that starts with it
-#                                   (enters_once): its start, then its SessionStart hook
+START_SECONDS = 60.0              # after the first Enter of an agent process that starts
+#                                   with it (enters_once, still_starting): its start, then
+#                                   its SessionStart hook
 MAX_TEXT = 4096
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -163,9 +165,10 @@ def deliver(sess, text, look=None, now=None, quiet=None):
                                              " Enter not pressed, the text is left there unsent")
         recorded = records_prompts(sess)
         once = enters_once(sess)
+        starting = once and still_starting(sess)
         mark = PROMPT_MARK if recorded else None
         before = _turn_mark(sess, mark)
-        kinds = FIRST_SIGNS if once and not recorded else TAKEN_SIGNS
+        kinds = FIRST_SIGNS if starting else TAKEN_SIGNS
         signs = _turn_mark(sess, kinds)
         for attempt in (1, 2):
             if attempt == 2 and (_turn_mark(sess, mark) != before
@@ -181,7 +184,7 @@ def deliver(sess, text, look=None, now=None, quiet=None):
             except SystemFailure as e:
                 return False, Answer(FAILED, f"{e}; the text is left on the prompt line unsent")
             if once:
-                return _wait_once(sess, recorded, kinds, signs, pane, socket,
+                return _wait_once(sess, recorded, starting, kinds, signs, pane, socket,
                                   lambda s: still_holds(s, text, markers), placeholder)
             if not recorded:
                 if _wait_screen(pane, socket, lambda s: (not still_holds(s, text, markers)
@@ -256,6 +259,18 @@ def enters_once(sess):
     return getattr(_adapter(sess), "START_WITH_FIRST_PROMPT", False)
 
 
+def still_starting(sess):
+    """Has the session's agent process not run its SessionStart yet? No
+    `started` record in the session's life, or only ones older than the
+    process (meta `pid_start`): a respawned Codex's comes with its first
+    prompt too, and its start may take longer than RECORD_SECONDS loaded."""
+    started = sess.newest_this_life(lambda rec: rec.kind == "started")
+    if started is None:
+        return True
+    start = sess.meta.get("pid_start")
+    return isinstance(start, int) and start >= 0 and started.time < started_at(start)
+
+
 def _adapter(sess):
     """The session's agent adapter (crewfile.agents), or None for a name it does not know."""
     try:
@@ -264,15 +279,16 @@ def _adapter(sess):
         return None
 
 
-def _wait_once(sess, recorded, kinds, before, pane, socket, holds, placeholder):
+def _wait_once(sess, recorded, starting, kinds, before, pane, socket, holds, placeholder):
     """After the one Enter of an agent that enters_once: (delivered, Answer).
     Delivered on a new record of *kinds* (*before*: the newest before Enter)
-    within RECORD_SECONDS, or, for a session that records no prompts yet,
-    on the screen's word (the text left the prompt line: an agent without
+    within RECORD_SECONDS, START_SECONDS while its process is *starting*
+    (still_starting), or, for a session that records no prompts yet, on the
+    screen's word (the text left the prompt line: an agent without
     crew-hook); else unconfirmed, never Entered again."""
     start, shown = time.monotonic(), True
-    bound = RECORD_SECONDS if recorded else START_SECONDS    # Codex says "Waiting for
-    #                       startup" that long under load, the text shown (seen: > 15 s)
+    bound = START_SECONDS if starting else RECORD_SECONDS     # Codex says "Waiting for
+    #                startup" (a respawned one: "Running hook") that long loaded (> 15 s)
     while True:
         if _turn_mark(sess, kinds) != before:
             return True, Answer(DELIVERED)
@@ -286,7 +302,7 @@ def _wait_once(sess, recorded, kinds, before, pane, socket, holds, placeholder):
             break
         time.sleep(0.05)
     if not shown:
-        return False, _cleared_unconfirmed()
+        return False, _cleared_unconfirmed(bound)
     return False, Answer(UNCONFIRMED, (
         f"Enter pressed; the text still shows on the prompt line and no record came within"
         f" {bound:g}s: its agent shows the text until its hooks have run (its"
@@ -294,10 +310,10 @@ def _wait_once(sess, recorded, kinds, before, pane, socket, holds, placeholder):
         f" (a `started` or `turn-started` record after this says so); not pressed again"))
 
 
-def _cleared_unconfirmed():
+def _cleared_unconfirmed(seconds=RECORD_SECONDS):
     return Answer(UNCONFIRMED, (
         f"Enter pressed; the prompt line no longer shows the text, but no"
-        f" turn-started record came within {RECORD_SECONDS:g}s: it may not have"
+        f" turn-started record came within {seconds:g}s: it may not have"
         f" been taken, or be taken late (a turn-started record after this"
         f" says so); not typed again"))
 
