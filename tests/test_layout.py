@@ -175,8 +175,12 @@ def test_the_hooks_import_closure_stays_small(tmp_path, agent, event):
             "sys.argv = ['crew-hook', '--agent', sys.argv[1]]\n"
             "sys.path.insert(0, sys.argv.pop() if False else %r)\n"
             "from crewfile import cli\n"
-            "import atexit\n"
-            "atexit.register(lambda: sys.__stderr__.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n'))\n"
+            "import atexit, os\n"
+            "report = lambda: sys.__stderr__.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
+            "atexit.register(report)\n"
+            # crew-hook exits through os._exit (cli.leave), which runs no atexit
+            "leave = os._exit\n"
+            "os._exit = lambda code: (report(), sys.__stderr__.flush(), leave(code))\n"
             "cli.main(%r)\n") % (os.path.join(REPO, "lib"), os.path.join(REPO, "bin", "crew-hook"))
     env = dict(os.environ, CREWFILE_DIR=str(tmp_path / "crew"), CREWFILE_SESSION="w1")
     out = subprocess.run([sys.executable, "-c", code, agent], input=payload, text=True,
