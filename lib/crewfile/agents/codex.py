@@ -45,7 +45,7 @@ RESUME = "resume {id}"           # a subcommand (codex resume --help, 0.171.0)
 
 def install_extras(directory, uninstall=False):
     """The feature flag its version needs, its hook trust (crewfile.agents.codexconf)."""
-    from crewfile.agents.codexconf import plan
+    from crewfile.agents.codexconf import plan  # the hook's budget: install only
     return plan(directory, uninstall)
 
 

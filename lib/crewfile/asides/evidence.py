@@ -31,7 +31,7 @@ KEYS_RECENT = 10                  # seconds a person's key input may precede the
 
 def _server(meta):
     """(server pid, {pane pid: pane id}) of the aside's tmux server, or None."""
-    from crewfile.session import tmux
+    from crewfile.session import tmux  # the hook's budget (subprocess)
     try:
         code, out = tmux.run("list-panes", "-a", "-F", "#{pid}\t#{pane_pid}\t#{pane_id}",
                              check=False, socket=_socket(meta))
@@ -59,7 +59,7 @@ def caller_verdict(meta):
     if not agent and not pane:
         return ("the aside's agent process is not recorded, so no command can show it is"
                 " not the agent; type /aside-done in the aside"), None
-    from crewfile.core.liveness import lineage
+    from crewfile.core.liveness import lineage  # the hook's budget
     chain = [(st.pid, st.start) for st in lineage()]     # nearest first, this process too
     for p, start in chain:
         if p == agent and (agent_start is None or start == agent_start):
@@ -89,7 +89,7 @@ def hands(sess, where=None, now=None):
     *sess* happening *now*, else (why not, None): docs/files/asides.md, *hands*.
     SECOND: the newest client_activity of a client looking at pane *where*
     (any, for None), which send-keys and run-shell leave as it was."""
-    from crewfile.session import tmux
+    from crewfile.session import tmux  # the hook's budget (subprocess)
     now = time.time() if now is None else now
     clients = tmux.clients(_socket(sess.meta))
     if not clients:

@@ -77,7 +77,7 @@ def run(args):
     if args.dir:
         env["CREWFILE_DIR"] = args.dir
     if args.rewake:
-        from crewfile.hooks import rewake
+        from crewfile.hooks import rewake  # the hook's budget: --rewake only
         reply = rewake.handle(raw, env, agent=args.agent or "claude")
         if reply.err:
             sys.stderr.write(reply.err + "\n" if reply.code == 2 else f"crew-hook: {reply.err}\n")
@@ -93,7 +93,7 @@ def run(args):
 
 def _install(args):
     from crewfile.agents import install     # not on the hook's path
-    from crewfile.core.pinned import command_line
+    from crewfile.core.pinned import command_line  # the hook's budget
     if args.install and args.uninstall:
         raise UsageError("--install and --uninstall exclude each other")
     agent = load_agent(args.agent or DEFAULT_AGENT)

@@ -134,7 +134,7 @@ def holder(path):
 
 
 def _describe(pid):
-    from crewfile.core.liveness import started_at, stat
+    from crewfile.core.liveness import started_at, stat  # the hook's budget: only to name a holder
     st = stat(pid)
     since = started_at(st.start) if st is not None else None
     if since is None:
