@@ -34,6 +34,9 @@ BUDGETED = {
 # crew-watch imports inside its SIGTERM handler's reach: crew-up stops its
 # stages with SIGTERM, and one that arrives during start-up is a clean exit.
 BUDGETED |= {"crewfile.cmd.crew_watch"}
+# job-wait (its budget: job end -> its exit) reads jobs.py, whose sweeping
+# needs shutil: four more shared libraries job-wait's exit would unmap.
+BUDGETED |= {"crewfile.background.jobs"}
 # Optional or heavy dependencies, imported only where a flag needs them.
 OPTIONAL = {"dateutil", "inotify_simple"}
 
@@ -165,25 +168,48 @@ HOOK_CLOSURE = {
 }
 
 
+def modules_loaded(command, args, env, cwd, stdin=""):
+    """The modules bin/COMMAND ARGS... has loaded when it exits (by os._exit,
+    as cli.leave() does, or at the interpreter's exit), and its output."""
+    code = ("import sys\n"
+            "sys.argv = [%r] + sys.argv[1:]\n"
+            "sys.path.insert(0, %r)\n"
+            "from crewfile import cli\n"
+            "import atexit, os\n"
+            "report = lambda: sys.__stderr__.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n')\n"
+            "atexit.register(report)\n"
+            "leave = os._exit\n"
+            "os._exit = lambda code: (report(), sys.__stderr__.flush(), leave(code))\n"
+            "cli.main(%r)\n") % (command, os.path.join(REPO, "lib"),
+                                  os.path.join(REPO, "bin", command))
+    out = subprocess.run([sys.executable, "-c", code] + args, input=stdin, text=True,
+                         capture_output=True, env=env, cwd=cwd)
+    line = [l for l in out.stderr.splitlines() if l.startswith("MODULES ")]
+    assert line, out.stderr
+    return set(line[-1].split()[1:]), out
+
+
 @pytest.mark.parametrize("agent,event", [(a, e) for a, es in HOOK_EVENTS.items() for e in es])
 def test_the_hooks_import_closure_stays_small(tmp_path, agent, event):
     """Each hook event, run as the agent runs it, loads only HOOK_CLOSURE of
     crewfile, and neither subprocess nor the json package on its way."""
     payload = '{"hook_event_name": "%s", "prompt": "hello", "prompt_id": "p1",' \
               ' "tool_name": "Bash", "tool_input": {"command": "ls"}}' % event
-    code = ("import sys, io\n"
-            "sys.argv = ['crew-hook', '--agent', sys.argv[1]]\n"
-            "sys.path.insert(0, sys.argv.pop() if False else %r)\n"
-            "from crewfile import cli\n"
-            "import atexit\n"
-            "atexit.register(lambda: sys.__stderr__.write('MODULES ' + ' '.join(sorted(sys.modules)) + '\\n'))\n"
-            "cli.main(%r)\n") % (os.path.join(REPO, "lib"), os.path.join(REPO, "bin", "crew-hook"))
     env = dict(os.environ, CREWFILE_DIR=str(tmp_path / "crew"), CREWFILE_SESSION="w1")
-    out = subprocess.run([sys.executable, "-c", code, agent], input=payload, text=True,
-                         capture_output=True, env=env, cwd=str(tmp_path))
-    line = [l for l in out.stderr.splitlines() if l.startswith("MODULES ")]
-    assert line, out.stderr
-    loaded = set(line[-1].split()[1:])
+    loaded, _ = modules_loaded("crew-hook", ["--agent", agent], env, str(tmp_path), payload)
     extra = {m for m in loaded if m.startswith("crewfile")} - HOOK_CLOSURE
     assert not extra, f"{agent} {event} loads {sorted(extra)}"
     assert "subprocess" not in loaded, f"{agent} {event} loads subprocess"
+
+
+def test_job_wait_leaves_shutil_out(tmp_path):
+    """job-wait's exit is on its budget's path (DESIGN.md, "Budgets": job end
+    -> job-wait returning), and an exit unmaps all that was loaded: shutil
+    and the compression libraries it brings are not."""
+    env = dict(os.environ, CREWFILE_DIR=str(tmp_path / "crew"))
+    env.pop("CREWFILE_SESSION", None)
+    handle = subprocess.run([sys.executable, os.path.join(REPO, "bin", "job-exec"), "--", "true"],
+                            env=env, capture_output=True, text=True, check=True).stdout.strip()
+    loaded, out = modules_loaded("job-wait", [handle], env, str(tmp_path))
+    assert out.returncode == 0 and out.stdout.startswith(f"{handle} exited 0"), out
+    assert not {"shutil", "bz2", "lzma", "zlib"} & loaded, sorted(loaded)

@@ -60,7 +60,7 @@ LASTING_ERRORS = frozenset({"usage_limit_exceeded", "unauthorized", "session_bud
 
 def install_extras(directory, uninstall=False):
     """The feature flag its version needs, its hook trust (crewfile.agents.codexconf)."""
-    from crewfile.agents.codexconf import plan
+    from crewfile.agents.codexconf import plan  # the hook's budget: install only
     return plan(directory, uninstall)
 
 

@@ -105,7 +105,7 @@ def _unexpanded(prompt):
     """`/aside-done NOTE` for the expansion of commands/aside-done.toml
     (its prompt with {{args}} replaced by NOTE); other text as it is."""
     import tomllib           # not on the hook's path but for this prompt
-    from crewfile.agents.install import SHARE
+    from crewfile.agents.install import SHARE  # the hook's budget
     try:
         with open(os.path.join(SHARE, NAME, FILES[0]), "rb") as f:
             template = tomllib.load(f)["prompt"]

@@ -6,6 +6,7 @@ Its keys, its life and why it may only withhold: docs/files/agent-registry.md
 import os
 
 from crewfile.core.errors import CrewfileError
+from crewfile.core.jsonio import loads
 from crewfile.core.paths import read_text
 
 MAX_BYTES = 64 * 1024          # a few hundred bytes seen; anything this big is not one
@@ -98,7 +99,6 @@ def _read(path, pid):
     if text is None:
         return None
     try:
-        from crewfile.core.jsonio import loads     # only where an entry exists (the status line's path)
         obj = loads(text)
     except ValueError:
         raise Rewritten(f"{path}: not JSON") from None

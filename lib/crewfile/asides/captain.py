@@ -36,7 +36,7 @@ def record_captain_input(crew, name, text, prompt_id=None, transcript=None, agen
     THE entry point for prompt hooks (*agent*: the hook's adapter, Claude Code's
     by default); the rules are docs/files/asides.md."""
     if agent is None:
-        from crewfile.agents import claude as agent
+        from crewfile.agents import claude as agent  # the hook's budget: another agent's hook
     kind, note = parse_captain_input(text, agent.CONCLUDE)
     sess = Session(crew, name)
     if kind == CAPTAIN:

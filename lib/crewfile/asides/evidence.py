@@ -32,7 +32,7 @@ KEYS_RECENT = 10                  # seconds a person's key input may precede the
 
 def _server(meta):
     """(server pid, {pane pid: pane id}) of the aside's tmux server, or None."""
-    from crewfile.session.tmux import Server
+    from crewfile.session.tmux import Server  # the hook's budget (subprocess)
     seen = Server(meta.get("tmux_socket"))     # a string by meta's shape; "" is no socket
     pid = (seen.identity or "").partition("@")[0]
     if not pid.isdigit():
@@ -77,7 +77,7 @@ def hands(sess, where=None, now=None):
     *sess* happening *now*, else (why not, None): docs/files/asides.md, *hands*.
     SECOND: the newest client_activity of a client looking at pane *where*
     (any, for None), which send-keys and run-shell leave as it was."""
-    from crewfile.session import tmux
+    from crewfile.session import tmux  # the hook's budget (subprocess)
     now = time.time() if now is None else now
     clients = tmux.clients(sess.meta.get("tmux_socket"))
     if not clients:

@@ -3,7 +3,6 @@
 A job is the directory jobs/HANDLE/: docs/files/jobs.md.
 """
 import os
-import shutil
 import signal
 import time
 from itertools import islice
@@ -200,6 +199,7 @@ def new_job(crew, handle=None):
 
 def discard(job):
     """Remove a job directory nothing was started from."""
+    import shutil       # job-wait's budget: shutil loads bz2, lzma, zlib, re; its exit unmaps them
     try:
         trash = _bury(job)
     except OSError:
@@ -344,6 +344,7 @@ def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION
           bad=None):
     """Remove the jobs past their retention (docs/commands/job-sweep.md);
     return their handles."""
+    import shutil       # job-wait's budget (see discard)
     now = time.time() if now is None else now
     root = crew.sub(paths.JOBS)
     removed = []

@@ -58,7 +58,7 @@ def crew_tokens(crew, rows):
              for p in (r.sess.meta.get("transcript_path"),) if isinstance(p, str) and p}
     if not paths:
         return None
-    from crewfile.views.tokens import Cache, session_used
+    from crewfile.views.tokens import Cache, session_used  # its budget: 17 ms
     cache = Cache(crew)
     found = [u for u in (session_used(p, cache.tally) for p in sorted(paths)) if u is not None]
     cache.save()
@@ -75,7 +75,7 @@ def line(rows, wakes, bad_inbox, more=False, tmux=False, used=None):
     if wakes or bad_inbox:
         parts.append(("wakes", f"{wakes}{'+' if more else ''}{'?' if bad_inbox else ''}"))
     if used is not None:
-        from crewfile.views.tokens import short
+        from crewfile.views.tokens import short  # its budget
         parts.append(("tok", short(used)))
     if not any(w != "tok" for w, _ in parts):
         return " ".join(["crew: all ended"] + [f"{k} tok" for _, k in parts])

@@ -42,7 +42,7 @@ def loads(data):
 
 def _slow(text):
     """json.loads' verdict on *text*, which the fast scan did not accept."""
-    import json
+    import json  # every budget: json loads re and enum
     try:
         return json.loads(text)
     except RecursionError:

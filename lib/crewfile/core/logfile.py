@@ -44,7 +44,7 @@ def _data(lines):
 def append(path, lock_path, lines, rotate=None):
     """Append *lines* (records, each ending in a newline) under the lock;
     rotate: (max_bytes, keep), or None."""
-    from crewfile.core.locks import acquire
+    from crewfile.core.locks import acquire  # crew-status's budget: it never locks
     with acquire(lock_path):
         append_locked(path, lines, rotate)
 
@@ -52,7 +52,7 @@ def append(path, lock_path, lines, rotate=None):
 def append_locked(path, lines, rotate=None, sync=False):
     """append() for a caller that already holds the file's lock. sync: fsync
     before returning (a journal a restart believes)."""
-    from crewfile.core.atomic import write_all
+    from crewfile.core.atomic import write_all  # crew-status's budget: it never writes
     data = _data(lines)
     if not data:
         return
@@ -91,7 +91,7 @@ def append_unlocked(path, lines):
     """The one write of a writer that gave up waiting for the lock (protocol.md,
     "Bounded waits"). Returns whether *path* still names the file written to
     (asked while it is open, so its inode number cannot be reused meanwhile)."""
-    from crewfile.core.atomic import write_all
+    from crewfile.core.atomic import write_all  # crew-status's budget: it never writes
     data = _data(lines)
     try:
         fd = paths.open_file(path, _APPEND_FLAGS)

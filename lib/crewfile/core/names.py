@@ -1,6 +1,7 @@
 """Validation of names that become path components (sessions, handles): they
 must never climb out of the crew directory or confuse a terminal."""
 import os
+import pwd
 
 from crewfile.core.errors import BadInput
 
@@ -39,7 +40,6 @@ def current_user():
     leave $USER unset), else the uid as a number."""
     if os.environ.get("USER"):
         return os.environ["USER"]
-    import pwd
     try:
         return pwd.getpwuid(os.getuid()).pw_name
     except KeyError:

@@ -102,7 +102,7 @@ def record_agent(ctx, sess):
     pane = ctx.env.get("TMUX_PANE")
     if not pane or not ctx.env.get("TMUX") or sess.meta.get("kind") == "aside":
         return
-    from crewfile.core.liveness import alive, descends_from
+    from crewfile.core.liveness import alive, descends_from  # the hook's budget (module docstring)
     meta = sess.meta
     pid, start = meta.get("pid"), meta.get("pid_start")
     if (isinstance(pid, int) and alive(pid, start) and descends_from(os.getpid(), pid)
@@ -229,7 +229,7 @@ def _taker(ctx, sess):
     (pid, start, transcript): the recorded agent only if alive (a dead one
     would have every notice put back at once)."""
     def life():
-        from crewfile.core.liveness import alive
+        from crewfile.core.liveness import alive  # the hook's budget
         meta = sess.meta
         pid, start = meta.get("pid"), meta.get("pid_start")
         if not (isinstance(pid, int) and isinstance(start, int) and alive(pid, start)):
@@ -246,7 +246,7 @@ def settle_offered(ctx, sess):
     def went_on(pid, start):
         if pid is None:         # no agent recorded: only a new start is a new life
             return ctx.agent.EVENTS.get(ctx.event) != "SessionStart"
-        from crewfile.core.liveness import alive
+        from crewfile.core.liveness import alive  # the hook's budget
         return alive(pid, start)
     try:
         back = inbox.settle(ctx.crew, sess.name, went_on)
@@ -293,7 +293,7 @@ def session_start(ctx):
 
 def _agent_gone(sess):
     """The recorded agent process is gone (so this SessionStart is a new agent's)."""
-    from crewfile.core.liveness import alive
+    from crewfile.core.liveness import alive  # the hook's budget
     pid, start = sess.meta.get("pid"), sess.meta.get("pid_start")
     return isinstance(pid, int) and not alive(pid, start)
 
@@ -304,8 +304,8 @@ RULE_HEADING = "## The rule for the aside's agent\n"
 def aside_briefing(sess, agent):
     """What an aside's agent is told at start: which aside, and the conclusion
     rule from the /aside skill's text (its one source), spelled for *agent*."""
-    from crewfile.agents import claude
-    from crewfile.agents.install import shipped
+    from crewfile.agents import claude  # the hook's budget: asides only
+    from crewfile.agents.install import shipped  # the hook's budget
     rule = shipped(claude, claude.FILES[0]).partition(RULE_HEADING)[2].strip()
     rule = rule.replace(f"`{claude.CONCLUDE}`", f"`{agent.CONCLUDE}`")
     topic = sess.meta.get("topic")
@@ -327,7 +327,7 @@ def user_prompt_submit(ctx):
     audit(ctx, sess)
     if prompt is not None:
         try:
-            from crewfile.asides.captain import record_captain_input
+            from crewfile.asides.captain import record_captain_input  # the hook's budget
         except ImportError as e:  # a broken install: a plain record (never a conclusion), said
             ctx.notes.append(f"{sess.name}: captain input recorded plain: {e}")
             record_captain_input = _plain_captain_record
@@ -358,13 +358,13 @@ def audit(ctx, sess):
     (kinds.GUARDED) become `problem` records now. Cheap when there is none:
     the walk back ends at the turn's start."""
     try:
-        from crewfile.asides.evidence import unjudged
+        from crewfile.asides.evidence import unjudged  # the hook's budget
         claims = []
         if unjudged(sess, claims):
-            from crewfile.asides.aside import audit as audit_acts
+            from crewfile.asides.aside import audit as audit_acts  # the hook's budget
             audit_acts(sess)
         if claims:
-            from crewfile.asides.aside import audit_claims
+            from crewfile.asides.aside import audit_claims  # the hook's budget
             audit_claims(sess, claims)
     except CrewfileError as e:
         ctx.notes.append(f"{sess.name}: captain acts not audited: {e}")
@@ -375,7 +375,7 @@ def names_captain_only(command):
     my-aside-done-list does not)."""
     if not any(w in command for w in CAPTAIN_ONLY_WORDS):
         return False
-    import re
+    import re  # the hook's budget (module docstring)
     return re.search(r"(?<![\w-])(?:aside-done|captain-done)(?![\w-])", command) is not None
 
 
@@ -558,7 +558,7 @@ def session_end(ctx):
 def _another_agents_end(sess):
     """This SessionEnd is an old agent's, the registered one being another and
     alive: its `ended` would never be believed and hold every delivery."""
-    from crewfile.core.liveness import alive, descends_from
+    from crewfile.core.liveness import alive, descends_from  # the hook's budget (module docstring)
     pid, start = sess.meta.get("pid"), sess.meta.get("pid_start")
     if not isinstance(pid, int) or not alive(pid, start):
         return False

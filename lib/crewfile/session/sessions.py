@@ -75,7 +75,7 @@ class Session:
     def append_lines(self, lines):
         """Append under the session lock; False when the bound on lock waits ran
         out (appended without it, the holder named in self.notes)."""
-        from crewfile.core.locks import LockBusy, hold
+        from crewfile.core.locks import LockBusy, hold  # crew-status's budget: it never locks
         paths.check_dirs(self.dir, inclusive=True)      # not a planted link
         self.meta        # registered, and its meta usable: the same rule as every reader
         try:
@@ -127,7 +127,7 @@ class Session:
         """Merge *fields* into the metadata under the session lock; return it.
         Lock still held past the bound: nothing written (a replace without the
         lock could undo the holder's change), the holder named in self.notes."""
-        from crewfile.core.locks import LockBusy, hold
+        from crewfile.core.locks import LockBusy, hold  # crew-status's budget: it never locks
         fields = {k: v for k, v in fields.items() if v is not None}
         try:
             held = hold(self.lock_path)
@@ -153,7 +153,7 @@ def pane_fields(target, env=None, agent_from=None):
     """Meta fields naming a pane with its server (a pane id alone could name
     any server's pane); with *agent_from* (a hook's pid), its ancestor in
     that pane as the agent's pid and pid_start."""
-    from crewfile.session import tmux
+    from crewfile.session import tmux  # the hook's and crew-status's budget (subprocess)
     socket = tmux.socket_path(env)
     try:
         found = tmux.pane_info(target, socket=socket)
@@ -180,8 +180,8 @@ def agent_fields(pid):
 
 
 def write_meta(path, meta):
-    import json
-    from crewfile.core.atomic import replace
+    import json  # the hook's budget (re): only to register
+    from crewfile.core.atomic import replace  # crew-status's budget: it writes no meta
     replace(path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
 
@@ -192,7 +192,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     docs/commands/session-add.md. *new_life*: the agent's hook, which knows a
     new agent starts in that name (Claude Code's /clear ends and starts a
     session in one live process), so a live agent does not refuse it."""
-    from crewfile.core.locks import hold
+    from crewfile.core.locks import hold  # crew-status's budget: it never locks
     if kind not in KINDS:
         raise BadInput(f"bad kind '{kind}': one of {', '.join(KINDS)}")
     sess = Session(crew, name)
@@ -226,7 +226,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
 def record_agent(crew, name, pid):
     """Record the agent process of session NAME, which has none (session-add
     NAME --pid PID): a second agent is a new registration, once ended."""
-    from crewfile.core.locks import hold
+    from crewfile.core.locks import hold  # crew-status's budget: it never locks
     sess = Session(crew, name)
     fields = agent_fields(pid)
     with hold(sess.lock_path):
@@ -242,7 +242,7 @@ def record_agent(crew, name, pid):
 def _live_agent(sess):
     """Where the session's recorded agent is found live ('its agent process
     PID is live'), or None: its end is then believed (verdict.liveness)."""
-    from crewfile.session.verdict import LIVE, liveness
+    from crewfile.session.verdict import LIVE, liveness  # the hook's budget (tmux)
     try:
         found = liveness(Session(sess.crew, sess.name).meta)
     except CrewfileError:              # a damaged meta holds no agent to be found live
@@ -271,7 +271,7 @@ def archive(crew, name, force=False, look=None):
     """session-rm (docs/commands/session-rm.md); returns the archive path.
     Decided and moved under the session lock, so a writer already waiting
     for it appends to the archived log, never to a new session's."""
-    from crewfile.core.locks import hold
+    from crewfile.core.locks import hold  # crew-status's budget: it never locks
     sess = Session(crew, name)
     if not os.path.lexists(sess.dir):
         raise NotFound(f"no session '{name}'")
@@ -291,7 +291,7 @@ def archive(crew, name, force=False, look=None):
             os.rename(sess.dir, dest)
         except OSError as e:
             raise SystemFailure(f"cannot move {sess.dir} to {dest}: {e.strerror}") from None
-        from crewfile.core.atomic import fsync_dir
+        from crewfile.core.atomic import fsync_dir  # crew-status's budget
         fsync_dir(parent)
         fsync_dir(crew.sub(paths.SESSIONS))
     return dest
@@ -367,7 +367,7 @@ def find(crew, agent_session_id=None, session_key=None):
 def state(sess, look=None, now=None, recs=None):
     """The session's current state as a dict (what status-show and session-ls
     print); recs: a scan() of its log the caller shares, so it is read once."""
-    from crewfile.session import verdict
+    from crewfile.session import verdict  # the hook's budget (tmux)
     recs = recs or sess.scan()
     last = recs.last()
     v = verdict.of(sess, look, recs.stats, recs)
@@ -376,7 +376,7 @@ def state(sess, look=None, now=None, recs=None):
 
 def state_of(sess, v, last, warning="", now=None):
     """state()'s dict from its parts (crew-top probes liveness anew, records not reread)."""
-    from crewfile.session import verdict
+    from crewfile.session import verdict  # the hook's budget (tmux)
     now = time.time() if now is None else now
     meta = sess.meta
     return {

@@ -74,14 +74,14 @@ class Look:
         if listed is not None and identity and (listed.socket, listed.identity) == (socket, identity):
             return listed
         if socket not in self._servers:
-            from crewfile.session.tmux import Server
+            from crewfile.session.tmux import Server  # crew-status's budget (subprocess)
             self._servers[socket] = Server(socket)
         return self._servers[socket]
 
     def last_key(self, pane, socket):
         """Epoch seconds of the newest key press by a client looking at *pane*, or None."""
         if socket not in self._clients:
-            from crewfile.session.tmux import clients
+            from crewfile.session.tmux import clients  # crew-status's budget (subprocess)
             self._clients[socket] = clients(socket)
         return max((t for t, p in self._clients[socket] if p == pane), default=None)
 
@@ -212,7 +212,7 @@ def own_jobs(sess, recs=None, now=None):
     scheduled_tasks.json is not believed (then it gives none)."""
     # Here, not at the top: crew-status, on tmux's status line, loads this
     # module and never asks this question.
-    from crewfile.agents.claudecron import armed_goal, durable_jobs
+    from crewfile.agents.claudecron import armed_goal, durable_jobs  # crew-status's budget
     now = time.time() if now is None else now
     recs = recs or sess.scan()
     rec = recs.last_of(NATIVE_STATE)
@@ -322,6 +322,7 @@ def captain_at(pane, socket, within=None, since=None, markers=None, look=None, n
     pressed in the last *within* seconds (or since epoch *since*), or a draft
     on the prompt line. send-keys does not move client_activity, so crewfile's
     own typing never counts."""
+    # crew-status's budget
     from crewfile.session.prompt import PROMPT_MARKERS, capture, prompt_tail
     look = look or Look()
     now = time.time() if now is None else now

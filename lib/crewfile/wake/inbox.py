@@ -189,7 +189,7 @@ def drain_part(crew, name, take=None, offer_to=None):
         if k == len(notices):
             os.unlink(taking)
         else:
-            from crewfile.core.atomic import replace
+            from crewfile.core.atomic import replace  # the hook's budget: only when notices move
             replace(taking, "".join(raws[k:]))
     return notices[:k], notices[k:], garbage
 
@@ -201,7 +201,7 @@ TRANSCRIPT_TAIL = 8 << 20   # bytes of an agent's transcript searched for offere
 def _offer(path, life, raws):
     """Record *raws* (whole notice lines) as offered to *life*, with any
     still recorded there (the same hand-over's earlier part), atomically."""
-    from crewfile.core.atomic import replace
+    from crewfile.core.atomic import replace  # the hook's budget: only when notices move
     pid, start, transcript = life
     old = _read_offered(path)
     head = " ".join([OFFERED_HEAD, "-" if pid is None else str(pid),
@@ -244,7 +244,7 @@ def settle(crew, name, went_on):
     path = os.path.join(crew.session_dir(name), paths.OFFERED)
     if not os.path.lexists(path):
         return 0
-    from crewfile.core.atomic import replace
+    from crewfile.core.atomic import replace  # the hook's budget: only when notices move
     inbox, _read, lock = _paths(crew, name)
     with hold(lock):
         got = _read_offered(path)
@@ -287,7 +287,7 @@ def withdraw(crew, name, nid, timeout=None):
     """Take notice *nid* back out of NAME's inbox if it is still pending;
     True if it was (and is now gone for good), False if it was drained (or
     never there). Under the session lock (LockBusy after *timeout* s)."""
-    from crewfile.core.atomic import replace
+    from crewfile.core.atomic import replace  # the hook's budget: only when notices move
     inbox, _read, lock = _paths(crew, name)
     with hold(lock, timeout):
         taking = _gather(inbox)
