@@ -27,6 +27,9 @@ Adding an agent is one new module here defining:
                  its prompt line meanwhile: delivery presses Enter once and waits
                  for that hook's record
   RESUME         the arguments resuming conversation {id} (agents.launch), or None
+  RESUME_WRITES_ITS_TRANSCRIPT (optional)
+                 True if, resumed, it names a new transcript at SessionStart but
+                 writes the conversation's own: the recorded one stays
   context, deny, carry_on, captain_text
                  the replies (below: Claude Code's spellings, which Codex copied)
 """
