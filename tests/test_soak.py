@@ -7,6 +7,7 @@ invariant held, and its report says so.
 
 Without the CLI (make claude-code) this test is skipped loudly.
 """
+import http.client
 import json
 import os
 import select
@@ -18,6 +19,7 @@ import time
 import model_server
 from claude_harness import REPO, require_real_claude
 from crewfile.hooks import hook
+from test_model_server import running
 
 SOAK = os.path.join(REPO, "tests", "soak", "soak.py")
 sys.path.insert(0, os.path.dirname(SOAK))
@@ -138,3 +140,65 @@ def test_the_soak_primary_acts_at_once_on_wakes_handed_over_without_a_drain():
     old = json.loads(json.dumps(ask).replace(model_server.HANDED_OVER, "not written by you"))
     call, _, _ = model_server.SoakPrimary("firstmate").answer(old)
     assert call["input"]["command"] == "inbox-drain firstmate"
+
+
+def test_the_gemini_stand_in_follows_a_day_a_line_per_turn(tmp_path):
+    """Gemini's own turn (streamed, run_shell_command offered, its newest
+    content the user's) takes the script's next line; a function response
+    and a side request (the model router's JSON, no tools) take none. The
+    log keeps what was new in each request, a function response as a
+    tool_result block, as the Claude stand-in's soak log does; usage is by
+    text; a SLOW line streams its text, then its end."""
+    log, script = tmp_path / "log", tmp_path / "script"
+    script.write_text("RUN: echo hi\nSLOW: 0.1\nSAY: said\n")
+    tools = [{"functionDeclarations": [{"name": "run_shell_command"}]}]
+
+    def ask(port, contents, stream=True):
+        path = "/v1beta/models/m:" + ("streamGenerateContent?alt=sse" if stream
+                                      else "generateContent")
+        body = {"contents": contents, "systemInstruction": {"parts": [{"text": "be brief"}]}}
+        if stream:
+            body["tools"] = tools
+        else:
+            body["generationConfig"] = {"responseMimeType": "application/json",
+                                        "responseJsonSchema": {"type": "object"}}
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        raw = conn.getresponse().read().decode()
+        conn.close()
+        chunks = ([json.loads(line[6:]) for line in raw.splitlines() if line.startswith("data: ")]
+                  if stream else [json.loads(raw)])
+        return [c["candidates"][0]["content"]["parts"] for c in chunks], chunks[-1]
+
+    go = {"role": "user", "parts": [{"text": "go"}, {"text": "crewfile notice: job j-1 ended"}]}
+    with running([sys.executable, os.path.join(REPO, "tests", "gemini_server.py"),
+                  "--soak", "--log", str(log), "--script", str(script)]) as (proc, port):
+        assert ask(port, [go], stream=False)[0] == [[{"text": "{}"}]]      # the router's
+        parts, last = ask(port, [go])
+        call = parts[0][0]["functionCall"]
+        assert call["name"] == "run_shell_command" and call["args"]["command"] == "echo hi"
+        sent = [go]
+        seen = (len(json.dumps({"parts": [{"text": "be brief"}]})) + len(json.dumps(sent))) // 4
+        out = len(json.dumps(parts[0])) // 4
+        assert last["usageMetadata"] == {"promptTokenCount": seen, "candidatesTokenCount": out,
+                                         "totalTokenCount": seen + out}
+        response = {"role": "user", "parts": [{"functionResponse": {
+            "id": "c1", "name": "run_shell_command", "response": {"output": "hi"}}}]}
+        sent += [{"role": "model", "parts": parts[0]}, response]
+        assert ask(port, sent)[0] == [[{"text": "ok"}]]                  # no line
+        sent += [{"role": "model", "parts": [{"text": "ok"}]}, {"role": "user",
+                                                                "parts": [{"text": "go on"}]}]
+        parts, last = ask(port, sent)                                   # SLOW: text, then end
+        assert parts == [[{"text": "ok"}], []] and last["candidates"][0]["finishReason"] == "STOP"
+        sent += [{"role": "model", "parts": [{"text": "ok"}]}, go]
+        assert ask(port, sent)[0] == [[{"text": "said"}]]
+        assert script.read_text() == ""
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(e["main"], e["messages"]) for e in lines] == [
+        (False, 1), (True, 1), (True, 3), (True, 5), (True, 7)]
+    assert lines[1]["new"] == [{"role": "user", "content": [
+        {"type": "text", "text": "go"}, {"type": "text", "text": "crewfile notice: job j-1 ended"}]}]
+    assert lines[2]["new"] == [{"role": "user", "content": [{
+        "type": "tool_result", "tool_use_id": "c1", "content": {"output": "hi"}}]}]
+    assert lines[3]["new"] == [{"role": "user", "content": [{"type": "text", "text": "go on"}]}]
+
