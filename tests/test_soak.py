@@ -23,7 +23,9 @@ from test_model_server import running
 
 SOAK = os.path.join(REPO, "tests", "soak", "soak.py")
 sys.path.insert(0, os.path.dirname(SOAK))
+import checks  # noqa: E402  (tests/soak/checks.py)
 import day  # noqa: E402  (tests/soak/day.py)
+import soak as soak_py  # noqa: E402  (tests/soak/soak.py)
 
 
 def test_a_two_minute_day_keeps_every_promise(tmp_path):
@@ -142,6 +144,24 @@ def test_the_soak_primary_acts_at_once_on_wakes_handed_over_without_a_drain():
     assert call["input"]["command"] == "inbox-drain firstmate"
 
 
+def test_gemini_workers_come_after_the_codex_ones_and_fit_in_the_crew(tmp_path):
+    """--gemini N: the last N workers are Gemini, after the Codex ones; the
+    two together no more than --workers (exit 2, said, before anything starts)."""
+    s = soak_py.Soak(str(tmp_path), 1, 4, 60.0, codex=1, gemini=2)
+    assert (s.names, s.codex, s.gemini) == (["w1", "w2", "w3", "w4"], {"w2"}, {"w3", "w4"})
+    s = soak_py.Soak(str(tmp_path), 1, 2, 60.0, gemini=2)
+    assert (s.codex, s.gemini) == (set(), {"w1", "w2"})
+    assert soak_py.Soak(str(tmp_path), 1, 2, 60.0, codex=1).codex == {"w2"}
+    for args, said in ((["--workers", "2", "--codex", "1", "--gemini", "2"],
+                        "soak: --gemini 2: between 0 and --workers less --codex (1)\n"),
+                       (["--workers", "2", "--gemini", "-1"],
+                        "soak: --gemini -1: between 0 and --workers less --codex (2)\n")):
+        r = subprocess.run([sys.executable, SOAK, *args, "--root", str(tmp_path / "never")],
+                           capture_output=True, text=True, timeout=120)
+        assert (r.returncode, r.stderr, r.stdout) == (2, said, "")
+    assert not (tmp_path / "never").exists()
+
+
 def test_the_gemini_stand_in_follows_a_day_a_line_per_turn(tmp_path):
     """Gemini's own turn (streamed, run_shell_command offered, its newest
     content the user's) takes the script's next line; a function response
@@ -202,3 +222,21 @@ def test_the_gemini_stand_in_follows_a_day_a_line_per_turn(tmp_path):
         "type": "tool_result", "tool_use_id": "c1", "content": {"output": "hi"}}]}]
     assert lines[3]["new"] == [{"role": "user", "content": [{"type": "text", "text": "go on"}]}]
 
+
+def test_a_steering_update_is_a_line_typed_into_a_working_agent(tmp_path):
+    """Gemini, steered (tests/soak/geminirig.py), sends a line submitted
+    while it works as a `User steering update:`: in a worker's request of
+    its own turn, a typing violation; a nudge as a prompt of its own is not."""
+    log = tmp_path / "requests.log"
+    nudge = {"role": "user", "content": [{"type": "text", "text": "SOAK-GO w1 after done"}]}
+    steered = {"role": "user", "content": [
+        {"type": "text", "text": f"{checks.STEERED}\n<user_input>\nSOAK-GO w1\n</user_input>"},
+        {"type": "tool_result", "tool_use_id": "c1", "content": {"output": "hi"}}]}
+    log.write_text("".join(json.dumps({"received": 5.0, "main": True, "messages": 3,
+                                       "new": [m]}) + "\n" for m in (nudge, steered)))
+    soak = type("Day", (), {"names": ["w1"], "t0": 0.0,
+                            "rigs": {"w1": type("Rig", (), {"log": str(log)})}})
+    bad = checks.check_typing(soak)
+    assert len(bad) == 1 and bad[0].startswith(
+        "w1: a line typed while its agent worked reached its model as a steering update, at"
+        " 5.0s: User steering update:"), bad
