@@ -6,6 +6,11 @@ by the captain, crew-up restarted); the run exits 0 only when every
 invariant held, and its report says so.
 
 Without the CLI (make claude-code) this test is skipped loudly.
+
+Gemini workers (--gemini) are held here by their argument checks and the
+stand-in's day alone: a 2-minute day with one took 212 s at load 35, its
+resumed Gemini slower to start than the day's last quarter (docs/soak.md,
+"Gemini workers").
 """
 import http.client
 import json
