@@ -245,3 +245,24 @@ def test_a_steering_update_is_a_line_typed_into_a_working_agent(tmp_path):
     assert len(bad) == 1 and bad[0].startswith(
         "w1: a line typed while its agent worked reached its model as a steering update, at"
         " 5.0s: User steering update:"), bad
+
+
+def test_the_stop_hooks_reason_inside_a_turn_was_not_typed(tmp_path):
+    """Claude Code may hand the primary's model its Stop hook's reason (the
+    words of wake-send's announcement) in a later request, inside a turn, as
+    a task notification (seen in a soak): the hook's words, not typed ones.
+    The announcement typed into a turn is still a violation."""
+    log = tmp_path / "requests.log"
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "done"}
+    said = ("<task-notification>\n<summary>Stop hook feedback</summary>\n</task-notification>\n"
+            f"<system-reminder>\n{checks.STOP_SAID}crewfile: 1 wake waiting from w3; run:"
+            " inbox-drain firstmate\n")
+    typed = "crewfile: 1 wake waiting from w2; run: inbox-drain firstmate"
+    log.write_text("".join(json.dumps({"received": 7.0, "main": True, "messages": 9, "new": [
+        {"role": "user", "content": [result]},
+        {"role": "system", "content": [{"type": "text", "text": text}]}]}) + "\n"
+        for text in (said, typed)))
+    soak = type("Day", (), {"names": [], "t0": 0.0,
+                            "rigs": {"firstmate": type("Rig", (), {"log": str(log)})}})
+    bad = checks.check_typing(soak)
+    assert len(bad) == 1 and "w2" in bad[0] and "w3" not in bad[0], bad

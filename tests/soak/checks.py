@@ -272,6 +272,10 @@ TYPED = {"firstmate": "crewfile: "}     # what crewfile types into each, but the
 # Gemini CLI with model steering on (geminirig): a line submitted while its
 # agent runs is sent as this, with the tool's response or after the turn
 STEERED = "User steering update:"
+# The Stop hook's reason, which Claude Code may hand the model in a later
+# request, inside a turn, as a task notification: the hook's words (the same
+# as wake-send's announcement), not typed ones
+STOP_SAID = 'Stop hook blocking error from command "Stop": '
 
 
 def check_typing(soak):
@@ -292,7 +296,8 @@ def check_typing(soak):
                 bad.append(f"{name}: a line typed while its agent worked reached its model as"
                            f" a steering update, at {req['received'] - soak.t0:.1f}s:"
                            f" {new[at:at + 160]}")
-            elif '"tool_result"' in new and typed in new:
+            elif '"tool_result"' in new and typed in new.replace(
+                    json.dumps(STOP_SAID + typed)[1:-1], ""):
                 at = new.index(typed)
                 bad.append(f"{name}: typed text reached its model inside a turn, at"
                            f" {req['received'] - soak.t0:.1f}s: {new[max(0, at - 40):at + 100]}")
