@@ -156,14 +156,17 @@ bench: deps
 # length: 2m, 20m, 2h), the day drawn from SEED. Its report's path is printed;
 # it fails unless every invariant held. `make test` runs a 2-minute one
 # (tests/test_soak.py). CODEX=N: N of the workers are Codex (`make codex`
-# first). CODEX is also where `make codex` installs it: only a value given
-# on the command line is the soak's.
+# first); GEMINI=N: N more are Gemini (`make gemini` first). CODEX and
+# GEMINI are also where those targets install them: only a value given on
+# the command line is the soak's.
 DURATION ?= 20m
 SEED     ?= 1
 WORKERS  ?= 6
 SOAK_CODEX = $(if $(filter command line,$(origin CODEX)),--codex $(CODEX))
+SOAK_GEMINI = $(if $(filter command line,$(origin GEMINI)),--gemini $(GEMINI))
 soak: deps claude-code
-	$(PY) tests/soak/soak.py --duration $(DURATION) --seed $(SEED) --workers $(WORKERS) $(SOAK_CODEX)
+	$(PY) tests/soak/soak.py --duration $(DURATION) --seed $(SEED) --workers $(WORKERS) \
+	  $(SOAK_CODEX) $(SOAK_GEMINI)
 
 # pipx's convention: the commands get a venv of their own (so they always run
 # with the interpreter that has their dependencies), linked into ~/.local/bin.

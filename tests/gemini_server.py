@@ -4,6 +4,7 @@ so the real Gemini CLI runs turns offline (GOOGLE_GEMINI_BASE_URL pointed
 here, GEMINI_API_KEY anything). Standard library only.
 
     python3 tests/gemini_server.py [--port N] [--log FILE] [--reply TEXT]
+    python3 tests/gemini_server.py --soak --script FILE [--log FILE]
 
 Prints `port N` once it listens. POST .../models/M:streamGenerateContent
 (alt=sse) answers: if the newest user turn has a text line `RUN: <command>`
@@ -14,9 +15,24 @@ a line `HOLD: <path>` and that file does not exist. Other POSTs
 for a request of JSON (responseMimeType) the simplest object of its schema
 (the model router's, when Gemini CLI runs without -m). Every
 request (path and body) is appended to the log FILE, one JSON line each.
+
+The soak (tests/soak, `--soak --script FILE`): a worker's day as the Claude
+and Codex stand-ins play it (the parts all share are in tests/stand_in.py):
+each streamed request of Gemini's own turn (it offers run_shell_command)
+whose newest user content is not a function response takes the next line
+of the script: `RUN: <command>` (a run_shell_command call), `SLOW:
+<seconds>` (the reply keeps streaming that long: the session is generating),
+`SAY: <text>`. Side requests (the model router's, the next-speaker check's:
+JSON, no tools) take none. Usage is reported by the text received and sent
+(about 4 characters a token), and a request is logged as what was new in it
+(the contents after the model's last, a function response as a
+`tool_result` block, a text part as a `text` block) and when it arrived, as
+the other stand-ins' soak logs have it (tests/soak/checks.py reads them
+alike).
 """
 import json
 import sys
+import time
 
 import stand_in
 
@@ -52,27 +68,107 @@ def _simplest(schema):
             "array": []}.get(kind)
 
 
-class Handler(stand_in.Handler):
-    protocol_version = "HTTP/1.1"
-    log = stand_in.Log()
-    reply = "ok"
+class Model:
+    """The e2e tests' model: the directives of the newest user turn rule."""
 
-    def _record(self, raw):
+    def __init__(self, log=None, reply="ok"):
+        self.log, self.reply = stand_in.Log(log), reply
+
+    def record(self, method, path, raw):
         """The method and path with the body: side requests differ by path alone."""
         try:
             body = json.loads(raw or b"null")
         except ValueError:
             body = None
-        self.log.append(json.dumps({"method": self.command, "path": self.path,
-                                    "body": body}).encode())
+        self.log.append(json.dumps({"method": method, "path": path, "body": body}).encode())
+
+    def turn(self, path, req):
+        """The script's Turn for *req* (POSTed to *path*), or None: the directives in it rule."""
+        return None
+
+    def usage(self, req, parts):
+        return USAGE
+
+
+class SoakModel(Model):
+    """A worker's day (tests/soak/day.py): a script line per turn; usage by
+    text; the log holds what was new in each request, stamped."""
+
+    def __init__(self, log=None, reply="ok", script=None):
+        super().__init__(log, reply)
+        self.script = stand_in.Script(script)
+
+    def record(self, method, path, raw):
+        req = Handler._parse(raw)
+        self.log.append(stand_in.soak_entry(own_turn(path, req), len(req.get("contents") or []),
+                                            since_model(req)))
+
+    def turn(self, path, req):
+        if not own_turn(path, req) or not users_turn(req):
+            return None
+        return stand_in.turn(self.script.next_line(), self.reply)
+
+    def usage(self, req, parts):
+        seen = stand_in.by_text(len(json.dumps(req.get("systemInstruction") or ""))
+                                + len(json.dumps(req.get("contents") or [])))
+        out = stand_in.by_text(len(json.dumps(parts)))
+        return {"promptTokenCount": seen, "candidatesTokenCount": out,
+                "totalTokenCount": seen + out}
+
+
+def own_turn(path, req):
+    """Whether *req* is Gemini's own turn (streamed, the shell tool offered),
+    not a side request."""
+    return ":streamGenerateContent" in path and any(isinstance(d, dict) and d.get("name") == "run_shell_command"
+               for t in req.get("tools") or () if isinstance(t, dict)
+               for d in t.get("functionDeclarations") or ())
+
+
+def _contents(req):
+    return [c for c in req.get("contents") or () if isinstance(c, dict)]
+
+
+def users_turn(req):
+    """Whether *req* answers the user, not a tool: its newest content is the
+    user's and holds no function response."""
+    contents = _contents(req)
+    return bool(contents) and contents[-1].get("role") == "user" and not any(
+        isinstance(p, dict) and "functionResponse" in p for p in contents[-1].get("parts") or ())
+
+
+def since_model(req):
+    """The contents after the model's last, as messages: a function response
+    as a `tool_result` block, a text part as a `text` block (what the Claude
+    stand-in logs for the same things)."""
+    contents = _contents(req)
+    last = max((n for n, c in enumerate(contents) if c.get("role") == "model"), default=-1)
+    out = []
+    for c in contents[last + 1:]:
+        blocks = []
+        for p in c.get("parts") or ():
+            if not isinstance(p, dict):
+                continue
+            if "functionResponse" in p:
+                r = p["functionResponse"] if isinstance(p["functionResponse"], dict) else {}
+                blocks.append({"type": "tool_result", "tool_use_id": r.get("id"),
+                               "content": r.get("response")})
+            elif "text" in p:
+                blocks.append({"type": "text", "text": p["text"]})
+        out.append({"role": c.get("role"), "content": blocks})
+    return out
+
+
+class Handler(stand_in.Handler):
+    protocol_version = "HTTP/1.1"
+    model = Model()
 
     def do_GET(self):
-        self._record(b"")
+        self.model.record(self.command, self.path, b"")
         self._json({})
 
     def do_POST(self):
         raw = self._body()
-        self._record(raw)
+        self.model.record(self.command, self.path, raw)
         req = self._parse(raw)
         if ":countTokens" in self.path:
             return self._json({"totalTokens": 10})
@@ -86,7 +182,8 @@ class Handler(stand_in.Handler):
             return self._json({"candidates": [{"content": {"role": "model", "parts": parts},
                                                "finishReason": "STOP", "index": 0}],
                                "usageMetadata": USAGE, "modelVersion": "gemini-test"})
-        cmd = _directive(req, "RUN: ")
+        planned = self.model.turn(self.path, req)
+        cmd = planned.run if planned else _directive(req, "RUN: ")
         if cmd is not None:
             parts = [{"functionCall": {"name": "run_shell_command",
                                        "args": {"command": cmd, "description": "run it"}}}]
@@ -94,25 +191,39 @@ class Handler(stand_in.Handler):
             hold = _directive(req, "HOLD: ")
             if hold:
                 stand_in.hold(hold)
-            parts = [{"text": self.reply}]
+            parts = [{"text": planned.say if planned else self.model.reply}]
         chunk = {"candidates": [{"content": {"role": "model", "parts": parts},
                                  "finishReason": "STOP", "index": 0}],
-                 "usageMetadata": USAGE, "modelVersion": "gemini-test"}
+                 "usageMetadata": self.model.usage(req, parts), "modelVersion": "gemini-test"}
         if "alt=sse" not in self.path:
             return self._json(chunk)
         self._stream()
+        if planned and planned.slow:
+            # the text first, the end after: the CLI shows the turn as working meanwhile
+            first = {"candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}],
+                     "modelVersion": "gemini-test"}
+            self._data(first)
+            time.sleep(planned.slow)
+            chunk["candidates"][0]["content"]["parts"] = []
+        self._data(chunk)
+
+    def _data(self, chunk):
         self.wfile.write(f"data: {json.dumps(chunk)}\r\n\r\n".encode())   # no event name
         self.wfile.flush()
 
 
-def serve(port=0, log=None, reply="ok", announce=sys.stdout):
-    handler = type("H", (Handler,), {"log": stand_in.Log(log), "reply": reply})
-    stand_in.serve(handler, port, announce)
+def serve(port=0, log=None, reply="ok", announce=sys.stdout, model=None):
+    model = model or Model(log, reply)
+    stand_in.serve(type("H", (Handler,), {"model": model}), port, announce)
 
 
 def main(argv=None):
-    a = stand_in.options(__doc__.split("\n\n")[0], argv=argv)
-    serve(a.port, a.log, a.reply)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    soak = "--soak" in argv
+    argv = [a for a in argv if a != "--soak"]
+    a = stand_in.options(__doc__.split("\n\n")[0], script=soak, argv=argv)
+    serve(a.port, a.log, a.reply,
+          model=SoakModel(a.log, a.reply, a.script) if soak else None)
 
 
 if __name__ == "__main__":

@@ -157,6 +157,24 @@ def test_gemini_a_turn_with_a_permission_wait_and_end(crew):
     assert ("captain", "fix the build") in got and got[-1] == ("ended", "exit")
 
 
+def test_gemini_resumed_keeps_the_transcript_it_writes(crew):
+    """Gemini CLI 0.61.0 run with --resume ID starts a new chat file, names it
+    at SessionStart (source resume), then goes on writing the resumed
+    conversation's own file (seen in the soak: the tokens view counted the
+    new file, holding no reply, for the rest of the day). The same
+    conversation resumed keeps its recorded transcript; another one (a new
+    session id) has its own."""
+    call(crew, "gemini", gemini("SessionStart", source="startup"))
+    first = gemini("SessionStart")["transcript_path"]
+    stub = first.replace(".json", "-resumed.json")
+    call(crew, "gemini", gemini("SessionStart", source="resume", transcript_path=stub))
+    assert Session(crew, "w1").meta["transcript_path"] == first
+    other = "/home/u/.gemini/tmp/chats/another.json"
+    call(crew, "gemini", gemini("SessionStart", source="startup", session_id="s-2",
+                                transcript_path=other))
+    assert Session(crew, "w1").meta["transcript_path"] == other
+
+
 def test_gemini_guard_denies_in_geminis_format(crew):
     register(crew, "a1", kind="aside")
     r = call(crew, "gemini", gemini("BeforeTool", tool_name="run_shell_command",

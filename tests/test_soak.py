@@ -6,7 +6,13 @@ by the captain, crew-up restarted); the run exits 0 only when every
 invariant held, and its report says so.
 
 Without the CLI (make claude-code) this test is skipped loudly.
+
+Gemini workers (--gemini) are held here by their argument checks and the
+stand-in's day alone: a 2-minute day with one took 212 s at load 35, its
+resumed Gemini slower to start than the day's last quarter (docs/soak.md,
+"Gemini workers").
 """
+import http.client
 import json
 import os
 import select
@@ -18,10 +24,13 @@ import time
 import model_server
 from claude_harness import REPO, require_real_claude
 from crewfile.hooks import hook
+from test_model_server import running
 
 SOAK = os.path.join(REPO, "tests", "soak", "soak.py")
 sys.path.insert(0, os.path.dirname(SOAK))
+import checks  # noqa: E402  (tests/soak/checks.py)
 import day  # noqa: E402  (tests/soak/day.py)
+import soak as soak_py  # noqa: E402  (tests/soak/soak.py)
 
 
 def test_a_two_minute_day_keeps_every_promise(tmp_path):
@@ -138,3 +147,122 @@ def test_the_soak_primary_acts_at_once_on_wakes_handed_over_without_a_drain():
     old = json.loads(json.dumps(ask).replace(model_server.HANDED_OVER, "not written by you"))
     call, _, _ = model_server.SoakPrimary("firstmate").answer(old)
     assert call["input"]["command"] == "inbox-drain firstmate"
+
+
+def test_gemini_workers_come_after_the_codex_ones_and_fit_in_the_crew(tmp_path):
+    """--gemini N: the last N workers are Gemini, after the Codex ones; the
+    two together no more than --workers (exit 2, said, before anything starts)."""
+    s = soak_py.Soak(str(tmp_path), 1, 4, 60.0, codex=1, gemini=2)
+    assert (s.names, s.codex, s.gemini) == (["w1", "w2", "w3", "w4"], {"w2"}, {"w3", "w4"})
+    s = soak_py.Soak(str(tmp_path), 1, 2, 60.0, gemini=2)
+    assert (s.codex, s.gemini) == (set(), {"w1", "w2"})
+    assert soak_py.Soak(str(tmp_path), 1, 2, 60.0, codex=1).codex == {"w2"}
+    for args, said in ((["--workers", "2", "--codex", "1", "--gemini", "2"],
+                        "soak: --gemini 2: between 0 and --workers less --codex (1)\n"),
+                       (["--workers", "2", "--gemini", "-1"],
+                        "soak: --gemini -1: between 0 and --workers less --codex (2)\n")):
+        r = subprocess.run([sys.executable, SOAK, *args, "--root", str(tmp_path / "never")],
+                           capture_output=True, text=True, timeout=120)
+        assert (r.returncode, r.stderr, r.stdout) == (2, said, "")
+    assert not (tmp_path / "never").exists()
+
+
+def test_the_gemini_stand_in_follows_a_day_a_line_per_turn(tmp_path):
+    """Gemini's own turn (streamed, run_shell_command offered, its newest
+    content the user's) takes the script's next line; a function response
+    and a side request (the model router's JSON, no tools) take none. The
+    log keeps what was new in each request, a function response as a
+    tool_result block, as the Claude stand-in's soak log does; usage is by
+    text; a SLOW line streams its text, then its end."""
+    log, script = tmp_path / "log", tmp_path / "script"
+    script.write_text("RUN: echo hi\nSLOW: 0.1\nSAY: said\n")
+    tools = [{"functionDeclarations": [{"name": "run_shell_command"}]}]
+
+    def ask(port, contents, stream=True):
+        path = "/v1beta/models/m:" + ("streamGenerateContent?alt=sse" if stream
+                                      else "generateContent")
+        body = {"contents": contents, "systemInstruction": {"parts": [{"text": "be brief"}]}}
+        if stream:
+            body["tools"] = tools
+        else:
+            body["generationConfig"] = {"responseMimeType": "application/json",
+                                        "responseJsonSchema": {"type": "object"}}
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        raw = conn.getresponse().read().decode()
+        conn.close()
+        chunks = ([json.loads(line[6:]) for line in raw.splitlines() if line.startswith("data: ")]
+                  if stream else [json.loads(raw)])
+        return [c["candidates"][0]["content"]["parts"] for c in chunks], chunks[-1]
+
+    go = {"role": "user", "parts": [{"text": "go"}, {"text": "crewfile notice: job j-1 ended"}]}
+    with running([sys.executable, os.path.join(REPO, "tests", "gemini_server.py"),
+                  "--soak", "--log", str(log), "--script", str(script)]) as (proc, port):
+        assert ask(port, [go], stream=False)[0] == [[{"text": "{}"}]]      # the router's
+        parts, last = ask(port, [go])
+        call = parts[0][0]["functionCall"]
+        assert call["name"] == "run_shell_command" and call["args"]["command"] == "echo hi"
+        sent = [go]
+        seen = (len(json.dumps({"parts": [{"text": "be brief"}]})) + len(json.dumps(sent))) // 4
+        out = len(json.dumps(parts[0])) // 4
+        assert last["usageMetadata"] == {"promptTokenCount": seen, "candidatesTokenCount": out,
+                                         "totalTokenCount": seen + out}
+        response = {"role": "user", "parts": [{"functionResponse": {
+            "id": "c1", "name": "run_shell_command", "response": {"output": "hi"}}}]}
+        sent += [{"role": "model", "parts": parts[0]}, response]
+        assert ask(port, sent)[0] == [[{"text": "ok"}]]                  # no line
+        sent += [{"role": "model", "parts": [{"text": "ok"}]}, {"role": "user",
+                                                                "parts": [{"text": "go on"}]}]
+        parts, last = ask(port, sent)                                   # SLOW: text, then end
+        assert parts == [[{"text": "ok"}], []] and last["candidates"][0]["finishReason"] == "STOP"
+        sent += [{"role": "model", "parts": [{"text": "ok"}]}, go]
+        assert ask(port, sent)[0] == [[{"text": "said"}]]
+        assert script.read_text() == ""
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [(e["main"], e["messages"]) for e in lines] == [
+        (False, 1), (True, 1), (True, 3), (True, 5), (True, 7)]
+    assert lines[1]["new"] == [{"role": "user", "content": [
+        {"type": "text", "text": "go"}, {"type": "text", "text": "crewfile notice: job j-1 ended"}]}]
+    assert lines[2]["new"] == [{"role": "user", "content": [{
+        "type": "tool_result", "tool_use_id": "c1", "content": {"output": "hi"}}]}]
+    assert lines[3]["new"] == [{"role": "user", "content": [{"type": "text", "text": "go on"}]}]
+
+
+def test_a_steering_update_is_a_line_typed_into_a_working_agent(tmp_path):
+    """Gemini, steered (tests/soak/geminirig.py), sends a line submitted
+    while it works as a `User steering update:`: in a worker's request of
+    its own turn, a typing violation; a nudge as a prompt of its own is not."""
+    log = tmp_path / "requests.log"
+    nudge = {"role": "user", "content": [{"type": "text", "text": "SOAK-GO w1 after done"}]}
+    steered = {"role": "user", "content": [
+        {"type": "text", "text": f"{checks.STEERED}\n<user_input>\nSOAK-GO w1\n</user_input>"},
+        {"type": "tool_result", "tool_use_id": "c1", "content": {"output": "hi"}}]}
+    log.write_text("".join(json.dumps({"received": 5.0, "main": True, "messages": 3,
+                                       "new": [m]}) + "\n" for m in (nudge, steered)))
+    soak = type("Day", (), {"names": ["w1"], "t0": 0.0,
+                            "rigs": {"w1": type("Rig", (), {"log": str(log)})}})
+    bad = checks.check_typing(soak)
+    assert len(bad) == 1 and bad[0].startswith(
+        "w1: a line typed while its agent worked reached its model as a steering update, at"
+        " 5.0s: User steering update:"), bad
+
+
+def test_the_stop_hooks_reason_inside_a_turn_was_not_typed(tmp_path):
+    """Claude Code may hand the primary's model its Stop hook's reason (the
+    words of wake-send's announcement) in a later request, inside a turn, as
+    a task notification (seen in a soak): the hook's words, not typed ones.
+    The announcement typed into a turn is still a violation."""
+    log = tmp_path / "requests.log"
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "done"}
+    said = ("<task-notification>\n<summary>Stop hook feedback</summary>\n</task-notification>\n"
+            f"<system-reminder>\n{checks.STOP_SAID}crewfile: 1 wake waiting from w3; run:"
+            " inbox-drain firstmate\n")
+    typed = "crewfile: 1 wake waiting from w2; run: inbox-drain firstmate"
+    log.write_text("".join(json.dumps({"received": 7.0, "main": True, "messages": 9, "new": [
+        {"role": "user", "content": [result]},
+        {"role": "system", "content": [{"type": "text", "text": text}]}]}) + "\n"
+        for text in (said, typed)))
+    soak = type("Day", (), {"names": [], "t0": 0.0,
+                            "rigs": {"firstmate": type("Rig", (), {"log": str(log)})}})
+    bad = checks.check_typing(soak)
+    assert len(bad) == 1 and "w2" in bad[0] and "w3" not in bad[0], bad

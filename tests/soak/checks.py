@@ -269,19 +269,35 @@ def check_recorders(soak):
 
 
 TYPED = {"firstmate": "crewfile: "}     # what crewfile types into each, but the workers'
+# Gemini CLI with model steering on (geminirig): a line submitted while its
+# agent runs is sent as this, with the tool's response or after the turn
+STEERED = "User steering update:"
+# The Stop hook's reason, which Claude Code may hand the model in a later
+# request, inside a turn, as a task notification: the hook's words (the same
+# as wake-send's announcement), not typed ones
+STOP_SAID = 'Stop hook blocking error from command "Stop": '
 
 
 def check_typing(soak):
     """Nothing typed into a generating conversation: a line crewfile typed
     (a nudge, wake-send's announcement) reaches the model only as a prompt
     of its own, never inside a turn (Claude Code hands keys typed during a
-    turn to the model with the next tool result)."""
+    turn to the model with the next tool result; Gemini CLI, steered, sends
+    them as a steering update, with the tool's response or after the turn)."""
     bad = []
     for name in ["firstmate", *soak.names]:
         typed = TYPED.get(name, "SOAK-GO ")
         for req in requests(soak.rigs[name].log) if name in soak.rigs else []:
             new = json.dumps(req.get("new") or [])
-            if req.get("main") and '"tool_result"' in new and typed in new:
+            if not req.get("main"):
+                continue
+            if STEERED in new:
+                at = new.index(STEERED)
+                bad.append(f"{name}: a line typed while its agent worked reached its model as"
+                           f" a steering update, at {req['received'] - soak.t0:.1f}s:"
+                           f" {new[at:at + 160]}")
+            elif '"tool_result"' in new and typed in new.replace(
+                    json.dumps(STOP_SAID + typed)[1:-1], ""):
                 at = new.index(typed)
                 bad.append(f"{name}: typed text reached its model inside a turn, at"
                            f" {req['received'] - soak.t0:.1f}s: {new[max(0, at - 40):at + 100]}")
@@ -444,7 +460,7 @@ def figures(soak, fig):
     sessions = len(soak.names) + 1
     fig["crewfile CPU (its commands, sampled)"] = (
         f"{cpu:.1f} s: {cpu / (sessions * hours):.1f} s per session-hour")
-    codex_workers(soak, fig, kinds)
+    other_workers(soak, fig, kinds)
     svg = os.path.join(soak.root, "timeline.svg")
     r = subprocess.run([sys.executable, os.path.join(BIN, "crew-timeline"), "--svg", svg],
                        capture_output=True, text=True, timeout=120)
@@ -452,26 +468,37 @@ def figures(soak, fig):
                                                     f" {r.stderr.strip()}"
 
 
-# What differs for a Codex worker, and why (docs/soak.md, "Codex workers"):
-# none of the day's disturbances is skipped for it.
-CODEX_DIFFERS = ("no /exit in the day (Codex's interactive /exit fires no SessionEnd)",
-                 "its commands run outside Codex's sandbox (sandbox_mode danger-full-access):"
-                 " inside it a background job ends with the tool call that started it")
+# What differs for a Codex or a Gemini worker, and why (docs/soak.md, "Codex
+# workers", "Gemini workers"): none of the day's disturbances is skipped for it.
+DIFFERS = {
+    "Codex": ("no /exit in the day (Codex's interactive /exit fires no SessionEnd)",
+              "its commands run outside Codex's sandbox (sandbox_mode danger-full-access):"
+              " inside it a background job ends with the tool call that started it"),
+    "Gemini": ("its shell tool runs without asking (-y), as a Claude worker's --allowedTools"
+               " Bash",
+               "typing: checked with model steering on (a line typed while it works reaches"
+               " the model as a steering update); Gemini's default queues such a line and"
+               " sends it as a prompt of its own after the turn, which no request shows"),
+}
 
 
-def codex_workers(soak, fig, kinds):
-    """The Codex workers, their turns and tasks, and what differs for them."""
-    codex = sorted(getattr(soak, "codex", ()))
-    if not codex:
-        return
-    turns = sum(len(kinds.get(n, {}).get("turn-ended", [])) for n in codex)
-    tasks = sum(len(kinds.get(n, {}).get("done", [])) for n in codex)
-    fig["Codex workers (turns / tasks done)"] = f"{', '.join(codex)} ({turns} / {tasks})"
-    victim = soak.names[0]      # disturb.Disturb's: the lone agent kill
-    killed = (f"the lone agent kill falls on {victim}, a Codex worker" if victim in codex else
-              f"the lone agent kill falls on {victim} (Claude); the tmux server's kill ends"
-              " the Codex workers too, and crew-respawn resumes them")
-    fig["for a Codex worker"] = "; ".join((killed, *CODEX_DIFFERS))
+def other_workers(soak, fig, kinds):
+    """The Codex and Gemini workers, their turns and tasks, and what differs for them."""
+    for agent, names in (("Codex", getattr(soak, "codex", ())),
+                         ("Gemini", getattr(soak, "gemini", ()))):
+        names = sorted(names)
+        if not names:
+            continue
+        turns = sum(len(kinds.get(n, {}).get("turn-ended", [])) for n in names)
+        tasks = sum(len(kinds.get(n, {}).get("done", [])) for n in names)
+        fig[f"{agent} workers (turns / tasks done)"] = f"{', '.join(names)} ({turns} / {tasks})"
+        victim = soak.names[0]      # disturb.Disturb's: the lone agent kill
+        killed = (f"the lone agent kill falls on {victim}, a {agent} worker (its dead pane"
+                  " recorded)" if victim in names else
+                  f"the lone agent kill falls on {victim}, not a {agent} worker: no {agent}"
+                  " dead pane is recorded; the tmux server's kill ends the"
+                  f" {agent} workers too, and crew-respawn resumes them")
+        fig[f"for a {agent} worker"] = "; ".join((killed, *DIFFERS[agent]))
 
 
 CONTINUOUS = (("dead pane", check_recorders), ("typing", check_typing), ("asides", check_asides))

@@ -15,55 +15,36 @@ each for a reason seen with Codex 0.171.0 (tests/CODEX_FINDINGS.md, "The soak"):
   * the repository and the worker's tree trusted (no folder question).
 """
 import os
-import select
-import shlex
 import shutil
-import subprocess
 import sys
 
 import agent_clis
 from agent_rigs import codex_home, pretrust, stop_codex_daemons, write_codex_config
 from claude_harness import BIN, run_checked
 from conftest import TmuxServer
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SERVER = os.path.join(REPO, "tests", "responses_server.py")
-SERVER_START = 30           # seconds for the stand-in to say its port
+from workerrig import REPO, WorkerRig   # beside this file
 
 
 def find_codex():
     return agent_clis.codex(REPO)
 
 
-class CodexRig:
+class CodexRig(WorkerRig):
     """Worker NAME's Codex: its HOME (a new CODEX_HOME), its stand-in model
-    (started here, its requests logged to *root*/NAME/requests.log) and the
-    command crew-spawn runs. `log` and `pane` as ClaudeRig has them."""
+    (tests/responses_server.py --soak) and the command crew-spawn runs."""
 
     agent = "codex"
+    server_file = "responses_server.py"
 
-    def __init__(self, root, name, sock, script, repo, tree):
-        self.dir = os.path.join(root, name)
-        os.makedirs(self.dir, exist_ok=True)
-        self.log = os.path.join(self.dir, "requests.log")
-        self.script = os.path.join(self.dir, "script")
-        with open(self.script, "w") as f:
-            f.write("".join(line + "\n" for line in script))
-        self.sock, self.repo, self.tree = sock, repo, tree
+    def __init__(self, *args):
+        super().__init__(*args)
         self.binary = find_codex()
         self.home = None
-        self.server = None
-        self.pane = None
 
     def prepare(self):
         """Start the stand-in, write the home, install and trust the hooks;
         return the agent's command for crew-spawn."""
-        self.server = subprocess.Popen([sys.executable, SERVER, "--soak", "--log", self.log,
-                                        "--script", self.script], stdout=subprocess.PIPE,
-                                       text=True)
-        if not select.select([self.server.stdout], [], [], SERVER_START)[0]:
-            raise RuntimeError("soak: tests/responses_server.py did not say its port")
-        port = int(self.server.stdout.readline().split()[1])
+        port = self.start_model()
         self.home = codex_home()
         write_codex_config(self.home, port, self.tree)
         config = os.path.join(self.home, "config.toml")
@@ -76,8 +57,7 @@ class CodexRig:
         run_checked([sys.executable, os.path.join(BIN, "crew-hook"), "--install", self.home,
                      "--agent", "codex"], env=dict(os.environ, **env))
         pretrust(TmuxServer(self.sock), self.home, self.repo)
-        return ("exec env " + " ".join(shlex.quote(f"{k}={v}") for k, v in env.items())
-                + " " + shlex.quote(self.binary))
+        return self.command(env, [self.binary])
 
     def env(self):
         return {"PATH": os.environ["PATH"], "CODEX_HOME": self.home, "HOME": self.home,
@@ -87,10 +67,7 @@ class CodexRig:
         """The stand-in and Codex's app-server daemon (it outlives the TUI,
         started from CODEX_HOME) ended; the home stays for the report (its
         rollouts are the transcripts the token figures read): forget() it."""
-        if self.server is not None and self.server.poll() is None:
-            self.server.kill()
-            self.server.wait()
-            self.server.stdout.close()
+        super().stop_model()
         if self.home:
             stop_codex_daemons(self.home)
 

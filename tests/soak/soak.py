@@ -1,6 +1,7 @@
 """make soak: a day in the life of a crew (issue 34).
 
-    python tests/soak/soak.py [--duration 20m] [--seed 1] [--workers 6] [--codex N] [--root DIR]
+    python tests/soak/soak.py [--duration 20m] [--seed 1] [--workers 6] [--codex N]
+                              [--gemini N] [--root DIR]
 
 A primary and WORKERS workers, each the real Claude Code in a private tmux
 server (each worker in its own git worktree through crew-spawn), driven
@@ -14,7 +15,9 @@ no violation.
 
 With --codex N, the last N workers are the real Codex CLI instead
 (tests/soak/codexrig.py), following the same day through the Responses
-stand-in (tests/responses_server.py --soak).
+stand-in (tests/responses_server.py --soak); with --gemini N, the last N
+after those are the real Gemini CLI (tests/soak/geminirig.py, through
+tests/gemini_server.py --soak).
 """
 import argparse
 import json
@@ -36,6 +39,7 @@ import checks  # noqa: E402  (beside this file)
 import codexrig  # noqa: E402
 import day  # noqa: E402
 import disturb  # noqa: E402
+import geminirig  # noqa: E402
 from claude_harness import BIN, ClaudeRig, find_claude, hook_command, install_hooks, run_checked  # noqa: E402
 from crewfile.core.durations import parse_duration  # noqa: E402
 from crewfile.core.paths import Crew  # noqa: E402
@@ -64,10 +68,12 @@ def wait_for(predicate, timeout, what):
 class Soak:
     wait_for = staticmethod(wait_for)
 
-    def __init__(self, root, seed, workers, duration, codex=0):
+    def __init__(self, root, seed, workers, duration, codex=0, gemini=0):
         self.root, self.seed, self.duration = root, seed, duration
         self.names = [f"w{i + 1}" for i in range(workers)]
-        self.codex = set(self.names[len(self.names) - codex:]) if codex else set()
+        claude = workers - codex - gemini
+        self.codex = set(self.names[claude:claude + codex])
+        self.gemini = set(self.names[claude + codex:])
         self.crew = Crew(os.path.join(root, "crew"))
         self.sock = os.path.join(root, "tmux.sock")
         self.tmux = Tmux(self.sock)
@@ -115,11 +121,12 @@ class Soak:
     def worker_rig(self, name):
         """A rig (HOME, stand-in model) for worker NAME, crew-hook installed in
         its HOME, its tree trusted; returns the agent's command for crew-spawn.
-        A Codex worker's rig is codexrig's."""
-        if name in self.codex:
-            rig = self.rigs[name] = codexrig.CodexRig(self.root, name, self.sock,
-                                                      self.scripts[name], self.repo,
-                                                      self.tree(name))
+        A Codex worker's rig is codexrig's, a Gemini worker's geminirig's."""
+        other = (codexrig.CodexRig if name in self.codex
+                 else geminirig.GeminiRig if name in self.gemini else None)
+        if other:
+            rig = self.rigs[name] = other(self.root, name, self.sock, self.scripts[name],
+                                          self.repo, self.tree(name))
             return rig.prepare()
         rig = ClaudeRig(os.path.join(self.root, name), self.sock, {}, script=self.scripts[name],
                         env={"PATH": os.environ["PATH"]}, project=self.repo,
@@ -138,8 +145,9 @@ class Soak:
 
     def spawn(self, name):
         agent = self.worker_rig(name)
-        codex = ["--agent", "codex"] if name in self.codex else []
-        r = subprocess.run([sys.executable, os.path.join(BIN, "crew-spawn"), name, *codex,
+        other = getattr(self.rigs[name], "agent", None)
+        r = subprocess.run([sys.executable, os.path.join(BIN, "crew-spawn"), name,
+                            *(["--agent", other] if other else []),
                             "--cmd", agent,
                             "--tmux-session", "crew", "--prompt", f"SOAK-START {name}: your day",
                             "--wait", "120s"],
@@ -191,6 +199,8 @@ class Soak:
                  f" day {self.digest}")
         if self.codex:
             self.say(f"Codex workers: {', '.join(sorted(self.codex))}")
+        if self.gemini:
+            self.say(f"Gemini workers: {', '.join(sorted(self.gemini))}")
         self.start_crewup()          # first: no record is written before its cursor
         self.start_primary()
         self.say("primary up")
@@ -264,19 +274,29 @@ def main(argv=None):
     p.add_argument("--root", help="the soak's directory (default: a new one in $TMPDIR)")
     p.add_argument("--codex", type=int, default=0, metavar="N",
                    help="how many of the workers are Codex (default 0)")
+    p.add_argument("--gemini", type=int, default=0, metavar="N",
+                   help="how many of the workers are Gemini, after the Codex ones (default 0)")
     a = p.parse_args(argv)
-    if not find_claude(REPO):
-        print("soak: the real Claude Code is not installed (make claude-code)", file=sys.stderr)
-        return 3
     if not 0 <= a.codex <= a.workers:
         print(f"soak: --codex {a.codex}: between 0 and --workers ({a.workers})", file=sys.stderr)
         return 2
+    if not 0 <= a.gemini <= a.workers - a.codex:
+        print(f"soak: --gemini {a.gemini}: between 0 and --workers less --codex"
+              f" ({a.workers - a.codex})", file=sys.stderr)
+        return 2
+    if not find_claude(REPO):
+        print("soak: the real Claude Code is not installed (make claude-code)", file=sys.stderr)
+        return 3
     if a.codex and not codexrig.find_codex():
         print("soak: the real Codex CLI is not installed (make codex)", file=sys.stderr)
         return 3
+    if a.gemini and not geminirig.find_gemini():
+        print("soak: the real Gemini CLI is not installed (make gemini)", file=sys.stderr)
+        return 3
     root = os.path.abspath(a.root) if a.root else tempfile.mkdtemp(prefix="crewfile-soak-")
     os.makedirs(root, exist_ok=True)
-    soak = Soak(root, a.seed, a.workers, parse_duration(a.duration, "--duration"), a.codex)
+    soak = Soak(root, a.seed, a.workers, parse_duration(a.duration, "--duration"), a.codex,
+                a.gemini)
     stopped = None
     stop_on_signals()
     try:

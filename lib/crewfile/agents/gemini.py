@@ -28,6 +28,10 @@ TIMEOUT = 10000      # milliseconds
 FILES = ("commands/aside-done.toml",)     # shipped in crewfile/agents/files/gemini/
 HOOKS_AT_START = True     # SessionStart at launch, once its folder is trusted
 RESUME = "--resume {id}"  # the SessionStart session_id (SessionSelector.findSession, 0.61.0)
+# Resumed, 0.61.0 names a new chat file at SessionStart (source resume), then
+# writes the resumed conversation's own (ChatRecordingService.initialize): the
+# session's recorded transcript stays (seen in the soak, tests/soak).
+RESUME_WRITES_ITS_TRANSCRIPT = True
 # Its clean-up handler says `exit` on /quit and equally when hung up on (its
 # tty gone): 0.61.0 cannot tell them apart, so neither is an end on purpose.
 NOT_ON_PURPOSE = frozenset({"exit", "other"})

@@ -280,10 +280,15 @@ def session_start(ctx):
         sess = sessions.register_again(sess, tmux=ctx.env.get("TMUX_PANE") or None,
                                        env=sessions.tmux_env(ctx.env), agent_from=os.getpid())
     _repair(ctx, sess)
-    cwd = ctx.field("cwd")
-    sess.update_meta(agent_session_id=ctx.field("session_id") or None,
+    cwd, sid = ctx.field("cwd"), ctx.field("session_id") or None
+    transcript = ctx.field("transcript_path") or None
+    if (getattr(ctx.agent, "RESUME_WRITES_ITS_TRANSCRIPT", False)
+            and ctx.field("source") == "resume" and sid
+            and sid == sess.meta.get("agent_session_id") and sess.meta.get("transcript_path")):
+        transcript = sess.meta["transcript_path"]     # the conversation's, not the one named
+    sess.update_meta(agent_session_id=sid,
                      cwd=os.path.realpath(cwd) if cwd else None,
-                     transcript_path=ctx.field("transcript_path") or None,
+                     transcript_path=transcript,
                      agent=None if sess.meta.get("agent") else ctx.agent.NAME)
     sess.append("started", ctx.field("source") or "")
     if sess.meta.get("kind") == "aside":
