@@ -178,7 +178,7 @@ def test_aside_reconcile_synopsis_puts_duration_under_wait(crew):
     r = cmd("aside-reconcile", "--help")
     assert r.returncode == 0
     assert r.stdout.splitlines()[0] == "aside-reconcile NAME [--wait [DURATION]]"
-    assert "  --wait   wait (at most DURATION, default 10m)" in r.stdout
+    assert "  --wait [DURATION]     wait at most DURATION (default: 10m," in r.stdout
     r = cmd("aside-reconcile", "design", "15m")          # the synopsis is also the parser's spec
     assert (r.returncode, r.stderr) == (
         2, "aside-reconcile: a DURATION needs --wait\nTry 'aside-reconcile --help'.\n")

@@ -492,7 +492,7 @@ def test_codex_notify_turn_complete(crew, run):
 
 def test_help_and_usage(run):
     p = run("crew-hook", "--help")
-    assert p.returncode == 0 and p.stdout.startswith("crew-hook [PAYLOAD]\n")
+    assert p.returncode == 0 and p.stdout.startswith("crew-hook [--agent AGENT] < PAYLOAD ")
     p = run("crew-hook", "--no-such")
     assert p.returncode == 2 and p.stderr.startswith("crew-hook: unknown option --no-such")
 

@@ -54,6 +54,13 @@ def test_make_install_links_commands_that_run_from_anywhere(tmp_path):
     shutil.copy(links / "crew-status", tmp_path / "other" / "bin")
     p = run(python, "-S", str(tmp_path / "other" / "bin" / "crew-status"))
     assert (p.returncode, p.stdout, p.stderr) == (0, "1 idle\n", ""), p.stderr
+    # each command's options and --help: its page, package data beside the code
+    p = run("job-wait", "--help")
+    at = p.stdout.splitlines()[-1].removeprefix("The whole page: ")
+    assert p.returncode == 0 and at.startswith(str(venv)) and os.path.isfile(at), p.stdout
+    assert run("job-wait", "--tail").stderr == "job-wait: --tail needs a value (N)\nTry 'job-wait --help'.\n"
+    p = run(python, "-S", str(tmp_path / "other" / "bin" / "crew-status"), "--help")
+    assert p.returncode == 0 and p.stdout.startswith("crew-status [--tmux] [--panes LIST]\n"), p.stderr
     p = run("crew-hook", "--settings")
     command = shlex.split(p.stdout.split('"command": "')[1].split('"')[0])
     assert command == [str(venv / "bin" / "python"), str(links / "crew-hook")]

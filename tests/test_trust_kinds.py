@@ -262,15 +262,15 @@ def test_the_agents_own_hook_says_a_forged_end_once_right_after_the_tool(crew, r
     assert problems(a2) == said
 
 
-def test_the_table_is_the_one_protocol_md_and_the_help_give():
+def test_the_table_is_the_one_protocol_md_and_the_page_give():
     import re
-    from crewfile.cmd import status_append
     text = open(os.path.join(REPO, "protocol.md"), encoding="utf-8").read()
     section = text.split("\n### Record kinds\n", 1)[1].split("\n### ", 1)[0]
     rows = re.findall(r"^\| `([a-z-]+)` \| (.*?) \|", section, re.M)
     assert [k for k, _ in rows] == list(kinds.GUARDED)
-    help_kinds = re.search(r"\(([a-z, -]+): protocol.md", " ".join(status_append.HELP.split()))
-    assert help_kinds.group(1).split(", ") == list(kinds.GUARDED)
+    page = open(os.path.join(REPO, "docs", "commands", "status-append.md"), encoding="utf-8").read()
+    listed = re.search(r"\(see \[Record kinds\]\([^)]*\): ([`a-z, -]+)\)", " ".join(page.split()))
+    assert listed.group(1).replace("`", "").split(", ") == list(kinds.GUARDED)
 
 
 def test_a_forged_end_lets_no_one_register_over_a_live_agent(crew, tmux, run, crewmates):

@@ -132,8 +132,7 @@ def test_crew_status_leaves_at_once_with_everything_out(crew, tmp_path, monkeypa
     and a reader gone or a full disk is said as every command says it."""
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)     # as tmux runs it: buffered
     from crewfile.core import paths
-    from crewfile.cli import COMMON
-    from crewfile.cmd import crew_status
+    from crewfile import cli
     sess = session(crew, "w1", "idle")
     transcript = tmp_path / "t.jsonl"
     transcript.write_text("".join(json.dumps({"type": "assistant", "message": {
@@ -155,7 +154,7 @@ def test_crew_status_leaves_at_once_with_everything_out(crew, tmp_path, monkeypa
     assert not [n for n in os.listdir(crew.root) if n.startswith(".")]
     r = status("--help")                            # longer than one line, through a pipe
     assert (r.returncode, r.stderr) == (0, "")
-    assert r.stdout == crew_status.HELP.rstrip("\n") + "\n\nCommon options:" + COMMON + "\n"
+    assert r.stdout == cli.render("crew-status", cli.read_page("crew-status"))
     r = status("--bogus")
     assert (r.returncode, r.stdout) == (2, "")
     assert r.stderr == "crew-status: unknown option --bogus\nTry 'crew-status --help'.\n"

@@ -1,21 +1,21 @@
-"""The command layer: arguments parsed from each command's HELP, errors to exit codes.
+"""The command layer: arguments parsed from each command's page, errors to exit codes.
 
-HELP's first line is the synopsis; option lines read `  -x, --long METAVAR  text`,
-a METAVAR ending in '...' repeatable. Not argparse: 10 ms of start-up in hooks.
+A command's page, docs/commands/NAME.md (shipped as crewfile/pages/NAME.md),
+is the one description of its command line: `## Synopsis` gives the
+positionals, each line `` - `--long METAVAR`: text `` of `## Options` an
+option (a METAVAR ending in '...' repeatable, one in brackets the word after
+it in the synopsis), and --help is the page rendered as plain text. Not
+argparse: 10 ms of start-up in hooks.
 """
 import errno
 import os
 import sys
 
 from crewfile.core.errors import (
-    BROKEN_PIPE, CrewfileError, INTERRUPTED, SYSTEM, UsageError, failure_line)
+    BROKEN_PIPE, BadInput, CrewfileError, INTERRUPTED, SYSTEM, UsageError, failure_line)
 from crewfile.core.paths import Crew
 
-COMMON = """
-  --dir DIR   crew directory (default: $CREWFILE_DIR, else $XDG_STATE_HOME/crewfile,
-              else ~/.local/state/crewfile); it and every directory above
-              it must be yours or root's and not writable by others (exit 1)
-  -h, --help  show this help and exit"""
+PAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pages")
 
 
 class Args(dict):
@@ -23,40 +23,130 @@ class Args(dict):
     __getattr__ = dict.get
 
 
-def _option_line(line):
-    """(short, long, metavar) for a help line `  [-x, ]--long [METAVAR]  text`, else None."""
-    if not line.startswith("  "):
-        return None
-    head = line.strip().split("  ", 1)[0].split()
-    short = None
-    if head and len(head[0]) == 3 and head[0][0] == "-" and head[0].endswith(","):
-        short, head = head[0][:2], head[1:]
-    if not head or not head[0].startswith("--") or len(head) > 2:
-        return None
-    metavar = head[1] if len(head) == 2 else None
-    if metavar and not metavar.rstrip(".").replace("_", "").replace("|", "").isupper():
-        return None
-    return short, head[0], metavar
+def page_path(name):
+    """Where command *name*'s page is, in a checkout (a link to docs/commands) and installed."""
+    return os.path.join(PAGES, f"{name}.md")
 
 
-def _spec(help_text):
+def read_page(name):
+    with open(page_path(name), encoding="utf-8") as f:
+        return f.read()
+
+
+def section(text, heading):
+    """The body of `## heading` in page *text*, up to the next `## `."""
+    at = text.find(f"\n## {heading}\n")
+    if at < 0:
+        raise BadInput(f"no `## {heading}`")
+    body = text[at + len(heading) + 5:]
+    end = body.find("\n## ")
+    return body if end < 0 else body[:end]
+
+
+def _upper(word):
+    """A METAVAR or a positional NAME: upper case, '...' if repeated."""
+    core = word.rstrip(".").replace("_", "").replace("-", "").replace("|", "").replace(":", "")
+    return core.isupper() and core.isalpha()
+
+
+def option_line(line):
+    """[(short, long, metavar)] of an Options bullet `` - `[-x, ]--long [METAVAR]`[, ...]: text ``;
+    a METAVAR in brackets is an argument the synopsis spells out, not the option's."""
+    head, sep, _ = line[2:].partition("`:")
+    spans = (head + "`").split("`")
+    if not sep or spans[0] or any(s != ", " for s in spans[2:-1:2]):
+        raise BadInput(f"option line not understood: {line}")
+    found = []
+    for words in (span.split() for span in spans[1::2]):
+        short = None
+        if words and len(words[0]) == 3 and words[0][0] == "-" and words[0][2] == ",":
+            short = words.pop(0)[:2]
+        long = words[0][2:] if words and words[0].startswith("--") else ""
+        metavar = words[1] if len(words) == 2 else None
+        if (len(words) > 2 or not long.replace("-", "").isalnum() or long != long.lower()
+                or metavar and not _upper(metavar.strip("[]"))):
+            raise BadInput(f"option line not understood: {line}")
+        found.append((short, words[0], None if metavar and metavar[0] == "[" else metavar))
+    return found
+
+
+def spec(text):
+    """(options {--long: (key, metavar)}, short {-x: --long}, positionals) from page *text*."""
     options, short = {}, {}
-    for line in (help_text + COMMON).splitlines():
-        found = _option_line(line)
-        if found:
-            sflag, lflag, metavar = found
-            options[lflag] = (lflag[2:].replace("-", "_"), metavar)
-            if sflag:
-                short[sflag] = lflag
-    # An option shown in the synopsis (`[--wait [DURATION]]`: its argument is
-    # the positional after it) is spelled out for the reader, not a positional.
-    synopsis = help_text.split("\n", 1)[0].split()[1:]
-    return options, short, [w for w in synopsis
-                            if w != "[options]" and not w.lstrip("[").startswith("-")]
+    for line in section(text, "Options").splitlines():
+        if line.startswith("- `"):
+            for sflag, lflag, metavar in option_line(line):
+                options[lflag] = (lflag[2:].replace("-", "_"), metavar)
+                if sflag:
+                    short[sflag] = lflag
+    return options, short, _positionals(text, options, short)
 
 
-def parse(help_text, argv):
-    options, short, positional = _spec(help_text)
+def _positionals(text, options, short):
+    """The positionals of every form of the synopsis, slot by slot: a slot
+    every form fills with no brackets is required, named by its first NAME
+    (a `-` fills a slot as a value: `status-append NAME - < records`)."""
+    forms = []
+    for line in section(text, "Synopsis").splitlines():
+        if line.startswith("    ") and line.strip():
+            if forms and line[4] == " ":
+                forms[-1] += " " + line
+            else:
+                forms.append(line)
+    name = text.split("\n", 1)[0][2:]
+    if not forms or any(form.split()[0] != name for form in forms):
+        raise BadInput(f"a synopsis whose every form starts `    {name}`, not: {forms}")
+    slots = [_form_words(form, options, short) for form in forms]
+    positional = []
+    for i in range(max(map(len, slots))):
+        here = [form[i] for form in slots if len(form) > i]
+        names = [w for w, _ in here if w != "-"]
+        if not names:
+            raise BadInput(f"the synopsis has only `-` in place {i + 1}")
+        required = len(here) == len(slots) and not any(opt for _, opt in here)
+        positional.append(names[0] if required else f"[{names[0]}]")
+    return positional
+
+
+def _form_words(form, options, short):
+    """[(positional, optional)] of one synopsis form: each word an option (with
+    its METAVAR), a `< FILE` redirection, `|`, `...`, `--`, `-` or a NAME."""
+    words = iter(form.split()[1:])
+    depth, found = 0, []
+    for raw in words:
+        if raw.startswith("#"):
+            break
+        word = raw.strip("[]()")
+        opened = depth + len(raw) - len(raw.lstrip("[")) > 0
+        depth += raw.count("[") - raw.count("]")
+        if word in ("|", "...", "--", ""):
+            continue
+        if word == "<":
+            depth += _bracket_change(next(words, ""))
+            continue
+        if word.startswith("-") and word != "-":
+            flag = short.get(word, word)
+            if flag not in options:
+                raise BadInput(f"the synopsis shows {word}, which Options do not list")
+            if options[flag][1]:
+                value = next(words, None)
+                if value is None:
+                    raise BadInput(f"the synopsis shows {word} without its {options[flag][1]}")
+                depth += _bracket_change(value)
+            continue
+        if word != "-" and not _upper(word):
+            raise BadInput(f"synopsis word not an option, a NAME or `-`: {raw}")
+        found.append((word, opened))
+    return found
+
+
+def _bracket_change(word):
+    return word.count("[") - word.count("]")
+
+
+def parse(usage, argv):
+    """Args from *argv* by *usage*, spec()'s answer for a command's page."""
+    options, short, positional = usage
     args = Args()
     for key, metavar in options.values():
         args[key] = [] if metavar and metavar.endswith("...") else (None if metavar else False)
@@ -101,6 +191,65 @@ def parse(help_text, argv):
     if rest:
         raise UsageError(f"unexpected argument '{rest[0]}'")
     return args
+
+
+WIDTH = 79
+
+
+def render(name, text):
+    """--help: the page's synopsis, purpose, options, exit codes and examples
+    as plain text in 80 columns, then where the whole page is."""
+    import re
+    import textwrap
+
+    def plain(s):
+        return re.sub(r"\[([^\]]*)\]\([^)\s]*\)", r"\1", s).replace("**", "")
+
+    def wrapped(s, first, rest):
+        return textwrap.fill(plain(s), WIDTH, initial_indent=first, subsequent_indent=rest,
+                             break_long_words=False, break_on_hyphens=False)
+
+    def items(body):
+        """(code line | bullet | paragraph, text) of a section, a bullet's or
+        paragraph's lines joined (a line under a bullet continues it)."""
+        out = []
+        for line in body.splitlines():
+            if line.startswith("    "):
+                out.append(("code", line[4:]))
+            elif not line.strip():
+                out.append(("blank", ""))
+            elif line.startswith("- "):
+                out.append(("bullet", line[2:]))
+            elif out and out[-1][0] in ("bullet", "paragraph"):
+                out[-1] = (out[-1][0], out[-1][1] + " " + line.strip())
+            else:
+                out.append(("paragraph", line))
+        return [i for i in out if i[0] != "blank"]
+
+    def head_and_text(bullet):
+        head, sep, rest = bullet.partition("`: ")
+        if not sep or not head.startswith("`"):
+            return "", bullet
+        return head[1:].replace("`, `", ", "), rest
+
+    lines = [code for kind, code in items(section(text, "Synopsis")) if kind == "code"]
+    lines += [wrapped(text.split("\n")[2], "", ""), ""]
+    for heading, column in (("Options", 24), ("Exit codes", 8)):
+        lines.append(f"{heading}:")
+        for kind, s in items(section(text, heading)):
+            head, body = head_and_text(s) if kind == "bullet" else ("", s)
+            if not head:
+                lines.append(wrapped(body, "  ", "  "))
+            elif len(head) + 4 <= column:
+                lines.append(wrapped(body, f"  {head:<{column - 2}}", " " * column))
+            else:
+                lines += [f"  {head}", wrapped(body, " " * column, " " * column)]
+        lines.append("")
+    lines.append("Examples:")
+    for kind, s in items(section(text, "Examples")):
+        lines.append("  " + s if kind == "code" else wrapped(s, "  ", "  "))
+    lines += ["", f"The whole page: {os.path.realpath(page_path(name))}"]
+    return "\n".join(lines) + "\n"
 
 
 def crew(args):
@@ -167,14 +316,24 @@ def leave(code):
     os._exit(code)
 
 
+def _from_page(name, read, page):
+    """read(page), a fault in the page named as its own (no "Try --help": it is not the
+    command line that is wrong)."""
+    try:
+        return read(page)
+    except BadInput as e:
+        raise BadInput(f"{page_path(name)}: {e}") from None
+
+
 def dispatch(name, module, argv):
     """Run one command. ERROR_EXIT: one code for all of a command's own failures,
     where the usual ones would collide with codes it passes through (job-wait)."""
     own = getattr(module, "ERROR_EXIT", None)
     try:
-        args = parse(module.HELP, argv)
+        page = read_page(name)
+        args = parse(_from_page(name, spec, page), argv)
         if args.help:
-            sys.stdout.write(module.HELP.rstrip("\n") + "\n\nCommon options:" + COMMON + "\n")
+            sys.stdout.write(_from_page(name, lambda text: render(name, text), page))
             code = 0
         else:
             code = module.run(args) or 0

@@ -4,17 +4,6 @@ from crewfile.asides.aside import MAX_REPORT, conclude
 from crewfile.cli import crew
 from crewfile.core.errors import BadInput, UsageError
 
-HELP = """\
-aside-conclude NAME
-The aside's agent hands over its report, into reports/new/; prints its path.
-Only after the captain's believed conclusion; otherwise refused (exit 1), a
-`problem` record (docs/commands/aside-conclude.md).
-
-  --report FILE   the report: a file, or - for stdin (required)
-
-Example: aside-conclude api-design --report notes/api-design.md
-"""
-
 
 def run(args):
     if not args.report:

@@ -6,21 +6,6 @@ from crewfile.core.durations import parse_duration
 from crewfile.core.errors import UsageError
 from crewfile.core.text import escape
 
-HELP = """\
-aside-reconcile NAME [--wait [DURATION]]
-The primary takes in concluded aside NAME: its report into reports/cur/,
-the window's scrollback and the agent's transcript beside it, `closed`,
-then the window killed. Prints `report:`, `scrollback:` (`transcript:`)
-lines. Exit 7 while the captain is at the window
-(docs/commands/aside-reconcile.md).
-
-  --wait   wait (at most DURATION, default 10m) until the captain has left
-           the window alone for a few seconds, then reconcile; if the
-           captain sends input meanwhile, the conclusion is void: exit 1
-
-Example: aside-reconcile api-design --wait 15m && cat "$(report-ls --aside api-design | awk 'END {print $4}')"
-"""
-
 
 def run(args):
     if args.duration is not None and not args.wait:

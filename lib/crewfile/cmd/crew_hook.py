@@ -4,55 +4,6 @@ import sys
 from crewfile.core.errors import UsageError
 from crewfile.hooks.hook import DEFAULT_AGENT, handle, load_agent, read_payload
 
-HELP = """\
-crew-hook [PAYLOAD]
-The agent hook: the agent CLI runs it for each hook event (the event's JSON
-on stdin); it writes the session's status records, records the captain's
-input, drains the session's notices into the model's context and guards the
-captain-only /aside-done. A PAYLOAD argument is Codex CLI's notify JSON.
-As a hook it always exits 0 (a problem is one line on stderr).
-
-  --agent NAME        whose hook protocol: claude (default), codex (hooks.json)
-                      or gemini (settings.json hooks)
-  --settings          print the hooks block for the agent's hooks file
-  --install DIR       merge the hooks into the agent's hooks file in DIR
-                      and install the captain's conclusion command
-                      (claude: DIR/settings.json, the /aside skill and the
-                      /aside-done command, DIR being ~/.claude or
-                      PROJECT/.claude; codex: DIR/hooks.json and the
-                      $aside-done skill, DIR ~/.codex or PROJECT/.codex;
-                      gemini: DIR/settings.json and the /aside-done
-                      command, DIR ~/.gemini or PROJECT/.gemini). For
-                      codex, the `codex` on PATH is asked its version:
-                      0.114 to 0.123 run hooks only with `codex_hooks =
-                      true` under [features], added to DIR/config.toml.
-                      Lines `note: ...` say what is left to you (the
-                      CLI's trust of hooks or folders)
-  --uninstall DIR     remove what --install put there: crew-hook's hooks
-                      from the hooks file, the skill and command files
-                      (an edited copy is kept and named), the config.toml
-                      lines it added; nothing else
-  --dry-run           with --install or --uninstall: show the changes,
-                      write nothing
-  --command CMD       the hook command written into the settings (default:
-                      this interpreter and this crew-hook's absolute path)
-  --rewake            run as the primary's keystroke-free wake (claude:
-                      the asyncRewake Stop hook --install adds): wait until
-                      wakes that nobody announced wait in its inbox, its
-                      turn has ended and nobody typed in its window for
-                      5s, then print the announcement on stderr and exit 2
-                      (the CLI starts the model's turn with it); exit 0
-                      at once for any other session, and after a wait
-                      with nothing to say (docs/commands/crew-hook.md)
-
-Environment: CREWFILE_ACCOUNT_HOLD, the seconds an account's stop that time
-lifts (a 429 rate limit; Claude Code's StopFailure) holds crewfile's typing
-into the session, unless a turn succeeds first (default 300).
-CREWFILE_REWAKE_WAIT, the seconds --rewake waits at most (default and
-longest: the installed hook's timeout less 60).
-
-Example: crew-hook --install ~/.codex --agent codex --dry-run
-"""
 # cli.leave(): every write is whole and every lock closed before run() returns;
 # the interpreter's teardown of the hook's ~30 modules was a sixth of its CPU
 EXIT_AT_ONCE = True

@@ -6,22 +6,6 @@ from crewfile.core.output import json_document, table
 from crewfile.core.text import escape
 from crewfile.crew.spawn import DAMAGED, REFUSED, respawn
 
-HELP = """\
-crew-respawn [NAME...]
-The captain's act after a reboot or a lost tmux server: each session (or
-NAME) whose agent is gone and that did not end on purpose gets its window
-again, resuming its own conversation. A table `NAME ACTION DETAIL`
-(docs/commands/crew-respawn.md).
-
-  --dry-run   say what would be done; change nothing
-  --json      one JSON array of {"name", "action", "detail"} instead
-
-Exit: 0; 1 some session was refused; 2 bad name; 3 no such session; 5 a
-damaged meta file was named and skipped (the others were done); 111.
-
-Example: crew-respawn --dry-run && crew-respawn
-"""
-
 
 def run(args):
     done = respawn(crew(args), args.name, dry_run=args.dry_run)

@@ -5,22 +5,6 @@ from crewfile.cli import crew
 from crewfile.core.text import escape
 from crewfile.crew.retire import retire
 
-HELP = """\
-crew-retire NAME
-The captain's act when crew session NAME is done: `ended: retired`, its
-scrollback and transcript kept, its window closed, its worktree removed, its
-branch kept, its nudges disarmed. Refused while it generates or has
-uncommitted changes (docs/commands/crew-retire.md).
-
-  --keep-worktree   leave the worktree in place
-  --force           retire anyway, cutting off a turn and throwing away uncommitted changes
-
-Exit: 0; 1 refused (busy, uncommitted changes, a delivery in progress);
-2 bad name, not a crew session; 3 no such session; 111.
-
-Example: crew-retire builder && git log --oneline main..crew/builder
-"""
-
 
 def run(args):
     out = retire(crew(args), args.name, keep_worktree=args.keep_worktree, force=args.force)

@@ -2,27 +2,9 @@ import sys
 
 from crewfile.cli import crew
 from crewfile.core.errors import PARTIAL
-from crewfile.session.tmuxseen import LISTED_FORMAT, Seen
+from crewfile.session.tmuxseen import Seen
 from crewfile.session.verdict import Look
 from crewfile.views import glance
-
-HELP = """\
-crew-status
-One short line saying how the crew is: for a tmux status line or a prompt.
-
-  --tmux          with tmux colour codes (#[fg=...]), for status-right
-  --panes LIST    the tmux server's panes, as tmux expands the format below in
-                  status-right: then that server is not asked (the liveness
-                  probe of a session on it); ignored, with a warning, unless
-                  it is exactly such a list
-
-Counts of the sessions not ended by state (working, idle, dialog, blocked,
-paused, lost, unknown, damaged: exit 5), the wakes pending in the primary's
-inbox, the tokens the crew used (docs/commands/crew-status.md).
-
-Example: in the tmux status line (the list filled in by tmux)
-  tmux set -g status-right '#(crew-status --tmux --panes "{fmt}")'
-""".format(fmt=LISTED_FORMAT)
 
 EXIT_AT_ONCE = True     # cli.leave(): it reads, and its one write (tokens.cache) is renamed before run() returns
 

@@ -8,21 +8,6 @@ from crewfile.core.text import escape
 from crewfile.session.sessions import names
 from crewfile.views import timeline
 
-HELP = """\
-crew-timeline [SESSION...]
-Draw the crew over time: one lane per session (default: every session).
-
-  --svg FILE     write the picture as SVG to FILE (- for stdout)
-  --html FILE    write one self-contained HTML page holding it (hover text)
-  --since TIME   start there ('2026-12-01 08:00', '08:00', 2h ago; default: the first record)
-  --until TIME   end there (the same; default: the last record)
-
-Built from the crew directory alone; times are UTC. At least one of --svg
-and --html is needed (docs/commands/crew-timeline.md).
-
-Example: crew-timeline --since 8h --html crew.html w1 w2 design
-"""
-
 
 def run(args):
     if not args.svg and not args.html:

@@ -10,27 +10,6 @@ from crewfile.core.output import table
 from crewfile.core.text import escape
 from crewfile.crew import crewup
 
-HELP = """\
-crew-up [PRIMARY] [options]
-Start and supervise the crew's wake pipeline, nudge-tick --watch and job-sweep.
-
-  --sweep DURATION         run job-sweep this often (default: 10m)
-  --backoff-max DURATION   longest wait before restarting a stage (default: 30s)
-  --remote HOST:DIR...     also supervise the crew in DIR on HOST, over ssh
-  --remotes FILE           more HOST:DIR, one a line, from FILE
-  --notify CMD             also tell the captain, through crew-notify --exec CMD
-  --notify-with ARGS       more crew-notify options, one shell-quoted string
-  --status                 print what runs and exit (3: crew-up is not running)
-  --systemd                print a systemd user unit running this crew-up, and exit
-
-Runs in the foreground until SIGTERM or SIGINT (or crew-down), then stops
-every stage and exits 0; a second crew-up for the crew exits 1. A stage
-that dies is restarted with backoff, each start, end and stderr line a
-record in crew-up/log (docs/commands/crew-up.md).
-
-Example: crew-up firstmate --systemd > ~/.config/systemd/user/crew-up.service
-"""
-
 
 def run(args):
     c = crew(args)

@@ -10,32 +10,6 @@ from crewfile.core.jsonio import loads
 from crewfile.core.records import timestamp
 from crewfile.wake.watch import DEFAULT_PROBE, DEFAULT_STALE, Watcher, json_lines_out
 
-HELP = """\
-crew-watch [options]
-Print one event line `<ts> <session> <kind>[: <text>]` per new status record.
-
-  --from-start       replay every record of every log from the beginning
-  --since MOMENT     replay from that moment: '2026-11-30 09:00', '09:00', 2h (ago)
-  --once             exit when caught up (default: follow for ever)
-  --cursor FILE      resume after the last event a previous run emitted; save it there
-  --resume FILE      resume from the position the consumer acknowledged in FILE
-                     (wake-send --cursor FILE); `-`: the first line of stdin
-  --positions        end each line with TAB and its position token
-  --poll DURATION    re-read the logs this often instead of using inotify
-  --stale DURATION   a generating session silent this long is `stale` (default: 10m)
-  --probe DURATION   how often liveness is probed for `lost` (default: 5s)
-  --json-lines       one JSON object per event instead (ts, session, kind, text)
-
-Synthesized events: `stale` and `lost`. A Codex turn that ends in an error
-fires no hook: its rollout says so, and crew-watch records it once
-(`account-blocked` or `turn-failed`; held $CREWFILE_ACCOUNT_HOLD seconds
-from the turn's end, as by crew-hook). SIGTERM or SIGINT: exit 0 after
-the batch being written; its reader gone: 141; the crew directory gone: 6
-(docs/commands/crew-watch.md).
-
-Example: crew-watch --resume C | wake-filter | wake-send firstmate --cursor C
-"""
-
 
 def run(args):
     stop = _Stop()          # first: a SIGTERM during start-up is a clean exit too

@@ -6,19 +6,6 @@ from crewfile.core.errors import PARTIAL
 from crewfile.core.output import json_choice
 from crewfile.wake import inbox
 
-HELP = """\
-inbox-drain NAME
-Print and remove NAME's pending notices, oldest first, one per line:
-`<timestamp> <kind>: <id> <text>`. A notice posted during the drain stays
-for the next one. Drained notices are kept in sessions/NAME/inbox.read.
-
-  --json         a JSON array of objects (ts, kind, id, text)
-  --json-lines   the same objects, one per line
-  --peek         print without removing
-
-Example: inbox-drain firstmate
-"""
-
 
 def run(args):
     json_choice(args, ())                  # a usage error before anything is drained

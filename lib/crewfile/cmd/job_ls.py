@@ -6,18 +6,6 @@ from crewfile.core.errors import PARTIAL
 from crewfile.core.output import age_text, json_document, table
 from crewfile.core.text import escape
 
-HELP = """\
-job-ls
-List the jobs, oldest first: handle, session, state, code, who heard it, age, label.
-
-  --json   a JSON array, one object per job (every field job-ls knows)
-
-A job whose files are damaged is listed as `damaged` and named on stderr;
-the exit code is then 5 (docs/commands/job-ls.md).
-
-Example: job-ls | awk '$5 == "no" || $5 == "no!"'    # outcomes nobody heard
-"""
-
 
 def run(args):
     rows = list_jobs(crew(args), full=bool(args.json))

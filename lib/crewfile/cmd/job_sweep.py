@@ -6,19 +6,6 @@ from crewfile.core.durations import parse_duration
 from crewfile.core.errors import PARTIAL
 from crewfile.core.text import escape
 
-HELP = """\
-job-sweep
-Remove finished jobs whose outcome was heard, once past their retention.
-
-  --older-than DURATION           retention of a heard outcome, from when it was heard (default: 10m)
-  --unheard-older-than DURATION   retention of an outcome nobody heard, from its end, and of a lost job (default: 7d)
-
-Prints the removed handles; a running job is never removed; a job whose
-files are damaged is kept and named on stderr (exit 5; docs/commands/job-sweep.md).
-
-Example: job-sweep --older-than 1h
-"""
-
 
 def run(args):
     older = (parse_duration(args.older_than, "--older-than", positive=False)

@@ -7,20 +7,6 @@ from crewfile.cli import crew
 from crewfile.core.durations import parse_count, parse_duration
 from crewfile.core.errors import JOB_ERROR as ERROR_EXIT, SystemFailure     # noqa: F401 (cli.py reads it)
 
-HELP = """\
-job-wait HANDLE
-Wait for job HANDLE to end; print a result line, then the output's tail.
-
-  --timeout DURATION   give up after DURATION (e.g. 90, 30s, 10m, 1h30m); exit 124
-  --tail N   how many lines of output to print (default: 10, at most 1000000)
-  --all      print all the output kept (instead of the tail)
-
-Exits with the job's code (128+N for signal N); 122 heard already by a
-notice, 124 timed out, 125 lost or job-wait's own failure. An outcome is
-heard once (docs/commands/job-wait.md).
-
-Example: job-wait j-4f2a9c --timeout 10m || echo "deploy failed: $?"
-"""
 # cli.leave(): the answer is out; a caller waiting on our exit would sit
 # through the interpreter's teardown (~10 ms measured), and a --timeout's
 # thread may still be blocked in flock(2)

@@ -9,28 +9,6 @@ from crewfile.nudges.schedules import add
 from crewfile.session import delivery
 from crewfile.session.sessions import Session
 
-HELP = """\
-nudge-add [options]
-Schedule a nudge: TEXT typed into a session's pane when it is due and safe.
-
-  --session NAME           the session, by name
-  --session-key KEY        ... or by the orchestrator's handle
-  --agent-session-id ID    ... or by the agent's own session id
-  --every DURATION         the floor between attempts (e.g. 90, 30m, 1h30m, 2d)
-  --message TEXT           what to type (one line, no control characters)
-  --max N                  disarm after N attempts (default: 100, or the replaced schedule's)
-  --until MOMENT           disarm then ('2026-12-01 08:00', '08:00', 3h; default: none)
-  --user USER              whose schedule (default: $USER)
-  --replace                replace the user's schedule for that session: same id,
-                           attempts from 0, --max and --until kept unless given
-
-Exactly one of --session, --session-key, --agent-session-id. One schedule per
-(user, session): a second is refused (exit 1) unless --replace. Prints the
-schedule id (docs/commands/nudge-add.md).
-
-Example: nudge-add --session builder --every 1800 --message 'continue; record blockers'
-"""
-
 
 def run(args):
     missing = [flag for flag, given in (("--every", args.every), ("--message", args.message))

@@ -7,26 +7,6 @@ from crewfile.core.records import escape, timestamp
 from crewfile.nudges.nudge import own_loops
 from crewfile.nudges.schedules import load_all
 
-HELP = """\
-nudge-ls
-List nudge schedules, one per line.
-
-  --json   a JSON array of the schedule objects (the files' contents)
-  --user USER   only USER's schedules
-
-Columns: ID USER SESSION EVERY ATTEMPTS (n/max) ARMED LAST (last attempt's
-time, or -) OUTCOME (delivered, failed, refused, disarmed, or -) UNTIL (when
-it disarms itself: nudge-add --until; or -) OWN (how many cron jobs of
-the target's own are armed: Claude Code's session-only ones its last Stop
-listed and the durable ones in its .claude/scheduled_tasks.json, and one
-for an armed /goal; while there is one the nudge is held, reason own-loop; - where no one session is
-the target) and REASON (last on the line). A file in nudges/ that is not a schedule (damaged, a
-symlink) is listed with `?` in every column and REASON `error: <why>` (in
---json: {"id", "error"}), named on stderr, and the exit code is 5.
-
-Example: nudge-ls | awk '$6 == "no"'     # disarmed schedules
-"""
-
 
 def run(args):
     bad = []

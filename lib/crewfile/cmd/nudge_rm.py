@@ -5,15 +5,6 @@ from crewfile.core.errors import NOT_FOUND, NotFound
 from crewfile.core.text import escape
 from crewfile.nudges.schedules import remove
 
-HELP = """\
-nudge-rm ID...
-Remove nudge schedules by id (see nudge-ls).
-
-Exit 3 if an id names no schedule (the others are still removed).
-
-Example: nudge-rm n3fa2c19b07
-"""
-
 
 def run(args):
     c = crew(args)

@@ -9,21 +9,6 @@ from crewfile.core.text import escape
 from crewfile.nudges.nudge import LOCK_WAIT, tick, tick_lock
 from crewfile.nudges.nudgewatch import watch
 
-HELP = """\
-nudge-tick
-Run every due nudge schedule once (from cron), or keep doing it with --watch.
-
-  --watch    stay running: tick when a log or a schedule changes, and every 60 s
-  --quiet    print nothing (errors still go to stderr)
-  --crontab  print the crontab line that ticks every minute for this crew
-
-Prints `<timestamp> ID SESSION OUTCOME: REASON` per schedule acted on. Exit 1
-at once when another nudge-tick runs; 5 when a file in nudges/ was skipped
-(docs/commands/nudge-tick.md).
-
-Example: (crontab -l; nudge-tick --crontab) | crontab -
-"""
-
 
 def run(args):
     c = crew(args)

@@ -7,19 +7,6 @@ from crewfile.core.errors import PARTIAL
 from crewfile.core.output import json_choice, table
 from crewfile.core.text import escape
 
-HELP = """\
-report-ls
-List aside reports, oldest first: STATE ASIDE TIME PATH, STATE `new` or
-`cur`. A file there that cannot be a report: exit 5 (docs/commands/report-ls.md).
-
-  --json         a JSON array of objects (state, aside, time, path, scrollback, size)
-  --json-lines   the same objects, one per line
-  --new          only reports not yet reconciled
-  --aside NAME   only the reports of aside NAME
-
-Example: report-ls --new | tail -n +2 | while read -r state aside time path; do aside-reconcile "$aside"; done
-"""
-
 
 def run(args):
     states = (paths.REPORT_NEW,) if args.new else (paths.REPORT_NEW, paths.REPORT_CUR)

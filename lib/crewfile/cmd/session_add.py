@@ -8,44 +8,6 @@ from crewfile.core.text import escape
 from crewfile.session import fromregistry
 from crewfile.session.sessions import is_registered, record_agent, register
 
-HELP = """\
-session-add NAME
-Register a session: write its metadata and a `registered` record.
-
-  --kind KIND                crew, aside or primary (default: crew)
-  --exempt                   exempt from wake supervision (asides always are)
-  --tmux TARGET              its tmux pane or window (stored as the pane id)
-  --pid PID                  its agent's process (stored with its start time)
-  --cwd DIR                  its working tree (an existing directory)
-  --session-key KEY          the orchestrator's handle for its conversation
-  --agent-session-id ID      the agent's own session id (e.g. Claude Code's)
-  --user USER                whose session it is (default: $USER, else
-                             the password database's name for your uid)
-  --from-registry            take the agent process, its start time, its
-                             conversation id, cwd and pane from the agent
-                             CLI's own registry (Claude Code's
-                             sessions/PID.json): the agent in the --tmux
-                             pane, the --pid process, else this command's
-                             nearest ancestor with an entry; checked
-                             against /proc and the pane first
-  --adopt ID                 the same for a background session (claude --bg):
-                             ID is its short id or its conversation id;
-                             watched through its process, never typed into
-  --registry DIR             the registry to read (default:
-                             $CLAUDE_CONFIG_DIR/sessions, else
-                             ~/.claude/sessions)
-
-A name already registered and not ended is refused (exit 1), except for
-`session-add NAME --pid PID` alone: it records the agent of a registration
-that has none (its liveness was unknown until then).
-With --from-registry or --adopt, a NAME registered and not ended is
-repaired: moved to the registry's process when its own is gone (or is that
-process), if the entry is in its pane or its conversation; `registered`
-is appended.
-
-Example: session-add w1 --tmux crew:1 --cwd ~/src/app
-"""
-
 
 def run(args):
     if args.from_registry or args.adopt is not None:

@@ -7,20 +7,6 @@ from crewfile.core.text import escape
 from crewfile.session.sessions import Session, names, state
 from crewfile.session.verdict import AGENT_UNKNOWN, SERVER_UNKNOWN, Look
 
-HELP = """\
-session-ls
-The crew at a glance: one line per registered session.
-
-  --json   a JSON array of the objects status-show --json prints
-  --all    include ended sessions (default: only those not ended)
-
-Columns: NAME KIND EXEMPT LIVE GEN AGE LAST CWD. A session whose files cannot
-be used is listed with `?` and named on stderr: exit 5
-(docs/commands/session-ls.md).
-
-Example: session-ls | awk '$4 == "no"'    # sessions whose window is gone
-"""
-
 
 def run(args):
     c = crew(args)

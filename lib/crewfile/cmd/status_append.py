@@ -7,20 +7,6 @@ from crewfile.core.errors import BadInput, Refused, USAGE
 from crewfile.core.kinds import GUARDED
 from crewfile.session.sessions import Session
 
-HELP = """\
-status-append NAME KIND [TEXT...]
-Append one record `<timestamp> KIND[: TEXT]` to NAME's status log.
-
-KIND `-`: each stdin line is `KIND[: TEXT]`; TEXT `-`: each stdin line is
-a text; a bad line is skipped (exit 2). The guarded kinds (registered,
-captain, captain-done, concluded, closed, ended, respawned: protocol.md,
-"Record kinds") are refused (exit 1), a `problem` record
-(docs/commands/status-append.md).
-
-Example: status-append w1 paused awaiting captain
-         make 2>&1 | status-append w1 log -
-"""
-
 
 def run(args):
     sess = Session(crew(args), args.name)

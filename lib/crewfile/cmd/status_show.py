@@ -11,21 +11,6 @@ from crewfile.core.output import age_text
 from crewfile.core.text import escape
 from crewfile.session.sessions import Session, state
 
-HELP = """\
-status-show NAME
-Show NAME's current state: last record, its age, live, generating.
-
-  --json   one JSON object instead of `key: value` lines
-  --last N   also print the last N records (default: none, at most 1000000)
-  --since MOMENT   also print the records since MOMENT ('2026-11-30 09:00',
-                   '09:00', 2h ago); with --last N, at most the last N of them
-
-live and generating are yes, no or unknown; a `paused` record does not end
-a turn: generating stays yes until `turn-ended` (docs/commands/status-show.md).
-
-Example: status-show w1 --json | jq .generating
-"""
-
 
 def run(args):
     sess = Session(crew(args), args.name)
