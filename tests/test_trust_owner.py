@@ -439,3 +439,21 @@ def test_a_session_directory_that_cannot_be_used_is_named_and_its_schedule_held(
     finally:
         if how == "mode-000":
             os.chmod(d, 0o700)
+
+
+def test_a_tmux_server_another_user_may_not_reach_is_unknown_not_gone(tmux, other_user):
+    """tmux answers `error connecting to SOCKET (Permission denied)` for a
+    server whose socket another user may not reach. Read as gone, the
+    session would be not-live: a schedule disarmed, crew-respawn free to
+    start its agent again. It is unknown; a socket with nothing behind it
+    is still gone."""
+    ask = ("import sys; sys.path.insert(0, {lib!r}); from crewfile.session.tmux import Server;"
+           " s = Server({sock!r}); print(s.state); print(s.error)")
+    nothing = os.path.join(tempfile.gettempdir(), f"crewfile-no-tmux-{os.getpid()}")
+    said = {}
+    for sock in (tmux.sock, nothing):
+        r = other_user.run([other_user.python, "-c", ask.format(lib=other_user.lib, sock=sock)])
+        assert r.returncode == 0, r.stderr
+        said[sock] = r.stdout.split("\n")[:2]
+    assert said[tmux.sock][0] == "unknown" and "Permission denied" in said[tmux.sock][1], said
+    assert said[nothing][0] == "gone", said

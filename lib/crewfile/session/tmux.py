@@ -57,7 +57,11 @@ def _run(args, env, socket):
             proc.stderr.decode("utf-8", "replace"))
 
 
-_GONE = ("no server running", "error connecting", "server exited", "lost server")
+# Nothing answers on the socket. tmux says `error connecting to SOCKET (WHY)`
+# for any failed connect: gone only for these two, never for another's
+# socket we may not reach (Permission denied): that is unknown.
+_GONE = ("no server running", "server exited", "lost server",
+         "(No such file or directory)", "(Connection refused)")
 _EMPTY = ("no current target", "no sessions")
 
 
