@@ -9,7 +9,7 @@ import sys
 
 from conftest import wait_for
 from crewfile.core import locks, logfile, paths
-from crewfile.session.delivery import Answer
+from crewfile.session.delivery import DRAFT, UNCONFIRMED, Answer
 from crewfile.session.sessions import Session, register
 from crewfile.wake import announce, inbox
 from crewfile.wake.wakesend import Sender
@@ -58,6 +58,15 @@ def holder_pid(crew):
     words = locks.holder(lock_path(crew))
     assert words.startswith("pid "), words
     return int(words.split()[1])
+
+
+def hold_lock(path):
+    """A process holding the flock on *path* (kill it to let go)."""
+    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+                               "fcntl.flock(fd, fcntl.LOCK_EX)\ntime.sleep(600)", path])
+    wait_for(lambda: locks.is_held(path), what=f"{path} held")
+    return holder
 
 
 def test_a_wake_is_announced_on_stderr_with_exit_2_and_stays_pending(crew):
@@ -139,11 +148,8 @@ def test_wake_send_types_nothing_while_armed_and_types_once_it_is_not(crew):
     said, logged = [], []
     s = Sender(crew, "boss", clock=lambda: 0.0, log=logged.append,
                deliver=lambda sess, text: (said.append(text) or True, Answer("delivered")))
-    holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
-                               "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
-                               "fcntl.flock(fd, fcntl.LOCK_EX)\ntime.sleep(600)", lock_path(crew)])
+    holder = hold_lock(lock_path(crew))
     try:
-        wait_for(lambda: announce.armed(sess), what="the lock held")
         s.wake(f"{TS} w1 done: shipped")
         assert s.flush()
         assert s.tick() is False and said == []
@@ -165,6 +171,75 @@ def test_wake_send_does_not_type_what_the_channel_announced(crew):
     s.flush()
     announce.mark(sess, [n.id for n in inbox.pending(crew, "boss")])
     assert s.tick() is False and said == []
+
+
+def typed_then(code, meanwhile):
+    """A deliver for Sender: takes deliver.lock and types (as delivery.deliver
+    does), lets go of it, runs *meanwhile* (what another process does next),
+    then answers *code*: the order in which a waiter arming at the turn's end
+    meets a typed announcement it could not see through deliver.lock."""
+    def deliver(sess, text):
+        with locks.hold(os.path.join(sess.dir, paths.DELIVER_LOCK), 0):
+            pass                                # typed, Enter pressed
+        meanwhile()
+        return code == "delivered", Answer(code)
+    return deliver
+
+
+def test_a_typed_announcement_unconfirmed_is_not_announced_again_by_the_waiter(crew):
+    """Enter pressed, the prompt line cleared, the typed turn's record late
+    (unconfirmed): deliver.lock is let go while the primary's records still
+    say idle. A waiter deciding then must see the typed announcement."""
+    sess = primary(crew)
+    said = []
+
+    def waiter_decides():
+        said.append(finish(waiter(crew, wait=1))[:2])   # one whole waiter, decided
+    s = Sender(crew, "boss", clock=lambda: 0.0,
+               deliver=typed_then(UNCONFIRMED, waiter_decides))
+    s.wake(f"{TS} w1 done: shipped")
+    s.flush()
+    assert s.tick() is False
+    assert said == [(0, "")]                    # the waiter announced nothing
+    nid = inbox.pending(crew, "boss")[0].id
+    assert announce.announced(sess) == {nid}
+    assert finish(waiter(crew, wait=1))[:2] == (0, "")      # nor does the next one
+
+
+def test_a_typed_announcement_refused_leaves_the_wakes_to_the_waiter(crew):
+    """The other way round: the typing refused (a draft), a waiter that armed
+    meanwhile announces once the typed attempt is over: no wake is lost."""
+    sess = primary(crew)
+    armed = []
+
+    def waiter_arms():
+        armed.append(waiter(crew, wait=60))
+        wait_for(lambda: announce.armed(sess), what="the waiter armed")
+    s = Sender(crew, "boss", clock=lambda: 0.0, deliver=typed_then(DRAFT, waiter_arms))
+    s.wake(f"{TS} w1 done: shipped")
+    s.flush()
+    assert s.tick() is False
+    assert finish(armed[0]) == (2, "", SAID + "\n")
+    assert announce.announced(sess) == {n.id for n in inbox.pending(crew, "boss")}
+
+
+def test_wake_send_decides_nothing_while_the_waiter_decides(crew):
+    """announce.lock held (here by another process, as the waiter holds it while it
+    decides and records): wake-send types nothing, and types once it is free."""
+    primary(crew)
+    said = []
+    s = Sender(crew, "boss", clock=lambda: 0.0,
+               deliver=lambda sess, text: (said.append(text) or True, Answer("delivered")))
+    s.wake(f"{TS} w1 done: shipped")
+    s.flush()
+    path = os.path.join(crew.session_dir("boss"), paths.ANNOUNCE_LOCK)
+    holder = hold_lock(path)
+    try:
+        assert s.tick() is False and said == []
+    finally:
+        holder.kill()
+        holder.wait()
+    assert s.tick() is True and said == [SAID]
 
 
 def test_a_turn_the_waiter_woke_counts_as_a_wake_turn(tmp_path):

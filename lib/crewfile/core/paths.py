@@ -19,6 +19,7 @@ TRANSCRIPT_SUFFIX = ".transcript"
 TRANSCRIPT = "transcript"         # sessions/NAME/transcript.TS, the TS of its scrollback
 DELIVER_LOCK = "deliver.lock"
 REWAKE_LOCK, ANNOUNCED = "rewake.lock", "announced"
+ANNOUNCE_LOCK = "announce.lock"     # held from deciding an announcement to recording it
 ACTS = "acts"
 TOKENS_CACHE = "tokens.cache"
 NUDGES_LOCK, NUDGE_TICK_LOCK = "nudges", "nudge-tick"     # files under locks/

@@ -1,6 +1,7 @@
 """Which of a session's wake notices have been announced, by either path
 (wake-send typing, or the waiter of crewfile.wake.rewake), and whether that
-waiter is armed: sessions/NAME/announced and rewake.lock (docs/files/inbox.md).
+waiter is armed: sessions/NAME/announced, rewake.lock and announce.lock
+(docs/files/inbox.md, docs/files/locks.md).
 """
 import os
 
@@ -20,6 +21,14 @@ def path_of(sess, name):
 def armed(sess):
     """True if a waiter holds NAME's channel (a live process holds the lock)."""
     return locks.is_held(path_of(sess, paths.REWAKE_LOCK))
+
+
+def deciding(sess):
+    """NAME's announce.lock, one try: a Lock, or None while the other path
+    holds it. Each path holds it from its decision to announce to its record
+    in `announced`, so each decides on what the other recorded (a typed
+    announcement lets go of deliver.lock before it can record)."""
+    return locks.acquire(path_of(sess, paths.ANNOUNCE_LOCK), timeout=0)
 
 
 def announced(sess):

@@ -18,7 +18,7 @@ from crewfile.core.logfile import TailStats
 from crewfile.core.notify import DirWatch
 from crewfile.session import delivery, verdict
 from crewfile.wake import inbox
-from crewfile.wake.announce import announced, mark, path_of
+from crewfile.wake.announce import announced, deciding, mark, path_of
 from crewfile.wake.wakesend import DEFAULT_SAY, message
 
 MARGIN = 60.0           # seconds a waiter ends before its hook's timeout
@@ -79,18 +79,22 @@ def try_announce(sess):
     later = typing(sess, delivery.captain_quiet())
     if later:
         return None, later
-    held = locks.acquire(path_of(sess, paths.DELIVER_LOCK), timeout=0)
-    if held is None:
-        return None, 0.5        # a typed delivery is under way: it ends a turn or fails
-    with held:
-        waiting, fresh = unannounced(sess)      # afresh, under the lock
-        if not fresh or not idle(sess)[0]:
-            return None, None
-        mark(sess, [n.id for n in waiting])
-        # The turn it starts is running from now, not from the CLI's own
-        # UserPromptSubmit a moment later: in between, an unarmed channel and
-        # an ended turn would let wake-send type into that turn.
-        sess.append("turn-started", "rewake")
+    decision = deciding(sess)
+    if decision is None:
+        return None, 0.5        # wake-send is announcing: what it records decides
+    with decision:
+        held = locks.acquire(path_of(sess, paths.DELIVER_LOCK), timeout=0)
+        if held is None:
+            return None, 0.5    # a typed delivery is under way: it ends a turn or fails
+        with held:
+            waiting, fresh = unannounced(sess)      # afresh, under the locks
+            if not fresh or not idle(sess)[0]:
+                return None, None
+            mark(sess, [n.id for n in waiting])
+            # The turn it starts is running from now, not from the CLI's own
+            # UserPromptSubmit a moment later: in between, an unarmed channel and
+            # an ended turn would let wake-send type into that turn.
+            sess.append("turn-started", "rewake")
     return message(waiting, DEFAULT_SAY, sess.name), None
 
 

@@ -205,13 +205,33 @@ class Sender(stream.Taker):
     def tick(self):
         """Announce what waits, if the primary can take it now. True if typed."""
         self.due_at = None
+        if self._unannounced() is None:
+            return False
+        try:
+            decision = announce.deciding(self.sess)
+        except CrewfileError as e:
+            return self._cannot(e)
+        if decision is None:        # the other path is deciding: what it records decides
+            self.due_at = self.clock() + self.retry
+            return False
+        with decision:
+            # Decided and recorded under announce.lock: the waiter, deciding
+            # next, sees what was typed, though deliver.lock is let go before
+            # the record is made (and before the typed turn's record comes).
+            found = self._unannounced()         # afresh, under the lock
+            return found is not None and self._type(*found)
+
+    def _unannounced(self):
+        """(the wakes waiting, their ids, those of them to announce), or None
+        when there is nothing to announce now (due_at says when to look again)."""
         try:
             waiting = [n for n in inbox.pending(self.crew, self.primary) if n.kind == "wake"]
             told = announce.announced(self.sess)    # by either path: the waiter too
         except NotFound:
-            return False            # flush() says so; nothing can be waiting
+            return None             # flush() says so; nothing can be waiting
         except CrewfileError as e:
-            return self._cannot(e)
+            self._cannot(e)
+            return None
         ids = {n.id for n in waiting}
         self.announced |= ids & told
         fresh = [n for n in waiting if n.id not in self.announced]
@@ -222,7 +242,11 @@ class Sender(stream.Taker):
         if not fresh and not partly:
             if waiting:
                 self.due_at = self.clock() + self.retry     # watch for a partial take
-            return False
+            return None
+        return waiting, ids, fresh
+
+    def _type(self, waiting, ids, fresh):
+        """Type the announcement unless the waiter is armed; record it. True if typed."""
         if announce.armed(self.sess):
             # Its waiter announces them, with no keystroke; if it ends first
             # (timed out, killed, the session cleared), typing takes over.
