@@ -254,6 +254,24 @@ def test_a_respawned_agent_is_not_nudged_before_its_start_hook_says_which_conver
     wait_for(lambda: captain_lines(sess) == ["next words"], what="the nudge as its input")
 
 
+def test_a_spent_schedule_left_armed_is_disarmed_never_attempted_past_max(crew, tmux, tmp_path):
+    """A tick stopped between counting its last attempt and disarming (killed,
+    its machine rebooted) leaves a spent schedule armed: the next due tick
+    disarms it; it never types an `attempt 2/1`."""
+    sess, pane = agent(crew, tmux, "w1", cwd=str(tmp_path))
+    sid = add("--session", "w1", "--every", "60", "--message", "next", "--max", "1")
+    path = os.path.join(crew.root, "nudges", sid)
+    s = json.load(open(path))
+    s["attempts"] = 1                         # counted, then the tick was stopped
+    replace(path, json.dumps(s))
+    make_due(crew, sid)
+    assert f"{sid} w1 disarmed: max: 1 of 1 attempts made" in tick()
+    assert nudge_records(sess) == [("nudge-disarmed", f"{sid} max: 1 of 1 attempts made")]
+    assert captain_lines(sess) == []
+    assert (sched(crew, sid)["armed"], sched(crew, sid)["attempts"]) == (False, 1)
+    assert tick() == ""
+
+
 def _scheduled(crew, tmux, tmp_path, name, command):
     """A pane running *command* (it draws `ready> `), registered idle as
     *name*, and a schedule of 2 attempts at it: (session, pane, schedule id)."""
