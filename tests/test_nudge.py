@@ -215,6 +215,63 @@ def test_no_prompt_on_screen_refuses_and_keeps(crew, tmux, tmp_path):
     assert sched(crew, sid)["attempts"] == 0
 
 
+def test_a_respawned_agent_is_not_nudged_before_its_start_hook_says_which_conversation(
+        crew, tmux, tmp_path):
+    """Right after crew-respawn the newest turn records are the earlier
+    process's (`turn-ended`: not generating), and a Gemini's start hook, slow,
+    has not recorded `started` yet: which conversation the pane holds is not
+    known, so a due nudge is refused (`starting`), nothing typed, and kept;
+    once `started` is recorded, the next tick delivers."""
+    from conftest import crash_and_respawn
+    from crewfile.session.sessions import Session
+    opened = str(tmp_path / "start-hook-runs")
+    open(opened, "w").close()
+    agent = f"env FAKE_START_GATE={opened} {sys.executable} {FAKE} --conversation"
+    r = subprocess.run([sys.executable, os.path.join(REPO, "bin", "crew-spawn"), "w1",
+                        "--agent", "gemini", "--cmd", agent, "--no-worktree",
+                        "--tmux-session", "crew"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    sess = Session(crew, "w1")
+    wait_for(lambda: "started" in kinds(sess), what="the first start hook's record")
+    conversation = sess.reread().meta["agent_session_id"]
+    os.unlink(opened)                         # the respawned agent's start hook is slow
+    sess = crash_and_respawn(tmux, sess, f"{agent} --resume {conversation}")
+    pane = sess.meta["tmux"]
+    tmux.wait_screen(pane, "ready>")
+    sid = add("--session", "w1", "--every", "600", "--message", "next words", "--max", "3")
+    make_due(crew, sid)
+    out = tick()
+    assert f"{sid} w1 refused: starting: its start hook has not recorded which" in out, out
+    assert "next words" not in tmux.screen(pane)
+    assert captain_lines(sess) == []
+    s = sched(crew, sid)
+    assert (s["attempts"], s["armed"], s["last_code"]) == (0, True, "starting")
+    assert nudge_records(sess)[-1][0] == "nudge-refused"
+    open(opened, "w").close()                 # its start hook runs
+    wait_for(lambda: kinds(sess)[-1] == "started", what="the respawned agent's started")
+    assert f"{sid} w1 delivered: attempt 1/3: delivered" in tick()
+    wait_for(lambda: captain_lines(sess) == ["next words"], what="the nudge as its input")
+
+
+def test_a_spent_schedule_left_armed_is_disarmed_never_attempted_past_max(crew, tmux, tmp_path):
+    """A tick stopped between counting its last attempt and disarming (killed,
+    its machine rebooted) leaves a spent schedule armed: the next due tick
+    disarms it; it never types an `attempt 2/1`."""
+    sess, pane = agent(crew, tmux, "w1", cwd=str(tmp_path))
+    sid = add("--session", "w1", "--every", "60", "--message", "next", "--max", "1")
+    path = os.path.join(crew.root, "nudges", sid)
+    s = json.load(open(path))
+    s["attempts"] = 1                         # counted, then the tick was stopped
+    replace(path, json.dumps(s))
+    make_due(crew, sid)
+    assert f"{sid} w1 disarmed: max: 1 of 1 attempts made" in tick()
+    assert nudge_records(sess) == [("nudge-disarmed", f"{sid} max: 1 of 1 attempts made")]
+    assert captain_lines(sess) == []
+    assert (sched(crew, sid)["armed"], sched(crew, sid)["attempts"]) == (False, 1)
+    assert tick() == ""
+
+
 def _scheduled(crew, tmux, tmp_path, name, command):
     """A pane running *command* (it draws `ready> `), registered idle as
     *name*, and a schedule of 2 attempts at it: (session, pane, schedule id)."""

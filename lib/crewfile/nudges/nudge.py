@@ -156,6 +156,11 @@ def tick(crew, world=None, bad=None):
             continue
         if due_in(sched, now) > 0:
             continue
+        if sched["attempts"] >= sched["max"]:
+            # Spent yet armed: a tick stopped between counting its last attempt
+            # and disarming. Never an attempt past max.
+            out.append(_disarm(crew, world, sched, _find(world, sched)[0], _spent(sched)))
+            continue
         result = _decide(crew, world, sched, now, nudged)
         if result:
             out.append(result)
@@ -241,8 +246,12 @@ def _decide(crew, world, sched, now, nudged):
     outcome = DELIVERED if ok else UNCONFIRMED if answer.code == delivery.UNCONFIRMED else FAILED
     result = _record(crew, world, sched, name, outcome, answer, text=text)
     if attempts >= sched["max"]:
-        _disarm(crew, world, sched, name, Answer(MAX, f"{attempts} of {sched['max']} attempts made"))
+        _disarm(crew, world, sched, name, _spent(sched))
     return result
+
+
+def _spent(sched):
+    return Answer(MAX, f"{sched['attempts']} of {sched['max']} attempts made")
 
 
 def _say_once(crew, world, sched, name, problem):

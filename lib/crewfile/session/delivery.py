@@ -11,11 +11,9 @@ import struct
 import termios
 import time
 
-from crewfile.agents import load
 from crewfile.core import paths
 from crewfile.core.errors import BadInput, SystemFailure
 from crewfile.core.kinds import TURN_STATE
-from crewfile.core.liveness import started_at
 from crewfile.core.locks import acquire
 from crewfile.core.logfile import TailStats
 from crewfile.session import tmux, verdict
@@ -33,6 +31,7 @@ GENERATING = "generating"
 STATE_UNKNOWN = "state-unknown"   # no turn record to go by
 DIALOG = "permission-dialog"
 ACCOUNT_BLOCKED = verdict.ACCOUNT_BLOCKED   # the account stopped its turn; the block stands
+STARTING = verdict.STARTING       # its start hook has not said which conversation it is
 BACKGROUND = "background-tasks"   # its turn ended with background tasks still running
 IN_PROGRESS = "delivery-busy"     # another delivery holds deliver.lock
 FAILED = "failed"                 # tmux failed, or the typed text never showed
@@ -49,7 +48,7 @@ UNREAD_SECONDS = 15.0             # how long typed keys may wait unread for a st
 TAKEN_SECONDS = 2.0               # after Enter: how long the text may stay on the prompt line
 RECORD_SECONDS = 15.0             # after Enter: how long a recording agent's hook may take
 START_SECONDS = 60.0              # after the first Enter of an agent process that starts
-#                                   with it (enters_once, still_starting): its start, then
+#                                   with it (enters_once, verdict.still_starting): its start, then
 #                                   its SessionStart hook
 MAX_TEXT = 4096
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
@@ -103,6 +102,9 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
     if v.foreground != verdict.YES:
         return Answer(NOT_FOREGROUND, "another process holds the pane's terminal"
                       if v.foreground == verdict.NO else "cannot tell what holds the pane"), v
+    starting = verdict.not_yet_known(sess)
+    if starting is not None:       # the turn records below are an earlier process's
+        return starting, v
     if v.dialog == verdict.YES:
         return Answer(DIALOG, "a permission dialog is up"), v
     if v.account is not None:
@@ -165,7 +167,7 @@ def deliver(sess, text, look=None, now=None, quiet=None):
                                              " Enter not pressed, the text is left there unsent")
         recorded = records_prompts(sess)
         once = enters_once(sess)
-        starting = once and still_starting(sess)
+        starting = once and verdict.still_starting(sess)
         mark = PROMPT_MARK if recorded else None
         before = _turn_mark(sess, mark)
         kinds = FIRST_SIGNS if starting else TAKEN_SIGNS
@@ -237,7 +239,7 @@ def _keys_unread(pid):
 def records_prompts(sess):
     """Does the session's agent record each prompt it takes? Then its record,
     not the screen, is the evidence (protocol.md, Delivery)."""
-    agent = _adapter(sess)
+    agent = verdict.adapter(sess)
     if agent is None or "UserPromptSubmit" not in agent.EVENTS.values():
         return False
     return sess.newest_this_life(lambda rec: rec.kind in ("started", "turn-started")) is not None
@@ -256,34 +258,14 @@ def enters_once(sess):
     START_WITH_FIRST_PROMPT)? It shows the typed text until its hooks have
     run, and takes an Enter pressed meanwhile as the same prompt again: the
     text still shown is no sign the first Enter was dropped."""
-    return getattr(_adapter(sess), "START_WITH_FIRST_PROMPT", False)
-
-
-def still_starting(sess):
-    """Has the session's agent process not run its SessionStart yet? No
-    `started` record in the session's life, or only ones older than the
-    process (meta `pid_start`): a respawned Codex's comes with its first
-    prompt too, and its start may take longer than RECORD_SECONDS loaded."""
-    started = sess.newest_this_life(lambda rec: rec.kind == "started")
-    if started is None:
-        return True
-    start = sess.meta.get("pid_start")
-    return isinstance(start, int) and start >= 0 and started.time < started_at(start)
-
-
-def _adapter(sess):
-    """The session's agent adapter (crewfile.agents), or None for a name it does not know."""
-    try:
-        return load(sess.meta.get("agent") or "claude")
-    except BadInput:
-        return None
+    return getattr(verdict.adapter(sess), "START_WITH_FIRST_PROMPT", False)
 
 
 def _wait_once(sess, recorded, starting, kinds, before, pane, socket, holds, placeholder):
     """After the one Enter of an agent that enters_once: (delivered, Answer).
     Delivered on a new record of *kinds* (*before*: the newest before Enter)
     within RECORD_SECONDS, START_SECONDS while its process is *starting*
-    (still_starting), or, for a session that records no prompts yet, on the
+    (verdict.still_starting), or, for a session that records no prompts yet, on the
     screen's word (the text left the prompt line: an agent without
     crew-hook); else unconfirmed, never Entered again."""
     start, shown = time.monotonic(), True

@@ -9,9 +9,11 @@ the detail for people; nothing parses the detail.
 import os
 import time
 
+from crewfile.agents import load
 from crewfile.core import liveness as procs
-from crewfile.core.errors import SystemFailure
+from crewfile.core.errors import BadInput, SystemFailure
 from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
+from crewfile.core.liveness import started_at
 from crewfile.core.records import is_timestamp, parse_timestamp
 
 # liveness
@@ -35,6 +37,7 @@ END_NOT_BELIEVED = "end-not-believed"  # an `ended`/`closed` record, but the age
 REGISTRY_DISAGREES = "registry-disagrees"  # the agent CLI's registry says otherwise
 # why crewfile holds its typing on a live session
 ACCOUNT_BLOCKED = "account-blocked"    # the account stopped its turn; the block stands
+STARTING = "starting"                  # its process is newer than its newest `started`
 # why crewfile holds its own voice (a nudge) on a live session
 OWN_LOOP = "own-loop"                  # the session's own cron jobs or /goal are armed
 OWN_LOOP_MAX_AGE = 30 * 86400          # seconds: the CLI expires a recurring job by then
@@ -244,6 +247,51 @@ def own_loop(sess, recs=None, now=None):
     if not parts:
         return None, problem
     return Answer(OWN_LOOP, "the session's own loop is armed: " + "; ".join(parts)), problem
+
+
+def adapter(sess):
+    """The session's agent adapter (crewfile.agents), or None for a name it does not know."""
+    try:
+        return load(sess.meta.get("agent") or "claude")
+    except BadInput:
+        return None
+
+
+def still_starting(sess):
+    """Has the session's agent process not run its SessionStart yet? No
+    `started` record in the session's life, or only ones older than the
+    process (meta `pid_start`): the records then are an earlier process's."""
+    started = sess.newest_this_life(lambda rec: rec.kind == "started")
+    if started is None:
+        return True
+    start = sess.meta.get("pid_start")
+    return isinstance(start, int) and start >= 0 and started.time < started_at(start)
+
+
+def not_yet_known(sess):
+    """Answer(STARTING, ...) while the session's agent process has not said
+    which conversation it is, else None: its newest `started` (else
+    `registered`, else turn record: what lies within the scan) is older than
+    the process (meta `pid_start`), so the turn records are an earlier
+    process's (after a respawn) and cannot say it is idle. A registration
+    newer than the process (a running agent registered by hand) holds no
+    earlier process's records. Not held: an agent whose SessionStart comes
+    only with its first prompt (START_WITH_FIRST_PROMPT: nothing else would
+    start it; delivery presses Enter once and waits for that record)."""
+    agent = adapter(sess)
+    if (agent is None or "SessionStart" not in agent.EVENTS.values()
+            or getattr(agent, "START_WITH_FIRST_PROMPT", False)):
+        return None
+    start = sess.meta.get("pid_start")
+    if not isinstance(start, int) or start < 0:
+        return None
+    recs = sess.scan()
+    mark = recs.last_of(("started", "registered")) or recs.last_of(TURN_STATE)
+    if mark is None or mark.time >= started_at(start):
+        return None
+    return Answer(STARTING, "its start hook has not recorded which conversation this is"
+                            f" (no `started` record since agent process {sess.meta.get('pid')}"
+                            " began)")
 
 
 def _judge_end(v, meta, look):
