@@ -22,7 +22,9 @@ whose newest user message is not a tool result, first match wins:
      turn fails and the CLI's StopFailure hook fires), `AGENT: <prompt>` (an
      Agent tool call: a general-purpose subagent runs <prompt>, its own turn
      answered by these same rules), `BG: <shell command>` (a Bash call with
-     run_in_background: the command runs on after the turn). The script is for
+     run_in_background: the command runs on after the turn), `BIG: <shell
+     command>` (a Bash call whose reply reports 990,000 input tokens: the CLI
+     compacts before its next request, mid-turn). The script is for
      turns whose prompt the test does not type (a nudge, a slash command).
   2. a line `RUN: <command>` or `SLOW: <seconds>` in that user message.
   3. the reply TEXT (default "ok").
@@ -37,9 +39,9 @@ sent (about 4 characters a token), so a share of tokens means something; a
 request is logged as what was new in it (the user messages after the last
 assistant message) and when it arrived, so a day's log stays linear; and
 with `--soak-primary NAME` the model is the primary's: each wake it is
-shown is answered with a scripted action (see SoakPrimary). Both answer the
-CLI's compaction request (its auto-compact) with a summary in the tags it
-asks for, taking no script line.
+shown is answered with a scripted action (see SoakPrimary). Every model
+answers the CLI's compaction request (its auto-compact) with a summary in the
+tags it asks for, taking no script line.
 """
 import itertools
 import json
@@ -50,6 +52,7 @@ import time
 
 import stand_in
 
+NEAR_FULL = 990_000     # input tokens past Claude Code's auto-compact threshold (~967k)
 USAGE = {"input_tokens": 10, "output_tokens": 2,
          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 SLOW_CAP = 600          # seconds: a typo in a script must not hang a run forever
@@ -64,13 +67,14 @@ class Model:
         self.log, self.script, self.reply = stand_in.Log(log), stand_in.Script(script), reply
         self.ids = itertools.count(1)
         self.then = {}      # a ToolSearch call's id -> the Cron call that answers its result
+        self.big = set()    # ids of the BIG: calls, whose replies report a near-full window
 
     def record(self, raw: bytes) -> None:
         self.log.append(raw)
 
     def usage(self, req, block) -> dict:
-        """What the message says it cost (fixed: only the soak counts it)."""
-        return USAGE
+        """What the message says it cost (fixed but for a BIG: call; only the soak counts it)."""
+        return dict(USAGE, input_tokens=NEAR_FULL) if block.get("id") in self.big else USAGE
 
     def _next_script_line(self):
         return self.script.next_line()
@@ -79,6 +83,8 @@ class Model:
         """(tool_call or None, text, seconds to keep streaming or a path to
         wait for); for a `LIMIT:` line (None, None, the reset epoch seconds)."""
         text, delay = self.reply, 0.0
+        if req.get("tools") and _is_compaction(req):
+            return None, SUMMARY.format(who="the scripted session"), 0.0
         if not req.get("tools") or _is_tool_result(req):
             waiting = [self.then.pop(i, None) for i in _tool_result_ids(req)]
             call = next((c for c in waiting if c), None)
@@ -96,6 +102,10 @@ class Model:
             if verb == "RUN" and call is None:
                 call = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "Bash",
                         "input": {"command": arg, "description": "scripted"}}
+            elif verb == "BIG" and call is None:
+                call = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "Bash",
+                        "input": {"command": arg, "description": "scripted"}}
+                self.big.add(call["id"])
             elif verb == "BG" and call is None:
                 call = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "Bash",
                         "input": {"command": arg, "description": "scripted",

@@ -8,6 +8,7 @@ import pytest
 
 from crewfile.wake import inbox
 from crewfile.core import logfile
+from crewfile.session import verdict
 from crewfile.session.sessions import Session, register
 
 SID = "5683c0de-0000-4000-8000-000000000001"
@@ -101,6 +102,19 @@ def test_unreadable_stdin_exits_0_with_one_line(tmp_path, crew):
                            env=dict(os.environ, CREWFILE_SESSION="w1"))
     assert p.returncode == 0 and p.stdout == ""
     assert p.stderr.splitlines() == ["crew-hook: ?: stdin cannot be read: Bad file descriptor"]
+
+
+def test_a_compaction_mid_turn_is_no_start_and_the_turn_goes_on(crew, run):
+    """Claude Code compacts mid-turn and then runs SessionStart (source
+    compact) while the turn goes on (tests/CLAUDE_FINDINGS.md, "Auto-compact")."""
+    hook(run, payload("SessionStart", source="startup"))
+    hook(run, payload("UserPromptSubmit", prompt="work on it"))
+    p = hook(run, payload("SessionStart", source="compact"))
+    assert (p.returncode, p.stdout, p.stderr) == (0, "", "")
+    assert kinds(crew)[-2:] == [("turn-started", ""), ("compacted", "")]
+    assert verdict.of(Session(crew, "w1")).generating == verdict.YES
+    hook(run, payload("Stop"))
+    assert verdict.of(Session(crew, "w1")).generating == verdict.NO
 
 
 def test_user_prompt_submit_records_captain_and_turn_started(crew, run):

@@ -30,6 +30,9 @@ Adding an agent is one new module here defining:
   TURN_ONLY_ERRORS, LASTING_ERRORS (optional)
                  its names of a turn's errors that end that turn alone, and of the
                  account's stops that time does not lift (stop_record)
+  COMPACTED (optional)
+                 its SessionStart source after compacting the conversation
+                 (recorded `compacted`: the same life, a turn going on)
   RESUME_WRITES_ITS_TRANSCRIPT (optional)
                  True if, resumed, it names a new transcript at SessionStart but
                  writes the conversation's own: the recorded one stays

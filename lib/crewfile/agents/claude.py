@@ -13,6 +13,9 @@ EVENTS = {e: e for e in ("SessionStart", "UserPromptSubmit", "PreToolUse", "Post
 # recorded as `subagent`, never as the session's own turn (2.1.332's payloads:
 # tests/CLAUDE_FINDINGS.md, "StopFailure, subagents and background tasks").
 EVENTS.update({e: "Inside" for e in ("SubagentStop", "TeammateIdle", "TaskCompleted")})
+# SessionStart's source after a compaction, which 2.1.332 runs mid-turn too: a
+# `compacted` record, not a new start (tests/CLAUDE_FINDINGS.md, "Auto-compact").
+COMPACTED = "compact"
 SHELL_TOOLS = ("Bash",)
 PLACEHOLDER = None
 NOTIFICATIONS = {"idle_prompt": ("idle", ""), "permission_prompt": ("waiting", "permission")}

@@ -3,7 +3,8 @@
 """
 
 # The newest of these decides whether a turn is running (`background`: the
-# agent goes on by itself when its background tasks end).
+# agent goes on by itself when its background tasks end). Not `compacted`:
+# the agent compacts its conversation mid-turn too, and goes on working.
 TURN_STATE = {"turn-started": "yes", "waiting": "yes", "background": "yes",
               "turn-ended": "no", "idle": "no", "account-blocked": "no", "turn-failed": "no",
               "started": "no", "ended": "no", "closed": "no", "registered": "no"}

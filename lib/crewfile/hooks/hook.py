@@ -272,6 +272,11 @@ def session_start(ctx):
     if sess is None:
         return _no_session(ctx)
     settle_offered(ctx, sess)
+    if ctx.field("source") and ctx.field("source") == getattr(ctx.agent, "COMPACTED", None):
+        # The conversation was compacted, mid-turn too: the same life, its
+        # turn going on, so a record no turn-state table reads.
+        sess.append("compacted", "")
+        return _started_reply(ctx, sess)
     if sess.meta.get("kind") != "aside" and not sess.ended() and _agent_gone(sess):
         sess.append("ended", "agent process gone")      # it crashed: no SessionEnd ran
     if sess.meta.get("kind") != "aside" and sess.ended():
@@ -291,6 +296,11 @@ def session_start(ctx):
                      transcript_path=transcript,
                      agent=None if sess.meta.get("agent") else ctx.agent.NAME)
     sess.append("started", ctx.field("source") or "")
+    return _started_reply(ctx, sess)
+
+
+def _started_reply(ctx, sess):
+    """An aside's briefing at every start, a compaction's too (the summary may drop it)."""
     if sess.meta.get("kind") == "aside":
         return Reply(_context_output(ctx, aside_briefing(sess, ctx.agent)))
     return Reply()
