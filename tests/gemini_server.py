@@ -31,7 +31,6 @@ the other stand-ins' soak logs have it (tests/soak/checks.py reads them
 alike).
 """
 import json
-import sys
 import time
 
 import stand_in
@@ -212,18 +211,8 @@ class Handler(stand_in.Handler):
         self.wfile.flush()
 
 
-def serve(port=0, log=None, reply="ok", announce=sys.stdout, model=None):
-    model = model or Model(log, reply)
-    stand_in.serve(type("H", (Handler,), {"model": model}), port, announce)
-
-
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    soak = "--soak" in argv
-    argv = [a for a in argv if a != "--soak"]
-    a = stand_in.options(__doc__.split("\n\n")[0], script=soak, argv=argv)
-    serve(a.port, a.log, a.reply,
-          model=SoakModel(a.log, a.reply, a.script) if soak else None)
+    stand_in.main(__doc__, Handler, Model, SoakModel, argv)
 
 
 if __name__ == "__main__":

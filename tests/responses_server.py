@@ -46,7 +46,6 @@ reads both alike).
 """
 import itertools
 import json
-import sys
 import time
 
 import stand_in
@@ -236,18 +235,8 @@ class Handler(stand_in.Handler):
                                                     "usage": self.model.usage(req, item)})
 
 
-def serve(port=0, log=None, reply="ok", announce=sys.stdout, model=None):
-    model = model or Model(log, reply)
-    stand_in.serve(type("H", (Handler,), {"model": model}), port, announce)
-
-
 def main(argv=None):
-    argv = list(sys.argv[1:] if argv is None else argv)
-    soak = "--soak" in argv
-    argv = [a for a in argv if a != "--soak"]
-    a = stand_in.options(__doc__.split("\n\n")[0], script=soak, argv=argv)
-    serve(a.port, a.log, a.reply,
-          model=SoakModel(a.log, a.reply, a.script) if soak else None)
+    stand_in.main(__doc__, Handler, Model, SoakModel, argv)
 
 
 if __name__ == "__main__":

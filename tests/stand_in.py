@@ -158,6 +158,17 @@ def options(description, script=False, argv=None):
     return p.parse_args(argv)
 
 
+def main(doc, handler, model, soak_model, argv=None):
+    """A Codex or Gemini stand-in's command line: *model* answers, or with
+    --soak *soak_model* plays the --script day."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    soak = "--soak" in argv
+    argv = [a for a in argv if a != "--soak"]
+    a = options(doc.split("\n\n")[0], script=soak, argv=argv)
+    answer = soak_model(a.log, a.reply, a.script) if soak else model(a.log, a.reply)
+    serve(type("H", (handler,), {"model": answer}), a.port)
+
+
 # --- the soak's day (tests/soak/day.py), as both stand-ins play it ------------------
 
 class Turn:
