@@ -104,6 +104,11 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
                       if v.foreground == verdict.NO else "cannot tell what holds the pane"), v
     starting = verdict.not_yet_known(sess)
     if starting is not None:       # the turn records below are an earlier process's
+        if screen and typed is None:    # what its screen shows now says more (a dialog's option)
+            who, why = verdict.captain_at(v.pane, v.socket, within=quiet, markers=markers_of(meta),
+                                          placeholder=placeholder_of(meta), look=look, now=now)
+            if who != verdict.NO:
+                return why, v
         return starting, v
     if v.dialog == verdict.YES:
         return Answer(DIALOG, "a permission dialog is up"), v
