@@ -24,6 +24,13 @@ asking to run outside the sandbox, so that Codex asks for approval); otherwise t
 lets the turn end: no guessed sleep). `SPAWN: <message>`: a call of the request's
 `spawn_agent` tool (Codex's subagents, multi_agent) handing the subagent the
 message, which this stand-in then answers as any other request.
+`BIG: <shell command>`: the same call as RUN's, its reply reporting NEAR_FULL input
+tokens (past the auto-compact limit Codex derives for this unknown model): Codex
+compacts before its next request, mid-turn. It asks for the summary in a request of
+its own (no tools, its compaction prompt last), answered with the reply TEXT, then
+goes on from the history it rebuilt, the summary (a user message starting
+SUMMARY_PREFIX) after the user's messages: the tool calls asked for before that
+summary are done (not asked for again), a HOLD before it still holds the reply.
 `FAIL: <code>`: the request is refused with HTTP 429 and the Responses API's
 error body, {"error": {"type", "code": <code>, "message"}} (rate_limit_exceeded
 is the API's passing rate limit; insufficient_quota its account's quota), every
@@ -53,6 +60,9 @@ import stand_in
 USAGE = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
          "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 0},
          "total_tokens": 12}
+NEAR_FULL = 990_000      # input tokens a BIG: call's reply reports
+# How Codex (0.171.0) starts the user message holding a compaction's summary.
+SUMMARY_PREFIX = "Another language model started to solve this problem"
 
 
 OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_output")
@@ -72,6 +82,8 @@ class Model:
         return None
 
     def usage(self, req, item):
+        if item.get("type") == "function_call" and run_directive(req, "BIG: ") is not None:
+            return dict(USAGE, input_tokens=NEAR_FULL, total_tokens=NEAR_FULL + 2)
         return USAGE
 
 
@@ -147,6 +159,8 @@ def run_directive(req, word="RUN: "):
         if item.get("role") == "assistant" or item.get("type") in MODEL_OUTPUTS:
             return None
         if item.get("role") == "user":
+            if word != "HOLD: " and any(t.startswith(SUMMARY_PREFIX) for t in _texts(item)):
+                return None         # a compaction's summary: the calls before it are done
             for text in _texts(item):
                 for line in text.splitlines():
                     if line.startswith(word):
@@ -195,6 +209,8 @@ class Handler(stand_in.Handler):
                                                   "status": "in_progress", "output": []})
         planned = self.model.turn(req)
         cmd, tool = planned.run if planned else run_directive(req), shell_tool(req)
+        if cmd is None and not planned:
+            cmd = run_directive(req, "BIG: ")
         spawn = run_directive(req, "SPAWN: ") if cmd is None else None
         ask = run_directive(req, "ASK: ") if cmd is None else None
         if ask is not None and tool == "exec_command":

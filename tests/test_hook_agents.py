@@ -32,6 +32,7 @@ from crewfile.agents import install
 from crewfile.wake import inbox
 from crewfile.core import logfile
 from crewfile.hooks.hook import handle, load_agent
+from crewfile.session import verdict
 from crewfile.session.sessions import Session, register
 
 SID = "019a0000-0000-7000-8000-00000000c0de"
@@ -129,6 +130,19 @@ def test_codex_aside_briefing_at_start(crew):
     register(crew, "a1", kind="aside", extra={"topic": "retries"})
     r = call(crew, "codex", codex("SessionStart", source="startup"), name="a1")
     assert context_of(r, "SessionStart").startswith("crewfile: this session is the aside 'a1'")
+
+
+def test_codex_a_compaction_mid_turn_is_no_start(crew):
+    """Codex 0.171.0's hooks for an auto-compaction inside a turn, as seen
+    (tests/test_codex_compact_e2e.py): PreCompact, PostCompact (not
+    installed), then SessionStart with source "compact" and no turn_id. The
+    turn goes on: the session still reads as generating."""
+    call(crew, "codex", codex("SessionStart", source="startup"))
+    call(crew, "codex", codex("UserPromptSubmit", prompt="BIG: make"))
+    r = call(crew, "codex", codex("SessionStart", source="compact"))
+    assert (r.out, r.err) == ("", "")
+    assert kinds(crew)[-2:] == [("turn-started", ""), ("compacted", "")]
+    assert verdict.of(Session(crew, "w1")).generating == verdict.YES
 
 
 # ---------------------------------------------------------------- Gemini

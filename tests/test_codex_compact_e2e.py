@@ -1,0 +1,112 @@
+"""Codex compacting its conversation inside a running turn, with the REAL CLI
+(`codex exec`) offline against the stand-in (tests/responses_server.py), its
+hooks installed by crew-hook and trusted as a user trusts them.
+
+The stand-in's `BIG:` shell call reports 990,000 input tokens, past the
+limit Codex 0.171.0 derives for a model it has no metadata for: Codex asks
+for a summary, rebuilds its history from it and goes on with the turn
+(tests/CODEX_FINDINGS.md, "Auto-compact"). Whatever hooks fire for the
+compaction, the session must read as generating until the turn's own Stop:
+a nudge or a wake typed then would land in a working agent.
+
+Skipped when the CLI is not installed (make codex).
+"""
+import json
+import os
+import shlex
+
+import pytest
+
+import responses_server
+from agent_rigs import pretrust
+from conftest import wait_for
+from crewfile.session import verdict
+from crewfile.session.sessions import Session, register
+from test_codex_e2e import BINARY, DEADLINE, rig  # noqa: F401
+
+pytestmark = pytest.mark.skipif(not BINARY, reason="Codex CLI not installed in .cache/codex-VERSION")
+
+EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PreCompact",
+          "PostCompact", "Stop", "SessionEnd")
+
+
+def log_every_hook(home, log):
+    """A hook beside crewfile's on every event in EVENTS, appending its payload to *log*."""
+    path = f"{home}/hooks.json"
+    with open(path) as f:
+        settings = json.load(f)
+    q = shlex.quote(str(log))
+    for event in EVENTS:
+        settings["hooks"].setdefault(event, []).append(
+            {"hooks": [{"type": "command", "command": f"cat >> {q}; echo >> {q}"}]})
+    with open(path, "w") as f:
+        json.dump(settings, f, indent=2)
+
+
+def logged_events(path):
+    """(event, source, trigger or reason) of every hook Codex ran, in order."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in filter(str.strip, lines):
+        p = json.loads(line)
+        out.append((p.get("hook_event_name"),
+                    p.get("source") or p.get("trigger") or p.get("reason") or ""))
+    return out
+
+
+def compacted_by_then(log):
+    """The hooks logged so far, once the compaction's SessionStart is."""
+    events = logged_events(log)
+    return events if ("SessionStart", "compact") in events else None
+
+
+def going_on_from_the_summary(rig):
+    """Whether Codex has asked for the turn's next step from the compaction's
+    summary: a request offering tools whose last input is that summary."""
+    if not os.path.exists(rig.log):
+        return False            # no request yet
+    for req in rig.requests():
+        last = (req.get("input") or [{}])[-1]
+        if req.get("tools") and last.get("role") == "user" and responses_server.SUMMARY_PREFIX in (
+                json.dumps(last.get("content"))):
+            return True
+    return False
+
+
+def test_a_compaction_mid_turn_leaves_the_codex_session_generating(rig, tmux, tmp_path):
+    log = tmp_path / "events.jsonl"
+    log_every_hook(rig.env["CODEX_HOME"], log)
+    pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
+    rig.trusted = True
+    register(rig.crew, "w1")
+    gate = tmp_path / "end-of-reply"
+    p = rig.codex("w1", f"BIG: echo one\nHOLD: {gate}", wait=False)
+    try:
+        # the reply after the compaction is held (HOLD): the turn goes on
+        wait_for(lambda: going_on_from_the_summary(rig), timeout=DEADLINE,
+                 what=lambda: f"the turn going on after the compaction: {logged_events(log)}")
+        mid = wait_for(lambda: compacted_by_then(log), timeout=DEADLINE,
+                       what="the compaction's hooks")
+        # crew-hook's record of it (`started: compact` before Codex's adapter named it)
+        wait_for(lambda: {("compacted", ""), ("started", "compact")} & set(rig.kinds("w1")),
+                 timeout=DEADLINE, what=lambda: f"crew-hook's record of it: {rig.kinds('w1')}")
+        assert mid[mid.index(("PreCompact", "auto")):] == [
+            ("PreCompact", "auto"), ("PostCompact", "auto"), ("SessionStart", "compact")], mid
+        got = [k for k, _ in rig.kinds("w1")]
+        assert got[-1] == "compacted" and "turn-ended" not in got, got
+        assert verdict.of(Session(rig.crew, "w1")).generating == verdict.YES
+        gate.touch()
+        out, _ = p.communicate(timeout=DEADLINE)
+        assert p.returncode == 0, out
+    finally:
+        gate.touch()            # the stand-in's held reply ends either way
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert logged_events(log)[len(mid):] == [("Stop", ""), ("SessionEnd", "other")]
+    got = [k for k, _ in rig.kinds("w1")]
+    assert got[got.index("compacted"):] == ["compacted", "turn-ended", "ended"], got
+    assert verdict.of(Session(rig.crew, "w1")).generating == verdict.NO
