@@ -330,24 +330,18 @@ def subagents(path):
     return sorted(found)[:SUBAGENT_FILES]
 
 
-class Used:
-    """What a session's agent used: its transcript's Tally with its
-    subagents' totals added (a subagent's messages count in no turn of the
-    session's: *wake* is the session's own messages in wake turns)."""
-    __slots__ = ("total", "wake")
-
-    def __init__(self, total, wake):
-        self.total, self.wake = total, wake
-
-
 def session_used(path, tally_of):
-    """Used by the agent whose transcript is *path* and its subagents, or None;
-    tally_of(path): a Tally or None (Cache.tally, crew-top's own reading)."""
+    """A Tally of the agent whose transcript is *path*, its subagents' totals
+    added (a subagent's messages count in no turn of the session's: *wake*
+    is the session's own), or None; tally_of(path): a Tally or None
+    (Cache.tally, crew-top's own reading)."""
     main = tally_of(path)
     if main is None:
         return None
-    subs = [tally_of(sub) for sub in subagents(path)]
-    return Used(main.total + sum(t.total for t in subs if t is not None), main.wake)
+    found = Tally()
+    found.wake = main.wake
+    found.total = main.total + sum(t.total for t in map(tally_of, subagents(path)) if t is not None)
+    return found
 
 
 def used(path):
