@@ -152,19 +152,15 @@ def _colours():
 
 
 def _wait(view, timeout):
-    """Until a key is pressed, a crew file changes or *timeout* passes:
-    ('key', None), ('change', changes) or (None, None)."""
-    ino = view.watch.ino
-    fds = [0] + ([ino.fileno()] if ino is not None else [])
-    ready, _, _ = select.select(fds, [], [], max(0, timeout if ino is not None
+    """Until a key is pressed, a crew file changes or *timeout* passes: "key",
+    or DirWatch.changes() (polling: looked at every POLL seconds)."""
+    fd = view.watch.fileno()
+    fds = [0] if fd is None else [0, fd]
+    ready, _, _ = select.select(fds, [], [], max(0, timeout if fd is not None
                                                  else min(timeout, POLL)))
     if 0 in ready:
-        return "key", None
-    if ino is None or ready:
-        changes = view.watch.changes(0)
-        if changes is None or changes:
-            return "change", changes
-    return None, None
+        return "key"
+    return view.watch.changes(0) if fd is None or ready else set()
 
 
 def _list(scr, title, lines):
@@ -216,10 +212,10 @@ def main(crew, show_ended=False):
             if time.monotonic() >= view.full_at + full:    # however busy the files are
                 view.relook()
             view.draw(scr)
-            what, changes = _wait(view, view.full_at + full - time.monotonic())
-            if what == "change":
-                view.apply(changes)
-            if what != "key":
+            found = _wait(view, view.full_at + full - time.monotonic())
+            if found != "key":
+                if found is None or found:
+                    view.apply(found)
                 continue
             key = scr.getch()
             view.message = ""
