@@ -85,7 +85,7 @@ class Rows:
         now, look, self.cache = time.time(), Look(), None   # Look: one ask per tmux server
         self.sessions = {name: self._read(name, look, now, why)
                          for name, why in glance.entries(c)}
-        for part in set(self.part_of.values()):
+        for part in READERS:
             self._read_part(part)
         return self
 
@@ -119,8 +119,9 @@ class Rows:
                 self.sessions.pop(name, None)
             else:
                 self.sessions[name] = self._read(name, look, now, found[1])
-        for part in parts:
-            self._read_part(part)
+        for part in READERS:
+            if part in parts:
+                self._read_part(part)
         return self
 
     def relook(self):
