@@ -283,7 +283,7 @@ def crew_up_line(crew):
         return "crew-up: not running (wakes are not delivered: crew-up PRIMARY)"
     head, rows = found
     stages = ", ".join(f"{r[0]} {'up' if r[1] == 'yes' else 'DOWN'}"
-                       + (f" ({r[4]} restarts)" if r[4] not in ("0", 0) else "") for r in rows[1:])
+                       + (f" ({r[4]} restarts)" if r[4] != "0" else "") for r in rows[1:])
     return escape(f"{head}; {stages or 'no stages yet'}")
 
 
