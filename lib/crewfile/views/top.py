@@ -139,9 +139,8 @@ class Rows:
 
     def _read(self, name, look, now, why=None):
         """The kept row of session *name*; *why*: it cannot be one (glance.unusable)."""
-        if why is not None:
-            return glance.Row(name, glance.DAMAGED, error=why), None, None, None, now
-        row = glance.row(self.crew, name, look, now, also=lambda s: _wakes(self.crew, name, s.at))
+        row = (glance.Row(name, glance.DAMAGED, error=why) if why is not None else
+               glance.row(self.crew, name, look, now, also=lambda s: _wakes(self.crew, name, s.at)))
         if row.word == glance.DAMAGED:
             return row, None, None, None, now
         return (row, *self._costs(row), _own_line(row), now)

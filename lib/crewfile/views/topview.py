@@ -231,10 +231,8 @@ def main(crew, show_ended=False):
                     view.go(name)
             elif key in (ord("i"), ord("l"), ord("r")):
                 name = view.selected()
-                k = chr(key)
-                title = {"i": f"inbox of {name}", "l": f"log of {name}",
-                         "r": "reports waiting"}[k]
-                _list(scr, title, view.lines_of(k, name))
+                title = {"i": f"inbox of {name}", "l": f"log of {name}", "r": "reports waiting"}
+                _list(scr, title[chr(key)], view.lines_of(chr(key), name))
                 view.apply(view.watch.changes(0))     # what came while the list was shown
             elif key == ord("/"):
                 view.filter = _ask(scr, "filter: ")
