@@ -261,18 +261,17 @@ def _nudges(crew):
 
 def _jobs(crew):
     """{session: 'N run,M unheard'} from the jobs' own files."""
-    run, unheard = {}, {}
+    found = {}
     for j in list_jobs(crew, full=False):
-        s = j.get("session")
-        if not s or "error" in j:
+        if not j.get("session") or "error" in j:
             continue
-        if j.get("state") in ("running", "starting"):
-            run[s] = run.get(s, 0) + 1
-        elif j.get("ended") and not j.get("heard") and not j.get("announced"):
-            unheard[s] = unheard.get(s, 0) + 1
-    return {s: ",".join(f"{n} {what}" for n, what in ((run.get(s), "run"),
-                                                       (unheard.get(s), "unheard")) if n)
-            for s in run.keys() | unheard.keys()}
+        what = ("run" if j.get("state") in ("running", "starting") else "unheard"
+                if j.get("ended") and not j.get("heard") and not j.get("announced") else None)
+        if what:
+            n = found.setdefault(j["session"], {"run": 0, "unheard": 0})
+            n[what] += 1
+    return {s: ",".join(f"{n[w]} {w}" for w in ("run", "unheard") if n[w])
+            for s, n in found.items()}
 
 
 def crew_up_line(crew):
