@@ -77,20 +77,16 @@ class Tally:
         """The Tally *d* describes, or None if it is not one (a damaged cache: recount)."""
         try:
             nums = [d[k] for k in ("dev", "ino", "offset", "total", "wake", "cum")]
-            if not all(type(x) is int and x >= 0 for x in nums) or d["wake"] > d["total"]:
-                return None
             t = cls(d["dev"], d["ino"])
             t.offset, t.total, t.wake, t.cum = nums[2:]
-            t.tail = bytes.fromhex(d["tail"])
-            t.in_wake, t.skipping = d["in_wake"], d["skipping"]
-            if (type(t.in_wake) is not bool or type(t.skipping) is not bool
-                    or len(t.tail) > TAIL or len(t.tail) > t.offset):
-                return None
-            for k, n, w in d["recent"][:RECENT]:
-                if not (isinstance(k, str) and type(n) is int and 0 <= n and type(w) is bool):
-                    return None
-                t.recent[k] = [n, w]
-            return t
+            t.tail, t.in_wake, t.skipping = bytes.fromhex(d["tail"]), d["in_wake"], d["skipping"]
+            t.recent = {k: [n, w] for k, n, w in d["recent"][:RECENT]}
+            whole = (all(type(x) is int and x >= 0 for x in nums) and t.wake <= t.total
+                     and type(t.in_wake) is bool and type(t.skipping) is bool
+                     and len(t.tail) <= min(TAIL, t.offset)
+                     and all(isinstance(k, str) and type(n) is int and n >= 0 and type(w) is bool
+                             for k, (n, w) in t.recent.items()))
+            return t if whole else None
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
