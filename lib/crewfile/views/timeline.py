@@ -169,12 +169,7 @@ def _clock(t, span):
 def _ticks(start, end):
     steps = (60, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800)
     step = next((s for s in steps if (end - start) / s <= 10), steps[-1])
-    t = (start // step + 1) * step
-    out = []
-    while t < end:
-        out.append(t)
-        t += step
-    return out
+    return range(int(start // step + 1) * step, -int(-end // 1), step)     # t < end
 
 
 def _mark(shape, x, y, colour, title):
@@ -203,9 +198,7 @@ def svg(lanes, start, end):
         + [(c, text, shape) for shape, c, text in MARKS.values() if text] \
         + [(c, text, "job") for _, c, text in JOB_COLOURS]
     rows_h = TOP + LANE_H * max(1, len(lanes))
-    per_row = 4
-    legend_h = 22 * ((len(legend) + per_row - 1) // per_row) + 16
-    height = rows_h + 30 + legend_h
+    height = rows_h + 30 + 22 * -(-len(legend) // 4) + 16      # the legend: 4 a row
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}"'
            f' viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">',
            f'<rect width="{WIDTH}" height="{height}" fill="#ffffff"/>',
@@ -244,8 +237,7 @@ def svg(lanes, start, end):
     ly = rows_h + 30
     out.append(f'<text x="10" y="{ly}" font-weight="bold">legend</text>')
     for n, (c, text, shape) in enumerate(legend):
-        col, row = n % per_row, n // per_row
-        x, y = 80 + col * 280, ly + row * 22
+        x, y = 80 + n % 4 * 280, ly + n // 4 * 22
         if shape == "span":
             out.append(f'<rect x="{x}" y="{y - 10}" width="18" height="12" fill="{c}"/>')
         elif shape == "job":

@@ -45,8 +45,10 @@ class Tally:
         return Tally.from_json(self.to_json())
 
     def count(self, key, n):
-        """Message *key* used *n* tokens (a repeat replaces its earlier count)."""
-        old = self.recent.pop(key, None) if key is not None else None
+        """Message *key* used *n* tokens (a repeat replaces its earlier count;
+        a key not a string is no message's: counted alone)."""
+        key = key if isinstance(key, str) else None
+        old = self.recent.pop(key, None)
         if old is not None:
             self.total -= old[0]
             if old[1]:
@@ -59,6 +61,11 @@ class Tally:
             while len(self.recent) > RECENT:
                 del self.recent[next(iter(self.recent))]
 
+    def prompt(self, text):
+        """A prompt of *text* starts a turn (None: no prompt, the turn goes on)."""
+        if text is not None:
+            self.in_wake = _is_wake_prompt(text)
+
     def to_json(self):
         return {"dev": self.dev, "ino": self.ino, "offset": self.offset,
                 "tail": self.tail.hex(), "total": self.total, "wake": self.wake,
@@ -70,20 +77,16 @@ class Tally:
         """The Tally *d* describes, or None if it is not one (a damaged cache: recount)."""
         try:
             nums = [d[k] for k in ("dev", "ino", "offset", "total", "wake", "cum")]
-            if not all(type(x) is int and x >= 0 for x in nums) or d["wake"] > d["total"]:
-                return None
             t = cls(d["dev"], d["ino"])
             t.offset, t.total, t.wake, t.cum = nums[2:]
-            t.tail = bytes.fromhex(d["tail"])
-            t.in_wake, t.skipping = d["in_wake"], d["skipping"]
-            if (type(t.in_wake) is not bool or type(t.skipping) is not bool
-                    or len(t.tail) > TAIL or len(t.tail) > t.offset):
-                return None
-            for k, n, w in d["recent"][:RECENT]:
-                if not (isinstance(k, str) and type(n) is int and 0 <= n and type(w) is bool):
-                    return None
-                t.recent[k] = [n, w]
-            return t
+            t.tail, t.in_wake, t.skipping = bytes.fromhex(d["tail"]), d["in_wake"], d["skipping"]
+            t.recent = {k: [n, w] for k, n, w in d["recent"][:RECENT]}
+            whole = (all(type(x) is int and x >= 0 for x in nums) and t.wake <= t.total
+                     and type(t.in_wake) is bool and type(t.skipping) is bool
+                     and len(t.tail) <= min(TAIL, t.offset)
+                     and all(isinstance(k, str) and type(n) is int and n >= 0 and type(w) is bool
+                             for k, (n, w) in t.recent.items()))
+            return t if whole else None
         except (KeyError, TypeError, ValueError, AttributeError):
             return None
 
@@ -162,21 +165,16 @@ def _line(t, raw):
     msg = e.get("message")
     if usage and isinstance(msg, dict) and isinstance(msg.get("usage"), dict):
         u = msg["usage"]
-        n = sum(v for v in (u.get(k) for k in FIELDS) if type(v) is int and v > 0)
-        key = msg.get("id")
-        t.count(key if isinstance(key, str) else None, n)
+        t.count(msg.get("id"), sum(v for v in (u.get(k) for k in FIELDS)
+                                   if type(v) is int and v > 0))
     elif kind == "user" and isinstance(msg, dict) and not (
             e.get("isMeta") or e.get("isCompactSummary") or e.get("isSidechain")):
-        text = _prompt_text(msg.get("content"), lambda b: b.get("type") == "text")
-        if text is not None:
-            t.in_wake = _is_wake_prompt(text)
+        t.prompt(_prompt_text(msg.get("content"), lambda b: b.get("type") == "text"))
     elif kind == "gemini" and isinstance(e.get("tokens"), dict):
-        n, key = e["tokens"].get("total"), e.get("id")
-        t.count(key if isinstance(key, str) else None, n if type(n) is int and n > 0 else 0)
+        n = e["tokens"].get("total")
+        t.count(e.get("id"), n if type(n) is int and n > 0 else 0)
     elif kind == "user" and "message" not in e:           # Gemini CLI: parts
-        text = _prompt_text(e.get("content"), lambda b: isinstance(b.get("text"), str))
-        if text is not None:
-            t.in_wake = _is_wake_prompt(text)
+        t.prompt(_prompt_text(e.get("content"), lambda b: isinstance(b.get("text"), str)))
     elif kind == "attachment" and isinstance(e.get("attachment"), dict):
         a = e["attachment"]
         content = a.get("content")
@@ -200,13 +198,12 @@ def _codex(t, p):
             t.count(None, n - t.cum if n >= t.cum else n)      # smaller: it counts anew
             t.cum = n
     elif p.get("type") == "user_message" and isinstance(p.get("message"), str):
-        t.in_wake = _is_wake_prompt(p["message"])
+        t.prompt(p["message"])
     elif p.get("type") == "message" and p.get("role") == "user" and isinstance(
             p.get("content"), list):      # the model's history: a prompt, a hook's prompt
         texts = [b["text"] for b in p["content"]
                  if isinstance(b, dict) and isinstance(b.get("text"), str)]
-        if texts:
-            t.in_wake = _is_wake_prompt("\n".join(texts))
+        t.prompt("\n".join(texts) if texts else None)
 
 
 def _prompt_text(content, is_text):
@@ -277,7 +274,7 @@ class Cache:
 
     def __init__(self, crew):
         self.path = crew.sub(paths.TOKENS_CACHE)
-        self.old, self.new, self.changed = {}, {}, False
+        self.old, self.new = {}, {}
         try:
             doc = read_json(self.path)
         except (ValueError, CrewfileError):
@@ -295,17 +292,16 @@ class Cache:
         t = read(path, before)
         if t is not None:
             self.new[path] = t
-            self.changed |= d is None or t.to_json() != d
         return t
 
     def save(self):
         """Write the tallies taken, if any changed (transcripts no longer
         asked about are dropped). A crew directory that cannot be written
         (a copy, a full disk) keeps the figures, not the cache."""
-        if not self.changed and set(self.new) == set(self.old):
+        transcripts = {p: t.to_json() for p, t in self.new.items()}
+        if transcripts == self.old:
             return
-        doc = {"version": self.VERSION,
-               "transcripts": {p: t.to_json() for p, t in self.new.items()}}
+        doc = {"version": self.VERSION, "transcripts": transcripts}
         try:
             # sync=False: a cache lost in a crash is a recount, no promise broken
             replace(self.path, dumps(doc) + "\n", sync=False)
@@ -330,24 +326,18 @@ def subagents(path):
     return sorted(found)[:SUBAGENT_FILES]
 
 
-class Used:
-    """What a session's agent used: its transcript's Tally with its
-    subagents' totals added (a subagent's messages count in no turn of the
-    session's: *wake* is the session's own messages in wake turns)."""
-    __slots__ = ("total", "wake")
-
-    def __init__(self, total, wake):
-        self.total, self.wake = total, wake
-
-
 def session_used(path, tally_of):
-    """Used by the agent whose transcript is *path* and its subagents, or None;
-    tally_of(path): a Tally or None (Cache.tally, crew-top's own reading)."""
+    """A Tally of the agent whose transcript is *path*, its subagents' totals
+    added (a subagent's messages count in no turn of the session's: *wake*
+    is the session's own), or None; tally_of(path): a Tally or None
+    (Cache.tally, crew-top's own reading)."""
     main = tally_of(path)
     if main is None:
         return None
-    subs = [tally_of(sub) for sub in subagents(path)]
-    return Used(main.total + sum(t.total for t in subs if t is not None), main.wake)
+    found = Tally()
+    found.wake = main.wake
+    found.total = main.total + sum(t.total for t in map(tally_of, subagents(path)) if t is not None)
+    return found
 
 
 def used(path):

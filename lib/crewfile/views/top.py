@@ -1,8 +1,10 @@
-"""crew-top's frame: one row per session and a footer, from the same files
-and the same answers every command uses (glance.py's word from the verdict,
-the schedules, the jobs, crew-up's state, the reports). Nothing here
-writes or types anything: it only reads.
+"""crew-top's rows: one per session and a footer, from the same files and
+the same answers every command uses (glance.py's word from the verdict,
+the schedules, the jobs, crew-up's state, the reports), kept between
+frames so that the live view reads again only the directory a change was
+in. Nothing here writes or types anything: it only reads.
 """
+import os
 import time
 
 from crewfile.asides import reports
@@ -19,12 +21,15 @@ from crewfile.views import glance, tokens
 from crewfile.wake.inbox import count
 
 HEADER = ("NAME", "KIND", "STATE", "AGE", "WAKES", "NUDGE", "JOBS", "TOKENS", "LAST")
+# word -> (its ANSI attribute with --once, its curses colour in the live view)
+COLOURS = {glance.WORKING: ("32", 2), glance.DIALOG: ("33", 3), glance.BLOCKED: ("31", 1),
+           glance.PAUSED: ("35", 5), glance.LOST: ("31", 1), glance.DAMAGED: ("7", 1),
+           glance.ENDED: ("2", None)}
 
 
 class Frame:
-    """rows: [(word or None, [column strings])], footer: [lines], bad: damaged
-    count; said: why each session or part of the crew marked `?` is (for a
-    failure line each on stderr)."""
+    """rows: [(word, [column strings])], footer: [lines], bad: how many
+    sessions and parts could not be read; said: why each (a failure line each)."""
 
     def __init__(self, rows, footer, bad, said):
         self.rows, self.footer, self.bad, self.said = rows, footer, bad, said
@@ -33,15 +38,10 @@ class Frame:
         lines = table(HEADER, [cols for _, cols in self.rows]).splitlines()
         if colour:
             lines[0] = f"\x1b[1m{lines[0]}\x1b[0m"
-            for i, (word, cols) in enumerate(self.rows, 1):
-                c = COLOURS.get(word)
-                if c:
-                    lines[i] = f"\x1b[{c}m{lines[i]}\x1b[0m"
+            for i, (word, _) in enumerate(self.rows, 1):
+                if word in COLOURS:
+                    lines[i] = f"\x1b[{COLOURS[word][0]}m{lines[i]}\x1b[0m"
         return "\n".join(lines + [""] + self.footer) + "\n"
-
-
-COLOURS = {glance.WORKING: "32", glance.DIALOG: "33", glance.BLOCKED: "31", glance.PAUSED: "35",
-           glance.LOST: "31", glance.DAMAGED: "7", glance.ENDED: "2"}
 
 
 def frame(crew, show_ended=False):
@@ -49,49 +49,79 @@ def frame(crew, show_ended=False):
     return Rows(crew, show_ended).read().frame()
 
 
-# What a change in a directory of the crew makes stale (Rows.update):
-SESSION, JOBS, NUDGES, FOOTER, ALL = "session", "jobs", "nudges", "footer", "all"
-
-
 class Rows:
-    """crew-top's rows, kept between frames: each part read again only when its
-    files change (update(), from inotify); relook() probes liveness, which no
-    file announces, without reading a file (a long-lived log costs nothing)."""
+    """crew-top's rows, kept between frames: update() reads again only what
+    a change touched; relook() probes liveness, which no file announces,
+    without reading a file. *watch* (the live view's DirWatch) is given each
+    directory before it is read: a file made meanwhile wakes it again."""
 
-    def __init__(self, crew, show_ended=False):
-        self.crew, self.show_ended = crew, show_ended
+    def __init__(self, crew, show_ended=False, watch=None):
+        self.crew, self.show_ended, self.watch = crew, show_ended, watch
         # name -> (glance.Row, TOKENS, wake-turns line, own-loop line, read at); the
         # own loop is read with the row: a cron job made or deleted ends a turn
         self.sessions = {}
-        self.nudges, self.nudge_bad, self.jobs, self.footer = [], 0, {}, []
-        # A part of the crew that cannot be read (jobs/ a file, crew-up/lock a
-        # FIFO) -> why: its column or footer line shows `?`; the rest is shown.
-        self.broken = {}
+        c = crew    # each part of the crew by its directories; what was read; why not
+        self.part_of = {c.sub(paths.JOBS): "jobs", c.sub("nudges"): "nudges",
+                        c.sub(paths.REPORTS): "reports",
+                        c.sub(paths.REPORTS, paths.REPORT_NEW): "reports",
+                        c.sub("crew-up"): "crew-up"}
+        self.parts, self.broken = {}, {}
         # transcript path -> tokens.Tally, read on (each byte once); crew-status's
         # tokens.cache, loaded afresh for each pass (crew-top writes nothing)
         self.tallies, self.cache = {}, None
 
     def read(self):
         """Read every session and the crew's parts afresh; returns self."""
+        c = self.crew
+        if self.watch is not None:
+            for d in (c.root, c.sub(paths.SESSIONS), *self.part_of):
+                self._watch(d)
+            for sub in (paths.SESSIONS, paths.JOBS):
+                try:
+                    for name in paths.list_dir(c.sub(sub)):
+                        self._watch(c.sub(sub, name))
+                except (OSError, CrewfileError):
+                    pass                # not made yet, or a link: its row says so
         now, look, self.cache = time.time(), Look(), None   # Look: one ask per tmux server
         self.sessions = {name: self._read(name, look, now, why)
-                         for name, why in glance.entries(self.crew)}
-        self._read_parts((JOBS, NUDGES, FOOTER))
+                         for name, why in glance.entries(c)}
+        for part in READERS:
+            self._read_part(part)
         return self
 
-    def update(self, changed):
-        """Read again what *changed* names: {(SESSION, name), (JOBS,), (NUDGES,),
-        (FOOTER,), (ALL,)}; a session no longer registered leaves the rows."""
-        if (ALL,) in changed:
+    def update(self, changes):
+        """Read again what DirWatch's *changes* [(directory, entry)] touched:
+        one session, one part, or everything when a directory of the crew
+        was made or replaced. A session no longer registered leaves the rows."""
+        c = self.crew
+        sessions, jobs = c.sub(paths.SESSIONS), c.sub(paths.JOBS)
+        names, parts, everything = set(), set(), False
+        for d, name in changes:
+            if d in (sessions, jobs) and name:      # one came, left or was replaced
+                self.watch.forget(os.path.join(d, name))
+                self._watch(os.path.join(d, name))
+            if d == sessions:
+                names.add(name)
+            elif os.path.dirname(d) == sessions:
+                names.add(os.path.basename(d))
+            elif d in self.part_of or os.path.dirname(d) == jobs:
+                parts.add(self.part_of.get(d, "jobs"))
+                if d == c.sub(paths.REPORTS):       # reports/new may be new
+                    self._watch(c.sub(paths.REPORTS, paths.REPORT_NEW))
+            elif d == c.root and os.path.join(d, name) in (sessions, *self.part_of):
+                everything = True
+        if everything:
             return self.read()
         now, look, self.cache = time.time(), Look(), None
-        for name in [what[1] for what in changed if what[0] == SESSION]:
-            found = glance.entry(self.crew, name)
+        for name in names - {""}:
+            found = glance.entry(c, name)
             if found is None:
                 self.sessions.pop(name, None)
             else:
                 self.sessions[name] = self._read(name, look, now, found[1])
-        self._read_parts({what[0] for what in changed})
+        for part in READERS:
+            if part in parts:
+                self._read_part(part)
         return self
 
     def relook(self):
@@ -103,27 +133,26 @@ class Rows:
                 self.sessions[name] = (row, *self._costs(row), own, now)
         return self
 
+    def _watch(self, d):
+        if os.path.isdir(d) and not os.path.islink(d):
+            self.watch.add(d)
+
     def _read(self, name, look, now, why=None):
         """The kept row of session *name*; *why*: it cannot be one (glance.unusable)."""
-        if why is not None:
-            return glance.Row(name, glance.DAMAGED, error=why), None, None, None, now
-        row = glance.row(self.crew, name, look, now, also=lambda s: _wakes(self.crew, name, s.at))
+        row = (glance.Row(name, glance.DAMAGED, error=why) if why is not None else
+               glance.row(self.crew, name, look, now, also=lambda s: _wakes(self.crew, name, s.at)))
         if row.word == glance.DAMAGED:
             return row, None, None, None, now
         return (row, *self._costs(row), _own_line(row), now)
 
     def _tally(self, path):
         """One transcript's Tally, read on from this view's last reading of it."""
-        if path in self.tallies:
+        if self.tallies.get(path) is not None:
             t = tokens.read(path, self.tallies[path])
         else:
-            if self.cache is None:
-                self.cache = tokens.Cache(self.crew)
+            self.cache = self.cache or tokens.Cache(self.crew)
             t = self.cache.tally(path)
-        if t is None:
-            self.tallies.pop(path, None)
-        else:
-            self.tallies[path] = t
+        self.tallies[path] = t
         return t
 
     def _costs(self, row):
@@ -139,36 +168,21 @@ class Rows:
                           f" ({tokens.short(t.wake)} of {tokens.short(t.total)})")
         return tokens.text(None if t is None else t.total), line
 
-    def _read_parts(self, which):
-        if JOBS in which:
-            self.jobs = self._part(JOBS, lambda: _jobs(self.crew))
-        if NUDGES in which:
-            bad = []
-            self.nudges = self._part(NUDGES, lambda: load_all(self.crew, bad))
-            self.nudge_bad = 0 if self.nudges is None else len(bad)
-        if FOOTER in which:
-            self.footer = []
-            for part, line in (("crew-up", crew_up_line), ("reports", reports_line)):
-                found = self._part(part, lambda: line(self.crew))
-                self.footer.append(escape(f"{part}: ? ({self.broken[part]})") if found is None
-                                   else found)
-
-    def _part(self, part, read):
-        """read(), or None when that part of the crew cannot be read."""
+    def _read_part(self, part):
+        """Read one part of the crew; None, and why in self.broken, when it cannot be."""
         try:
-            found = read()
+            self.parts[part] = READERS[part](self.crew)
+            self.broken.pop(part, None)
         except (OSError, CrewfileError) as e:
-            self.broken[part] = reason(e)
-            return None
-        self.broken.pop(part, None)
-        return found
+            self.parts[part], self.broken[part] = None, reason(e)
 
     def frame(self):
         """The Frame from the rows kept (the AGE column as of now)."""
         now = time.time()
         out, bad, wake_lines, said = [], 0, [], []
+        jobs, nudges = self.parts["jobs"], self.parts["nudges"]
         for name in sorted(self.sessions):
-            row, tokens, wake_line, own, read_at = self.sessions[name]
+            row, tokens_, wake_line, own, read_at = self.sessions[name]
             if row.word == glance.DAMAGED:
                 bad += 1
                 said.append(row.error)
@@ -179,7 +193,6 @@ class Rows:
                 continue
             wake_lines += [line for line in (wake_line, own) if line]
             st = row.state
-            kind = st["kind"] + ("*" if st["kind"] == "aside" else "")
             word = row.word
             if word in (glance.LOST, glance.UNKNOWN) and st["why"]:
                 word += f"({st['why']})"
@@ -187,20 +200,21 @@ class Rows:
                 word += "(live?)"
             elif st["stopped"] == "yes":
                 word += "(stopped)"
-            last = st["last_kind"] or "-"
-            if st["last_text"]:
-                last += ": " + st["last_text"]
+            last = (st["last_kind"] or "-") + (": " + st["last_text"] if st["last_text"] else "")
             age = None if st["age"] is None else st["age"] + (now - read_at)
-            nudge = "?" if self.nudges is None else _nudge_for(self.nudges, row.sess.meta)
-            jobs = "?" if self.jobs is None else self.jobs.get(row.name, "-")
-            out.append((row.word, [row.name, kind, word, age_text(age), row.also, nudge, jobs,
-                                   tokens, escape(last)]))
-        footer = self.footer + wake_lines
-        if self.nudge_bad:
-            footer.append(f"nudges: {self.nudge_bad} schedule file(s) cannot be read"
+            out.append((row.word, [
+                row.name, st["kind"] + ("*" if st["kind"] == "aside" else ""), word,
+                age_text(age), row.also,
+                "?" if nudges is None else _nudge_for(nudges[0], row.sess.meta),
+                "?" if jobs is None else jobs.get(row.name, "-"), tokens_, escape(last)]))
+        footer = [escape(f"{part}: ? ({self.broken[part]})") if self.parts[part] is None
+                  else self.parts[part] for part in ("crew-up", "reports")] + wake_lines
+        unread = nudges[1] if nudges else 0
+        if unread:
+            footer.append(f"nudges: {unread} schedule file(s) cannot be read"
                           " (nudge-ls names them)")
-        said += self.broken.values()
-        return Frame(out, footer, bad + self.nudge_bad + len(self.broken), said)
+        return Frame(out, footer, bad + unread + len(self.broken),
+                     said + list(self.broken.values()))
 
 
 def _wakes(crew, name, at=None):
@@ -239,20 +253,25 @@ def _nudge_for(scheds, meta):
     return "due" if left <= 0 else f"in {age_text(left)}"
 
 
+def _nudges(crew):
+    """(the schedules, how many schedule files cannot be read)."""
+    bad = []
+    return load_all(crew, bad), len(bad)
+
+
 def _jobs(crew):
     """{session: 'N run,M unheard'} from the jobs' own files."""
-    run, unheard = {}, {}
+    found = {}
     for j in list_jobs(crew, full=False):
-        s = j.get("session")
-        if not s or "error" in j:
+        if not j.get("session") or "error" in j:
             continue
-        if j.get("state") in ("running", "starting"):
-            run[s] = run.get(s, 0) + 1
-        elif j.get("ended") and not j.get("heard") and not j.get("announced"):
-            unheard[s] = unheard.get(s, 0) + 1
-    return {s: ",".join(f"{n} {what}" for n, what in ((run.get(s), "run"),
-                                                       (unheard.get(s), "unheard")) if n)
-            for s in run.keys() | unheard.keys()}
+        what = ("run" if j.get("state") in ("running", "starting") else "unheard"
+                if j.get("ended") and not j.get("heard") and not j.get("announced") else None)
+        if what:
+            n = found.setdefault(j["session"], {"run": 0, "unheard": 0})
+            n[what] += 1
+    return {s: ",".join(f"{n[w]} {w}" for w in ("run", "unheard") if n[w])
+            for s, n in found.items()}
 
 
 def crew_up_line(crew):
@@ -262,7 +281,7 @@ def crew_up_line(crew):
         return "crew-up: not running (wakes are not delivered: crew-up PRIMARY)"
     head, rows = found
     stages = ", ".join(f"{r[0]} {'up' if r[1] == 'yes' else 'DOWN'}"
-                       + (f" ({r[4]} restarts)" if r[4] not in ("0", 0) else "") for r in rows[1:])
+                       + (f" ({r[4]} restarts)" if r[4] != "0" else "") for r in rows[1:])
     return escape(f"{head}; {stages or 'no stages yet'}")
 
 
@@ -272,3 +291,6 @@ def reports_line(crew):
         return "reports: none waiting"
     return escape(f"reports: {len(waiting)} waiting in reports/new ("
                   + ", ".join(sorted({r.aside for r in waiting})) + ")")
+
+
+READERS = {"jobs": _jobs, "nudges": _nudges, "crew-up": crew_up_line, "reports": reports_line}

@@ -18,7 +18,7 @@ from crewfile.core.output import table
 from crewfile.core.text import escape
 from crewfile.session import tmux
 from crewfile.session.sessions import Session
-from crewfile.views import glance, top
+from crewfile.views import top
 from crewfile.wake.inbox import pending
 
 FULL = 10.0          # seconds between looks at liveness; CREWFILE_TOP_FULL sets it
@@ -34,75 +34,27 @@ def full_period():
 
 class View:
     def __init__(self, crew, show_ended=False):
-        self.crew, self.show_ended = crew, show_ended
-        self.sel, self.filter, self.message = 0, "", ""
+        self.crew, self.sel, self.filter, self.message = crew, 0, "", ""
         self.watch = DirWatch(warn=lambda msg: setattr(self, "message", msg))
-        self.kept, self.frame, self.full_at = top.Rows(crew, show_ended), None, 0.0
-        c = crew            # the crew's directories, each with what a change in it makes stale
-        self.parts = {c.sub(paths.SESSIONS): top.SESSION, c.sub(paths.JOBS): top.JOBS,
-                      c.sub("nudges"): top.NUDGES, c.sub(paths.REPORTS): top.FOOTER,
-                      c.sub(paths.REPORTS, paths.REPORT_NEW): top.FOOTER,
-                      c.sub("crew-up"): top.FOOTER}
-
-    def watch_dirs(self):
-        """Watch the crew's directories, each session's and each job's (a
-        watch is added before its directory is read: a file made while the
-        frame is read wakes us again)."""
-        c = self.crew
-        for d in (c.root, *self.parts):
-            if os.path.isdir(d):
-                self.watch.add(d)
-        for sub in (paths.SESSIONS, paths.JOBS):
-            try:
-                for name in paths.list_dir(c.sub(sub)):
-                    self._watch_one(c.sub(sub, name))
-            except (OSError, CrewfileError):
-                pass                    # not made yet, or a link: its row says so
-
-    def _watch_one(self, d):
-        if os.path.isdir(d) and not os.path.islink(d):
-            self.watch.add(d)
+        self.kept, self.frame, self.full_at = top.Rows(crew, show_ended, self.watch), None, 0.0
 
     def refresh(self):
         """Read everything afresh."""
-        self.watch_dirs()
-        self.kept.read()
-        self.full_at = time.monotonic()
-        self.frame = self.kept.frame()
+        self._show(self.kept.read())
 
     def relook(self):
         """Liveness probed again for every row (no file read)."""
-        self.kept.relook()
-        self.full_at = time.monotonic()
-        self.frame = self.kept.frame()
+        self._show(self.kept.relook())
+
+    def _show(self, kept):
+        self.full_at, self.frame = time.monotonic(), kept.frame()
 
     def apply(self, changes):
         """Read again only what *changes* (DirWatch.changes()) touched."""
         if changes is None:                 # the kernel lost events: read it all
             self.watch.reset()
             return self.refresh()
-        what, c = set(), self.crew
-        sessions, jobs = c.sub(paths.SESSIONS), c.sub(paths.JOBS)
-        for d, name in changes:
-            if d in (sessions, jobs) and name:      # one came, left or was replaced
-                self.watch.forget(os.path.join(d, name))
-                self._watch_one(os.path.join(d, name))
-            if d == sessions:
-                if name:
-                    what.add((top.SESSION, name))
-            elif os.path.dirname(d) == sessions:
-                what.add((top.SESSION, os.path.basename(d)))
-            elif d in self.parts or os.path.dirname(d) == jobs:
-                what.add((self.parts.get(d, top.JOBS),))
-                if d == c.sub(paths.REPORTS):       # reports/new may be new
-                    self._watch_one(c.sub(paths.REPORTS, paths.REPORT_NEW))
-            elif d == c.root and os.path.join(d, name) in self.parts:
-                what.add((top.ALL,))            # a directory of the crew made (or replaced)
-        if (top.ALL,) in what:
-            self.watch_dirs()
-        if what:
-            self.kept.update(what)
-        self.frame = self.kept.frame()
+        self.frame = self.kept.update(changes).frame()
 
     def rows(self):
         return [r for r in self.frame.rows if self.filter in " ".join(r[1])]
@@ -125,7 +77,7 @@ class View:
         for i, line in enumerate(lines[1:h - 4]):
             attr = curses.A_REVERSE if i == self.sel else 0
             word = rows[i][0]
-            if curses.has_colors() and word in PAIRS:
+            if word in PAIRS:
                 attr |= curses.color_pair(PAIRS[word])
             _put(scr, i + 1, line, w, attr)
         y = min(len(lines), h - 4) + 1
@@ -184,6 +136,7 @@ def _put(scr, y, text, w, attr=0):
 
 
 def _colours():
+    """A curses colour pair for each word top.COLOURS gives a colour."""
     if not curses.has_colors():
         return
     curses.start_color()
@@ -192,30 +145,22 @@ def _colours():
         bg = -1
     except curses.error:
         bg = curses.COLOR_BLACK
-    for n, (word, fg) in enumerate(((glance.WORKING, curses.COLOR_GREEN),
-                                    (glance.DIALOG, curses.COLOR_YELLOW),
-                                    (glance.BLOCKED, curses.COLOR_RED),
-                                    (glance.PAUSED, curses.COLOR_MAGENTA),
-                                    (glance.LOST, curses.COLOR_RED),
-                                    (glance.DAMAGED, curses.COLOR_RED)), 1):
-        curses.init_pair(n, fg, bg)
-        PAIRS[word] = n
+    for n, (word, (_, fg)) in enumerate(top.COLOURS.items(), 1):
+        if fg is not None:
+            curses.init_pair(n, fg, bg)
+            PAIRS[word] = n
 
 
 def _wait(view, timeout):
-    """Until a key is pressed, a crew file changes or *timeout* passes:
-    ('key', None), ('change', changes) or (None, None)."""
-    ino = view.watch.ino
-    fds = [0] + ([ino.fileno()] if ino is not None else [])
-    ready, _, _ = select.select(fds, [], [], max(0, timeout if ino is not None
+    """Until a key is pressed, a crew file changes or *timeout* passes: "key",
+    or DirWatch.changes() (polling: looked at every POLL seconds)."""
+    fd = view.watch.fileno()
+    fds = [0] if fd is None else [0, fd]
+    ready, _, _ = select.select(fds, [], [], max(0, timeout if fd is not None
                                                  else min(timeout, POLL)))
     if 0 in ready:
-        return "key", None
-    if ino is None or ready:
-        changes = view.watch.changes(0)
-        if changes is None or changes:
-            return "change", changes
-    return None, None
+        return "key"
+    return view.watch.changes(0) if fd is None or ready else set()
 
 
 def _list(scr, title, lines):
@@ -267,10 +212,10 @@ def main(crew, show_ended=False):
             if time.monotonic() >= view.full_at + full:    # however busy the files are
                 view.relook()
             view.draw(scr)
-            what, changes = _wait(view, view.full_at + full - time.monotonic())
-            if what == "change":
-                view.apply(changes)
-            if what != "key":
+            found = _wait(view, view.full_at + full - time.monotonic())
+            if found != "key":
+                if found is None or found:
+                    view.apply(found)
                 continue
             key = scr.getch()
             view.message = ""
@@ -286,10 +231,8 @@ def main(crew, show_ended=False):
                     view.go(name)
             elif key in (ord("i"), ord("l"), ord("r")):
                 name = view.selected()
-                k = chr(key)
-                title = {"i": f"inbox of {name}", "l": f"log of {name}",
-                         "r": "reports waiting"}[k]
-                _list(scr, title, view.lines_of(k, name))
+                title = {"i": f"inbox of {name}", "l": f"log of {name}", "r": "reports waiting"}
+                _list(scr, title[chr(key)], view.lines_of(chr(key), name))
                 view.apply(view.watch.changes(0))     # what came while the list was shown
             elif key == ord("/"):
                 view.filter = _ask(scr, "filter: ")
