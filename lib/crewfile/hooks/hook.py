@@ -237,8 +237,8 @@ def _taker(ctx, sess):
     def life():
         pid, start, alive = recorded_agent(sess)
         transcript = ctx.field("transcript_path") or sess.meta.get("transcript_path")
-        return ((pid, start) if alive else (None, None)) + (
-            transcript if isinstance(transcript, str) else None,)
+        transcript = transcript if isinstance(transcript, str) else None
+        return (pid, start, transcript) if alive else (None, None, transcript)
     return life
 
 
