@@ -561,14 +561,13 @@ def read_payload(stream, limit=MAX_PAYLOAD):
     return None
 
 
-def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
-           agent=DEFAULT_AGENT):
+def handle(raw, env=None, crew=None, codex=False, agent=DEFAULT_AGENT):
     """Run the hook of *agent* (an adapter's name) for one payload; always a
-    Reply, exit 0, every lock wait bounded by *lock_wait* seconds in all.
+    Reply, exit 0, every lock wait bounded by HOOK_LOCK_WAIT seconds in all.
     *codex*: the payload is Codex's notify JSON."""
     env = os.environ if env is None else env
     event, ctx = "?", None
-    bound = locks.bound_waits(lock_wait, total=True)
+    bound = locks.bound_waits(HOOK_LOCK_WAIT, total=True)
     try:
         if raw is None:
             return Reply(err=f"malformed payload: over {MAX_PAYLOAD} bytes, ignored")
