@@ -364,7 +364,8 @@ def names_captain_only(command):
     if not any(w in command for w in CAPTAIN_ONLY_WORDS):
         return False
     import re  # the hook's budget (module docstring)
-    return re.search(r"(?<![\w-])(?:aside-done|captain-done)(?![\w-])", command) is not None
+    words = "|".join(map(re.escape, CAPTAIN_ONLY_WORDS))
+    return re.search(rf"(?<![\w-])(?:{words})(?![\w-])", command) is not None
 
 
 def pre_tool_use(ctx):
