@@ -54,19 +54,10 @@ def _die_with_parent(parent):
     subreaper or init."""
     def preexec():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-        except (OSError, AttributeError):
-            pass
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
         if os.getppid() != parent:      # the parent died before prctl: follow it now
             os._exit(0)
     return preexec
-
-
-def _alive(pid):
-    """True if *pid* names a live process (a zombie is not)."""
-    st = stat(pid) if isinstance(pid, int) and pid > 0 else None
-    return st is not None and not st.gone
 
 
 class Proc:
@@ -120,7 +111,7 @@ class Supervisor:
         names = ["wake", "nudge", "sweep"] + (["notify"] if notify else []) + [
             f"{k}@{h}" for h in self.remotes for k in ("wake", "nudge")]
         self.stages = {n: Stage(n, backoff_max) for n in names}
-        self.stop, self.started, self.lock, self.next_sweep = False, time.time(), None, 0.0
+        self.stop, self.started, self.lock = False, time.time(), None
         self.writing = {STATE: Backoff(backoff_max), LOG: Backoff(backoff_max)}
         self.unlogged = []          # log lines not written yet (the log is failing)
         self.dropped = 0            # and those dropped from memory meanwhile
@@ -202,7 +193,8 @@ class Supervisor:
         self.lock = acquire(self.files[LOCK], timeout=0)
         if self.lock is None:
             pid = read_state(self.crew).get("pid")
-            if not _alive(pid):
+            st = stat(pid) if isinstance(pid, int) and pid > 0 else None
+            if st is None or st.gone:
                 who = f"crew-up pid {pid} is gone" if pid else "crew-up/state names none"
                 self._tell(f"crew-up: the lock is busy but {who}: waiting up to"
                            f" {HANDOVER:g}s for a child it was starting to let go")
@@ -239,8 +231,7 @@ class Supervisor:
     def step(self, wait=0.2):
         for stage in self.stages.values():
             if not stage.procs and stage.retry.due() and not self.stop:
-                if stage.name != "sweep" or time.monotonic() >= self.next_sweep:
-                    self.start(stage)
+                self.start(stage)
         fds = {p.popen.stderr.fileno(): p for s in self.stages.values() for p in s.procs}
         try:
             ready, _, _ = select.select(list(fds), [], [], wait)
@@ -379,11 +370,10 @@ class Supervisor:
         ran = time.time() - (stage.since or time.time())
         done = all(p.popen.returncode == 0 for p in stage.procs)
         stage.procs = []
-        if stage.name == "sweep":
-            self.next_sweep = time.monotonic() + self.sweep
-            if done:
-                self.log("stage-done", f"sweep: {', '.join(what)}; next in {self.sweep:g}s")
-                return
+        if stage.name == "sweep" and done:
+            stage.retry.at = time.monotonic() + self.sweep
+            self.log("stage-done", f"sweep: {', '.join(what)}; next in {self.sweep:g}s")
+            return
         stage.restarts += 1
         if ran >= RESET_AFTER:
             stage.retry.reset()
@@ -391,6 +381,8 @@ class Supervisor:
         else:
             stage.quick_ends += 1
         delay = stage.retry.later()
+        if stage.name == "sweep":       # a failed sweep waits for its time too
+            stage.retry.at = max(stage.retry.at, time.monotonic() + self.sweep)
         self.log("stage-exited", f"{stage.name}: {', '.join(what)} after {ran:.1f}s;"
                                  f" restart {stage.restarts} in {delay:g}s")
         stage.last_error = "; ".join(what)
@@ -433,9 +425,8 @@ class Supervisor:
 
     def shutdown(self):
         for stage in self.stages.values():
-            if stage.procs:
-                self.kill(stage)
-                stage.procs = []
+            self.kill(stage)
+            stage.procs = []
         if self.lock is not None:
             self.writing[LOG].at = 0.0     # one last try for what is held
             self.log("down", f"pid {os.getpid()}")

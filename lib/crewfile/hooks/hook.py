@@ -7,7 +7,8 @@ exit code ever blocks by accident: a hook must never harm its agent.
 
 The import path is kept tiny (the json package and re cost more than the
 whole start-up budget): the captain module is imported only when a prompt
-arrives, re only when a Bash command names a captain-only word.
+arrives, re only when a Bash command names a captain-only word, liveness
+only when a recorded agent process is to be checked.
 """
 import os
 
@@ -39,6 +40,15 @@ HOOK_LOCK_WAIT = 1.0     # seconds; protocol.md, "Bounded waits"
 # parent's session_id and the subagent's agent_id: work inside the session.
 SUBAGENT_TURN = ("UserPromptSubmit", "Stop", "SessionStart", "SessionEnd")
 MAX_TASKS_NAMED = 3
+# Claude Code hands additionalContext inline up to this many characters, then
+# saves it to a file and shows the model a 2 KB preview (2.1.x, measured:
+# tests/test_claude_wakes_e2e.py). Counted in UTF-8 bytes, never fewer.
+INLINE_LIMIT = 10000
+SHOWN_SENDERS = 5
+RULE_HEADING = "## The rule for the aside's agent\n"
+MAX_PAYLOAD = 32 << 20      # bytes of one hook payload kept; protocol.md, crew-hook
+DEFAULT_AGENT = "claude"
+load_agent = load      # the adapter module for agent NAME (BadInput if there is none)
 
 
 class Reply:
@@ -46,6 +56,14 @@ class Reply:
 
     def __init__(self, out="", err="", code=0):
         self.code, self.out, self.err = code, out, err
+
+
+def json_reply(obj):
+    return Reply(jsonio.dumps(obj) + "\n")
+
+
+class NoSession(Exception):
+    """The event needs a crewfile session and names none: said, nothing written."""
 
 
 class Context:
@@ -67,6 +85,12 @@ class Context:
         if self._session is False:
             self._session = find_session(self.crew, self.env, self.payload)
         return self._session
+
+    def known_session(self):
+        """The session, for an event that needs one (NoSession if there is none)."""
+        if self.session is None:
+            raise NoSession
+        return self.session
 
 
 def find_session(crew, env, payload):
@@ -93,59 +117,50 @@ def find_session(crew, env, payload):
     return sessions.find(crew, agent_session_id=sid)
 
 
-def record_agent(ctx, sess):
+def recorded_agent(sess):
+    """The session's recorded agent process: (pid, start, alive), pid None if none."""
+    pid, start = sess.meta.get("pid"), sess.meta.get("pid_start")
+    if not isinstance(pid, int):
+        return None, None, False
+    from crewfile.core.liveness import alive  # the hook's budget (module docstring)
+    return pid, start, alive(pid, start)
+
+
+def repair_agent(ctx, sess):
     """Record, or repair, the agent process and its pane (with the pane's
     server); tmux is not asked while the recorded agent is alive, this hook's
     ancestor and in this pane. A pane holding no ancestor of the hook is not
     recorded: Codex runs its hooks in a daemon that keeps the environment of
-    the Codex that started it, so after a respawn $TMUX_PANE names a dead pane."""
+    the Codex that started it, so after a respawn $TMUX_PANE names a dead pane.
+    A turn goes on whether or not this works."""
     pane = ctx.env.get("TMUX_PANE")
-    if not pane or not ctx.env.get("TMUX") or sess.meta.get("kind") == "aside":
-        return
-    from crewfile.core.liveness import alive, descends_from  # the hook's budget (module docstring)
-    meta = sess.meta
-    pid, start = meta.get("pid"), meta.get("pid_start")
-    if (isinstance(pid, int) and alive(pid, start) and descends_from(os.getpid(), pid)
-            and meta.get("tmux") == pane and meta.get("tmux_socket") and meta.get("tmux_server")):
-        return
-    fields = sessions.pane_fields(pane, sessions.tmux_env(ctx.env), agent_from=os.getpid())
-    if fields.get("pid") is None:
-        ctx.notes.append(f"{sess.name}: the agent process was not found among the hook's"
-                         f" ancestors in pane {pane}: its pane is left as recorded")
-        return
-    changed = {k: v for k, v in fields.items() if meta.get(k) != v}
-    if changed:
-        sess.update_meta(**changed)
+    try:
+        meta = sess.meta
+        if not pane or not ctx.env.get("TMUX") or meta.get("kind") == "aside":
+            return
+        from crewfile.core.liveness import descends_from  # the hook's budget (module docstring)
+        pid, _, alive = recorded_agent(sess)
+        if (alive and descends_from(os.getpid(), pid) and meta.get("tmux") == pane
+                and meta.get("tmux_socket") and meta.get("tmux_server")):
+            return
+        fields = sessions.pane_fields(pane, sessions.tmux_env(ctx.env), agent_from=os.getpid())
+        if fields.get("pid") is None:
+            ctx.notes.append(f"{sess.name}: the agent process was not found among the hook's"
+                             f" ancestors in pane {pane}: its pane is left as recorded")
+            return
+        changed = {k: v for k, v in fields.items() if meta.get(k) != v}
+        if changed:
+            sess.update_meta(**changed)
+    except CrewfileError as e:
+        ctx.notes.append(f"{sess.name}: agent not recorded: {e}")
 
 
-DEFAULT_AGENT = "claude"
-load_agent = load      # the adapter module for agent NAME (BadInput if there is none)
+# ---------------------------------------------------------------- notices
 
-
-def _json(obj):
-    return jsonio.dumps(obj) + "\n"
-
-
-def _context_output(ctx, text):
-    return _json(ctx.agent.context(ctx.event, text))
-
-
-# Claude Code hands additionalContext inline up to this many characters, then
-# saves it to a file and shows the model a 2 KB preview (2.1.x, measured:
-# tests/test_claude_wakes_e2e.py). Counted in UTF-8 bytes, never fewer.
-INLINE_LIMIT = 10000
-SHOWN_SENDERS = 5
-
-
-def notices_text(notices, header=NOTICE_HEADER, rest=()):
-    """Notices, one line each, under a header, grouped by session and kind;
-    then one line for the *rest* still pending, if any."""
-    return "\n".join([header] + [_notice_line(n) for n in _grouped(notices)]
-                     + ([_rest_line(rest)] if rest else []))
-
-
-def _notice_line(n):
-    return f"crewfile notice: {_with_kind(n)} (posted {n.ts}, id {n.id})"
+def notice_line(n):
+    """One notice, led by its kind unless its text already says it (`job j-1 ...`)."""
+    text = n.text if n.text.startswith(n.kind + " ") else f"{n.kind} {n.text}"
+    return f"crewfile notice: {text} (posted {n.ts}, id {n.id})"
 
 
 def _group_key(n):
@@ -157,14 +172,7 @@ def _group_key(n):
     return n.kind, ""
 
 
-def _grouped(notices):
-    groups = {}
-    for n in notices:
-        groups.setdefault(_group_key(n), []).append(n)
-    return [n for group in groups.values() for n in group]
-
-
-def _rest_line(rest):
+def rest_line(rest):
     who = list(dict.fromkeys(_group_key(n)[0] for n in rest))
     shown = ", ".join(who[:SHOWN_SENDERS])
     if len(who) > SHOWN_SENDERS:
@@ -180,39 +188,31 @@ def inline_part(header):
     def take(notices):
         size = len(header.encode()) + 1
         for k, notice in enumerate(notices):
-            size += len(_notice_line(notice).encode()) + 1
+            size += len(notice_line(notice).encode()) + 1
             rest = notices[k + 1:]
-            if size + (len(_rest_line(rest).encode()) + 1 if rest else 0) > INLINE_LIMIT:
+            if size + (len(rest_line(rest).encode()) + 1 if rest else 0) > INLINE_LIMIT:
                 return max(k, 1)
         return max(len(notices), 1)
     return take
 
 
 def inline_text(header, taken, rest):
-    """notices_text() within INLINE_LIMIT (see inline_part)."""
-    text = notices_text(taken, header, rest)
+    """The notices taken, one line each under *header*, grouped by session and
+    kind (each group where it first appears), then one line for the *rest*;
+    within INLINE_LIMIT (a single notice too long is cut here)."""
+    groups = {}
+    for n in taken:
+        groups.setdefault(_group_key(n), []).append(notice_line(n))
+    text = "\n".join([header] + [line for group in groups.values() for line in group]
+                     + ([rest_line(rest)] if rest else []))
     if len(text.encode()) > INLINE_LIMIT:
         note = " [cut here: too long to show inline; inbox.read keeps it whole]"
         text = text.encode()[:INLINE_LIMIT - len(note.encode())].decode("utf-8", "ignore") + note
     return text
 
 
-def _with_kind(n):
-    """The notice's text, led by its kind unless it already says it (`job j-1 ...`)."""
-    return n.text if n.text.startswith(n.kind + " ") else f"{n.kind} {n.text}"
-
-
-def drain_notices(ctx):
-    """Drain the session's inbox into the agent's context output ('' if empty)."""
-    sess = ctx.session
-    if sess is None:
-        return ""
-    text = _drain(ctx, sess, NOTICE_HEADER, "notices left in the inbox for the next event")
-    return _context_output(ctx, text) if text else ""
-
-
-def _drain(ctx, sess, header, busy):
-    """The notices that fit inline under *header*, drained ('' if none)."""
+def drain(ctx, sess, header=NOTICE_HEADER, busy="notices left in the inbox for the next event"):
+    """The pending notices that fit inline under *header*, drained ('' if none)."""
     try:
         notices, rest, garbage = inbox.drain_part(ctx.crew, sess.name, inline_part(header),
                                                   _taker(ctx, sess))
@@ -224,18 +224,21 @@ def _drain(ctx, sess, header, busy):
     return inline_text(header, notices, rest) if notices else ""
 
 
+def notices_reply(ctx, sess):
+    """The pending notices as the agent's model-facing context (nothing if none)."""
+    text = drain(ctx, sess)
+    return json_reply(ctx.agent.context(ctx.event, text)) if text else Reply()
+
+
 def _taker(ctx, sess):
     """offer_to for inbox.drain_part: the agent life taking a hand-over, as
     (pid, start, transcript): the recorded agent only if alive (a dead one
     would have every notice put back at once)."""
     def life():
-        from crewfile.core.liveness import alive  # the hook's budget
-        meta = sess.meta
-        pid, start = meta.get("pid"), meta.get("pid_start")
-        if not (isinstance(pid, int) and isinstance(start, int) and alive(pid, start)):
-            pid = start = None
-        transcript = ctx.field("transcript_path") or meta.get("transcript_path")
-        return pid, start, transcript if isinstance(transcript, str) else None
+        pid, start, alive = recorded_agent(sess)
+        transcript = ctx.field("transcript_path") or sess.meta.get("transcript_path")
+        transcript = transcript if isinstance(transcript, str) else None
+        return (pid, start, transcript) if alive else (None, None, transcript)
     return life
 
 
@@ -258,62 +261,41 @@ def settle_offered(ctx, sess):
                          " put back in the inbox")
 
 
-def _no_session(ctx):
-    sid = ctx.field("session_id") or "?"
-    ctx.notes.append(f"no crewfile session for agent session {sid}"
-                     " (set CREWFILE_SESSION, or session-add --agent-session-id)")
-    return Reply()
-
-
 # ---------------------------------------------------------------- events
 
 def session_start(ctx):
-    sess = ctx.session
-    if sess is None:
-        return _no_session(ctx)
+    sess = ctx.known_session()
     settle_offered(ctx, sess)
-    if ctx.field("source") and ctx.field("source") == getattr(ctx.agent, "COMPACTED", None):
+    source = ctx.field("source")
+    aside = sess.meta.get("kind") == "aside"
+    if source and source == getattr(ctx.agent, "COMPACTED", None):
         # The conversation was compacted, mid-turn too: the same life, its
         # turn going on, so a record no turn-state table reads.
         sess.append("compacted", "")
-        return _started_reply(ctx, sess)
-    if sess.meta.get("kind") != "aside" and not sess.ended() and _agent_gone(sess):
-        sess.append("ended", "agent process gone")      # it crashed: no SessionEnd ran
-    if sess.meta.get("kind") != "aside" and sess.ended():
-        # A new life for an ended crew session or primary whose agent starts
-        # again in its name (/exit, then claude again), in the hook's pane.
-        sess = sessions.register_again(sess, tmux=ctx.env.get("TMUX_PANE") or None,
-                                       env=sessions.tmux_env(ctx.env), agent_from=os.getpid())
-    _repair(ctx, sess)
-    cwd, sid = ctx.field("cwd"), ctx.field("session_id") or None
-    transcript = ctx.field("transcript_path") or None
-    if (getattr(ctx.agent, "RESUME_WRITES_ITS_TRANSCRIPT", False)
-            and ctx.field("source") == "resume" and sid
-            and sid == sess.meta.get("agent_session_id") and sess.meta.get("transcript_path")):
-        transcript = sess.meta["transcript_path"]     # the conversation's, not the one named
-    sess.update_meta(agent_session_id=sid,
-                     cwd=os.path.realpath(cwd) if cwd else None,
-                     transcript_path=transcript,
-                     agent=None if sess.meta.get("agent") else ctx.agent.NAME)
-    sess.append("started", ctx.field("source") or "")
-    return _started_reply(ctx, sess)
-
-
-def _started_reply(ctx, sess):
-    """An aside's briefing at every start, a compaction's too (the summary may drop it)."""
-    if sess.meta.get("kind") == "aside":
-        return Reply(_context_output(ctx, aside_briefing(sess, ctx.agent)))
+    else:
+        if not aside and not sess.ended():
+            pid, _, alive = recorded_agent(sess)
+            if pid is not None and not alive:   # it crashed: no SessionEnd ran
+                sess.append("ended", "agent process gone")
+        if not aside and sess.ended():
+            # A new life for an ended crew session or primary whose agent starts
+            # again in its name (/exit, then claude again), in the hook's pane.
+            sess = sessions.register_again(sess, tmux=ctx.env.get("TMUX_PANE") or None,
+                                           env=sessions.tmux_env(ctx.env), agent_from=os.getpid())
+        repair_agent(ctx, sess)
+        cwd, sid = ctx.field("cwd"), ctx.field("session_id") or None
+        transcript = ctx.field("transcript_path") or None
+        if (getattr(ctx.agent, "RESUME_WRITES_ITS_TRANSCRIPT", False) and source == "resume"
+                and sid and sid == sess.meta.get("agent_session_id")
+                and sess.meta.get("transcript_path")):
+            transcript = sess.meta["transcript_path"]     # the conversation's, not the one named
+        sess.update_meta(agent_session_id=sid, cwd=os.path.realpath(cwd) if cwd else None,
+                         transcript_path=transcript,
+                         agent=None if sess.meta.get("agent") else ctx.agent.NAME)
+        sess.append("started", source or "")
+    if aside:       # its briefing at every start, a compaction's too (the summary may drop it)
+        return json_reply(ctx.agent.context(ctx.event, aside_briefing(sess, ctx.agent)))
     return Reply()
-
-
-def _agent_gone(sess):
-    """The recorded agent process is gone (so this SessionStart is a new agent's)."""
-    from crewfile.core.liveness import alive  # the hook's budget
-    pid, start = sess.meta.get("pid"), sess.meta.get("pid_start")
-    return isinstance(pid, int) and not alive(pid, start)
-
-
-RULE_HEADING = "## The rule for the aside's agent\n"
 
 
 def aside_briefing(sess, agent):
@@ -330,9 +312,7 @@ def aside_briefing(sess, agent):
 
 
 def user_prompt_submit(ctx):
-    sess = ctx.session
-    if sess is None:
-        return _no_session(ctx)
+    sess = ctx.known_session()
     prompt = ctx.field("prompt")
     if prompt is not None and prompt.startswith(getattr(ctx.agent, "MACHINE_PROMPTS", ())):
         prompt = None            # the CLI's own notification: nobody's words
@@ -353,15 +333,8 @@ def user_prompt_submit(ctx):
         except CrewfileError as e:   # recorded or not, the turn goes on
             ctx.notes.append(f"{sess.name}: captain input not recorded: {e}")
     sess.append("turn-started")
-    _repair(ctx, sess)
-    return Reply(drain_notices(ctx))
-
-
-def _repair(ctx, sess):
-    try:                         # a turn goes on whether or not the repair works
-        record_agent(ctx, sess)
-    except CrewfileError as e:
-        ctx.notes.append(f"{sess.name}: agent not recorded: {e}")
+    repair_agent(ctx, sess)
+    return notices_reply(ctx, sess)
 
 
 def _plain_captain_record(crew, name, text, *_evidence):
@@ -391,16 +364,23 @@ def names_captain_only(command):
     if not any(w in command for w in CAPTAIN_ONLY_WORDS):
         return False
     import re  # the hook's budget (module docstring)
-    return re.search(r"(?<![\w-])(?:aside-done|captain-done)(?![\w-])", command) is not None
+    words = "|".join(map(re.escape, CAPTAIN_ONLY_WORDS))
+    return re.search(rf"(?<![\w-])(?:{words})(?![\w-])", command) is not None
 
 
 def pre_tool_use(ctx):
-    _settle_named(ctx)
-    if ctx.field("tool_name") not in ctx.agent.SHELL_TOOLS:
-        return Reply()
-    tool_input = ctx.field("tool_input", dict) or {}
-    command = tool_input.get("command")
-    if not isinstance(command, str) or not names_captain_only(command):
+    # Settles offered notices, past one stat, only for a named session: this
+    # event never looks its session up otherwise (a bad name is said elsewhere).
+    name = ctx.env.get("CREWFILE_SESSION")
+    try:
+        offered = bool(name) and os.path.lexists(ctx.crew.session_file(name, OFFERED))
+    except CrewfileError:
+        offered = False
+    if offered and ctx.session is not None:
+        settle_offered(ctx, ctx.session)
+    command = (ctx.field("tool_input", dict) or {}).get("command")
+    if (ctx.field("tool_name") not in ctx.agent.SHELL_TOOLS or not isinstance(command, str)
+            or not names_captain_only(command)):
         return Reply()
     done = ctx.agent.CONCLUDE
     reason = (f"crewfile: concluding an aside is the captain's act only: the captain types "
@@ -408,27 +388,12 @@ def pre_tool_use(ctx):
               f"conversation going; hand over the report with aside-conclude only after "
               f"the captain's {done}.")
     try:                         # the denial stands even if it cannot be recorded
-        sess = ctx.session
-        if sess is not None:
-            sess.append("problem", f"self-conclusion refused: the agent ran {command[:200]!r};"
-                                   " denied")
+        if ctx.session is not None:
+            ctx.session.append("problem", f"self-conclusion refused: the agent ran"
+                                          f" {command[:200]!r}; denied")
     except Exception as e:
         ctx.notes.append(f"denial not recorded: {e}")
-    return Reply(_json(ctx.agent.deny(ctx.event, reason)))
-
-
-def _settle_named(ctx):
-    """settle_offered() for an event that never looks its session up
-    otherwise: only a named session, past one stat that finds an offer."""
-    name = ctx.env.get("CREWFILE_SESSION")
-    try:
-        if not name or not os.path.lexists(ctx.crew.session_file(name, OFFERED)):
-            return
-    except CrewfileError:        # a bad name: said by the events that look it up
-        return
-    sess = ctx.session
-    if sess is not None:
-        settle_offered(ctx, sess)
+    return json_reply(ctx.agent.deny(ctx.event, reason))
 
 
 def post_tool_use(ctx):
@@ -444,23 +409,21 @@ def post_tool_use(ctx):
         sess.append("turn-started", "permission answered")
     if from_subagent(ctx.payload):
         return Reply()           # notices are the session's model's, not a subagent's
-    return Reply(drain_notices(ctx))
+    return notices_reply(ctx, sess)
 
 
 def stop(ctx):
     """turn-ended; a primary with pending wakes continues instead (never twice in a row)."""
-    sess = ctx.session
-    if sess is None:
-        return _no_session(ctx)
+    sess = ctx.known_session()
     settle_offered(ctx, sess)
     audit(ctx, sess)
     # Pending wakes first: reading meta costs a JSON parse that most Stops never need.
     if (ctx.payload.get("stop_hook_active") is not True
             and inbox.has(ctx.crew, sess.name, "wake")
             and sess.meta.get("kind") == PRIMARY):
-        text = _drain(ctx, sess, WAKE_HEADER, "wakes left in the inbox")
+        text = drain(ctx, sess, WAKE_HEADER, "wakes left in the inbox")
         if text:         # each agent's own way of going on (adapters: carry_on)
-            return Reply(_json(ctx.agent.carry_on(ctx.event, text)))
+            return json_reply(ctx.agent.carry_on(ctx.event, text))
     tasks = background_tasks(ctx.payload.get("background_tasks"))
     lines = [new_line("background", tasks) if tasks else new_line("turn-ended")]
     crons = session_crons(ctx.payload.get("session_crons"))
@@ -503,9 +466,7 @@ def _listed(items, each):
 def stop_failure(ctx):
     """The turn ended in an API error (no Stop follows): `turn-failed`, or the
     account's stop, `account-blocked`, which holds crewfile's typing."""
-    sess = ctx.session
-    if sess is None:
-        return _no_session(ctx)
+    sess = ctx.known_session()
     settle_offered(ctx, sess)
     message = ctx.field("last_assistant_message") or ctx.field("error_details") or ""
     sess.append(*stop_record(ctx.agent, ctx.field("error"), message, ctx.env))
@@ -536,48 +497,42 @@ def from_subagent(payload):
 
 
 def notification(ctx):
-    what = ctx.agent.NOTIFICATIONS.get(ctx.field("notification_type"))
-    if what is None:
-        return Reply()
-    sess = ctx.session
-    if sess is None:
-        return _no_session(ctx)
+    """A notification type the agent names (NOTIFICATIONS), or a permission
+    asked before a tool runs (Codex's PermissionRequest: no decision is given,
+    the person at the screen answers): its record."""
+    if ctx.agent.EVENTS.get(ctx.event) == "PermissionRequest":
+        what = ("waiting", "permission")
+    else:
+        what = ctx.agent.NOTIFICATIONS.get(ctx.field("notification_type"))
+        if what is None:
+            return Reply()
+    sess = ctx.known_session()
     sess.append(*what)
-    _repair(ctx, sess)
-    return Reply()
-
-
-def permission_request(ctx):
-    """An agent that asks before a tool runs (Codex's PermissionRequest): waiting.
-    No decision is given: the person at the screen answers."""
-    sess = ctx.session
-    if sess is None:
-        return _no_session(ctx)
-    sess.append("waiting", "permission")
-    _repair(ctx, sess)
+    repair_agent(ctx, sess)
     return Reply()
 
 
 def session_end(ctx):
-    sess = ctx.session
-    if sess is None:
-        return _no_session(ctx)
-    if _another_agents_end(sess):
-        ctx.notes.append(f"{sess.name}: an earlier agent's SessionEnd, not recorded:"
-                         " the session's registered agent is another, alive")
-        return Reply()
+    sess = ctx.known_session()
+    pid, _, alive = recorded_agent(sess)
+    if alive:
+        from crewfile.core.liveness import descends_from  # the hook's budget
+        if not descends_from(os.getpid(), pid):
+            # An old agent's end, the registered one being another and alive:
+            # its `ended` would never be believed and hold every delivery.
+            ctx.notes.append(f"{sess.name}: an earlier agent's SessionEnd, not recorded:"
+                             " the session's registered agent is another, alive")
+            return Reply()
     sess.append("ended", ctx.field("reason") or "unknown")
     return Reply()
 
 
-def _another_agents_end(sess):
-    """This SessionEnd is an old agent's, the registered one being another and
-    alive: its `ended` would never be believed and hold every delivery."""
-    from crewfile.core.liveness import alive, descends_from  # the hook's budget (module docstring)
-    pid, start = sess.meta.get("pid"), sess.meta.get("pid_start")
-    if not isinstance(pid, int) or not alive(pid, start):
-        return False
-    return not descends_from(os.getpid(), pid)
+def codex_notify(ctx):
+    """Codex CLI's notify program: agent-turn-complete -> turn-ended."""
+    if ctx.field("type") != "agent-turn-complete":
+        return Reply()
+    ctx.known_session().append("turn-ended")
+    return Reply()
 
 
 EVENTS = {
@@ -589,26 +544,12 @@ EVENTS = {
     "StopFailure": stop_failure,
     "Inside": inside,
     "Notification": notification,
-    "PermissionRequest": permission_request,
+    "PermissionRequest": notification,
     "SessionEnd": session_end,
 }
 
 
-def codex_notify(ctx):
-    """Codex CLI's notify program: agent-turn-complete -> turn-ended."""
-    if ctx.field("type") != "agent-turn-complete":
-        return Reply()
-    sess = ctx.session
-    if sess is None:
-        return _no_session(ctx)
-    sess.append("turn-ended")
-    return Reply()
-
-
 # ---------------------------------------------------------------- entry
-
-MAX_PAYLOAD = 32 << 20      # bytes of one hook payload kept; protocol.md, crew-hook
-
 
 def read_payload(stream, limit=MAX_PAYLOAD):
     """The payload on *stream*, or None when it is over *limit* bytes (the
@@ -620,15 +561,14 @@ def read_payload(stream, limit=MAX_PAYLOAD):
         pass
     return None
 
-def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
-           agent=DEFAULT_AGENT):
+
+def handle(raw, env=None, crew=None, codex=False, agent=DEFAULT_AGENT):
     """Run the hook of *agent* (an adapter's name) for one payload; always a
-    Reply, exit 0, every lock wait bounded by *lock_wait* seconds in all.
+    Reply, exit 0, every lock wait bounded by HOOK_LOCK_WAIT seconds in all.
     *codex*: the payload is Codex's notify JSON."""
     env = os.environ if env is None else env
-    event = "?"
-    ctx = None
-    bound = locks.bound_waits(lock_wait, total=True)
+    event, ctx = "?", None
+    bound = locks.bound_waits(HOOK_LOCK_WAIT, total=True)
     try:
         if raw is None:
             return Reply(err=f"malformed payload: over {MAX_PAYLOAD} bytes, ignored")
@@ -651,6 +591,10 @@ def handle(raw, env=None, crew=None, codex=False, lock_wait=HOOK_LOCK_WAIT,
                 return Reply()
         ctx = Context(crew or Crew(default_dir(env)), env, payload, adapter, event)
         reply = fn(ctx)
+    except NoSession:
+        reply = Reply()
+        ctx.notes.append(f"no crewfile session for agent session {ctx.field('session_id') or '?'}"
+                         " (set CREWFILE_SESSION, or session-add --agent-session-id)")
     except CrewfileError as e:
         reply = Reply(err=f"{event}: {e}")
     except Exception as e:       # a bug of ours must not become the agent's problem
