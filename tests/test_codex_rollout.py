@@ -11,11 +11,10 @@ real flock, the real Watcher and wake filter.
 import json
 import os
 import re
-import time
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, wait_for
 from crewfile.agents import codex, codexrollout, stop_record
 from crewfile.asides import aside
 from crewfile.core import kinds, logfile, records
@@ -227,10 +226,11 @@ def test_crew_watch_writes_it_once_says_an_unreadable_rollout_once_and_wakes_onc
     c2 = codex_session(crew, "c2", rollout(tmp_path, FIRST_TURN))
     cursor, warned = str(tmp_path / "cursor"), []
     w, out = _watch(crew, cursor, warned)
-    deadline = time.monotonic() + 30
-    while b" c2 account-blocked: " not in b"".join(out):
-        assert time.monotonic() < deadline, (out, warned)
+
+    def recorded():
         w.step(max_wait=0.05)
+        return b" c2 account-blocked: " in b"".join(out)
+    wait_for(recorded, timeout=30, what=lambda: f"c2's record written out: {out} {warned}")
     for _ in range(5):                      # more probes: nothing more is written or said
         w.step(max_wait=0.06)
     w.close()
