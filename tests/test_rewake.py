@@ -1,6 +1,7 @@
 """The keystroke-free wake's waiter (crew-hook --rewake, crewfile.wake.rewake)
 and wake-send beside it, with real processes, flock and inotify (the real
 Claude Code: tests/test_rewake_e2e.py)."""
+import contextlib
 import json
 import os
 import signal
@@ -60,13 +61,19 @@ def holder_pid(crew):
     return int(words.split()[1])
 
 
-def hold_lock(path):
-    """A process holding the flock on *path* (kill it to let go)."""
+@contextlib.contextmanager
+def lock_held(path):
+    """The body runs while another process holds the flock on *path*; that
+    process is killed and reaped after it, whatever happens."""
     holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
                                "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
                                "fcntl.flock(fd, fcntl.LOCK_EX)\ntime.sleep(600)", path])
-    wait_for(lambda: locks.is_held(path), what=f"{path} held")
-    return holder
+    try:
+        wait_for(lambda: locks.is_held(path), what=f"{path} held")
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_a_wake_is_announced_on_stderr_with_exit_2_and_stays_pending(crew):
@@ -148,16 +155,12 @@ def test_wake_send_types_nothing_while_armed_and_types_once_it_is_not(crew):
     said, logged = [], []
     s = Sender(crew, "boss", clock=lambda: 0.0, log=logged.append,
                deliver=lambda sess, text: (said.append(text) or True, Answer("delivered")))
-    holder = hold_lock(lock_path(crew))
-    try:
+    with lock_held(lock_path(crew)):
         s.wake(f"{TS} w1 done: shipped")
         assert s.flush()
         assert s.tick() is False and said == []
         assert s.tick() is False and said == []
         assert logged == ["boss's keystroke-free wake is armed: it announces 1 wake(s)"]
-    finally:
-        holder.kill()
-        holder.wait()
     assert s.tick() is True and said == [SAID]
     assert announce.announced(sess) == {n.id for n in inbox.pending(crew, "boss")}
 
@@ -218,8 +221,13 @@ def test_a_typed_announcement_refused_leaves_the_wakes_to_the_waiter(crew):
     s = Sender(crew, "boss", clock=lambda: 0.0, deliver=typed_then(DRAFT, waiter_arms))
     s.wake(f"{TS} w1 done: shipped")
     s.flush()
-    assert s.tick() is False
-    assert finish(armed[0]) == (2, "", SAID + "\n")
+    try:
+        assert s.tick() is False
+        assert finish(armed[0]) == (2, "", SAID + "\n")
+    finally:
+        for p in armed:                         # a waiter not finished: killed, reaped
+            p.kill()
+            p.wait()
     assert announce.announced(sess) == {n.id for n in inbox.pending(crew, "boss")}
 
 
@@ -233,12 +241,8 @@ def test_wake_send_decides_nothing_while_the_waiter_decides(crew):
     s.wake(f"{TS} w1 done: shipped")
     s.flush()
     path = os.path.join(crew.session_dir("boss"), paths.ANNOUNCE_LOCK)
-    holder = hold_lock(path)
-    try:
+    with lock_held(path):
         assert s.tick() is False and said == []
-    finally:
-        holder.kill()
-        holder.wait()
     assert s.tick() is True and said == [SAID]
 
 
