@@ -25,20 +25,38 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_START = 30           # seconds for a stand-in server to say its port
 
 
+def start_stand_in(name, *args):
+    """Start the stand-in model server tests/NAME with *args*: (its process,
+    its port). The caller ends it with stop_stand_in(); one that never says
+    its port is ended here."""
+    proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", name), *map(str, args)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        if not select.select([proc.stdout], [], [], SERVER_START)[0]:
+            raise RuntimeError(f"tests/{name} did not say its port")
+        return proc, int(proc.stdout.readline().split()[1])
+    except BaseException:
+        stop_stand_in(proc)
+        raise
+
+
+def stop_stand_in(proc):
+    """A stand-in server killed (if it still runs) and waited for."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    proc.stdout.close()
+
+
 @contextlib.contextmanager
 def stand_in_server(name, log):
     """Run the stand-in model server tests/NAME, its requests logged to *log*;
     yield its port. Killed, and waited for, at the end."""
-    proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", name), "--log",
-                             str(log)], stdout=subprocess.PIPE, text=True)
+    proc, port = start_stand_in(name, "--log", log)
     try:
-        if not select.select([proc.stdout], [], [], SERVER_START)[0]:
-            raise RuntimeError(f"tests/{name} did not say its port")
-        yield int(proc.stdout.readline().split()[1])
+        yield port
     finally:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
+        stop_stand_in(proc)
 
 
 def wake_the_held_primary(rig, proc, go, deadline):
