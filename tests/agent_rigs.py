@@ -25,12 +25,12 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_START = 30           # seconds for a stand-in server to say its port
 
 
-def start_stand_in(name, *args):
+def start_stand_in(name, *args, stderr=None):
     """Start the stand-in model server tests/NAME with *args*: (its process,
     its port). The caller ends it with stop_stand_in(); one that never says
     its port is ended here."""
     proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", name), *map(str, args)],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=stderr, text=True)
     try:
         if not select.select([proc.stdout], [], [], SERVER_START)[0]:
             raise RuntimeError(f"tests/{name} did not say its port")
@@ -46,6 +46,22 @@ def stop_stand_in(proc):
         proc.kill()
     proc.wait()
     proc.stdout.close()
+    if proc.stderr:
+        proc.stderr.close()
+
+
+@contextlib.contextmanager
+def stand_in_ends_quietly(name, *args):
+    """tests/NAME started with *args*: yields (process, its port). After the
+    body it is ended by SIGTERM, which it answers with exit 0 and nothing
+    said; killed and reaped whatever happens."""
+    proc, port = start_stand_in(name, *args, stderr=subprocess.PIPE)
+    try:
+        yield proc, port
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0 and proc.stderr.read() == ""
+    finally:
+        stop_stand_in(proc)
 
 
 @contextlib.contextmanager

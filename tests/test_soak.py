@@ -22,9 +22,9 @@ import sys
 import time
 
 import model_server
+from agent_rigs import stand_in_ends_quietly
 from claude_harness import REPO, require_real_claude
 from crewfile.hooks import hook
-from test_model_server import running
 
 SOAK = os.path.join(REPO, "tests", "soak", "soak.py")
 sys.path.insert(0, os.path.dirname(SOAK))
@@ -196,8 +196,8 @@ def test_the_gemini_stand_in_follows_a_day_a_line_per_turn(tmp_path):
         return [c["candidates"][0]["content"]["parts"] for c in chunks], chunks[-1]
 
     go = {"role": "user", "parts": [{"text": "go"}, {"text": "crewfile notice: job j-1 ended"}]}
-    with running([sys.executable, os.path.join(REPO, "tests", "gemini_server.py"),
-                  "--soak", "--log", str(log), "--script", str(script)]) as (proc, port):
+    with stand_in_ends_quietly("gemini_server.py", "--soak", "--log", log,
+                               "--script", script) as (proc, port):
         assert ask(port, [go], stream=False)[0] == [[{"text": "{}"}]]      # the router's
         parts, last = ask(port, [go])
         call = parts[0][0]["functionCall"]
