@@ -334,6 +334,13 @@ def crash_and_respawn(tmux, sess, command, timeout=120):
     return sess.reread()
 
 
+def protocol_section(heading):
+    """The text of protocol.md's `### HEADING` section: a table the code mirrors."""
+    with open(os.path.join(REPO, "protocol.md"), encoding="utf-8") as f:
+        text = f.read()
+    return text.split(f"\n### {heading}\n", 1)[1].split("\n### ", 1)[0]
+
+
 def spawn_fake(crew, cwd, agent, command, *extra):
     """`crew-spawn w1 --agent AGENT --cmd COMMAND` (COMMAND a line running
     tests/fake-agent as that agent would start) in *cwd*, no worktree, in

@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from conftest import REPO, wait_for
+from conftest import REPO, protocol_section, wait_for
 from crewfile.agents import codex, codexrollout, stop_record
 from crewfile.asides import aside
 from crewfile.core import kinds, logfile, records
@@ -280,7 +280,6 @@ def test_a_forged_rollout_line_only_holds_typing_and_wakes(crew, tmp_path):
 
 
 def test_the_agents_word_table_is_the_one_protocol_md_gives():
-    text = open(os.path.join(REPO, "protocol.md"), encoding="utf-8").read()
-    section = text.split("\n### The agent's word\n", 1)[1].split("\n### ", 1)[0]
+    section = protocol_section("The agent's word")
     rows = re.findall(r"^\| `([a-z-]+)` \| (.*?) \| (.*?) \|$", section, re.M)
     assert {k: (w.replace("`", ""), b.replace("`", "")) for k, w, b in rows} == kinds.AGENTS_WORD
