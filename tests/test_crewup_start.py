@@ -37,16 +37,20 @@ def up(crew, out, limit=None, runner=()):
 
 @contextlib.contextmanager
 def ended(proc, out):
-    """The body with crew-up *proc* running; after it, crew-up ended by
-    SIGTERM, which it answers with exit 0; killed and reaped whatever happens."""
+    """The body with crew-up *proc* running; after it, whatever happens,
+    crew-up ended by SIGTERM (it stops its stages), killed if it has not
+    ended within 30 s, and reaped; after a body that went well, its exit is 0."""
     try:
         yield proc
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0, said(out)
     finally:
         if proc.poll() is None:
-            proc.kill()
-        proc.wait()
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, said(out)
 
 
 def said(path):
