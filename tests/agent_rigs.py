@@ -25,20 +25,54 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_START = 30           # seconds for a stand-in server to say its port
 
 
+def start_stand_in(name, *args, stderr=None):
+    """Start the stand-in model server tests/NAME with *args*: (its process,
+    its port). The caller ends it with stop_stand_in(); one that never says
+    its port is ended here."""
+    proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", name), *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=stderr, text=True)
+    try:
+        if not select.select([proc.stdout], [], [], SERVER_START)[0]:
+            raise RuntimeError(f"tests/{name} did not say its port")
+        return proc, int(proc.stdout.readline().split()[1])
+    except BaseException:
+        stop_stand_in(proc)
+        raise
+
+
+def stop_stand_in(proc):
+    """A stand-in server killed (if it still runs) and waited for."""
+    if proc.poll() is None:
+        proc.kill()
+    proc.wait()
+    proc.stdout.close()
+    if proc.stderr:
+        proc.stderr.close()
+
+
+@contextlib.contextmanager
+def stand_in_ends_quietly(name, *args):
+    """tests/NAME started with *args*: yields (process, its port). After the
+    body it is ended by SIGTERM, which it answers with exit 0 and nothing
+    said; killed and reaped whatever happens."""
+    proc, port = start_stand_in(name, *args, stderr=subprocess.PIPE)
+    try:
+        yield proc, port
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0 and proc.stderr.read() == ""
+    finally:
+        stop_stand_in(proc)
+
+
 @contextlib.contextmanager
 def stand_in_server(name, log):
     """Run the stand-in model server tests/NAME, its requests logged to *log*;
     yield its port. Killed, and waited for, at the end."""
-    proc = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", name), "--log",
-                             str(log)], stdout=subprocess.PIPE, text=True)
+    proc, port = start_stand_in(name, "--log", log)
     try:
-        if not select.select([proc.stdout], [], [], SERVER_START)[0]:
-            raise RuntimeError(f"tests/{name} did not say its port")
-        yield int(proc.stdout.readline().split()[1])
+        yield port
     finally:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
+        stop_stand_in(proc)
 
 
 def wake_the_held_primary(rig, proc, go, deadline):

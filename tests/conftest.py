@@ -15,6 +15,7 @@ sys.path.insert(0, os.path.join(REPO, "lib"))
 
 from crewfile.core.atomic import replace  # noqa: E402
 from crewfile.core.paths import Crew  # noqa: E402
+from crewfile.session.sessions import Session  # noqa: E402
 from terminal import AttachedClient, Tmux, wait_for  # noqa: E402,F401 (the person at a terminal)
 
 SKIPPED = os.path.join(REPO, ".cache", "skipped")
@@ -88,8 +89,8 @@ def drop_mode_overrides():
         raise OSError(ctypes.get_errno(), "capset")
 
 
-def cmd(name, *args, input=None, env=None, check=False, timeout=60, bound=False):
-    """Run bin/NAME with this interpreter; returns CompletedProcess (text).
+def cmd(name, *args, input=None, env=None, check=False, timeout=60, bound=False, cwd=None):
+    """Run bin/NAME with this interpreter (in *cwd*); returns CompletedProcess (text).
     bound=True: bound by file modes even as root (see bound_by_modes)."""
     full_env = dict(os.environ)
     full_env.update(env or {})
@@ -98,7 +99,7 @@ def cmd(name, *args, input=None, env=None, check=False, timeout=60, bound=False)
     prefix = bound_by_modes() if bound else []
     proc = subprocess.run([*prefix, sys.executable, os.path.join(BIN, name), *map(str, args)],
                           input=input, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          env=full_env, timeout=timeout)
+                          env=full_env, timeout=timeout, cwd=cwd)
     proc.stdout = proc.stdout.decode("utf-8", "replace")
     proc.stderr = proc.stderr.decode("utf-8", "replace")
     if check and proc.returncode != 0:
@@ -331,6 +332,23 @@ def crash_and_respawn(tmux, sess, command, timeout=120):
     r = cmd("crew-respawn", sess.name)
     assert r.returncode == 0, r.stderr
     return sess.reread()
+
+
+def protocol_section(heading):
+    """The text of protocol.md's `### HEADING` section: a table the code mirrors."""
+    with open(os.path.join(REPO, "protocol.md"), encoding="utf-8") as f:
+        text = f.read()
+    return text.split(f"\n### {heading}\n", 1)[1].split("\n### ", 1)[0]
+
+
+def spawn_fake(crew, cwd, agent, command, *extra):
+    """`crew-spawn w1 --agent AGENT --cmd COMMAND` (COMMAND a line running
+    tests/fake-agent as that agent would start) in *cwd*, no worktree, in
+    tmux session `crew`; returns w1's Session."""
+    r = cmd("crew-spawn", "w1", "--agent", agent, "--cmd", command, "--no-worktree",
+            "--tmux-session", "crew", *extra, cwd=cwd, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return Session(crew, "w1")
 
 
 def make_due(crew, sid):

@@ -67,11 +67,10 @@ def _simplest(schema):
             "array": []}.get(kind)
 
 
-class Model:
+class Model(stand_in.Model):
     """The e2e tests' model: the directives of the newest user turn rule."""
 
-    def __init__(self, log=None, reply="ok"):
-        self.log, self.reply = stand_in.Log(log), reply
+    USAGE = USAGE
 
     def record(self, method, path, raw):
         """The method and path with the body: side requests differ by path alone."""
@@ -80,39 +79,6 @@ class Model:
         except ValueError:
             body = None
         self.log.append(json.dumps({"method": method, "path": path, "body": body}).encode())
-
-    def turn(self, path, req):
-        """The script's Turn for *req* (POSTed to *path*), or None: the directives in it rule."""
-        return None
-
-    def usage(self, req, parts):
-        return USAGE
-
-
-class SoakModel(Model):
-    """A worker's day (tests/soak/day.py): a script line per turn; usage by
-    text; the log holds what was new in each request, stamped."""
-
-    def __init__(self, log=None, reply="ok", script=None):
-        super().__init__(log, reply)
-        self.script = stand_in.Script(script)
-
-    def record(self, method, path, raw):
-        req = Handler._parse(raw)
-        self.log.append(stand_in.soak_entry(own_turn(path, req), len(req.get("contents") or []),
-                                            since_model(req)))
-
-    def turn(self, path, req):
-        if not own_turn(path, req) or not users_turn(req):
-            return None
-        return stand_in.turn(self.script.next_line(), self.reply)
-
-    def usage(self, req, parts):
-        seen = stand_in.by_text(len(json.dumps(req.get("systemInstruction") or ""))
-                                + len(json.dumps(req.get("contents") or [])))
-        out = stand_in.by_text(len(json.dumps(parts)))
-        return {"promptTokenCount": seen, "candidatesTokenCount": out,
-                "totalTokenCount": seen + out}
 
 
 def own_turn(path, req):
@@ -155,6 +121,20 @@ def since_model(req):
                 blocks.append({"type": "text", "text": p["text"]})
         out.append({"role": c.get("role"), "content": blocks})
     return out
+
+
+class SoakModel(stand_in.SoakModel, Model):
+    """A worker's day, Gemini's requests read: a function response comes
+    back as a `tool_result` block, a text part as a `text` block."""
+
+    MESSAGES, INSTRUCTIONS = "contents", "systemInstruction"
+    own_turn, users_turn = staticmethod(own_turn), staticmethod(users_turn)
+    since_model = staticmethod(since_model)
+
+    @staticmethod
+    def tokens(seen, out):
+        return {"promptTokenCount": seen, "candidatesTokenCount": out,
+                "totalTokenCount": seen + out}
 
 
 class Handler(stand_in.Handler):

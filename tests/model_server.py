@@ -55,13 +55,15 @@ import stand_in
 NEAR_FULL = 990_000     # input tokens past Claude Code's auto-compact threshold (~967k)
 USAGE = {"input_tokens": 10, "output_tokens": 2,
          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-SLOW_CAP = 600          # seconds: a typo in a script must not hang a run forever
+SLOW_CAP = stand_in.SLOW_CAP
 
 
 class Model:
     """The scripted answers. The script's pops and the log's appends are each
     taken under a lock (stand_in): the CLI sends side requests in parallel
     with a turn."""
+
+    who = "the scripted session"    # whose day a compaction's summary names
 
     def __init__(self, log=None, script=None, reply="ok"):
         self.log, self.script, self.reply = stand_in.Log(log), stand_in.Script(script), reply
@@ -84,7 +86,7 @@ class Model:
         wait for); for a `LIMIT:` line (None, None, the reset epoch seconds)."""
         text, delay = self.reply, 0.0
         if req.get("tools") and _is_compaction(req):
-            return None, SUMMARY.format(who="the scripted session"), 0.0
+            return None, SUMMARY.format(who=self.who), 0.0
         if not req.get("tools") or _is_tool_result(req):
             waiting = [self.then.pop(i, None) for i in _tool_result_ids(req)]
             call = next((c for c in waiting if c), None)
@@ -99,13 +101,11 @@ class Model:
                     return None, None, int(float(arg))
                 except ValueError:
                     pass
-            if verb == "RUN" and call is None:
+            if verb in ("RUN", "BIG") and call is None:
                 call = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "Bash",
                         "input": {"command": arg, "description": "scripted"}}
-            elif verb == "BIG" and call is None:
-                call = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "Bash",
-                        "input": {"command": arg, "description": "scripted"}}
-                self.big.add(call["id"])
+                if verb == "BIG":
+                    self.big.add(call["id"])
             elif verb == "BG" and call is None:
                 call = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "Bash",
                         "input": {"command": arg, "description": "scripted",
@@ -288,11 +288,6 @@ class SoakModel(Model):
     compaction request answered by a summary in the tags the CLI asks for."""
 
     who = "the worker"
-
-    def answer(self, req):
-        if req.get("tools") and _is_compaction(req):
-            return None, SUMMARY.format(who=self.who), 0.0
-        return super().answer(req)
 
     def usage(self, req, block):
         seen = len(json.dumps(req.get("system") or "")) + len(json.dumps(req.get("messages") or []))

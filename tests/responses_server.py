@@ -69,48 +69,19 @@ OUTPUTS = ("function_call_output", "custom_tool_call_output", "local_shell_call_
 MODEL_OUTPUTS = ("function_call", "custom_tool_call", "local_shell_call", "reasoning")
 
 
-class Model:
+class Model(stand_in.Model):
+    """The e2e tests' model: the directives of the newest user input rule."""
+
+    USAGE = USAGE
+
     def __init__(self, log=None, reply="ok"):
-        self.log, self.reply = stand_in.Log(log), reply
+        super().__init__(log, reply)
         self.ids = itertools.count(1)
 
-    def record(self, raw):
-        self.log.append(raw)
-
-    def turn(self, req):
-        """The script's Turn for *req*, or None: the directives in it rule."""
-        return None
-
-    def usage(self, req, item):
-        if item.get("type") == "function_call" and run_directive(req, "BIG: ") is not None:
+    def usage(self, req, sent):
+        if sent.get("type") == "function_call" and run_directive(req, "BIG: ") is not None:
             return dict(USAGE, input_tokens=NEAR_FULL, total_tokens=NEAR_FULL + 2)
         return USAGE
-
-
-class SoakModel(Model):
-    """A worker's day (tests/soak/day.py): a script line per turn; usage by
-    text; the log holds what was new in each request, stamped."""
-
-    def __init__(self, log=None, reply="ok", script=None):
-        super().__init__(log, reply)
-        self.script = stand_in.Script(script)
-
-    def record(self, raw):
-        req = Handler._parse(raw)
-        self.log.append(stand_in.soak_entry(shell_tool(req), len(req.get("input") or []),
-                                            since_output(req)))
-
-    def turn(self, req):
-        if shell_tool(req) is None or not users_turn(req):
-            return None
-        return stand_in.turn(self.script.next_line(), self.reply)
-
-    def usage(self, req, item):
-        seen = len(json.dumps(req.get("instructions") or "")) + len(json.dumps(
-            req.get("input") or []))
-        out = stand_in.by_text(len(json.dumps(item)))
-        return dict(USAGE, input_tokens=stand_in.by_text(seen), output_tokens=out,
-                    total_tokens=stand_in.by_text(seen) + out)
 
 
 def users_turn(req):
@@ -184,6 +155,22 @@ def shell_tool(req):
     return None
 
 
+class SoakModel(stand_in.SoakModel, Model):
+    """A worker's day, Codex's requests read: its own turn offers the shell
+    tool; a tool's output comes back as a `tool_result` block."""
+
+    MESSAGES, INSTRUCTIONS = "input", "instructions"
+    users_turn, since_model = staticmethod(users_turn), staticmethod(since_output)
+
+    @staticmethod
+    def own_turn(path, req):
+        return shell_tool(req) is not None
+
+    @staticmethod
+    def tokens(seen, out):
+        return dict(USAGE, input_tokens=seen, output_tokens=out, total_tokens=seen + out)
+
+
 class Handler(stand_in.Handler):
     protocol_version = "HTTP/1.1"
     model = None
@@ -193,7 +180,7 @@ class Handler(stand_in.Handler):
 
     def do_POST(self):
         raw = self._body()
-        self.model.record(raw)
+        self.model.record(self.command, self.path, raw)
         req = self._parse(raw)
         if not self.path.endswith("/responses"):
             return self._json({"error": {"message": "not here"}}, 404)
@@ -207,7 +194,7 @@ class Handler(stand_in.Handler):
         self._stream()
         self._event("response.created", response={"id": rid, "object": "response",
                                                   "status": "in_progress", "output": []})
-        planned = self.model.turn(req)
+        planned = self.model.turn(self.path, req)
         cmd, tool = planned.run if planned else run_directive(req), shell_tool(req)
         if cmd is None and not planned:
             cmd = run_directive(req, "BIG: ")

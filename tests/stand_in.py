@@ -17,10 +17,12 @@ shapes: which requests they answer and how. The rest is here, once:
   * hold(): keep a reply back until a file exists (a test acts mid-turn,
     then lets the turn end: no guessed sleep);
   * Handler: the request body, JSON answers and server-sent events;
-  * for the soak (tests/soak), what both stand-ins do alike as they follow a
+  * Model: the Codex and Gemini stand-ins' model, its log and fixed usage;
+  * for the soak (tests/soak), what the stand-ins do alike as they follow a
     worker's day (day.py): a script line read as a turn (turn(): RUN, SLOW,
     SAY), usage counted by text (by_text()), and the log line that keeps
-    what was new in a request and when it came (soak_entry()).
+    what was new in a request and when it came (soak_entry()); SoakModel,
+    the Codex and Gemini stand-ins' model of that day.
 """
 import argparse
 import json
@@ -132,6 +134,29 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+class Model:
+    """A Codex or Gemini stand-in's model in the e2e tests: the directives in
+    each request rule (no Turn is planned) and usage is its API's fixed
+    USAGE. The server's subclass sets USAGE."""
+
+    USAGE = None
+
+    def __init__(self, log=None, reply="ok"):
+        self.log, self.reply = Log(log), reply
+
+    def record(self, method, path, raw):
+        """Log the request body *raw* (POSTed to *path* by *method*)."""
+        self.log.append(raw)
+
+    def turn(self, path, req):
+        """The script's Turn for *req* (POSTed to *path*), or None: the directives in it rule."""
+        return None
+
+    def usage(self, req, sent):
+        """What the reply *sent* for *req* says it cost."""
+        return self.USAGE
+
+
 def serve(handler, port=0, announce=sys.stdout):
     """Serve with *handler* (a Handler subclass) on 127.0.0.1:*port* until
     killed; `port N` on *announce* once it listens."""
@@ -194,6 +219,42 @@ def turn(line, reply="ok"):
         except ValueError:
             return Turn(say=reply)
     return Turn(say=arg if verb == "SAY" else reply)
+
+
+class SoakModel(Model):
+    """A worker's day (tests/soak/day.py) as the Codex and Gemini stand-ins
+    play it: a script line per turn of the agent's own answering the user;
+    usage by text; the log holds what was new in each request, stamped.
+
+    The server's subclass reads its API's requests: MESSAGES and
+    INSTRUCTIONS (the request's fields for the conversation and the system
+    text), own_turn(path, req) (the agent's turn, not a side request),
+    users_turn(req) (it answers the user, not a tool), since_model(req)
+    (the messages new in it) and tokens(seen, out) (its API's usage object)."""
+
+    MESSAGES = INSTRUCTIONS = None
+
+    def __init__(self, log=None, reply="ok", script=None):
+        super().__init__(log, reply)
+        self.script = Script(script)
+
+    def record(self, method, path, raw):
+        req = Handler._parse(raw)
+        self.log.append(soak_entry(self.own_turn(path, req), len(self.messages(req)),
+                                   self.since_model(req)))
+
+    def turn(self, path, req):
+        if not self.own_turn(path, req) or not self.users_turn(req):
+            return None
+        return turn(self.script.next_line(), self.reply)
+
+    def usage(self, req, sent):
+        seen = by_text(len(json.dumps(req.get(self.INSTRUCTIONS) or ""))
+                       + len(json.dumps(self.messages(req))))
+        return self.tokens(seen, by_text(len(json.dumps(sent))))
+
+    def messages(self, req):
+        return req.get(self.MESSAGES) or []
 
 
 def by_text(chars):

@@ -11,6 +11,8 @@ import sys
 
 from conftest import BIN, wait_for
 from crewfile.wake import inbox
+from crewfile.wake.tell import Teller
+from crewfile.wake.watch import Watcher
 from crewfile.session.sessions import Session, register
 
 
@@ -181,13 +183,11 @@ def test_hostile_position_tokens_never_crash_a_stage_nor_spoil_the_cursor(crew, 
         s.wake(line)
     s.flush()
     s.acknowledge()
-    from crewfile.wake.tell import Teller
     t = Teller("true", cursor=str(tmp_path / "notify-cursor"), log=warnings.append)
     worst = dict(good, at={"ino": "x", "n": 9})     # a state crew-watch cannot read back
     t.take_all(line.encode() for line in lines + ["2026-11-29T22:01:18.123Z w1 done\t"
                                                   + json.dumps(worst)])
     t.acknowledge(now=True)
-    from crewfile.wake.watch import Watcher
     for path in (cur, t.cursor):
         w = Watcher(crew, resume=path, out=lambda data: None)
         w.start(follow=False)               # the cursor reads back
@@ -199,7 +199,6 @@ def test_a_filter_restarted_anywhere_judges_as_one_that_saw_everything(crew):
     over any split of the stream pass exactly what one plain filter passes
     over the plain lines (60 random streams, 5 random splits each)."""
     import random
-    from crewfile.wake.watch import Watcher
     from crewfile.wake.wakefilter import Filter
     register(crew, "a1", kind="aside")
     register(crew, "boss", kind="primary")

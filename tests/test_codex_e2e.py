@@ -33,6 +33,7 @@ from crewfile.wake import inbox
 from crewfile.core import logfile
 from crewfile.views import tokens
 from crewfile.core.paths import Crew
+from crewfile.session import delivery
 from crewfile.session.sessions import Session, register
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -201,7 +202,6 @@ def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle
     only a placeholder (`› Ask Codex to do anything`, drawn dim: observed),
     which is no draft, so a nudge is typed and taken as a new turn. Text the
     captain typed (plain, not dim) is a draft: refused."""
-    from crewfile.session import delivery
     from crewfile.session.verdict import DRAFT
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx1"
@@ -241,7 +241,6 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux, tmp_path)
     """Codex asking to run a command outside its sandbox (-a on-request -s
     read-only): PermissionRequest records `waiting: permission`; delivery
     refuses the dialog; answered (y), PostToolUse records the answer."""
-    from crewfile.session import delivery
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx3"
     pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
@@ -279,7 +278,6 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
     from conftest import crash_and_respawn
     from test_claude_spawn_e2e import _repo
     from crewfile.crew import spawn
-    from crewfile.session import delivery
     import shlex
     repo = _repo(tmp_path, monkeypatch)
     slow = tmp_path / "slow-start"       # there: the SessionStart hook sleeps first

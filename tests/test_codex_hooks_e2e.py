@@ -208,7 +208,8 @@ NO_QUOTA = "Quota exceeded. Check your plan and billing details."
 @contextlib.contextmanager
 def crew_watch(rig, out, *args):
     """A real crew-watch following the rig's crew, its events into file
-    *out*; stopped by SIGTERM (exit 0) and reaped on the way out."""
+    *out*; stopped by SIGTERM (exit 0) and reaped on the way out, killed if
+    it does not stop."""
     with open(out, "wb") as f:
         proc = subprocess.Popen([os.path.join(ROOT, "bin", "crew-watch"), *args], env=rig.env,
                                 stdout=f, stderr=subprocess.PIPE)
@@ -216,5 +217,10 @@ def crew_watch(rig, out, *args):
         yield proc
     finally:
         proc.terminate()
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
     assert (proc.returncode, err) == (0, b""), err

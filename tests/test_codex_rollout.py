@@ -11,11 +11,10 @@ real flock, the real Watcher and wake filter.
 import json
 import os
 import re
-import time
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, protocol_section, wait_for
 from crewfile.agents import codex, codexrollout, stop_record
 from crewfile.asides import aside
 from crewfile.core import kinds, logfile, records
@@ -227,10 +226,11 @@ def test_crew_watch_writes_it_once_says_an_unreadable_rollout_once_and_wakes_onc
     c2 = codex_session(crew, "c2", rollout(tmp_path, FIRST_TURN))
     cursor, warned = str(tmp_path / "cursor"), []
     w, out = _watch(crew, cursor, warned)
-    deadline = time.monotonic() + 30
-    while b" c2 account-blocked: " not in b"".join(out):
-        assert time.monotonic() < deadline, (out, warned)
+
+    def recorded():
         w.step(max_wait=0.05)
+        return b" c2 account-blocked: " in b"".join(out)
+    wait_for(recorded, timeout=30, what=lambda: f"c2's record written out: {out} {warned}")
     for _ in range(5):                      # more probes: nothing more is written or said
         w.step(max_wait=0.06)
     w.close()
@@ -280,7 +280,6 @@ def test_a_forged_rollout_line_only_holds_typing_and_wakes(crew, tmp_path):
 
 
 def test_the_agents_word_table_is_the_one_protocol_md_gives():
-    text = open(os.path.join(REPO, "protocol.md"), encoding="utf-8").read()
-    section = text.split("\n### The agent's word\n", 1)[1].split("\n### ", 1)[0]
+    section = protocol_section("The agent's word")
     rows = re.findall(r"^\| `([a-z-]+)` \| (.*?) \| (.*?) \|$", section, re.M)
     assert {k: (w.replace("`", ""), b.replace("`", "")) for k, w, b in rows} == kinds.AGENTS_WORD

@@ -2,6 +2,7 @@
 pipe's crew-watch starts but wake-filter cannot (crew-up out of file
 descriptors). What started is stopped, the failure is counted like a stage
 that never started, crew-up goes on, and starts the pipe again once it can."""
+import contextlib
 import os
 import resource
 import signal
@@ -20,17 +21,36 @@ from crewfile.session.sessions import Session, register
 FIRST_PEAK, FIRST_KEEPS, NEXT_PEAK = 1 + 2 + 2 + 2, 2, 2 + 2 + 2
 
 
-def up(crew, out, limit=None):
+def up(crew, out, limit=None, runner=()):
     """crew-up for the boss, its stdout and stderr into *out*; with *limit*,
-    its soft RLIMIT_NOFILE (the hard one unchanged, so it can be raised again)."""
+    its soft RLIMIT_NOFILE (the hard one unchanged, so it can be raised again);
+    *runner*: the interpreter's arguments before crew-up's path."""
     def preexec():
         resource.setrlimit(resource.RLIMIT_NOFILE,
                            (limit, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
     with open(out, "ab") as f:
-        return subprocess.Popen([sys.executable, os.path.join(BIN, "crew-up"), "boss",
+        return subprocess.Popen([sys.executable, *runner, os.path.join(BIN, "crew-up"), "boss",
                                  "--backoff-max", "0.5s", "--sweep", "1h"],
                                 env={**os.environ, "CREWFILE_DIR": crew.root},
                                 stdout=f, stderr=f, preexec_fn=preexec if limit else None)
+
+
+@contextlib.contextmanager
+def ended(proc, out):
+    """The body with crew-up *proc* running; after it, whatever happens,
+    crew-up ended by SIGTERM (it stops its stages), killed if it has not
+    ended within 30 s, and reaped; after a body that went well, its exit is 0."""
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    assert proc.returncode == 0, said(out)
 
 
 def said(path):
@@ -42,6 +62,29 @@ def said(path):
 def stages(crew, proc):
     st = crewup.read_state(crew)
     return st.get("stages") or {} if st.get("pid") == proc.pid else {}
+
+
+def wake_fails(crew, proc, out, why, logged=0):
+    """Wait until crew-up says, once, that stage wake fails at once (*why*),
+    with no traceback; its log (from offset *logged*) records the failure
+    and no start. Returns the stage's state."""
+    log = crewup.files(crew)["log"]
+    told = f"crew-up: stage wake fails at once (3 times in a row; cannot start wake: {why})"
+
+    def failing():
+        assert proc.poll() is None, f"crew-up exited {proc.returncode}:\n{said(out)}"
+        return any(l.startswith(told) for l in said(out).splitlines())
+    wait_for(failing, timeout=60, what=lambda: f"crew-up telling wake fails:\n{said(out)}{said(log)}")
+    lines = said(out).splitlines()
+    assert "Traceback (most recent call last):" not in lines
+    wake = [l for l in lines if l.startswith("crew-up: stage wake ")]
+    assert len(wake) == 1 and wake[0].endswith(f"; still restarting it, see {log}"), lines
+    with open(log) as f:
+        f.seek(logged)
+        records = f.read()
+    assert f"stage-failed: wake: cannot start wake: {why}\n" in records
+    assert "stage-started: wake:" not in records
+    return stages(crew, proc)["wake"]
 
 
 def carries_a_wake(crew, proc, out, text):
@@ -62,9 +105,8 @@ def held_before_any_stage(crew, out, looks=20):
     nudge-tick run, less the one stderr pipe it reads of each of those. A
     look may fall within a write of its log or state (a file open a moment):
     the fewest over *looks* looks at the same stages."""
-    proc = up(crew, out)
     seen = []
-    try:
+    with ended(up(crew, out), out) as proc:
         def settled():
             assert proc.poll() is None, said(out)
             s = stages(crew, proc)
@@ -78,10 +120,7 @@ def held_before_any_stage(crew, out, looks=20):
             seen.append((s, fds - sum(len(x["pids"]) for x in s.values())))
             return len(seen) >= looks
         wait_for(settled, timeout=60, every=0.05, what="crew-up settled")
-        return min(held for _, held in seen)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0, said(out)
+    return min(held for _, held in seen)
 
 
 def test_a_stage_started_in_part_is_stopped_and_retried(crew, tmp_path):
@@ -92,27 +131,9 @@ def test_a_stage_started_in_part_is_stopped_and_retried(crew, tmp_path):
     limit = held + FIRST_PEAK       # crew-watch can be started, wake-filter cannot
     assert held + FIRST_KEEPS + NEXT_PEAK > limit
     os.truncate(out, 0)
-    log = crewup.files(crew)["log"]
-    logged = os.path.getsize(log)
-    proc = up(crew, out, limit)
-    try:
-        told = (f"crew-up: stage wake fails at once (3 times in a row;"
-                f" cannot start wake: Too many open files)")
-
-        def failing():
-            assert proc.poll() is None, f"crew-up exited {proc.returncode}:\n{said(out)}"
-            return any(l.startswith(told) for l in said(out).splitlines())
-        wait_for(failing, timeout=60, what=lambda: f"crew-up telling wake fails:\n{said(out)}{said(log)}")
-        lines = said(out).splitlines()
-        assert "Traceback (most recent call last):" not in lines
-        wake = [l for l in lines if l.startswith("crew-up: stage wake ")]
-        assert len(wake) == 1 and wake[0].endswith(f"; still restarting it, see {log}"), lines
-        with open(log) as f:
-            f.seek(logged)
-            records = f.read()
-        assert "stage-failed: wake: cannot start wake: Too many open files\n" in records
-        assert "stage-started: wake:" not in records
-        s = stages(crew, proc)["wake"]
+    logged = os.path.getsize(crewup.files(crew)["log"])
+    with ended(up(crew, out, limit), out) as proc:
+        s = wake_fails(crew, proc, out, "Too many open files", logged)
         assert not s["running"] and s["pids"] == {}
         assert s["last_error"] == "cannot start wake: Too many open files"
 
@@ -120,19 +141,15 @@ def test_a_stage_started_in_part_is_stopped_and_retried(crew, tmp_path):
         resource.prlimit(proc.pid, resource.RLIMIT_NOFILE,
                          resource.getrlimit(resource.RLIMIT_NOFILE))
         carries_a_wake(crew, proc, out, "after the limit")
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(30)
-    assert proc.returncode == 0, said(out)
 
 
-# crew-up run by an interpreter whose audit hook refuses ctypes in a child
-# of crew-up before its exec while FLAG exists: each stage's preexec_fn then
+# crew-up run by an interpreter (`python -c REFUSING FLAG CREW-UP ARGS...`)
+# whose audit hook refuses ctypes in a child of crew-up before its exec
+# while FLAG exists: each stage's preexec_fn then
 # fails, which subprocess reports as a SubprocessError, not an OSError.
 REFUSING = """\
 import os, runpy, sys
-crew_up, flag = sys.argv[1], sys.argv[2]
+flag, crew_up = sys.argv[1], sys.argv[2]
 me = os.getpid()
 def refuse(event, args):
     if event == "ctypes.dlopen" and os.getpid() != me and os.path.exists(flag):
@@ -148,29 +165,7 @@ def test_a_stage_whose_child_fails_before_its_exec_is_retried(crew, tmp_path):
     register(crew, "w1")
     out, flag = str(tmp_path / "crew-up.out"), tmp_path / "refuse"
     flag.touch()
-    with open(out, "ab") as f:
-        proc = subprocess.Popen([sys.executable, "-c", REFUSING, os.path.join(BIN, "crew-up"),
-                                 str(flag), "boss", "--backoff-max", "0.5s", "--sweep", "1h"],
-                                env={**os.environ, "CREWFILE_DIR": crew.root}, stdout=f, stderr=f)
-    try:
-        told = ("crew-up: stage wake fails at once (3 times in a row;"
-                " cannot start wake: Exception occurred in preexec_fn.)")
-
-        def failing():
-            assert proc.poll() is None, f"crew-up exited {proc.returncode}:\n{said(out)}"
-            return any(l.startswith(told) for l in said(out).splitlines())
-        wait_for(failing, timeout=60, what=lambda: f"crew-up telling wake fails:\n{said(out)}")
-        lines = said(out).splitlines()
-        assert "Traceback (most recent call last):" not in lines
-        assert len([l for l in lines if l.startswith("crew-up: stage wake ")]) == 1, lines
-        with open(crewup.files(crew)["log"]) as f:
-            records = f.read()
-        assert "stage-failed: wake: cannot start wake: Exception occurred in preexec_fn.\n" in records
-        assert "stage-started: wake:" not in records
+    with ended(up(crew, out, runner=("-c", REFUSING, str(flag))), out) as proc:
+        wake_fails(crew, proc, out, "Exception occurred in preexec_fn.")
         flag.unlink()
         carries_a_wake(crew, proc, out, "after the refusal")
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(30)
-    assert proc.returncode == 0, said(out)

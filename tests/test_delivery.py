@@ -6,11 +6,10 @@ import sys
 
 import pytest
 
-from conftest import REPO, wait_for
+from conftest import REPO, crash_and_respawn, spawn_fake, wait_for
 from crewfile.session import delivery, prompt
 from crewfile.core.errors import BadInput
 from crewfile.core.logfile import TailStats
-from crewfile.session.sessions import Session
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 
@@ -254,14 +253,8 @@ def test_a_respawned_agents_first_prompt_waits_for_its_start_hook(crew, tmux, tm
     said `unconfirmed` (tests/CODEX_FINDINGS.md). A `started` older than the
     agent process is no sign it has started: delivery waits for its start
     hook as at a first start, and Enters once."""
-    from conftest import crash_and_respawn
     agent = f"env FAKE_START_HOOK={START_HOOK} {sys.executable} {FAKE} --conversation"
-    r = subprocess.run([sys.executable, os.path.join(REPO, "bin", "crew-spawn"), "w1",
-                        "--agent", "codex", "--cmd", agent, "--no-worktree", "--tmux-session",
-                        "crew", "--prompt", "first words", "--wait", "120"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    sess = Session(crew, "w1")
+    sess = spawn_fake(crew, tmp_path, "codex", agent, "--prompt", "first words", "--wait", "120")
     wait_for(lambda: kinds(sess)[-1] == "turn-ended", what="the first turn's end")
     conversation = sess.reread().meta["agent_session_id"]
     sess = crash_and_respawn(tmux, sess, f"{agent} resume {conversation}")

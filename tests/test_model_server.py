@@ -4,39 +4,28 @@ agent's turns only, RUN/SLOW directives, tool results answered with text,
 every request logged. Then the skeleton all three stand-in servers share
 (tests/stand_in.py): a port the kernel picks, the request log, a reply held
 until a file exists, a quiet end on SIGTERM. Runs without an agent CLI or npm."""
-import contextlib
 import http.client
 import json
-import os
-import select
-import signal
-import subprocess
-import sys
 import threading
 import time
 
 import pytest
 
-from conftest import REPO, wait_for
+from agent_rigs import stand_in_ends_quietly, start_stand_in, stop_stand_in
+from conftest import wait_for
 
-SERVER = os.path.join(REPO, "tests", "model_server.py")
 TOOLS = [{"name": "Bash", "input_schema": {"type": "object"}}]
 
 
 @pytest.fixture
 def server(tmp_path):
     log, script = tmp_path / "log", tmp_path / "script"
-    proc = subprocess.Popen([sys.executable, SERVER, "--log", str(log), "--script", str(script),
-                             "--reply", "fine"], stdout=subprocess.PIPE)
+    proc, port = start_stand_in("model_server.py", "--log", log, "--script", script,
+                                "--reply", "fine")
     try:
-        assert select.select([proc.stdout], [], [], 30)[0], "the server did not say its port"
-        line = proc.stdout.readline().decode()
-        assert line.startswith("port ")
-        yield int(line.split()[1]), log, script
+        yield port, log, script
     finally:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
+        stop_stand_in(proc)
 
 
 def ask(port, messages, tools=TOOLS, stream=True):
@@ -120,33 +109,14 @@ HELD = {
 }
 
 
-@contextlib.contextmanager
-def running(argv):
-    """A stand-in server started with *argv*: yields (process, its port). After
-    the body it is ended by SIGTERM, which it answers with exit 0 and nothing
-    said; killed and reaped whatever happens."""
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert select.select([proc.stdout], [], [], 30)[0], "the server did not say its port"
-        yield proc, int(proc.stdout.readline().decode().split()[1])
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0 and proc.stderr.read() == b""
-    finally:
-        proc.kill()
-        proc.wait()
-        proc.stdout.close()
-        proc.stderr.close()
-
-
 @pytest.mark.parametrize("name", sorted(HELD))
 def test_each_server_holds_a_reply_logs_it_and_ends_quietly(tmp_path, name):
     log, go = tmp_path / "log", tmp_path / "go"
-    argv = [sys.executable, os.path.join(REPO, "tests", name), "--log", str(log),
-            "--reply", "held reply"]
+    args = ["--log", log, "--reply", "held reply"]
     if name == "model_server.py":              # its holds come from the script
         (tmp_path / "script").write_text(f"HOLD: {go}\n")
-        argv += ["--script", str(tmp_path / "script")]
-    with running(argv) as (proc, port):
+        args += ["--script", tmp_path / "script"]
+    with stand_in_ends_quietly(name, *args) as (proc, port):
         path, body = HELD[name]
         answer = {}
 
@@ -220,8 +190,8 @@ def test_the_codex_stand_in_follows_a_day_a_line_per_turn(tmp_path):
     as the Claude stand-in's soak log does; usage is by text."""
     log, script = tmp_path / "log", tmp_path / "script"
     script.write_text("RUN: echo hi\nSAY: said\n")
-    with running([sys.executable, os.path.join(REPO, "tests", "responses_server.py"),
-                  "--soak", "--log", str(log), "--script", str(script)]) as (proc, port):
+    with stand_in_ends_quietly("responses_server.py", "--soak", "--log", log,
+                               "--script", script) as (proc, port):
         go = {"role": "user", "content": [{"type": "input_text", "text": "go"}]}
         notice = {"role": "developer", "content": [{"type": "input_text",
                                                     "text": "crewfile notice: job j-1 ended"}]}

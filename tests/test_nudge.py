@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import REPO, cmd, make_due, wait_for
+from conftest import REPO, cmd, crash_and_respawn, make_due, spawn_fake, wait_for
 from crewfile.nudges import nudge, schedules
 from crewfile.core.atomic import replace
 from crewfile.core.logfile import TailStats
@@ -222,17 +222,10 @@ def test_a_respawned_agent_is_not_nudged_before_its_start_hook_says_which_conver
     has not recorded `started` yet: which conversation the pane holds is not
     known, so a due nudge is refused (`starting`), nothing typed, and kept;
     once `started` is recorded, the next tick delivers."""
-    from conftest import crash_and_respawn
-    from crewfile.session.sessions import Session
     opened = str(tmp_path / "start-hook-runs")
     open(opened, "w").close()
     agent = f"env FAKE_START_GATE={opened} {sys.executable} {FAKE} --conversation"
-    r = subprocess.run([sys.executable, os.path.join(REPO, "bin", "crew-spawn"), "w1",
-                        "--agent", "gemini", "--cmd", agent, "--no-worktree",
-                        "--tmux-session", "crew"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
-    sess = Session(crew, "w1")
+    sess = spawn_fake(crew, tmp_path, "gemini", agent)
     wait_for(lambda: "started" in kinds(sess), what="the first start hook's record")
     conversation = sess.reread().meta["agent_session_id"]
     os.unlink(opened)                         # the respawned agent's start hook is slow

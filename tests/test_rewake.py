@@ -1,6 +1,7 @@
 """The keystroke-free wake's waiter (crew-hook --rewake, crewfile.wake.rewake)
 and wake-send beside it, with real processes, flock and inotify (the real
 Claude Code: tests/test_rewake_e2e.py)."""
+import contextlib
 import json
 import os
 import signal
@@ -60,13 +61,19 @@ def holder_pid(crew):
     return int(words.split()[1])
 
 
-def hold_lock(path):
-    """A process holding the flock on *path* (kill it to let go)."""
+@contextlib.contextmanager
+def lock_held(path):
+    """The body runs while another process holds the flock on *path*; that
+    process is killed and reaped after it, whatever happens."""
     holder = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
                                "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
                                "fcntl.flock(fd, fcntl.LOCK_EX)\ntime.sleep(600)", path])
-    wait_for(lambda: locks.is_held(path), what=f"{path} held")
-    return holder
+    try:
+        wait_for(lambda: locks.is_held(path), what=f"{path} held")
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_a_wake_is_announced_on_stderr_with_exit_2_and_stays_pending(crew):
@@ -143,21 +150,30 @@ def test_the_waiter_ends_with_its_agent(crew):
     assert not announce.armed(sess)
 
 
+def typing_into(said):
+    """A deliver for Sender that always types, each text appended to *said*."""
+    return lambda sess, text: (said.append(text) or True, Answer("delivered"))
+
+
+def shipped(crew, deliver):
+    """wake-send for the boss, its clock stopped, typing with *deliver*, one
+    wake (w1 done: shipped) taken and flushed to the inbox."""
+    s = Sender(crew, "boss", clock=lambda: 0.0, deliver=deliver)
+    s.wake(f"{TS} w1 done: shipped")
+    s.flush()
+    return s
+
+
 def test_wake_send_types_nothing_while_armed_and_types_once_it_is_not(crew):
     sess = primary(crew)
     said, logged = [], []
-    s = Sender(crew, "boss", clock=lambda: 0.0, log=logged.append,
-               deliver=lambda sess, text: (said.append(text) or True, Answer("delivered")))
-    holder = hold_lock(lock_path(crew))
-    try:
+    s = Sender(crew, "boss", clock=lambda: 0.0, log=logged.append, deliver=typing_into(said))
+    with lock_held(lock_path(crew)):
         s.wake(f"{TS} w1 done: shipped")
         assert s.flush()
         assert s.tick() is False and said == []
         assert s.tick() is False and said == []
         assert logged == ["boss's keystroke-free wake is armed: it announces 1 wake(s)"]
-    finally:
-        holder.kill()
-        holder.wait()
     assert s.tick() is True and said == [SAID]
     assert announce.announced(sess) == {n.id for n in inbox.pending(crew, "boss")}
 
@@ -165,10 +181,7 @@ def test_wake_send_types_nothing_while_armed_and_types_once_it_is_not(crew):
 def test_wake_send_does_not_type_what_the_channel_announced(crew):
     sess = primary(crew)
     said = []
-    s = Sender(crew, "boss", clock=lambda: 0.0,
-               deliver=lambda sess, text: (said.append(text) or True, Answer("delivered")))
-    s.wake(f"{TS} w1 done: shipped")
-    s.flush()
+    s = shipped(crew, typing_into(said))
     announce.mark(sess, [n.id for n in inbox.pending(crew, "boss")])
     assert s.tick() is False and said == []
 
@@ -195,10 +208,7 @@ def test_a_typed_announcement_unconfirmed_is_not_announced_again_by_the_waiter(c
 
     def waiter_decides():
         said.append(finish(waiter(crew, wait=1))[:2])   # one whole waiter, decided
-    s = Sender(crew, "boss", clock=lambda: 0.0,
-               deliver=typed_then(UNCONFIRMED, waiter_decides))
-    s.wake(f"{TS} w1 done: shipped")
-    s.flush()
+    s = shipped(crew, typed_then(UNCONFIRMED, waiter_decides))
     assert s.tick() is False
     assert said == [(0, "")]                    # the waiter announced nothing
     nid = inbox.pending(crew, "boss")[0].id
@@ -215,11 +225,14 @@ def test_a_typed_announcement_refused_leaves_the_wakes_to_the_waiter(crew):
     def waiter_arms():
         armed.append(waiter(crew, wait=60))
         wait_for(lambda: announce.armed(sess), what="the waiter armed")
-    s = Sender(crew, "boss", clock=lambda: 0.0, deliver=typed_then(DRAFT, waiter_arms))
-    s.wake(f"{TS} w1 done: shipped")
-    s.flush()
-    assert s.tick() is False
-    assert finish(armed[0]) == (2, "", SAID + "\n")
+    s = shipped(crew, typed_then(DRAFT, waiter_arms))
+    try:
+        assert s.tick() is False
+        assert finish(armed[0]) == (2, "", SAID + "\n")
+    finally:
+        for p in armed:                         # a waiter not finished: killed, reaped
+            p.kill()
+            p.wait()
     assert announce.announced(sess) == {n.id for n in inbox.pending(crew, "boss")}
 
 
@@ -228,17 +241,10 @@ def test_wake_send_decides_nothing_while_the_waiter_decides(crew):
     decides and records): wake-send types nothing, and types once it is free."""
     primary(crew)
     said = []
-    s = Sender(crew, "boss", clock=lambda: 0.0,
-               deliver=lambda sess, text: (said.append(text) or True, Answer("delivered")))
-    s.wake(f"{TS} w1 done: shipped")
-    s.flush()
+    s = shipped(crew, typing_into(said))
     path = os.path.join(crew.session_dir("boss"), paths.ANNOUNCE_LOCK)
-    holder = hold_lock(path)
-    try:
+    with lock_held(path):
         assert s.tick() is False and said == []
-    finally:
-        holder.kill()
-        holder.wait()
     assert s.tick() is True and said == [SAID]
 
 

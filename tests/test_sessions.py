@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import BIN, cmd
-from crewfile.core import records
+from crewfile.core import liveness, records
 from crewfile.core.atomic import read_text, replace
 from crewfile.session.sessions import Session, register, state
 
@@ -206,7 +206,6 @@ def test_pid_liveness_checks_start_time(crew):
 def test_a_process_named_with_parentheses_and_spaces_is_read_right():
     """/proc/PID/stat's second field is the command name in parentheses,
     which may itself hold ') (' and spaces: the fields are read after the last ')'."""
-    from crewfile.core import liveness
     code = ("import ctypes, sys, time\n"
             "ctypes.CDLL(None).prctl(15, b'a) R 1 (b c)', 0, 0, 0)\n"   # PR_SET_NAME
             "sys.stdout.write('named\\n'); sys.stdout.flush(); time.sleep(600)\n")
@@ -235,7 +234,6 @@ def test_a_process_start_time_lies_between_the_moments_around_its_start():
     """started_at gives the wall-clock time of a start in clock ticks: it
     was /proc/stat's btime (whole seconds) plus the ticks, up to 1 s early,
     so a record the process wrote at once read as older than the process."""
-    from crewfile.core import liveness
     tick = 1 / os.sysconf("SC_CLK_TCK")            # a start time's resolution
     before = time.time()
     proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])

@@ -22,15 +22,16 @@ import sys
 import time
 
 import model_server
+from agent_rigs import stand_in_ends_quietly
 from claude_harness import REPO, require_real_claude
 from crewfile.hooks import hook
-from test_model_server import running
 
 SOAK = os.path.join(REPO, "tests", "soak", "soak.py")
 sys.path.insert(0, os.path.dirname(SOAK))
 import checks  # noqa: E402  (tests/soak/checks.py)
 import day  # noqa: E402  (tests/soak/day.py)
 import soak as soak_py  # noqa: E402  (tests/soak/soak.py)
+import workerrig  # noqa: E402  (tests/soak/workerrig.py)
 
 
 def test_a_two_minute_day_keeps_every_promise(tmp_path):
@@ -196,8 +197,8 @@ def test_the_gemini_stand_in_follows_a_day_a_line_per_turn(tmp_path):
         return [c["candidates"][0]["content"]["parts"] for c in chunks], chunks[-1]
 
     go = {"role": "user", "parts": [{"text": "go"}, {"text": "crewfile notice: job j-1 ended"}]}
-    with running([sys.executable, os.path.join(REPO, "tests", "gemini_server.py"),
-                  "--soak", "--log", str(log), "--script", str(script)]) as (proc, port):
+    with stand_in_ends_quietly("gemini_server.py", "--soak", "--log", log,
+                               "--script", script) as (proc, port):
         assert ask(port, [go], stream=False)[0] == [[{"text": "{}"}]]      # the router's
         parts, last = ask(port, [go])
         call = parts[0][0]["functionCall"]
@@ -228,19 +229,29 @@ def test_the_gemini_stand_in_follows_a_day_a_line_per_turn(tmp_path):
     assert lines[3]["new"] == [{"role": "user", "content": [{"type": "text", "text": "go on"}]}]
 
 
+def soak_with_logs(tmp_path, workers, logs):
+    """A Soak of *workers* workers, its day not run (its clock at 0), whose
+    rigs' request logs hold *logs* ({name: [its soak log entries]})."""
+    soak = soak_py.Soak(str(tmp_path), 1, workers, 60.0)
+    soak.t0 = 0.0
+    for name, entries in logs.items():
+        rig = soak.rigs[name] = workerrig.WorkerRig(soak.root, name, soak.sock, [], soak.repo,
+                                                    soak.repo)
+        with open(rig.log, "w") as f:
+            f.writelines(json.dumps(entry) + "\n" for entry in entries)
+    return soak
+
+
 def test_a_steering_update_is_a_line_typed_into_a_working_agent(tmp_path):
     """Gemini, steered (tests/soak/geminirig.py), sends a line submitted
     while it works as a `User steering update:`: in a worker's request of
     its own turn, a typing violation; a nudge as a prompt of its own is not."""
-    log = tmp_path / "requests.log"
     nudge = {"role": "user", "content": [{"type": "text", "text": "SOAK-GO w1 after done"}]}
     steered = {"role": "user", "content": [
         {"type": "text", "text": f"{checks.STEERED}\n<user_input>\nSOAK-GO w1\n</user_input>"},
         {"type": "tool_result", "tool_use_id": "c1", "content": {"output": "hi"}}]}
-    log.write_text("".join(json.dumps({"received": 5.0, "main": True, "messages": 3,
-                                       "new": [m]}) + "\n" for m in (nudge, steered)))
-    soak = type("Day", (), {"names": ["w1"], "t0": 0.0,
-                            "rigs": {"w1": type("Rig", (), {"log": str(log)})}})
+    soak = soak_with_logs(tmp_path, 1, {"w1": [
+        {"received": 5.0, "main": True, "messages": 3, "new": [m]} for m in (nudge, steered)]})
     bad = checks.check_typing(soak)
     assert len(bad) == 1 and bad[0].startswith(
         "w1: a line typed while its agent worked reached its model as a steering update, at"
@@ -252,17 +263,15 @@ def test_the_stop_hooks_reason_inside_a_turn_was_not_typed(tmp_path):
     words of wake-send's announcement) in a later request, inside a turn, as
     a task notification (seen in a soak): the hook's words, not typed ones.
     The announcement typed into a turn is still a violation."""
-    log = tmp_path / "requests.log"
     result = {"type": "tool_result", "tool_use_id": "t1", "content": "done"}
     said = ("<task-notification>\n<summary>Stop hook feedback</summary>\n</task-notification>\n"
             f"<system-reminder>\n{checks.STOP_SAID}crewfile: 1 wake waiting from w3; run:"
             " inbox-drain firstmate\n")
     typed = "crewfile: 1 wake waiting from w2; run: inbox-drain firstmate"
-    log.write_text("".join(json.dumps({"received": 7.0, "main": True, "messages": 9, "new": [
-        {"role": "user", "content": [result]},
-        {"role": "system", "content": [{"type": "text", "text": text}]}]}) + "\n"
-        for text in (said, typed)))
-    soak = type("Day", (), {"names": [], "t0": 0.0,
-                            "rigs": {"firstmate": type("Rig", (), {"log": str(log)})}})
+    soak = soak_with_logs(tmp_path, 0, {"firstmate": [
+        {"received": 7.0, "main": True, "messages": 9, "new": [
+            {"role": "user", "content": [result]},
+            {"role": "system", "content": [{"type": "text", "text": text}]}]}
+        for text in (said, typed)]})
     bad = checks.check_typing(soak)
     assert len(bad) == 1 and "w2" in bad[0] and "w3" not in bad[0], bad

@@ -7,6 +7,7 @@ commands."""
 import itertools
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -14,7 +15,8 @@ import sys
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from conftest import BIN, REPO, AttachedClient, captain_types, cmd, make_due, wait_for
+from conftest import (BIN, REPO, AttachedClient, captain_types, cmd, make_due, protocol_section,
+                      wait_for)
 from crewfile.asides import aside, captain
 from crewfile.core import kinds, records
 from crewfile.nudges import schedules
@@ -263,10 +265,7 @@ def test_the_agents_own_hook_says_a_forged_end_once_right_after_the_tool(crew, r
 
 
 def test_the_table_is_the_one_protocol_md_and_the_page_give():
-    import re
-    text = open(os.path.join(REPO, "protocol.md"), encoding="utf-8").read()
-    section = text.split("\n### Record kinds\n", 1)[1].split("\n### ", 1)[0]
-    rows = re.findall(r"^\| `([a-z-]+)` \| (.*?) \|", section, re.M)
+    rows = re.findall(r"^\| `([a-z-]+)` \| (.*?) \|", protocol_section("Record kinds"), re.M)
     assert [k for k, _ in rows] == list(kinds.GUARDED)
     page = open(os.path.join(REPO, "docs", "commands", "status-append.md"), encoding="utf-8").read()
     listed = re.search(r"\(see \[Record kinds\]\([^)]*\): ([`a-z, -]+)\)", " ".join(page.split()))

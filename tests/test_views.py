@@ -6,9 +6,13 @@ import sys
 
 import pytest
 
-from conftest import cmd
+from conftest import cmd, wait_for
+from crewfile import cli
+from crewfile.core import paths
 from crewfile.wake import inbox
 from crewfile.session.sessions import Session, register
+from crewfile.views.top import frame as top_frame
+from crewfile.views.topview import View
 
 
 def dead_pid():
@@ -131,8 +135,6 @@ def test_crew_status_leaves_at_once_with_everything_out(crew, tmp_path, monkeypa
     teardown): its output, exit code and tokens.cache are whole all the same,
     and a reader gone or a full disk is said as every command says it."""
     monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)     # as tmux runs it: buffered
-    from crewfile.core import paths
-    from crewfile import cli
     sess = session(crew, "w1", "idle")
     transcript = tmp_path / "t.jsonl"
     transcript.write_text("".join(json.dumps({"type": "assistant", "message": {
@@ -622,9 +624,6 @@ def test_live_view_leaves_out_an_entry_no_session_can_be_named_from_the_first_fr
     """An entry of sessions/ whose name no session can have (a file, a
     directory) is left out of the live view as the full read leaves it out,
     from the frame the change is applied to, not only after a full read."""
-    from crewfile.views import top
-    from crewfile.views.topview import View
-    from conftest import wait_for
     session(crew, "w1", "idle")
     view = View(crew)
     view.refresh()
@@ -641,7 +640,7 @@ def test_live_view_leaves_out_an_entry_no_session_can_be_named_from_the_first_fr
         wait_for(changed, what="inotify naming the new entries")
         view.apply(seen)
         assert [cols[0] for _, cols in view.frame.rows] == ["w1"] and view.frame.bad == 0
-        assert [cols[0] for _, cols in top.frame(crew).rows] == ["w1"]
+        assert [cols[0] for _, cols in top_frame(crew).rows] == ["w1"]
     finally:
         view.watch.close()
 

@@ -19,10 +19,10 @@ import shutil
 import sys
 
 import agent_clis
-from agent_rigs import codex_home, pretrust, stop_codex_daemons, write_codex_config
+from agent_rigs import REPO, codex_home, pretrust, stop_codex_daemons, write_codex_config
 from claude_harness import BIN, run_checked
 from conftest import TmuxServer
-from workerrig import REPO, WorkerRig   # beside this file
+from workerrig import WorkerRig   # beside this file
 
 
 def find_codex():

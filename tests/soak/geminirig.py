@@ -25,9 +25,9 @@ import os
 import sys
 
 import agent_clis
-from agent_rigs import NOT_CI, gemini_settings, stop_geminis
+from agent_rigs import NOT_CI, REPO, gemini_settings, stop_geminis
 from claude_harness import BIN, run_checked
-from workerrig import REPO, WorkerRig   # beside this file
+from workerrig import WorkerRig   # beside this file
 
 
 def find_gemini():

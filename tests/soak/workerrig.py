@@ -5,13 +5,9 @@ root, their day's script, their stand-in model started here with `--soak`
 are) and the command crew-spawn runs. `log` and `pane` as ClaudeRig has them.
 """
 import os
-import select
 import shlex
-import subprocess
-import sys
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SERVER_START = 30           # seconds for the stand-in to say its port
+from agent_rigs import REPO, start_stand_in, stop_stand_in
 
 
 class WorkerRig:
@@ -34,12 +30,9 @@ class WorkerRig:
 
     def start_model(self):
         """Start the stand-in following the day's script; return its port."""
-        self.server = subprocess.Popen([sys.executable, os.path.join(REPO, "tests", self.server_file),
-                                        "--soak", "--log", self.log, "--script", self.script],
-                                       stdout=subprocess.PIPE, text=True)
-        if not select.select([self.server.stdout], [], [], SERVER_START)[0]:
-            raise RuntimeError(f"soak: tests/{self.server_file} did not say its port")
-        return int(self.server.stdout.readline().split()[1])
+        self.server, port = start_stand_in(self.server_file, "--soak", "--log", self.log,
+                                           "--script", self.script)
+        return port
 
     @staticmethod
     def command(env, argv, launcher="env"):
@@ -49,7 +42,5 @@ class WorkerRig:
 
     def stop_model(self):
         """The stand-in ended (a subclass ends what else its agent leaves)."""
-        if self.server is not None and self.server.poll() is None:
-            self.server.kill()
-            self.server.wait()
-            self.server.stdout.close()
+        if self.server is not None:
+            stop_stand_in(self.server)
