@@ -107,8 +107,7 @@ def record_turn_error(sess, env):
     end = turn_error(path, turn.ts)
     if end is None:
         return None
-    line = records.new_line(*stop_record(codex, end.error, end.message, env,
-                                         records.parse_timestamp(end.ts)))
+    kind, text = stop_record(codex, end.error, end.message, env, records.parse_timestamp(end.ts))
     try:
         held = hold(sess.lock_path, LOCK_WAIT)
     except LockBusy:
@@ -116,5 +115,4 @@ def record_turn_error(sess, env):
     with held:
         if sess.last_of(TURN_STATE, stats) != turn:
             return None         # the turn moved on meanwhile: a hook, or another reader
-        logfile.append_locked(sess.status_path, [line], rotate=logfile.rotate_limits())
-    return line
+        return sess.append_held(kind, text)
