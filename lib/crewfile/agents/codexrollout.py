@@ -11,6 +11,7 @@ program's file: read from its end, SCAN bytes at most; a line not of the
 shapes read is skipped.
 """
 import os
+from collections import namedtuple
 
 from crewfile.agents import codex, stop_record
 from crewfile.core import jsonio, logfile, records
@@ -28,13 +29,9 @@ ENDS = "task_complete"
 _MARKS = tuple(f'"{t}"'.encode() for t in BEGINS + (ENDS,))
 
 
-class TurnError:
-    """A turn that ended in an error: the rollout's time for it (a record
-    timestamp), the error's name (its codex_error_info) and message."""
-    __slots__ = ("ts", "error", "message")
-
-    def __init__(self, ts, error, message):
-        self.ts, self.error, self.message = ts, error, message
+# A turn that ended in an error: the rollout's time for it (a record
+# timestamp), the error's name (its codex_error_info) and message.
+TurnError = namedtuple("TurnError", "ts error message")
 
 
 def turn_error(path, since):
