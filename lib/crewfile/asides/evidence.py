@@ -7,7 +7,7 @@ security boundary.
 import os
 import time
 
-from crewfile.agents import load
+from crewfile.agents import adapter_of
 from crewfile.core import jsonio, logfile, paths, records
 from crewfile.core.errors import NotFound, Refused
 from crewfile.core.kinds import GUARDED
@@ -107,11 +107,6 @@ def newest_input(sess):
 # --- the agent's transcript ---------------------------------------------------------
 # One rule for every agent CLI (docs/files/asides.md); how one transcript line
 # is read is the agent's own small part (crewfile.agents: transcript_prompt).
-
-def agent_of(meta):
-    """The adapter of the agent a session runs (meta `agent`; Claude Code if unknown)."""
-    return load(meta.get("agent") or "claude")
-
 
 def _prompts(path, agent):
     """(id, is the conclusion) of each transcript entry of a captain prompt, newest first."""
@@ -251,7 +246,7 @@ def verdict(sess, rec):
     how, _, what = ev.partition(" ")
     if how == PROMPT:
         return prompt_verdict(sess.meta.get("transcript_path"),
-                              None if what in ("", NO_ID) else what, agent_of(sess.meta))
+                              None if what in ("", NO_ID) else what, adapter_of(sess.meta))
     if how == CALLER:
         return None
     return f"unknown evidence {how!r}"

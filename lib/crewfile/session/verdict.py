@@ -9,7 +9,7 @@ the detail for people; nothing parses the detail.
 import os
 import time
 
-from crewfile.agents import load
+from crewfile.agents import adapter_of
 from crewfile.core import liveness as procs
 from crewfile.core.errors import BadInput, SystemFailure
 from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
@@ -252,7 +252,7 @@ def own_loop(sess, recs=None, now=None):
 def adapter(sess):
     """The session's agent adapter (crewfile.agents), or None for a name it does not know."""
     try:
-        return load(sess.meta.get("agent") or "claude")
+        return adapter_of(sess.meta)
     except BadInput:
         return None
 
