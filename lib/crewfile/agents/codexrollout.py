@@ -14,7 +14,7 @@ import os
 from collections import namedtuple
 
 from crewfile.agents import codex, stop_record
-from crewfile.core import jsonio, logfile, records
+from crewfile.core import logfile, records
 from crewfile.core.errors import SystemFailure
 from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import LockBusy, hold
@@ -44,11 +44,8 @@ def turn_error(path, since):
         raise SystemFailure(f"{path}: {e.strerror}") from None
     if st.st_uid != os.geteuid():
         raise SystemFailure(f"{path}: owned by uid {st.st_uid}, not by you: not believed")
-    for line in logfile.lines_backwards(path, logfile.TailStats(), SCAN, max_line=None,
-                                        outside=True):
-        if not any(m in line for m in _MARKS):
-            continue
-        event = _turn_event(line)
+    for entry in logfile.objects_backwards(path, SCAN, _MARKS):
+        event = _turn_event(entry)
         if event is None:
             continue
         ts, payload = event
@@ -58,13 +55,9 @@ def turn_error(path, since):
     return None
 
 
-def _turn_event(line):
-    """(timestamp, payload) of a rollout line that begins or ends a turn, else None."""
-    try:
-        entry = jsonio.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(entry, dict) or entry.get("type") != "event_msg":
+def _turn_event(entry):
+    """(timestamp, payload) of a rollout entry that begins or ends a turn, else None."""
+    if entry.get("type") != "event_msg":
         return None
     ts, payload = entry.get("timestamp"), entry.get("payload")
     if (not isinstance(ts, str) or not records.is_timestamp(ts) or not isinstance(payload, dict)

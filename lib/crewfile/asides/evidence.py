@@ -8,7 +8,7 @@ import os
 import time
 
 from crewfile.agents import adapter_of
-from crewfile.core import jsonio, logfile, paths, records
+from crewfile.core import logfile, paths, records
 from crewfile.core.errors import NotFound, Refused
 from crewfile.core.kinds import GUARDED
 from crewfile.core.liveness import lineage
@@ -110,15 +110,8 @@ def newest_input(sess):
 
 def _prompts(path, agent):
     """(id, is the conclusion) of each transcript entry of a captain prompt, newest first."""
-    for line in logfile.lines_backwards(path, logfile.TailStats(), TRANSCRIPT_SCAN,
-                                        max_line=None, outside=True):
-        if agent.TRANSCRIPT_MARK not in line:
-            continue
-        try:
-            entry = jsonio.loads(line)
-        except ValueError:
-            continue
-        found = agent.transcript_prompt(entry) if isinstance(entry, dict) else None
+    for entry in logfile.objects_backwards(path, TRANSCRIPT_SCAN, (agent.TRANSCRIPT_MARK,)):
+        found = agent.transcript_prompt(entry)
         if found is not None:
             yield found
 
