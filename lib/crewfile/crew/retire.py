@@ -12,6 +12,7 @@ from crewfile.core.locks import acquire
 from crewfile.crew import worktree as wt
 from crewfile.nudges.schedules import disarm_ended
 from crewfile.session import window
+from crewfile.session.delivery import typing_lock
 from crewfile.session.sessions import Session, state
 
 
@@ -56,7 +57,7 @@ def retire(crew, name, keep_worktree=False, force=False):
         if dirty:
             out.thrown.append(f"uncommitted changes in {out.worktree} ({wt.summary(dirty)})")
     found = window.find(meta, "cannot save the window's scrollback")
-    lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
+    lock = typing_lock(sess)
     if lock is None:
         raise Refused(f"a delivery to {name} is in progress: try again")
     with lock, acquire(sess.lock_path):

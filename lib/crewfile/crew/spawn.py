@@ -11,7 +11,6 @@ from crewfile.agents import adapter_of, launch
 from crewfile.asides.aside import checkpoint
 from crewfile.core import paths, records
 from crewfile.core.errors import BadFile, CrewfileError, Refused, UsageError
-from crewfile.core.locks import acquire
 from crewfile.core.names import check_name
 from crewfile.crew import worktree as wt
 from crewfile.nudges import schedules
@@ -232,7 +231,7 @@ def respawn(crew, names=None, dry_run=False):
 def _respawn_one(crew, name, command):
     """Bring back one session decided WOULD: the act, under its deliver.lock."""
     sess = Session(crew, name)
-    lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
+    lock = delivery.typing_lock(sess)
     if lock is None:
         return Respawn(name, REFUSED, "a delivery or respawn is in progress")
     with lock:

@@ -143,10 +143,16 @@ def _screen_holds(v, meta, quiet, look, now):
     return why if who != verdict.NO else None
 
 
+def typing_lock(sess):
+    """The session's deliver.lock, one try: a Lock, or None while another
+    delivery types into its pane (or a respawn or retirement acts on it)."""
+    return acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
+
+
 def deliver(sess, text, look=None, now=None, quiet=None):
     """Type *text* into the session's pane and press Enter, if safe: (delivered, Answer)."""
     check_text(text)
-    lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
+    lock = typing_lock(sess)
     if lock is None:
         return False, Answer(IN_PROGRESS, f"another delivery to {sess.name} is in progress")
     with lock:
