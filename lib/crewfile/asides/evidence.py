@@ -34,10 +34,9 @@ def _server(meta):
     """(server pid, {pane pid: pane id}) of the aside's tmux server, or None."""
     from crewfile.session.tmux import Server  # the hook's budget (subprocess)
     seen = Server(meta.get("tmux_socket"))     # a string by meta's shape; "" is no socket
-    pid = (seen.identity or "").partition("@")[0]
-    if not pid.isdigit():
+    if seen.pid is None:
         return None
-    return int(pid), {pane.pid: pane.id for pane in seen.panes.values() if pane.pid is not None}
+    return seen.pid, {pane.pid: pane.id for pane in seen.panes.values() if pane.pid is not None}
 
 
 def caller_verdict(meta):
