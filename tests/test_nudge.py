@@ -427,6 +427,44 @@ def test_watch_wakes_for_a_change_made_right_after_its_tick(crew, monkeypatch, p
     assert len(ticks) == 2, "the change made right after the first tick woke no second tick"
 
 
+def test_watch_makes_no_pass_for_the_wake_paths_files(crew):
+    """wake-send and the rewake waiter open announce.lock and rewake.lock and
+    rewrite `announced` in a session directory: none of it is a status log,
+    so the watcher waits on. Twice, then a status record: one pass for that."""
+    from crewfile.core import locks, paths
+    from crewfile.nudges import nudgewatch
+    from crewfile.session.sessions import Session
+    from crewfile.wake import announce
+    register(crew, "w1")
+    sess = Session(crew, "w1")
+    ticks, looks, appended = [], [], []
+
+    def wake_paths_look():
+        with announce.deciding(sess):       # wake-send's or the waiter's decision
+            announce.mark(sess, [])
+        locks.acquire(announce.path_of(sess, paths.REWAKE_LOCK), timeout=0).release()
+        announce.armed(sess)
+
+    def stop():
+        """Called before each wait: the first two after the first tick look
+        as the wake paths do, the third appends a record, then stop after
+        the tick that record wakes."""
+        if not ticks or time.monotonic() > deadline:
+            return bool(ticks)
+        if len(looks) < 2:
+            looks.append(len(ticks))
+            wake_paths_look()
+        elif not appended:
+            appended.append(len(ticks))
+            sess.append("turn-ended")
+        else:
+            return len(ticks) > appended[0]
+        return False
+    deadline = time.monotonic() + 30
+    nudgewatch.watch(crew, ticks.append, warn=lambda msg: None, stop=stop)
+    assert (looks, appended, len(ticks)) == ([1, 1], [1], 2), "a pass for the wake paths' files"
+
+
 def test_an_aside_cannot_be_scheduled_and_an_existing_schedule_disarms(crew, tmux, tmp_path):
     sess, pane = agent(crew, tmux, "chat")
     sid = add("--session", "chat", "--every", "60", "--message", "/aside-done")

@@ -61,6 +61,12 @@ def load(name):
         raise BadInput(f"unknown agent '{name}': no crewfile.agents.{name}") from None
 
 
+def adapter_of(meta):
+    """The adapter of the agent a session runs: its meta's `agent`, Claude
+    Code's where it names none (BadInput for one not known)."""
+    return load(meta.get("agent") or "claude")
+
+
 def additional_context(event, text):
     """Model-facing text: additionalContext, never shown as the user's words."""
     return {"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}

@@ -22,7 +22,7 @@ from collections import namedtuple
 
 from crewfile.core.errors import CrewfileError
 from crewfile.core.jsonio import loads
-from crewfile.core.logfile import TailStats, lines_backwards
+from crewfile.core.logfile import objects_backwards
 from crewfile.core.paths import read_text
 
 FILE = os.path.join(".claude", "scheduled_tasks.json")
@@ -93,14 +93,8 @@ def armed_goal(transcript, limit=GOAL_SCAN_BYTES):
     if not transcript:
         return None
     try:
-        for line in lines_backwards(transcript, TailStats(), limit, max_line=None, outside=True):
-            if GOAL_MARK not in line:
-                continue
-            try:
-                entry = loads(line)
-            except ValueError:
-                continue
-            status = entry.get("attachment") if isinstance(entry, dict) else None
+        for entry in objects_backwards(transcript, limit, (GOAL_MARK,)):
+            status = entry.get("attachment")
             if not isinstance(status, dict) or status.get("type") != "goal_status":
                 continue
             if status.get("met") is not False:

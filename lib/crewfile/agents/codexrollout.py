@@ -11,9 +11,10 @@ program's file: read from its end, SCAN bytes at most; a line not of the
 shapes read is skipped.
 """
 import os
+from collections import namedtuple
 
 from crewfile.agents import codex, stop_record
-from crewfile.core import jsonio, logfile, records
+from crewfile.core import logfile, records
 from crewfile.core.errors import SystemFailure
 from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import LockBusy, hold
@@ -28,13 +29,9 @@ ENDS = "task_complete"
 _MARKS = tuple(f'"{t}"'.encode() for t in BEGINS + (ENDS,))
 
 
-class TurnError:
-    """A turn that ended in an error: the rollout's time for it (a record
-    timestamp), the error's name (its codex_error_info) and message."""
-    __slots__ = ("ts", "error", "message")
-
-    def __init__(self, ts, error, message):
-        self.ts, self.error, self.message = ts, error, message
+# A turn that ended in an error: the rollout's time for it (a record
+# timestamp), the error's name (its codex_error_info) and message.
+TurnError = namedtuple("TurnError", "ts error message")
 
 
 def turn_error(path, since):
@@ -47,11 +44,8 @@ def turn_error(path, since):
         raise SystemFailure(f"{path}: {e.strerror}") from None
     if st.st_uid != os.geteuid():
         raise SystemFailure(f"{path}: owned by uid {st.st_uid}, not by you: not believed")
-    for line in logfile.lines_backwards(path, logfile.TailStats(), SCAN, max_line=None,
-                                        outside=True):
-        if not any(m in line for m in _MARKS):
-            continue
-        event = _turn_event(line)
+    for entry in logfile.objects_backwards(path, SCAN, _MARKS):
+        event = _turn_event(entry)
         if event is None:
             continue
         ts, payload = event
@@ -61,13 +55,9 @@ def turn_error(path, since):
     return None
 
 
-def _turn_event(line):
-    """(timestamp, payload) of a rollout line that begins or ends a turn, else None."""
-    try:
-        entry = jsonio.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(entry, dict) or entry.get("type") != "event_msg":
+def _turn_event(entry):
+    """(timestamp, payload) of a rollout entry that begins or ends a turn, else None."""
+    if entry.get("type") != "event_msg":
         return None
     ts, payload = entry.get("timestamp"), entry.get("payload")
     if (not isinstance(ts, str) or not records.is_timestamp(ts) or not isinstance(payload, dict)
@@ -107,8 +97,7 @@ def record_turn_error(sess, env):
     end = turn_error(path, turn.ts)
     if end is None:
         return None
-    line = records.new_line(*stop_record(codex, end.error, end.message, env,
-                                         records.parse_timestamp(end.ts)))
+    kind, text = stop_record(codex, end.error, end.message, env, records.parse_timestamp(end.ts))
     try:
         held = hold(sess.lock_path, LOCK_WAIT)
     except LockBusy:
@@ -116,5 +105,4 @@ def record_turn_error(sess, env):
     with held:
         if sess.last_of(TURN_STATE, stats) != turn:
             return None         # the turn moved on meanwhile: a hook, or another reader
-        logfile.append_locked(sess.status_path, [line], rotate=logfile.rotate_limits())
-    return line
+        return sess.append_held(kind, text)

@@ -7,8 +7,8 @@ security boundary.
 import os
 import time
 
-from crewfile.agents import load
-from crewfile.core import jsonio, logfile, paths, records
+from crewfile.agents import adapter_of
+from crewfile.core import logfile, paths, records
 from crewfile.core.errors import NotFound, Refused
 from crewfile.core.kinds import GUARDED
 from crewfile.core.liveness import lineage
@@ -34,10 +34,9 @@ def _server(meta):
     """(server pid, {pane pid: pane id}) of the aside's tmux server, or None."""
     from crewfile.session.tmux import Server  # the hook's budget (subprocess)
     seen = Server(meta.get("tmux_socket"))     # a string by meta's shape; "" is no socket
-    pid = (seen.identity or "").partition("@")[0]
-    if not pid.isdigit():
+    if seen.pid is None:
         return None
-    return int(pid), {pane.pid: pane.id for pane in seen.panes.values() if pane.pid is not None}
+    return seen.pid, {pane.pid: pane.id for pane in seen.panes.values() if pane.pid is not None}
 
 
 def caller_verdict(meta):
@@ -108,22 +107,10 @@ def newest_input(sess):
 # One rule for every agent CLI (docs/files/asides.md); how one transcript line
 # is read is the agent's own small part (crewfile.agents: transcript_prompt).
 
-def agent_of(meta):
-    """The adapter of the agent a session runs (meta `agent`; Claude Code if unknown)."""
-    return load(meta.get("agent") or "claude")
-
-
 def _prompts(path, agent):
     """(id, is the conclusion) of each transcript entry of a captain prompt, newest first."""
-    for line in logfile.lines_backwards(path, logfile.TailStats(), TRANSCRIPT_SCAN,
-                                        max_line=None, outside=True):
-        if agent.TRANSCRIPT_MARK not in line:
-            continue
-        try:
-            entry = jsonio.loads(line)
-        except ValueError:
-            continue
-        found = agent.transcript_prompt(entry) if isinstance(entry, dict) else None
+    for entry in logfile.objects_backwards(path, TRANSCRIPT_SCAN, (agent.TRANSCRIPT_MARK,)):
+        found = agent.transcript_prompt(entry)
         if found is not None:
             yield found
 
@@ -251,7 +238,7 @@ def verdict(sess, rec):
     how, _, what = ev.partition(" ")
     if how == PROMPT:
         return prompt_verdict(sess.meta.get("transcript_path"),
-                              None if what in ("", NO_ID) else what, agent_of(sess.meta))
+                              None if what in ("", NO_ID) else what, adapter_of(sess.meta))
     if how == CALLER:
         return None
     return f"unknown evidence {how!r}"

@@ -3,7 +3,7 @@
 same on a long log as on a new one."""
 import os
 
-from crewfile.core import paths, records
+from crewfile.core import jsonio, paths, records
 from crewfile.core.errors import SystemFailure
 
 _APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -146,6 +146,21 @@ class TailStats:
         if self.garbage:
             parts.append(f"{self.garbage} malformed line{'s' if self.garbage != 1 else ''}")
         return "skipped " + " and ".join(parts) if parts else ""
+
+
+def objects_backwards(path, limit_bytes, marks):
+    """The JSON objects of another program's JSON-lines file (an agent's
+    transcript, a Codex rollout: read through links), newest first, within
+    *limit_bytes* of its end. Only a line naming one of *marks* (bytes) is
+    parsed; one that is not a JSON object is skipped."""
+    for line in lines_backwards(path, TailStats(), limit_bytes, max_line=None, outside=True):
+        if any(mark in line for mark in marks):
+            try:
+                entry = jsonio.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                yield entry
 
 
 def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, outside=False,

@@ -9,10 +9,10 @@ from types import SimpleNamespace
 from crewfile.core import paths, records
 from crewfile.core.errors import BadInput, Refused
 from crewfile.core.locks import acquire
-from crewfile.core.logfile import append_locked, rotate_limits
 from crewfile.crew import worktree as wt
 from crewfile.nudges.schedules import disarm_ended
 from crewfile.session import window
+from crewfile.session.delivery import typing_lock
 from crewfile.session.sessions import Session, state
 
 
@@ -57,7 +57,7 @@ def retire(crew, name, keep_worktree=False, force=False):
         if dirty:
             out.thrown.append(f"uncommitted changes in {out.worktree} ({wt.summary(dirty)})")
     found = window.find(meta, "cannot save the window's scrollback")
-    lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
+    lock = typing_lock(sess)
     if lock is None:
         raise Refused(f"a delivery to {name} is in progress: try again")
     with lock, acquire(sess.lock_path):
@@ -68,8 +68,7 @@ def retire(crew, name, keep_worktree=False, force=False):
                 raise Refused(f"{name} is busy: {busy} (--force cuts it off)")
             if busy:
                 out.thrown.append(f"the agent's work in progress ({busy})")
-            append_locked(sess.status_path, [records.new_line(
-                "ended", "retired" + (" --force" if out.thrown else ""))], rotate=rotate_limits())
+            sess.append_held("ended", "retired" + (" --force" if out.thrown else ""))
     out.disarmed = disarm_ended(crew, meta, "retired", "disarmed: crew-retire ended the session")
     ts = records.timestamp()
     if found:

@@ -7,11 +7,10 @@ import os
 import time
 from collections import namedtuple
 
-from crewfile.agents import launch, load
+from crewfile.agents import adapter_of, launch
 from crewfile.asides.aside import checkpoint
 from crewfile.core import paths, records
 from crewfile.core.errors import BadFile, CrewfileError, Refused, UsageError
-from crewfile.core.locks import acquire
 from crewfile.core.names import check_name
 from crewfile.crew import worktree as wt
 from crewfile.nudges import schedules
@@ -124,7 +123,7 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
     final = (delivery.NOT_LIVE, delivery.FAILED, delivery.ABORTED, delivery.ASIDE,
              delivery.UNCONFIRMED,       # typed and Entered: never typed a second time
              delivery.ACCOUNT_BLOCKED)   # held while the block stands (a respawn's log has it)
-    hooked = load(sess.meta.get("agent") or launch.CLAUDE).HOOKS_AT_START
+    hooked = adapter_of(sess.meta).HOOKS_AT_START
     deadline = time.monotonic() + wait
     retypes = RETYPES
     while True:
@@ -164,7 +163,7 @@ def ended_on_purpose(sess):
     """The record that ended the session's current life on purpose, or None: an
     `ended` or `closed` since its newest `registered`, but not one its hook also
     writes when hung up on (NOT_ON_PURPOSE; `ended: retired` then stays retired)."""
-    unsure = load(sess.meta.get("agent") or launch.CLAUDE).NOT_ON_PURPOSE
+    unsure = adapter_of(sess.meta).NOT_ON_PURPOSE
     return sess.newest_this_life(
         lambda rec: rec.kind == "closed" or (rec.kind == "ended" and rec.text not in unsure))
 
@@ -232,7 +231,7 @@ def respawn(crew, names=None, dry_run=False):
 def _respawn_one(crew, name, command):
     """Bring back one session decided WOULD: the act, under its deliver.lock."""
     sess = Session(crew, name)
-    lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
+    lock = delivery.typing_lock(sess)
     if lock is None:
         return Respawn(name, REFUSED, "a delivery or respawn is in progress")
     with lock:

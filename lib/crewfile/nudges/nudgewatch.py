@@ -1,6 +1,8 @@
 """nudge-tick --watch: when it ticks is its page's (docs/commands/nudge-tick.md).
-A lock file opened is no change: counted as one, each tick (whose reads
-open sessions/NAME/lock) would wake the next, forty a second."""
+In a session directory only its status log and meta are news: its lock files
+are opened by readers (counted as a change, each tick, whose reads open
+sessions/NAME/lock, would wake the next, forty a second), and the wake
+paths' files (announce.lock, rewake.lock, announced) say nothing a tick reads."""
 import os
 import time
 
@@ -16,7 +18,6 @@ WATCH_POLL = 60.0          # --watch also ticks this often, as cron would
 WATCH_RETRY = 0.25         # ... and this soon after an event if a refusal may be transient,
 WATCH_RETRY_MAX = 4.0      # doubling up to this: an agent slow to redraw its prompt on a
 WATCH_RETRIES = 8          # loaded machine is still reached within ~20 s, not at the next poll
-LOCK_FILES = frozenset({paths.LOCK, paths.DELIVER_LOCK})   # opened by readers: no change
 WATCH_PROBE = 5.0          # how often --watch checks its directories are still the ones it watches
 
 
@@ -73,13 +74,21 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
                 if left <= 0:
                     break
                 found = changes.changes(min(left, WATCH_PROBE))
-                if found is None or any(name not in LOCK_FILES for _, name in found):
+                if _is_news(found, roots[1]):
                     retries = 0
                     break
                 if [notify.identity(d) for d in roots] != seen:
                     break
     finally:
         changes.close()
+
+
+def _is_news(found, sessions):
+    """Does *found* (DirWatch.changes()) touch what a tick reads: an entry of
+    sessions/ or nudges/, a session's status log or meta? None (the kernel
+    lost events) may be any."""
+    return found is None or any(os.path.dirname(d) != sessions or name.startswith(paths.STATUS)
+                                or name == paths.META for d, name in found)
 
 
 def _say_damaged(warn, said, bad, world):

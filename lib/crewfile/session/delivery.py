@@ -104,12 +104,8 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
                       if v.foreground == verdict.NO else "cannot tell what holds the pane"), v
     starting = verdict.not_yet_known(sess)
     if starting is not None:       # the turn records below are an earlier process's
-        if screen and typed is None:    # what its screen shows now says more (a dialog's option)
-            who, why = verdict.captain_at(v.pane, v.socket, within=quiet, markers=markers_of(meta),
-                                          placeholder=placeholder_of(meta), look=look, now=now)
-            if who != verdict.NO:
-                return why, v
-        return starting, v
+        held = _screen_holds(v, meta, quiet, look, now) if screen and typed is None else None
+        return held or starting, v      # what its screen shows says more (a dialog's option)
     if v.dialog == verdict.YES:
         return Answer(DIALOG, "a permission dialog is up"), v
     if v.account is not None:
@@ -123,11 +119,9 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
         return Answer(STATE_UNKNOWN, "no turn record says whether it is generating"), v
     if not screen:
         return None, v
-    markers, placeholder = markers_of(meta), placeholder_of(meta)
     if typed is None:
-        who, why = verdict.captain_at(v.pane, v.socket, within=quiet, markers=markers,
-                                      placeholder=placeholder, look=look, now=now)
-        return (why if who != verdict.NO else None), v
+        return _screen_holds(v, meta, quiet, look, now), v
+    markers, placeholder = markers_of(meta), placeholder_of(meta)
     key = look.last_key(v.pane, v.socket)
     if key is not None and now - key < quiet:
         return Answer(CAPTAIN, f"a key was pressed in its window {max(0, int(now - key))}s ago"), v
@@ -142,10 +136,23 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
     return None, v
 
 
+def _screen_holds(v, meta, quiet, look, now):
+    """Why the pane's screen or a person's keys hold typing (verdict.captain_at), or None."""
+    who, why = verdict.captain_at(v.pane, v.socket, within=quiet, markers=markers_of(meta),
+                                  placeholder=placeholder_of(meta), look=look, now=now)
+    return why if who != verdict.NO else None
+
+
+def typing_lock(sess):
+    """The session's deliver.lock, one try: a Lock, or None while another
+    delivery types into its pane (or a respawn or retirement acts on it)."""
+    return acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
+
+
 def deliver(sess, text, look=None, now=None, quiet=None):
     """Type *text* into the session's pane and press Enter, if safe: (delivered, Answer)."""
     check_text(text)
-    lock = acquire(os.path.join(sess.dir, paths.DELIVER_LOCK), timeout=0)
+    lock = typing_lock(sess)
     if lock is None:
         return False, Answer(IN_PROGRESS, f"another delivery to {sess.name} is in progress")
     with lock:

@@ -89,9 +89,10 @@ class Session:
         return True
 
     def append_held(self, kind, text=""):
-        """append() for a caller that already holds the session lock."""
-        logfile.append_locked(self.status_path, [records.new_line(kind, text)],
-                              rotate=logfile.rotate_limits())
+        """append() for a caller that already holds the session lock; returns the line."""
+        line = records.new_line(kind, text)
+        logfile.append_locked(self.status_path, [line], rotate=logfile.rotate_limits())
+        return line
 
     def last_records(self, n, stats):
         return logfile.last_records(self.log_paths(), n, stats)

@@ -11,6 +11,12 @@ class Seen:
     UNKNOWN; panes: {pane id: Pane}; identity: 'PID@START' of the server."""
     UP, GONE, UNKNOWN = "up", "gone", "unknown"
 
+    @property
+    def pid(self):
+        """The server's pid, from its identity, or None when none was seen."""
+        pid = (self.identity or "").partition("@")[0]
+        return int(pid) if _number(pid) else None
+
     @classmethod
     def listed(cls, text):
         """The Seen that *text*, LISTED_FORMAT as tmux expanded it, shows;

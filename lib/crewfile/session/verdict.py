@@ -9,7 +9,7 @@ the detail for people; nothing parses the detail.
 import os
 import time
 
-from crewfile.agents import load
+from crewfile.agents import adapter_of
 from crewfile.core import liveness as procs
 from crewfile.core.errors import BadInput, SystemFailure
 from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
@@ -252,9 +252,16 @@ def own_loop(sess, recs=None, now=None):
 def adapter(sess):
     """The session's agent adapter (crewfile.agents), or None for a name it does not know."""
     try:
-        return load(sess.meta.get("agent") or "claude")
+        return adapter_of(sess.meta)
     except BadInput:
         return None
+
+
+def _older_than_agent(sess, rec):
+    """Is record *rec* older than the session's agent process (meta
+    `pid_start`), so an earlier process's? False with no start recorded."""
+    start = sess.meta.get("pid_start")
+    return isinstance(start, int) and start >= 0 and rec.time < started_at(start)
 
 
 def still_starting(sess):
@@ -262,10 +269,7 @@ def still_starting(sess):
     `started` record in the session's life, or only ones older than the
     process (meta `pid_start`): the records then are an earlier process's."""
     started = sess.newest_this_life(lambda rec: rec.kind == "started")
-    if started is None:
-        return True
-    start = sess.meta.get("pid_start")
-    return isinstance(start, int) and start >= 0 and started.time < started_at(start)
+    return started is None or _older_than_agent(sess, started)
 
 
 def not_yet_known(sess):
@@ -282,12 +286,9 @@ def not_yet_known(sess):
     if (agent is None or "SessionStart" not in agent.EVENTS.values()
             or getattr(agent, "START_WITH_FIRST_PROMPT", False)):
         return None
-    start = sess.meta.get("pid_start")
-    if not isinstance(start, int) or start < 0:
-        return None
     recs = sess.scan()
     mark = recs.last_of(("started", "registered")) or recs.last_of(TURN_STATE)
-    if mark is None or mark.time >= started_at(start):
+    if mark is None or not _older_than_agent(sess, mark):
         return None
     return Answer(STARTING, "its start hook has not recorded which conversation this is"
                             f" (no `started` record since agent process {sess.meta.get('pid')}"

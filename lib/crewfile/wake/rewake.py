@@ -83,7 +83,7 @@ def try_announce(sess):
     if decision is None:
         return None, 0.5        # wake-send is announcing: what it records decides
     with decision:
-        held = locks.acquire(path_of(sess, paths.DELIVER_LOCK), timeout=0)
+        held = delivery.typing_lock(sess)
         if held is None:
             return None, 0.5    # a typed delivery is under way: it ends a turn or fails
         with held:
