@@ -282,12 +282,11 @@ class Teller(stream.Taker):
                                   f"holding {n} event(s): the captain is at a terminal"
                                   f" (key input {since:.0f}s ago)")
         told = self.journal.times       # each message of the last hour (the ceiling)
+        told[:] = [t for t in told if t > wall - HOUR]
         if len(told) >= self.per_hour:
-            told[:] = [t for t in told if t > wall - HOUR]
-            if len(told) >= self.per_hour:
-                wait = told[0] + HOUR - wall
-                return self._hold(wait, "ceiling", f"holding {n} event(s): {self.per_hour}"
-                                  f" messages in the last hour (the ceiling), for {wait:.0f}s")
+            wait = told[0] + HOUR - wall
+            return self._hold(wait, "ceiling", f"holding {n} event(s): {self.per_hour}"
+                              f" messages in the last hour (the ceiling), for {wait:.0f}s")
         return self._send()
 
     def _hold(self, seconds, why, msg):

@@ -329,8 +329,9 @@ class Watcher:
     def _read_session(self, name):
         """The events of one session's new records, at most _READ_CHUNK bytes
         of them (more: the session joins the backlog). A session that cannot
-        be read is its own problem alone: said once, as its `problem` event;
-        its position is kept (unknown is not gone) for when it can be."""
+        be read is its own problem alone: said once per reason, as its
+        `problem` event; its position is kept (unknown is not gone) for when
+        it can be."""
         events = []
         self._budget = _READ_CHUNK
         self.backlog.discard(name)
@@ -339,21 +340,16 @@ class Watcher:
         except FileNotFoundError:
             pass                    # removed while read: the next scan forgets it
         except (OSError, CrewfileError) as e:
-            events += self._trouble(name, e)
+            said = failure_line("crew-watch", e).rstrip("\n")
+            if self._troubles.get(name) != said:
+                self._troubles[name] = said
+                self.warn(said.removeprefix("crew-watch: "))
+                tail = self.tails.get(name) or Tail(name, self.crew.session_dir(name))
+                events.append(self._synth(tail, self.now(), "problem", said))
             return events
         if self._troubles.pop(name, None) is not None:
             self.warn(f"{name}: readable again; reading on from where it was")
         return events
-
-    def _trouble(self, name, err):
-        """The `problem` event for what is wrong with session *name*, once per reason."""
-        said = failure_line("crew-watch", err).rstrip("\n")
-        if self._troubles.get(name) == said:
-            return []
-        self._troubles[name] = said
-        self.warn(said.removeprefix("crew-watch: "))
-        tail = self.tails.get(name) or Tail(name, self.crew.session_dir(name))
-        return [self._synth(tail, self.now(), "problem", said)]
 
     def _read_session_into(self, name, events):
         tail = self._tail(name)
@@ -632,15 +628,13 @@ class Watcher:
         self.emit(events)
 
     def _wait_time(self):
-        now_m = time.monotonic()
-        wait = max(0.0, self.next_probe - now_m)
+        """Until the next probe, poll or stale, whichever comes first."""
+        now, now_m = self.now(), time.monotonic()
+        due = [self.next_probe - now_m]
         if self.dirwatch is None:
-            wait = min(wait, max(0.0, self._poll_at - now_m))
-        now = self.now()
-        for tail in self.tails.values():
-            if tail.generating():
-                wait = min(wait, max(0.0, self.stale_after - tail.silent_for(now)))
-        return wait
+            due.append(self._poll_at - now_m)
+        due += [self.stale_after - t.silent_for(now) for t in self.tails.values() if t.generating()]
+        return max(0.0, min(due))
 
     def _wait(self, wait):
         """Wait up to *wait* seconds for inotify (True when it has events), a
@@ -689,10 +683,7 @@ class Watcher:
                 dirty.add(name)
             elif entry == paths.META and name in self.tails:
                 self.tails[name].meta_key = None
-        events = []
-        for name in sorted(dirty):
-            events += self._read_session(name)
-        return events
+        return [e for name in sorted(dirty) for e in self._read_session(name)]
 
     def follow(self):
         """begin(), then step() for ever. A caller stopping it on a signal
