@@ -323,7 +323,7 @@ class Watcher:
 
     def _catch_up(self):
         """One round over the sessions with a backlog (not gone meanwhile): a read of each."""
-        self.backlog &= self.tails.keys()
+        self.backlog.intersection_update(self.tails)
         return [e for name in sorted(self.backlog) for e in self._read_session(name)]
 
     def _read_session(self, name):
