@@ -190,7 +190,7 @@ class Teller(stream.Taker):
                     captain = None
         elif body:
             self.log(f"not an event line, skipped: {body[:80]!r}")
-        if captain is not None and eid is not None and eid in self.journal.sent:
+        if captain is not None and eid in self.journal.sent:
             captain = None          # told before a restart: acknowledged, not told again
         if kind in MOVES_ON:
             self._unpause(words[1])
@@ -213,9 +213,8 @@ class Teller(stream.Taker):
         """A pause not told yet is no news once its session moved on (the
         captain answered; aside-open's own pause, once the captain types):
         it is dropped, acknowledged, never told."""
-        for ev in self.pending:
-            if ev.kind == "paused" and ev.line.split(" ", 2)[1] == name:
-                ev.done = True
+        for ev in self.pending:         # none of them is done yet
+            ev.done = ev.kind == "paused" and ev.line.split(" ", 2)[1] == name
         self.pending = [ev for ev in self.pending if not ev.done]
         if not self.pending:
             self.first_at = None
@@ -253,17 +252,14 @@ class Teller(stream.Taker):
     # -- telling -------------------------------------------------------------
     def due(self, eof=False):
         """Monotonic time of the next step(), or None with nothing to do."""
-        times = [t for t in (self._tell_at(eof), self.write_at) if t is not None]
-        return min(times) if times else None
+        return min((t for t in (self._tell_at(eof), self.write_at) if t is not None), default=None)
 
     def _tell_at(self, eof):
         """When what is pending may be told (the window, a hold, a backoff), or None."""
         if not self.pending:
             return None
         at = self.first_at if eof else self.first_at + self.window
-        if self.wait_until is not None:
-            at = max(at, self.wait_until)
-        return at
+        return at if self.wait_until is None else max(at, self.wait_until)
 
     def step(self, eof=False):
         """Write the cursor if due; tell what is pending if nothing holds it;
@@ -286,12 +282,11 @@ class Teller(stream.Taker):
                                   f"holding {n} event(s): the captain is at a terminal"
                                   f" (key input {since:.0f}s ago)")
         told = self.journal.times       # each message of the last hour (the ceiling)
+        told[:] = [t for t in told if t > wall - HOUR]
         if len(told) >= self.per_hour:
-            told[:] = [t for t in told if t > wall - HOUR]
-            if len(told) >= self.per_hour:
-                wait = told[0] + HOUR - wall
-                return self._hold(wait, "ceiling", f"holding {n} event(s): {self.per_hour}"
-                                  f" messages in the last hour (the ceiling), for {wait:.0f}s")
+            wait = told[0] + HOUR - wall
+            return self._hold(wait, "ceiling", f"holding {n} event(s): {self.per_hour}"
+                              f" messages in the last hour (the ceiling), for {wait:.0f}s")
         return self._send()
 
     def _hold(self, seconds, why, msg):
@@ -344,8 +339,7 @@ class Teller(stream.Taker):
         self.failures, self.retry, self.said, self.held_quiet = 0, self.retry_first, None, False
         for ev in events:
             ev.done = True
-        self.pending = []
-        self.first_at = None
+        self.pending, self.first_at = [], None
         self.acknowledge(now=True)
         return True
 

@@ -29,24 +29,23 @@ _READ_CHUNK = 1 << 18
 
 
 class Tail:
-    """Where one session's log has been read up to, and what it last said."""
-    __slots__ = ("name", "dir", "status", "ino", "off", "last", "last_kind", "turn", "ended",
-                 "stale", "lost", "meta", "meta_key", "n", "prev", "paused", "dir_id",
-                 "quiet_before", "overlong", "seen_at")
+    """Where one session's log has been read up to, and what it last said.
+    SAVED: what the cursor keeps of it (docs/files/cursor.md)."""
+    SAVED = ("ino", "off", "last", "last_kind", "turn", "ended", "stale", "lost", "n", "prev",
+             "paused")
+    __slots__ = SAVED + ("name", "dir", "status", "meta", "meta_key", "dir_id", "quiet_before",
+                         "overlong", "seen_at")
 
     def __init__(self, name, sdir):
         self.name, self.dir = name, sdir
         self.status = os.path.join(sdir, paths.STATUS)
-        self.ino = None         # None: read every file from the oldest, from 0
-        self.off = 0
-        self.last = None        # time of the newest record (seconds since the epoch)
-        self.last_kind = None
+        self.ino, self.off = None, 0    # ino None: read every file from the oldest, from 0
+        self.last = self.last_kind = None   # the newest record's time (epoch s) and kind
         self.turn = "unknown"
         self.ended = False
         self.stale = False      # a stale event was emitted for the current silence
         self.lost = False       # a lost event was emitted since the last registration
-        self.meta = None
-        self.meta_key = None
+        self.meta = self.meta_key = None
         self.n = 0              # events emitted for this session (orders positions)
         self.prev = None        # kind of the newest event emitted (wake-filter's fold)
         self.paused = False     # in a human wait: `paused`, then only KEEPS_PAUSE kinds
@@ -62,19 +61,13 @@ class Tail:
     def silent_for(self, now):
         """Seconds since the newest record: by our monotonic clock when its time
         is ahead of *now*, so that no clock keeps a session from going stale."""
-        if self.last <= now:
-            return now - self.last
-        return time.monotonic() - self.seen_at
+        return now - self.last if self.last <= now else time.monotonic() - self.seen_at
 
     def replaced(self):
         """Its directory is another now (same name, new inode): a new session."""
         return self.dir_id is not None and identity(self.dir) != self.dir_id
 
-    SAVED = ("ino", "off", "last", "last_kind", "turn", "ended", "stale", "lost", "n", "prev",
-             "paused")
-
     def saved(self):
-        """What the cursor keeps of it (docs/files/cursor.md)."""
         return {k: getattr(self, k) for k in self.SAVED}
 
     def restore(self, d):
@@ -133,7 +126,6 @@ class Watcher:
         self._started = False   # begin() ran: a session found from now on is new
         self._missing = False   # the crew directory was missing at the last probe
         self._poll_at = 0.0     # polling: when every session is read next
-        self._malformed, self._first_bad = 0, b""   # what the file being read holds wrong
 
     # -- start ------------------------------------------------------------
     def start(self, follow=True):
@@ -170,12 +162,10 @@ class Watcher:
 
     def _load_cursor(self):
         try:
-            if self.resume == "-":
-                data = self.resume_doc
-                if data is not None:
-                    check("cursor", data, "(stdin)")
-            else:
+            if self.resume != "-":
                 data = load(self.cursor, "cursor")
+            elif (data := self.resume_doc) is not None:
+                check("cursor", data, "(stdin)")
             if data is None:
                 return
             saved = data["sessions"]
@@ -246,16 +236,13 @@ class Watcher:
         return sorted(e for e in entries if not e.startswith("."))
 
     def _scan(self):
-        """Read every session from its saved position (new ones found too)."""
-        events = []
+        """Read every session from its saved position (new ones found too);
+        forget those whose directory was removed."""
         names = self._names()
-        for gone in set(self.tails) - set(names):
-            del self.tails[gone]            # its directory was removed
-        for gone in set(self._troubles) - set(names):
-            del self._troubles[gone]
-        for name in names:
-            events += self._read_session(name)
-        return events
+        for gone in (self.tails.keys() | self._troubles.keys()) - set(names):
+            self.tails.pop(gone, None)
+            self._troubles.pop(gone, None)
+        return [e for name in names for e in self._read_session(name)]
 
     def _tail(self, name):
         """The session's Tail, made on its first read; None if *name* is not a
@@ -310,10 +297,8 @@ class Watcher:
         finally:
             os.close(fd)
         tail.ino, tail.off = st.st_ino, end
-        stats = logfile.TailStats()
-        log_paths = [logfile.rotated(tail.status, i) for i in range(self.keep + 1)]
         seen_turn = seen_life = False
-        for rec in logfile.records_backwards(log_paths, stats, 1 << 20):
+        for rec in Session(self.crew, tail.name).backwards():
             if tail.last is None:
                 tail.last, tail.last_kind = rec.time, rec.kind
             if not seen_turn and rec.kind in TURN_STATE:
@@ -337,20 +322,16 @@ class Watcher:
         return out
 
     def _catch_up(self):
-        """One round over the sessions with a backlog: a read of each."""
-        events = []
-        for name in sorted(self.backlog):
-            if name in self.tails:
-                events += self._read_session(name)
-            else:
-                self.backlog.discard(name)      # gone meanwhile
-        return events
+        """One round over the sessions with a backlog (not gone meanwhile): a read of each."""
+        self.backlog.intersection_update(self.tails)
+        return [e for name in sorted(self.backlog) for e in self._read_session(name)]
 
     def _read_session(self, name):
         """The events of one session's new records, at most _READ_CHUNK bytes
         of them (more: the session joins the backlog). A session that cannot
-        be read is its own problem alone: said once, as its `problem` event;
-        its position is kept (unknown is not gone) for when it can be."""
+        be read is its own problem alone: said once per reason, as its
+        `problem` event; its position is kept (unknown is not gone) for when
+        it can be."""
         events = []
         self._budget = _READ_CHUNK
         self.backlog.discard(name)
@@ -359,21 +340,16 @@ class Watcher:
         except FileNotFoundError:
             pass                    # removed while read: the next scan forgets it
         except (OSError, CrewfileError) as e:
-            events += self._trouble(name, e)
+            said = failure_line("crew-watch", e).rstrip("\n")
+            if self._troubles.get(name) != said:
+                self._troubles[name] = said
+                self.warn(said.removeprefix("crew-watch: "))
+                tail = self.tails.get(name) or Tail(name, self.crew.session_dir(name))
+                events.append(self._synth(tail, self.now(), "problem", said))
             return events
         if self._troubles.pop(name, None) is not None:
             self.warn(f"{name}: readable again; reading on from where it was")
         return events
-
-    def _trouble(self, name, err):
-        """The `problem` event for what is wrong with session *name*, once per reason."""
-        said = failure_line("crew-watch", err).rstrip("\n")
-        if self._troubles.get(name) == said:
-            return []
-        self._troubles[name] = said
-        self.warn(said.removeprefix("crew-watch: "))
-        tail = self.tails.get(name) or Tail(name, self.crew.session_dir(name))
-        return [self._synth(tail, self.now(), "problem", said)]
 
     def _read_session_into(self, name, events):
         tail = self._tail(name)
@@ -411,8 +387,7 @@ class Watcher:
             fd = paths.open_file(path)
         except FileNotFoundError:
             return False
-        notes = []
-        self._malformed = 0
+        notes, bad, first_bad = [], 0, b""
         try:
             st = os.fstat(fd)
             if st.st_ino != ino:
@@ -447,32 +422,29 @@ class Watcher:
                         tail.off = size
                     break
                 for raw in data[:nl].split(b"\n"):
-                    self._record(tail, raw, len(raw) + 1, events)
-            if self._malformed:
-                n = self._malformed
-                notes.append(f"skipped {n} malformed line{'s' if n != 1 else ''}"
-                             f" (the first: {self._first_bad!r})")
+                    if not self._record(tail, raw, events) and raw:
+                        bad, first_bad = bad + 1, first_bad or raw[:80]
+            if bad:
+                notes.append(f"skipped {bad} malformed line{'s' if bad != 1 else ''}"
+                             f" (the first: {first_bad!r})")
         finally:
             os.close(fd)
             if notes:
                 self.warn(f"{tail.name}: {path}: {'; '.join(dict.fromkeys(notes))}")
         return True
 
-    def _record(self, tail, raw, size, events):
-        """One line of the log, *size* bytes with its newline, at tail.off."""
+    def _record(self, tail, raw, events):
+        """One line of the log at tail.off (its newline after it); False if
+        it is not a record."""
         rec = records.parse(raw)
         if rec is None:
-            tail.off += size
-            if raw:
-                self._malformed += 1
-                if self._malformed == 1:
-                    self._first_bad = raw[:80]
-            return
+            tail.off += len(raw) + 1
+            return False
         t = rec.time
         quiet = tail.quiet_before is not None and rec.ts < tail.quiet_before
         if not quiet and tail.generating() and t - tail.last >= self.stale_after:
             events.append(self._stale_event(tail))      # positioned before this record
-        tail.off += size
+        tail.off += len(raw) + 1
         tail.last, tail.last_kind, tail.stale = t, rec.kind, False
         tail.seen_at = time.monotonic()
         if rec.kind in TURN_STATE:
@@ -484,10 +456,10 @@ class Watcher:
                 tail.meta_key = None
         if quiet:
             self._saw(tail, rec.kind)
-            return
-        name = tail.name.encode()
-        raw = records.printable_line(raw.rstrip(b"\n"))
-        events.append((rec.ts, self._line(tail, rec.kind, raw[:24] + b" " + name + raw[24:])))
+        else:
+            line = _named(records.printable_line(raw), tail.name)
+            events.append((rec.ts, self._line(tail, rec.kind, line)))
+        return True
 
     def _stale_event(self, tail, now=None):
         """The `stale` event, stamped when the silence crossed the threshold,
@@ -500,7 +472,7 @@ class Watcher:
     def _synth(self, tail, when, kind, text):
         """A synthesized event of *tail*, stamped *when* (seconds)."""
         ts = records.timestamp(when)
-        line = _event(records.format_line(ts, kind, text), tail.name)
+        line = _named(records.format_line(ts, kind, text)[:-1].encode("utf-8"), tail.name)
         return (ts, self._line(tail, kind, line, synth=True))
 
     def _line(self, tail, kind, line, synth=False):
@@ -526,21 +498,15 @@ class Watcher:
 
     # -- synthesized events -----------------------------------------------
     def _timers(self, probe):
-        """stale and lost, for the sessions read up to their end (one with a
-        backlog is silent only as far as we have read)."""
+        """stale, and at a probe error and lost, for the sessions read up to
+        their end (one with a backlog is silent only as far as we have read)."""
         now = self.now()
-        events = []
-        for tail in self.tails.values():
-            if (tail.name not in self.backlog and tail.generating()
-                    and tail.silent_for(now) >= self.stale_after):
-                events.append(self._stale_event(tail, now))
-        if probe:
-            events += self._probe(now)
-        return events
-
-    def _probe(self, now):
+        events = [self._stale_event(tail, now) for tail in self.tails.values()
+                  if tail.name not in self.backlog and tail.generating()
+                  and tail.silent_for(now) >= self.stale_after]
+        if not probe:
+            return events
         look = verdict.Look()
-        events = []
         for tail in list(self.tails.values()):
             meta = self._meta(tail, now, events)
             if (not meta or tail.ended or tail.lost or tail.last is None
@@ -549,10 +515,9 @@ class Watcher:
             if tail.turn == "yes" and meta.get("agent") == codexrollout.AGENT:
                 self._read_rollout(tail.name)
             life = verdict.liveness(meta, look)
-            if life.live != verdict.NOT_LIVE:
-                continue
-            tail.lost = True
-            events.append(self._synth(tail, now, "lost", life.why.detail))
+            if life.live == verdict.NOT_LIVE:
+                tail.lost = True
+                events.append(self._synth(tail, now, "lost", life.why.detail))
         return events
 
     def _read_rollout(self, name):
@@ -663,15 +628,13 @@ class Watcher:
         self.emit(events)
 
     def _wait_time(self):
-        now_m = time.monotonic()
-        wait = max(0.0, self.next_probe - now_m)
+        """Until the next probe, poll or stale, whichever comes first."""
+        now, now_m = self.now(), time.monotonic()
+        due = [self.next_probe - now_m]
         if self.dirwatch is None:
-            wait = min(wait, max(0.0, self._poll_at - now_m))
-        now = self.now()
-        for tail in self.tails.values():
-            if tail.generating():
-                wait = min(wait, max(0.0, self.stale_after - tail.silent_for(now)))
-        return wait
+            due.append(self._poll_at - now_m)
+        due += [self.stale_after - t.silent_for(now) for t in self.tails.values() if t.generating()]
+        return max(0.0, min(due))
 
     def _wait(self, wait):
         """Wait up to *wait* seconds for inotify (True when it has events), a
@@ -720,10 +683,7 @@ class Watcher:
                 dirty.add(name)
             elif entry == paths.META and name in self.tails:
                 self.tails[name].meta_key = None
-        events = []
-        for name in sorted(dirty):
-            events += self._read_session(name)
-        return events
+        return [e for name in sorted(dirty) for e in self._read_session(name)]
 
     def follow(self):
         """begin(), then step() for ever. A caller stopping it on a signal
@@ -758,9 +718,9 @@ def _token(tail, eid, prev, paused):
                                  "at": tail.saved()}).encode("utf-8")
 
 
-def _event(line, name):
-    """An event line (bytes, no newline) from a record line (str, with newline) and a name."""
-    return (line[:24] + " " + name + line[24:-1]).encode("utf-8")
+def _named(line, name):
+    """The event line of a record line (bytes, no newline): *name* after the timestamp."""
+    return line[:24] + b" " + name.encode() + line[24:]
 
 
 def _write_stdout(data):
