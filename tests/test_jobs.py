@@ -564,6 +564,79 @@ def test_watcher_killed_is_fate_unknown_not_running(crew, run, tmp_path):
     wait_for(lambda: "lost(group-gone)" in run("job-ls").stdout, what="the group to be gone")
 
 
+def temporaries(job):
+    """The atomic-replace temporaries (`.NAME.tmp.*`) in the job's directory."""
+    return sorted(n for n in os.listdir(job.dir) if ".tmp." in n)
+
+
+def test_temporaries_made_ahead_are_gone_however_a_wait_or_the_watcher_ends(crew, run, tmp_path):
+    """`result`'s temporary is made while the command runs, `heard`'s while a
+    wait waits (off the path from the job's end to the answer): none is left
+    by a wait that times out, is interrupted (^C), or is killed (the watcher
+    clears it once nobody waits), nor by a lost watcher (the wait clears it)."""
+    live_session(crew)
+    go = fifo(tmp_path)
+    h = exec_(run, "--session", "w1", "--", *on_cue(go))
+    job = started(crew, h)
+    wait_for(lambda: temporaries(job), what="the watcher's temporary of `result`")
+    assert [n.split(".tmp.")[0] for n in temporaries(job)] == [".result"]
+    assert run("job-wait", h, "--timeout", "0.1").returncode == 124
+    assert [n.split(".tmp.")[0] for n in temporaries(job)] == [".result"]
+    waiter = waiting(h, stdout=subprocess.PIPE)
+    wait_for(lambda: len(temporaries(job)) == 2, what="the wait's temporary of `heard`")
+    waiter.send_signal(signal.SIGINT)
+    assert waiter.wait() == 130 and waiter.stdout.read() == b""
+    assert [n.split(".tmp.")[0] for n in temporaries(job)] == [".result"]
+    waiter = waiting(h, stdout=subprocess.PIPE)
+    wait_for(lambda: len(temporaries(job)) == 2, what="the wait's temporary of `heard`")
+    waiter.send_signal(signal.SIGKILL)
+    waiter.wait()
+    assert len(temporaries(job)) == 2                  # a killed wait cannot clear its own
+    release(go)
+    settled(crew, h)
+    assert temporaries(job) == [] and job.heard()["by"] == "notice"
+
+    go = fifo(tmp_path, "lost")                        # the watcher killed: lost
+    h = exec_(run, "--", *on_cue(go))
+    job = started(crew, h)
+    wait_for(lambda: temporaries(job), what="the watcher's temporary of `result`")
+    waiter = waiting(h, stdout=subprocess.PIPE)
+    os.kill(job.pids()["watcher"], signal.SIGKILL)
+    waiter.communicate(timeout=20)
+    assert waiter.returncode == 125 and temporaries(job) == []
+    os.killpg(job.pids()["pgid"], signal.SIGKILL)
+
+
+def test_waits_in_threads_of_one_process_each_make_their_own_temporary(crew, tmp_path):
+    """Several waits in one process, each holding `heard`'s temporary made
+    ahead: the names never collide; one wait hears the outcome, the others
+    are told it was heard, and nothing is left behind."""
+    import threading
+    go = fifo(tmp_path)
+    h = jobwatch.start(crew, on_cue(go))
+    job = started(crew, h)
+    outcomes, failures = [], []
+
+    def wait():
+        try:
+            outcomes.append(jobwait.wait(crew, h))
+        except Exception as e:          # noqa: BLE001 - reported below
+            failures.append(e)
+    threads = [threading.Thread(target=wait) for _ in range(8)]
+    for t in threads:
+        t.start()
+    wait_for(lambda: len([n for n in temporaries(job) if n.startswith(".heard.")]) == 8,
+             what=lambda: f"8 temporaries of `heard`, one per wait: {temporaries(job)}")
+    release(go)
+    for t in threads:
+        t.join()
+    assert failures == [] and len(outcomes) == 8
+    assert sorted(o.heard_here for o in outcomes) == [False] * 7 + [True]
+    assert all(o.state == "done" and o.result["code"] == 0 for o in outcomes)
+    settled(crew, h)
+    assert temporaries(job) == [] and job.heard()["by"] == "wait"
+
+
 def test_alive_is_held_from_before_spec_so_a_job_is_starting_or_lost_never_stuck(crew, run):
     """job-exec takes `alive` before `spec` and the watcher inherits it: a job
     with a spec, no pids and `alive` held (here by flock(1), as a shell

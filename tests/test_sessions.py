@@ -10,7 +10,7 @@ import pytest
 
 from conftest import BIN, cmd
 from crewfile.core import liveness, records
-from crewfile.core.atomic import read_text, replace
+from crewfile.core.atomic import prepare, read_text, replace
 from crewfile.session.sessions import Session, register, state
 
 
@@ -256,9 +256,30 @@ def test_atomic_replace_refuses_to_write_through_a_planted_temp_link(tmp_path):
     target = tmp_path / "f"
     replace(str(target), "one")
     assert target.read_text() == "one"
-    os.symlink(tmp_path / "victim", tmp_path / f".f.tmp.{os.getpid()}")
+    ahead = prepare(str(target))
+    pid, n = os.path.basename(ahead.tmp).split(".")[-2:]      # `.f.tmp.PID.N`
+    ahead.discard()
+    os.symlink(tmp_path / "victim", tmp_path / f".f.tmp.{pid}.{int(n) + 1}")   # replace's next
     replace(str(target), "two")
     assert target.read_text() == "two" and not (tmp_path / "victim").exists()
+    assert os.listdir(tmp_path) == ["f"]
+
+
+def test_atomic_replace_made_ahead_publishes_once_or_leaves_nothing(tmp_path):
+    """prepare() makes the temporary now; commit() publishes it (the one
+    replace); discard() removes it; two made ahead of one file never share
+    a name (several threads of one process may each hold one)."""
+    target = str(tmp_path / "f")
+    first, second = prepare(target), prepare(target)
+    assert first.tmp != second.tmp
+    assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(p.tmp) for p in (first, second))
+    second.discard()
+    first.commit("one")
+    first.discard()                        # after a commit: nothing to do
+    assert os.listdir(tmp_path) == ["f"] and read_text(target) == "one"
+    with prepare(target) as ahead:
+        assert len(os.listdir(tmp_path)) == 2
+    assert ahead.tmp is None and os.listdir(tmp_path) == ["f"] and read_text(target) == "one"
 
 
 # -- session-rm -----------------------------------------------------------------

@@ -8,19 +8,21 @@ import time
 
 from crewfile.background.jobs import (
     Job, POST_WAIT, dump_json, duration_text, ended_text, heard_record)
-from crewfile.core.atomic import replace, sync
+from crewfile.core.atomic import clear_temporaries, prepare, sync
 from crewfile.core.errors import (
     CrewfileError, JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXIT,
-    JOB_TIMEOUT as TIMEOUT_EXIT, NotFound)
+    JOB_TIMEOUT as TIMEOUT_EXIT, NotFound, SystemFailure)
 from crewfile.core.locks import acquire
+from crewfile.core.paths import JOB_RESULT
 from crewfile.core.text import escape
 from crewfile.wake import inbox
 
 
-def _hear(job, res):
+def _hear(job, res, heard_file=None):
     """Under `lock`: this wait reports the outcome, unless heard already (a
     pending notice is withdrawn and heard here instead). `heard` is not
-    fsynced: docs/decisions.md, "Jobs: heard exactly once at the model"."""
+    fsynced: docs/decisions.md, "Jobs: heard exactly once at the model".
+    heard_file: `heard`'s temporary, made while waiting (atomic.prepare)."""
     if not job.watcher_alive():
         sync(job.result_path)
     heard = job.heard()
@@ -32,7 +34,7 @@ def _hear(job, res):
     mine = heard_record("wait", job.spec(), res, pid=os.getpid())
     if heard is not None:
         mine["withdrawn"] = heard["id"]
-    replace(job.heard_path, dump_json(mine), sync=False)
+    (heard_file or prepare(job.heard_path)).commit(dump_json(mine), sync=False)
     return Outcome(job, "done", res, True, mine)
 
 
@@ -107,6 +109,20 @@ POLL = 1.0      # seconds between looks when `running` cannot tell (see below)
 
 
 def _wait_registered(job, registration, timeout, t0):
+    # `heard`'s temporary is made now, while registered: the path from the
+    # job's end to our answer creates no file. Gone however we leave.
+    try:
+        heard_file = prepare(job.heard_path)
+    except SystemFailure:
+        heard_file = None       # (a full disk): made when heard, failing then if it must
+    try:
+        return _wait_prepared(job, registration, timeout, t0, heard_file)
+    finally:
+        if heard_file is not None:
+            heard_file.discard()
+
+
+def _wait_prepared(job, registration, timeout, t0, heard_file):
     deadline = None if timeout is None else t0 + timeout
     nap = None
     while True:
@@ -123,11 +139,13 @@ def _wait_registered(job, registration, timeout, t0):
         with acquire(job.lock_path):
             res = job.result()
             if res is not None:
-                return _hear(job, res)
+                return _hear(job, res, heard_file)
             if let_go:
                 # `running` is let go after `result` is written, or by the
                 # kernel when the watcher dies: no result, so it died...
                 if not job.watcher_alive():
+                    # (its `result`'s temporary, made while the command ran, is ours to clear)
+                    clear_temporaries(job.dir, of=JOB_RESULT)
                     return Outcome(job, "lost", waited=time.monotonic() - t0)
                 # ...unless the watcher lives on (failing to write it, or
                 # a job started before `running` was): look every POLL s.

@@ -12,7 +12,7 @@ import time
 from crewfile.background import jobs
 from crewfile.background.jobs import POST_WAIT, dump_json, ended_text, marker, row_fields
 from crewfile.core import locks, paths, records
-from crewfile.core.atomic import fsync_dir, replace, sync, write_all
+from crewfile.core.atomic import clear_temporaries, fsync_dir, prepare, replace, sync, write_all
 from crewfile.core.errors import NO_COMMAND, NOT_RUNNABLE, CrewfileError, SystemFailure
 from crewfile.core.liveness import process_start
 from crewfile.core.locks import acquire
@@ -131,17 +131,27 @@ def _watch(job, spec, alive, running):
         os.close(rfd)
     os.close(wfd)
     replace(job.pids_path, dump_json(pids))
-    if pids["pid"] is not None:
-        rc = _copy(pids["pid"], rfd, out)
-    seconds = time.monotonic() - t0
-    out.close()
-    result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
-              "code": rc if rc >= 0 else 128 - rc, "started": pids["started"],
-              "ended": records.timestamp(), "seconds": round(seconds, 3)}
     try:
-        settle(job, spec, result, running)
+        # `result`'s temporary, made while the command runs: the path from
+        # its end to a waiter's answer creates no file.
+        result_file = prepare(job.result_path)
+    except SystemFailure:
+        result_file = None      # (a full disk): made at the end, failing then if it must
+    try:
+        if pids["pid"] is not None:
+            rc = _copy(pids["pid"], rfd, out)
+        seconds = time.monotonic() - t0
+        out.close()
+        result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
+                  "code": rc if rc >= 0 else 128 - rc, "started": pids["started"],
+                  "ended": records.timestamp(), "seconds": round(seconds, 3)}
+        try:
+            settle(job, spec, result, running, result_file)
+        finally:
+            running.release()
     finally:
-        running.release()
+        if result_file is not None:
+            result_file.discard()
     alive.release()
 
 
@@ -181,31 +191,38 @@ def _copy(pid, rfd, out):
     return os.waitstatus_to_exitcode(status)
 
 
-def settle(job, spec, result, running):
+def settle(job, spec, result, running, result_file=None):
     """The watcher's half of the decision (docs/files/jobs.md): write *result*
     durably, then wait-or-announce, exactly once.
     spec: the one this watcher ran (one damaged since must not silence the
-    outcome). running: held, let go once `result` is written: it wakes every waiter."""
+    outcome). running: held, let go once `result` is written: it wakes every waiter.
+    result_file: `result`'s temporary, made while the command ran (atomic.prepare)."""
     text = dump_json(result)
     first = True
     while True:
         with acquire(job.lock_path):
+            heard = None
             if first:                   # nobody can have heard it yet
-                replace(job.result_path, text)
+                (result_file or prepare(job.result_path)).commit(text)
                 first = False
             else:
                 try:
                     heard = job.heard()
                 except CrewfileError:
                     heard = None     # damaged: told again rather than never (a repeat has its id)
-                if heard is not None:
-                    return
             nobody = acquire(job.waiters_path, timeout=0)
             if nobody is not None:
                 try:
-                    return _announce_once(job, spec, result)
+                    # Nobody waits, nobody writes: a temporary left here is
+                    # a killed waiter's `heard` (jobwait makes it while waiting).
+                    clear_temporaries(job.dir)
+                    if heard is None:
+                        _announce_once(job, spec, result)
+                    return
                 finally:
                     nobody.release()
+            if heard is not None:
+                return
         # Someone waits: wake them, and decide again once every waiter has
         # let go (done, timed out or killed).
         running.release()

@@ -2,12 +2,14 @@
 (protocol.md, "Atomic replace")."""
 import os
 import stat
+from itertools import count
 
 from crewfile.core.errors import SystemFailure
 from crewfile.core.jsonio import loads
-from crewfile.core.paths import check_dirs, read_text
+from crewfile.core.paths import check_dirs, list_dir, read_text
 
 _TMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+_serial = count()                  # N of `.NAME.tmp.PID.N`: next() is atomic under the GIL
 
 
 def _fsync(path, flags):
@@ -54,30 +56,98 @@ def write_new(path, data, mode=0o600, sync=True):
     os.close(fd)
 
 
+class Prepared:
+    """A temporary file made ahead of its data: commit() publishes it as *path*
+    (write, fsync, rename, fsync dir), discard() removes it. Made early, the
+    file's creation is off the path from an event to its record (the job's
+    end to job-wait's answer). Named `.NAME.tmp.PID.N`, N counted per
+    process: several threads each hold one of the same file."""
+
+    def __init__(self, path, mode=0o600):
+        check_dirs(path)
+        self.path = path
+        directory, base = os.path.split(path)
+        self.directory = directory or "."
+        self.tmp = os.path.join(directory, f".{base}.tmp.{os.getpid()}.{next(_serial)}")
+        self.fd = None
+        try:
+            try:
+                self.fd = os.open(self.tmp, _TMP_FLAGS, mode)
+            except FileExistsError:     # a crashed process with our pid: ours to clear
+                os.unlink(self.tmp)
+                self.fd = os.open(self.tmp, _TMP_FLAGS, mode)
+        except OSError as e:
+            self.tmp = None
+            raise SystemFailure(f"cannot write {path}: {e.strerror}") from None
+
+    def commit(self, data, sync=True):
+        """Make *path* contain *data* (bytes or str), once; sync: see replace()."""
+        if isinstance(data, str):
+            data = data.encode("utf-8")
+        try:
+            check_dirs(self.path)       # (a level may have changed since the temporary was made)
+            write_all(self.fd, data)
+            if sync:
+                os.fsync(self.fd)
+            os.close(self.fd)
+            self.fd = None
+            os.rename(self.tmp, self.path)
+            self.tmp = None
+            if sync:
+                fsync_dir(self.directory)
+        except OSError as e:
+            self.discard()
+            raise SystemFailure(f"cannot write {self.path}: {e.strerror}") from None
+        except BaseException:
+            self.discard()
+            raise
+
+    def discard(self):
+        """Remove the temporary file, unless committed; never fails."""
+        if self.fd is not None:
+            fd, self.fd = self.fd, None
+            os.close(fd)
+        if self.tmp is not None:
+            tmp, self.tmp = self.tmp, None
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.discard()
+
+
+def prepare(path, mode=0o600):
+    """The first half of replace(), done ahead: a Prepared for *path*."""
+    return Prepared(path, mode)
+
+
+def clear_temporaries(directory, of=None):
+    """Remove every temporary (`.NAME.tmp.*`; of: of NAME alone) in *directory*:
+    the leftovers of writers killed before their rename. Only for a caller
+    who knows, by a lock, that no writer of them is at work there."""
+    try:
+        names = list_dir(directory)
+    except (FileNotFoundError, SystemFailure):
+        return
+    for name in names:
+        if (name.startswith(f".{of}.tmp.") if of else
+                name.startswith(".") and ".tmp." in name):
+            try:
+                os.unlink(os.path.join(directory, name))
+            except OSError:
+                pass
+
+
 def replace(path, data, mode=0o600, sync=True):
     """Atomically make *path* contain *data* (bytes or str). sync=False skips the
     fsyncs (a power loss may bring back the old or an empty file): only where
     the writer calls sync() later or the loss breaks no promise; say which."""
-    if isinstance(data, str):
-        data = data.encode("utf-8")
-    check_dirs(path)
-    directory, base = os.path.split(path)
-    tmp = os.path.join(directory, f".{base}.tmp.{os.getpid()}")
-    try:
-        try:
-            write_new(tmp, data, mode, sync)
-        except FileExistsError:      # a crashed earlier run of this pid: ours to clear
-            os.unlink(tmp)
-            write_new(tmp, data, mode, sync)
-        os.rename(tmp, path)
-        if sync:
-            fsync_dir(directory or ".")
-    except OSError as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise SystemFailure(f"cannot write {path}: {e.strerror}") from None
+    Prepared(path, mode).commit(data, sync)
 
 
 def read_json(path, at=None, limit=None):
