@@ -280,3 +280,23 @@ def stop_geminis(home):
                 os.kill(int(pid), signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+# The events the compaction tests log beside crewfile's hooks (Claude Code and Codex alike).
+COMPACTION_EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse",
+                     "PreCompact", "PostCompact", "Stop", "SessionEnd")
+
+
+def logged_hook_events(path):
+    """(event, source, trigger or reason) of every hook payload a logging hook
+    appended to *path* (`cat >> PATH; echo >> PATH`), in order."""
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in filter(str.strip, lines):
+        p = json.loads(line)
+        out.append((p.get("hook_event_name"),
+                    p.get("source") or p.get("trigger") or p.get("reason") or ""))
+    return out

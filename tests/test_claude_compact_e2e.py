@@ -13,32 +13,17 @@ Without the CLI (make claude-code) this test is skipped loudly.
 import json
 import shlex
 
+from agent_rigs import COMPACTION_EVENTS as EVENTS, logged_hook_events
 from conftest import wait_for
 from claude_harness import crew_rig, kinds, require_real_claude, start_registered as start
 from claude_harness import watched
 from crewfile.session import verdict
 from crewfile.session.sessions import Session
 
-EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PreCompact",
-          "PostCompact", "Stop", "SessionEnd")
-
-
-def logged_events(path):
-    """(event, source or trigger) of every hook the CLI ran, in order."""
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in filter(str.strip, lines):
-        p = json.loads(line)
-        out.append((p.get("hook_event_name"), p.get("source") or p.get("trigger") or ""))
-    return out
-
 
 def compacted_by_then(log):
     """The hooks logged so far, once the compaction's last one (PostCompact) is."""
-    events = logged_events(log)
+    events = logged_hook_events(log)
     return events if ("PostCompact", "auto") in events else None
 
 
@@ -69,5 +54,5 @@ def test_a_compaction_mid_turn_leaves_the_session_generating(crew, tmux, tmp_pat
         assert verdict.of(Session(crew, "w1")).generating == verdict.YES
         gate.touch()
         wait_for(lambda: "turn-ended" in kinds(crew, "w1"), timeout=60, what="the turn's end")
-        assert logged_events(log)[len(mid):] == [("Stop", "")]
+        assert logged_hook_events(log)[len(mid):] == [("Stop", "")]
         assert verdict.of(Session(crew, "w1")).generating == verdict.NO

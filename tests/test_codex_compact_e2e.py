@@ -18,16 +18,13 @@ import shlex
 import pytest
 
 import responses_server
-from agent_rigs import pretrust
+from agent_rigs import COMPACTION_EVENTS as EVENTS, logged_hook_events, pretrust
 from conftest import wait_for
 from crewfile.session import verdict
 from crewfile.session.sessions import Session, register
 from test_codex_e2e import BINARY, DEADLINE, rig  # noqa: F401
 
 pytestmark = pytest.mark.skipif(not BINARY, reason="Codex CLI not installed in .cache/codex-VERSION")
-
-EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "PreCompact",
-          "PostCompact", "Stop", "SessionEnd")
 
 
 def log_every_hook(home, log):
@@ -43,23 +40,9 @@ def log_every_hook(home, log):
         json.dump(settings, f, indent=2)
 
 
-def logged_events(path):
-    """(event, source, trigger or reason) of every hook Codex ran, in order."""
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        return []
-    out = []
-    for line in filter(str.strip, lines):
-        p = json.loads(line)
-        out.append((p.get("hook_event_name"),
-                    p.get("source") or p.get("trigger") or p.get("reason") or ""))
-    return out
-
-
 def compacted_by_then(log):
     """The hooks logged so far, once the compaction's SessionStart is."""
-    events = logged_events(log)
+    events = logged_hook_events(log)
     return events if ("SessionStart", "compact") in events else None
 
 
@@ -87,7 +70,7 @@ def test_a_compaction_mid_turn_leaves_the_codex_session_generating(rig, tmux, tm
     try:
         # the reply after the compaction is held (HOLD): the turn goes on
         wait_for(lambda: going_on_from_the_summary(rig), timeout=DEADLINE,
-                 what=lambda: f"the turn going on after the compaction: {logged_events(log)}")
+                 what=lambda: f"the turn going on after the compaction: {logged_hook_events(log)}")
         mid = wait_for(lambda: compacted_by_then(log), timeout=DEADLINE,
                        what="the compaction's hooks")
         # crew-hook's record of it (`started: compact` before Codex's adapter named it)
@@ -106,7 +89,7 @@ def test_a_compaction_mid_turn_leaves_the_codex_session_generating(rig, tmux, tm
         if p.poll() is None:
             p.kill()
             p.wait()
-    assert logged_events(log)[len(mid):] == [("Stop", ""), ("SessionEnd", "other")]
+    assert logged_hook_events(log)[len(mid):] == [("Stop", ""), ("SessionEnd", "other")]
     got = [k for k, _ in rig.kinds("w1")]
     assert got[got.index("compacted"):] == ["compacted", "turn-ended", "ended"], got
     assert verdict.of(Session(rig.crew, "w1")).generating == verdict.NO
