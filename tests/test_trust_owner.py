@@ -16,10 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import BIN, REPO, bound_by_modes, cmd, wait_for
+from conftest import BIN, REPO, bound_by_modes, captain_types, cmd, wait_for
+from crewfile.agents import claudecron
 from crewfile.core.logfile import TailStats
+from crewfile.session.sessions import Session, register
+from crewfile.session.window import keep_transcript
+from crewfile.views import tokens
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
+PRIMARY = os.path.join(REPO, "tests", "transcripts", "claude-primary.jsonl")   # 96 tokens
 LIB = os.path.join(REPO, "lib")
 OTHER = "crewfile-other"
 UMASKS = [0o000, 0o022, 0o077]
@@ -457,3 +462,86 @@ def test_a_tmux_server_another_user_may_not_reach_is_unknown_not_gone(tmux, othe
         said[sock] = r.stdout.split("\n")[:2]
     assert said[tmux.sock][0] == "unknown" and "Permission denied" in said[tmux.sock][1], said
     assert said[nothing][0] == "gone", said
+
+
+# -- an agent CLI's files outside the crew directory (its transcript, its
+# rollout): believed only when the effective user owns them, root included.
+
+def give_away(path, user):
+    os.chown(path, user.uid, user.gid)
+    os.chmod(path, 0o644)                                  # readable: only its owner is wrong
+
+
+def not_yours(path, uid):
+    return f"{path}: owned by uid {uid}, not by you: not believed"
+
+
+def test_an_aside_conclusion_is_not_believed_from_another_users_transcript(crew, aside_window,
+                                                                           other_user, tmp_path):
+    aside_window("a1")
+    captain_types(crew, "a1", "/aside-done")
+    sess = Session(crew, "a1")
+    path = sess.meta["transcript_path"]
+    report = tmp_path / "report.md"
+    report.write_text("# done\n")
+    give_away(path, other_user)
+
+    r = cmd("aside-conclude", "a1", "--report", report)
+
+    assert (r.returncode, r.stdout) == (111, "")
+    assert r.stderr == f"aside-conclude: {not_yours(path, other_user.uid)}\n"
+    assert "concluded" not in kinds(sess)
+    new = crew.sub("reports", "new")
+    assert not os.path.isdir(new) or not os.listdir(new)      # no report delivered
+    os.chown(path, 0, 0)                                   # root's own, as root: believed
+    r = cmd("aside-conclude", "a1", "--report", report)
+    assert r.returncode == 0, r.stderr
+    assert kinds(sess)[-1] == "concluded"
+
+
+def test_tokens_of_another_users_transcript_are_not_counted(crew, other_user, tmp_path):
+    path = tmp_path / "firstmate.jsonl"
+    shutil.copy(PRIMARY, path)
+    register(crew, "firstmate", kind="primary").update_meta(transcript_path=str(path))
+    assert cmd("crew-status").stdout == "1 idle 96 tok\n"          # its tally now cached
+    give_away(path, other_user)
+
+    assert tokens.read(str(path)) is None
+    r = cmd("crew-status")
+    assert (r.returncode, r.stdout) == (0, "1 idle\n"), r.stderr
+    r = cmd("crew-top", "--once")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout.splitlines()
+    assert out[1].split()[7] == "-"
+    assert "wake turns: firstmate names no transcript that can be read" in out
+
+
+def test_another_users_transcript_is_not_kept_nor_read_for_a_goal(other_user, tmp_path):
+    source, kept = tmp_path / "t.jsonl", tmp_path / "kept"
+    source.write_text(json.dumps({"type": "attachment", "attachment": {
+        "type": "goal_status", "met": False, "condition": "tests pass"}}) + "\n")
+    assert keep_transcript({"transcript_path": str(source)}, str(kept)) == (str(kept), None)
+    assert claudecron.armed_goal(str(source)) == "tests pass"
+    os.unlink(kept)
+    give_away(source, other_user)
+
+    assert keep_transcript({"transcript_path": str(source)}, str(kept)) == (
+        None, f"its transcript was not kept: {not_yours(source, other_user.uid)}")
+    assert not kept.exists()
+    assert claudecron.armed_goal(str(source)) is None
+
+
+def test_no_exception_for_root_a_users_crewfile_refuses_roots_transcript(other_user, shared_tmp):
+    source = os.path.join(shared_tmp, "t.jsonl")
+    with open(source, "w") as f:
+        f.write("{}\n")
+    os.chmod(source, 0o644)
+    ask = ("import sys; sys.path.insert(0, {lib!r});"
+           " from crewfile.session.window import keep_transcript;"
+           " print(keep_transcript({{'transcript_path': {source!r}}}, {kept!r})[1])")
+    kept = os.path.join(shared_tmp, "kept")
+    r = other_user.run([other_user.python, "-c",
+                        ask.format(lib=other_user.lib, source=source, kept=kept)])
+    assert (r.returncode, r.stderr) == (0, "")
+    assert r.stdout == f"its transcript was not kept: {not_yours(source, 0)}\n"
+    assert not os.path.exists(kept)

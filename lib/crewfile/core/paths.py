@@ -118,8 +118,13 @@ def _believe_dir(path, st):
                             f" (fix: chmod go-w {path})")
 
 
-def _believe(path, st):
-    """Refuse what another user owns under a trusted crew directory (that file alone)."""
+def _believe(path, st, outside=False):
+    """Refuse what another user owns (that file alone): under a trusted crew
+    directory, a file not the user's or root's; outside it (an agent CLI's
+    transcript, which names no directory crewfile checked), one not the
+    effective user's, root's own included: the agent writes as the user."""
+    if outside and st.st_uid != _me:
+        raise SystemFailure(f"{path}: owned by uid {st.st_uid}, not by you: not believed")
     if not _trusted(st.st_uid):
         raise SystemFailure(f"{path}: owned by uid {st.st_uid}, not by you or root:"
                             " not believed")
@@ -159,7 +164,8 @@ def check_dirs(path, inclusive=False):
 def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
     """A descriptor on the regular file *path* (FileNotFoundError passes: absence
     is an answer). at: open_dir() of its directory, checked once for a listing
-    of thousands. outside: an agent CLI's transcript, read only, through links."""
+    of thousands. outside: an agent CLI's transcript, read only, through links,
+    believed only when the effective user owns it."""
     if outside:
         if flags & os.O_ACCMODE != os.O_RDONLY:
             raise ValueError("a file outside the crew directory is only read")
@@ -180,8 +186,7 @@ def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise SystemFailure(f"{path}: not a regular file")
-        if not outside:
-            _believe(path, st)
+        _believe(path, st, outside)
         if flags & os.O_ACCMODE == os.O_RDONLY:
             os.set_blocking(fd, True)
     except BaseException:
