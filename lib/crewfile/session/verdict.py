@@ -9,7 +9,6 @@ the detail for people; nothing parses the detail.
 import os
 import time
 
-from crewfile.agents import load
 from crewfile.core import liveness as procs
 from crewfile.core.errors import BadInput, SystemFailure
 from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
@@ -65,12 +64,15 @@ class Answer:
 class Look:
     """One look at the machine: each tmux server and its clients asked at most once.
     listed: a tmuxseen.Seen handed in (crew-status's --panes), used for the
-    server it names only where a session records that socket and identity."""
+    server it names only where a session records that socket and identity.
+    registry: False leaves the agent CLI's registry unread (crew-status: it
+    can only make a live session unknown, and the line's words are the same)."""
 
-    def __init__(self, listed=None):
+    def __init__(self, listed=None, registry=True):
         self._servers = {}
         self._clients = {}
         self._listed = listed
+        self.registry = registry
 
     def server(self, socket, identity=None):
         listed = self._listed
@@ -251,6 +253,7 @@ def own_loop(sess, recs=None, now=None):
 
 def adapter(sess):
     """The session's agent adapter (crewfile.agents), or None for a name it does not know."""
+    from crewfile.agents import load  # crew-status's budget: its path asks no adapter
     try:
         return load(sess.meta.get("agent") or "claude")
     except BadInput:
@@ -322,8 +325,9 @@ def relive(v, meta, look=None):
 
 
 def _live(v, meta, look):
+    look = look or Look()
     found = liveness(meta, look)
-    if found.live == LIVE:
+    if found.live == LIVE and look.registry:
         found = _cross_check(found, meta)
     v.live, v.why = found.live, found.why
     v.pane = v.socket = None
@@ -340,7 +344,7 @@ def _live(v, meta, look):
 def _cross_check(found, meta):
     """*found* (LIVE), or UNKNOWN when the agent CLI's registry entry for its
     process disagrees (meta `agent_registry`, else this environment's registry)."""
-    from crewfile.agents import registry     # on the status line's path only for a live session
+    from crewfile.agents import registry     # crew-status's budget: it does not look
     where = meta.get("agent_registry") or registry.directory()
     pane = found.pane.id if found.pane else None
     try:
