@@ -8,7 +8,8 @@ from crewfile.views import glance
 
 EXIT_AT_ONCE = True     # cli.leave(): it reads, and its one write (tokens.cache) is renamed before run() returns
 
-COLOUR = {"working": "green", "idle": "default", "dialog": "yellow", "blocked": "red",
+COLOUR = {"working": "green", "idle": "default", "starting": "blue", "dialog": "yellow",
+          "blocked": "red",
           "paused": "magenta", "lost": "red", "unknown": "colour244", "damaged": "red",
           "wakes": "cyan", "tok": "colour244"}
 

@@ -253,7 +253,7 @@ def own_loop(sess, recs=None, now=None):
 
 def adapter(sess):
     """The session's agent adapter (crewfile.agents), or None for a name it does not know."""
-    from crewfile.agents import load  # crew-status's budget: its path asks no adapter
+    from crewfile.agents import load  # crew-status's budget: asked of a session maybe starting
     try:
         return load(sess.meta.get("agent") or "claude")
     except BadInput:
@@ -271,26 +271,28 @@ def still_starting(sess):
     return isinstance(start, int) and start >= 0 and started.time < started_at(start)
 
 
-def not_yet_known(sess):
+def not_yet_known(sess, recs=None):
     """Answer(STARTING, ...) while the session's agent process has not said
     which conversation it is, else None: its newest `started` (else
-    `registered`, else turn record: what lies within the scan) is older than
-    the process (meta `pid_start`), so the turn records are an earlier
-    process's (after a respawn) and cannot say it is idle. A registration
-    newer than the process (a running agent registered by hand) holds no
-    earlier process's records. Not held: an agent whose SessionStart comes
-    only with its first prompt (START_WITH_FIRST_PROMPT: nothing else would
-    start it; delivery presses Enter once and waits for that record)."""
-    agent = adapter(sess)
-    if (agent is None or "SessionStart" not in agent.EVENTS.values()
-            or getattr(agent, "START_WITH_FIRST_PROMPT", False)):
-        return None
+    `registered`, else turn record: what lies within the scan, *recs*: a
+    sess.scan() shared with the caller) is older than the process (meta
+    `pid_start`), so the turn records are an earlier process's (after a
+    respawn) and cannot say it is idle. A registration newer than the
+    process (a running agent registered by hand) holds no earlier process's
+    records. Not held: an agent whose SessionStart comes only with its first
+    prompt (START_WITH_FIRST_PROMPT: nothing else would start it; delivery
+    presses Enter once and waits for that record). The adapter is asked
+    last: the records alone let most sessions go (crew-status's budget)."""
     start = sess.meta.get("pid_start")
     if not isinstance(start, int) or start < 0:
         return None
-    recs = sess.scan()
+    recs = recs or sess.scan()
     mark = recs.last_of(("started", "registered")) or recs.last_of(TURN_STATE)
     if mark is None or mark.time >= started_at(start):
+        return None
+    agent = adapter(sess)
+    if (agent is None or "SessionStart" not in agent.EVENTS.values()
+            or getattr(agent, "START_WITH_FIRST_PROMPT", False)):
         return None
     return Answer(STARTING, "its start hook has not recorded which conversation this is"
                             f" (no `started` record since agent process {sess.meta.get('pid')}"
