@@ -147,10 +147,15 @@ class Verdict:
     live is not LIVE; pane, socket: when a live pane holds the agent; account:
     an Answer while the block stands, account_until: when it lifts by itself
     (or None); end_record: the kind of an end record, believed or not;
-    conversation: the agent's session id; tree: tree_of(cwd)."""
+    conversation: the agent's session id; tree: tree_of(cwd), resolved when
+    asked (a path walk the status line, which never asks, does not make)."""
     __slots__ = ("live", "why", "pane", "socket", "generating", "dialog", "background",
                  "account", "account_until", "stopped",
-                 "foreground", "ended", "end_record", "conversation", "tree")
+                 "foreground", "ended", "end_record", "conversation", "cwd")
+
+    @property
+    def tree(self):
+        return tree_of(self.cwd)
 
 
 def of(sess, look=None, stats=None, recs=None, now=None):
@@ -169,7 +174,7 @@ def of(sess, look=None, stats=None, recs=None, now=None):
     v.account = account_block(block, now)
     v.account_until = block_lifts(block) if v.account is not None else None
     v.conversation = meta.get("agent_session_id")
-    v.tree = tree_of(meta.get("cwd"))
+    v.cwd = meta.get("cwd")
     v.pane = v.socket = None
     v.stopped = v.foreground = UNKNOWN
     v.end_record = life.kind if v.ended else None
