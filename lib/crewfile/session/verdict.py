@@ -158,9 +158,11 @@ class Verdict:
         return tree_of(self.cwd)
 
 
-def of(sess, look=None, stats=None, recs=None, now=None):
+def of(sess, look=None, stats=None, recs=None, now=None, account=True):
     """The Verdict for *sess*, from its records (*recs*: a sess.scan() shared
-    with the caller) and the machine."""
+    with the caller) and the machine. account=False: the account block not
+    asked (account None), for a view that shows none: no read back through
+    a log whose turns never ended, and its rotations, for it."""
     recs = recs or sess.scan(stats)
     meta = sess.meta
     v = Verdict()
@@ -170,7 +172,7 @@ def of(sess, look=None, stats=None, recs=None, now=None):
     v.generating = TURN_STATE[turn.kind] if turn else UNKNOWN
     v.dialog = YES if turn and turn.kind == "waiting" else NO
     v.background = YES if turn and turn.kind == "background" else NO
-    block = recs.last_of(ACCOUNT_STATE)
+    block = recs.last_of(ACCOUNT_STATE) if account else None
     v.account = account_block(block, now)
     v.account_until = block_lifts(block) if v.account is not None else None
     v.conversation = meta.get("agent_session_id")

@@ -130,7 +130,7 @@ def row(crew, name, look, now=None, also=None):
         with sess.opened():
             recs = sess.scan()
             last = recs.last()
-            v = of(sess, look, recs.stats, recs)
+            v = of(sess, look, recs.stats, recs, account=False)     # no view shows the block
             st = state_of(sess, v, last, recs.stats.warning(), now)
             held = needs_primary(recs)
             starting = not_yet_known(sess, recs) is not None
