@@ -234,7 +234,7 @@ STATUS_CLOSURE = {
 def test_the_status_lines_import_closure_stays_small(tmp_path, tmux):
     """crew-status --tmux --panes over live sessions in panes, one working,
     one idle, loads only STATUS_CLOSURE of crewfile, and neither subprocess
-    nor the json package."""
+    nor the json package, nor pwd."""
     from crewfile.core.paths import Crew
     from crewfile.session.sessions import register
     from crewfile.session.tmux import LISTED_FORMAT
@@ -254,4 +254,4 @@ def test_the_status_lines_import_closure_stays_small(tmp_path, tmux):
     assert out.stdout == "#[fg=green]1 working#[default] #[fg=default]1 idle#[default]\n"
     extra = {m for m in loaded if m.startswith("crewfile")} - STATUS_CLOSURE
     assert not extra, f"crew-status --tmux --panes loads {sorted(extra)}"
-    assert not {"subprocess", "json"} & loaded, sorted(loaded)
+    assert not {"subprocess", "json", "pwd"} & loaded, sorted(loaded)
