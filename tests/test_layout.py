@@ -213,3 +213,45 @@ def test_job_wait_leaves_shutil_out(tmp_path):
     loaded, out = modules_loaded("job-wait", [handle], env, str(tmp_path))
     assert out.returncode == 0 and out.stdout.startswith(f"{handle} exited 0"), out
     assert not {"shutil", "bz2", "lzma", "zlib"} & loaded, sorted(loaded)
+
+
+# What crew-status may load as tmux's status line runs it (--tmux --panes),
+# live sessions in panes (DESIGN.md, "Budgets": within 1.2x of `python -c
+# pass`): the verdict's probe of the list handed in and the records, not the
+# agent CLIs' adapters or registry (which can only make a live session
+# unknown: no word of the line tells it from live), tmux, locks or writers.
+STATUS_CLOSURE = {
+    "crewfile", "crewfile.cli", "crewfile.cmd", "crewfile.cmd.crew_status",
+    "crewfile.core", "crewfile.core.errors", "crewfile.core.jsonio", "crewfile.core.kinds",
+    "crewfile.core.liveness", "crewfile.core.logfile", "crewfile.core.names",
+    "crewfile.core.paths", "crewfile.core.records", "crewfile.core.shapes",
+    "crewfile.core.text", "crewfile.session", "crewfile.session.sessions",
+    "crewfile.session.tmuxseen", "crewfile.session.verdict", "crewfile.views",
+    "crewfile.views.glance",
+}
+
+
+def test_the_status_lines_import_closure_stays_small(tmp_path, tmux):
+    """crew-status --tmux --panes over live sessions in panes, one working,
+    one idle, loads only STATUS_CLOSURE of crewfile, and neither subprocess
+    nor the json package, nor pwd."""
+    from crewfile.core.paths import Crew
+    from crewfile.session.sessions import register
+    from crewfile.session.tmux import LISTED_FORMAT
+    crew = Crew(str(tmp_path / "crew"))
+    for name, kinds in (("w1", ["turn-started"]), ("w2", ["turn-started", "turn-ended"])):
+        pane = tmux.new_window("sleep 600", name=name)
+        sess = register(crew, name, tmux=pane, pid=tmux.pane_pid(pane),
+                        env={"CREWFILE_TMUX": tmux.sock})
+        for kind in kinds:
+            sess.append(kind)
+    listed = tmux("display-message", "-p", LISTED_FORMAT).rstrip("\n")
+    env = dict(os.environ, CREWFILE_DIR=crew.root)
+    loaded, out = modules_loaded("crew-status", ["--tmux", "--panes", listed], env,
+                                 str(tmp_path))
+    said = [line for line in out.stderr.splitlines() if not line.startswith("MODULES ")]
+    assert (out.returncode, said) == (0, []), out
+    assert out.stdout == "#[fg=green]1 working#[default] #[fg=default]1 idle#[default]\n"
+    extra = {m for m in loaded if m.startswith("crewfile")} - STATUS_CLOSURE
+    assert not extra, f"crew-status --tmux --panes loads {sorted(extra)}"
+    assert not {"subprocess", "json", "pwd"} & loaded, sorted(loaded)

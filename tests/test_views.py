@@ -86,6 +86,36 @@ def test_lost_is_the_verdict_s(crew):
     assert status().stdout == "1 lost\n"
 
 
+@pytest.fixture
+def agent_process():
+    """A live process standing for a session's agent (in no pane)."""
+    proc = subprocess.Popen(["sleep", "600"])
+    yield proc.pid
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.parametrize("turn", ["turn-ended", "waiting: permission"])
+def test_a_respawned_agent_is_starting_until_its_start_hook_says(crew, agent_process, turn):
+    """Its turn records (idle, a dialog) are the earlier process's until the
+    new one's start hook records `started`: crew-status and crew-top say
+    `starting` (delivery's answer), a problem since says `blocked`."""
+    from crewfile.core.liveness import process_start
+    sess = session(crew, "w1")
+    with open(sess.status_path, "w") as f:          # all older than the agent process
+        f.writelines(f"2026-11-30T10:00:0{i}.000Z {kind}\n" for i, kind in
+                     enumerate(["registered", "turn-started", turn, "respawned"]))
+    set_meta(crew, "w1", pid=agent_process, pid_start=process_start(agent_process))
+    assert status().stdout == "1 starting\n"
+    assert status("--tmux").stdout == "#[fg=blue]1 starting#[default]\n"
+    assert rows_of(top().stdout)["w1"][2] == "starting"
+    sess.append("problem", "disk full")
+    assert status().stdout == "1 blocked\n"
+    sess.append("started", "resume")
+    assert status().stdout == "1 idle\n"
+    assert rows_of(top().stdout)["w1"][2] == "idle"
+
+
 def test_damaged_session_is_counted_not_a_traceback(crew):
     session(crew, "w1", "turn-started")
     session(crew, "w2", "idle")

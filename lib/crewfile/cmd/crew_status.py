@@ -8,7 +8,8 @@ from crewfile.views import glance
 
 EXIT_AT_ONCE = True     # cli.leave(): it reads, and its one write (tokens.cache) is renamed before run() returns
 
-COLOUR = {"working": "green", "idle": "default", "dialog": "yellow", "blocked": "red",
+COLOUR = {"working": "green", "idle": "default", "starting": "blue", "dialog": "yellow",
+          "blocked": "red",
           "paused": "magenta", "lost": "red", "unknown": "colour244", "damaged": "red",
           "wakes": "cyan", "tok": "colour244"}
 
@@ -23,14 +24,14 @@ def run(args):
 
 
 def _look(panes):
-    """The verdict's Look, with the pane list tmux handed in (--panes), if any."""
-    if panes is None:
-        return None
-    listed = Seen.listed(panes)
-    if listed is None:
+    """The verdict's Look, with the pane list tmux handed in (--panes), if any.
+    The agent CLI's registry left unread: it can only make a live session
+    unknown, which no word of the line tells from live."""
+    listed = None if panes is None else Seen.listed(panes)
+    if panes is not None and listed is None:
         sys.stderr.write("crew-status: --panes is not a pane list as tmux expands it"
                          " (see --help): asking tmux\n")
-    return Look(listed)
+    return Look(listed, registry=False)
 
 
 def crew_tokens(crew, rows):

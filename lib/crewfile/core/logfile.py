@@ -234,12 +234,28 @@ class Backwards:
 
     def _read(self):
         left = self.limit
-        for path in self.paths:
+        names = None
+        for i, path in enumerate(self.paths):
             if left is not None and left <= 0:
                 return
+            if i == 1:
+                names = self._names()
+            if names is not None and path.rpartition("/")[2] not in names:
+                continue            # a rotation not there (most logs have none)
             yield from _parsed(lines_backwards(path, self.stats, left, at=self.at), self.stats)
             if left is not None:
                 left -= self._size(path)
+
+    def _names(self):
+        """The entries of the log's directory, listed once when the read goes
+        past the current file, so a rotation not there costs no open; None
+        (every rotation tried) without the directory open or when unlistable."""
+        if self.at is None:
+            return None
+        try:
+            return frozenset(os.listdir(self.at))
+        except OSError:
+            return None
 
     def _size(self, path):
         try:

@@ -1,7 +1,6 @@
 """Validation of names that become path components (sessions, handles): they
 must never climb out of the crew directory or confuse a terminal."""
 import os
-import pwd
 
 from crewfile.core.errors import BadInput
 
@@ -40,6 +39,7 @@ def current_user():
     leave $USER unset), else the uid as a number."""
     if os.environ.get("USER"):
         return os.environ["USER"]
+    import pwd  # crew-status's budget: only a registration without $USER asks
     try:
         return pwd.getpwuid(os.getuid()).pw_name
     except KeyError:

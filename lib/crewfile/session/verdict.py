@@ -9,7 +9,6 @@ the detail for people; nothing parses the detail.
 import os
 import time
 
-from crewfile.agents import adapter_of
 from crewfile.core import liveness as procs
 from crewfile.core.errors import BadInput, SystemFailure
 from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
@@ -65,12 +64,15 @@ class Answer:
 class Look:
     """One look at the machine: each tmux server and its clients asked at most once.
     listed: a tmuxseen.Seen handed in (crew-status's --panes), used for the
-    server it names only where a session records that socket and identity."""
+    server it names only where a session records that socket and identity.
+    registry: False leaves the agent CLI's registry unread (crew-status: it
+    can only make a live session unknown, and the line's words are the same)."""
 
-    def __init__(self, listed=None):
+    def __init__(self, listed=None, registry=True):
         self._servers = {}
         self._clients = {}
         self._listed = listed
+        self.registry = registry
 
     def server(self, socket, identity=None):
         listed = self._listed
@@ -145,15 +147,22 @@ class Verdict:
     live is not LIVE; pane, socket: when a live pane holds the agent; account:
     an Answer while the block stands, account_until: when it lifts by itself
     (or None); end_record: the kind of an end record, believed or not;
-    conversation: the agent's session id; tree: tree_of(cwd)."""
+    conversation: the agent's session id; tree: tree_of(cwd), resolved when
+    asked (a path walk the status line, which never asks, does not make)."""
     __slots__ = ("live", "why", "pane", "socket", "generating", "dialog", "background",
                  "account", "account_until", "stopped",
-                 "foreground", "ended", "end_record", "conversation", "tree")
+                 "foreground", "ended", "end_record", "conversation", "cwd")
+
+    @property
+    def tree(self):
+        return tree_of(self.cwd)
 
 
-def of(sess, look=None, stats=None, recs=None, now=None):
+def of(sess, look=None, stats=None, recs=None, now=None, account=True):
     """The Verdict for *sess*, from its records (*recs*: a sess.scan() shared
-    with the caller) and the machine."""
+    with the caller) and the machine. account=False: the account block not
+    asked (account None), for a view that shows none: no read back through
+    a log whose turns never ended, and its rotations, for it."""
     recs = recs or sess.scan(stats)
     meta = sess.meta
     v = Verdict()
@@ -163,11 +172,11 @@ def of(sess, look=None, stats=None, recs=None, now=None):
     v.generating = TURN_STATE[turn.kind] if turn else UNKNOWN
     v.dialog = YES if turn and turn.kind == "waiting" else NO
     v.background = YES if turn and turn.kind == "background" else NO
-    block = recs.last_of(ACCOUNT_STATE)
+    block = recs.last_of(ACCOUNT_STATE) if account else None
     v.account = account_block(block, now)
     v.account_until = block_lifts(block) if v.account is not None else None
     v.conversation = meta.get("agent_session_id")
-    v.tree = tree_of(meta.get("cwd"))
+    v.cwd = meta.get("cwd")
     v.pane = v.socket = None
     v.stopped = v.foreground = UNKNOWN
     v.end_record = life.kind if v.ended else None
@@ -251,6 +260,7 @@ def own_loop(sess, recs=None, now=None):
 
 def adapter(sess):
     """The session's agent adapter (crewfile.agents), or None for a name it does not know."""
+    from crewfile.agents import adapter_of  # crew-status's budget: asked of a session maybe starting
     try:
         return adapter_of(sess.meta)
     except BadInput:
@@ -272,23 +282,27 @@ def still_starting(sess):
     return started is None or _older_than_agent(sess, started)
 
 
-def not_yet_known(sess):
+def not_yet_known(sess, recs=None):
     """Answer(STARTING, ...) while the session's agent process has not said
     which conversation it is, else None: its newest `started` (else
-    `registered`, else turn record: what lies within the scan) is older than
-    the process (meta `pid_start`), so the turn records are an earlier
-    process's (after a respawn) and cannot say it is idle. A registration
-    newer than the process (a running agent registered by hand) holds no
-    earlier process's records. Not held: an agent whose SessionStart comes
-    only with its first prompt (START_WITH_FIRST_PROMPT: nothing else would
-    start it; delivery presses Enter once and waits for that record)."""
+    `registered`, else turn record: what lies within the scan, *recs*: a
+    sess.scan() shared with the caller) is older than the process (meta
+    `pid_start`), so the turn records are an earlier process's (after a
+    respawn) and cannot say it is idle. A registration newer than the
+    process (a running agent registered by hand) holds no earlier process's
+    records. Not held: an agent whose SessionStart comes only with its first
+    prompt (START_WITH_FIRST_PROMPT: nothing else would start it; delivery
+    presses Enter once and waits for that record). The adapter is asked
+    last: the records alone let most sessions go (crew-status's budget)."""
+    if not isinstance(sess.meta.get("pid_start"), int):
+        return None
+    recs = recs or sess.scan()
+    mark = recs.last_of(("started", "registered")) or recs.last_of(TURN_STATE)
+    if mark is None or not _older_than_agent(sess, mark):
+        return None
     agent = adapter(sess)
     if (agent is None or "SessionStart" not in agent.EVENTS.values()
             or getattr(agent, "START_WITH_FIRST_PROMPT", False)):
-        return None
-    recs = sess.scan()
-    mark = recs.last_of(("started", "registered")) or recs.last_of(TURN_STATE)
-    if mark is None or not _older_than_agent(sess, mark):
         return None
     return Answer(STARTING, "its start hook has not recorded which conversation this is"
                             f" (no `started` record since agent process {sess.meta.get('pid')}"
@@ -323,8 +337,9 @@ def relive(v, meta, look=None):
 
 
 def _live(v, meta, look):
+    look = look or Look()
     found = liveness(meta, look)
-    if found.live == LIVE:
+    if found.live == LIVE and look.registry:
         found = _cross_check(found, meta)
     v.live, v.why = found.live, found.why
     v.pane = v.socket = None
@@ -341,7 +356,7 @@ def _live(v, meta, look):
 def _cross_check(found, meta):
     """*found* (LIVE), or UNKNOWN when the agent CLI's registry entry for its
     process disagrees (meta `agent_registry`, else this environment's registry)."""
-    from crewfile.agents import registry     # on the status line's path only for a live session
+    from crewfile.agents import registry     # crew-status's budget: it does not look
     where = meta.get("agent_registry") or registry.directory()
     pane = found.pane.id if found.pane else None
     try:

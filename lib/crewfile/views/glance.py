@@ -6,6 +6,9 @@ only names what it found. The word is the first that holds of:
 
   DAMAGED     its files cannot be used (damaged meta, a link): never a traceback
   LOST        the verdict says not live and the session has not ended
+  STARTING    its agent process has not said which conversation it is
+              (verdict.not_yet_known): its turn records, a dialog's too, are an
+              earlier process's; a BLOCKED or PAUSED since is shown instead
   DIALOG      a permission dialog is up (the verdict's dialog)
   BLOCKED     a `blocked`/`problem`/`error` record the session has not moved on
               from (no kinds.MOVES_ON record since: a new turn, the captain's words, ...)
@@ -23,11 +26,11 @@ from crewfile.core.errors import CrewfileError, failure_line, reason
 from crewfile.core.kinds import BLOCKERS, KEEPS_PAUSE, MOVES_ON
 from crewfile.core.names import is_name
 from crewfile.session.sessions import Session, is_registered, state_of
-from crewfile.session.verdict import Look, of, relive
+from crewfile.session.verdict import Look, not_yet_known, of, relive
 
 DAMAGED, LOST, DIALOG, BLOCKED, PAUSED = "damaged", "lost", "dialog", "blocked", "paused"
-WORKING, IDLE, UNKNOWN, ENDED = "working", "idle", "unknown", "ended"
-ORDER = (WORKING, IDLE, DIALOG, BLOCKED, PAUSED, LOST, UNKNOWN, DAMAGED)
+WORKING, IDLE, UNKNOWN, ENDED, STARTING = "working", "idle", "unknown", "ended", "starting"
+ORDER = (WORKING, IDLE, STARTING, DIALOG, BLOCKED, PAUSED, LOST, UNKNOWN, DAMAGED)
 
 
 class Row:
@@ -40,12 +43,15 @@ class Row:
         self.sess, self.also, self.facts = sess, also, facts
 
 
-def word_of(st, held):
-    """The word for *st*, with *held* needs_primary()'s answer from its records."""
+def word_of(st, held, starting=False):
+    """The word for *st*, with *held* needs_primary()'s answer from its records
+    and *starting* not_yet_known()'s."""
     if st["ended"]:
         return ENDED
     if st["live"] == "no":
         return LOST
+    if starting:
+        return held or STARTING
     if st["waiting"]:
         return DIALOG
     if held:
@@ -124,11 +130,12 @@ def row(crew, name, look, now=None, also=None):
         with sess.opened():
             recs = sess.scan()
             last = recs.last()
-            v = of(sess, look, recs.stats, recs)
+            v = of(sess, look, recs.stats, recs, account=False)     # no view shows the block
             st = state_of(sess, v, last, recs.stats.warning(), now)
             held = needs_primary(recs)
-            return Row(name, word_of(st, held), st, sess=sess, also=also and also(sess),
-                       facts=(v, last, st["warning"], held))
+            starting = not_yet_known(sess, recs) is not None
+            return Row(name, word_of(st, held, starting), st, sess=sess,
+                       also=also and also(sess), facts=(v, last, st["warning"], held, starting))
     except CrewfileError as e:
         return Row(name, DAMAGED, error=str(e))
 
@@ -136,11 +143,11 @@ def row(crew, name, look, now=None, also=None):
 def relook(row, look, now=None):
     """*row* (from row()) with its session's liveness probed anew, its
     files not read again: the word follows (a lost agent shows as lost)."""
-    v, last, warning, held = row.facts
+    v, last, warning, held, starting = row.facts
     v = relive(v, row.sess.meta, look)
     st = state_of(row.sess, v, last, warning, now)
-    return Row(row.name, word_of(st, held), st, sess=row.sess, also=row.also,
-               facts=(v, last, warning, held))
+    return Row(row.name, word_of(st, held, starting), st, sess=row.sess, also=row.also,
+               facts=(v, last, warning, held, starting))
 
 
 def wakes_pending(crew, rows_):
