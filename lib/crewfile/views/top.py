@@ -61,10 +61,10 @@ class Rows:
         # own loop is read with the row: a cron job made or deleted ends a turn
         self.sessions = {}
         c = crew    # each part of the crew by its directories; what was read; why not
-        self.part_of = {c.sub(paths.JOBS): "jobs", c.sub("nudges"): "nudges",
+        self.part_of = {c.sub(paths.JOBS): "jobs", c.sub(paths.NUDGES): "nudges",
                         c.sub(paths.REPORTS): "reports",
                         c.sub(paths.REPORTS, paths.REPORT_NEW): "reports",
-                        c.sub("crew-up"): "crew-up"}
+                        c.sub(crewup.DIR): "crew-up"}
         self.parts, self.broken = {}, {}
         # transcript path -> tokens.Tally, read on (each byte once); crew-status's
         # tokens.cache, loaded afresh for each pass (crew-top writes nothing)
