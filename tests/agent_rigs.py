@@ -2,7 +2,8 @@
 test_gemini_e2e, test_aside_agents_e2e): their stand-in model server, the
 agent's home as a user who said yes once would have it, and the end of the
 agent processes that outlive their window, and Codex's hook review passed
-as a user passes it."""
+as a user passes it; with Claude's (test_claude_spawn_e2e), the repository
+workers are spawned from."""
 import contextlib
 import json
 import os
@@ -18,11 +19,13 @@ import uuid
 import warnings
 
 import agent_clis
+from claude_harness import run_checked
 from conftest import PaneEnded, TmuxServer
 from crewfile.wake import inbox
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_START = 30           # seconds for a stand-in server to say its port
+DEADLINE = 120              # seconds for one step of a real agent CLI (a start, a turn)
 
 
 def start_stand_in(name, *args, stderr=None):
@@ -93,7 +96,55 @@ def wake_the_held_primary(rig, proc, go, deadline):
             proc.wait()
 
 
+def committed_repo(tmp_path, monkeypatch):
+    """A git repository with one commit, at tmp_path/src/app (git's author
+    and committer set for the test)."""
+    for key in ("AUTHOR", "COMMITTER"):
+        monkeypatch.setenv(f"GIT_{key}_NAME", "Tester")
+        monkeypatch.setenv(f"GIT_{key}_EMAIL", "tester@example.org")
+    repo = tmp_path / "src" / "app"
+    repo.mkdir(parents=True)
+    run_checked(["git", "init", "-q", "-b", "main"], cwd=repo)
+    (repo / "README").write_text("app\n")
+    run_checked(["git", "add", "README"], cwd=repo)
+    run_checked(["git", "commit", "-q", "-m", "init"], cwd=repo)
+    return repo
+
+
 # --- Codex ------------------------------------------------------------------------
+
+def codex_requests_seen(rig):
+    """The stand-in server's requests, the last input item of each: what a
+    failing wait shows."""
+    return "requests (last input item of each): " + "; ".join(
+        json.dumps((r.get("input") or [None])[-1])[:300] for r in rig.requests())
+
+
+def wait_codex(test, what, rig=None, name=None, tmux=None, pane=None):
+    """Poll *test* up to DEADLINE; on a time-out say what was seen: the
+    session's records, the pane's screen, the stand-in server's requests."""
+    deadline = time.monotonic() + DEADLINE
+    while not test():
+        if time.monotonic() > deadline:
+            seen = []
+            if rig is not None and name is not None:
+                seen.append(f"records of {name}: {rig.kinds(name)}")
+            if tmux is not None and pane is not None:
+                seen.append(f"screen:\n{tmux.screen(pane)}")
+            if rig is not None and os.path.exists(rig.log):
+                seen.append(codex_requests_seen(rig))
+            raise AssertionError(f"never: {what}\n" + "\n".join(seen))
+        time.sleep(0.05)
+
+
+def codex_window(tmux, rig, command, env):
+    """Codex in a pane that outlives it: a Codex that ends early (seen under
+    load: at its first start, its hook review unanswered) leaves its exit
+    status and last lines on the screen, and a failing wait shows them with
+    the stand-in server's requests."""
+    tmux.context.append(lambda: codex_requests_seen(rig))
+    return tmux.new_window(command, env=env, keep=True)
+
 
 def codex_home():
     """A new CODEX_HOME, outside /tmp (with it under /tmp, Codex 0.171 ignored

@@ -19,6 +19,7 @@ import shlex
 import subprocess
 import sys
 
+from agent_rigs import committed_repo
 from conftest import cmd, wait_for
 from claude_harness import (BIN, ClaudeRig, hook_command, kinds, records, require_real_claude,
                             run_checked, user_texts, watched)
@@ -26,23 +27,6 @@ from crewfile.session.sessions import Session
 
 PROMPT = "FIRST-PROMPT-3141 read the README"
 NUDGE = "NUDGE-AFTER-REBOOT-2718 continue with the plan"
-
-
-def sh(*args, cwd):
-    return run_checked(args, cwd=cwd).stdout
-
-
-def _repo(tmp_path, monkeypatch):
-    for key in ("AUTHOR", "COMMITTER"):
-        monkeypatch.setenv(f"GIT_{key}_NAME", "Tester")
-        monkeypatch.setenv(f"GIT_{key}_EMAIL", "tester@example.org")
-    repo = tmp_path / "src" / "app"
-    repo.mkdir(parents=True)
-    sh("git", "init", "-q", "-b", "main", cwd=repo)
-    (repo / "README").write_text("app\n")
-    sh("git", "add", "README", cwd=repo)
-    sh("git", "commit", "-q", "-m", "init", cwd=repo)
-    return repo
 
 
 def _rig(tmp_path, tmux, repo, trusted):
@@ -66,7 +50,7 @@ def _rig(tmp_path, tmux, repo, trusted):
 
 def test_spawn_retire_reboot_respawn_with_the_real_claude(crew, tmux, tmp_path, monkeypatch):
     require_real_claude()
-    repo = _repo(tmp_path, monkeypatch)
+    repo = committed_repo(tmp_path, monkeypatch)
     trees = {n: str(tmp_path / "src" / "app.crew" / n) for n in ("w1", "w2")}
     rig, agent = _rig(tmp_path, tmux, repo, [repo, *trees.values()])
     with watched(rig, crew, "w1"):
@@ -141,7 +125,7 @@ def test_the_first_prompt_never_answers_claudes_trust_dialog(crew, tmux, tmp_pat
     `❯ 1. Yes, I trust this folder`; 2.1.332 `❯ No, exit`, selected by default,
     where an Enter typed by anyone would end the agent."""
     require_real_claude()
-    repo = _repo(tmp_path, monkeypatch)
+    repo = committed_repo(tmp_path, monkeypatch)
     rig, agent = _rig(tmp_path, tmux, repo, [])
     with watched(rig, crew, "w1"):
         # The whole wait: a draft is retried until it ends, and the dialog may

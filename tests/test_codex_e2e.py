@@ -19,15 +19,14 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 import pytest
 
 import agent_clis
 import responses_server
-from agent_rigs import (codex_home, pretrust, stand_in_server, stop_codex_daemons,
-                        through_the_review, wait_trusted_start, wake_the_held_primary,
-                        write_codex_config)
+from agent_rigs import (DEADLINE, codex_home, codex_window, committed_repo, pretrust,
+                        stand_in_server, stop_codex_daemons, through_the_review, wait_codex,
+                        wait_trusted_start, wake_the_held_primary, write_codex_config)
 from claude_harness import run_checked
 from crewfile.wake import inbox
 from crewfile.core import logfile
@@ -39,7 +38,6 @@ from crewfile.session.sessions import Session, register
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = [b for b in [agent_clis.codex(ROOT)] if b]
 pytestmark = pytest.mark.skipif(not BINARY, reason="Codex CLI not installed in .cache/codex-VERSION")
-DEADLINE = 120
 
 
 @pytest.fixture
@@ -167,34 +165,6 @@ def test_a_primarys_wake_at_stop_continues_the_turn_once(trusted, tmp_path):
     assert inbox.pending(rig.crew, "pm") == []
 
 
-def _wait(test, what, rig=None, name=None, tmux=None, pane=None):
-    """Poll *test* up to DEADLINE; on a time-out say what was seen: the
-    session's records, the pane's screen, the stand-in server's requests."""
-    deadline = time.monotonic() + DEADLINE
-    while not test():
-        if time.monotonic() > deadline:
-            seen = []
-            if rig is not None and name is not None:
-                seen.append(f"records of {name}: {rig.kinds(name)}")
-            if tmux is not None and pane is not None:
-                seen.append(f"screen:\n{tmux.screen(pane)}")
-            if rig is not None and os.path.exists(rig.log):
-                seen.append("requests (last input item of each): " + "; ".join(
-                    json.dumps((r.get("input") or [None])[-1])[:300] for r in rig.requests()))
-            raise AssertionError(f"never: {what}\n" + "\n".join(seen))
-        time.sleep(0.05)
-
-
-def _codex_window(tmux, rig, command, env):
-    """Codex in a pane that outlives it: a Codex that ends early (seen under
-    load: at its first start, its hook review unanswered) leaves its exit
-    status and last lines on the screen, and a failing wait shows them with
-    the stand-in server's requests."""
-    tmux.context.append(lambda: "requests (last input item of each): " + "; ".join(
-        json.dumps((r.get("input") or [None])[-1])[:300] for r in rig.requests()))
-    return tmux.new_window(command, env=env, keep=True)
-
-
 def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle(
         rig, tmux, tmp_path):
     """Codex in a tmux pane: its hooks record the turn, the agent and `agent:
@@ -208,27 +178,28 @@ def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle
     # The one start through the review, as a user's first: the others start
     # with the trust Codex keeps (`pretrust`), as a user's next ones do.
     pane = through_the_review(
-        tmux, lambda: _codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]}", env),
+        tmux, lambda: codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]}", env),
         untouched=lambda: not Session(rig.crew, "cx1").exists())
     go = tmp_path / "go"
     tmux("send-keys", "-t", pane, "-l", f"HOLD: {go}")
     tmux.wait_screen(pane, f"HOLD: {go}")
     tmux("send-keys", "-t", pane, "Enter")
     sess = Session(rig.crew, "cx1")
-    _wait(lambda: sess.exists() and (rig.kinds("cx1") or [("", "")])[-1][0] == "turn-started", "turn-started",
-          rig, "cx1", tmux, pane)
+    wait_codex(lambda: sess.exists() and (rig.kinds("cx1") or [("", "")])[-1][0] == "turn-started",
+               "turn-started", rig, "cx1", tmux, pane)
     assert sess.reread().meta["agent"] == "codex"
     tmux.wait_screen(pane, "esc to interrupt", timeout=DEADLINE)     # observed busy marker
     ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
     assert (ok, why.code) == (False, delivery.GENERATING)
     go.touch()
-    _wait(lambda: rig.kinds("cx1")[-1][0] == "turn-ended", "turn-ended", rig, "cx1", tmux, pane)
+    wait_codex(lambda: rig.kinds("cx1")[-1][0] == "turn-ended", "turn-ended",
+               rig, "cx1", tmux, pane)
     tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
     ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
     assert (ok, why.code) == (True, delivery.DELIVERED), why.detail
-    _wait(lambda: ("captain", "hello from crewfile") in rig.kinds("cx1"), "the nudge's turn",
-          rig, "cx1", tmux, pane)
-    _wait(lambda: rig.kinds("cx1")[-1][0] == "turn-ended", "its end", rig, "cx1", tmux, pane)
+    wait_codex(lambda: ("captain", "hello from crewfile") in rig.kinds("cx1"), "the nudge's turn",
+               rig, "cx1", tmux, pane)
+    wait_codex(lambda: rig.kinds("cx1")[-1][0] == "turn-ended", "its end", rig, "cx1", tmux, pane)
     tmux.wait_screen(pane, "Ask Codex", timeout=DEADLINE)
     tmux("send-keys", "-t", pane, "-l", "half a thought")          # the captain's draft
     tmux.wait_screen(pane, "half a thought")
@@ -244,22 +215,23 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux, tmp_path)
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx3"
     pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
-    pane = _codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]} -a on-request -s read-only", env)
+    pane = codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]} -a on-request -s read-only", env)
     wait_trusted_start(tmux, pane)
     made = os.path.join(rig.work, "made")
     tmux("send-keys", "-t", pane, "-l", f"ASK: touch {made}")
     tmux.wait_screen(pane, f"ASK: touch {made}")
     tmux("send-keys", "-t", pane, "Enter")
     sess = Session(rig.crew, "cx3")
-    _wait(lambda: sess.exists() and ("waiting", "permission") in rig.kinds("cx3"), "waiting",
-          rig, "cx3", tmux, pane)
+    wait_codex(lambda: sess.exists() and ("waiting", "permission") in rig.kinds("cx3"), "waiting",
+               rig, "cx3", tmux, pane)
     question = "Would you like to run the following command?"
     tmux.wait_screen(pane, question, timeout=DEADLINE)
     ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
     assert (ok, why.code) == (False, delivery.DIALOG)
     assert not os.path.exists(made)
     tmux.choose(pane, "y", lambda s: question not in s)    # a first y may be drained
-    _wait(lambda: rig.kinds("cx3")[-1][0] == "turn-ended", "turn-ended", rig, "cx3", tmux, pane)
+    wait_codex(lambda: rig.kinds("cx3")[-1][0] == "turn-ended", "turn-ended",
+               rig, "cx3", tmux, pane)
     got = rig.kinds("cx3")
     assert got[-2:] == [("turn-started", "permission answered"), ("turn-ended", "")]
     assert os.path.exists(made)
@@ -276,10 +248,9 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
     Codex shows "Waiting for startup" meanwhile, and the nudge is delivered,
     not `unconfirmed`."""
     from conftest import crash_and_respawn
-    from test_claude_spawn_e2e import _repo
     from crewfile.crew import spawn
     import shlex
-    repo = _repo(tmp_path, monkeypatch)
+    repo = committed_repo(tmp_path, monkeypatch)
     slow = tmp_path / "slow-start"       # there: the SessionStart hook sleeps first
     _slow_start_hooks(rig.env["CODEX_HOME"],
                       f"if [ -e {slow} ]; then sleep {delivery.RECORD_SECONDS + 10:g}; fi")
@@ -308,8 +279,8 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
         wait_trusted_start(tmux, pane)
         ok, why = spawn.first_prompt(sess.reread(), "FIRST-PROMPT-3141 read the README")
         assert ok, why.detail + tmux.screen(pane)
-        _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "the first turn's end",
-              rig, "w1", tmux, pane)
+        wait_codex(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "the first turn's end",
+                   rig, "w1", tmux, pane)
         meta = sess.reread().meta
         sid = meta["agent_session_id"]
         assert sid and meta["cwd"] == tree and meta["agent"] == "codex"
@@ -320,9 +291,9 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
         n = len(rig.requests())
         ok, why = spawn.first_prompt(sess, "NUDGE-2718 continue with the plan")
         assert ok, why.detail + tmux.screen(pane)             # no question asked again
-        _wait(lambda: ("captain", "NUDGE-2718 continue with the plan") in rig.kinds("w1"),
-              "the nudge's turn")
-        _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "its end")
+        wait_codex(lambda: ("captain", "NUDGE-2718 continue with the plan") in rig.kinds("w1"),
+                   "the nudge's turn")
+        wait_codex(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "its end")
         assert ("started", "resume") in rig.kinds("w1")
         assert sess.reread().meta["agent_session_id"] == sid     # its own conversation
         # the nudge's turn: the request that ends with it. Codex (0.171) also asks,
@@ -365,9 +336,8 @@ def test_spawns_first_prompt_is_taken_once_while_its_start_hook_runs(rig, tmux, 
     as Codex keeps a captain's yes), longer than any screen wait of
     delivery's. The prompt is taken once: one `captain`, one `turn-started`,
     and no request to the stand-in carries it twice."""
-    from test_claude_spawn_e2e import _repo
     import shlex
-    repo = _repo(tmp_path, monkeypatch)
+    repo = committed_repo(tmp_path, monkeypatch)
     home = rig.env["CODEX_HOME"]
     _slow_start_hooks(home, f"sleep {SLOW_START}")
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY")}
@@ -386,8 +356,8 @@ def test_spawns_first_prompt_is_taken_once_while_its_start_hook_runs(rig, tmux, 
         sess = Session(rig.crew, "w1")
         pane = sess.meta["tmux"]
         assert r.returncode == 0, r.stderr + tmux.screen(pane)
-        _wait(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "the first turn's end",
-              rig, "w1", tmux, pane)
+        wait_codex(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "the first turn's end",
+                   rig, "w1", tmux, pane)
         got = rig.kinds("w1")
         assert [k for k, _ in got].count("started") == 1, got
         assert got.count(("captain", prompt)) == 1, got

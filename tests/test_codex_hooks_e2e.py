@@ -31,15 +31,14 @@ import subprocess
 
 import pytest
 
-from agent_rigs import pretrust, wait_trusted_start
+from agent_rigs import codex_window, pretrust, wait_trusted_start
 from crewfile.core import logfile
 from crewfile.session import delivery, verdict
 from crewfile.session.prompt import PROMPT_MARKERS
 from crewfile.session.sessions import Session, register
 from crewfile.wake.wakefilter import Filter
 from conftest import wait_for
-from test_codex_e2e import (  # noqa: F401
-    BINARY, DEADLINE, ROOT, _codex_window, _wait, rig, trusted)
+from test_codex_e2e import BINARY, DEADLINE, ROOT, rig, trusted  # noqa: F401
 
 SID = "01a2352c-c370-7342-8923-e1572a2ecdba"
 AGENT = "01a2352c-c9d8-7e40-98bb-58b4216c7816"
@@ -153,7 +152,7 @@ def test_a_429_fires_no_codex_hook_and_the_session_is_never_typed_into(rig, tmux
     pretrust(tmux, rig.env["CODEX_HOME"], rig.work)
     events = tmp_path / "events"
     with crew_watch(rig, events, "--probe", "0.5s"):
-        pane = _codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]}", env)
+        pane = codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]}", env)
         wait_trusted_start(tmux, pane)
         sess = Session(rig.crew, "cx")
         for n, (code, said, error) in enumerate(

@@ -29,8 +29,8 @@ import pytest
 
 import agent_clis
 import gemini_server
-from agent_rigs import (NOT_CI, gemini_settings, stand_in_server, stop_geminis,
-                        wake_the_held_primary)
+from agent_rigs import (NOT_CI, committed_repo, gemini_settings, stand_in_server,
+                        stop_geminis, wake_the_held_primary)
 from claude_harness import run_checked
 from crewfile.wake import inbox
 from crewfile.core import logfile
@@ -384,8 +384,7 @@ def test_a_first_prompt_waits_for_geminis_hooks(rig, tmux, tmp_path, monkeypatch
     asks whether to trust the folder, and runs no hook before it is trusted.
     crew-spawn --prompt types nothing until SessionStart's `started`, so it
     gives up, saying so, and the question is left to the captain."""
-    from test_claude_spawn_e2e import _repo
-    repo = _repo(tmp_path, monkeypatch)
+    repo = committed_repo(tmp_path, monkeypatch)
     monkeypatch.setenv("CREWFILE_DIR", rig.crew.root)
     r = _spawn(rig, repo, "w0", "--prompt", "NEVER-TYPED-1618", "--wait", "15s")
     assert r.returncode == 1
@@ -407,9 +406,8 @@ def test_spawn_kill_respawn_resumes_the_same_gemini_conversation(rig, tmux, tmp_
     delivered into the resumed pane reaches the model with the first turn
     in its history."""
     from conftest import crash_and_respawn
-    from test_claude_spawn_e2e import _repo
     from crewfile.crew import spawn
-    repo = _repo(tmp_path, monkeypatch)
+    repo = committed_repo(tmp_path, monkeypatch)
     tree = str(tmp_path / "src" / "app.crew" / "w1")
     trusted = os.path.join(rig.env["HOME"], ".gemini", "trustedFolders.json")
     with open(trusted) as f:

@@ -9,6 +9,7 @@ import pytest
 from conftest import cmd, wait_for
 from crewfile import cli
 from crewfile.core import paths
+from crewfile.core.locks import hold
 from crewfile.wake import inbox
 from crewfile.session.sessions import Session, register
 from crewfile.views.top import frame as top_frame
@@ -671,6 +672,37 @@ def test_live_view_leaves_out_an_entry_no_session_can_be_named_from_the_first_fr
         view.apply(seen)
         assert [cols[0] for _, cols in view.frame.rows] == ["w1"] and view.frame.bad == 0
         assert [cols[0] for _, cols in top_frame(crew).rows] == ["w1"]
+    finally:
+        view.watch.close()
+
+
+def test_live_view_reads_a_row_again_for_a_record_not_for_a_lock_taken(crew):
+    """A lock taken in a session's directory (every hook, delivery and wake
+    takes one) changes nothing its row shows: the row kept is not read again;
+    a record appended after it is read."""
+    session(crew, "w1", "idle")
+    view = View(crew)
+    view.refresh()
+    try:
+        sdir, kept = crew.session_dir("w1"), view.kept.sessions["w1"]
+        taken = (paths.LOCK, paths.DELIVER_LOCK, paths.REWAKE_LOCK)
+        for name in taken:
+            with hold(os.path.join(sdir, name)):
+                pass
+        seen = set()
+
+        def changed(names):
+            seen.update(view.watch.changes(1) or ())
+            return {n for d, n in seen if d == sdir} >= set(names)
+        wait_for(lambda: changed(taken), what="inotify naming the locks taken")
+        view.apply(seen)
+        assert view.kept.sessions["w1"] is kept
+        Session(crew, "w1").append("blocked", "after the locks")
+        seen.clear()
+        wait_for(lambda: changed([paths.STATUS]), what="inotify naming the status log")
+        view.apply(seen)
+        assert view.kept.sessions["w1"] is not kept
+        assert "blocked: after the locks" in " ".join(view.rows()[0][1])
     finally:
         view.watch.close()
 

@@ -7,8 +7,7 @@ exit code ever blocks by accident: a hook must never harm its agent.
 
 The import path is kept tiny (the json package and re cost more than the
 whole start-up budget): the captain module is imported only when a prompt
-arrives, re only when a Bash command names a captain-only word, liveness
-only when a recorded agent process is to be checked.
+arrives, re only when a Bash command names a captain-only word.
 """
 import os
 
@@ -16,6 +15,7 @@ from crewfile.agents import load, stop_record
 from crewfile.core import jsonio, locks
 from crewfile.core.errors import CrewfileError, Refused
 from crewfile.core.kinds import TURN_STATE
+from crewfile.core.liveness import alive
 from crewfile.core.locks import LockBusy
 from crewfile.core.logfile import TailStats
 from crewfile.core.paths import OFFERED, Crew, default_dir
@@ -117,15 +117,6 @@ def find_session(crew, env, payload):
     return sessions.find(crew, agent_session_id=sid)
 
 
-def recorded_agent(sess):
-    """The session's recorded agent process: (pid, start, alive), pid None if none."""
-    pid, start = sess.meta.get("pid"), sess.meta.get("pid_start")
-    if not isinstance(pid, int):
-        return None, None, False
-    from crewfile.core.liveness import alive  # the hook's budget (module docstring)
-    return pid, start, alive(pid, start)
-
-
 def repair_agent(ctx, sess):
     """Record, or repair, the agent process and its pane (with the pane's
     server); tmux is not asked while the recorded agent is alive, this hook's
@@ -138,9 +129,7 @@ def repair_agent(ctx, sess):
         meta = sess.meta
         if not pane or not ctx.env.get("TMUX") or meta.get("kind") == "aside":
             return
-        from crewfile.core.liveness import descends_from  # the hook's budget (module docstring)
-        pid, _, alive = recorded_agent(sess)
-        if (alive and descends_from(os.getpid(), pid) and meta.get("tmux") == pane
+        if (sess.recorded_agent(ancestor_of=os.getpid())[2] and meta.get("tmux") == pane
                 and meta.get("tmux_socket") and meta.get("tmux_server")):
             return
         fields = sessions.pane_fields(pane, sessions.tmux_env(ctx.env), agent_from=os.getpid())
@@ -235,10 +224,10 @@ def _taker(ctx, sess):
     (pid, start, transcript): the recorded agent only if alive (a dead one
     would have every notice put back at once)."""
     def life():
-        pid, start, alive = recorded_agent(sess)
+        pid, start, live = sess.recorded_agent()
         transcript = ctx.field("transcript_path") or sess.meta.get("transcript_path")
         transcript = transcript if isinstance(transcript, str) else None
-        return (pid, start, transcript) if alive else (None, None, transcript)
+        return (pid, start, transcript) if live else (None, None, transcript)
     return life
 
 
@@ -249,7 +238,6 @@ def settle_offered(ctx, sess):
     def went_on(pid, start):
         if pid is None:         # no agent recorded: only a new start is a new life
             return ctx.agent.EVENTS.get(ctx.event) != "SessionStart"
-        from crewfile.core.liveness import alive  # the hook's budget
         return alive(pid, start)
     try:
         back = inbox.settle(ctx.crew, sess.name, went_on)
@@ -274,8 +262,8 @@ def session_start(ctx):
         sess.append("compacted", "")
     else:
         if not aside and not sess.ended():
-            pid, _, alive = recorded_agent(sess)
-            if pid is not None and not alive:   # it crashed: no SessionEnd ran
+            pid, _, live = sess.recorded_agent()
+            if pid is not None and not live:   # it crashed: no SessionEnd ran
                 sess.append("ended", "agent process gone")
         if not aside and sess.ended():
             # A new life for an ended crew session or primary whose agent starts
@@ -514,15 +502,12 @@ def notification(ctx):
 
 def session_end(ctx):
     sess = ctx.known_session()
-    pid, _, alive = recorded_agent(sess)
-    if alive:
-        from crewfile.core.liveness import descends_from  # the hook's budget
-        if not descends_from(os.getpid(), pid):
-            # An old agent's end, the registered one being another and alive:
-            # its `ended` would never be believed and hold every delivery.
-            ctx.notes.append(f"{sess.name}: an earlier agent's SessionEnd, not recorded:"
-                             " the session's registered agent is another, alive")
-            return Reply()
+    if sess.recorded_agent()[2] and not sess.recorded_agent(ancestor_of=os.getpid())[2]:
+        # An old agent's end, the registered one being another and alive:
+        # its `ended` would never be believed and hold every delivery.
+        ctx.notes.append(f"{sess.name}: an earlier agent's SessionEnd, not recorded:"
+                         " the session's registered agent is another, alive")
+        return Reply()
     sess.append("ended", ctx.field("reason") or "unknown")
     return Reply()
 

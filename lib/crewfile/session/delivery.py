@@ -182,7 +182,7 @@ def deliver(sess, text, look=None, now=None, quiet=None):
         starting = once and verdict.still_starting(sess)
         mark = PROMPT_MARK if recorded else None
         before = _turn_mark(sess, mark)
-        kinds = FIRST_SIGNS if starting else TAKEN_SIGNS
+        kinds = taken_signs(starting)
         signs = _turn_mark(sess, kinds)
         for attempt in (1, 2):
             if attempt == 2 and (_turn_mark(sess, mark) != before
@@ -198,7 +198,7 @@ def deliver(sess, text, look=None, now=None, quiet=None):
             except SystemFailure as e:
                 return False, Answer(FAILED, f"{e}; the text is left on the prompt line unsent")
             if once:
-                return _wait_once(sess, recorded, starting, kinds, signs, pane, socket,
+                return _wait_once(sess, recorded, starting, signs, pane, socket,
                                   lambda s: still_holds(s, text, markers), placeholder)
             if not recorded:
                 if _wait_screen(pane, socket, lambda s: (not still_holds(s, text, markers)
@@ -265,6 +265,12 @@ TAKEN_SIGNS = frozenset({"captain", "turn-started"})
 FIRST_SIGNS = TAKEN_SIGNS | {"started"}
 
 
+def taken_signs(starting):
+    """The records that show a prompt taken: FIRST_SIGNS while the agent's
+    process is *starting* (verdict.still_starting), else TAKEN_SIGNS."""
+    return FIRST_SIGNS if starting else TAKEN_SIGNS
+
+
 def enters_once(sess):
     """Is Enter pressed only once for the session's agent (its adapter's
     START_WITH_FIRST_PROMPT)? It shows the typed text until its hooks have
@@ -273,14 +279,14 @@ def enters_once(sess):
     return getattr(verdict.adapter(sess), "START_WITH_FIRST_PROMPT", False)
 
 
-def _wait_once(sess, recorded, starting, kinds, before, pane, socket, holds, placeholder):
+def _wait_once(sess, recorded, starting, before, pane, socket, holds, placeholder):
     """After the one Enter of an agent that enters_once: (delivered, Answer).
-    Delivered on a new record of *kinds* (*before*: the newest before Enter)
-    within RECORD_SECONDS, START_SECONDS while its process is *starting*
+    Delivered on a new record of taken_signs(*starting*) (*before*: the
+    newest before Enter) within RECORD_SECONDS, START_SECONDS while its process is *starting*
     (verdict.still_starting), or, for a session that records no prompts yet, on the
     screen's word (the text left the prompt line: an agent without
     crew-hook); else unconfirmed, never Entered again."""
-    start, shown = time.monotonic(), True
+    start, shown, kinds = time.monotonic(), True, taken_signs(starting)
     bound = START_SECONDS if starting else RECORD_SECONDS     # Codex says "Waiting for
     #                startup" (a respawned one: "Running hook") that long loaded (> 15 s)
     while True:

@@ -140,9 +140,9 @@ def _repair(sess, entry, fields):
         meta = dict(sess.reread().meta)
         if sess.ended():
             raise Refused(f"session '{sess.name}' has ended meanwhile: register it again")
-        pid, start = meta.get("pid"), meta.get("pid_start")
+        pid, start, alive = sess.recorded_agent()
         same = (pid, start) == (entry.pid, entry.start)
-        if pid and not same and isinstance(pid, int) and procs.alive(pid, start):
+        if alive and not same:
             raise Refused(f"session '{sess.name}' has a live agent, process {pid}, that is not"
                           f" the registry's process {entry.pid}")
         here = (fields.get("tmux"), fields.get("tmux_server"))

@@ -7,7 +7,7 @@ import time
 from crewfile.core import logfile, paths, records
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
 from crewfile.core.kinds import LIFECYCLE
-from crewfile.core.liveness import agent_of, descends_from, process_start
+from crewfile.core.liveness import agent_of, alive, descends_from, process_start
 from crewfile.core.names import current_user, is_name
 from crewfile.core.shapes import load
 # The writers' modules (atomic, locks) are imported where a write happens:
@@ -123,6 +123,16 @@ class Session:
     def ended(self, stats=None):
         rec = self.last_of(LIFECYCLE, stats or logfile.TailStats())
         return bool(rec and LIFECYCLE[rec.kind])
+
+    def recorded_agent(self, ancestor_of=None):
+        """The agent process its meta records, as (pid, start, alive); pid None
+        if none is recorded. With *ancestor_of* (a hook's pid), alive only if
+        it is that process or its ancestor: this agent, not an earlier one."""
+        pid, start = self.meta.get("pid"), self.meta.get("pid_start")
+        if not isinstance(pid, int):
+            return None, None, False
+        live = alive(pid, start) and (ancestor_of is None or descends_from(ancestor_of, pid))
+        return pid, start, live
 
     def update_meta(self, **fields):
         """Merge *fields* into the metadata under the session lock; return it.

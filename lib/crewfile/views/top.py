@@ -25,6 +25,10 @@ HEADER = ("NAME", "KIND", "STATE", "AGE", "WAKES", "NUDGE", "JOBS", "TOKENS", "L
 COLOURS = {glance.WORKING: ("32", 2), glance.DIALOG: ("33", 3), glance.BLOCKED: ("31", 1),
            glance.PAUSED: ("35", 5), glance.LOST: ("31", 1), glance.DAMAGED: ("7", 1),
            glance.ENDED: ("2", None)}
+# The files of a session's directory its row is read from: the status log and
+# its rotations, meta, the inbox (WAKES). A lock taken there (lock,
+# deliver.lock, rewake.lock) changes nothing a row shows: not read again.
+ROW_FILES = (paths.STATUS, paths.META, paths.INBOX)
 
 
 class Frame:
@@ -61,10 +65,10 @@ class Rows:
         # own loop is read with the row: a cron job made or deleted ends a turn
         self.sessions = {}
         c = crew    # each part of the crew by its directories; what was read; why not
-        self.part_of = {c.sub(paths.JOBS): "jobs", c.sub("nudges"): "nudges",
+        self.part_of = {c.sub(paths.JOBS): "jobs", c.sub(paths.NUDGES): "nudges",
                         c.sub(paths.REPORTS): "reports",
                         c.sub(paths.REPORTS, paths.REPORT_NEW): "reports",
-                        c.sub("crew-up"): "crew-up"}
+                        c.sub(crewup.DIR): "crew-up"}
         self.parts, self.broken = {}, {}
         # transcript path -> tokens.Tally, read on (each byte once); crew-status's
         # tokens.cache, loaded afresh for each pass (crew-top writes nothing)
@@ -103,7 +107,8 @@ class Rows:
             if d == sessions:
                 names.add(name)
             elif os.path.dirname(d) == sessions:
-                names.add(os.path.basename(d))
+                if not name or name.startswith(ROW_FILES):     # '': the directory itself
+                    names.add(os.path.basename(d))
             elif d in self.part_of or os.path.dirname(d) == jobs:
                 parts.add(self.part_of.get(d, "jobs"))
                 if d == c.sub(paths.REPORTS):       # reports/new may be new

@@ -13,7 +13,7 @@ import time
 from crewfile.core import locks, paths
 from crewfile.core.errors import CrewfileError, NotFound
 from crewfile.core.kinds import ACCOUNT_STATE, TURN_STATE
-from crewfile.core.liveness import alive, descends_from
+from crewfile.core.liveness import descends_from
 from crewfile.core.logfile import TailStats
 from crewfile.core.notify import DirWatch
 from crewfile.session import delivery, verdict
@@ -101,8 +101,8 @@ def try_announce(sess):
 def watch_agent(sess):
     """A pidfd on the agent process (meta's pid if it is our ancestor, else
     our parent), or None if it is gone: a waiter never outlives its agent."""
-    pid, start = sess.meta.get("pid"), sess.meta.get("pid_start")
-    if not (isinstance(pid, int) and alive(pid, start) and descends_from(os.getpid(), pid)):
+    pid, _, ours = sess.recorded_agent(ancestor_of=os.getpid())
+    if not ours:
         pid = os.getppid()
     try:
         fd = os.pidfd_open(pid)
