@@ -199,7 +199,7 @@ WIDTH = 79
 def render(name, text):
     """--help: the page's synopsis, purpose, options, exit codes and examples
     as plain text in 80 columns, then where the whole page is."""
-    import re
+    import re           # the hook's and crew-status's budget: only --help needs them
     import textwrap
 
     def plain(s):
