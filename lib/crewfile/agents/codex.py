@@ -20,8 +20,9 @@ EVENTS = {"SessionStart": "SessionStart", "UserPromptSubmit": "UserPromptSubmit"
 # Its subagents are work inside the session; its own hooks run for a subagent's
 # turn too, with its agent_id (crewfile.hooks.hook.SUBAGENT_TURN).
 # SessionStart's source after a compaction, which 0.171.0 runs mid-turn too
-# (after PreCompact, PostCompact): a `compacted` record, not a new start
-# (tests/CODEX_FINDINGS.md, "Auto-compact").
+# (after PreCompact, PostCompact; exec and the TUI alike; after a `/compact`
+# typed while idle, only with the next prompt): a `compacted` record, not a
+# new start (tests/CODEX_FINDINGS.md, "Auto-compact").
 COMPACTED = "compact"
 SHELL_TOOLS = ("Bash",)
 # Observed (0.171.0, capture-pane -e): the empty prompt line's suggestion
