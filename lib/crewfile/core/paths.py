@@ -267,15 +267,28 @@ def read_bytes(path, at=None, limit=None, outside=False):
     return b"".join(chunks)
 
 
-def list_dir(path):
-    """The entries of the directory *path* (FileNotFoundError if absent)."""
+def list_dir(path, kinds=False):
+    """The entries of the directory *path* (FileNotFoundError if absent).
+    kinds: (name, is_dir) pairs instead, is_dir as the listing's d_type says
+    (lstat(2) only where it does not), None if that failed: the caller need
+    not lstat each entry to know a directory (the status line's sessions)."""
     check_dirs(path, inclusive=True)
     try:
+        if kinds:
+            with os.scandir(path) as found:
+                return [(e.name, _is_dir(e)) for e in found]
         return os.listdir(path)
     except FileNotFoundError:
         raise
     except OSError as e:
         raise SystemFailure(f"cannot list {path}: {e.strerror}") from None
+
+
+def _is_dir(entry):
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return None
 
 
 class Crew:

@@ -346,15 +346,17 @@ def _one_typo(a, b):
     return short[at:] == longer[at + 1:]
 
 
-def is_registered(crew, name):
+def is_registered(crew, name, is_dir=None):
     """NAME's directory holds a meta, or its entry cannot be told apart (a
     link, a file, a directory we cannot search): kept, so that every reader
-    refuses it aloud and nudge-tick holds, not disarms, a schedule for it."""
+    refuses it aloud and nudge-tick holds, not disarms, a schedule for it.
+    is_dir: True when a listing's d_type said a directory (not a link): no
+    lstat(2) asks it again (paths.list_dir(kinds=True))."""
     if not is_name(name):
         return False
     entry = f"{crew.root}/{paths.SESSIONS}/{name}"     # (as Session's paths)
     try:
-        if not stat.S_ISDIR(os.lstat(entry).st_mode):
+        if is_dir is not True and not stat.S_ISDIR(os.lstat(entry).st_mode):
             return True
         os.lstat(f"{entry}/{paths.META}")
     except (FileNotFoundError, NotADirectoryError):
