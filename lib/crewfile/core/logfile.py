@@ -170,15 +170,18 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
     counted (memory stays bounded). ended: the file is whole (a job's output),
     its text after the last newline is a line. outside, at: as for open_file."""
     try:
-        fd = paths.open_file(path, outside=outside, at=at)
+        fd, st = paths.open_stat(path, outside=outside, at=at)
     except FileNotFoundError:
         return
     try:
-        end = os.fstat(fd).st_size
+        end = st.st_size
         floor = 0 if limit_bytes is None else max(0, end - limit_bytes)
         # The text after the last newline is a fragment to drop: empty when
         # the file ends with a newline, else a record still being written.
-        closed = end == 0 or os.pread(fd, 1, end - 1) == b"\n"
+        # Told by the last block's last byte: read first, it is read anyway.
+        n = min(BLOCK, end - floor)
+        block = os.pread(fd, n, end - n) if n > 0 else b""
+        closed = end == 0 or (len(block) == n and block.endswith(b"\n"))
         dropping = end > 0 and (closed or not ended)
         if not closed and not ended:
             stats.partial += 1
@@ -186,7 +189,10 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
         while pos > floor:
             n = min(BLOCK, pos - floor)
             pos -= n
-            carry, *tail = (os.pread(fd, n, pos) + carry).split(b"\n")
+            if block is None:
+                block = os.pread(fd, n, pos)
+            carry, *tail = (block + carry).split(b"\n")
+            block = None
             if tail:
                 if dropping:
                     tail.pop()

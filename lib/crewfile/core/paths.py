@@ -136,6 +136,7 @@ def _believe(path, st, outside=False):
 _roots = set()       # crew roots this process works in (each Crew adds its own)
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+READ_AT_ONCE = 1 << 20      # read_bytes()'s first read at most, however big the file says it is
 
 
 def check_dirs(path, inclusive=False):
@@ -166,6 +167,12 @@ def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
     is an answer). at: open_dir() of its directory, checked once for a listing
     of thousands. outside: an agent CLI's transcript, read only, through links,
     believed only when the effective user owns it."""
+    return open_stat(path, flags, mode, at, outside)[0]
+
+
+def open_stat(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
+    """open_file()'s descriptor and the fstat(2) it was judged by: a reader
+    wanting the size asks no second time (the status line reads each log)."""
     if outside:
         if flags & os.O_ACCMODE != os.O_RDONLY:
             raise ValueError("a file outside the crew directory is only read")
@@ -187,12 +194,12 @@ def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
         if not stat.S_ISREG(st.st_mode):
             raise SystemFailure(f"{path}: not a regular file")
         _believe(path, st, outside)
-        if flags & os.O_ACCMODE == os.O_RDONLY:
-            os.set_blocking(fd, True)
+        # O_NONBLOCK kept: it means nothing to a regular file (open(2)), it
+        # only kept the open from hanging on a FIFO planted in its place.
     except BaseException:
         os.close(fd)
         raise
-    return fd
+    return fd, st
 
 
 def open_dir(path, at=None):
@@ -235,20 +242,24 @@ def read_text(path, at=None, limit=None):
 def read_bytes(path, at=None, limit=None, outside=False):
     """read_text() without the decoding; *outside*: as for open_file."""
     try:
-        fd = open_file(path, at=at, outside=outside)
+        fd, st = open_stat(path, at=at, outside=outside)
     except FileNotFoundError:
         return None
     chunks = []
     size = 0
+    # One byte past its size: a regular file reads short only at its end, so
+    # a file not grown since fstat is read by one read(2), its end seen in it.
+    want = min(st.st_size + 1, READ_AT_ONCE if limit is None else limit + 1)
     try:
         while True:             # os.read, not a file object: listings read thousands of these
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
+            chunk = os.read(fd, want)
             chunks.append(chunk)
             size += len(chunk)
             if limit is not None and size > limit:
                 raise BadFile(path, f"longer than {limit} bytes")
+            if len(chunk) < want:
+                break
+            want = 65536
     except OSError as e:
         raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
     finally:
@@ -256,15 +267,28 @@ def read_bytes(path, at=None, limit=None, outside=False):
     return b"".join(chunks)
 
 
-def list_dir(path):
-    """The entries of the directory *path* (FileNotFoundError if absent)."""
+def list_dir(path, kinds=False):
+    """The entries of the directory *path* (FileNotFoundError if absent).
+    kinds: (name, is_dir) pairs instead, is_dir as the listing's d_type says
+    (lstat(2) only where it does not), None if that failed: the caller need
+    not lstat each entry to know a directory (the status line's sessions)."""
     check_dirs(path, inclusive=True)
     try:
+        if kinds:
+            with os.scandir(path) as found:
+                return [(e.name, _is_dir(e)) for e in found]
         return os.listdir(path)
     except FileNotFoundError:
         raise
     except OSError as e:
         raise SystemFailure(f"cannot list {path}: {e.strerror}") from None
+
+
+def _is_dir(entry):
+    try:
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return None
 
 
 class Crew:
@@ -293,7 +317,7 @@ class Crew:
         return os.path.join(self.root, *parts)
 
     def session_dir(self, name):
-        return os.path.join(self.root, SESSIONS, check_name(name, "session name"))
+        return f"{self.root}/{SESSIONS}/{check_name(name, 'session name')}"    # (as job_dir)
 
     def job_dir(self, handle):
         return f"{self.root}/{JOBS}/{check_name(handle, 'job handle')}"   # (join: 3x the cost)

@@ -85,18 +85,20 @@ def entries(crew):
     """[(NAME, why)] sorted by name: why None for each registered session, else
     why an entry named as one cannot be one (unusable): shown, never left out."""
     try:
-        found = paths.list_dir(crew.sub(paths.SESSIONS))
+        found = paths.list_dir(crew.sub(paths.SESSIONS), kinds=True)
     except FileNotFoundError:
         return []
-    return [e for e in (entry(crew, name) for name in sorted(found)) if e is not None]
+    return [e for e in (entry(crew, name, is_dir) for name, is_dir in sorted(found))
+            if e is not None]
 
 
-def entry(crew, name):
+def entry(crew, name, is_dir=None):
     """(NAME, why) as entries() lists sessions/NAME, or None when it is no
-    session's (a name no session can have, a directory without meta)."""
+    session's (a name no session can have, a directory without meta);
+    is_dir: as for is_registered."""
     if not is_name(name):
         return None
-    if is_registered(crew, name):
+    if is_registered(crew, name, is_dir):
         return name, None
     why = unusable(crew, name)
     return None if why is None else (name, why)
