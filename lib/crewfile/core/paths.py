@@ -317,7 +317,7 @@ class Crew:
         return os.path.join(self.root, *parts)
 
     def session_dir(self, name):
-        return f"{self.root}/{SESSIONS}/{check_name(name, 'session name')}"    # (as job_dir)
+        return os.path.join(self.root, SESSIONS, check_name(name, "session name"))
 
     def job_dir(self, handle):
         return f"{self.root}/{JOBS}/{check_name(handle, 'job handle')}"   # (join: 3x the cost)

@@ -24,11 +24,9 @@ class Session:
         self.crew = crew
         self.name = name
         self.dir = crew.session_dir(name)
-        # f-strings, not os.path.join (3x the cost): the status line makes
-        # one Session per session every few seconds, each name checked
-        self.meta_path = f"{self.dir}/{paths.META}"
-        self.status_path = f"{self.dir}/{paths.STATUS}"
-        self.lock_path = f"{self.dir}/{paths.LOCK}"
+        self.meta_path = os.path.join(self.dir, paths.META)
+        self.status_path = os.path.join(self.dir, paths.STATUS)
+        self.lock_path = os.path.join(self.dir, paths.LOCK)
         self._meta = None
         self.at = None          # its directory, while opened(): every read is made in it
         self.notes = []         # what its writes had to say (a lock's holder), to print
@@ -354,11 +352,11 @@ def is_registered(crew, name, is_dir=None):
     lstat(2) asks it again (paths.list_dir(kinds=True))."""
     if not is_name(name):
         return False
-    entry = f"{crew.root}/{paths.SESSIONS}/{name}"     # (as Session's paths)
+    entry = os.path.join(crew.sub(paths.SESSIONS), name)
     try:
         if is_dir is not True and not stat.S_ISDIR(os.lstat(entry).st_mode):
             return True
-        os.lstat(f"{entry}/{paths.META}")
+        os.lstat(os.path.join(entry, paths.META))
     except (FileNotFoundError, NotADirectoryError):
         return False
     except OSError:
