@@ -49,6 +49,16 @@ def compacted_by_then(log):
     return events if ("SessionStart", "compact") in events else None
 
 
+def assert_compacted_mid_turn(mid, rig):
+    """The compaction's hooks in Codex's order, crew-hook's `compacted` the
+    newest record with no turn's end before it, and the verdict generating."""
+    assert mid[mid.index(("PreCompact", "auto")):] == [
+        ("PreCompact", "auto"), ("PostCompact", "auto"), ("SessionStart", "compact")], mid
+    got = [k for k, _ in rig.kinds("w1")]
+    assert got[-1] == "compacted" and "turn-ended" not in got, got
+    assert verdict.of(Session(rig.crew, "w1")).generating == verdict.YES
+
+
 def going_on_from_the_summary(rig):
     """Whether Codex has asked for the turn's next step from the compaction's
     summary: a request offering tools whose last input is that summary."""
@@ -79,11 +89,7 @@ def test_a_compaction_mid_turn_leaves_the_codex_session_generating(rig, tmux, tm
         # crew-hook's record of it (`started: compact` before Codex's adapter named it)
         wait_for(lambda: {("compacted", ""), ("started", "compact")} & set(rig.kinds("w1")),
                  timeout=DEADLINE, what=lambda: f"crew-hook's record of it: {rig.kinds('w1')}")
-        assert mid[mid.index(("PreCompact", "auto")):] == [
-            ("PreCompact", "auto"), ("PostCompact", "auto"), ("SessionStart", "compact")], mid
-        got = [k for k, _ in rig.kinds("w1")]
-        assert got[-1] == "compacted" and "turn-ended" not in got, got
-        assert verdict.of(Session(rig.crew, "w1")).generating == verdict.YES
+        assert_compacted_mid_turn(mid, rig)
         gate.touch()
         out, _ = p.communicate(timeout=DEADLINE)
         assert p.returncode == 0, out
@@ -134,11 +140,7 @@ def test_a_compaction_mid_turn_in_the_interactive_tui_leaves_the_session_generat
                        what="the compaction's hooks")
         wait_codex(lambda: {("compacted", ""), ("started", "compact")} & set(rig.kinds("w1")),
                    "crew-hook's record of it", rig, "w1", tmux, pane)
-        assert mid[mid.index(("PreCompact", "auto")):] == [
-            ("PreCompact", "auto"), ("PostCompact", "auto"), ("SessionStart", "compact")], mid
-        got = [k for k, _ in rig.kinds("w1")]
-        assert got[-1] == "compacted" and "turn-ended" not in got, got
-        assert verdict.of(Session(rig.crew, "w1")).generating == verdict.YES
+        assert_compacted_mid_turn(mid, rig)
         gate.touch()
         wait_codex(lambda: rig.kinds("w1")[-1][0] == "turn-ended", "the turn's end",
                    rig, "w1", tmux, pane)
