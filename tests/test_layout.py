@@ -255,3 +255,37 @@ def test_the_status_lines_import_closure_stays_small(tmp_path, tmux):
     extra = {m for m in loaded if m.startswith("crewfile")} - STATUS_CLOSURE
     assert not extra, f"crew-status --tmux --panes loads {sorted(extra)}"
     assert not {"subprocess", "json", "pwd"} & loaded, sorted(loaded)
+
+
+# With a transcript recorded (every Claude session once its hook has run),
+# the line also shows the crew's tokens: the tokens view and what it reads
+# (tokens.cache, the inbox's words for a wake turn), not the hook or wake-send.
+TOKENS_CLOSURE = STATUS_CLOSURE | {
+    "crewfile.views.tokens", "crewfile.wake", "crewfile.wake.inbox",
+    "crewfile.core.atomic", "crewfile.core.locks",
+}
+
+
+def test_the_status_lines_closure_with_tokens_stays_small(tmp_path, tmux):
+    """crew-status --tmux --panes over a session whose transcript is recorded
+    loads only TOKENS_CLOSURE: once, the tokens view loaded wake-send (and
+    with it delivery and tmux) for one string, twice the line's budget."""
+    from crewfile.core.paths import Crew
+    from crewfile.session.sessions import register
+    from crewfile.session.tmux import LISTED_FORMAT
+    crew = Crew(str(tmp_path / "crew"))
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text(open(os.path.join(REPO, "tests", "transcripts",
+                                            "claude-primary.jsonl")).read())
+    pane = tmux.new_window("sleep 600", name="w1")
+    sess = register(crew, "w1", tmux=pane, pid=tmux.pane_pid(pane),
+                    env={"CREWFILE_TMUX": tmux.sock})
+    sess.append("turn-started")
+    sess.update_meta(transcript_path=str(transcript))
+    listed = tmux("display-message", "-p", LISTED_FORMAT).rstrip("\n")
+    env = dict(os.environ, CREWFILE_DIR=crew.root)
+    loaded, out = modules_loaded("crew-status", ["--tmux", "--panes", listed], env,
+                                 str(tmp_path))
+    assert out.returncode == 0 and " tok" in out.stdout, out
+    extra = {m for m in loaded if m.startswith("crewfile")} - TOKENS_CLOSURE
+    assert not extra, f"crew-status --tmux --panes with tokens loads {sorted(extra)}"

@@ -41,7 +41,7 @@ def crew_tokens(crew, rows):
              for p in (r.sess.meta.get("transcript_path"),) if isinstance(p, str) and p}
     if not paths:
         return None
-    from crewfile.views.tokens import Cache, session_used  # its budget: 17 ms
+    from crewfile.views.tokens import Cache, session_used  # the status line's budget: only with a transcript
     cache = Cache(crew)
     found = [u for u in (session_used(p, cache.tally) for p in sorted(paths)) if u is not None]
     cache.save()

@@ -33,7 +33,6 @@ CAPTAIN_ONLY_WORDS = ("aside-done", "captain-done")
 # tests/soak/levers.py).
 NOTICE_HEADER = ("crewfile notices (machine reports from the crew's tools;"
                  " not written by the user; handed over here, no inbox-drain needed for them):")
-WAKE_HEADER = "crewfile wake: new events for the primary (machine reports, not the user's words):"
 PRIMARY = "primary"
 HOOK_LOCK_WAIT = 1.0     # seconds; protocol.md, "Bounded waits"
 # Codex (0.171) runs the session's hooks for its subagents too, with the
@@ -409,7 +408,7 @@ def stop(ctx):
     if (ctx.payload.get("stop_hook_active") is not True
             and inbox.has(ctx.crew, sess.name, "wake")
             and sess.meta.get("kind") == PRIMARY):
-        text = drain(ctx, sess, WAKE_HEADER, "wakes left in the inbox")
+        text = drain(ctx, sess, inbox.WAKE_HEADER, "wakes left in the inbox")
         if text:         # each agent's own way of going on (adapters: carry_on)
             return json_reply(ctx.agent.carry_on(ctx.event, text))
     tasks = background_tasks(ctx.payload.get("background_tasks"))
