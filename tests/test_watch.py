@@ -106,6 +106,21 @@ def test_from_start_replays_rotated_files_oldest_first(crew, run, monkeypatch):
     assert notes == [f"n{i:04d}" for i in range(600)]
 
 
+def test_from_start_skips_an_older_log_file_that_is_a_link_and_reads_the_rest(crew, run):
+    # Found by test_fuzz_crew: a `status.1` replaced by a link made the whole
+    # session a problem, and its records in `status` were never told.
+    register(crew, "w1")
+    s = Session(crew, "w1")
+    s.append("blocked", "still told")
+    os.symlink("meta", s.status_path + ".1")
+    p = run("crew-watch", "--from-start", "--once")
+    assert p.returncode == 0, p.stderr
+    said = [l for l in p.stdout.splitlines() if " problem: " in l]
+    assert len(said) == 1 and "status.1: a symlink is not followed: skipped" in said[0], p.stdout
+    assert any(l.endswith(" w1 blocked: still told") for l in p.stdout.splitlines()), p.stdout
+    assert p.stderr.count("status.1") == 1, p.stderr
+
+
 def test_bad_options(crew, run):
     p = run("crew-watch", "--stale", "0")
     assert p.returncode == 2 and p.stderr.startswith("crew-watch: bad --stale '0'")

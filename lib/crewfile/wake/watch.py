@@ -119,6 +119,7 @@ class Watcher:
         self.stop_fd = None
         self.reader_fd = None
         self._troubles = {}     # session name -> what is wrong with it, as last said
+        self._skipped = set()   # (path, inode) of older log files skipped, said once
         self._rollouts = {}     # session name -> why its rollout is not read, as last said
         self.backlog = set()    # sessions with more to read than one read takes
         self._budget = 0        # bytes the session being read may still consume
@@ -371,13 +372,31 @@ class Watcher:
                 path, ino = files[j]
                 if j != idx:
                     tail.ino, tail.off = ino, 0
-                done = self._read_file(tail, path, ino, current=(j == 0), events=events)
+                try:
+                    done = self._read_file(tail, path, ino, current=(j == 0), events=events)
+                except (OSError, CrewfileError) as e:
+                    if j == 0 or isinstance(e, FileNotFoundError):
+                        raise           # the current file: the session's own problem
+                    self._skip_older(tail, path, ino, e, events)
+                    continue
                 if name in self.backlog:
                     return              # its next turn reads on from here
                 if not done:
                     break               # renamed under us: list the files again
             else:
                 return
+
+    def _skip_older(self, tail, path, ino, e, events):
+        """An older file of the log that cannot be believed (a link, not a
+        regular file, not yours) is skipped, said once as the session's
+        `problem`, and the newer files are read on: one bad file does not
+        silence the session's records in the others."""
+        if (path, ino) in self._skipped:
+            return
+        self._skipped.add((path, ino))
+        said = failure_line("crew-watch", e).rstrip("\n") + ": skipped, read on from the next file"
+        self.warn(said.removeprefix("crew-watch: "))
+        events.append(self._synth(tail, self.now(), "problem", said))
 
     def _read_file(self, tail, path, ino, current, events):
         """Read complete lines of one file from tail.off; False if it is not
