@@ -5,6 +5,7 @@ The other user here is a real Unix user (created by the set-up when the
 tests run as root, and skipped loudly otherwise); root's own commands run
 with the capabilities that override file modes dropped (bound_by_modes), so
 that what a mode forbids is forbidden; each under umask 000, 022 and 077."""
+import glob
 import json
 import os
 import shutil
@@ -16,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+import agent_clis
+from agent_rigs import (DEADLINE, codex_home, gemini_settings, stand_in_server,
+                        stop_codex_daemons, stop_geminis, write_codex_config)
+from claude_harness import run_checked
 from conftest import BIN, REPO, bound_by_modes, captain_types, cmd, wait_for
 from crewfile.agents import claudecron
 from crewfile.core.logfile import TailStats
@@ -465,7 +470,8 @@ def test_a_tmux_server_another_user_may_not_reach_is_unknown_not_gone(tmux, othe
 
 
 # -- an agent CLI's files outside the crew directory (its transcript, its
-# rollout): believed only when the effective user owns them, root included.
+# rollout): believed only when the effective user owns them, root included,
+# and no other user may write them.
 
 def give_away(path, user):
     os.chown(path, user.uid, user.gid)
@@ -545,3 +551,126 @@ def test_no_exception_for_root_a_users_crewfile_refuses_roots_transcript(other_u
     assert (r.returncode, r.stderr) == (0, "")
     assert r.stdout == f"its transcript was not kept: {not_yours(source, 0)}\n"
     assert not os.path.exists(kept)
+
+
+def writable_by_others(path):
+    return f"{path}: writable by others: not believed (fix: chmod o-w {path})"
+
+
+def test_an_aside_conclusion_is_not_believed_from_a_transcript_others_may_write(
+        crew, aside_window, tmp_path):
+    """The user's own transcript, but world-writable: any user could have
+    written the captain's words there. No second user needed: run as anyone."""
+    aside_window("a1")
+    captain_types(crew, "a1", "/aside-done")
+    sess = Session(crew, "a1")
+    path = sess.meta["transcript_path"]
+    report = tmp_path / "report.md"
+    report.write_text("# done\n")
+    os.chmod(path, 0o646)
+
+    r = cmd("aside-conclude", "a1", "--report", report)
+
+    assert (r.returncode, r.stdout) == (111, "")
+    assert r.stderr == f"aside-conclude: {writable_by_others(path)}\n"
+    assert "concluded" not in kinds(sess)
+    os.chmod(path, 0o644)                                  # the fix it names
+    r = cmd("aside-conclude", "a1", "--report", report)
+    assert r.returncode == 0, r.stderr
+    assert kinds(sess)[-1] == "concluded"
+
+
+def test_a_transcript_a_group_with_another_user_may_write_is_not_believed(crew, other_user,
+                                                                          tmp_path):
+    """Group-writable, the group another user's: not believed; the user's
+    own private group (root's here: no other member) may write it."""
+    path = tmp_path / "firstmate.jsonl"
+    shutil.copy(PRIMARY, path)
+    register(crew, "firstmate", kind="primary").update_meta(transcript_path=str(path))
+    os.chown(path, 0, other_user.gid)
+    os.chmod(path, 0o664)
+
+    assert tokens.read(str(path)) is None
+    assert keep_transcript({"transcript_path": str(path)}, str(tmp_path / "kept")) == (
+        None, f"its transcript was not kept: {path}: writable by group {other_user.gid},"
+              f" which is not yours alone: not believed (fix: chmod g-w {path})")
+    assert cmd("crew-status").stdout == "1 idle\n"
+    if own_private_group():
+        os.chown(path, 0, os.getegid())                    # root's group, root's alone
+        assert cmd("crew-status").stdout == "1 idle 96 tok\n"
+
+
+def own_private_group():
+    """Is this user's primary group its own alone (Debian's user private groups)?"""
+    import grp
+    import pwd
+    me = pwd.getpwuid(os.geteuid())
+    return (set(grp.getgrgid(me.pw_gid).gr_mem) <= {me.pw_name}
+            and all(u.pw_uid == me.pw_uid for u in pwd.getpwall() if u.pw_gid == me.pw_gid))
+
+
+def codex_rollout(tmp_path, port):
+    """Codex's rollout of one `codex exec` turn under umask 002 (its home is
+    agent_rigs', ended and removed by the caller's stop)."""
+    home = codex_home()
+    work = tmp_path / "work"
+    work.mkdir()
+    write_codex_config(home, port, work)
+    env = dict(os.environ, CODEX_HOME=home, HOME=home, FAKE_KEY="x")
+    run_checked([agent_clis.codex(REPO), "exec", "--skip-git-repo-check", "hello"], env=env,
+                cwd=work, timeout=DEADLINE, preexec_fn=lambda: os.umask(0o002))
+    return glob.glob(os.path.join(home, "sessions", "*", "*", "*", "rollout-*.jsonl")), home
+
+
+def gemini_chat(tmp_path, port):
+    """Gemini CLI's chat file of one headless turn under umask 002, its work
+    folder trusted as Gemini records a user's answer."""
+    home, work = str(tmp_path / "home"), tmp_path / "work"
+    work.mkdir()
+    gemini_settings(home)
+    with open(os.path.join(home, ".gemini", "trustedFolders.json"), "w") as f:
+        json.dump({str(work): "TRUST_FOLDER"}, f)
+    env = dict(os.environ, HOME=home, GEMINI_API_KEY="x", TMPDIR=str(tmp_path),
+               GOOGLE_GEMINI_BASE_URL=f"http://127.0.0.1:{port}")
+    env.pop("GEMINI_CLI_TRUST_WORKSPACE", None)
+    run_checked([agent_clis.gemini(REPO), "-y", "-p", "hello"], env=env, cwd=work,
+                stdin=subprocess.DEVNULL, timeout=DEADLINE, preexec_fn=lambda: os.umask(0o002))
+    return glob.glob(os.path.join(home, ".gemini", "tmp", "*", "chats", "session-*.jsonl")), home
+
+
+def stop_codex(home):
+    stop_codex_daemons(home)
+    shutil.rmtree(home, ignore_errors=True)
+
+
+# agent: (installed, its stand-in model server, one turn's file, the end of what it left)
+CLI_FILES = {"codex": (agent_clis.codex, "responses_server.py", codex_rollout, stop_codex),
+             "gemini": (agent_clis.gemini, "gemini_server.py", gemini_chat, stop_geminis)}
+
+
+@pytest.mark.parametrize("agent", sorted(CLI_FILES))
+def test_a_real_clis_own_file_under_umask_002_is_believed_and_world_writable_is_not(
+        agent, tmp_path):
+    """Codex and Gemini CLI write their files 0664 under umask 002 (Claude
+    Code its transcripts 0600): the user's private group may write, so the
+    file is believed (its tokens counted); made world-writable, it is not."""
+    installed, server, turn, stop = CLI_FILES[agent]
+    if not installed(REPO):
+        pytest.skip(f"{agent} not installed in .cache (make {agent})")
+    if not own_private_group():
+        pytest.skip("this user's primary group has other members: its 0664 files are"
+                    " rightly not believed")
+    home = None
+    try:
+        with stand_in_server(server, str(tmp_path / "requests.log")) as port:
+            found, home = turn(tmp_path, port)
+        assert len(found) == 1, found
+        path = found[0]
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o664
+        tally = tokens.read(path)
+        assert tally is not None and tally.total > 0
+        os.chmod(path, 0o666)
+        assert tokens.read(path) is None
+    finally:
+        if home:
+            stop(home)

@@ -63,6 +63,7 @@ def make_dir(path):
 # -- whose crew it is: what crewfile reads decides what is typed and run ------
 
 _me = os.geteuid()
+_private_groups = {}     # gid -> _yours_alone(gid), this process's answers
 
 
 def _trusted(uid):
@@ -122,12 +123,42 @@ def _believe(path, st, outside=False):
     """Refuse what another user owns (that file alone): under a trusted crew
     directory, a file not the user's or root's; outside it (an agent CLI's
     transcript, which names no directory crewfile checked), one not the
-    effective user's, root's own included: the agent writes as the user."""
+    effective user's, root's own included: the agent writes as the user;
+    nor one another user may write (what they write there would be believed)."""
     if outside and st.st_uid != _me:
         raise SystemFailure(f"{path}: owned by uid {st.st_uid}, not by you: not believed")
+    if outside and st.st_mode & stat.S_IWOTH:
+        raise SystemFailure(f"{path}: writable by others: not believed (fix: chmod o-w {path})")
+    if outside and st.st_mode & stat.S_IWGRP and not _yours_alone(st.st_gid):
+        raise SystemFailure(f"{path}: writable by group {st.st_gid}, which is not yours alone:"
+                            f" not believed (fix: chmod g-w {path})")
     if not _trusted(st.st_uid):
         raise SystemFailure(f"{path}: owned by uid {st.st_uid}, not by you or root:"
                             " not believed")
+
+
+def _yours_alone(gid):
+    """Is the group *gid* the user's private group, no other user in it (by
+    /etc/group or as a primary group)? Codex and Gemini CLI write their
+    files 0664 under umask 002, with the user private groups Debian makes:
+    refusing every group-writable file would refuse those. Debian's OpenSSH
+    lets ~/.ssh files be group-writable on the same condition. Asked once a
+    process for each group: reading every user costs 0.2 ms, and the status
+    line reads each session's transcript."""
+    if gid not in _private_groups:
+        # Here, not at the top: the status line must not load pwd (only a
+        # group-writable transcript asks).
+        import grp
+        import pwd
+        try:
+            me, group = pwd.getpwuid(_me), grp.getgrgid(gid)
+        except KeyError:
+            _private_groups[gid] = False
+        else:
+            _private_groups[gid] = (
+                me.pw_gid == gid and all(name == me.pw_name for name in group.gr_mem)
+                and all(user.pw_uid == _me for user in pwd.getpwall() if user.pw_gid == gid))
+    return _private_groups[gid]
 
 
 # -- the one path opener: every file and directory under a crew root is opened
@@ -166,7 +197,7 @@ def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
     """A descriptor on the regular file *path* (FileNotFoundError passes: absence
     is an answer). at: open_dir() of its directory, checked once for a listing
     of thousands. outside: an agent CLI's transcript, read only, through links,
-    believed only when the effective user owns it."""
+    believed only when the effective user owns it and no other user may write it."""
     return open_stat(path, flags, mode, at, outside)[0]
 
 
