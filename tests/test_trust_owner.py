@@ -600,6 +600,45 @@ def test_a_transcript_a_group_with_another_user_may_write_is_not_believed(crew, 
         assert cmd("crew-status").stdout == "1 idle 96 tok\n"
 
 
+def grant_write_by_acl(path, uid):
+    """An access ACL letting the user *uid* write *path* (setfacl -m u:UID:rw,
+    in the kernel's xattr format: version 2, then tag, permissions, id)."""
+    import struct
+    none = 0xFFFFFFFF
+    entries = [(0x01, 6, none), (0x02, 6, uid), (0x04, 4, none), (0x10, 6, none),
+               (0x20, 4, none)]      # user::rw- user:UID:rw- group::r-- mask::rw- other::r--
+    os.setxattr(path, "system.posix_acl_access",
+                struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries))
+
+
+def test_a_transcript_an_acl_lets_another_user_write_is_not_believed(crew, other_user,
+                                                                    shared_tmp):
+    """The group bits of a file with an ACL are its mask: 0664 in the user's
+    own group, yet another user named in the ACL may write it."""
+    if not own_private_group():
+        pytest.skip("root's group has other members here: refused for that first")
+    path = os.path.join(shared_tmp, "firstmate.jsonl")
+    shutil.copy(PRIMARY, path)
+    os.chown(path, 0, os.getegid())
+    os.chmod(path, 0o644)
+    register(crew, "firstmate", kind="primary").update_meta(transcript_path=path)
+    try:
+        grant_write_by_acl(path, other_user.uid)
+    except OSError as e:
+        pytest.skip(f"no ACL on this file system: {e.strerror}")
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o664
+    forged = other_user.run(["sh", "-c", f"echo '{{}}' >> {path}"])
+    assert forged.returncode == 0, forged.stderr                # what the ACL allows
+
+    assert tokens.read(path) is None
+    assert keep_transcript({"transcript_path": path}, os.path.join(shared_tmp, "kept")) == (
+        None, f"its transcript was not kept: {path}: writable by others through its ACL:"
+              f" not believed (fix: chmod g-w {path})")
+    assert cmd("crew-status").stdout == "1 idle\n"
+    os.chmod(path, 0o644)                                  # the fix it names: the mask r--
+    assert cmd("crew-status").stdout == "1 idle 96 tok\n"
+
+
 def own_private_group():
     """Is this user's primary group its own alone (Debian's user private groups)?"""
     import grp

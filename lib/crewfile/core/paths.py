@@ -119,22 +119,42 @@ def _believe_dir(path, st):
                             f" (fix: chmod go-w {path})")
 
 
-def _believe(path, st, outside=False):
-    """Refuse what another user owns (that file alone): under a trusted crew
-    directory, a file not the user's or root's; outside it (an agent CLI's
-    transcript, which names no directory crewfile checked), one not the
-    effective user's, root's own included: the agent writes as the user;
-    nor one another user may write (what they write there would be believed)."""
-    if outside and st.st_uid != _me:
-        raise SystemFailure(f"{path}: owned by uid {st.st_uid}, not by you: not believed")
-    if outside and st.st_mode & stat.S_IWOTH:
-        raise SystemFailure(f"{path}: writable by others: not believed (fix: chmod o-w {path})")
-    if outside and st.st_mode & stat.S_IWGRP and not _yours_alone(st.st_gid):
-        raise SystemFailure(f"{path}: writable by group {st.st_gid}, which is not yours alone:"
-                            f" not believed (fix: chmod g-w {path})")
+def _believe(path, st):
+    """Refuse what another user owns under a trusted crew directory (that
+    file alone): one not the user's or root's."""
     if not _trusted(st.st_uid):
         raise SystemFailure(f"{path}: owned by uid {st.st_uid}, not by you or root:"
                             " not believed")
+
+
+def _believe_outside(path, fd, st):
+    """Refuse an agent CLI's file (its transcript, which names no directory
+    crewfile checked) that is not the effective user's, root's own included
+    (the agent writes as the user), or that another user may write: what
+    they write there would be believed. Group write is the user's own only
+    with a private group and no ACL (whose entries the group bits mask)."""
+    if st.st_uid != _me:
+        raise SystemFailure(f"{path}: owned by uid {st.st_uid}, not by you: not believed")
+    if st.st_mode & stat.S_IWOTH:
+        raise SystemFailure(f"{path}: writable by others: not believed (fix: chmod o-w {path})")
+    if st.st_mode & stat.S_IWGRP and not _yours_alone(st.st_gid):
+        raise SystemFailure(f"{path}: writable by group {st.st_gid}, which is not yours alone:"
+                            f" not believed (fix: chmod g-w {path})")
+    if st.st_mode & stat.S_IWGRP and _has_acl(path, fd):
+        raise SystemFailure(f"{path}: writable by others through its ACL: not believed"
+                            f" (fix: chmod g-w {path})")
+
+
+def _has_acl(path, fd):
+    """Does the file carry an access ACL? Then its group bits are the ACL's
+    mask: they may let a named user or group write it."""
+    try:
+        os.getxattr(fd, "system.posix_acl_access")
+    except OSError as e:
+        if e.errno in (errno.ENODATA, errno.ENOTSUP):
+            return False
+        raise SystemFailure(f"{path}: cannot read its ACL: {e.strerror}") from None
+    return True
 
 
 def _yours_alone(gid):
@@ -224,7 +244,10 @@ def open_stat(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise SystemFailure(f"{path}: not a regular file")
-        _believe(path, st, outside)
+        if outside:
+            _believe_outside(path, fd, st)
+        else:
+            _believe(path, st)
         # O_NONBLOCK kept: it means nothing to a regular file (open(2)), it
         # only kept the open from hanging on a FIFO planted in its place.
     except BaseException:
