@@ -174,39 +174,35 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
     except FileNotFoundError:
         return
     try:
-        end = st.st_size
-        floor = 0 if limit_bytes is None else max(0, end - limit_bytes)
-        # The text after the last newline is a fragment to drop: empty when
-        # the file ends with a newline, else a record still being written.
-        # Told by the last block's last byte: read first, it is read anyway.
-        n = min(BLOCK, end - floor)
-        block = os.pread(fd, n, end - n) if n > 0 else b""
-        closed = end == 0 or (len(block) == n and block.endswith(b"\n"))
-        dropping = end > 0 and (closed or not ended)
-        if not closed and not ended:
-            stats.partial += 1
-        pos, carry, overlong = end, b"", False
+        floor = 0 if limit_bytes is None else max(0, st.st_size - limit_bytes)
+        pos, carry = st.st_size, b""
+        # The text after the last newline is a fragment to drop: empty when the
+        # file ends with a newline, else a record still being written; told by
+        # the first block read. dropping: the next piece split off is dropped
+        # (that fragment, or the rest of a line too long to hold).
+        dropping = None
         while pos > floor:
             n = min(BLOCK, pos - floor)
             pos -= n
-            if block is None:
-                block = os.pread(fd, n, pos)
+            block = os.pread(fd, n, pos)
+            if dropping is None:
+                closed = len(block) == n and block.endswith(b"\n")
+                if not closed and not ended:
+                    stats.partial += 1
+                dropping = closed or not ended
             carry, *tail = (block + carry).split(b"\n")
-            block = None
             if tail:
                 if dropping:
                     tail.pop()
-                    dropping = overlong = False
+                    dropping = False
                 yield from reversed(tail)
             elif dropping:
                 carry = b""
                 continue
             if max_line is not None and len(carry) > max_line and pos > floor:
-                if not overlong:            # garbage too long to hold: drop it, count once
-                    stats.garbage += 1
-                    overlong = True
+                stats.garbage += 1          # garbage too long to hold: dropped, counted once
                 carry, dropping = b"", True
-        if pos == 0 and not dropping and (carry or ended and end > 0):
+        if pos == 0 and not dropping and (carry or ended and st.st_size > 0):
             yield carry
     finally:
         os.close(fd)
