@@ -7,9 +7,9 @@ import sys
 import time
 
 POLL = 1.0
-_SYSCTL = {"instances": "fs.inotify.max_user_instances",
-           "watches": "fs.inotify.max_user_watches"}
-_RAISE_TO = {"instances": 1024, "watches": 524288}
+# what ran out -> (the setting that bounds it, a value to raise it to)
+_LIMITS = {"instances": ("fs.inotify.max_user_instances", 1024),
+           "watches": ("fs.inotify.max_user_watches", 524288)}
 
 
 def warn_stderr(msg):
@@ -36,7 +36,7 @@ def open_inotify(warn=warn_stderr):
 def fallback_text(err, what):
     """One line: what ran out, that we poll, how to raise the limit."""
     if err.errno in (errno.EMFILE, errno.ENOSPC, errno.ENFILE):
-        setting = _SYSCTL[what]
+        setting, raise_to = _LIMITS[what]
         try:
             with open("/proc/sys/" + setting.replace(".", "/")) as f:
                 limit = f.read().strip()
@@ -45,7 +45,7 @@ def fallback_text(err, what):
         why = (f"inotify {what} are exhausted ({err.strerror}; {setting} = {limit})"
                if err.errno != errno.ENFILE else f"no file descriptors left ({err.strerror})")
         return (f"{why}; polling every {POLL:g} s instead; raise the limit:"
-                f" sysctl {setting}={_RAISE_TO[what]}")
+                f" sysctl {setting}={raise_to}")
     return f"inotify failed ({err.strerror}); polling every {POLL:g} s instead"
 
 
