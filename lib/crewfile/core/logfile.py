@@ -118,16 +118,14 @@ def _drop_fragment(fd, size):
     else is writing it); return the new size."""
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
         return size
-    pos = size
-    while pos > 0:
-        start = max(0, pos - BLOCK)
-        nl = os.pread(fd, pos - start, start).rfind(b"\n")
+    keep = size
+    while keep > 0:
+        start = max(0, keep - BLOCK)
+        nl = os.pread(fd, keep - start, start).rfind(b"\n")
         if nl >= 0:
             keep = start + nl + 1
             break
-        pos = start
-    else:
-        keep = 0
+        keep = start
     os.ftruncate(fd, keep)
     return keep
 
