@@ -1,4 +1,5 @@
 """The one writer and the one tail reader, under concurrency, kills and bad files."""
+import gc
 import os
 import random
 import re
@@ -189,3 +190,25 @@ def test_last_record_behind_a_mib_of_garbage_is_still_found(tmp_path):
     scan = logfile.Backwards([log, log + ".1"], logfile.TailStats(), 1 << 20)
     assert scan.last_of({"idle"}) is None
     assert scan.last().kind == "idle"
+
+
+def test_a_dropped_reader_closes_its_file_without_the_cyclic_collector(tmp_path):
+    """crew-status turns the cyclic collector off: a reader left half-read must
+    close its file when dropped, or every session's log stays open."""
+    log = str(tmp_path / "status")
+    with open(log, "wb") as f:
+        f.write(b"2026-11-30T08:00:00.000Z turn-started\n2026-11-30T08:01:00.000Z idle\n")
+
+    def open_on_log():
+        return [fd for fd in os.listdir("/proc/self/fd")
+                if os.path.realpath(f"/proc/self/fd/{fd}") == log]
+
+    gc.disable()
+    try:
+        scan = logfile.Backwards([log, log + ".1"], logfile.TailStats(), 1 << 20)
+        assert scan.last_of({"idle"}).kind == "idle"        # the read stops halfway
+        assert open_on_log()
+        del scan
+        assert open_on_log() == []
+    finally:
+        gc.enable()

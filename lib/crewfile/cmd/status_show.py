@@ -5,7 +5,7 @@ import time
 from crewfile.cli import crew
 from crewfile.core.durations import parse_count
 from crewfile.core.kinds import TURN_STATE
-from crewfile.core.logfile import TailStats, records_since
+from crewfile.core.logfile import TailStats, last_records
 from crewfile.core.moments import parse_moment
 from crewfile.core.output import age_text
 from crewfile.core.text import escape
@@ -23,7 +23,7 @@ def run(args):
     recs = None
     if args.since is not None:
         since = parse_moment(args.since, "--since", future=False)
-        recs = records_since(sess.log_paths(), since, TailStats(), most=last_n)
+        recs = last_records(sess.log_paths(), last_n, TailStats(), since)
     elif last_n:
         recs = sess.last_records(last_n, TailStats())
     lines = [r.line().rstrip("\n") for r in recs or ()]

@@ -41,14 +41,13 @@ def write_all(fd, data):
         view = view[n:]
 
 
-def write_new(path, data, mode=0o600, sync=True):
+def write_new(path, data):
     """Create *path* (never an existing file or a link), write *data* whole and
-    fsync it (if *sync*): the first half of a publication. OSError: nothing left."""
-    fd = os.open(path, _TMP_FLAGS, mode)
+    fsync it: the first half of a publication. OSError: nothing left."""
+    fd = os.open(path, _TMP_FLAGS, 0o600)
     try:
         write_all(fd, data)
-        if sync:
-            os.fsync(fd)
+        os.fsync(fd)
     except OSError:
         os.close(fd)
         os.unlink(path)
@@ -150,9 +149,9 @@ def replace(path, data, mode=0o600, sync=True):
     Prepared(path, mode).commit(data, sync)
 
 
-def read_json(path, at=None, limit=None):
+def read_json(path):
     """The JSON document in *path*, or None if absent; ValueError if not JSON."""
-    text = read_text(path, at, limit)
+    text = read_text(path)
     return None if text is None else loads(text)
 
 

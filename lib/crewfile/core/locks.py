@@ -10,13 +10,6 @@ from crewfile.core.paths import open_file
 from crewfile.core.records import timestamp
 
 
-def _open(path):
-    try:
-        return open_file(path, os.O_RDWR | os.O_CREAT)
-    except FileNotFoundError as e:       # its directory is gone
-        raise SystemFailure(f"{path}: {e.strerror}") from None
-
-
 class Lock:
     """A held lock; release() or use as a context manager."""
     __slots__ = ("fd", "path")
@@ -63,19 +56,17 @@ def restore_waits(old):
     WAIT, _DEADLINE = old
 
 
-def _bound():
-    if _DEADLINE is None:
-        return WAIT
-    return max(0.0, _DEADLINE - time.monotonic())
-
-
 def acquire(path, timeout=None, shared=False):
     """Lock *path*: a Lock, or None when busy (timeout=0: one try; a positive
     one retries with back-off); None blocks in the kernel, or under a bound
     (bound_waits) raises LockBusy: a caller of a blocking wait never gets None."""
     if timeout is None and WAIT is not None:
-        return hold(path, _bound(), shared)
-    fd = _open(path)
+        left = WAIT if _DEADLINE is None else max(0.0, _DEADLINE - time.monotonic())
+        return hold(path, left, shared)
+    try:
+        fd = open_file(path, os.O_RDWR | os.O_CREAT)
+    except FileNotFoundError as e:       # its directory is gone
+        raise SystemFailure(f"{path}: {e.strerror}") from None
     op = fcntl.LOCK_SH if shared else fcntl.LOCK_EX
     try:
         if timeout is None:
@@ -136,8 +127,7 @@ def holder(path):
 
 def _describe(pid):
     st = stat(pid)
-    since = started_at(st.start) if st is not None else None
-    if since is None:
+    if st is None:
         return f"pid {pid}"
     stopped = ", stopped" if st.stopped else ""
-    return f"pid {pid} ({st.comm}{stopped}), started {timestamp(since)}"
+    return f"pid {pid} ({st.comm}{stopped}), started {timestamp(started_at(st.start))}"

@@ -118,16 +118,14 @@ def _drop_fragment(fd, size):
     else is writing it); return the new size."""
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
         return size
-    pos = size
-    while pos > 0:
-        start = max(0, pos - BLOCK)
-        nl = os.pread(fd, pos - start, start).rfind(b"\n")
+    keep = size
+    while keep > 0:
+        start = max(0, keep - BLOCK)
+        nl = os.pread(fd, keep - start, start).rfind(b"\n")
         if nl >= 0:
             keep = start + nl + 1
             break
-        pos = start
-    else:
-        keep = 0
+        keep = start
     os.ftruncate(fd, keep)
     return keep
 
@@ -174,39 +172,35 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
     except FileNotFoundError:
         return
     try:
-        end = st.st_size
-        floor = 0 if limit_bytes is None else max(0, end - limit_bytes)
-        # The text after the last newline is a fragment to drop: empty when
-        # the file ends with a newline, else a record still being written.
-        # Told by the last block's last byte: read first, it is read anyway.
-        n = min(BLOCK, end - floor)
-        block = os.pread(fd, n, end - n) if n > 0 else b""
-        closed = end == 0 or (len(block) == n and block.endswith(b"\n"))
-        dropping = end > 0 and (closed or not ended)
-        if not closed and not ended:
-            stats.partial += 1
-        pos, carry, overlong = end, b"", False
+        floor = 0 if limit_bytes is None else max(0, st.st_size - limit_bytes)
+        pos, carry = st.st_size, b""
+        # The text after the last newline is a fragment to drop: empty when the
+        # file ends with a newline, else a record still being written; told by
+        # the first block read. dropping: the next piece split off is dropped
+        # (that fragment, or the rest of a line too long to hold).
+        dropping = None
         while pos > floor:
             n = min(BLOCK, pos - floor)
             pos -= n
-            if block is None:
-                block = os.pread(fd, n, pos)
+            block = os.pread(fd, n, pos)
+            if dropping is None:
+                closed = len(block) == n and block.endswith(b"\n")
+                if not closed and not ended:
+                    stats.partial += 1
+                dropping = closed or not ended
             carry, *tail = (block + carry).split(b"\n")
-            block = None
             if tail:
                 if dropping:
                     tail.pop()
-                    dropping = overlong = False
+                    dropping = False
                 yield from reversed(tail)
             elif dropping:
                 carry = b""
                 continue
             if max_line is not None and len(carry) > max_line and pos > floor:
-                if not overlong:            # garbage too long to hold: drop it, count once
-                    stats.garbage += 1
-                    overlong = True
+                stats.garbage += 1          # garbage too long to hold: dropped, counted once
                 carry, dropping = b"", True
-        if pos == 0 and not dropping and (carry or ended and end > 0):
+        if pos == 0 and not dropping and (carry or ended and st.st_size > 0):
             yield carry
     finally:
         os.close(fd)
@@ -231,45 +225,14 @@ class Backwards:
     """One backwards read shared by the questions of one state query: each file
     read once, no further back than *limit_bytes* over the file and its
     rotations together (protocol.md: "the last 1 MiB of the log")."""
-    __slots__ = ("paths", "stats", "limit", "at", "_gen", "_seen")
+    __slots__ = ("paths", "stats", "limit", "_gen", "_seen")
 
     def __init__(self, paths, stats, limit_bytes=None, at=None):
-        self.paths, self.stats, self.limit, self.at = paths, stats, limit_bytes, at
-        self._gen = self._read()
+        self.paths, self.stats, self.limit = paths, stats, limit_bytes
+        # A generator of the module, not a method: one holding self would make a
+        # cycle, and crew-status (the cyclic collector off) would keep each file open.
+        self._gen = _records_within(paths, stats, limit_bytes, at)
         self._seen = []
-
-    def _read(self):
-        left = self.limit
-        names = None
-        for i, path in enumerate(self.paths):
-            if left is not None and left <= 0:
-                return
-            if i == 1:
-                names = self._names()
-            if names is not None and path.rpartition("/")[2] not in names:
-                continue            # a rotation not there (most logs have none)
-            yield from _parsed(lines_backwards(path, self.stats, left, at=self.at), self.stats)
-            if left is not None:
-                left -= self._size(path)
-
-    def _names(self):
-        """The entries of the log's directory, listed once when the read goes
-        past the current file, so a rotation not there costs no open; None
-        (every rotation tried) without the directory open or when unlistable."""
-        if self.at is None:
-            return None
-        try:
-            return frozenset(os.listdir(self.at))
-        except OSError:
-            return None
-
-    def _size(self, path):
-        try:
-            if self.at is None:
-                return os.lstat(path).st_size
-            return os.lstat(path.rpartition("/")[2], dir_fd=self.at).st_size
-        except OSError:
-            return 0
 
     def __iter__(self):
         i = 0
@@ -299,26 +262,41 @@ class Backwards:
         return found[0] if found else None
 
 
-def last_records(paths, n, stats):
-    """The last *n* records, oldest first."""
+def _records_within(paths, stats, left, at):
+    """Backwards' read: the records of *paths*, last first, *left* bytes at most
+    over them all. Past the current file, the directory (*at*) is listed once,
+    so a rotation not there (most logs have none) costs no open."""
+    names = None
+    for i, path in enumerate(paths):
+        if left is not None and left <= 0:
+            return
+        base = path.rpartition("/")[2]
+        if i == 1 and at is not None:
+            try:
+                names = frozenset(os.listdir(at))
+            except OSError:
+                pass                # every rotation tried
+        if names is not None and base not in names:
+            continue
+        yield from _parsed(lines_backwards(path, stats, left, at=at), stats)
+        if left is not None:
+            try:
+                left -= os.lstat(path if at is None else base, dir_fd=at).st_size
+            except OSError:
+                pass
+
+
+def last_records(paths, n, stats, since=None):
+    """The last *n* records (None: no limit), oldest first; with *since*
+    (seconds since the epoch), none older than it."""
     out = []
-    if n <= 0:
+    if n == 0:
         return out
     for rec in records_backwards(paths, stats):
-        out.append(rec)
-        if len(out) >= n:
-            break
-    out.reverse()
-    return out
-
-
-def records_since(paths, since, stats, most=None):
-    """The records from the newest back to the first one older than *since*
-    (seconds since the epoch), at most *most* of them, oldest first."""
-    out = []
-    for rec in records_backwards(paths, stats):
-        if rec.time < since or (most is not None and len(out) >= most):
+        if since is not None and rec.time < since:
             break
         out.append(rec)
+        if len(out) == n:
+            break
     out.reverse()
     return out

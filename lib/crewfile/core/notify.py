@@ -7,9 +7,9 @@ import sys
 import time
 
 POLL = 1.0
-_SYSCTL = {"instances": "fs.inotify.max_user_instances",
-           "watches": "fs.inotify.max_user_watches"}
-_RAISE_TO = {"instances": 1024, "watches": 524288}
+# what ran out -> (the setting that bounds it, a value to raise it to)
+_LIMITS = {"instances": ("fs.inotify.max_user_instances", 1024),
+           "watches": ("fs.inotify.max_user_watches", 524288)}
 
 
 def warn_stderr(msg):
@@ -36,7 +36,7 @@ def open_inotify(warn=warn_stderr):
 def fallback_text(err, what):
     """One line: what ran out, that we poll, how to raise the limit."""
     if err.errno in (errno.EMFILE, errno.ENOSPC, errno.ENFILE):
-        setting = _SYSCTL[what]
+        setting, raise_to = _LIMITS[what]
         try:
             with open("/proc/sys/" + setting.replace(".", "/")) as f:
                 limit = f.read().strip()
@@ -45,7 +45,7 @@ def fallback_text(err, what):
         why = (f"inotify {what} are exhausted ({err.strerror}; {setting} = {limit})"
                if err.errno != errno.ENFILE else f"no file descriptors left ({err.strerror})")
         return (f"{why}; polling every {POLL:g} s instead; raise the limit:"
-                f" sysctl {setting}={_RAISE_TO[what]}")
+                f" sysctl {setting}={raise_to}")
     return f"inotify failed ({err.strerror}); polling every {POLL:g} s instead"
 
 
@@ -73,8 +73,8 @@ class DirWatch:
     def __init__(self, warn=warn_stderr):
         self.warn = warn
         self.ino = open_inotify(warn)
-        # the directories; watch descriptor -> directory and back; polling's snapshots
-        self.dirs, self._wd, self._dir_wd, self._snaps = [], {}, {}, {}
+        # directory -> its watch descriptor (polling: its snapshot); descriptor -> directory
+        self.dirs, self._wd = {}, {}
         if self.ino is not None:
             from inotify_simple import flags
             self.mask = (flags.MODIFY | flags.CLOSE_WRITE | flags.MOVED_TO | flags.MOVED_FROM
@@ -91,24 +91,18 @@ class DirWatch:
                 if e.errno != errno.ENOSPC:
                     return False        # gone, not a directory, not readable
                 self.warn(fallback_text(e, "watches"))
-                wd = None
-            if wd is None:              # no watch left: poll everything from now on
-                self.close()
-                self._snaps = {d: _entries(d) for d in self.dirs}
+                self.close()            # no watch left: poll everything from now on
+                self.dirs = {known: _entries(known) for known in self.dirs}
             else:
-                self._wd[wd], self._dir_wd[d] = d, wd
-        self.dirs.append(d)
-        if self.ino is None:
-            self._snaps[d] = _entries(d)
+                self.dirs[d], self._wd[wd] = wd, d
+                return True
+        self.dirs[d] = _entries(d)
         return True
 
     def forget(self, d):
         """Stop watching *d* (gone, or another has its name: add() that again)."""
-        if d in self.dirs:
-            self.dirs.remove(d)
-        self._snaps.pop(d, None)
-        wd = self._dir_wd.pop(d, None)
-        if wd is not None:
+        wd = self.dirs.pop(d, None)
+        if self.ino is not None and wd is not None:
             self._wd.pop(wd, None)
             try:
                 self.ino.rm_watch(wd)
@@ -122,11 +116,10 @@ class DirWatch:
             deadline = time.monotonic() + timeout
             while True:
                 found = set()
-                for d in self.dirs:
+                for d, last in self.dirs.items():
                     now = _entries(d)
-                    last = self._snaps.get(d, {})
                     found.update((d, n) for n in set(now) | set(last) if now.get(n) != last.get(n))
-                    self._snaps[d] = now
+                    self.dirs[d] = now
                 left = deadline - time.monotonic()
                 if found or left <= 0:
                     return found
@@ -143,9 +136,9 @@ class DirWatch:
             if d is None:
                 continue
             if e.mask & flags.IGNORED:              # its directory is gone
-                self._wd.pop(e.wd, None)
-                if self._dir_wd.get(d) == e.wd:
-                    self.forget(d)
+                del self._wd[e.wd]
+                if self.dirs.get(d) == e.wd:
+                    del self.dirs[d]
             found.add((d, e.name))
         return found
 
@@ -155,8 +148,7 @@ class DirWatch:
 
     def reset(self):
         """Forget every directory (they were replaced): add them again."""
-        self.dirs = []
-        self._wd, self._dir_wd, self._snaps = {}, {}, {}
+        self.dirs, self._wd = {}, {}
         if self.ino is not None:
             self.ino.close()
             self.ino = open_inotify(self.warn)
