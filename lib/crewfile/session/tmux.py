@@ -13,12 +13,10 @@ from crewfile.session.tmuxseen import LISTED_FORMAT, PANE_FORMAT as _PANE_FORMAT
 def base_command(env=None, socket=None):
     if socket:
         return ["tmux", "-S", socket]
-    env = os.environ if env is None else env
-    sock = env.get("CREWFILE_TMUX")
-    cmd = ["tmux"]
-    if sock:
-        cmd += ["-S", sock] if "/" in sock else ["-L", sock]
-    return cmd
+    sock = (os.environ if env is None else env).get("CREWFILE_TMUX")
+    if not sock:
+        return ["tmux"]
+    return ["tmux", "-S" if "/" in sock else "-L", sock]
 
 
 def socket_path(env=None):
@@ -137,12 +135,6 @@ def capture(pane, history=False, socket=None, escapes=False):
     if history:
         args[1:1] = ["-S", "-", "-E", "-"]
     return run(*args, socket=socket)[1]
-
-
-def kill_window(target, *, socket):
-    """Kill the window holding *target* on the server at *socket* (required: a
-    session's pane id means something only on its own server)."""
-    return run("kill-window", "-t", target, check=False, socket=socket)[0] == 0
 
 
 def new_window(command, session=None, name=None, env=None, cwd=None, keep_dead=False):

@@ -74,7 +74,7 @@ Found = namedtuple("Found", "pane socket dead")
 
 def kill(found):
     """Kill the window of *found* (find()'s answer), on its own server."""
-    return tmux.kill_window(found.pane, socket=found.socket)
+    return tmux.run("kill-window", "-t", found.pane, check=False, socket=found.socket)[0] == 0
 
 
 def not_found(meta):
