@@ -380,14 +380,15 @@ def foreground(agent, pane_pid):
     return YES if term.tpgid == agent.pgrp else NO
 
 
-def captain_at(pane, socket, within=None, since=None, markers=None, look=None, now=None,
-               placeholder=None):
+def captain_at(pane, socket, within=None, since=None, meta=None, look=None, now=None,
+               typed=None):
     """Is the captain at *pane* now? (YES/NO/UNKNOWN, Answer or None): a key
     pressed in the last *within* seconds (or since epoch *since*), or a draft
-    on the prompt line. send-keys does not move client_activity, so crewfile's
-    own typing never counts."""
+    on the prompt line (with *typed*, crewfile's own text just typed: anything
+    but it). send-keys does not move client_activity, so crewfile's own typing
+    never counts. *meta*: the session's, for its prompt markers."""
     # crew-status's budget
-    from crewfile.session.prompt import PROMPT_MARKERS, capture, prompt_tail
+    from crewfile.session.prompt import capture, markers_of, placeholder_of, prompt_tail, shows_typed
     look = look or Look()
     now = time.time() if now is None else now
     key = look.last_key(pane, socket)
@@ -396,13 +397,16 @@ def captain_at(pane, socket, within=None, since=None, markers=None, look=None, n
         if (within is not None and now - key < within) or (since is not None and key >= int(since)):
             return YES, Answer(CAPTAIN, f"a key was pressed in its window {ago}s ago")
     try:
-        screen = capture(pane, socket, placeholder)
+        screen = capture(pane, socket, placeholder_of(meta))
     except SystemFailure as e:
         return UNKNOWN, Answer(TMUX_UNKNOWN, str(e))
-    found = prompt_tail(screen, markers or PROMPT_MARKERS)
+    markers = markers_of(meta)
+    found = prompt_tail(screen, markers)
     if found is None:
         return UNKNOWN, Answer(NO_PROMPT, "no prompt line on the screen")
-    if found[0]:
+    if typed is not None and not shows_typed(screen, typed, markers):
+        return YES, Answer(DRAFT, "the prompt line holds more than the typed text")
+    if typed is None and found[0]:
         return YES, Answer(DRAFT, f"the prompt line holds {found[0][:40]!r}")
     return NO, None
 
