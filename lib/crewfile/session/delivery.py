@@ -65,10 +65,9 @@ def check_text(text):
     return text
 
 
-def captain_quiet(env=None):
-    env = os.environ if env is None else env
+def captain_quiet():
     try:
-        value = float(env.get("CREWFILE_CAPTAIN_QUIET") or CAPTAIN_QUIET)
+        value = float(os.environ.get("CREWFILE_CAPTAIN_QUIET") or CAPTAIN_QUIET)
     except ValueError:
         return CAPTAIN_QUIET
     # nan would switch the captain check off, inf refuse every delivery for ever.
