@@ -148,10 +148,12 @@ def deliver(sess, text, look=None, now=None, quiet=None):
             tmux.type_literally(pane, text, socket=socket)
         except SystemFailure as e:
             return False, Answer(FAILED, str(e))
+        # The screen's word on the typed text; SystemFailure when tmux cannot be asked.
         markers, placeholder = markers_of(sess.meta), placeholder_of(sess.meta)
-        shows = lambda s: shows_typed(s, text, markers)     # noqa: E731
-        if not _wait_screen(pane, socket, shows, APPEAR_SECONDS, placeholder):
-            shown, unread = _wait_read(sess.meta.get("pid"), pane, socket, shows, placeholder)
+        shows = lambda: shows_typed(capture(pane, socket, placeholder), text, markers)  # noqa: E731
+        holds = lambda: still_holds(capture(pane, socket, placeholder), text, markers)  # noqa: E731
+        if not _wait_screen(shows, APPEAR_SECONDS):
+            shown, unread = _wait_read(sess.meta.get("pid"), shows)
             if not shown:
                 # read, and the prompt line empty (verdict's rule: no draft on it)
                 if unread == 0 and verdict.captain_at(pane, socket,
@@ -182,16 +184,12 @@ def deliver(sess, text, look=None, now=None, quiet=None):
             except SystemFailure as e:
                 return False, Answer(FAILED, f"{e}; the text is left on the prompt line unsent")
             if once:
-                return _wait_once(sess, recorded, starting, kinds, signs, pane, socket,
-                                  lambda s: still_holds(s, text, markers), placeholder)
+                return _wait_once(sess, recorded, starting, kinds, signs, holds)
             if not recorded:
-                if _wait_screen(pane, socket, lambda s: (not still_holds(s, text, markers)
-                                                         or _turn_mark(sess) != before),
-                                TAKEN_SECONDS, placeholder):
+                if _wait_screen(lambda: not holds() or _turn_mark(sess) != before, TAKEN_SECONDS):
                     return True, Answer(DELIVERED)
                 continue
-            taken = _wait_record(sess, before, pane, socket,
-                                 lambda s: still_holds(s, text, markers), placeholder)
+            taken = _wait_record(sess, before, holds)
             if taken:
                 return True, Answer(DELIVERED)
             if taken is None:
@@ -200,16 +198,16 @@ def deliver(sess, text, look=None, now=None, quiet=None):
                                             " prompt line; it is left there unsent")
 
 
-def _wait_read(pid, pane, socket, shows, placeholder):
+def _wait_read(pid, shows):
     """(shown, unread bytes or None) once the text did not show in
     APPEAR_SECONDS: keys unread mean a starved agent, not dropped keys."""
     unread = _keys_unread(pid)
     late = time.monotonic() + UNREAD_SECONDS
     while unread and time.monotonic() < late:
-        if _wait_screen(pane, socket, shows, 0.2, placeholder):
+        if _wait_screen(shows, 0.2):
             return True, _keys_unread(pid)
         unread = _keys_unread(pid)
-    if unread == 0 and _wait_screen(pane, socket, shows, APPEAR_SECONDS, placeholder):
+    if unread == 0 and _wait_screen(shows, APPEAR_SECONDS):
         return True, 0
     return False, unread
 
@@ -258,7 +256,7 @@ def enters_once(sess):
     return getattr(verdict.adapter(sess), "START_WITH_FIRST_PROMPT", False)
 
 
-def _wait_once(sess, recorded, starting, kinds, before, pane, socket, holds, placeholder):
+def _wait_once(sess, recorded, starting, kinds, before, holds):
     """After the one Enter of an agent that enters_once: (delivered, Answer).
     Delivered on a new record of *kinds* (*before*: the newest before Enter)
     within RECORD_SECONDS, START_SECONDS while its process is *starting*
@@ -272,7 +270,7 @@ def _wait_once(sess, recorded, starting, kinds, before, pane, socket, holds, pla
         if _turn_mark(sess, kinds) != before:
             return True, Answer(DELIVERED)
         try:
-            shown = holds(capture(pane, socket, placeholder))
+            shown = holds()
         except SystemFailure:
             shown = True            # unknown: not the screen's word that it was taken
         if not shown and not recorded:
@@ -297,7 +295,7 @@ def _cleared_unconfirmed(seconds=RECORD_SECONDS):
         f" says so); not typed again"))
 
 
-def _wait_record(sess, before, pane, socket, holds, placeholder=None):
+def _wait_record(sess, before, holds):
     """After Enter, for an agent that records its prompts: True (a new
     `turn-started`), False (Enter swallowed: press it again) or None (unknown)."""
     start = time.monotonic()
@@ -306,7 +304,7 @@ def _wait_record(sess, before, pane, socket, holds, placeholder=None):
             return True
         waited = time.monotonic() - start
         try:
-            shown = holds(capture(pane, socket, placeholder))
+            shown = holds()
         except SystemFailure:
             shown = False
         if shown and waited > TAKEN_SECONDS:
@@ -323,12 +321,12 @@ def _turn_mark(sess, kinds=None):
     return rec.line() if rec is not None else None
 
 
-def _wait_screen(pane, socket, test, seconds, placeholder=None):
-    """Wait (up to *seconds*) until the pane's screen passes *test*; True if it did."""
+def _wait_screen(test, seconds):
+    """Wait (up to *seconds*) until *test*, a look at the screen, is true; True if it was."""
     deadline = time.monotonic() + seconds
     while True:      # the pane shows keys a moment after they are sent
         try:
-            if test(capture(pane, socket, placeholder)):
+            if test():
                 return True
         except SystemFailure:
             pass
