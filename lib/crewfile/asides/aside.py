@@ -21,7 +21,6 @@ from crewfile.session import window
 from crewfile.session.sessions import Session, register
 from crewfile.session.verdict import LIVE, NO, captain_at, liveness
 from crewfile.session.delivery import captain_quiet
-from crewfile.session.prompt import markers_of, placeholder_of
 from crewfile.core.notify import DirWatch
 
 MAX_REPORT = 16 << 20
@@ -346,7 +345,7 @@ def captain_at_window(sess, found, since=None, quiet=None):
         return None
     who, why = captain_at(found.pane, found.socket,
                           within=captain_quiet() if quiet is None else quiet, since=since,
-                          markers=markers_of(sess.meta), placeholder=placeholder_of(sess.meta))
+                          meta=sess.meta)
     return None if who == NO else str(why)
 
 

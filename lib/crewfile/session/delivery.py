@@ -17,9 +17,8 @@ from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import acquire
 from crewfile.core.logfile import TailStats
 from crewfile.session import tmux, verdict
-from crewfile.session.prompt import (
-    capture, markers_of, placeholder_of, prompt_tail, shows_typed, still_holds)
-from crewfile.session.verdict import Answer, CAPTAIN, DRAFT, NO_PROMPT
+from crewfile.session.prompt import capture, markers_of, placeholder_of, shows_typed, still_holds
+from crewfile.session.verdict import Answer, DRAFT, NO_PROMPT
 
 DELIVERED = "delivered"
 ASIDE = "aside"                   # the captain's own conversation: nobody else types there
@@ -66,10 +65,9 @@ def check_text(text):
     return text
 
 
-def captain_quiet(env=None):
-    env = os.environ if env is None else env
+def captain_quiet():
     try:
-        value = float(env.get("CREWFILE_CAPTAIN_QUIET") or CAPTAIN_QUIET)
+        value = float(os.environ.get("CREWFILE_CAPTAIN_QUIET") or CAPTAIN_QUIET)
     except ValueError:
         return CAPTAIN_QUIET
     # nan would switch the captain check off, inf refuse every delivery for ever.
@@ -119,27 +117,13 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
         return Answer(STATE_UNKNOWN, "no turn record says whether it is generating"), v
     if not screen:
         return None, v
-    if typed is None:
-        return _screen_holds(v, meta, quiet, look, now), v
-    markers, placeholder = markers_of(meta), placeholder_of(meta)
-    key = look.last_key(v.pane, v.socket)
-    if key is not None and now - key < quiet:
-        return Answer(CAPTAIN, f"a key was pressed in its window {max(0, int(now - key))}s ago"), v
-    try:
-        shown = capture(v.pane, v.socket, placeholder)
-    except SystemFailure as e:
-        return Answer(FAILED, str(e)), v
-    if prompt_tail(shown, markers) is None:
-        return Answer(NO_PROMPT, "no prompt line on the screen"), v
-    if not shows_typed(shown, typed, markers):
-        return Answer(DRAFT, "the prompt line holds more than the typed text"), v
-    return None, v
+    return _screen_holds(v, meta, quiet, look, now, typed), v
 
 
-def _screen_holds(v, meta, quiet, look, now):
+def _screen_holds(v, meta, quiet, look, now, typed=None):
     """Why the pane's screen or a person's keys hold typing (verdict.captain_at), or None."""
-    who, why = verdict.captain_at(v.pane, v.socket, within=quiet, markers=markers_of(meta),
-                                  placeholder=placeholder_of(meta), look=look, now=now)
+    who, why = verdict.captain_at(v.pane, v.socket, within=quiet, meta=meta, look=look, now=now,
+                                  typed=typed)
     return why if who != verdict.NO else None
 
 
@@ -164,14 +148,16 @@ def deliver(sess, text, look=None, now=None, quiet=None):
             tmux.type_literally(pane, text, socket=socket)
         except SystemFailure as e:
             return False, Answer(FAILED, str(e))
+        # The screen's word on the typed text; SystemFailure when tmux cannot be asked.
         markers, placeholder = markers_of(sess.meta), placeholder_of(sess.meta)
-        shows = lambda s: shows_typed(s, text, markers)     # noqa: E731
-        if not _wait_screen(pane, socket, shows, APPEAR_SECONDS, placeholder):
-            shown, unread = _wait_read(sess.meta.get("pid"), pane, socket, shows, placeholder)
+        shows = lambda: shows_typed(capture(pane, socket, placeholder), text, markers)  # noqa: E731
+        holds = lambda: still_holds(capture(pane, socket, placeholder), text, markers)  # noqa: E731
+        if not _wait_screen(shows, APPEAR_SECONDS):
+            shown, unread = _wait_read(sess.meta.get("pid"), shows)
             if not shown:
                 # read, and the prompt line empty (verdict's rule: no draft on it)
-                if unread == 0 and verdict.captain_at(pane, socket, markers=markers,
-                                                      placeholder=placeholder)[0] == verdict.NO:
+                if unread == 0 and verdict.captain_at(pane, socket,
+                                                      meta=sess.meta)[0] == verdict.NO:
                     return False, Answer(DISCARDED, "the agent read the typed keys and its prompt"
                                                     " line stayed empty: it discarded them; Enter"
                                                     " not pressed, nothing is left there")
@@ -182,7 +168,7 @@ def deliver(sess, text, look=None, now=None, quiet=None):
         starting = once and verdict.still_starting(sess)
         mark = PROMPT_MARK if recorded else None
         before = _turn_mark(sess, mark)
-        kinds = taken_signs(starting)
+        kinds = FIRST_SIGNS if starting else TAKEN_SIGNS
         signs = _turn_mark(sess, kinds)
         for attempt in (1, 2):
             if attempt == 2 and (_turn_mark(sess, mark) != before
@@ -198,16 +184,12 @@ def deliver(sess, text, look=None, now=None, quiet=None):
             except SystemFailure as e:
                 return False, Answer(FAILED, f"{e}; the text is left on the prompt line unsent")
             if once:
-                return _wait_once(sess, recorded, starting, signs, pane, socket,
-                                  lambda s: still_holds(s, text, markers), placeholder)
+                return _wait_once(sess, recorded, starting, kinds, signs, holds)
             if not recorded:
-                if _wait_screen(pane, socket, lambda s: (not still_holds(s, text, markers)
-                                                         or _turn_mark(sess) != before),
-                                TAKEN_SECONDS, placeholder):
+                if _wait_screen(lambda: not holds() or _turn_mark(sess) != before, TAKEN_SECONDS):
                     return True, Answer(DELIVERED)
                 continue
-            taken = _wait_record(sess, before, pane, socket,
-                                 lambda s: still_holds(s, text, markers), placeholder)
+            taken = _wait_record(sess, before, holds)
             if taken:
                 return True, Answer(DELIVERED)
             if taken is None:
@@ -216,16 +198,16 @@ def deliver(sess, text, look=None, now=None, quiet=None):
                                             " prompt line; it is left there unsent")
 
 
-def _wait_read(pid, pane, socket, shows, placeholder):
+def _wait_read(pid, shows):
     """(shown, unread bytes or None) once the text did not show in
     APPEAR_SECONDS: keys unread mean a starved agent, not dropped keys."""
     unread = _keys_unread(pid)
     late = time.monotonic() + UNREAD_SECONDS
     while unread and time.monotonic() < late:
-        if _wait_screen(pane, socket, shows, 0.2, placeholder):
+        if _wait_screen(shows, 0.2):
             return True, _keys_unread(pid)
         unread = _keys_unread(pid)
-    if unread == 0 and _wait_screen(pane, socket, shows, APPEAR_SECONDS, placeholder):
+    if unread == 0 and _wait_screen(shows, APPEAR_SECONDS):
         return True, 0
     return False, unread
 
@@ -259,16 +241,11 @@ def records_prompts(sess):
 
 PROMPT_MARK = {"turn-started": "yes"}
 # Records a prompt hook writes as it takes a prompt: once one follows Enter,
-# Enter is never pressed again. `started` too for an agent whose SessionStart
-# comes with its first prompt (enters_once).
+# Enter is never pressed again. `started` too while the process of an agent
+# whose SessionStart comes with its first prompt (enters_once) is starting
+# (verdict.still_starting).
 TAKEN_SIGNS = frozenset({"captain", "turn-started"})
 FIRST_SIGNS = TAKEN_SIGNS | {"started"}
-
-
-def taken_signs(starting):
-    """The records that show a prompt taken: FIRST_SIGNS while the agent's
-    process is *starting* (verdict.still_starting), else TAKEN_SIGNS."""
-    return FIRST_SIGNS if starting else TAKEN_SIGNS
 
 
 def enters_once(sess):
@@ -279,21 +256,21 @@ def enters_once(sess):
     return getattr(verdict.adapter(sess), "START_WITH_FIRST_PROMPT", False)
 
 
-def _wait_once(sess, recorded, starting, before, pane, socket, holds, placeholder):
+def _wait_once(sess, recorded, starting, kinds, before, holds):
     """After the one Enter of an agent that enters_once: (delivered, Answer).
-    Delivered on a new record of taken_signs(*starting*) (*before*: the
-    newest before Enter) within RECORD_SECONDS, START_SECONDS while its process is *starting*
+    Delivered on a new record of *kinds* (*before*: the newest before Enter)
+    within RECORD_SECONDS, START_SECONDS while its process is *starting*
     (verdict.still_starting), or, for a session that records no prompts yet, on the
     screen's word (the text left the prompt line: an agent without
     crew-hook); else unconfirmed, never Entered again."""
-    start, shown, kinds = time.monotonic(), True, taken_signs(starting)
+    start, shown = time.monotonic(), True
     bound = START_SECONDS if starting else RECORD_SECONDS     # Codex says "Waiting for
     #                startup" (a respawned one: "Running hook") that long loaded (> 15 s)
     while True:
         if _turn_mark(sess, kinds) != before:
             return True, Answer(DELIVERED)
         try:
-            shown = holds(capture(pane, socket, placeholder))
+            shown = holds()
         except SystemFailure:
             shown = True            # unknown: not the screen's word that it was taken
         if not shown and not recorded:
@@ -318,7 +295,7 @@ def _cleared_unconfirmed(seconds=RECORD_SECONDS):
         f" says so); not typed again"))
 
 
-def _wait_record(sess, before, pane, socket, holds, placeholder=None):
+def _wait_record(sess, before, holds):
     """After Enter, for an agent that records its prompts: True (a new
     `turn-started`), False (Enter swallowed: press it again) or None (unknown)."""
     start = time.monotonic()
@@ -327,7 +304,7 @@ def _wait_record(sess, before, pane, socket, holds, placeholder=None):
             return True
         waited = time.monotonic() - start
         try:
-            shown = holds(capture(pane, socket, placeholder))
+            shown = holds()
         except SystemFailure:
             shown = False
         if shown and waited > TAKEN_SECONDS:
@@ -344,12 +321,12 @@ def _turn_mark(sess, kinds=None):
     return rec.line() if rec is not None else None
 
 
-def _wait_screen(pane, socket, test, seconds, placeholder=None):
-    """Wait (up to *seconds*) until the pane's screen passes *test*; True if it did."""
+def _wait_screen(test, seconds):
+    """Wait (up to *seconds*) until *test*, a look at the screen, is true; True if it was."""
     deadline = time.monotonic() + seconds
     while True:      # the pane shows keys a moment after they are sent
         try:
-            if test(capture(pane, socket, placeholder)):
+            if test():
                 return True
         except SystemFailure:
             pass

@@ -107,26 +107,19 @@ def _check_alive(entry):
     entry.start = st.start
 
 
-def meta_fields(entry, where, pane_fields, cwd=None):
-    """The metadata a registration from *entry* records."""
+def register(crew, name, where, pid=None, target=None, job=None, env=None, kind="crew",
+             exempt=None, cwd=None, session_key=None, user=None):
+    """Register session NAME from the registry, or repair its registration;
+    return (the Session, "registered" or "repaired")."""
+    entry, pane = find(where, pid, target, job, env)
     fields = {"pid": entry.pid, "pid_start": entry.start, "agent": AGENT,
-              "agent_registry": where}
+              "agent_registry": where, **pane}
     if entry.session_id:
         fields["agent_session_id"] = entry.session_id
     if entry.job_id:
         fields["agent_job"] = entry.job_id
     if cwd or entry.cwd:
         fields["cwd"] = os.path.realpath(cwd or entry.cwd)
-    fields.update(pane_fields)
-    return fields
-
-
-def register(crew, name, where, pid=None, target=None, job=None, env=None, kind="crew",
-             exempt=None, cwd=None, session_key=None, user=None):
-    """Register session NAME from the registry, or repair its registration;
-    return (the Session, "registered" or "repaired")."""
-    entry, pane = find(where, pid, target, job, env)
-    fields = meta_fields(entry, where, pane, cwd)
     sess = sessions.Session(crew, name)
     if sess.exists() and not sess.ended():
         return _repair(sess, entry, fields), "repaired"

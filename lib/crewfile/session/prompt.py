@@ -14,6 +14,13 @@ PROMPT_MARKERS = ("\u276f", "\u203a", ">")     # Claude Code, Codex, most REPLs
 _BOX = " \t\u2502\u2503|\u00a0"
 
 
+def _drawing_agent(meta):
+    """The adapter of a session's agent that draws its own prompt (Codex,
+    Gemini CLI), or None."""
+    agent = meta.get("agent") if isinstance(meta, dict) else None
+    return load(agent) if agent in ("codex", "gemini") else None
+
+
 def markers_of(meta):
     """The session's prompt markers: meta `prompt`, else its agent's, else the common ones."""
     custom = meta.get("prompt") if isinstance(meta, dict) else None
@@ -21,10 +28,7 @@ def markers_of(meta):
         return (custom,)
     if isinstance(custom, list) and custom:
         return tuple(m for m in custom if isinstance(m, str) and m) or PROMPT_MARKERS
-    agent = meta.get("agent") if isinstance(meta, dict) else None
-    if agent in ("codex", "gemini"):
-        return getattr(load(agent), "PROMPT_MARKERS", PROMPT_MARKERS)
-    return PROMPT_MARKERS
+    return getattr(_drawing_agent(meta), "PROMPT_MARKERS", PROMPT_MARKERS)
 
 
 def _marker_re(markers):
@@ -76,10 +80,7 @@ def still_holds(screen, text, markers=PROMPT_MARKERS):
 def placeholder_of(meta):
     """The SGR parameters of the placeholder on the session's empty prompt
     line (Codex dim, Gemini a grey), or None."""
-    agent = meta.get("agent") if isinstance(meta, dict) else None
-    if agent not in ("codex", "gemini"):
-        return None
-    return load(agent).PLACEHOLDER
+    return getattr(_drawing_agent(meta), "PLACEHOLDER", None)
 
 
 _SGR = re.compile(r"\x1b\[([0-9;:]*)m")

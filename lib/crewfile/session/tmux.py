@@ -13,12 +13,10 @@ from crewfile.session.tmuxseen import LISTED_FORMAT, PANE_FORMAT as _PANE_FORMAT
 def base_command(env=None, socket=None):
     if socket:
         return ["tmux", "-S", socket]
-    env = os.environ if env is None else env
-    sock = env.get("CREWFILE_TMUX")
-    cmd = ["tmux"]
-    if sock:
-        cmd += ["-S", sock] if "/" in sock else ["-L", sock]
-    return cmd
+    sock = (os.environ if env is None else env).get("CREWFILE_TMUX")
+    if not sock:
+        return ["tmux"]
+    return ["tmux", "-S" if "/" in sock else "-L", sock]
 
 
 def socket_path(env=None):
@@ -139,17 +137,11 @@ def capture(pane, history=False, socket=None, escapes=False):
     return run(*args, socket=socket)[1]
 
 
-def kill_window(target, *, socket):
-    """Kill the window holding *target* on the server at *socket* (required: a
-    session's pane id means something only on its own server)."""
-    return run("kill-window", "-t", target, check=False, socket=socket)[0] == 0
-
-
-def new_window(command, session=None, name=None, env=None, cwd=None, keep_dead=False):
+def new_window(command, session=None, name=None, env=None, cwd=None):
     """Start shell *command* in a new detached window of tmux *session* (made
-    if need be; None: the current one); (pane id, 'session:index'). keep_dead:
-    remain-on-exit, so its scrollback outlives its command."""
-    opts = ["-d", "-P", "-F", "#{pane_id}\t#{session_name}:#{window_index}"]
+    if need be; None: the current one), kept when it exits (remain-on-exit: its
+    scrollback outlives its command); (pane id, 'session:index', its pid)."""
+    opts = ["-d", "-P", "-F", "#{pane_id}\t#{session_name}:#{window_index}\t#{pane_pid}"]
     if name:
         opts += ["-n", name]
     if cwd:
@@ -162,8 +154,7 @@ def new_window(command, session=None, name=None, env=None, cwd=None, keep_dead=F
         out = run("new-window", "-t", f"={session}:", *opts, command)[1]
     else:
         out = run("new-window", *opts, command)[1]
-    pane, _, target = out.strip().partition("\t")
-    if keep_dead:
-        # Set at once; a command that exits before this line takes its window with it.
-        run("set-option", "-p", "-t", pane, "remain-on-exit", "on")
-    return pane, target
+    pane, target, pid = out.strip().split("\t")
+    # Set at once; a command that exits before this line takes its window with it.
+    run("set-option", "-p", "-t", pane, "remain-on-exit", "on")
+    return pane, target, int(pid)

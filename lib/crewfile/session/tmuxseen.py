@@ -38,7 +38,7 @@ class Seen:
             if (len(parts) != 3 or parts[0][:1] != "%" or not _number(parts[0][1:])
                     or not _number(parts[1]) or parts[2] not in ("0", "1")):
                 return None
-            pane = Pane(parts[0], parts[2] == "1", int(parts[1]), None, None, identity)
+            pane = Pane(parts[0], parts[2] == "1", int(parts[1]), identity)
             seen = panes.setdefault(pane.id, pane)
             if (seen.dead, seen.pid) != (pane.dead, pane.pid):
                 return None
@@ -57,21 +57,19 @@ def _number(text):
 LISTED_FORMAT = ("#{socket_path} #{pid}@#{start_time}"
                  " #{S:#{W:#{P:#{pane_id}=#{pane_pid}=#{pane_dead} }}}")
 
-PANE_FORMAT = ("#{pane_id}\t#{pane_dead}\t#{pane_pid}\t"
-                "#{session_name}:#{window_index}.#{pane_index}\t#{window_id}\t#{pid}@#{start_time}")
+PANE_FORMAT = "#{pane_id}\t#{pane_dead}\t#{pane_pid}\t#{pid}@#{start_time}"
 
 
 class Pane:
-    __slots__ = ("id", "dead", "pid", "where", "window", "server")
+    """One pane as tmux lists it; server: its server's identity, 'PID@START'."""
+    __slots__ = ("id", "dead", "pid", "server")
 
-    def __init__(self, id, dead, pid, where, window, server):
-        self.id, self.dead, self.pid, self.where = id, dead, pid, where
-        self.window, self.server = window, server
+    def __init__(self, id, dead, pid, server):
+        self.id, self.dead, self.pid, self.server = id, dead, pid, server
 
     @classmethod
     def parse(cls, line):
         parts = line.split("\t")
-        if len(parts) != 6 or not parts[0].startswith("%"):
+        if len(parts) != 4 or not parts[0].startswith("%"):
             return None
-        pid = int(parts[2]) if parts[2].isdigit() else None
-        return cls(parts[0], parts[1] == "1", pid, parts[3], parts[4], parts[5])
+        return cls(parts[0], parts[1] == "1", int(parts[2]) if parts[2].isdigit() else None, parts[3])

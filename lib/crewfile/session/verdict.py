@@ -167,7 +167,7 @@ def of(sess, look=None, stats=None, recs=None, now=None, account=True):
     meta = sess.meta
     v = Verdict()
     life = recs.last_of(LIFECYCLE)
-    v.ended = bool(life and LIFECYCLE[life.kind])
+    v.end_record = life.kind if life and LIFECYCLE[life.kind] else None
     turn = recs.last_of(TURN_STATE)
     v.generating = TURN_STATE[turn.kind] if turn else UNKNOWN
     v.dialog = YES if turn and turn.kind == "waiting" else NO
@@ -177,12 +177,7 @@ def of(sess, look=None, stats=None, recs=None, now=None, account=True):
     v.account_until = block_lifts(block) if v.account is not None else None
     v.conversation = meta.get("agent_session_id")
     v.cwd = meta.get("cwd")
-    v.pane = v.socket = None
-    v.stopped = v.foreground = UNKNOWN
-    v.end_record = life.kind if v.ended else None
-    if v.ended:
-        return _judge_end(v, meta, look)
-    return _live(v, meta, look)
+    return _probe(v, meta, look)
 
 
 def _block_fields(rec):
@@ -309,22 +304,6 @@ def not_yet_known(sess, recs=None):
                             " began)")
 
 
-def _judge_end(v, meta, look):
-    """*v* with its end record judged: any process of the user can append
-    `ended`, so it is believed only while the probe does not find the agent live."""
-    found = liveness(meta, look)
-    if found.live != LIVE:
-        v.ended = True
-        v.live, v.why = NOT_LIVE, Answer(ENDED, f"the session has {v.end_record}")
-        return v
-    v.ended = False
-    v.generating = UNKNOWN          # the end record said `no`, and it is not believed
-    v.live, v.why = UNKNOWN, Answer(END_NOT_BELIEVED, (
-        f"its `{v.end_record}` record is not believed: its agent process {found.agent.pid}"
-        f" is live" + (f" in pane {found.pane.id}" if found.pane else "")))
-    return v
-
-
 def relive(v, meta, look=None):
     """A copy of *v* with its process-and-pane part probed anew, records not
     read again (crew-top sees records through inotify, but no process exit)."""
@@ -333,17 +312,30 @@ def relive(v, meta, look=None):
     w = Verdict()
     for k in Verdict.__slots__:
         setattr(w, k, getattr(v, k))
-    return _judge_end(w, meta, look) if w.end_record else _live(w, meta, look)
+    return _probe(w, meta, look)
 
 
-def _live(v, meta, look):
+def _probe(v, meta, look):
+    """*v* with its process-and-pane part probed. Any process of the user can
+    append `ended`: an end record is believed only while the probe does not
+    find the agent live."""
     look = look or Look()
     found = liveness(meta, look)
+    v.pane = v.socket = None
+    v.stopped = v.foreground = UNKNOWN
+    v.ended = bool(v.end_record) and found.live != LIVE
+    if v.ended:
+        v.live, v.why = NOT_LIVE, Answer(ENDED, f"the session has {v.end_record}")
+        return v
+    if v.end_record:
+        v.generating = UNKNOWN          # the end record said `no`, and it is not believed
+        v.live, v.why = UNKNOWN, Answer(END_NOT_BELIEVED, (
+            f"its `{v.end_record}` record is not believed: its agent process {found.agent.pid}"
+            f" is live" + (f" in pane {found.pane.id}" if found.pane else "")))
+        return v
     if found.live == LIVE and look.registry:
         found = _cross_check(found, meta)
     v.live, v.why = found.live, found.why
-    v.pane = v.socket = None
-    v.stopped = v.foreground = UNKNOWN
     if found.live == LIVE:       # LIVE always has its agent
         v.pane = found.pane.id if found.pane else None
         v.socket = found.socket
@@ -380,14 +372,15 @@ def foreground(agent, pane_pid):
     return YES if term.tpgid == agent.pgrp else NO
 
 
-def captain_at(pane, socket, within=None, since=None, markers=None, look=None, now=None,
-               placeholder=None):
+def captain_at(pane, socket, within=None, since=None, meta=None, look=None, now=None,
+               typed=None):
     """Is the captain at *pane* now? (YES/NO/UNKNOWN, Answer or None): a key
     pressed in the last *within* seconds (or since epoch *since*), or a draft
-    on the prompt line. send-keys does not move client_activity, so crewfile's
-    own typing never counts."""
+    on the prompt line (with *typed*, crewfile's own text just typed: anything
+    but it). send-keys does not move client_activity, so crewfile's own typing
+    never counts. *meta*: the session's, for its prompt markers."""
     # crew-status's budget
-    from crewfile.session.prompt import PROMPT_MARKERS, capture, prompt_tail
+    from crewfile.session.prompt import capture, markers_of, placeholder_of, prompt_tail, shows_typed
     look = look or Look()
     now = time.time() if now is None else now
     key = look.last_key(pane, socket)
@@ -396,13 +389,16 @@ def captain_at(pane, socket, within=None, since=None, markers=None, look=None, n
         if (within is not None and now - key < within) or (since is not None and key >= int(since)):
             return YES, Answer(CAPTAIN, f"a key was pressed in its window {ago}s ago")
     try:
-        screen = capture(pane, socket, placeholder)
+        screen = capture(pane, socket, placeholder_of(meta))
     except SystemFailure as e:
         return UNKNOWN, Answer(TMUX_UNKNOWN, str(e))
-    found = prompt_tail(screen, markers or PROMPT_MARKERS)
+    markers = markers_of(meta)
+    found = prompt_tail(screen, markers)
     if found is None:
         return UNKNOWN, Answer(NO_PROMPT, "no prompt line on the screen")
-    if found[0]:
+    if typed is not None and not shows_typed(screen, typed, markers):
+        return YES, Answer(DRAFT, "the prompt line holds more than the typed text")
+    if typed is None and found[0]:
         return YES, Answer(DRAFT, f"the prompt line holds {found[0][:40]!r}")
     return NO, None
 

@@ -33,14 +33,10 @@ def agent_env(crew, name):
 def open_agent(sess, cmd, tmux_session=None, cwd=None):
     """Start shell *cmd* in a new window named after *sess* (kept when it
     exits); record the pane, its server and its process in meta; the target."""
-    pane, target = tmux.new_window(cmd, session=tmux_session, name=sess.name,
-                                   env=agent_env(sess.crew, sess.name), cwd=cwd, keep_dead=True)
-    found = tmux.Server().panes.get(pane)
-    pid = found.pid if found else None
+    pane, target, pid = tmux.new_window(cmd, session=tmux_session, name=sess.name,
+                                        env=agent_env(sess.crew, sess.name), cwd=cwd)
     fields = {**pane_fields(pane), "tmux_target": target}      # the pane with its server
-    if pid:
-        fields.update(pid=pid, pid_start=process_start(pid))
-    sess.update_meta(**fields)
+    sess.update_meta(**fields, pid=pid, pid_start=process_start(pid))
     return target
 
 
@@ -74,7 +70,7 @@ Found = namedtuple("Found", "pane socket dead")
 
 def kill(found):
     """Kill the window of *found* (find()'s answer), on its own server."""
-    return tmux.kill_window(found.pane, socket=found.socket)
+    return tmux.run("kill-window", "-t", found.pane, check=False, socket=found.socket)[0] == 0
 
 
 def not_found(meta):
