@@ -233,19 +233,18 @@ def _announce_once(job, spec, result):
     """Under `lock`, nobody waiting: announce the outcome and record that
     (`notice`, and `heard` by=notice if it was posted)."""
     posted, detail = announce(job, spec, result)
-    now = records.timestamp()
-    row = row_fields(spec, result)
+    row = dict(row_fields(spec, result), at=records.timestamp())
     if posted:
-        replace(job.notice_path, dump_json({"posted": True, "id": detail, "at": now, **row}))
-        replace(job.heard_path, dump_json({"by": "notice", "at": now, "id": detail, **row}))
+        replace(job.notice_path, dump_json(dict(row, posted=True, id=detail)))
+        replace(job.heard_path, dump_json(dict(row, by="notice", id=detail)))
     else:
-        replace(job.notice_path, dump_json({"posted": False, "reason": detail, "at": now, **row}))
+        replace(job.notice_path, dump_json(dict(row, posted=False, reason=detail)))
 
 
 def notice_text(job, spec, result):
     label = f" ({spec['label']})" if spec.get("label") else ""
     try:
-        last = job.last_line() or "(no output)"
+        last = jobs.last_line(job.output_path) or "(no output)"
     except (CrewfileError, OSError) as e:
         last = f"(the output cannot be read: {e})"
     return f"job {job.handle}{label} {ended_text(result)}; last output: {last}"
