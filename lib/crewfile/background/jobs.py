@@ -118,12 +118,8 @@ class Job:
         except ProcessLookupError:
             return False
         except PermissionError:
-            return True
+            pass                 # there, another user's
         return True
-
-    def last_line(self):
-        """The output's last non-empty line (marker excluded), or ''."""
-        return last_line(self.output_path)
 
     def output(self, lines=None):
         """The output kept, or its last *lines* lines (read from the end)."""
@@ -140,6 +136,7 @@ class Job:
 
 
 def last_line(path):
+    """The output's last non-empty line (marker excluded), or ''."""
     try:
         fd = paths.open_file(path)
     except FileNotFoundError:
@@ -258,11 +255,6 @@ def row_fields(spec, result):
             "signal": result.get("signal"), "ended": result.get("ended")}
 
 
-def heard_record(by, spec, result, **extra):
-    """The `heard` record: who heard the outcome and when, plus row_fields()."""
-    return {"by": by, "at": records.timestamp(), **row_fields(spec, result), **extra}
-
-
 def info(job, now=None, full=True):
     """A job's state as a dict (what job-ls prints). Not *full*: only the
     table's fields, from `heard` (or `notice`) alone when it has them."""
@@ -270,44 +262,40 @@ def info(job, now=None, full=True):
     heard = job.heard()
     notice = None
     if not full:
-        rec = heard if heard is not None else job.notice()
-        if rec is not None and rec.get("created") and rec.get("code") is not None:
-            ended = rec.get("ended")
-            return {"handle": job.handle, "label": rec.get("label") or "",
-                    "session": rec.get("session"),
-                    "state": "killed" if rec.get("signal") else "exited", "code": rec["code"],
-                    "signal": rec.get("signal"), "heard": heard["by"] if heard else None,
-                    "announced": (rec.get("posted") if heard is None else
-                                  True if heard["by"] == "notice" or heard.get("withdrawn")
-                                  else None),
-                    "created": rec["created"], "ended": ended,
-                    "age": now - records.parse_timestamp(ended) if ended else None}
-        notice = rec if heard is None else None
+        row = heard if heard is not None else job.notice()
+        if row is not None and row.get("created") and row.get("code") is not None:
+            if heard is None:
+                announced = row.get("posted")
+            else:
+                announced = True if heard["by"] == "notice" or heard.get("withdrawn") else None
+            return {"handle": job.handle, "label": row.get("label") or "",
+                    "session": row.get("session"),
+                    "state": "killed" if row.get("signal") else "exited", "code": row["code"],
+                    "signal": row.get("signal"), "heard": heard["by"] if heard else None,
+                    "announced": announced, "created": row["created"], "ended": row.get("ended"),
+                    "age": _age(row.get("ended"), now)}
+        notice = row if heard is None else None
     spec = job.spec()
     res = job.result()
-    notice = notice or job.notice()
+    notice = notice or job.notice() or {}
     pids = job.pids() or {}
-    if res is not None:
-        state = "killed" if res.get("signal") else "exited"
-        code = res.get("code")
-        age = now - records.parse_timestamp(res["ended"]) if res.get("ended") else None
-    else:
-        state = job.fate()
-        code = None
-        age = now - records.parse_timestamp(spec["created"])
+    outcome = res or {}
+    state = job.fate() if res is None else "killed" if res.get("signal") else "exited"
     out = {"handle": job.handle, "label": spec.get("label", ""), "session": spec.get("session"),
-           "state": state, "code": code, "signal": res.get("signal") if res else None,
-           "heard": heard.get("by") if heard else None,
-           "announced": notice.get("posted") if notice else None,
-           "announce_reason": notice.get("reason") if notice else None,
-           "argv": spec.get("argv"), "created": spec.get("created"),
-           "started": res.get("started") if res else pids.get("started"),
-           "ended": res.get("ended") if res else None,
-           "seconds": res.get("seconds") if res else None,
-           "age": age, "pid": pids.get("pid"), "pgid": pids.get("pgid")}
+           "state": state, "code": outcome.get("code"), "signal": outcome.get("signal"),
+           "heard": heard.get("by") if heard else None, "announced": notice.get("posted"),
+           "announce_reason": notice.get("reason"), "argv": spec.get("argv"),
+           "created": spec.get("created"), "started": (res or pids).get("started"),
+           "ended": outcome.get("ended"), "seconds": outcome.get("seconds"),
+           "age": _age(spec["created"] if res is None else res.get("ended"), now),
+           "pid": pids.get("pid"), "pgid": pids.get("pgid")}
     if state == "lost":
         out["group_alive"] = job.group_alive()
     return out
+
+
+def _age(since, now):
+    return now - records.parse_timestamp(since) if since else None
 
 
 def list_jobs(crew, now=None, full=True):
@@ -346,17 +334,15 @@ def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION
     return their handles."""
     import shutil       # job-wait's budget (see discard)
     now = time.time() if now is None else now
-    root = crew.sub(paths.JOBS)
     removed = []
     for handle in handles(crew):
         job = Job(crew, handle)
         try:
             with acquire(job.lock_path):
                 if not os.path.lexists(job.spec_path):      # job-exec killed early
-                    if (now - os.lstat(job.dir).st_mtime < ORPHAN_AGE
-                            or job.watcher_alive()):
-                        continue
-                    shutil.rmtree(_bury(job), ignore_errors=True)
+                    if (now - os.lstat(job.dir).st_mtime >= ORPHAN_AGE
+                            and not job.watcher_alive()):
+                        _bury(job)
                     continue
                 res, heard = job.result(), job.heard()
                 if heard is not None:
@@ -367,22 +353,19 @@ def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION
                     since, keep = job.spec().get("created"), unheard_older_than
                 else:
                     continue
-                if not since or now - records.parse_timestamp(since) < keep:
-                    continue
-                trash = _bury(job)
+                if since and now - records.parse_timestamp(since) >= keep:
+                    _bury(job)
+                    removed.append(handle)
         except (FileNotFoundError, NotFound):
             continue                 # swept by someone else meanwhile
         except CrewfileError as e:   # damaged or unsafe: kept, named in *bad*
-            if not os.path.isdir(job.dir):
-                continue
-            if bad is None:
-                raise
-            bad.append(e)
-            continue
-        shutil.rmtree(trash, ignore_errors=True)
-        removed.append(handle)
+            if os.path.isdir(job.dir):
+                if bad is None:
+                    raise
+                bad.append(e)
+    root = crew.sub(paths.JOBS)
     try:
-        for entry in os.listdir(root):     # leftovers of a sweep that crashed
+        for entry in os.listdir(root):     # buried above, or by a sweep that crashed
             if entry.startswith(".swept-"):
                 shutil.rmtree(os.path.join(root, entry), ignore_errors=True)
     except FileNotFoundError:

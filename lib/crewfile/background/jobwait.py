@@ -7,7 +7,8 @@ import os
 import time
 
 from crewfile.background.jobs import (
-    Job, POST_WAIT, dump_json, duration_text, ended_text, heard_record)
+    Job, POST_WAIT, dump_json, duration_text, ended_text, row_fields)
+from crewfile.core import records
 from crewfile.core.atomic import clear_temporaries, prepare, sync
 from crewfile.core.errors import (
     CrewfileError, JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXIT,
@@ -31,7 +32,7 @@ def _hear(job, res, heard_file=None):
             return Outcome(job, "done", res, False, heard)
         if not _withdraw(job, heard.get("id")):
             return Outcome(job, "heard", res, False, heard)
-    mine = heard_record("wait", job.spec(), res, pid=os.getpid())
+    mine = dict(row_fields(job.spec(), res), by="wait", at=records.timestamp(), pid=os.getpid())
     if heard is not None:
         mine["withdrawn"] = heard["id"]
     (heard_file or prepare(job.heard_path)).commit(dump_json(mine), sync=False)
@@ -88,20 +89,19 @@ def wait(crew, handle, timeout=None, exiting=False):
     job = Job(crew, handle)
     job.spec()              # NotFound; read now, off the path from the job's end to our answer
     t0 = time.monotonic()
-    registration = None
+    with acquire(job.lock_path):
+        res = job.result()
+        if res is not None:
+            return _hear(job, res)
+        registration = acquire(job.waiters_path, shared=True)
     try:
-        with acquire(job.lock_path):
-            res = job.result()
-            if res is not None:
-                return _hear(job, res)
-            registration = acquire(job.waiters_path, shared=True)
         return _wait_registered(job, registration, timeout, t0)
     finally:
         # A waiter that exits with the answer (job-wait) counts itself out by
         # exiting: letting go here would wake the watcher (and its exit) to
         # compete for the CPU with our printing the answer. `heard` is
         # written, or we failed: either way the watcher decides right.
-        if registration is not None and not exiting:
+        if not exiting:
             registration.release()
 
 
@@ -115,45 +115,41 @@ def _wait_registered(job, registration, timeout, t0):
         heard_file = prepare(job.heard_path)
     except SystemFailure:
         heard_file = None       # (a full disk): made when heard, failing then if it must
+    deadline = None if timeout is None else t0 + timeout
+    nap = None
     try:
-        return _wait_prepared(job, registration, timeout, t0, heard_file)
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if nap is not None:         # polling (see below)
+                time.sleep(nap if left is None else max(0.0, min(nap, left)))
+                let_go = True
+            elif left is None or left > 0:
+                let_go = _let_go(job.running_path, left)
+            else:
+                let_go = False
+            if not os.path.isdir(job.dir):
+                raise NotFound(f"job {job.handle!r} was removed while waiting")
+            with acquire(job.lock_path):
+                res = job.result()
+                if res is not None:
+                    return _hear(job, res, heard_file)
+                if let_go:
+                    # `running` is let go after `result` is written, or by the
+                    # kernel when the watcher dies: no result, so it died...
+                    if not job.watcher_alive():
+                        # (its `result`'s temporary, made while the command ran, is ours to clear)
+                        clear_temporaries(job.dir, of=JOB_RESULT)
+                        return Outcome(job, "lost", waited=time.monotonic() - t0)
+                    # ...unless the watcher lives on (failing to write it, or
+                    # a job started before `running` was): look every POLL s.
+                    nap = POLL
+                if deadline is not None and time.monotonic() >= deadline:
+                    # Count out under the lock: from here on the watcher announces.
+                    registration.release()
+                    return Outcome(job, "timeout", waited=time.monotonic() - t0)
     finally:
         if heard_file is not None:
             heard_file.discard()
-
-
-def _wait_prepared(job, registration, timeout, t0, heard_file):
-    deadline = None if timeout is None else t0 + timeout
-    nap = None
-    while True:
-        left = None if deadline is None else deadline - time.monotonic()
-        if nap is not None:         # polling (see below)
-            time.sleep(nap if left is None else max(0.0, min(nap, left)))
-            let_go = True
-        elif left is None or left > 0:
-            let_go = _let_go(job.running_path, left)
-        else:
-            let_go = False
-        if not os.path.isdir(job.dir):
-            raise NotFound(f"job {job.handle!r} was removed while waiting")
-        with acquire(job.lock_path):
-            res = job.result()
-            if res is not None:
-                return _hear(job, res, heard_file)
-            if let_go:
-                # `running` is let go after `result` is written, or by the
-                # kernel when the watcher dies: no result, so it died...
-                if not job.watcher_alive():
-                    # (its `result`'s temporary, made while the command ran, is ours to clear)
-                    clear_temporaries(job.dir, of=JOB_RESULT)
-                    return Outcome(job, "lost", waited=time.monotonic() - t0)
-                # ...unless the watcher lives on (failing to write it, or
-                # a job started before `running` was): look every POLL s.
-                nap = POLL
-            if deadline is not None and time.monotonic() >= deadline:
-                # Count out under the lock: from here on the watcher announces.
-                registration.release()
-                return Outcome(job, "timeout", waited=time.monotonic() - t0)
 
 
 def _let_go(path, timeout):

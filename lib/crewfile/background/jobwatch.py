@@ -11,7 +11,7 @@ import time
 
 from crewfile.background import jobs
 from crewfile.background.jobs import POST_WAIT, dump_json, ended_text, marker, row_fields
-from crewfile.core import locks, paths, records
+from crewfile.core import locks, records
 from crewfile.core.atomic import clear_temporaries, fsync_dir, prepare, replace, sync, write_all
 from crewfile.core.errors import NO_COMMAND, NOT_RUNNABLE, CrewfileError, SystemFailure
 from crewfile.core.liveness import process_start
@@ -27,21 +27,16 @@ def start(crew, argv, session=None, label=None, handle=None, exiting=False):
     caller exits at once (job-exec), leaving the middle process to init."""
     jobs.check_request(crew, argv, session, label)
     job = jobs.new_job(crew, handle)
-    alive = running = None
     try:
-        alive = acquire(job.alive_path)   # before `spec`: no gap in which `alive` is free
-        running = acquire(job.running_path)
-        spec = jobs.write_spec(job, argv, session, label)
-        spawn(job, spec, alive, running, exiting)
+        # `alive` before `spec`: no gap in which `alive` is free. Ours are let
+        # go on the way out: the watcher's descriptors keep the flocks.
+        with acquire(job.alive_path) as alive, acquire(job.running_path) as running:
+            spawn(job, jobs.write_spec(job, argv, session, label), alive, running, exiting)
     except BaseException:
         # Nothing was started (a full disk, `ulimit -f 0`, no fork): leave no
         # empty jobs/HANDLE behind, and the handle free for another try.
         jobs.discard(job)
         raise
-    finally:
-        for held in (alive, running):
-            if held is not None:
-                held.release()            # our descriptor; the watcher's keeps the flock
     return job.handle
 
 
@@ -49,12 +44,8 @@ def spawn(job, spec, alive, running, exiting):
     """Fork the watcher of *job* (twice: setsid() between, so it is nobody's
     child and no terminal's), handing it the held `alive` and `running`. Until
     setsid() a closing terminal or a ^C reaches it: those signals are ignored."""
-    saved = []
-    try:
-        for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT):
-            saved.append((sig, signal.signal(sig, signal.SIG_IGN)))
-    except ValueError:
-        pass                     # not the main thread: no terminal to fear from here
+    saved = [(sig, signal.signal(sig, signal.SIG_IGN))
+             for sig in (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT)]
     try:
         pid = os.fork()
     except OSError as e:
@@ -97,10 +88,6 @@ def _watch(job, spec, alive, running):
     _detach(alive.fd, running.fd)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
         signal.signal(sig, signal.SIG_DFL)
-    try:
-        job.at = paths.open_dir(job.dir)    # its files: one openat(2) each, no path walked
-    except (SystemFailure, OSError):
-        pass
     try:
         sync(job.spec_path)          # job-exec published it without waiting for the disk
         fsync_dir(os.path.dirname(job.dir))
@@ -145,50 +132,46 @@ def _watch(job, spec, alive, running):
         result = {"exit": rc if rc >= 0 else None, "signal": -rc if rc < 0 else None,
                   "code": rc if rc >= 0 else 128 - rc, "started": pids["started"],
                   "ended": records.timestamp(), "seconds": round(seconds, 3)}
-        try:
-            settle(job, spec, result, running, result_file)
-        finally:
-            running.release()
+        settle(job, spec, result, running, result_file)
     finally:
         if result_file is not None:
             result_file.discard()
+    running.release()           # (failing, our exit lets go of both)
     alive.release()
 
 
 def _copy(pid, rfd, out):
     """Copy the command's output until it exits; return its exit code (-N:
-    signal N)."""
+    signal N). What it wrote before it exited is in the pipe and is kept; a
+    grandchild still holding the pipe is not waited for."""
     pidfd = os.pidfd_open(pid)
+    os.set_blocking(rfd, False)
     poller = select.poll()
     poller.register(rfd, select.POLLIN)
     poller.register(pidfd, select.POLLIN)
-    pipe_open, exited = True, False
-    while not exited:
-        for fd, _ev in poller.poll():
-            if fd == rfd:
-                data = os.read(rfd, 65536)
-                if data:
-                    out.write(data)
-                else:
-                    poller.unregister(rfd)
-                    pipe_open = False
-            elif fd == pidfd:
-                exited = True
+    while True:
+        ready = dict(poller.poll())
+        if rfd in ready and not _drain(rfd, out):
+            poller.unregister(rfd)       # every writer is gone
+        if pidfd in ready:
+            break
     _, status = os.waitpid(pid, 0)
-    # What the command wrote before it exited is in the pipe: take it. A
-    # grandchild still holding the pipe is not waited for.
-    os.set_blocking(rfd, False)
-    while pipe_open:
-        try:
-            data = os.read(rfd, 65536)
-        except BlockingIOError:
-            break
-        if not data:
-            break
-        out.write(data)
+    _drain(rfd, out)
     os.close(rfd)
     os.close(pidfd)
     return os.waitstatus_to_exitcode(status)
+
+
+def _drain(rfd, out):
+    """Copy what the pipe holds now; False once every writer is gone."""
+    while True:
+        try:
+            data = os.read(rfd, 65536)
+        except BlockingIOError:
+            return True
+        if not data:
+            return False
+        out.write(data)
 
 
 def settle(job, spec, result, running, result_file=None):
@@ -233,19 +216,18 @@ def _announce_once(job, spec, result):
     """Under `lock`, nobody waiting: announce the outcome and record that
     (`notice`, and `heard` by=notice if it was posted)."""
     posted, detail = announce(job, spec, result)
-    now = records.timestamp()
-    row = row_fields(spec, result)
+    row = dict(row_fields(spec, result), at=records.timestamp())
     if posted:
-        replace(job.notice_path, dump_json({"posted": True, "id": detail, "at": now, **row}))
-        replace(job.heard_path, dump_json({"by": "notice", "at": now, "id": detail, **row}))
+        replace(job.notice_path, dump_json(dict(row, posted=True, id=detail)))
+        replace(job.heard_path, dump_json(dict(row, by="notice", id=detail)))
     else:
-        replace(job.notice_path, dump_json({"posted": False, "reason": detail, "at": now, **row}))
+        replace(job.notice_path, dump_json(dict(row, posted=False, reason=detail)))
 
 
 def notice_text(job, spec, result):
     label = f" ({spec['label']})" if spec.get("label") else ""
     try:
-        last = job.last_line() or "(no output)"
+        last = jobs.last_line(job.output_path) or "(no output)"
     except (CrewfileError, OSError) as e:
         last = f"(the output cannot be read: {e})"
     return f"job {job.handle}{label} {ended_text(result)}; last output: {last}"
@@ -286,7 +268,7 @@ class BoundedOutput:
             self.fd = None
 
     def _open(self):
-        return os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
+        return os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW
                        | os.O_CLOEXEC, 0o600)
 
     def write(self, data):
@@ -301,13 +283,8 @@ class BoundedOutput:
             self.close()
 
     def _compact(self):
-        size = os.fstat(self.fd).st_size
         keep = self.limit // 2
-        rfd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        try:
-            tail = os.pread(rfd, keep, size - keep)
-        finally:
-            os.close(rfd)
+        tail = os.pread(self.fd, keep, os.fstat(self.fd).st_size - keep)
         nl = tail.find(b"\n")
         if 0 <= nl < len(tail) - 1 and nl < keep // 2:
             tail = tail[nl + 1:]
