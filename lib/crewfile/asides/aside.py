@@ -187,8 +187,6 @@ def audit(sess):
     """Report an unjudged captain-done record that is not believed; return why, or None.
     Run by the agent's own hooks, so a hand-made record is a problem at once; one
     per attempt (evidence.unjudged stops at the newest such problem)."""
-    if not evidence.unjudged(sess):
-        return None
     with hold(sess.lock_path):
         for rec in evidence.unjudged(sess):
             why = _unbelieved(sess, evidence.verdict(sess, rec))
@@ -206,44 +204,36 @@ def aside_session(crew, name):
     return sess
 
 
-def _open_aside_session(crew, name):
-    sess = aside_session(crew, name)
-    if scan(sess).state == CLOSED:
-        raise Refused(f"aside {name!r} is closed")
-    return sess
-
-
-def _refuse_caller(sess, kind, command):
-    """The evidence's `WHERE keys SECOND`, or Refused (and a problem record)
-    unless this process may act as the captain (evidence.caller_verdict, hands)."""
-    why, where = evidence.caller_verdict(sess.meta)
-    if not why:
-        why, keys = evidence.hands(sess, None if where == "tmux" else where)
-        where = f"{where} {keys}"
-    if why:
-        what = SELF_CONCLUSION if kind == CAPTAIN_DONE else INPUT_REFUSED
-        sess.append(PROBLEM, f"{what}: {command}: {why}")
-        raise Refused(f"not believed to be the captain: {why}")
-    return where
-
-
 def say(crew, name, text):
     """A captain input to aside NAME from a command (an agent without a prompt hook); the kind."""
-    sess = _open_aside_session(crew, name)
     kind, note = parse_captain_input(text)
-    where = _refuse_caller(sess, kind, "aside-say")
-    if kind == CAPTAIN:
-        sess.append(kind, note)
-    else:
-        evidence.record_act(sess, kind, note, f"{evidence.CALLER} {where}")
+    _caller_act(crew, name, kind, note, "aside-say")
     return kind
 
 
 def captain_done(crew, name, note=None):
     """The captain's explicit conclusion of aside NAME, from a command outside the agent."""
-    sess = _open_aside_session(crew, name)
-    where = _refuse_caller(sess, CAPTAIN_DONE, "aside-done")
-    evidence.record_act(sess, CAPTAIN_DONE, clip(note or ""), f"{evidence.CALLER} {where}")
+    _caller_act(crew, name, CAPTAIN_DONE, clip(note or ""), "aside-done")
+
+
+def _caller_act(crew, name, kind, note, command):
+    """Record the captain act `kind: note` in the open aside NAME; Refused (and a
+    problem record) unless this process may act as the captain (evidence.caller_verdict,
+    hands): its evidence is `caller WHERE keys SECOND`."""
+    sess = aside_session(crew, name)
+    if scan(sess).state == CLOSED:
+        raise Refused(f"aside {name!r} is closed")
+    why, where = evidence.caller_verdict(sess.meta)
+    if not why:
+        why, keys = evidence.hands(sess, None if where == "tmux" else where)
+    if why:
+        what = SELF_CONCLUSION if kind == CAPTAIN_DONE else INPUT_REFUSED
+        sess.append(PROBLEM, f"{what}: {command}: {why}")
+        raise Refused(f"not believed to be the captain: {why}")
+    if kind == CAPTAIN:
+        sess.append(kind, note)
+    else:
+        evidence.record_act(sess, kind, note, f"{evidence.CALLER} {where} {keys}")
 
 
 # --- opening ------------------------------------------------------------------
@@ -318,11 +308,10 @@ def _orphan(crew, name, since):
 # --- the primary's reconcile ----------------------------------------------------
 
 class Reconciled:
-    __slots__ = ("report", "scrollback", "transcript", "killed", "already", "warning")
+    __slots__ = ("report", "scrollback", "transcript", "warning")
 
     def __init__(self):
         self.report = self.scrollback = self.transcript = self.warning = None
-        self.killed = self.already = False
 
     def warn(self, why):
         if why:
@@ -331,7 +320,7 @@ class Reconciled:
 
 def _keep_transcript(sess, out):
     """Keep the agent's transcript beside the report in cur/, unless kept already."""
-    path = reports.transcript_path(out.report)
+    path = out.report + paths.TRANSCRIPT_SUFFIX
     if os.path.lexists(path):
         out.transcript = path
         return
@@ -378,10 +367,9 @@ def reconcile(crew, name, quiet=None, since_act=True):
             why = captain_at_window(sess, pane, since, quiet)
             if why:
                 raise _held(name, why, "it is closed, its window left open")
-            out.already = True
             out.report = st.closed.text if os.path.isabs(st.closed.text) else None
             if out.report:
-                out.scrollback = reports.scrollback_path(out.report)
+                out.scrollback = out.report + paths.SCROLLBACK_SUFFIX
                 if pane and not os.path.lexists(out.scrollback):
                     window.save_scrollback(pane, out.scrollback)
                 _keep_transcript(sess, out)
@@ -403,7 +391,7 @@ def reconcile(crew, name, quiet=None, since_act=True):
                     reports.accept(crew, r.path)   # reports of voided conclusions, too
             out.report = reports.accept(crew, st.concluded.text)
             checkpoint("reconcile:moved")
-            out.scrollback = reports.scrollback_path(out.report)
+            out.scrollback = out.report + paths.SCROLLBACK_SUFFIX
             if pane:
                 window.save_scrollback(pane, out.scrollback)
             elif not os.path.lexists(out.scrollback):
@@ -419,7 +407,8 @@ def reconcile(crew, name, quiet=None, since_act=True):
         why = captain_at_window(sess, pane, since, quiet)
         if why:        # the captain came back in the last moment: the window stays
             raise _held(name, why, f"it is closed (report {out.report}), its window left open")
-        out.killed = bool(pane) and window.kill(pane)
+        if pane:
+            window.kill(pane)
     return out
 
 

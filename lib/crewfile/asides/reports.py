@@ -131,14 +131,6 @@ def accept(crew, report_path):
     return cur
 
 
-def scrollback_path(cur_report):
-    return cur_report + paths.SCROLLBACK_SUFFIX
-
-
-def transcript_path(cur_report):
-    return cur_report + paths.TRANSCRIPT_SUFFIX
-
-
 def listing(crew, aside=None, states=(paths.REPORT_NEW, paths.REPORT_CUR)):
     """Reports in new/ and cur/ (optionally of one aside), oldest first."""
     out = []
@@ -157,7 +149,7 @@ def listing(crew, aside=None, states=(paths.REPORT_NEW, paths.REPORT_CUR)):
                 st = os.lstat(path)
             except FileNotFoundError:       # moved to cur/ while we looked
                 continue
-            sb = scrollback_path(path) if state == paths.REPORT_CUR else None
+            sb = path + paths.SCROLLBACK_SUFFIX if state == paths.REPORT_CUR else None
             if sb and not os.path.lexists(sb):
                 sb = None
             out.append(Report(parsed[0], parsed[1], state, path, sb, st.st_size,
