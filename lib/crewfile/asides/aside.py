@@ -40,50 +40,37 @@ class Scan:
     """Where an aside stands. `acts`: this run's captain-done records, newest
     first (claims: `believed` judges them). `forged`: (record, why) for the
     newest `closed` or `concluded` not believed, left out of the state."""
-    __slots__ = ("state", "act", "acts", "concluded", "closed", "since", "forged")
-
-    def __init__(self):
-        self.state, self.act, self.concluded, self.closed, self.since = OPEN, None, None, None, None
-        self.acts, self.forged = [], None
+    state, act, concluded, closed, since, forged = OPEN, None, None, None, None, None
 
 
 def scan(sess, stats=None):
     """The aside's state (docs/files/asides.md, *States*). `since`: the
     timestamp the walk stopped at; the current conclusion, if any, is newer."""
     out = Scan()
-    run, concluded = [], []
+    run = []                # newest first, back to the captain's newest input
     for rec in sess.backwards(stats):
-        run.append(rec)
         if rec.kind == "registered" or rec.kind == CAPTAIN:
+            out.since, out.act = rec.ts, (rec if rec.kind == CAPTAIN else None)
             break
+        run.append(rec)
+    out.acts = [rec for rec in run if rec.kind == CAPTAIN_DONE]
+    out.act = out.acts[0] if out.acts else out.act
     for i, rec in enumerate(run):
-        kind = rec.kind
-        if kind == "closed":
+        if rec.kind == "closed":
             why = _closed_why(sess, rec, [r for r in run[i + 1:] if r.kind == CAPTAIN_DONE])
             if why is None:
-                out.closed = rec
+                out.state, out.closed = CLOSED, rec
+                return out
+            out.forged = out.forged or (rec, why)
+    for rec in run:
+        if rec.kind == "concluded":         # the newest believed one counts
+            why = _report_why(sess, rec.text, since=out.since)
+            if why is None:
+                out.concluded = rec
                 break
             out.forged = out.forged or (rec, why)
-            continue
-        if kind == "registered" or kind == CAPTAIN:
-            out.since = rec.ts
-            out.act = out.act or (rec if kind == CAPTAIN else None)
-            break
-        if kind == CAPTAIN_DONE:
-            out.act = out.act or rec
-            out.acts.append(rec)
-        elif kind == "concluded":
-            concluded.append(rec)
-    for rec in concluded if not out.closed else ():      # the newest believed one counts
-        why = _report_why(sess, rec, since=out.since)
-        if why is None:
-            out.concluded = rec
-            break
-        out.forged = out.forged or (rec, why)
-    if out.closed:
-        out.state = CLOSED
-    elif out.act is None or out.act.kind == CAPTAIN:
-        out.state, out.concluded = OPEN, None
+    if not out.acts:
+        out.concluded = None
     elif out.concluded:
         out.state = CONCLUDED
     else:
@@ -91,11 +78,10 @@ def scan(sess, stats=None):
     return out
 
 
-def _report_why(sess, rec, states=(paths.REPORT_NEW, paths.REPORT_CUR), since=None):
-    """None if *rec* names a report of this aside where aside-conclude put it (in
+def _report_why(sess, path, states=(paths.REPORT_NEW, paths.REPORT_CUR), since=None):
+    """None if *path* names a report of this aside where aside-conclude put it (in
     one of *states*), delivered at or after *since* (the captain's newest input:
     an older report belongs to an earlier conclusion); else why not."""
-    path = rec.text
     base = os.path.basename(path)
     found = reports.parse_name(base)
     if not os.path.isabs(path) or found is None or found[0] != sess.name:
@@ -116,7 +102,7 @@ def _report_why(sess, rec, states=(paths.REPORT_NEW, paths.REPORT_CUR), since=No
 def concluded_event_why(crew, name, ts, text):
     """Why an event line's `concluded` (its escaped TEXT) is not believed, or None:
     for the readers that act on an event alone (wake-filter, crew-notify)."""
-    return _report_why(Session(crew, name), records.Record(ts, "concluded", unescape(text)))
+    return _report_why(Session(crew, name), unescape(text))
 
 
 def _closed_why(sess, rec, acts):
@@ -125,7 +111,7 @@ def _closed_why(sess, rec, acts):
     transcript has moved on since."""
     if not os.path.isabs(rec.text):
         return None if not sess.meta.get("tmux") else "it names no report, and a window is recorded"
-    why = _report_why(sess, rec, (paths.REPORT_CUR,))
+    why = _report_why(sess, rec.text, (paths.REPORT_CUR,))
     if why:
         return why
     if any(evidence.evidence_of(sess, act) is not None for act in acts):
