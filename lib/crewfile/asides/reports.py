@@ -5,6 +5,7 @@ stray file in tmp/, never a half report in new/ or cur/. The host in a name is
 reduced to letters, digits and '-': a name has exactly two dots, and a
 scrollback's or transcript's is told apart by its suffix.
 """
+import itertools
 import os
 import socket
 import stat
@@ -17,7 +18,7 @@ from crewfile.core.errors import BadInput, NotFound, SystemFailure
 from crewfile.core.names import is_name
 
 TMP_MAX_AGE = 36 * 3600          # maildir's rule
-_counter = 0
+_counter = itertools.count(1)
 
 
 class Report(namedtuple("Report", "aside time state path scrollback size error")):
@@ -39,12 +40,10 @@ def _host():
 
 
 def unique_name(aside, now=None):
-    global _counter
-    _counter += 1
     now = time.time() if now is None else now
     secs = int(now)
     usecs = int((now - secs) * 1e6)
-    return f"{aside},{secs}.M{usecs:06d}P{os.getpid()}Q{_counter}.{_host()}"
+    return f"{aside},{secs}.M{usecs:06d}P{os.getpid()}Q{next(_counter)}.{_host()}"
 
 
 def parse_name(base):

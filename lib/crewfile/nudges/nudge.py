@@ -7,11 +7,11 @@ delivery.py: docs/commands/nudge-tick.md.
 import os
 
 from crewfile.core import paths, records
-from crewfile.core.clocks import clock_now
+from crewfile.core.clocks import clock_now, elapsed
 from crewfile.core.errors import BadInput, CrewfileError, NotFound, SystemFailure
 from crewfile.core.locks import acquire, holder
 from crewfile.core.text import escape
-from crewfile.nudges.schedules import due_in, load_all, matches, rebased, target_ids, update_stored
+from crewfile.nudges.schedules import due_in, load_all, matches, target_ids, update_stored
 from crewfile.session import delivery, verdict
 from crewfile.session.sessions import Session, names
 from crewfile.session.verdict import LIVE, NOT_LIVE, Answer, Look, overlap, tree_of
@@ -147,7 +147,7 @@ def tick(crew, world=None, bad=None):
             out.append(_disarm(world, sched, None, Answer(
                 UNTIL, f"its --until moment {records.timestamp(sched['until'])} has passed")))
             continue
-        if rebased(sched, now):
+        if elapsed(sched["base"], now) < 0:
             # The wall clock went back across a reboot: restart the floor from now.
             update_stored(crew, sched, {"base": now})
             continue
