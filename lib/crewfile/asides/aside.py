@@ -122,12 +122,10 @@ def _closed_why(sess, rec, acts):
 def audit_claims(sess, claims):
     """Say, once each, the *claims* (evidence.unjudged's) not believed. Run by
     the agent's own hooks: at once after the tool call that appended one."""
-    forged = []
-    if any(rec.kind == "ended" for rec in claims):
-        found = liveness(sess.meta)
-        if found.live == LIVE:
-            forged += [(rec, f"its agent process {found.agent.pid} is live") for rec in claims
-                       if rec.kind == "ended"]
+    forged, ended = [], [rec for rec in claims if rec.kind == "ended"]
+    found = liveness(sess.meta) if ended else None
+    if found is not None and found.live == LIVE:
+        forged += [(rec, f"its agent process {found.agent.pid} is live") for rec in ended]
     if sess.meta.get("kind") == "aside" and any(rec.kind != "ended" for rec in claims):
         st = scan(sess)
         if st.forged is not None:
@@ -325,9 +323,12 @@ def captain_at_window(sess, found, since=None, quiet=None):
     return None if who == NO else str(why)
 
 
-def _held(name, why, what="nothing changed"):
-    return CaptainPresent(f"the captain may be about to reopen {name!r} ({why}): {what};"
-                          f" aside-reconcile --wait does it once the window is quiet")
+def _refuse_held(sess, found, since, quiet, what="nothing changed"):
+    """CaptainPresent unless the captain is surely not at the aside's window."""
+    why = captain_at_window(sess, found, since, quiet)
+    if why:
+        raise CaptainPresent(f"the captain may be about to reopen {sess.name!r} ({why}): {what};"
+                             f" aside-reconcile --wait does it once the window is quiet")
 
 
 def _after(rec):
@@ -350,9 +351,7 @@ def reconcile(crew, name, quiet=None, since_act=True):
         pane = window.find(sess.meta, "cannot save the window's scrollback")
         if st.state == CLOSED:
             since = _after(st.closed) if since_act else None
-            why = captain_at_window(sess, pane, since, quiet)
-            if why:
-                raise _held(name, why, "it is closed, its window left open")
+            _refuse_held(sess, pane, since, quiet, "it is closed, its window left open")
             out.report = st.closed.text if os.path.isabs(st.closed.text) else None
             if out.report:
                 out.scrollback = out.report + paths.SCROLLBACK_SUFFIX
@@ -369,9 +368,7 @@ def reconcile(crew, name, quiet=None, since_act=True):
                 raise Refused(f"{name!r} is not concluded: its captain-done record is not"
                               f" believed ({why})")
             since = _after(st.act) if since_act else None
-            why = captain_at_window(sess, pane, since, quiet)
-            if why:
-                raise _held(name, why)
+            _refuse_held(sess, pane, since, quiet)
             for r in reports.listing(crew, aside=name, states=(paths.REPORT_NEW,)):
                 if not r.error:                    # a planted link stays for report-ls to show
                     reports.accept(crew, r.path)   # reports of voided conclusions, too
@@ -390,9 +387,9 @@ def reconcile(crew, name, quiet=None, since_act=True):
             checkpoint("reconcile:closed")
     if pane:
         pane = window.find(sess.meta, "cannot close the window")
-        why = captain_at_window(sess, pane, since, quiet)
-        if why:        # the captain came back in the last moment: the window stays
-            raise _held(name, why, f"it is closed (report {out.report}), its window left open")
+        # The captain may have come back in the last moment: then the window stays.
+        _refuse_held(sess, pane, since, quiet,
+                     f"it is closed (report {out.report}), its window left open")
         if pane:
             window.kill(pane)
     return out
