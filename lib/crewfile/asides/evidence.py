@@ -106,9 +106,7 @@ def _prompts(path, agent):
 
 def newest_prompt(path, agent):
     """The id of the newest prompt in the transcript at *path*, or None."""
-    for pid, _ in _prompts(path, agent):
-        return pid
-    return None
+    return next((pid for pid, _ in _prompts(path, agent)), None)
 
 
 NEWER = "the agent's transcript has a newer prompt than that {}"
@@ -196,14 +194,13 @@ def acts_path(sess):
 
 
 def record_act(sess, kind, text, evidence):
-    """Append the captain act `kind: text`, its evidence first; return the record line."""
+    """Append the captain act `kind: text`, its evidence first."""
     line = records.new_line(kind, text)
     if not sess.exists():
         raise NotFound(f"no session {sess.name!r} (register it with session-add)")
     with hold(sess.lock_path):
         logfile.append_locked(acts_path(sess), [line.rstrip("\n") + "\t" + evidence + "\n"])
         logfile.append_locked(sess.status_path, [line], rotate=logfile.rotate_limits())
-    return line
 
 
 def evidence_of(sess, rec):
