@@ -39,7 +39,6 @@ class World:
         self._metas = None
         self.damaged = {}        # session name -> why its meta cannot be used
         self._verdicts = {}
-        self._trees = {}
 
     def now(self):
         return clock_now()
@@ -90,9 +89,7 @@ class World:
                               known=self.verdict(name))[0]
 
     def tree(self, name):
-        if name not in self._trees:
-            self._trees[name] = tree_of(self.metas()[name].get("cwd"))
-        return self._trees[name]
+        return tree_of(self.metas()[name].get("cwd"))       # a few lstat calls: not kept
 
     def deliver(self, name, text):
         return delivery.deliver(self.session(name), text)
