@@ -39,50 +39,37 @@ class Scan:
     """Where an aside stands. `acts`: this run's captain-done records, newest
     first (claims: `believed` judges them). `forged`: (record, why) for the
     newest `closed` or `concluded` not believed, left out of the state."""
-    __slots__ = ("state", "act", "acts", "concluded", "closed", "since", "forged")
-
-    def __init__(self):
-        self.state, self.act, self.concluded, self.closed, self.since = OPEN, None, None, None, None
-        self.acts, self.forged = [], None
+    state, act, concluded, closed, since, forged = OPEN, None, None, None, None, None
 
 
 def scan(sess, stats=None):
     """The aside's state (docs/files/asides.md, *States*). `since`: the
     timestamp the walk stopped at; the current conclusion, if any, is newer."""
     out = Scan()
-    run, concluded = [], []
+    run = []                # newest first, back to the captain's newest input
     for rec in sess.backwards(stats):
-        run.append(rec)
         if rec.kind == "registered" or rec.kind == CAPTAIN:
+            out.since, out.act = rec.ts, (rec if rec.kind == CAPTAIN else None)
             break
+        run.append(rec)
+    out.acts = [rec for rec in run if rec.kind == CAPTAIN_DONE]
+    out.act = out.acts[0] if out.acts else out.act
     for i, rec in enumerate(run):
-        kind = rec.kind
-        if kind == "closed":
+        if rec.kind == "closed":
             why = _closed_why(sess, rec, [r for r in run[i + 1:] if r.kind == CAPTAIN_DONE])
             if why is None:
-                out.closed = rec
+                out.state, out.closed = CLOSED, rec
+                return out
+            out.forged = out.forged or (rec, why)
+    for rec in run:
+        if rec.kind == "concluded":         # the newest believed one counts
+            why = _report_why(sess, rec.text, since=out.since)
+            if why is None:
+                out.concluded = rec
                 break
             out.forged = out.forged or (rec, why)
-            continue
-        if kind == "registered" or kind == CAPTAIN:
-            out.since = rec.ts
-            out.act = out.act or (rec if kind == CAPTAIN else None)
-            break
-        if kind == CAPTAIN_DONE:
-            out.act = out.act or rec
-            out.acts.append(rec)
-        elif kind == "concluded":
-            concluded.append(rec)
-    for rec in concluded if not out.closed else ():      # the newest believed one counts
-        why = _report_why(sess, rec, since=out.since)
-        if why is None:
-            out.concluded = rec
-            break
-        out.forged = out.forged or (rec, why)
-    if out.closed:
-        out.state = CLOSED
-    elif out.act is None or out.act.kind == CAPTAIN:
-        out.state, out.concluded = OPEN, None
+    if not out.acts:
+        out.concluded = None
     elif out.concluded:
         out.state = CONCLUDED
     else:
@@ -90,11 +77,10 @@ def scan(sess, stats=None):
     return out
 
 
-def _report_why(sess, rec, states=(paths.REPORT_NEW, paths.REPORT_CUR), since=None):
-    """None if *rec* names a report of this aside where aside-conclude put it (in
+def _report_why(sess, path, states=(paths.REPORT_NEW, paths.REPORT_CUR), since=None):
+    """None if *path* names a report of this aside where aside-conclude put it (in
     one of *states*), delivered at or after *since* (the captain's newest input:
     an older report belongs to an earlier conclusion); else why not."""
-    path = rec.text
     base = os.path.basename(path)
     found = reports.parse_name(base)
     if not os.path.isabs(path) or found is None or found[0] != sess.name:
@@ -115,7 +101,7 @@ def _report_why(sess, rec, states=(paths.REPORT_NEW, paths.REPORT_CUR), since=No
 def concluded_event_why(crew, name, ts, text):
     """Why an event line's `concluded` (its escaped TEXT) is not believed, or None:
     for the readers that act on an event alone (wake-filter, crew-notify)."""
-    return _report_why(Session(crew, name), records.Record(ts, "concluded", unescape(text)))
+    return _report_why(Session(crew, name), unescape(text))
 
 
 def _closed_why(sess, rec, acts):
@@ -124,7 +110,7 @@ def _closed_why(sess, rec, acts):
     transcript has moved on since."""
     if not os.path.isabs(rec.text):
         return None if not sess.meta.get("tmux") else "it names no report, and a window is recorded"
-    why = _report_why(sess, rec, (paths.REPORT_CUR,))
+    why = _report_why(sess, rec.text, (paths.REPORT_CUR,))
     if why:
         return why
     if any(evidence.evidence_of(sess, act) is not None for act in acts):
@@ -135,12 +121,10 @@ def _closed_why(sess, rec, acts):
 def audit_claims(sess, claims):
     """Say, once each, the *claims* (evidence.unjudged's) not believed. Run by
     the agent's own hooks: at once after the tool call that appended one."""
-    forged = []
-    if any(rec.kind == "ended" for rec in claims):
-        found = liveness(sess.meta)
-        if found.live == LIVE:
-            forged += [(rec, f"its agent process {found.agent.pid} is live") for rec in claims
-                       if rec.kind == "ended"]
+    forged, ended = [], [rec for rec in claims if rec.kind == "ended"]
+    found = liveness(sess.meta) if ended else None
+    if found is not None and found.live == LIVE:
+        forged += [(rec, f"its agent process {found.agent.pid} is live") for rec in ended]
     if sess.meta.get("kind") == "aside" and any(rec.kind != "ended" for rec in claims):
         st = scan(sess)
         if st.forged is not None:
@@ -186,8 +170,6 @@ def audit(sess):
     """Report an unjudged captain-done record that is not believed; return why, or None.
     Run by the agent's own hooks, so a hand-made record is a problem at once; one
     per attempt (evidence.unjudged stops at the newest such problem)."""
-    if not evidence.unjudged(sess):
-        return None
     with hold(sess.lock_path):
         for rec in evidence.unjudged(sess):
             why = _unbelieved(sess, evidence.verdict(sess, rec))
@@ -205,44 +187,36 @@ def aside_session(crew, name):
     return sess
 
 
-def _open_aside_session(crew, name):
-    sess = aside_session(crew, name)
-    if scan(sess).state == CLOSED:
-        raise Refused(f"aside {name!r} is closed")
-    return sess
-
-
-def _refuse_caller(sess, kind, command):
-    """The evidence's `WHERE keys SECOND`, or Refused (and a problem record)
-    unless this process may act as the captain (evidence.caller_verdict, hands)."""
-    why, where = evidence.caller_verdict(sess.meta)
-    if not why:
-        why, keys = evidence.hands(sess, None if where == "tmux" else where)
-        where = f"{where} {keys}"
-    if why:
-        what = SELF_CONCLUSION if kind == CAPTAIN_DONE else INPUT_REFUSED
-        sess.append(PROBLEM, f"{what}: {command}: {why}")
-        raise Refused(f"not believed to be the captain: {why}")
-    return where
-
-
 def say(crew, name, text):
     """A captain input to aside NAME from a command (an agent without a prompt hook); the kind."""
-    sess = _open_aside_session(crew, name)
     kind, note = parse_captain_input(text)
-    where = _refuse_caller(sess, kind, "aside-say")
-    if kind == CAPTAIN:
-        sess.append(kind, note)
-    else:
-        evidence.record_act(sess, kind, note, f"{evidence.CALLER} {where}")
+    _caller_act(crew, name, kind, note, "aside-say")
     return kind
 
 
 def captain_done(crew, name, note=None):
     """The captain's explicit conclusion of aside NAME, from a command outside the agent."""
-    sess = _open_aside_session(crew, name)
-    where = _refuse_caller(sess, CAPTAIN_DONE, "aside-done")
-    evidence.record_act(sess, CAPTAIN_DONE, clip(note or ""), f"{evidence.CALLER} {where}")
+    _caller_act(crew, name, CAPTAIN_DONE, clip(note or ""), "aside-done")
+
+
+def _caller_act(crew, name, kind, note, command):
+    """Record the captain act `kind: note` in the open aside NAME; Refused (and a
+    problem record) unless this process may act as the captain (evidence.caller_verdict,
+    hands): its evidence is `caller WHERE keys SECOND`."""
+    sess = aside_session(crew, name)
+    if scan(sess).state == CLOSED:
+        raise Refused(f"aside {name!r} is closed")
+    why, where = evidence.caller_verdict(sess.meta)
+    if not why:
+        why, keys = evidence.hands(sess, None if where == "tmux" else where)
+    if why:
+        what = SELF_CONCLUSION if kind == CAPTAIN_DONE else INPUT_REFUSED
+        sess.append(PROBLEM, f"{what}: {command}: {why}")
+        raise Refused(f"not believed to be the captain: {why}")
+    if kind == CAPTAIN:
+        sess.append(kind, note)
+    else:
+        evidence.record_act(sess, kind, note, f"{evidence.CALLER} {where} {keys}")
 
 
 # --- opening ------------------------------------------------------------------
@@ -317,11 +291,10 @@ def _orphan(crew, name, since):
 # --- the primary's reconcile ----------------------------------------------------
 
 class Reconciled:
-    __slots__ = ("report", "scrollback", "transcript", "killed", "already", "warning")
+    __slots__ = ("report", "scrollback", "transcript", "warning")
 
     def __init__(self):
         self.report = self.scrollback = self.transcript = self.warning = None
-        self.killed = self.already = False
 
     def warn(self, why):
         if why:
@@ -330,7 +303,7 @@ class Reconciled:
 
 def _keep_transcript(sess, out):
     """Keep the agent's transcript beside the report in cur/, unless kept already."""
-    path = reports.transcript_path(out.report)
+    path = out.report + paths.TRANSCRIPT_SUFFIX
     if os.path.lexists(path):
         out.transcript = path
         return
@@ -349,9 +322,12 @@ def captain_at_window(sess, found, since=None, quiet=None):
     return None if who == NO else str(why)
 
 
-def _held(name, why, what="nothing changed"):
-    return CaptainPresent(f"the captain may be about to reopen {name!r} ({why}): {what};"
-                          f" aside-reconcile --wait does it once the window is quiet")
+def _refuse_held(sess, found, since, quiet, what="nothing changed"):
+    """CaptainPresent unless the captain is surely not at the aside's window."""
+    why = captain_at_window(sess, found, since, quiet)
+    if why:
+        raise CaptainPresent(f"the captain may be about to reopen {sess.name!r} ({why}): {what};"
+                             f" aside-reconcile --wait does it once the window is quiet")
 
 
 def _after(rec):
@@ -374,13 +350,10 @@ def reconcile(crew, name, quiet=None, since_act=True):
         pane = window.find(sess.meta, "cannot save the window's scrollback")
         if st.state == CLOSED:
             since = _after(st.closed) if since_act else None
-            why = captain_at_window(sess, pane, since, quiet)
-            if why:
-                raise _held(name, why, "it is closed, its window left open")
-            out.already = True
+            _refuse_held(sess, pane, since, quiet, "it is closed, its window left open")
             out.report = st.closed.text if os.path.isabs(st.closed.text) else None
             if out.report:
-                out.scrollback = reports.scrollback_path(out.report)
+                out.scrollback = out.report + paths.SCROLLBACK_SUFFIX
                 if pane and not os.path.lexists(out.scrollback):
                     window.save_scrollback(pane, out.scrollback)
                 _keep_transcript(sess, out)
@@ -394,15 +367,13 @@ def reconcile(crew, name, quiet=None, since_act=True):
                 raise Refused(f"{name!r} is not concluded: its captain-done record is not"
                               f" believed ({why})")
             since = _after(st.act) if since_act else None
-            why = captain_at_window(sess, pane, since, quiet)
-            if why:
-                raise _held(name, why)
+            _refuse_held(sess, pane, since, quiet)
             for r in reports.listing(crew, aside=name, states=(paths.REPORT_NEW,)):
                 if not r.error:                    # a planted link stays for report-ls to show
                     reports.accept(crew, r.path)   # reports of voided conclusions, too
             out.report = reports.accept(crew, st.concluded.text)
             checkpoint("reconcile:moved")
-            out.scrollback = reports.scrollback_path(out.report)
+            out.scrollback = out.report + paths.SCROLLBACK_SUFFIX
             if pane:
                 window.save_scrollback(pane, out.scrollback)
             elif not os.path.lexists(out.scrollback):
@@ -415,10 +386,11 @@ def reconcile(crew, name, quiet=None, since_act=True):
             checkpoint("reconcile:closed")
     if pane:
         pane = window.find(sess.meta, "cannot close the window")
-        why = captain_at_window(sess, pane, since, quiet)
-        if why:        # the captain came back in the last moment: the window stays
-            raise _held(name, why, f"it is closed (report {out.report}), its window left open")
-        out.killed = bool(pane) and window.kill(pane)
+        # The captain may have come back in the last moment: then the window stays.
+        _refuse_held(sess, pane, since, quiet,
+                     f"it is closed (report {out.report}), its window left open")
+        if pane:
+            window.kill(pane)
     return out
 
 

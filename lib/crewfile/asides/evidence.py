@@ -30,15 +30,6 @@ KEYS_RECENT = 10                  # seconds a person's key input may precede the
 
 # --- processes ------------------------------------------------------------------
 
-def _server(meta):
-    """(server pid, {pane pid: pane id}) of the aside's tmux server, or None."""
-    from crewfile.session.tmux import Server  # the hook's budget (subprocess)
-    seen = Server(meta.get("tmux_socket"))     # a string by meta's shape; "" is no socket
-    if seen.pid is None:
-        return None
-    return seen.pid, {pane.pid: pane.id for pane in seen.panes.values() if pane.pid is not None}
-
-
 def caller_verdict(meta):
     """(None, WHERE) if this process may act as the captain, else (why, None).
     WHERE: the pane the command was typed in, or `tmux` (a key binding's run-shell)."""
@@ -47,23 +38,21 @@ def caller_verdict(meta):
     if not agent and not pane:
         return ("the aside's agent process is not recorded, so no command can show it is"
                 " not the agent; type /aside-done in the aside"), None
-    chain = [(st.pid, st.start) for st in lineage()]     # nearest first, this process too
-    for p, start in chain:
-        if p == agent and (agent_start is None or start == agent_start):
-            return "it was run by the aside's own agent", None
-    found = _server(meta)
-    if found is None:
+    chain = lineage()                   # nearest first, this process too
+    if any(st.pid == agent and agent_start in (None, st.start) for st in chain):
+        return "it was run by the aside's own agent", None
+    from crewfile.session.tmux import Server  # the hook's budget (subprocess)
+    server = Server(meta.get("tmux_socket"))   # a string by meta's shape; "" is no socket
+    if server.pid is None:
         return "the aside's tmux server could not be asked", None
-    server, panes = found
-    pids = [p for p, _ in chain]
-    if server not in pids:
+    pids = [st.pid for st in chain]
+    if server.pid not in pids:
         return ("it was not run from a tmux window or key binding of the aside's tmux"
                 " server (a detached process has no captain behind it)"), None
-    i = pids.index(server)
+    i = pids.index(server.pid)
     if i == 0:
         return "it is the tmux server itself", None
-    child = pids[i - 1]
-    where = panes.get(child)
+    where = next((p.id for p in server.panes.values() if p.pid == pids[i - 1]), None)
     if where is not None and where == pane:
         return "it was run in the aside's own window", None
     return None, where or "tmux"
@@ -117,9 +106,7 @@ def _prompts(path, agent):
 
 def newest_prompt(path, agent):
     """The id of the newest prompt in the transcript at *path*, or None."""
-    for pid, _ in _prompts(path, agent):
-        return pid
-    return None
+    return next((pid for pid, _ in _prompts(path, agent)), None)
 
 
 NEWER = "the agent's transcript has a newer prompt than that {}"
@@ -207,14 +194,13 @@ def acts_path(sess):
 
 
 def record_act(sess, kind, text, evidence):
-    """Append the captain act `kind: text`, its evidence first; return the record line."""
+    """Append the captain act `kind: text`, its evidence first."""
     line = records.new_line(kind, text)
     if not sess.exists():
         raise NotFound(f"no session {sess.name!r} (register it with session-add)")
     with hold(sess.lock_path):
         logfile.append_locked(acts_path(sess), [line.rstrip("\n") + "\t" + evidence + "\n"])
         logfile.append_locked(sess.status_path, [line], rotate=logfile.rotate_limits())
-    return line
 
 
 def evidence_of(sess, rec):

@@ -5,6 +5,7 @@ stray file in tmp/, never a half report in new/ or cur/. The host in a name is
 reduced to letters, digits and '-': a name has exactly two dots, and a
 scrollback's or transcript's is told apart by its suffix.
 """
+import itertools
 import os
 import socket
 import stat
@@ -17,7 +18,7 @@ from crewfile.core.errors import BadInput, NotFound, SystemFailure
 from crewfile.core.names import is_name
 
 TMP_MAX_AGE = 36 * 3600          # maildir's rule
-_counter = 0
+_counter = itertools.count(1)
 
 
 class Report(namedtuple("Report", "aside time state path scrollback size error")):
@@ -39,12 +40,10 @@ def _host():
 
 
 def unique_name(aside, now=None):
-    global _counter
-    _counter += 1
     now = time.time() if now is None else now
     secs = int(now)
     usecs = int((now - secs) * 1e6)
-    return f"{aside},{secs}.M{usecs:06d}P{os.getpid()}Q{_counter}.{_host()}"
+    return f"{aside},{secs}.M{usecs:06d}P{os.getpid()}Q{next(_counter)}.{_host()}"
 
 
 def parse_name(base):
@@ -131,14 +130,6 @@ def accept(crew, report_path):
     return cur
 
 
-def scrollback_path(cur_report):
-    return cur_report + paths.SCROLLBACK_SUFFIX
-
-
-def transcript_path(cur_report):
-    return cur_report + paths.TRANSCRIPT_SUFFIX
-
-
 def listing(crew, aside=None, states=(paths.REPORT_NEW, paths.REPORT_CUR)):
     """Reports in new/ and cur/ (optionally of one aside), oldest first."""
     out = []
@@ -157,7 +148,7 @@ def listing(crew, aside=None, states=(paths.REPORT_NEW, paths.REPORT_CUR)):
                 st = os.lstat(path)
             except FileNotFoundError:       # moved to cur/ while we looked
                 continue
-            sb = scrollback_path(path) if state == paths.REPORT_CUR else None
+            sb = path + paths.SCROLLBACK_SUFFIX if state == paths.REPORT_CUR else None
             if sb and not os.path.lexists(sb):
                 sb = None
             out.append(Report(parsed[0], parsed[1], state, path, sb, st.st_size,

@@ -7,11 +7,11 @@ delivery.py: docs/commands/nudge-tick.md.
 import os
 
 from crewfile.core import paths, records
-from crewfile.core.clocks import clock_now
+from crewfile.core.clocks import clock_now, elapsed
 from crewfile.core.errors import BadInput, CrewfileError, NotFound, SystemFailure
 from crewfile.core.locks import acquire, holder
 from crewfile.core.text import escape
-from crewfile.nudges.schedules import due_in, load_all, matches, rebased, target_ids, update_stored
+from crewfile.nudges.schedules import due_in, load_all, matches, target_ids, update_stored
 from crewfile.session import delivery, verdict
 from crewfile.session.sessions import Session, names
 from crewfile.session.verdict import LIVE, NOT_LIVE, Answer, Look, overlap, tree_of
@@ -39,7 +39,6 @@ class World:
         self._metas = None
         self.damaged = {}        # session name -> why its meta cannot be used
         self._verdicts = {}
-        self._trees = {}
 
     def now(self):
         return clock_now()
@@ -89,13 +88,8 @@ class World:
         return delivery.check(self.session(name), self.look, screen=screen,
                               known=self.verdict(name))[0]
 
-    def own_loop(self, name):
-        return verdict.own_loop(self.session(name))
-
     def tree(self, name):
-        if name not in self._trees:
-            self._trees[name] = tree_of(self.metas()[name].get("cwd"))
-        return self._trees[name]
+        return tree_of(self.metas()[name].get("cwd"))       # a few lstat calls: not kept
 
     def deliver(self, name, text):
         return delivery.deliver(self.session(name), text)
@@ -147,10 +141,10 @@ def tick(crew, world=None, bad=None):
         if not sched.get("armed"):
             continue
         if sched.get("until") is not None and now["wall"] >= sched["until"]:
-            out.append(_disarm(crew, world, sched, None, Answer(
+            out.append(_disarm(world, sched, None, Answer(
                 UNTIL, f"its --until moment {records.timestamp(sched['until'])} has passed")))
             continue
-        if rebased(sched, now):
+        if elapsed(sched["base"], now) < 0:
             # The wall clock went back across a reboot: restart the floor from now.
             update_stored(crew, sched, {"base": now})
             continue
@@ -159,9 +153,9 @@ def tick(crew, world=None, bad=None):
         if sched["attempts"] >= sched["max"]:
             # Spent yet armed: a tick stopped between counting its last attempt
             # and disarming. Never an attempt past max.
-            out.append(_disarm(crew, world, sched, _find(world, sched)[0], _spent(sched)))
+            out.append(_disarm(world, sched, _find(world, sched)[0], _spent(sched)))
             continue
-        result = _decide(crew, world, sched, now, nudged)
+        result = _decide(world, sched, now, nudged)
         if result:
             out.append(result)
     return out
@@ -200,27 +194,26 @@ def own_loops(crew, scheds, world=None):
     return out
 
 
-def _decide(crew, world, sched, now, nudged):
+def _decide(world, sched, now, nudged):
     name, why = _find(world, sched)
     if name is None:
         if why.code in (AMBIGUOUS, DAMAGED):
-            return _refuse(crew, world, sched, None, why)
-        return _disarm(crew, world, sched, None, why, refused=True)
+            return _refuse(world, sched, None, why)
+        return _disarm(world, sched, None, why, refused=True)
     if not world.metas()[name].get("tmux"):
-        return _disarm(crew, world, sched, name, Answer(
+        return _disarm(world, sched, name, Answer(
             NOT_LIVE, "no tmux pane is registered (the only channel)"), refused=True)
     live = world.live(name)
     if live == NOT_LIVE:                                        # question 1
-        return _disarm(crew, world, sched, name, Answer(NOT_LIVE, world.live_why(name)),
-                       refused=True)
+        return _disarm(world, sched, name, Answer(NOT_LIVE, world.live_why(name)), refused=True)
     why = world.stuck(name)                                     # question 2: records held up
     if not why:
         why = world.busy(name, screen=False)                    # question 2, cheap part
     if not why and live != LIVE:
         why = Answer(delivery.LIVE_UNKNOWN, "liveness cannot be established")
     if not why:
-        why, problem = world.own_loop(name)                     # question 2: one voice
-        _say_once(crew, world, sched, name, problem)
+        why, problem = verdict.own_loop(world.session(name))    # question 2: one voice
+        _say_once(world, sched, name, problem)
     if not why:
         why = tree_conflict(world, name)                        # question 3
     if not why and name in nudged:
@@ -229,24 +222,24 @@ def _decide(crew, world, sched, now, nudged):
         why = world.busy(name, screen=True)                     # question 2: keys, screen
     if why:
         if why.code in (delivery.NOT_LIVE, delivery.ASIDE):
-            return _disarm(crew, world, sched, name, why, refused=True)
-        return _refuse(crew, world, sched, name, why)
+            return _disarm(world, sched, name, why, refused=True)
+        return _refuse(world, sched, name, why)
     # Permission. Count and store the attempt before typing a key.
     attempts = sched["attempts"] + 1
     learned = {k: v for k, v in target_ids(world.metas()[name]).items()
                if v and not sched.get(k)}
-    if update_stored(crew, sched, {"attempts": attempts, "base": now, **learned,
-                             "last_attempt": records.timestamp(now["wall"])}) is None:
+    if update_stored(world.crew, sched, {"attempts": attempts, "base": now, **learned,
+                                         "last_attempt": records.timestamp(now["wall"])}) is None:
         return None
     nudged.add(name)
     ok, answer = world.deliver(name, sched["message"])
     text = f"attempt {attempts}/{sched['max']}: {answer}"
     if not ok and answer.code == delivery.NOT_LIVE:
-        return _disarm(crew, world, sched, name, answer, text=text)
+        return _disarm(world, sched, name, answer, text=text)
     outcome = DELIVERED if ok else UNCONFIRMED if answer.code == delivery.UNCONFIRMED else FAILED
-    result = _record(crew, world, sched, name, outcome, answer, text=text)
+    result = _record(world, sched, name, outcome, answer, text=text)
     if attempts >= sched["max"]:
-        _disarm(crew, world, sched, name, _spent(sched))
+        _disarm(world, sched, name, _spent(sched))
     return result
 
 
@@ -254,12 +247,12 @@ def _spent(sched):
     return Answer(MAX, f"{sched['attempts']} of {sched['max']} attempts made")
 
 
-def _say_once(crew, world, sched, name, problem):
+def _say_once(world, sched, name, problem):
     """A `problem` record when *problem* (a scheduled_tasks.json not believed)
     is new for this schedule (kept as own_problem: said once, not each tick)."""
     if (problem or None) == (sched.get("own_problem") or None):
         return
-    if update_stored(crew, sched, {"own_problem": problem or ""}) is None or not problem:
+    if update_stored(world.crew, sched, {"own_problem": problem or ""}) is None or not problem:
         return
     try:
         world.session(name).append("problem", f"{sched['id']} {problem}: not believed,"
@@ -268,23 +261,23 @@ def _say_once(crew, world, sched, name, problem):
         pass
 
 
-def _refuse(crew, world, sched, name, why):
+def _refuse(world, sched, name, why):
     if sched.get("last_outcome") == REFUSED and sched.get("last_code") == why.code:
         return Outcome(sched["id"], name, REFUSED, why)     # said already: keep quiet
-    return _record(crew, world, sched, name, REFUSED, why)
+    return _record(world, sched, name, REFUSED, why)
 
 
-def _disarm(crew, world, sched, name, why, refused=False, text=None):
+def _disarm(world, sched, name, why, refused=False, text=None):
     """Disarm with *why*; refused=True says no attempt was made (the target is gone)."""
-    return (_record(crew, world, sched, name, DISARMED, why, refused, text, armed=False)
+    return (_record(world, sched, name, DISARMED, why, refused, text, armed=False)
             or Outcome(sched["id"], name, DISARMED, why, refused, text))
 
 
-def _record(crew, world, sched, name, outcome, why, refused=False, text=None, **extra):
+def _record(world, sched, name, outcome, why, refused=False, text=None, **extra):
     out = Outcome(sched["id"], name, outcome, why, refused, text)
     changes = {"last_outcome": outcome, "last_code": why.code, "last_reason": out.reason,
                "last_change": records.timestamp(), **extra}
-    if update_stored(crew, sched, changes) is None:
+    if update_stored(world.crew, sched, changes) is None:
         return None
     if name is not None:
         try:

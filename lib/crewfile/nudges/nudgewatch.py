@@ -95,7 +95,7 @@ def _say_damaged(warn, said, bad, world):
     """Name each damaged schedule or meta once while it stays the same (not
     once per tick); return what is said now."""
     now = {name: str(e) for name, e in bad}
-    now.update({f"meta of {name}": why for name, why in getattr(world, "damaged", {}).items()})
+    now.update({f"meta of {name}": why for name, why in world.damaged.items()})
     for key, why in now.items():
         if said.get(key) != why:
             warn(why if key == "tick" else f"skipped {why}")
@@ -116,11 +116,7 @@ def _block_lifts(world, outcomes):
 
 
 def _next_due(crew):
+    """Seconds until the next armed schedule falls due (WATCH_POLL at most)."""
     now = clock_now()
-    wait = WATCH_POLL
-    for sched in load_all(crew):
-        if sched.get("armed"):
-            left = due_in(sched, now)
-            if left > 0:
-                wait = min(wait, left + 0.01)
-    return wait
+    lefts = [due_in(sched, now) for sched in load_all(crew) if sched.get("armed")]
+    return min([WATCH_POLL] + [left + 0.01 for left in lefts if left > 0])

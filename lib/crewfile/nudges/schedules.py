@@ -101,11 +101,6 @@ def due_in(sched, now):
     return sched["every"] - max(gone, 0)
 
 
-def rebased(sched, now):
-    """Is *sched*'s base ahead of *now*, to be restarted from now?"""
-    return elapsed(sched["base"], now) < 0
-
-
 def add(crew, every, message, session=None, session_key=None, agent_session_id=None,
         max_attempts=None, user=None, replace_existing=False, now=None, until=None):
     """Create (or with replace_existing, re-create) the schedule for (user,
