@@ -1,7 +1,7 @@
 """Facts about each agent CLI, floor 2: its hook events and replies, its prompt
 line and transcript, how it is installed, started and resumed. One module per
-agent (claude, codex, gemini) beside claudecron, codexconf, install, launch
-and registry; crew-hook imports only the one it runs for, so start-up stays small.
+agent (claude, codex, gemini) beside claudecron, codexconf, codexrollout,
+install and registry; crew-hook imports only the one it runs for, so start-up stays small.
 
 Adding an agent is one new module here defining:
   NAME, EVENTS   its name (as meta `agent` and `--agent` say it); its event ->
@@ -26,7 +26,7 @@ Adding an agent is one new module here defining:
                  True if SessionStart runs with its first prompt, the text kept on
                  its prompt line meanwhile: delivery presses Enter once and waits
                  for that hook's record
-  RESUME         the arguments resuming conversation {id} (agents.launch), or None
+  RESUME         the arguments resuming conversation {id} (crew.spawn), or None
   TURN_ONLY_ERRORS, LASTING_ERRORS (optional)
                  its names of a turn's errors that end that turn alone, and of the
                  account's stops that time does not lift (stop_record)

@@ -4,14 +4,15 @@ refusal leaves nothing behind; then the registration (a spawn killed at any
 point leaves nothing crewfile does not know), the worktree, the window.
 """
 import os
+import shlex
 import time
 from collections import namedtuple
 
-from crewfile.agents import adapter_of, launch
+from crewfile.agents import adapter_of, load
 from crewfile.asides.aside import checkpoint
 from crewfile.core import paths, records
-from crewfile.core.errors import BadFile, CrewfileError, Refused, UsageError
-from crewfile.core.names import check_name
+from crewfile.core.errors import BadFile, BadInput, CrewfileError, Refused, UsageError
+from crewfile.core.names import AGENTS, check_name
 from crewfile.crew import worktree as wt
 from crewfile.nudges import schedules
 from crewfile.session import delivery, verdict, window
@@ -23,16 +24,18 @@ PROMPT_WAIT = 60.0        # seconds to wait for the agent's first idle prompt
 PROMPT_POLL = 0.1
 RETYPES = 2               # typings after the first the agent discarded (crew-spawn.md)
 NOT_STARTED = "not-started"
+CONVERSATION_ID_CHARS = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
 
 # prompt: None when none was asked, else the delivery's (delivered, reason).
 Spawned = namedtuple("Spawned", "target tree branch prompt")
 
 
-def holders(crew, tree, exclude=None, exact=False):
-    """[(name, why)] of the other sessions not ended, live (or of unknown
-    liveness), in *tree*, above or inside it. exact: *tree* as it is (a worktree
+def refuse_held(crew, tree, exclude=None, exact=False):
+    """Refused if another session not ended, live (or of unknown liveness),
+    works in *tree*, above or inside it. exact: *tree* as it is (a worktree
     about to be made), else its git top level."""
-    mine, look, found = (tree if exact else tree_of(tree)), verdict.Look(), []
+    mine, look = (tree if exact else tree_of(tree)), verdict.Look()
     for name in all_names(crew):
         if name == exclude:
             continue
@@ -49,25 +52,41 @@ def holders(crew, tree, exclude=None, exact=False):
         # a line anyone appended frees no tree.
         if live == verdict.NOT_LIVE or (sess.ended() and live != verdict.LIVE):
             continue
-        found.append((name, f"{name} is live in {theirs}" if live == verdict.LIVE else
-                      f"{name} works in {theirs} and its liveness is unknown"))
-    return found
+        raise Refused(f"the tree {tree} is held: " + (
+            f"{name} is live in {theirs}" if live == verdict.LIVE else
+            f"{name} works in {theirs} and its liveness is unknown"))
 
 
-def refuse_held(crew, tree, exclude=None, exact=False):
-    held = holders(crew, tree, exclude, exact)
-    if held:
-        raise Refused(f"the tree {tree} is held: {held[0][1]}")
+def agent_adapter(agent):
+    """The adapter of *agent*, one of the agents a crew session can run (else BadInput)."""
+    if agent not in AGENTS:
+        raise BadInput(f"bad agent '{agent}': one of {', '.join(AGENTS)}")
+    return load(agent)
 
 
-def spawn(crew, name, agent=launch.CLAUDE, ref=None, tmux_session=None, prompt=None,
+def resume_command(agent, cmd, conversation):
+    """*cmd* made to resume *conversation*: never a new one, so a schedule
+    attached to it still belongs to it (Refused, saying why, where it cannot be)."""
+    resume = agent_adapter(agent).RESUME
+    if resume is None:
+        raise Refused(f"cannot resume a {agent} conversation: crewfile does not know how,"
+                      f" and starting {agent} again would begin a new one")
+    if not conversation:
+        raise Refused("no conversation id is recorded (its agent never ran its SessionStart"
+                      " hook): starting the agent would begin a new conversation")
+    if len(conversation) > 128 or not set(conversation) <= CONVERSATION_ID_CHARS:
+        raise Refused(f"the recorded conversation id '{conversation[:40]}' is malformed")
+    return f"{cmd} {resume.format(id=shlex.quote(conversation))}"
+
+
+def spawn(crew, name, agent="claude", ref=None, tmux_session=None, prompt=None,
           worktree=True, cmd=None, cwd=None, prompt_wait=PROMPT_WAIT):
     """Start crew session NAME in a new worktree and window; return a Spawned."""
     check_name(name, "session name")
-    launch.check(agent)
+    agent_adapter(agent)
     if prompt is not None:
         delivery.check_text(prompt)
-    cmd = launch.command(agent, cmd)
+    cmd = cmd or os.environ.get("CREWFILE_AGENT_CMD") or agent
     here = os.path.realpath(cwd or os.getcwd())
     sess = Session(crew, name)
     if sess.exists() and not sess.ended():
@@ -185,7 +204,7 @@ def _plan(crew, name, look):
         return REFUSED, ("its agent is not recorded (it was not started by crew-spawn):"
                          " start it by hand"), None
     try:
-        command = launch.resume_command(agent, meta["agent_cmd"], meta.get("agent_session_id"))
+        command = resume_command(agent, meta["agent_cmd"], meta.get("agent_session_id"))
     except CrewfileError as e:
         return REFUSED, str(e), None
     tree = meta.get("cwd")
