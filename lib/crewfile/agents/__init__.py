@@ -3,7 +3,7 @@ line and transcript, how it is installed, started and resumed. One module per
 agent (claude, codex, gemini) beside claudecron, codexconf, codexrollout,
 install and registry; crew-hook imports only the one it runs for, so start-up stays small.
 
-Adding an agent is one new module here defining:
+Adding an agent is one new module here, its name in core.names.AGENTS, defining:
   NAME, EVENTS   its name (as meta `agent` and `--agent` say it); its event ->
                  the shared action (hook.EVENTS) it runs
   SHELL_TOOLS    the tool names whose `tool_input.command` the guard reads
@@ -42,6 +42,7 @@ Adding an agent is one new module here defining:
 import time
 
 from crewfile.core.errors import BadInput
+from crewfile.core.names import AGENTS
 from crewfile.core.records import timestamp
 
 # An account's passing stop holds typing this long: neither Claude Code's hook
@@ -53,12 +54,9 @@ MAX_ERROR_WORD = 40
 
 def load(name):
     """The adapter module for agent *name* (BadInput if there is none)."""
-    if not isinstance(name, str) or not name.isidentifier() or not name.islower():
-        raise BadInput(f"bad agent '{name}'")
-    try:
-        return __import__(f"{__package__}.{name}", fromlist=["EVENTS"])
-    except ModuleNotFoundError:
-        raise BadInput(f"unknown agent '{name}': no crewfile.agents.{name}") from None
+    if name not in AGENTS:
+        raise BadInput(f"bad agent '{name}': one of {', '.join(AGENTS)}")
+    return __import__(f"{__package__}.{name}", fromlist=["EVENTS"])
 
 
 def adapter_of(meta):

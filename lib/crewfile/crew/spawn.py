@@ -11,8 +11,8 @@ from collections import namedtuple
 from crewfile.agents import adapter_of, load
 from crewfile.asides.aside import checkpoint
 from crewfile.core import paths, records
-from crewfile.core.errors import BadFile, BadInput, CrewfileError, Refused, UsageError
-from crewfile.core.names import AGENTS, check_name
+from crewfile.core.errors import BadFile, CrewfileError, Refused, UsageError
+from crewfile.core.names import check_name
 from crewfile.crew import worktree as wt
 from crewfile.nudges import schedules
 from crewfile.session import delivery, verdict, window
@@ -57,17 +57,10 @@ def refuse_held(crew, tree, exclude=None, exact=False):
             f"{name} works in {theirs} and its liveness is unknown"))
 
 
-def agent_adapter(agent):
-    """The adapter of *agent*, one of the agents a crew session can run (else BadInput)."""
-    if agent not in AGENTS:
-        raise BadInput(f"bad agent '{agent}': one of {', '.join(AGENTS)}")
-    return load(agent)
-
-
 def resume_command(agent, cmd, conversation):
     """*cmd* made to resume *conversation*: never a new one, so a schedule
     attached to it still belongs to it (Refused, saying why, where it cannot be)."""
-    resume = agent_adapter(agent).RESUME
+    resume = load(agent).RESUME
     if resume is None:
         raise Refused(f"cannot resume a {agent} conversation: crewfile does not know how,"
                       f" and starting {agent} again would begin a new one")
@@ -83,7 +76,7 @@ def spawn(crew, name, agent="claude", ref=None, tmux_session=None, prompt=None,
           worktree=True, cmd=None, cwd=None, prompt_wait=PROMPT_WAIT):
     """Start crew session NAME in a new worktree and window; return a Spawned."""
     check_name(name, "session name")
-    agent_adapter(agent)
+    load(agent)
     if prompt is not None:
         delivery.check_text(prompt)
     cmd = cmd or os.environ.get("CREWFILE_AGENT_CMD") or agent
@@ -146,7 +139,9 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
     deadline = time.monotonic() + wait
     retypes = RETYPES
     while True:
-        if hooked and not _started(sess):
+        # A `started` since the newest `registered` (not `respawned`: appended
+        # after the window opens, it may follow the resumed agent's `started`).
+        if hooked and sess.newest_this_life(lambda rec: rec.kind == "started") is None:
             ok, reason = False, delivery.Answer(NOT_STARTED, (
                 "its SessionStart hook has not run: its hooks are not installed, or not"
                 " trusted yet (a question on its screen?)"))
@@ -159,13 +154,6 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
                 return ok, reason
             retypes -= 1
         time.sleep(PROMPT_POLL)
-
-
-def _started(sess):
-    """True if a `started` record follows the session's newest `registered`
-    (not `respawned`: it is appended after the window opens, and may follow
-    the resumed agent's `started`)."""
-    return sess.newest_this_life(lambda rec: rec.kind == "started") is not None
 
 
 # --- crew-respawn -------------------------------------------------------------------
