@@ -35,7 +35,7 @@ def refuse_held(crew, tree, exclude=None, exact=False):
     """Refused if another session not ended, live (or of unknown liveness),
     works in *tree*, above or inside it. exact: *tree* as it is (a worktree
     about to be made), else its git top level."""
-    mine, look = (tree if exact else tree_of(tree)), verdict.Look()
+    mine, look = (tree if exact else tree_of(tree)), Look()
     for name in all_names(crew):
         if name == exclude:
             continue
@@ -73,14 +73,14 @@ def resume_command(agent, cmd, conversation):
 
 
 def spawn(crew, name, agent="claude", ref=None, tmux_session=None, prompt=None,
-          worktree=True, cmd=None, cwd=None, prompt_wait=PROMPT_WAIT):
+          worktree=True, cmd=None, prompt_wait=PROMPT_WAIT):
     """Start crew session NAME in a new worktree and window; return a Spawned."""
     check_name(name, "session name")
     load(agent)
     if prompt is not None:
         delivery.check_text(prompt)
     cmd = cmd or os.environ.get("CREWFILE_AGENT_CMD") or agent
-    here = os.path.realpath(cwd or os.getcwd())
+    here = os.path.realpath(os.getcwd())
     sess = Session(crew, name)
     if sess.exists() and not sess.ended():
         raise Refused(f"'{name}' is already registered and not ended")
@@ -191,10 +191,8 @@ def _plan(crew, name, look):
     if not agent or not meta.get("agent_cmd"):
         return REFUSED, ("its agent is not recorded (it was not started by crew-spawn):"
                          " start it by hand"), None
-    try:
-        command = resume_command(agent, meta["agent_cmd"], meta.get("agent_session_id"))
-    except CrewfileError as e:
-        return REFUSED, str(e), None
+    # Refused, as for refuse_held below: the caller's REFUSED
+    command = resume_command(agent, meta["agent_cmd"], meta.get("agent_session_id"))
     tree = meta.get("cwd")
     if not tree or not os.path.isdir(tree):
         return REFUSED, f"its tree {tree or '(none recorded)'} is gone", None
@@ -202,7 +200,7 @@ def _plan(crew, name, look):
     if transcript and not os.path.exists(transcript):
         return REFUSED, (f"its transcript {transcript} is gone: resuming would start a new"
                          " conversation"), None
-    refuse_held(crew, tree, exclude=name)      # Refused: the caller's REFUSED
+    refuse_held(crew, tree, exclude=name)
     return WOULD, f"in {tree}: {command}", command
 
 
@@ -257,9 +255,7 @@ def _respawn_one(crew, name, command):
         if dead and dead.dead:
             window.kill(dead)
         rearmed = schedules.rearm(crew, sess.meta)
-        sess.append("respawned", f"resume {meta['agent_session_id']}"
-                    + (f"; schedules armed again: {' '.join(rearmed)}" if rearmed else ""))
-    detail = f"window {target} in {meta['cwd']}: {command}"
-    if rearmed:
-        detail += f" (schedules armed again: {' '.join(rearmed)})"
-    return Respawn(name, RESPAWNED, detail)
+        armed = f"schedules armed again: {' '.join(rearmed)}" if rearmed else ""
+        sess.append("respawned", f"resume {meta['agent_session_id']}" + (armed and f"; {armed}"))
+    return Respawn(name, RESPAWNED, f"window {target} in {meta['cwd']}: {command}"
+                   + (armed and f" ({armed})"))
