@@ -57,7 +57,7 @@ def test_merge_keeps_unrelated_hooks_and_replaces_old_crew_hook():
     assert hooks["PreToolUse"][1] == USER_SETTINGS["hooks"]["PreToolUse"][1]
     assert "PreCompact" not in hooks                   # only our old entry was there
     assert hooks["PostCompact"] == "not a list: left alone"
-    assert sorted(ours(merged)) == sorted([(ev, "/new/crew-hook") for ev, _ in claude.INSTALL]
+    assert sorted(ours(merged)) == sorted([(ev, "/new/crew-hook") for ev in claude.EVENTS]
                                           + [("Stop", "/new/crew-hook --rewake")])
     assert USER_SETTINGS["hooks"]["PreToolUse"][0]["hooks"][1]["command"] == "/old/path/crew-hook"
 

@@ -11,9 +11,9 @@ Adding an agent is one new module here, its name in core.names.AGENTS, defining:
                  its empty prompt line's placeholder SGR parameters (or None), its
                  prompt markers beyond the common ones (crewfile.session.prompt)
   NOTIFICATIONS  notification type -> the record (kind, text) it writes
-  HOOKS_FILE, INSTALL, TIMEOUT, FILES, install_extras(directory, uninstall=False)
-                 installation (crewfile.agents.install): the file under DIR, the
-                 (event, matcher) pairs, the timeout in the file's unit, the files
+  HOOKS_FILE, TIMEOUT, FILES, install_extras(directory, uninstall=False)
+                 installation (crewfile.agents.install: a hook for each of EVENTS):
+                 the file under DIR, the timeout in the file's unit, the files
                  shipped; install_extras: (changes, notes) beyond the hooks
   CONCLUDE, PROMPT_ID, TRANSCRIPT_MARK, transcript_prompt
                  the captain's conclusion as its transcript shows it

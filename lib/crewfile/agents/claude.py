@@ -21,11 +21,6 @@ PLACEHOLDER = None
 NOTIFICATIONS = {"idle_prompt": ("idle", ""), "permission_prompt": ("waiting", "permission")}
 
 HOOKS_FILE = "settings.json"
-# (event, matcher): PreToolUse only needs Bash (the guard); the rest see everything.
-INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "Bash"),
-           ("PostToolUse", None), ("Stop", None), ("StopFailure", None),
-           ("SubagentStop", None), ("TeammateIdle", None), ("TaskCompleted", None),
-           ("Notification", None), ("SessionEnd", None))
 TIMEOUT = 10            # seconds; Claude Code's default is 600, SessionEnd has ~1.5 s
 # The primary's keystroke-free wake (crewfile.wake.rewake): at this event a
 # second hook, `crew-hook --rewake`, runs with "asyncRewake": true (its exit 2

@@ -19,10 +19,12 @@ SHARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "files")
 
 
 def hooks_block(command, agent=CLAUDE):
-    """The fragment {"hooks": {...}} that runs *command* for each of *agent*'s events."""
+    """The fragment {"hooks": {...}} that runs *command* for each of *agent*'s
+    events: its tool event only for its shell tools (the guard's); the rest see
+    everything."""
     hooks = {}
-    for event, matcher in agent.INSTALL:
-        group = {"matcher": matcher} if matcher else {}
+    for event, action in agent.EVENTS.items():
+        group = {"matcher": "|".join(agent.SHELL_TOOLS)} if action == "PreToolUse" else {}
         group["hooks"] = [{"type": "command", "command": command, "timeout": agent.TIMEOUT}]
         if event == getattr(agent, "REWAKE", None):
             group["hooks"].append({"type": "command", "command": f"{command} --rewake",
