@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from crewfile.agents import install
+from crewfile.agents import claude, install
 from crewfile.core.errors import BadInput
 
 USER_SETTINGS = {
@@ -43,7 +43,7 @@ def test_block_has_every_event_once():
         rewake = ([{"type": "command", "command": "/opt/crew-hook --rewake", "asyncRewake": True,
                     "timeout": 3660}] if event == "Stop" else [])
         assert groups[0]["hooks"] == [{"type": "command", "command": "/opt/crew-hook",
-                                       "timeout": install.TIMEOUT}] + rewake
+                                       "timeout": claude.TIMEOUT}] + rewake
     assert block["hooks"]["PreToolUse"][0]["matcher"] == "Bash"
 
 
@@ -57,7 +57,7 @@ def test_merge_keeps_unrelated_hooks_and_replaces_old_crew_hook():
     assert hooks["PreToolUse"][1] == USER_SETTINGS["hooks"]["PreToolUse"][1]
     assert "PreCompact" not in hooks                   # only our old entry was there
     assert hooks["PostCompact"] == "not a list: left alone"
-    assert sorted(ours(merged)) == sorted([(ev, "/new/crew-hook") for ev, _ in install.EVENTS]
+    assert sorted(ours(merged)) == sorted([(ev, "/new/crew-hook") for ev in claude.EVENTS]
                                           + [("Stop", "/new/crew-hook --rewake")])
     assert USER_SETTINGS["hooks"]["PreToolUse"][0]["hooks"][1]["command"] == "/old/path/crew-hook"
 

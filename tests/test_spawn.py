@@ -519,7 +519,7 @@ def test_each_agent_resumes_with_its_own_command(agent, cmd, want):
     """The resume arguments each CLI's --help gives (Codex 0.171: a
     subcommand after the root options; Gemini 0.61: --resume takes a full
     session id). The real CLIs resume: test_codex_e2e, test_gemini_e2e."""
-    from crewfile.agents.launch import resume_command
+    from crewfile.crew.spawn import resume_command
     assert resume_command(agent, cmd, "0a-b_C.9") == want
 
 

@@ -230,13 +230,16 @@ def test_status_appends_stdin_modes_refuse_every_guarded_kind(crew, run, kind):
 
 
 def test_a_forged_ended_frees_no_tree(crew, tmux, tmp_path):
-    from crewfile.crew.spawn import holders
+    from crewfile.core.errors import Refused
+    from crewfile.crew.spawn import refuse_held
     tree = os.path.realpath(tmp_path)
     w3, pane = tmux.agent_window(crew, "w3", AGENT, cwd=tree)
     tmux.wait_screen(pane, "ready>")
     wait_for(lambda: w3.reread().meta.get("pid"), what="w3's agent recorded")
     flock_append(w3, records.new_line("ended", "retired"))
-    assert holders(crew, tree) == [("w3", f"w3 is live in {tree}")]
+    with pytest.raises(Refused) as held:
+        refuse_held(crew, tree)
+    assert str(held.value) == f"the tree {tree} is held: w3 is live in {tree}"
 
 
 def post_tool_use(run, name):

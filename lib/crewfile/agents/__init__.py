@@ -1,9 +1,9 @@
 """Facts about each agent CLI, floor 2: its hook events and replies, its prompt
 line and transcript, how it is installed, started and resumed. One module per
-agent (claude, codex, gemini) beside claudecron, codexconf, install, launch
-and registry; crew-hook imports only the one it runs for, so start-up stays small.
+agent (claude, codex, gemini) beside claudecron, codexconf, codexrollout,
+install and registry; crew-hook imports only the one it runs for, so start-up stays small.
 
-Adding an agent is one new module here defining:
+Adding an agent is one new module here, its name in core.names.AGENTS, defining:
   NAME, EVENTS   its name (as meta `agent` and `--agent` say it); its event ->
                  the shared action (hook.EVENTS) it runs
   SHELL_TOOLS    the tool names whose `tool_input.command` the guard reads
@@ -11,9 +11,9 @@ Adding an agent is one new module here defining:
                  its empty prompt line's placeholder SGR parameters (or None), its
                  prompt markers beyond the common ones (crewfile.session.prompt)
   NOTIFICATIONS  notification type -> the record (kind, text) it writes
-  HOOKS_FILE, INSTALL, TIMEOUT, FILES, install_extras(directory, uninstall=False)
-                 installation (crewfile.agents.install): the file under DIR, the
-                 (event, matcher) pairs, the timeout in the file's unit, the files
+  HOOKS_FILE, TIMEOUT, FILES, install_extras(directory, uninstall=False)
+                 installation (crewfile.agents.install: a hook for each of EVENTS):
+                 the file under DIR, the timeout in the file's unit, the files
                  shipped; install_extras: (changes, notes) beyond the hooks
   CONCLUDE, PROMPT_ID, TRANSCRIPT_MARK, transcript_prompt
                  the captain's conclusion as its transcript shows it
@@ -26,7 +26,7 @@ Adding an agent is one new module here defining:
                  True if SessionStart runs with its first prompt, the text kept on
                  its prompt line meanwhile: delivery presses Enter once and waits
                  for that hook's record
-  RESUME         the arguments resuming conversation {id} (agents.launch), or None
+  RESUME         the arguments resuming conversation {id} (crew.spawn), or None
   TURN_ONLY_ERRORS, LASTING_ERRORS (optional)
                  its names of a turn's errors that end that turn alone, and of the
                  account's stops that time does not lift (stop_record)
@@ -42,6 +42,7 @@ Adding an agent is one new module here defining:
 import time
 
 from crewfile.core.errors import BadInput
+from crewfile.core.names import AGENTS
 from crewfile.core.records import timestamp
 
 # An account's passing stop holds typing this long: neither Claude Code's hook
@@ -53,12 +54,9 @@ MAX_ERROR_WORD = 40
 
 def load(name):
     """The adapter module for agent *name* (BadInput if there is none)."""
-    if not isinstance(name, str) or not name.isidentifier() or not name.islower():
-        raise BadInput(f"bad agent '{name}'")
-    try:
-        return __import__(f"{__package__}.{name}", fromlist=["EVENTS"])
-    except ModuleNotFoundError:
-        raise BadInput(f"unknown agent '{name}': no crewfile.agents.{name}") from None
+    if name not in AGENTS:
+        raise BadInput(f"bad agent '{name}': one of {', '.join(AGENTS)}")
+    return __import__(f"{__package__}.{name}", fromlist=["EVENTS"])
 
 
 def adapter_of(meta):

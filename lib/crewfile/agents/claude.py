@@ -21,11 +21,7 @@ PLACEHOLDER = None
 NOTIFICATIONS = {"idle_prompt": ("idle", ""), "permission_prompt": ("waiting", "permission")}
 
 HOOKS_FILE = "settings.json"
-INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "Bash"),
-           ("PostToolUse", None), ("Stop", None), ("StopFailure", None),
-           ("SubagentStop", None), ("TeammateIdle", None), ("TaskCompleted", None),
-           ("Notification", None), ("SessionEnd", None))
-TIMEOUT = 10            # seconds
+TIMEOUT = 10            # seconds; Claude Code's default is 600, SessionEnd has ~1.5 s
 # The primary's keystroke-free wake (crewfile.wake.rewake): at this event a
 # second hook, `crew-hook --rewake`, runs with "asyncRewake": true (its exit 2
 # starts the model's next turn with its stderr), with this timeout in seconds

@@ -57,29 +57,18 @@ def durable_jobs(project, now=None):
     if not isinstance(tasks, list):
         return [], f"{path}: no list of tasks"
     now_ms = (time.time() if now is None else now) * 1000
-    jobs = []
-    for t in tasks:
-        job = _job(t, now_ms)
-        if job is False:
-            return [], f"{path}: a task that is not {{id, cron, prompt, createdAt}}"
-        if job is not None:
-            jobs.append(job)
-    return jobs, None
+    if not all(map(_is_task, tasks)):
+        return [], f"{path}: a task that is not {{id, cron, prompt, createdAt}}"
+    return [Job(t["id"], t["cron"], t["prompt"], t.get("recurring", False)) for t in tasks
+            if t["createdAt"] + t.get("maxAgeMs", MAX_AGE_MS) > now_ms], None
 
 
-def _job(t, now_ms):
-    """A Job, None when it has expired, False when *t* is not a task."""
+def _is_task(t):
     if not isinstance(t, dict):
         return False
-    ident, cron, prompt, created = t.get("id"), t.get("cron"), t.get("prompt"), t.get("createdAt")
-    recurring = t.get("recurring", False)
-    age = t.get("maxAgeMs", MAX_AGE_MS)
-    if not (isinstance(ident, str) and isinstance(cron, str) and isinstance(prompt, str)
-            and _number(created) and isinstance(recurring, bool) and _number(age)):
-        return False
-    if created + age <= now_ms:
-        return None
-    return Job(ident, cron, prompt, recurring)
+    return (all(isinstance(t.get(k), str) for k in ("id", "cron", "prompt"))
+            and _number(t.get("createdAt")) and _number(t.get("maxAgeMs", MAX_AGE_MS))
+            and isinstance(t.get("recurring", False), bool))
 
 
 def _number(x):

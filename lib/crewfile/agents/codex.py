@@ -31,9 +31,6 @@ PLACEHOLDER = "2"
 NOTIFICATIONS = {}
 
 HOOKS_FILE = "hooks.json"
-INSTALL = (("SessionStart", None), ("UserPromptSubmit", None), ("PreToolUse", "Bash"),
-           ("PermissionRequest", None), ("PostToolUse", None), ("Stop", None),
-           ("SubagentStart", None), ("SubagentStop", None), ("SessionEnd", None))
 TIMEOUT = 10         # seconds
 FILES = ("skills/aside-done/SKILL.md", "skills/aside-done/agents/openai.yaml")  # crewfile/agents/files/codex/
 

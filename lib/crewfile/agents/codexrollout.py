@@ -44,25 +44,15 @@ def turn_error(path, since):
     except OSError as e:
         raise SystemFailure(f"{path}: {e.strerror}") from None
     for entry in logfile.objects_backwards(path, SCAN, _MARKS):
-        event = _turn_event(entry)
-        if event is None:
-            continue
-        ts, payload = event
+        ts, payload = entry.get("timestamp"), entry.get("payload")
+        if (entry.get("type") != "event_msg" or not isinstance(ts, str)
+                or not records.is_timestamp(ts) or not isinstance(payload, dict)
+                or payload.get("type") not in BEGINS + (ENDS,)):
+            continue            # not an entry that begins or ends a turn
         if payload["type"] != ENDS or ts < since:
             return None         # the newest turn runs, was cut off, or is an older one
         return _error_of(payload, ts)
     return None
-
-
-def _turn_event(entry):
-    """(timestamp, payload) of a rollout entry that begins or ends a turn, else None."""
-    if entry.get("type") != "event_msg":
-        return None
-    ts, payload = entry.get("timestamp"), entry.get("payload")
-    if (not isinstance(ts, str) or not records.is_timestamp(ts) or not isinstance(payload, dict)
-            or payload.get("type") not in BEGINS + (ENDS,)):
-        return None
-    return ts, payload
 
 
 def _error_of(task_complete, ts):

@@ -21,9 +21,6 @@ PROMPT_MARKERS = (">", "*")
 NOTIFICATIONS = {"ToolPermission": ("waiting", "permission")}
 
 HOOKS_FILE = "settings.json"
-INSTALL = (("SessionStart", None), ("BeforeAgent", None), ("BeforeTool", "run_shell_command"),
-           ("AfterTool", None), ("AfterAgent", None), ("Notification", None),
-           ("SessionEnd", None))
 TIMEOUT = 10000      # milliseconds
 FILES = ("commands/aside-done.toml",)     # shipped in crewfile/agents/files/gemini/
 HOOKS_AT_START = True     # SessionStart at launch, once its folder is trusted

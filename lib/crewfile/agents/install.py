@@ -7,24 +7,24 @@ import difflib
 import json
 import os
 import shlex
+from collections import namedtuple
 
 from crewfile.agents import claude as CLAUDE
 from crewfile.core.atomic import read_text, replace
 from crewfile.core.errors import BadInput
 
 HOOK_NAME = "crew-hook"
-TIMEOUT = CLAUDE.TIMEOUT     # seconds; Claude Code's default is 600, SessionEnd has ~1.5 s
-# (event, matcher): PreToolUse only needs Bash (the guard); the rest see everything.
-EVENTS = CLAUDE.INSTALL
 # Each file of an adapter's FILES, installed at DIR/REL, is kept at SHARE/AGENT/REL.
 SHARE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "files")
 
 
 def hooks_block(command, agent=CLAUDE):
-    """The fragment {"hooks": {...}} that runs *command* for each of *agent*'s events."""
+    """The fragment {"hooks": {...}} that runs *command* for each of *agent*'s
+    events: its tool event only for its shell tools (the guard's); the rest see
+    everything."""
     hooks = {}
-    for event, matcher in agent.INSTALL:
-        group = {"matcher": matcher} if matcher else {}
+    for event, action in agent.EVENTS.items():
+        group = {"matcher": "|".join(agent.SHELL_TOOLS)} if action == "PreToolUse" else {}
         group["hooks"] = [{"type": "command", "command": command, "timeout": agent.TIMEOUT}]
         if event == getattr(agent, "REWAKE", None):
             group["hooks"].append({"type": "command", "command": f"{command} --rewake",
@@ -59,13 +59,11 @@ def merge(settings, block):
         kept_groups, removed = [], False
         for group in groups:
             inner = group.get("hooks") if isinstance(group, dict) else None
-            if isinstance(inner, list):
-                kept = [h for h in inner if not is_ours(h)]
-                if len(kept) != len(inner):
-                    removed = True
-                    if not kept:
-                        continue
-                    group = dict(group, hooks=kept)
+            if isinstance(inner, list) and any(map(is_ours, inner)):
+                removed = True
+                group = dict(group, hooks=[h for h in inner if not is_ours(h)])
+                if not group["hooks"]:
+                    continue
             kept_groups.append(group)
         if removed and not kept_groups:
             del hooks[event]
@@ -84,12 +82,8 @@ def dumps(settings):
     return json.dumps(settings, indent=2) + "\n"
 
 
-class Change:
+class Change(namedtuple("Change", "path old new mode")):
     """One file the install creates, updates or leaves unchanged."""
-    __slots__ = ("path", "old", "new", "mode")
-
-    def __init__(self, path, old, new, mode):
-        self.path, self.old, self.new, self.mode = path, old, new, mode
 
     @property
     def verb(self):
@@ -104,7 +98,7 @@ class Change:
             tofile=self.path if self.new is not None else "/dev/null"))
 
 
-def _settings(claude_dir, agent=CLAUDE):
+def _settings(claude_dir, agent):
     """(path, text or None, parsed dict, mode) of *claude_dir*'s hooks file."""
     path = os.path.realpath(os.path.join(claude_dir, agent.HOOKS_FILE))
     old = read_text(path)
@@ -123,7 +117,7 @@ def shipped(agent, rel):
         return f.read()
 
 
-def plan(claude_dir, command, agent=CLAUDE):
+def plan(claude_dir, command, agent):
     """The changes that installing into *claude_dir* (e.g. ~/.claude, ~/.codex,
     ~/.gemini) makes."""
     settings_path, old, current, mode = _settings(claude_dir, agent)
@@ -136,7 +130,7 @@ def plan(claude_dir, command, agent=CLAUDE):
     return changes
 
 
-def plan_uninstall(claude_dir, agent=CLAUDE):
+def plan_uninstall(claude_dir, agent):
     """(changes, kept) that removing crewfile from *claude_dir* makes: its
     hooks out of settings.json (a `hooks` object or a settings.json left
     empty by that goes too), the skill and command files if they are still

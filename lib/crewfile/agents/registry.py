@@ -20,10 +20,6 @@ class Unreadable(Exception):
     """A registry file there, but not an entry crewfile can read: str() says why."""
 
 
-class Rewritten(Unreadable):
-    """Not a whole JSON object: perhaps caught in the middle of a rewrite."""
-
-
 class Entry:
     """One registry file's facts (None where a field is absent)."""
     __slots__ = ("path", "pid", "start", "session_id", "cwd", "kind", "job_id", "pane", "window")
@@ -82,28 +78,24 @@ def read(pid, where):
     if not where:
         return None
     path = os.path.join(where, f"{int(pid)}.json")
-    for _ in range(READS - 1):
+    for _ in range(READS):
         try:
-            return _read(path, pid)
-        except Rewritten:
-            continue            # read it again
-    return _read(path, pid)
-
-
-def _read(path, pid):
-    # The one bounded reader of a regular file (no link followed, not a FIFO).
-    try:
-        text = read_text(path, limit=MAX_BYTES)
-    except CrewfileError as e:
-        raise Unreadable(str(e)) from None
-    if text is None:
-        return None
-    try:
-        obj = loads(text)
-    except ValueError:
-        raise Rewritten(f"{path}: not JSON") from None
-    if not isinstance(obj, dict):
-        raise Rewritten(f"{path}: not a JSON object")
+            # The one bounded reader of a regular file (no link followed, not a FIFO).
+            text = read_text(path, limit=MAX_BYTES)
+        except CrewfileError as e:
+            raise Unreadable(str(e)) from None
+        if text is None:
+            return None
+        try:
+            obj = loads(text)
+        except ValueError:
+            why = "not JSON"
+            continue            # read it again: perhaps caught in the middle of a rewrite
+        if isinstance(obj, dict):
+            break
+        why = "not a JSON object"
+    else:
+        raise Unreadable(f"{path}: {why}")
     entry = Entry(path, obj)
     if entry.pid != int(pid):
         raise Unreadable(f"{path}: names pid {obj.get('pid')!r}, not {pid}")

@@ -16,15 +16,6 @@ from crewfile.session.delivery import typing_lock
 from crewfile.session.sessions import Session, state
 
 
-def crew_session(crew, name):
-    sess = Session(crew, name)
-    kind = sess.meta.get("kind")
-    if kind != "crew":
-        raise BadInput(f"'{name}' is not a crew session (kind {kind})"
-                       + ("; an aside ends with aside-reconcile" if kind == "aside" else ""))
-    return sess
-
-
 def _busy(st):
     """Why the agent must not be cut off now, or None."""
     if st["waiting"]:
@@ -40,8 +31,12 @@ def _kept_transcript(sess):
 
 def retire(crew, name, keep_worktree=False, force=False):
     """Retire crew session NAME; return what was saved, removed, thrown away."""
-    sess = crew_session(crew, name)
+    sess = Session(crew, name)
     meta = sess.meta
+    kind = meta.get("kind")
+    if kind != "crew":
+        raise BadInput(f"'{name}' is not a crew session (kind {kind})"
+                       + ("; an aside ends with aside-reconcile" if kind == "aside" else ""))
     out = SimpleNamespace(scrollback=None, transcript=None, worktree=meta.get("worktree"),
                           removed=False, branch=meta.get("branch"), head=None, thrown=[],
                           warnings=[], disarmed=[])

@@ -4,10 +4,11 @@ refusal leaves nothing behind; then the registration (a spawn killed at any
 point leaves nothing crewfile does not know), the worktree, the window.
 """
 import os
+import shlex
 import time
 from collections import namedtuple
 
-from crewfile.agents import adapter_of, launch
+from crewfile.agents import adapter_of, load
 from crewfile.asides.aside import checkpoint
 from crewfile.core import paths, records
 from crewfile.core.errors import BadFile, CrewfileError, Refused, UsageError
@@ -23,16 +24,18 @@ PROMPT_WAIT = 60.0        # seconds to wait for the agent's first idle prompt
 PROMPT_POLL = 0.1
 RETYPES = 2               # typings after the first the agent discarded (crew-spawn.md)
 NOT_STARTED = "not-started"
+CONVERSATION_ID_CHARS = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.")
 
 # prompt: None when none was asked, else the delivery's (delivered, reason).
 Spawned = namedtuple("Spawned", "target tree branch prompt")
 
 
-def holders(crew, tree, exclude=None, exact=False):
-    """[(name, why)] of the other sessions not ended, live (or of unknown
-    liveness), in *tree*, above or inside it. exact: *tree* as it is (a worktree
+def refuse_held(crew, tree, exclude=None, exact=False):
+    """Refused if another session not ended, live (or of unknown liveness),
+    works in *tree*, above or inside it. exact: *tree* as it is (a worktree
     about to be made), else its git top level."""
-    mine, look, found = (tree if exact else tree_of(tree)), verdict.Look(), []
+    mine, look = (tree if exact else tree_of(tree)), Look()
     for name in all_names(crew):
         if name == exclude:
             continue
@@ -49,26 +52,35 @@ def holders(crew, tree, exclude=None, exact=False):
         # a line anyone appended frees no tree.
         if live == verdict.NOT_LIVE or (sess.ended() and live != verdict.LIVE):
             continue
-        found.append((name, f"{name} is live in {theirs}" if live == verdict.LIVE else
-                      f"{name} works in {theirs} and its liveness is unknown"))
-    return found
+        raise Refused(f"the tree {tree} is held: " + (
+            f"{name} is live in {theirs}" if live == verdict.LIVE else
+            f"{name} works in {theirs} and its liveness is unknown"))
 
 
-def refuse_held(crew, tree, exclude=None, exact=False):
-    held = holders(crew, tree, exclude, exact)
-    if held:
-        raise Refused(f"the tree {tree} is held: {held[0][1]}")
+def resume_command(agent, cmd, conversation):
+    """*cmd* made to resume *conversation*: never a new one, so a schedule
+    attached to it still belongs to it (Refused, saying why, where it cannot be)."""
+    resume = load(agent).RESUME
+    if resume is None:
+        raise Refused(f"cannot resume a {agent} conversation: crewfile does not know how,"
+                      f" and starting {agent} again would begin a new one")
+    if not conversation:
+        raise Refused("no conversation id is recorded (its agent never ran its SessionStart"
+                      " hook): starting the agent would begin a new conversation")
+    if len(conversation) > 128 or not set(conversation) <= CONVERSATION_ID_CHARS:
+        raise Refused(f"the recorded conversation id '{conversation[:40]}' is malformed")
+    return f"{cmd} {resume.format(id=shlex.quote(conversation))}"
 
 
-def spawn(crew, name, agent=launch.CLAUDE, ref=None, tmux_session=None, prompt=None,
-          worktree=True, cmd=None, cwd=None, prompt_wait=PROMPT_WAIT):
+def spawn(crew, name, agent="claude", ref=None, tmux_session=None, prompt=None,
+          worktree=True, cmd=None, prompt_wait=PROMPT_WAIT):
     """Start crew session NAME in a new worktree and window; return a Spawned."""
     check_name(name, "session name")
-    launch.check(agent)
+    load(agent)
     if prompt is not None:
         delivery.check_text(prompt)
-    cmd = launch.command(agent, cmd)
-    here = os.path.realpath(cwd or os.getcwd())
+    cmd = cmd or os.environ.get("CREWFILE_AGENT_CMD") or agent
+    here = os.path.realpath(os.getcwd())
     sess = Session(crew, name)
     if sess.exists() and not sess.ended():
         raise Refused(f"'{name}' is already registered and not ended")
@@ -127,7 +139,9 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
     deadline = time.monotonic() + wait
     retypes = RETYPES
     while True:
-        if hooked and not _started(sess):
+        # A `started` since the newest `registered` (not `respawned`: appended
+        # after the window opens, it may follow the resumed agent's `started`).
+        if hooked and sess.newest_this_life(lambda rec: rec.kind == "started") is None:
             ok, reason = False, delivery.Answer(NOT_STARTED, (
                 "its SessionStart hook has not run: its hooks are not installed, or not"
                 " trusted yet (a question on its screen?)"))
@@ -140,13 +154,6 @@ def first_prompt(sess, text, wait=PROMPT_WAIT):
                 return ok, reason
             retypes -= 1
         time.sleep(PROMPT_POLL)
-
-
-def _started(sess):
-    """True if a `started` record follows the session's newest `registered`
-    (not `respawned`: it is appended after the window opens, and may follow
-    the resumed agent's `started`)."""
-    return sess.newest_this_life(lambda rec: rec.kind == "started") is not None
 
 
 # --- crew-respawn -------------------------------------------------------------------
@@ -184,10 +191,8 @@ def _plan(crew, name, look):
     if not agent or not meta.get("agent_cmd"):
         return REFUSED, ("its agent is not recorded (it was not started by crew-spawn):"
                          " start it by hand"), None
-    try:
-        command = launch.resume_command(agent, meta["agent_cmd"], meta.get("agent_session_id"))
-    except CrewfileError as e:
-        return REFUSED, str(e), None
+    # Refused, as for refuse_held below: the caller's REFUSED
+    command = resume_command(agent, meta["agent_cmd"], meta.get("agent_session_id"))
     tree = meta.get("cwd")
     if not tree or not os.path.isdir(tree):
         return REFUSED, f"its tree {tree or '(none recorded)'} is gone", None
@@ -195,7 +200,7 @@ def _plan(crew, name, look):
     if transcript and not os.path.exists(transcript):
         return REFUSED, (f"its transcript {transcript} is gone: resuming would start a new"
                          " conversation"), None
-    refuse_held(crew, tree, exclude=name)      # Refused: the caller's REFUSED
+    refuse_held(crew, tree, exclude=name)
     return WOULD, f"in {tree}: {command}", command
 
 
@@ -250,9 +255,7 @@ def _respawn_one(crew, name, command):
         if dead and dead.dead:
             window.kill(dead)
         rearmed = schedules.rearm(crew, sess.meta)
-        sess.append("respawned", f"resume {meta['agent_session_id']}"
-                    + (f"; schedules armed again: {' '.join(rearmed)}" if rearmed else ""))
-    detail = f"window {target} in {meta['cwd']}: {command}"
-    if rearmed:
-        detail += f" (schedules armed again: {' '.join(rearmed)})"
-    return Respawn(name, RESPAWNED, detail)
+        armed = f"schedules armed again: {' '.join(rearmed)}" if rearmed else ""
+        sess.append("respawned", f"resume {meta['agent_session_id']}" + (armed and f"; {armed}"))
+    return Respawn(name, RESPAWNED, f"window {target} in {meta['cwd']}: {command}"
+                   + (armed and f" ({armed})"))

@@ -139,7 +139,7 @@ def add(repo, path, branch, commit, made_parent=False):
 def remove(repo, path, force=False):
     """Remove the worktree at *path* (git refuses a dirty one unless *force*)."""
     args = ["worktree", "remove"] + (["--force"] if force else []) + [path]
-    code, _, err = git(*args, cwd=repo.main if os.path.isdir(repo.main) else repo.top)
+    code, _, err = git(*args, cwd=repo.main)
     if code != 0:
         raise Refused(f"git worktree remove: {err or 'failed'}")
 
