@@ -164,7 +164,7 @@ HOOK_CLOSURE = {
     "crewfile.core.names", "crewfile.core.paths", "crewfile.core.records",
     "crewfile.core.shapes", "crewfile.core.text", "crewfile.core.liveness",
     "crewfile.session", "crewfile.session.liveness", "crewfile.session.sessions",
-    "crewfile.wake", "crewfile.wake.inbox",
+    "crewfile.wake", "crewfile.wake.inbox", "crewfile.wake.words",
 }
 
 
@@ -261,15 +261,15 @@ def test_the_status_lines_import_closure_stays_small(tmp_path, tmux):
 # the line also shows the crew's tokens: the tokens view and what it reads
 # (tokens.cache, the inbox's words for a wake turn), not the hook or wake-send.
 TOKENS_CLOSURE = STATUS_CLOSURE | {
-    "crewfile.views.tokens", "crewfile.wake", "crewfile.wake.inbox",
-    "crewfile.core.atomic", "crewfile.core.locks",
+    "crewfile.views.tokens", "crewfile.wake", "crewfile.wake.words", "crewfile.core.atomic",
 }
 
 
 def test_the_status_lines_closure_with_tokens_stays_small(tmp_path, tmux):
     """crew-status --tmux --panes over a session whose transcript is recorded
     loads only TOKENS_CLOSURE: once, the tokens view loaded wake-send (and
-    with it delivery and tmux) for one string, twice the line's budget."""
+    with it delivery and tmux) for one string, twice the line's budget; then
+    the inbox and its locks for two."""
     from crewfile.core.paths import Crew
     from crewfile.session.sessions import register
     from crewfile.session.tmux import LISTED_FORMAT

@@ -17,7 +17,7 @@ import pytest
 from conftest import cmd
 from crewfile.core import paths
 from crewfile.views import tokens
-from crewfile.wake import inbox
+from crewfile.wake import words
 from crewfile.session.sessions import register
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -41,10 +41,10 @@ def prompt(text):
 def stop_wake():
     return json.dumps({"type": "attachment", "attachment": {
         "type": "hook_additional_context", "hookEvent": "Stop",
-        "content": [inbox.WAKE_HEADER + "\ncrewfile notice: wake ..."]}}, separators=(",", ":"))
+        "content": [words.WAKE_HEADER + "\ncrewfile notice: wake ..."]}}, separators=(",", ":"))
 
 
-SAY = inbox.DEFAULT_SAY.format(n="3 wakes", count=3, primary="firstmate", **{"from": "w1, w2"})
+SAY = words.DEFAULT_SAY.format(n="3 wakes", count=3, primary="firstmate", **{"from": "w1, w2"})
 
 
 def primary(crew, tmp_path, lines=None, name="firstmate"):
@@ -84,7 +84,7 @@ def test_what_starts_and_ends_a_wake_turn(tmp_path):
              msg("c", 20),                                           # a tool result goes on
              prompt("captain again"), msg("d", 1000),               # the captain's next prompt
              stop_wake(), msg("e", 3),                               # continued at Stop
-             prompt("Stop hook feedback:\n" + inbox.WAKE_HEADER + "\nx"), msg("f", 4),
+             prompt("Stop hook feedback:\n" + words.WAKE_HEADER + "\nx"), msg("f", 4),
              prompt("crewfile: something else"), msg("g", 5000),    # not the announcement
              ]
     path.write_text("\n".join(lines) + "\n")
@@ -297,7 +297,7 @@ def test_codex_token_counts(tmp_path):
                                                             "message": text}},
                           separators=(",", ":"))
     path.write_text("\n".join([user("hi"), count(100), count(100), count(250), user(SAY),
-                               count(300), user(inbox.WAKE_HEADER + "\nwake ..."), count(310),
+                               count(300), user(words.WAKE_HEADER + "\nwake ..."), count(310),
                                user("go on"), count(400)]) + "\n")
     t = tokens.read(str(path))
     assert (t.total, t.wake) == (400, 60)
@@ -323,7 +323,7 @@ def test_the_announcement_match_is_re_s():
     expression it stands for, on random joins of the template's pieces."""
     import random
     import re
-    template = inbox.DEFAULT_SAY
+    template = words.DEFAULT_SAY
     rx = re.compile(".+".join(map(re.escape, re.split(r"\{\w+\}", template))))
     parts = tokens._literals(template)
     pieces = parts + ["x", " ", "{n}", "ü", "\n"]

@@ -13,7 +13,7 @@ import sys
 
 from conftest import cmd, wait_for
 from claude_harness import kinds, make_rig, require_real_claude, watched
-from crewfile.wake import inbox
+from crewfile.wake import inbox, words
 from crewfile.views import tokens
 from crewfile.session.sessions import Session, register
 
@@ -68,9 +68,9 @@ def test_wake_turns_of_a_real_claude_primary(crew, tmux, tmp_path):
         ended(3)
 
         requests = rig.main_requests()
-        say = inbox.DEFAULT_SAY.format(n="1 wake", count=1, primary="firstmate", **{"from": "w2"})
+        say = words.DEFAULT_SAY.format(n="1 wake", count=1, primary="firstmate", **{"from": "w2"})
         woken = [r for r in requests
-                 if say in newest_prompt(r) or inbox.WAKE_HEADER in newest_prompt(r)]
+                 if say in newest_prompt(r) or words.WAKE_HEADER in newest_prompt(r)]
         prompts = json.dumps([newest_prompt(r)[:80] for r in requests])
         # the announcement's answer, the tool call, its answer
         assert len(woken) >= 3, prompts

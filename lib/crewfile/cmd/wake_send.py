@@ -8,7 +8,8 @@ from crewfile.core.errors import BadInput
 from crewfile.core.locks import acquire
 from crewfile.core.names import check_host
 from crewfile.core.text import escape
-from crewfile.wake import inbox, stream, wakesend
+from crewfile.wake import stream, wakesend
+from crewfile.wake.words import DEFAULT_SAY
 
 
 def run(args):
@@ -23,7 +24,7 @@ def run(args):
     window = (wakesend.DEFAULT_WINDOW if args.window is None
               else parse_duration(args.window, "--window"))
     retry = wakesend.DEFAULT_RETRY if args.retry is None else parse_duration(args.retry, "--retry")
-    say = _template(args.say or inbox.DEFAULT_SAY)
+    say = _template(args.say or DEFAULT_SAY)
 
     def stop(_sig, _frame):
         raise KeyboardInterrupt         # Sender.done acknowledges what is posted

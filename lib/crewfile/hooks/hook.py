@@ -23,6 +23,7 @@ from crewfile.core.records import new_line
 from crewfile.core.text import escape
 from crewfile.session import sessions
 from crewfile.wake import inbox
+from crewfile.wake.words import WAKE_HEADER
 
 # captain.CONCLUDE_COMMAND and evidence.CAPTAIN_DONE, not imported on this
 # path. Denying them is a courtesy: the rule is the readers' (kinds.GUARDED).
@@ -408,7 +409,7 @@ def stop(ctx):
     if (ctx.payload.get("stop_hook_active") is not True
             and inbox.has(ctx.crew, sess.name, "wake")
             and sess.meta.get("kind") == PRIMARY):
-        text = drain(ctx, sess, inbox.WAKE_HEADER, "wakes left in the inbox")
+        text = drain(ctx, sess, WAKE_HEADER, "wakes left in the inbox")
         if text:         # each agent's own way of going on (adapters: carry_on)
             return json_reply(ctx.agent.carry_on(ctx.event, text))
     tasks = background_tasks(ctx.payload.get("background_tasks"))

@@ -15,7 +15,7 @@ from crewfile.core.atomic import read_json, replace
 from crewfile.core.errors import CrewfileError
 from crewfile.core.jsonio import dumps, loads
 from crewfile.core.paths import open_file
-from crewfile.wake.inbox import DEFAULT_SAY, WAKE_HEADER
+from crewfile.wake.words import DEFAULT_SAY, WAKE_HEADER
 
 MAX_BYTES = 64 << 20
 MAX_LINE = 16 << 20      # a longer line is skipped whole
@@ -220,7 +220,7 @@ TASK_NOTIFICATION = "<task-notification>"    # Claude Code's own prompt (agents.
 
 
 def _is_wake_prompt(text):
-    """Wake-send's announcement (inbox.DEFAULT_SAY, any count and senders), or
+    """Wake-send's announcement (words.DEFAULT_SAY, any count and senders), or
     the Stop hook's wakes given as a prompt (an agent that continues a turn
     with a prompt: Codex, Gemini CLI; Claude Code's older `decision: block`)."""
     if WAKE_HEADER in text:

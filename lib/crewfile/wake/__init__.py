@@ -11,4 +11,5 @@ session's inbox holds what its model is told. The teller tells the person.
   wakefilter  wake-filter: which events are worth a turn of the primary (wakesend.py
   wakesend    wake-send: wakes (the lines wake-filter kept) posted to the primary's
   watch       crew-watch: one event line for every new status record of every session.
+  words       What the primary's model is told of its inbox: the hook's header over the
 """

@@ -13,12 +13,6 @@ from crewfile.core.locks import LockBusy, hold
 TAKING = ".taking"      # inbox.taking: what a drain is taking, or left pending
 MOVING = ".moving"      # inbox.moving: an inbox on its way onto inbox.taking
 COUNT_LIMIT = 1 << 20   # bytes count() reads at most (some 4,000 wakes): a view's cost stays bounded
-# What the primary's model is told of its inbox: the hook's header over the
-# wakes it hands in, and wake-send's typed announcement (its --say default).
-# Here, beside the inbox, so the tokens view can tell wake turns by them
-# without loading the hook or the sender (the status line's budget).
-WAKE_HEADER = "crewfile wake: new events for the primary (machine reports, not the user's words):"
-DEFAULT_SAY = "crewfile: {n} waiting from {from}; run: inbox-drain {primary}"
 _counter = 0
 
 

@@ -20,6 +20,7 @@ from crewfile.session import delivery, verdict
 from crewfile.wake import inbox
 from crewfile.wake.announce import announced, deciding, mark, path_of
 from crewfile.wake.wakesend import message
+from crewfile.wake.words import DEFAULT_SAY
 
 MARGIN = 60.0           # seconds a waiter ends before its hook's timeout
 MAX_WAIT = 86400.0
@@ -95,7 +96,7 @@ def try_announce(sess):
             # UserPromptSubmit a moment later: in between, an unarmed channel and
             # an ended turn would let wake-send type into that turn.
             sess.append("turn-started", "rewake")
-    return message(waiting, inbox.DEFAULT_SAY, sess.name), None
+    return message(waiting, DEFAULT_SAY, sess.name), None
 
 
 def watch_agent(sess):

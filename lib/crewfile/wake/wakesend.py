@@ -13,6 +13,7 @@ from crewfile.session import delivery
 from crewfile.session.delivery import UNCONFIRMED
 from crewfile.session.sessions import Session
 from crewfile.wake import announce, cursors, inbox, stream
+from crewfile.wake.words import DEFAULT_SAY
 
 DEFAULT_WINDOW = 0.5
 DEFAULT_RETRY = 2.0
@@ -32,7 +33,7 @@ class Sender(stream.Taker):
     resumes past a wake that is not in the inbox. tick(), when due(), types
     the announcement. What is held, retried and said: wake-send.md."""
 
-    def __init__(self, crew, primary, window=DEFAULT_WINDOW, retry=DEFAULT_RETRY, say=inbox.DEFAULT_SAY,
+    def __init__(self, crew, primary, window=DEFAULT_WINDOW, retry=DEFAULT_RETRY, say=DEFAULT_SAY,
                  log=None, clock=None, deliver=None, warn=None, cursor=None, host=None):
         check_name(primary)
         self.crew = crew
