@@ -57,10 +57,7 @@ class World:
 
     def session(self, name):
         """The Session, its metadata the one this tick read (delivery reads it afresh)."""
-        sess = Session(self.crew, name)
-        if self._metas is not None and name in self._metas:
-            sess._meta = self._metas[name]
-        return sess
+        return Session(self.crew, name, meta=(self._metas or {}).get(name))
 
     def verdict(self, name):
         if name not in self._verdicts:

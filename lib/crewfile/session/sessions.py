@@ -20,14 +20,15 @@ STATE_SCAN_BYTES = 1 << 20     # how far back a state query looks, at most
 class Session:
     """One registered session: its paths and metadata."""
 
-    def __init__(self, crew, name):
+    def __init__(self, crew, name, meta=None):
+        """meta: its metadata when the caller has just read it (a tick reads all at once)."""
         self.crew = crew
         self.name = name
         self.dir = crew.session_dir(name)
         self.meta_path = os.path.join(self.dir, paths.META)
         self.status_path = os.path.join(self.dir, paths.STATUS)
         self.lock_path = os.path.join(self.dir, paths.LOCK)
-        self._meta = None
+        self._meta = meta
         self.at = None          # its directory, while opened(): every read is made in it
         self.notes = []         # what its writes had to say (a lock's holder), to print
 
