@@ -6,8 +6,10 @@ tests run as root, and skipped loudly otherwise); root's own commands run
 with the capabilities that override file modes dropped (bound_by_modes), so
 that what a mode forbids is forbidden; each under umask 000, 022 and 077."""
 import glob
+import grp
 import json
 import os
+import pwd
 import shutil
 import stat
 import subprocess
@@ -65,7 +67,6 @@ def other_user():
                     " which creates one (useradd)")
     if not shutil.which("setpriv") or not shutil.which("useradd"):
         pytest.skip("ownership tests need setpriv(1) and useradd(8) (util-linux, passwd)")
-    import pwd
     try:
         entry = pwd.getpwnam(OTHER)
     except KeyError:
@@ -641,8 +642,6 @@ def test_a_transcript_an_acl_lets_another_user_write_is_not_believed(crew, other
 
 def own_private_group():
     """Is this user's primary group its own alone (Debian's user private groups)?"""
-    import grp
-    import pwd
     me = pwd.getpwuid(os.geteuid())
     return (set(grp.getgrgid(me.pw_gid).gr_mem) <= {me.pw_name}
             and all(u.pw_uid == me.pw_uid for u in pwd.getpwall() if u.pw_gid == me.pw_gid))
@@ -713,3 +712,54 @@ def test_a_real_clis_own_file_under_umask_002_is_believed_and_world_writable_is_
     finally:
         if home:
             stop(home)
+
+
+@pytest.mark.parametrize("mode,group", [(0o666, "own"), (0o662, "own"), (0o660, "other")],
+                         ids=["others-write", "others-write-only", "another-group"])
+def test_a_file_inside_the_crew_another_user_may_write_is_not_believed(other_user, shared_tmp,
+                                                                        mode, group):
+    """The crew directory 0755 (others may enter it) and one session's files
+    made writable by others (a umask 000 shell, a chmod): the other user
+    can write records there, so w1's status and meta are not believed
+    (said with the fix); w2 is served. The same files group-writable by
+    the owner's own private group are believed (umask 002)."""
+    root = os.path.join(shared_tmp, "crew")
+    for name in ("w1", "w2"):
+        assert as_root("session-add", name, "--dir", root).returncode == 0
+        assert as_root("status-append", name, "--dir", root, "working").returncode == 0
+    os.chmod(root, 0o755)
+    sessions = Path(root, "sessions")
+    os.chmod(sessions, 0o755)
+    for name in ("w1", "w2"):
+        os.chmod(sessions / name, 0o755)
+    status, meta = sessions / "w1" / "status", sessions / "w1" / "meta"
+    gid = other_user.gid if group == "other" else 0
+    for path in (status, meta):
+        os.chown(path, 0, gid)
+        os.chmod(path, mode)
+    if mode & 0o002:
+        forged = other_user.run(["sh", "-c", f"echo forged >> {status}"])
+        assert forged.returncode == 0, forged.stderr              # what the mode allows
+    if group == "other":
+        why = f"writable by group {gid}, which is not yours alone: not believed (fix: chmod g-w"
+    else:
+        why = "writable by others: not believed (fix: chmod o-w"
+    said = [f"{path}: {why} {path})\n" for path in (status, meta)]   # the first it opens
+    r = as_root("status-show", "w1", "--dir", root)
+    assert (r.returncode, r.stdout) == (111, "")
+    assert r.stderr in [f"status-show: {line}" for line in said]
+    r = as_root("session-ls", "--dir", root)
+    assert r.returncode == 5
+    assert r.stderr in [f"session-ls: w1: {line}" for line in said]
+    assert [line.split()[:2] for line in r.stdout.splitlines()[1:]] == [["w1", "?"], ["w2", "crew"]]
+    r = as_root("status-show", "w2", "--dir", root)
+    assert (r.returncode, r.stderr) == (0, "")
+
+    for path in (status, meta):                 # the owner's private group (root's): believed
+        os.chown(path, 0, 0)
+        os.chmod(path, 0o664)
+    if not own_private_group():
+        return                                  # root's group is shared here (as on Fedora)
+    r = as_root("status-show", "w1", "--dir", root)
+    forged = "status-show: w1: skipped 1 malformed line\n" if mode & 0o002 else ""
+    assert (r.returncode, r.stderr) == (0, forged)

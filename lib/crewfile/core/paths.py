@@ -130,11 +130,16 @@ def _believe(path, st):
 def _believe_outside(path, fd, st):
     """Refuse an agent CLI's file (its transcript, which names no directory
     crewfile checked) that is not the effective user's, root's own included
-    (the agent writes as the user), or that another user may write: what
-    they write there would be believed. Group write is the user's own only
-    with a private group and no ACL (whose entries the group bits mask)."""
+    (the agent writes as the user), or that another user may write."""
     if st.st_uid != _me:
         raise SystemFailure(f"{path}: owned by uid {st.st_uid}, not by you: not believed")
+    _refuse_others_write(path, fd, st)
+
+
+def _refuse_others_write(path, fd, st):
+    """Refuse a file another user may write: what they write there would be
+    believed. Group write is the user's own only with a private group and
+    no ACL (whose entries the group bits mask)."""
     if st.st_mode & stat.S_IWOTH:
         raise SystemFailure(f"{path}: writable by others: not believed (fix: chmod o-w {path})")
     if st.st_mode & stat.S_IWGRP and not _yours_alone(st.st_gid):
@@ -182,7 +187,8 @@ def _yours_alone(gid):
 
 
 # -- the one path opener: every file and directory under a crew root is opened
-# through these, so no link, only a regular file, nothing another user owns.
+# through these, so no link, only a regular file, nothing another user owns
+# or (a file in a crew directory) may write.
 
 _roots = set()       # crew roots this process works in (each Crew adds its own)
 _OPEN_FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -192,12 +198,13 @@ READ_AT_ONCE = 1 << 20      # read_bytes()'s first read at most, however big the
 
 def check_dirs(path, inclusive=False):
     """Refuse *path* if a level between its crew root and it (*inclusive*: and it)
-    is a link or not a directory; a missing one passes (the caller's call fails)."""
+    is a link or not a directory; a missing one passes (the caller's call fails).
+    True when *path* is in a crew directory."""
     for root in _roots:
         if path.startswith(root + "/"):
             break
     else:
-        return
+        return False
     parts = path[len(root) + 1:].split("/")
     if not inclusive:
         parts.pop()
@@ -207,10 +214,11 @@ def check_dirs(path, inclusive=False):
         try:
             st = os.lstat(here)
         except FileNotFoundError:
-            return
+            return True
         except OSError as e:
             raise SystemFailure(f"cannot use {here}: {e.strerror}") from None
         _believe_dir(here, st)
+    return True
 
 
 def open_file(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
@@ -230,8 +238,7 @@ def open_stat(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
         at, how = None, flags | os.O_NONBLOCK | os.O_CLOEXEC
     else:
         how = flags | _OPEN_FLAGS
-        if at is None:
-            check_dirs(path)
+        in_crew = at is not None or check_dirs(path)
     try:
         fd = os.open(path if at is None else path.rpartition("/")[2], how, mode, dir_fd=at)
     except FileNotFoundError:
@@ -248,6 +255,8 @@ def open_stat(path, flags=os.O_RDONLY, mode=0o600, at=None, outside=False):
             _believe_outside(path, fd, st)
         else:
             _believe(path, st)
+            if in_crew and st.st_mode & 0o022:
+                _refuse_others_write(path, fd, st)
         # O_NONBLOCK kept: it means nothing to a regular file (open(2)), it
         # only kept the open from hanging on a FIFO planted in its place.
     except BaseException:
