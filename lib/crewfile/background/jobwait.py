@@ -2,8 +2,8 @@
 watcher's is jobwatch.settle): docs/files/jobs.md. Lock order is always
 `lock` -> `waiters` (non-blocking), or `waiters` alone: nothing deadlocks.
 """
-import _thread
 import os
+import threading
 import time
 
 from crewfile.background.jobs import (
@@ -161,8 +161,7 @@ def _let_go(path, timeout):
     # flock(2) has no timeout: a thread blocks in it (the GIL is free
     # meanwhile) and we wait for the thread at most *timeout*. If we give up
     # first, the thread lets go the moment it is granted the lock.
-    done = _thread.allocate_lock()
-    done.acquire()
+    done = threading.Event()
     failed = []
 
     def block():
@@ -171,9 +170,9 @@ def _let_go(path, timeout):
         except BaseException as e:      # (a link, a FIFO: said by our caller, as without a timeout)
             failed.append(e)
         finally:
-            done.release()
-    _thread.start_new_thread(block, ())
-    if not done.acquire(timeout=min(timeout, _thread.TIMEOUT_MAX)):
+            done.set()
+    threading.Thread(target=block, daemon=True).start()
+    if not done.wait(min(timeout, threading.TIMEOUT_MAX)):
         return False
     if failed:
         raise failed[0]
