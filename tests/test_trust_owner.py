@@ -483,14 +483,20 @@ def not_yours(path, uid):
     return f"{path}: owned by uid {uid}, not by you: not believed"
 
 
-def test_an_aside_conclusion_is_not_believed_from_another_users_transcript(crew, aside_window,
-                                                                           other_user, tmp_path):
+def done_typed(crew, aside_window, tmp_path):
+    """An aside a1 where the captain typed /aside-done: (its Session, its
+    transcript's path, a report to conclude with)."""
     aside_window("a1")
     captain_types(crew, "a1", "/aside-done")
     sess = Session(crew, "a1")
-    path = sess.meta["transcript_path"]
     report = tmp_path / "report.md"
     report.write_text("# done\n")
+    return sess, sess.meta["transcript_path"], report
+
+
+def test_an_aside_conclusion_is_not_believed_from_another_users_transcript(crew, aside_window,
+                                                                           other_user, tmp_path):
+    sess, path, report = done_typed(crew, aside_window, tmp_path)
     give_away(path, other_user)
 
     r = cmd("aside-conclude", "a1", "--report", report)
@@ -562,12 +568,7 @@ def test_an_aside_conclusion_is_not_believed_from_a_transcript_others_may_write(
         crew, aside_window, tmp_path):
     """The user's own transcript, but world-writable: any user could have
     written the captain's words there. No second user needed: run as anyone."""
-    aside_window("a1")
-    captain_types(crew, "a1", "/aside-done")
-    sess = Session(crew, "a1")
-    path = sess.meta["transcript_path"]
-    report = tmp_path / "report.md"
-    report.write_text("# done\n")
+    sess, path, report = done_typed(crew, aside_window, tmp_path)
     os.chmod(path, 0o646)
 
     r = cmd("aside-conclude", "a1", "--report", report)
