@@ -94,20 +94,13 @@ def entries(crew):
 
 def entry(crew, name, is_dir=None):
     """(NAME, why) as entries() lists sessions/NAME, or None when it is no
-    session's (a name no session can have, a directory without meta);
-    is_dir: as for is_registered."""
+    session's (a name no session can have, a plain directory without meta);
+    why: sessions/NAME cannot be a session (a link, a FIFO, a regular file, a
+    directory that cannot be searched); is_dir: as for is_registered."""
     if not is_name(name):
         return None
     if is_registered(crew, name, is_dir):
         return name, None
-    why = unusable(crew, name)
-    return None if why is None else (name, why)
-
-
-def unusable(crew, name):
-    """Why sessions/NAME cannot be a session: a link, a FIFO, a regular
-    file, a directory that cannot be searched. None when it can be, or
-    when it is a plain directory without meta (not registered)."""
     sdir = crew.session_dir(name)
     try:
         paths.check_dirs(sdir, inclusive=True)
@@ -115,13 +108,8 @@ def unusable(crew, name):
     except FileNotFoundError:
         return None
     except (OSError, CrewfileError) as e:
-        return reason(e)
+        return name, reason(e)
     return None
-
-
-def said(command, rows_):
-    """The failure line *command* says on stderr of each DAMAGED row."""
-    return "".join(failure_line(command, r.error) for r in rows_ if r.word == DAMAGED)
 
 
 def row(crew, name, look, now=None, also=None):
@@ -168,12 +156,3 @@ def wakes_pending(crew, rows_):
             continue
         total, more = total + n, more or beyond
     return total, bad, more
-
-
-def counts(rows_):
-    """{word: how many} over the sessions not ended."""
-    out = {}
-    for row in rows_:
-        if row.word != ENDED:
-            out[row.word] = out.get(row.word, 0) + 1
-    return out
