@@ -39,10 +39,6 @@ class Tally:
         self.recent = {}          # message id -> [tokens, in a wake turn]
         self.in_wake = self.skipping = False
 
-    def copy(self):
-        """A copy through the cache's form: its fields are listed there alone."""
-        return Tally.from_json(self.to_json())
-
     def count(self, key, n):
         """Message *key* used *n* tokens (a repeat replaces its earlier count;
         a key not a string is no message's: counted alone)."""
@@ -103,7 +99,8 @@ def read(path, tally=None):
         return None
     try:
         st = os.fstat(fd)
-        t = tally.copy() if tally is not None and _same(fd, st, tally) else None
+        # a copy of *tally* through the cache's form, which alone lists the fields
+        t = Tally.from_json(tally.to_json()) if tally is not None and _same(fd, st, tally) else None
         if t is None:
             t = Tally(st.st_dev, st.st_ino)
             t.offset = max(0, st.st_size - MAX_BYTES)
@@ -337,12 +334,6 @@ def session_used(path, tally_of):
     found.wake = main.wake
     found.total = main.total + sum(t.total for t in map(tally_of, subagents(path)) if t is not None)
     return found
-
-
-def used(path):
-    """Total tokens of the transcript at *path* and its subagents'; None when there is none."""
-    found = session_used(path, read)
-    return None if found is None else found.total
 
 
 def text(n):
