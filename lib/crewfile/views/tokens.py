@@ -163,14 +163,13 @@ def _line(t, raw):
         u = msg["usage"]
         t.count(msg.get("id"), sum(v for v in (u.get(k) for k in FIELDS)
                                    if type(v) is int and v > 0))
-    elif kind == "user" and isinstance(msg, dict) and not (
+    elif kind == "user" and not (
             e.get("isMeta") or e.get("isCompactSummary") or e.get("isSidechain")):
-        t.prompt(_prompt_text(msg.get("content"), lambda b: b.get("type") == "text"))
+        # Claude Code: the message's content; Gemini CLI: the line's own
+        t.prompt(_prompt_text(msg.get("content") if isinstance(msg, dict) else e.get("content")))
     elif kind == "gemini" and isinstance(e.get("tokens"), dict):
         n = e["tokens"].get("total")
         t.count(e.get("id"), n if type(n) is int and n > 0 else 0)
-    elif kind == "user" and "message" not in e:           # Gemini CLI: parts
-        t.prompt(_prompt_text(e.get("content"), lambda b: isinstance(b.get("text"), str)))
     elif kind == "attachment" and isinstance(e.get("attachment"), dict):
         a = e["attachment"]
         content = a.get("content")
@@ -202,15 +201,16 @@ def _codex(t, p):
         t.prompt("\n".join(texts) if texts else None)
 
 
-def _prompt_text(content, is_text):
-    """A prompt's text: a string, or parts each is_text(part); None for other
+def _prompt_text(content):
+    """A prompt's text: a string, or parts each with a text (Claude Code's
+    `{"type": "text", "text"}`, Gemini CLI's `{"text"}`); None for other
     content (Claude Code's tool result: the turn goes on)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list) or not content or not all(
-            isinstance(b, dict) and is_text(b) for b in content):
+            isinstance(b, dict) and isinstance(b.get("text"), str) for b in content):
         return None
-    return "\n".join(b["text"] if isinstance(b.get("text"), str) else "" for b in content)
+    return "\n".join(b["text"] for b in content)
 
 
 TASK_NOTIFICATION = "<task-notification>"    # Claude Code's own prompt (agents.claude.MACHINE_PROMPTS)
