@@ -26,7 +26,7 @@ from crewfile.core.errors import CrewfileError, failure_line, reason
 from crewfile.core.kinds import BLOCKERS, KEEPS_PAUSE, MOVES_ON
 from crewfile.core.names import is_name
 from crewfile.session.sessions import Session, is_registered, state_of
-from crewfile.session.verdict import Look, not_yet_known, of, relive
+from crewfile.session.verdict import not_yet_known, of, relive
 
 DAMAGED, LOST, DIALOG, BLOCKED, PAUSED = "damaged", "lost", "dialog", "blocked", "paused"
 WORKING, IDLE, UNKNOWN, ENDED, STARTING = "working", "idle", "unknown", "ended", "starting"
@@ -74,9 +74,8 @@ def needs_primary(recs_backwards):
     return None
 
 
-def rows(crew, look=None):
+def rows(crew, look):
     """A Row per session (see entries), sorted by name (ended ones included)."""
-    look = look or Look()
     return [row(crew, name, look) if why is None else Row(name, DAMAGED, error=why)
             for name, why in entries(crew)]
 
