@@ -112,6 +112,7 @@ def build(crew, names=None, since=None, until=None):
     end = until if until is not None else max(times)
     if end <= start:
         end = start + 1
+    jobs = [(a, end if b is None else b, o, x, s) for a, b, o, x, s in jobs]   # running: to the end
     lanes = []
     for name, kind, recs, woke in raw:
         lane = lane_of(name, kind, recs, end)
@@ -126,7 +127,8 @@ def build(crew, names=None, since=None, until=None):
 
 
 def _jobs(crew, problems):
-    """(start, end, outcome, text, session) of every job with a session."""
+    """(start, end, outcome, text, session) of every job with a session (end
+    None while it runs)."""
     out = []
     for j in list_jobs(crew, full=False):
         if "error" in j:
@@ -143,8 +145,7 @@ def _jobs(crew, problems):
             t1, outcome, how = None, "running", j.get("state") or "running"
         text = f"job {j['handle']} ({j.get('label') or ''}): {how}"
         out.append((t0, t1, outcome, text, j["session"]))
-    last = max([t for j in out for t in (j[0], j[1]) if t is not None], default=0)
-    return [(a, b if b is not None else last, o, x, s) for a, b, o, x, s in out]
+    return out
 
 
 # -- drawing --------------------------------------------------------------------
