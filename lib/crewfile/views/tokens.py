@@ -283,9 +283,7 @@ class Cache:
         """The Tally of the transcript at *path* now, or None."""
         if path in self.new:
             return self.new[path]
-        d = self.old.get(path)
-        before = Tally.from_json(d) if isinstance(d, dict) else None
-        t = read(path, before)
+        t = read(path, Tally.from_json(self.old.get(path)))     # absent, or not a Tally's: None
         if t is not None:
             self.new[path] = t
         return t
