@@ -234,7 +234,7 @@ def test_subagents_count_in_the_session_s_total(crew, tmp_path):
     os.symlink(str(other), str(sub / "linked"))              # a link to a directory: not followed
     assert tokens.subagents(str(path)) == [str(sub / "agent-a1.jsonl"),
                                            str(sub / "workflows" / "run-1" / "agent-w1.jsonl")]
-    assert tokens.used(str(path)) == TOTAL + 1204
+    assert tokens.session_used(str(path), tokens.read).total == TOTAL + 1204
     assert cmd("crew-status").stdout == "1 idle 1.3k tok\n"
     out = top_lines()
     assert out[1].split()[7] == "1k"

@@ -209,10 +209,12 @@ def test_crew_status_leaves_at_once_with_everything_out(crew, tmp_path, monkeypa
 # -- crew-timeline ------------------------------------------------------------------
 
 import shutil                                      # noqa: E402
+import signal                                      # noqa: E402
 import stat                                        # noqa: E402
 import xml.etree.ElementTree as ET                 # noqa: E402
 
 from conftest import REPO, wait_for                # noqa: E402
+from crewfile.views import timeline                # noqa: E402
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 HOSTILE = "<script>alert(1)</script> & \x1b[31mred \u2028 end"
@@ -281,6 +283,25 @@ def test_timeline_only_named_sessions_and_a_window_of_time(crew):
     assert r.returncode == 2 and "--since" in r.stderr
     r = cmd("crew-timeline")
     assert r.returncode == 2 and "--svg FILE or --html FILE" in r.stderr
+
+
+def test_timeline_draws_a_running_job_to_the_picture_s_end(crew):
+    """crew-timeline.md: a job still running is drawn to the picture's end
+    (it was drawn to the last time a job started or ended: its own start)."""
+    session(crew, "w1", "started", "idle")
+    h = cmd("job-exec", "--session", "w1", "--label", "slow", "--", "sleep", "600",
+            check=True).stdout.strip()
+    pids = os.path.join(crew.root, "jobs", h, "pids")
+    try:
+        root = ET.fromstring(timeline_svg("--until", "2099-01-01 00:00"))
+        bar = [r for r in root.iter(SVG_NS + "rect")
+               if r.findtext(SVG_NS + "title", "").startswith(f"w1: job {h} (slow): ")][0]
+        assert bar.get("fill") == timeline.JOBS["running"][0]
+        assert float(bar.get("x")) + float(bar.get("width")) == pytest.approx(
+            timeline.WIDTH - timeline.RIGHT, abs=0.02)
+    finally:
+        wait_for(lambda: os.path.exists(pids))
+        os.killpg(json.load(open(pids))["pgid"], signal.SIGKILL)
 
 
 def node(path):

@@ -1,7 +1,7 @@
 import sys
 
 from crewfile.cli import crew
-from crewfile.core.errors import PARTIAL
+from crewfile.core.errors import PARTIAL, failure_line
 from crewfile.session.tmuxseen import Seen
 from crewfile.session.verdict import Look
 from crewfile.views import glance
@@ -19,8 +19,9 @@ def run(args):
     rows = glance.rows(c, _look(args.panes))
     sys.stdout.write(line(rows, *glance.wakes_pending(c, rows), tmux=args.tmux,
                           used=crew_tokens(c, rows)) + "\n")
-    sys.stderr.write(glance.said("crew-status", rows))
-    return PARTIAL if any(r.word == glance.DAMAGED for r in rows) else 0
+    damaged = [r for r in rows if r.word == glance.DAMAGED]
+    sys.stderr.write("".join(failure_line("crew-status", r.error) for r in damaged))
+    return PARTIAL if damaged else 0
 
 
 def _look(panes):
@@ -53,8 +54,8 @@ def line(rows, wakes, bad_inbox, more=False, tmux=False, used=None):
     many) and the tokens *used*."""
     if not rows:
         return "crew: empty"
-    n = glance.counts(rows)
-    parts = [(w, n[w]) for w in glance.ORDER if n.get(w)]
+    words = [r.word for r in rows]         # ORDER: every word but ENDED
+    parts = [(w, words.count(w)) for w in glance.ORDER if w in words]
     if wakes or bad_inbox:
         parts.append(("wakes", f"{wakes}{'+' if more else ''}{'?' if bad_inbox else ''}"))
     if used is not None:

@@ -26,7 +26,7 @@ from crewfile.core.errors import CrewfileError, failure_line, reason
 from crewfile.core.kinds import BLOCKERS, KEEPS_PAUSE, MOVES_ON
 from crewfile.core.names import is_name
 from crewfile.session.sessions import Session, is_registered, state_of
-from crewfile.session.verdict import Look, not_yet_known, of, relive
+from crewfile.session.verdict import not_yet_known, of, relive
 
 DAMAGED, LOST, DIALOG, BLOCKED, PAUSED = "damaged", "lost", "dialog", "blocked", "paused"
 WORKING, IDLE, UNKNOWN, ENDED, STARTING = "working", "idle", "unknown", "ended", "starting"
@@ -74,9 +74,8 @@ def needs_primary(recs_backwards):
     return None
 
 
-def rows(crew, look=None):
+def rows(crew, look):
     """A Row per session (see entries), sorted by name (ended ones included)."""
-    look = look or Look()
     return [row(crew, name, look) if why is None else Row(name, DAMAGED, error=why)
             for name, why in entries(crew)]
 
@@ -94,20 +93,13 @@ def entries(crew):
 
 def entry(crew, name, is_dir=None):
     """(NAME, why) as entries() lists sessions/NAME, or None when it is no
-    session's (a name no session can have, a directory without meta);
-    is_dir: as for is_registered."""
+    session's (a name no session can have, a plain directory without meta);
+    why: sessions/NAME cannot be a session (a link, a FIFO, a regular file, a
+    directory that cannot be searched); is_dir: as for is_registered."""
     if not is_name(name):
         return None
     if is_registered(crew, name, is_dir):
         return name, None
-    why = unusable(crew, name)
-    return None if why is None else (name, why)
-
-
-def unusable(crew, name):
-    """Why sessions/NAME cannot be a session: a link, a FIFO, a regular
-    file, a directory that cannot be searched. None when it can be, or
-    when it is a plain directory without meta (not registered)."""
     sdir = crew.session_dir(name)
     try:
         paths.check_dirs(sdir, inclusive=True)
@@ -115,13 +107,8 @@ def unusable(crew, name):
     except FileNotFoundError:
         return None
     except (OSError, CrewfileError) as e:
-        return reason(e)
+        return name, reason(e)
     return None
-
-
-def said(command, rows_):
-    """The failure line *command* says on stderr of each DAMAGED row."""
-    return "".join(failure_line(command, r.error) for r in rows_ if r.word == DAMAGED)
 
 
 def row(crew, name, look, now=None, also=None):
@@ -168,12 +155,3 @@ def wakes_pending(crew, rows_):
             continue
         total, more = total + n, more or beyond
     return total, bad, more
-
-
-def counts(rows_):
-    """{word: how many} over the sessions not ended."""
-    out = {}
-    for row in rows_:
-        if row.word != ENDED:
-            out[row.word] = out.get(row.word, 0) + 1
-    return out

@@ -14,10 +14,10 @@ from crewfile.core.text import escape
 from crewfile.session import sessions
 from crewfile.wake import inbox
 
-# span kinds, drawn as bars; colour and legend text
-SPANS = (("turn", "#2e9e44", "turn (generating)"), ("idle", "#d5d8dc", "idle"),
-         ("dialog", "#f1c40f", "permission dialog"), ("blocked", "#d62728", "blocked / problem"),
-         ("paused", "#9b59b6", "paused: awaiting captain"))
+# span kinds, drawn as bars: kind -> (colour, legend)
+SPANS = {"turn": ("#2e9e44", "turn (generating)"), "idle": ("#d5d8dc", "idle"),
+         "dialog": ("#f1c40f", "permission dialog"), "blocked": ("#d62728", "blocked / problem"),
+         "paused": ("#9b59b6", "paused: awaiting captain")}
 SPAN_OF = {"turn-started": "turn", "waiting": "dialog", "turn-ended": "idle", "idle": "idle",
            "started": "idle", "registered": "idle", "respawned": "idle", "opened": "idle",
            "blocked": "blocked", "problem": "blocked", "error": "blocked", "paused": "paused"}
@@ -32,8 +32,9 @@ MARKS = {"nudge": ("down", "#1f77b4", "nudge delivered"),
          "concluded": ("diamond", "#8c564b", None), "closed": ("diamond", "#8c564b", None),
          "ended": ("bar", "#000000", "ended"),
          "captain": ("tick", "#555555", "captain typed")}
-JOB_COLOURS = (("ok", "#2e9e44", "job: exited 0"), ("failed", "#d62728", "job: failed / killed"),
-               ("running", "#7f7f7f", "job: running / unknown"))
+# jobs, drawn under the lane: outcome -> (colour, legend)
+JOBS = {"ok": ("#2e9e44", "job: exited 0"), "failed": ("#d62728", "job: failed / killed"),
+        "running": ("#7f7f7f", "job: running / unknown")}
 
 
 class Lane:
@@ -111,6 +112,7 @@ def build(crew, names=None, since=None, until=None):
     end = until if until is not None else max(times)
     if end <= start:
         end = start + 1
+    jobs = [(a, end if b is None else b, o, x, s) for a, b, o, x, s in jobs]   # running: to the end
     lanes = []
     for name, kind, recs, woke in raw:
         lane = lane_of(name, kind, recs, end)
@@ -125,7 +127,8 @@ def build(crew, names=None, since=None, until=None):
 
 
 def _jobs(crew, problems):
-    """(start, end, outcome, text, session) of every job with a session."""
+    """(start, end, outcome, text, session) of every job with a session (end
+    None while it runs)."""
     out = []
     for j in list_jobs(crew, full=False):
         if "error" in j:
@@ -142,8 +145,7 @@ def _jobs(crew, problems):
             t1, outcome, how = None, "running", j.get("state") or "running"
         text = f"job {j['handle']} ({j.get('label') or ''}): {how}"
         out.append((t0, t1, outcome, text, j["session"]))
-    last = max([t for j in out for t in (j[0], j[1]) if t is not None], default=0)
-    return [(a, b if b is not None else last, o, x, s) for a, b, o, x, s in out]
+    return out
 
 
 # -- drawing --------------------------------------------------------------------
@@ -194,9 +196,9 @@ def _mark(shape, x, y, colour, title):
 
 def svg(lanes, start, end):
     """The picture: an SVG document (a string)."""
-    legend = [(c, text, "span") for _, c, text in SPANS] \
+    legend = [(c, text, "span") for c, text in SPANS.values()] \
         + [(c, text, shape) for shape, c, text in MARKS.values() if text] \
-        + [(c, text, "job") for _, c, text in JOB_COLOURS]
+        + [(c, text, "job") for c, text in JOBS.values()]
     rows_h = TOP + LANE_H * max(1, len(lanes))
     height = rows_h + 30 + 22 * -(-len(legend) // 4) + 16      # the legend: 4 a row
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}"'
@@ -218,17 +220,15 @@ def svg(lanes, start, end):
         out.append(f'<text x="{LEFT - 8}" y="{y + 4}" text-anchor="end">{_text(label)}'
                    f'<title>{_text(lane.name)}: {_text(lane.kind)}</title></text>')
         out.append(f'<line x1="{LEFT}" y1="{y}" x2="{WIDTH - RIGHT}" y2="{y}" stroke="#f4f4f4"/>')
-        colour = {k: c for k, c, _ in SPANS}
         for a, b, k, text in lane.spans:
             x0, x1 = _x(a, start, end), _x(b, start, end)
             out.append(f'<rect x="{x0:.2f}" y="{y - BAR_H // 2}" width="{max(x1 - x0, 0.8):.2f}"'
-                       f' height="{BAR_H}" fill="{colour[k]}"><title>{_text(lane.name)}: {k}'
+                       f' height="{BAR_H}" fill="{SPANS[k][0]}"><title>{_text(lane.name)}: {k}'
                        f' {_clock(a, 0)}..{_clock(b, 0)} ({_text(text)})</title></rect>')
-        jcol = {k: c for k, c, _ in JOB_COLOURS}
         for a, b, o, text, _s in lane.jobs:
             x0, x1 = _x(a, start, end), _x(b, start, end)
             out.append(f'<rect x="{x0:.2f}" y="{y + BAR_H // 2 + 1}" width="{max(x1 - x0, 2):.2f}"'
-                       f' height="4" fill="{jcol[o]}"><title>{_text(lane.name)}: {_text(text)}'
+                       f' height="4" fill="{JOBS[o][0]}"><title>{_text(lane.name)}: {_text(text)}'
                        f' {_clock(a, 0)}..{_clock(b, 0)}</title></rect>')
         for t, kind, text in lane.marks:
             shape, c, _ = MARKS[kind]

@@ -39,10 +39,6 @@ class Tally:
         self.recent = {}          # message id -> [tokens, in a wake turn]
         self.in_wake = self.skipping = False
 
-    def copy(self):
-        """A copy through the cache's form: its fields are listed there alone."""
-        return Tally.from_json(self.to_json())
-
     def count(self, key, n):
         """Message *key* used *n* tokens (a repeat replaces its earlier count;
         a key not a string is no message's: counted alone)."""
@@ -103,7 +99,8 @@ def read(path, tally=None):
         return None
     try:
         st = os.fstat(fd)
-        t = tally.copy() if tally is not None and _same(fd, st, tally) else None
+        # a copy of *tally* through the cache's form, which alone lists the fields
+        t = Tally.from_json(tally.to_json()) if tally is not None and _same(fd, st, tally) else None
         if t is None:
             t = Tally(st.st_dev, st.st_ino)
             t.offset = max(0, st.st_size - MAX_BYTES)
@@ -166,14 +163,13 @@ def _line(t, raw):
         u = msg["usage"]
         t.count(msg.get("id"), sum(v for v in (u.get(k) for k in FIELDS)
                                    if type(v) is int and v > 0))
-    elif kind == "user" and isinstance(msg, dict) and not (
+    elif kind == "user" and not (
             e.get("isMeta") or e.get("isCompactSummary") or e.get("isSidechain")):
-        t.prompt(_prompt_text(msg.get("content"), lambda b: b.get("type") == "text"))
+        # Claude Code: the message's content; Gemini CLI: the line's own
+        t.prompt(_prompt_text(msg.get("content") if isinstance(msg, dict) else e.get("content")))
     elif kind == "gemini" and isinstance(e.get("tokens"), dict):
         n = e["tokens"].get("total")
         t.count(e.get("id"), n if type(n) is int and n > 0 else 0)
-    elif kind == "user" and "message" not in e:           # Gemini CLI: parts
-        t.prompt(_prompt_text(e.get("content"), lambda b: isinstance(b.get("text"), str)))
     elif kind == "attachment" and isinstance(e.get("attachment"), dict):
         a = e["attachment"]
         content = a.get("content")
@@ -205,15 +201,16 @@ def _codex(t, p):
         t.prompt("\n".join(texts) if texts else None)
 
 
-def _prompt_text(content, is_text):
-    """A prompt's text: a string, or parts each is_text(part); None for other
+def _prompt_text(content):
+    """A prompt's text: a string, or parts each with a text (Claude Code's
+    `{"type": "text", "text"}`, Gemini CLI's `{"text"}`); None for other
     content (Claude Code's tool result: the turn goes on)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list) or not content or not all(
-            isinstance(b, dict) and is_text(b) for b in content):
+            isinstance(b, dict) and isinstance(b.get("text"), str) for b in content):
         return None
-    return "\n".join(b["text"] if isinstance(b.get("text"), str) else "" for b in content)
+    return "\n".join(b["text"] for b in content)
 
 
 TASK_NOTIFICATION = "<task-notification>"    # Claude Code's own prompt (agents.claude.MACHINE_PROMPTS)
@@ -286,9 +283,7 @@ class Cache:
         """The Tally of the transcript at *path* now, or None."""
         if path in self.new:
             return self.new[path]
-        d = self.old.get(path)
-        before = Tally.from_json(d) if isinstance(d, dict) else None
-        t = read(path, before)
+        t = read(path, Tally.from_json(self.old.get(path)))     # absent, or not a Tally's: None
         if t is not None:
             self.new[path] = t
         return t
@@ -337,12 +332,6 @@ def session_used(path, tally_of):
     found.wake = main.wake
     found.total = main.total + sum(t.total for t in map(tally_of, subagents(path)) if t is not None)
     return found
-
-
-def used(path):
-    """Total tokens of the transcript at *path* and its subagents'; None when there is none."""
-    found = session_used(path, read)
-    return None if found is None else found.total
 
 
 def text(n):

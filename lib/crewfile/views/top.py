@@ -143,7 +143,7 @@ class Rows:
             self.watch.add(d)
 
     def _read(self, name, look, now, why=None):
-        """The kept row of session *name*; *why*: it cannot be one (glance.unusable)."""
+        """The kept row of session *name*; *why*: it cannot be one (glance.entry)."""
         row = (glance.Row(name, glance.DAMAGED, error=why) if why is not None else
                glance.row(self.crew, name, look, now, also=lambda s: _wakes(self.crew, name, s.at)))
         if row.word == glance.DAMAGED:
