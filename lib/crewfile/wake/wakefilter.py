@@ -198,10 +198,9 @@ class Filter(stream.Taker):
             key = (s.st_ino, s.st_mtime_ns, s.st_size)
         except OSError:
             key = None
-        if key == seen.meta_key and key is not None:
-            return seen
-        seen.meta_key = key
-        seen.cls = UNKNOWN if key is None else _class_of(meta)
+        if key is None or key != seen.meta_key:
+            seen.meta_key = key
+            seen.cls = UNKNOWN if key is None else _class_of(meta)
         return seen
 
     def _bad(self, line, keep):
