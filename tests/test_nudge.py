@@ -442,7 +442,7 @@ def test_watch_makes_no_pass_for_the_wake_paths_files(crew):
     def wake_paths_look():
         with announce.deciding(sess):       # wake-send's or the waiter's decision
             announce.mark(sess, [])
-        locks.acquire(announce.path_of(sess, paths.REWAKE_LOCK), timeout=0).release()
+        locks.acquire(os.path.join(sess.dir, paths.REWAKE_LOCK), timeout=0).release()
         announce.armed(sess)
 
     def stop():

@@ -14,13 +14,9 @@ MAX_ANNOUNCED = 1 << 22
 LOCK_WAIT = 1.0     # seconds wake-send and the waiter wait for NAME's lock, as the hook's
 
 
-def path_of(sess, name):
-    return os.path.join(sess.dir, name)
-
-
 def armed(sess):
     """True if a waiter holds NAME's channel (a live process holds the lock)."""
-    return locks.is_held(path_of(sess, paths.REWAKE_LOCK))
+    return locks.is_held(os.path.join(sess.dir, paths.REWAKE_LOCK))
 
 
 def deciding(sess):
@@ -28,13 +24,13 @@ def deciding(sess):
     holds it. Each path holds it from its decision to announce to its record
     in `announced`, so each decides on what the other recorded (a typed
     announcement lets go of deliver.lock before it can record)."""
-    return locks.acquire(path_of(sess, paths.ANNOUNCE_LOCK), timeout=0)
+    return locks.acquire(os.path.join(sess.dir, paths.ANNOUNCE_LOCK), timeout=0)
 
 
 def announced(sess):
     """The ids of NAME's wake notices announced so far (by either path)."""
     try:
-        text = paths.read_text(path_of(sess, paths.ANNOUNCED), limit=MAX_ANNOUNCED)
+        text = paths.read_text(os.path.join(sess.dir, paths.ANNOUNCED), limit=MAX_ANNOUNCED)
     except BadFile:
         return set()            # not ours (mark() writes it back in shape): announced again
     return set((text or "").split())
@@ -47,4 +43,4 @@ def mark(sess, ids, timeout=LOCK_WAIT):
     with locks.hold(sess.lock_path, timeout):
         pending = {n.id for n in inbox.pending(sess.crew, sess.name) if n.kind == "wake"}
         keep = (announced(sess) | set(ids)) & pending
-        replace(path_of(sess, paths.ANNOUNCED), "".join(f"{i}\n" for i in sorted(keep)))
+        replace(os.path.join(sess.dir, paths.ANNOUNCED), "".join(f"{i}\n" for i in sorted(keep)))

@@ -40,13 +40,6 @@ def _paths(crew, name):
             os.path.join(sdir, paths.LOCK))
 
 
-def _inbox(crew, name, at):
-    """NAME's inbox; with *at*, its caller has checked the meta there."""
-    if at is None:
-        return _paths(crew, name)[0]
-    return os.path.join(crew.session_dir(name), paths.INBOX)
-
-
 def post(crew, name, kind, text):
     """Append one notice to NAME's inbox; return its id."""
     return post_many(crew, name, [(kind, None, text)])[0]
@@ -81,13 +74,8 @@ def ids(crew, name):
     """The ids of the notices pending in NAME's inbox and of the drained ones
     (inbox.read and its rotations; at most 4 MiB of each)."""
     _paths(crew, name)
-    found = set()
-    for path in every_file(crew, name):
-        for raw in logfile.lines_backwards(path, logfile.TailStats(), 1 << 22):
-            n = _parse(raw)
-            if n is not None:
-                found.add(n.id)
-    return found
+    recs = logfile.records_backwards(every_file(crew, name), logfile.TailStats(), 1 << 22)
+    return {rec.text.partition(" ")[0] for rec in recs}
 
 
 def every_file(crew, name):
@@ -111,27 +99,20 @@ def _waiting(inbox):
     return [inbox + TAKING, inbox + MOVING, inbox]
 
 
-def pending(crew, name, at=None):
-    """The notices waiting in NAME's inbox, oldest first (nothing removed).
-    at: NAME's directory, opened by a caller that read its meta there."""
-    inbox = _inbox(crew, name, at)
+def pending(crew, name):
+    """The notices waiting in NAME's inbox, oldest first (nothing removed)."""
     out = []
-    for path in _waiting(inbox):
-        out += [n for n in map(_parse, (raw for raw in _whole_lines(path, at).split(b"\n")
+    for path in _waiting(_paths(crew, name)[0]):
+        out += [n for n in map(_parse, (raw for raw in _whole_lines(path).split(b"\n")
                                         if len(raw) < records.MAX_LINE))
                 if n is not None]
     return out
 
 
-def _whole_lines(path, at=None):
+def _whole_lines(path):
     """The complete lines of *path* (b"" when absent): a last line without a
     newline is a dead writer's, or a poster's that writes it again."""
-    try:
-        fd = paths.open_file(path, at=at)
-    except FileNotFoundError:
-        return b""
-    with os.fdopen(fd, "rb") as f:
-        data = f.read()
+    data = paths.read_bytes(path) or b""
     return data[:data.rfind(b"\n") + 1]
 
 
@@ -218,11 +199,8 @@ def _read_offered(path):
         return None
     head, _, body = data.partition(b"\n")
     fields = head.decode("utf-8", "replace").split(" ", 3) + ["-"] * 3
-    pid, start, transcript = (None if f == "-" else f for f in fields[1:4])
-    try:
-        pid, start = (int(pid) if pid else None), (int(start) if start else None)
-    except ValueError:
-        pid = start = None
+    pid, start = (int(f) if f.isdigit() else None for f in fields[1:3])
+    transcript = None if fields[3] == "-" else fields[3]
     raws = [raw.decode("utf-8", "replace") + "\n" for raw in body.split(b"\n")
             if raw and _parse(raw) is not None]
     return (pid, start, transcript), raws
@@ -304,7 +282,10 @@ def count(crew, name, kind=None, at=None, limit=COUNT_LIMIT):
     """How many notices (of *kind*, or all) wait in NAME's inbox: (n, more),
     reading at most *limit* bytes (docs/files/inbox.md, "Counting readers").
     No `re`: it would cost crew-status --tmux 20 ms of start-up."""
-    inbox = _inbox(crew, name, at)
+    if at is None:
+        inbox = _paths(crew, name)[0]
+    else:                       # the caller has checked NAME's meta there
+        inbox = os.path.join(crew.session_dir(name), paths.INBOX)
     n, left = 0, limit
     for path in _waiting(inbox):
         got, read, more = _count(path, kind, at, left)

@@ -18,7 +18,7 @@ from crewfile.core.logfile import TailStats
 from crewfile.core.notify import DirWatch
 from crewfile.session import delivery, verdict
 from crewfile.wake import inbox
-from crewfile.wake.announce import announced, deciding, mark, path_of
+from crewfile.wake.announce import announced, deciding, mark
 from crewfile.wake.wakesend import message
 from crewfile.wake.words import DEFAULT_SAY
 
@@ -124,7 +124,7 @@ def wait(sess, seconds):
     pidfd = watch_agent(sess)
     if pidfd is None:
         return None
-    lock = locks.acquire(path_of(sess, paths.REWAKE_LOCK), timeout=0)
+    lock = locks.acquire(os.path.join(sess.dir, paths.REWAKE_LOCK), timeout=0)
     if lock is None:
         os.close(pidfd)
         return None             # one armed waiter is enough
@@ -133,31 +133,29 @@ def wait(sess, seconds):
     watch = DirWatch()
     try:
         watch.add(sess.dir)
-        try:
-            while True:
-                # Not stopped between recording the announcement and making it:
-                # once made, SIGTERM waits for the exit (the CLI may then drop
-                # it; the wakes themselves stay in the inbox).
-                signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
-                text, later = try_announce(sess)
-                if text is not None:
-                    return text
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                timeout = left if later is None else min(left, later)
-                fds = [pidfd] + ([watch.fileno()] if watch.fileno() is not None else [])
-                ready, _, _ = select.select(fds, [], [], min(timeout, 1.0)
-                                            if watch.fileno() is None else timeout)
-                if pidfd in ready:
-                    return None
-                watch.changes(0)
-        finally:
-            os.close(pidfd)
+        while True:
+            # Not stopped between recording the announcement and making it:
+            # once made, SIGTERM waits for the exit (the CLI may then drop
+            # it; the wakes themselves stay in the inbox).
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+            text, later = try_announce(sess)
+            if text is not None:
+                return text
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            timeout = left if later is None else min(left, later)
+            fds = [pidfd] + ([watch.fileno()] if watch.fileno() is not None else [])
+            ready, _, _ = select.select(fds, [], [], min(timeout, 1.0)
+                                        if watch.fileno() is None else timeout)
+            if pidfd in ready:
+                return None
+            watch.changes(0)
     except (NotFound, Stopped):
         return None             # removed meanwhile; stopped
     finally:
+        os.close(pidfd)
         watch.close()
         signal.signal(signal.SIGTERM, old)
         lock.release()

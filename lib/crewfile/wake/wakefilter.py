@@ -166,16 +166,10 @@ class Filter(stream.Taker):
 
     def _kind(self, word, has_text):
         """Validate a kind word once and cache it (None: not a kind)."""
-        kind = word
-        if has_text:
-            if not word.endswith(b":"):
-                return None
-            kind = word[:-1]
-        try:
-            ok = is_kind(kind.decode("ascii"))
-        except UnicodeDecodeError:
-            ok = False
-        if not ok:
+        if has_text and not word.endswith(b":"):
+            return None
+        kind = word[:-1] if has_text else word
+        if not is_kind(kind.decode("latin-1")):     # a byte a character: a non-ASCII one is no kind
             return None
         kind = self._canon.setdefault(kind, kind)      # `is` compares kinds
         (self._texted if has_text else self._bare)[word] = kind
@@ -198,10 +192,9 @@ class Filter(stream.Taker):
             key = (s.st_ino, s.st_mtime_ns, s.st_size)
         except OSError:
             key = None
-        if key == seen.meta_key and key is not None:
-            return seen
-        seen.meta_key = key
-        seen.cls = UNKNOWN if key is None else _class_of(meta)
+        if key is None or key != seen.meta_key:
+            seen.meta_key = key
+            seen.cls = UNKNOWN if key is None else _class_of(meta)
         return seen
 
     def _bad(self, line, keep):

@@ -59,7 +59,6 @@ class Sender(stream.Taker):
         self.known = None           # ids found in the inbox before our first post
         self.said = {}              # topic -> the state last logged
         self.acked = cursors.acked(cursor) if cursor else {}
-        self.over = False           # the input ended and its last announcement is made
 
     def say_once(self, topic, state, msg):
         """Log *msg* if *topic*'s state changed since it was last logged."""
@@ -70,7 +69,7 @@ class Sender(stream.Taker):
     def wake(self, line):
         """Take one input line (str, no newline); flush() posts it."""
         body, eid, sname, state = stream.position(line, self.log)
-        if state is not None:
+        if state is not None and self.cursor:
             cursors.keep_newer(self.acks, sname, state)
         if not body:
             return
@@ -128,9 +127,7 @@ class Sender(stream.Taker):
             if fresh and self.due_at is None:
                 self.due_at = self.clock() + self.window
         self.retry_at = None
-        if not self.cursor:
-            self.acks = {}
-        elif self.acks and self.ack_at is None:
+        if self.acks and self.ack_at is None:
             self.ack_at = self.clock() + ACK_DELAY
         return True
 
@@ -158,26 +155,27 @@ class Sender(stream.Taker):
         acked = dict(self.acked)
         for sname, state in self.acks.items():
             cursors.keep_newer(acked, sname, state)
-        if self.cursor:
-            try:
-                cursors.write(self.cursor, acked)
-            except CrewfileError as e:
-                # A full disk must not stop the wakes: the positions wait here
-                # and are written later; a restart meanwhile replays from the
-                # older cursor, and the inbox's ids tell the repeats.
-                self.say_once("cursor", "failing", f"{e}; keeping the position, retrying")
-                self.ack_at = self.clock() + self.retry
-                return
-            if self.said.get("cursor") not in (None, "ok"):
-                self.say_once("cursor", "ok", f"writing {self.cursor} again")
+        try:
+            cursors.write(self.cursor, acked)
+        except CrewfileError as e:
+            # A full disk must not stop the wakes: the positions wait here
+            # and are written later; a restart meanwhile replays from the
+            # older cursor, and the inbox's ids tell the repeats.
+            self.say_once("cursor", "failing", f"{e}; keeping the position, retrying")
+            self.ack_at = self.clock() + self.retry
+            return
+        if self.said.get("cursor") not in (None, "ok"):
+            self.say_once("cursor", "ok", f"writing {self.cursor} again")
         self.acked, self.acks = acked, {}
 
     done = acknowledge      # stopped or at the end: the acks of wakes still held are replayed
 
     def due(self, eof=False):
         """When tick() or flush() wants to run next (monotonic), or None."""
+        if eof and not self.held:
+            return None         # all posted: step() has made the last announcement
         times = [t for t in (self.due_at, self.retry_at, self.ack_at) if t is not None]
-        return min(times) if times and not (eof and self.over) else None
+        return min(times) if times else None
 
     # -- the input loop (stream.run) ---------------------------------------
     def take_all(self, lines):
@@ -198,9 +196,6 @@ class Sender(stream.Taker):
             if eof and now < self.due_at:
                 time.sleep(self.due_at - now)
             self.tick()
-            self.over = eof and not self.held
-        if eof and not self.held and self.due_at is None:
-            self.over = True
 
     def tick(self):
         """Announce what waits, if the primary can take it now. True if typed."""
@@ -259,6 +254,7 @@ class Sender(stream.Taker):
             ok, reason = self.deliver(self.sess, text)
         except CrewfileError as e:  # a damaged meta or inbox: said once, tried again
             return self._cannot(e)
+        self.due_at = self.clock() + self.retry
         if ok or reason.code == UNCONFIRMED:
             # Unconfirmed: Enter was pressed and the prompt line cleared, but no
             # turn-started came. Not announced again (it may have been taken
@@ -269,13 +265,11 @@ class Sender(stream.Taker):
                 announce.mark(self.sess, ids, 0 if self.stuck else announce.LOCK_WAIT)
             except CrewfileError as e:   # typed all the same; the waiter may say it again
                 self.say_once("mark", "failing", f"cannot record the announcement ({e})")
-            self.due_at = self.clock() + self.retry
             self.said.pop("announce", None)
             self.log(f"announced {len(waiting)} wake(s) to {self.primary}: {text}" if ok else
                      f"announced {len(waiting)} wake(s) to {self.primary}, unconfirmed"
                      f" ({reason.detail}); they stay in its inbox: {text}")
         else:
-            self.due_at = self.clock() + self.retry
             self.say_once("announce", reason.code,
                           f"holding the announcement of {len(fresh)} wake(s) for {self.primary}"
                           f" (they are in its inbox): {reason}")
