@@ -6,6 +6,6 @@ from crewfile.crew import crewup
 
 def run(args):
     c = crew(args)
-    timeout = parse_duration(args.timeout, "--timeout") if args.timeout else 30.0
+    timeout = parse_duration(args.timeout, "--timeout", default=30.0)
     if not crewup.down(c, timeout):
         raise NotFound(f"no crew-up runs for {c.root}")

@@ -20,12 +20,12 @@ def run(args):
         if not args.log_quiet:
             sys.stderr.write(f"crew-notify: {escape(msg)}\n")
             sys.stderr.flush()
-    window = parse_duration(args.window, "--window", positive=False) if args.window else tell.DEFAULT_WINDOW
-    timeout = parse_duration(args.timeout, "--timeout") if args.timeout else tell.DEFAULT_TIMEOUT
-    retry = parse_duration(args.retry, "--retry") if args.retry else tell.RETRY_FIRST
-    away = parse_duration(args.away, "--away") if args.away else tell.DEFAULT_AWAY
-    per_hour = (parse_count(args.max_per_hour, "--max-per-hour", least=1)
-                if args.max_per_hour else tell.DEFAULT_PER_HOUR)
+    window = parse_duration(args.window, "--window", positive=False, default=tell.DEFAULT_WINDOW)
+    timeout = parse_duration(args.timeout, "--timeout", default=tell.DEFAULT_TIMEOUT)
+    retry = parse_duration(args.retry, "--retry", default=tell.RETRY_FIRST)
+    away = parse_duration(args.away, "--away", default=tell.DEFAULT_AWAY)
+    per_hour = parse_count(args.max_per_hour, "--max-per-hour", least=1,
+                           default=tell.DEFAULT_PER_HOUR)
     quiet = tell.parse_quiet(args.quiet) if args.quiet else None
 
     def stop(_sig, _frame):

@@ -9,7 +9,7 @@ from crewfile.session.delivery import UNCONFIRMED
 
 
 def run(args):
-    wait = parse_duration(args.wait, "--wait") if args.wait is not None else PROMPT_WAIT
+    wait = parse_duration(args.wait, "--wait", default=PROMPT_WAIT)
     out = spawn(crew(args), args.name, agent=args.agent or "claude", ref=args["from"],
                 tmux_session=args.tmux_session, prompt=args.prompt,
                 worktree=not args.no_worktree, cmd=args.cmd, prompt_wait=wait)

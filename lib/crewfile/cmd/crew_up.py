@@ -25,9 +25,8 @@ def run(args):
                         ("--notify", args.notify), ("--notify-with", args.notify_with)):
         if value:
             extra += [flag, value]
-    sweep = parse_duration(args.sweep, "--sweep") if args.sweep else crewup.DEFAULT_SWEEP
-    backoff = (parse_duration(args.backoff_max, "--backoff-max") if args.backoff_max
-               else crewup.BACKOFF_MAX)
+    sweep = parse_duration(args.sweep, "--sweep", default=crewup.DEFAULT_SWEEP)
+    backoff = parse_duration(args.backoff_max, "--backoff-max", default=crewup.BACKOFF_MAX)
     if args.systemd:
         sys.stdout.write(crewup.systemd_unit(c, args.primary, sys.argv[0], extra))
         return 0

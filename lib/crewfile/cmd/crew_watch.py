@@ -28,9 +28,9 @@ def run(args):
             since = parse_moment(args.since, "--since", future=False)
         w = Watcher(crew(args), from_start=args.from_start or since is not None,
                     cursor=args.cursor,
-                    stale_after=_duration(args.stale, "--stale", DEFAULT_STALE),
-                    probe_every=_duration(args.probe, "--probe", DEFAULT_PROBE),
-                    poll=_duration(args.poll, "--poll", None),
+                    stale_after=parse_duration(args.stale, "--stale", default=DEFAULT_STALE),
+                    probe_every=parse_duration(args.probe, "--probe", default=DEFAULT_PROBE),
+                    poll=parse_duration(args.poll, "--poll"),
                     out=json_lines_out() if args.json_lines else None,
                     positions=args.positions, resume=args.resume)
         if since is not None:
@@ -86,10 +86,6 @@ def _pipe_or_socket(fd):
     except OSError:
         return None
     return fd if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
-
-
-def _duration(text, flag, default):
-    return default if text is None else parse_duration(text, flag)
 
 
 def _stdin_cursor():

@@ -8,10 +8,10 @@ from crewfile.core.text import escape
 
 
 def run(args):
-    older = (parse_duration(args.older_than, "--older-than", positive=False)
-             if args.older_than is not None else HEARD_RETENTION)
-    unheard = (parse_duration(args.unheard_older_than, "--unheard-older-than", positive=False)
-               if args.unheard_older_than is not None else UNHEARD_RETENTION)
+    older = parse_duration(args.older_than, "--older-than", positive=False,
+                           default=HEARD_RETENTION)
+    unheard = parse_duration(args.unheard_older_than, "--unheard-older-than", positive=False,
+                             default=UNHEARD_RETENTION)
     bad = []
     removed = sweep(crew(args), older, unheard, bad=bad)
     sys.stdout.write("".join(h + "\n" for h in removed))

@@ -14,9 +14,8 @@ EXIT_AT_ONCE = True
 
 
 def run(args):
-    timeout = (parse_duration(args.timeout, "--timeout", positive=False)
-               if args.timeout is not None else None)
-    tail = 10 if args.tail is None else parse_count(args.tail, "--tail")
+    timeout = parse_duration(args.timeout, "--timeout", positive=False)
+    tail = parse_count(args.tail, "--tail", default=10)
     _printable()
     outcome = wait(crew(args), args.handle, timeout, exiting=True)
     sys.stdout.buffer.write(answer(outcome, tail, args.all, terminal=sys.stdout.isatty()))

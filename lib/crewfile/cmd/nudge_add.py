@@ -16,7 +16,7 @@ def run(args):
     if missing:
         raise UsageError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required")
     every = parse_duration(args.every, "--every", whole=True)
-    max_attempts = None if args.max is None else parse_count(args.max, "--max", 1)
+    max_attempts = parse_count(args.max, "--max", 1)
     until = None if args.until is None else parse_moment(args.until, "--until", future=True)
     sched = add(crew(args), every, args.message, session=args.session,
                 session_key=args.session_key, agent_session_id=args.agent_session_id,

@@ -19,7 +19,7 @@ def run(args):
     turn = scanned.last_of(TURN_STATE)
     if st["warning"]:
         sys.stderr.write(f"status-show: {args.name}: {escape(st['warning'])}\n")
-    last_n = None if args.last is None else parse_count(args.last, "--last")
+    last_n = parse_count(args.last, "--last")
     recs = None
     if args.since is not None:
         since = parse_moment(args.since, "--since", future=False)

@@ -21,9 +21,8 @@ def run(args):
     def log(msg):
         if not args.quiet:
             warn(msg)
-    window = (wakesend.DEFAULT_WINDOW if args.window is None
-              else parse_duration(args.window, "--window"))
-    retry = wakesend.DEFAULT_RETRY if args.retry is None else parse_duration(args.retry, "--retry")
+    window = parse_duration(args.window, "--window", default=wakesend.DEFAULT_WINDOW)
+    retry = parse_duration(args.retry, "--retry", default=wakesend.DEFAULT_RETRY)
     say = _template(args.say or DEFAULT_SAY)
 
     def stop(_sig, _frame):
