@@ -3,16 +3,16 @@ import sys
 from contextlib import nullcontext
 
 from crewfile.asides.aside import concluded_event_why
-from crewfile.cli import crew
 from crewfile.core.durations import parse_count, parse_duration
 from crewfile.core.errors import UsageError
 from crewfile.core.locks import acquire
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.wake import stream, tell
 
 
 def run(args):
-    c = crew(args)      # a crew another user could steer is refused, as by every command
+    c = Crew(args.dir)      # a crew another user could steer is refused, as by every command
     if not args.exec:
         raise UsageError("missing --exec CMD")
 

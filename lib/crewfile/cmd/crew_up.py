@@ -1,18 +1,18 @@
 import shlex
 import sys
 
-from crewfile.cli import crew
 from crewfile.core.atomic import read_text
 from crewfile.core.durations import parse_duration
 from crewfile.core.errors import BadInput, NotFound, UsageError
 from crewfile.core.names import check_host
 from crewfile.core.output import table
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.crew import crewup
 
 
 def run(args):
-    c = crew(args)
+    c = Crew(args.dir)
     if args.status:
         return _status(c)
     if not args.primary:

@@ -3,10 +3,10 @@ import signal
 import stat
 import threading
 
-from crewfile.cli import crew
 from crewfile.core.durations import parse_duration
 from crewfile.core.errors import BadInput, UsageError
 from crewfile.core.jsonio import loads
+from crewfile.core.paths import Crew
 from crewfile.core.records import timestamp
 from crewfile.wake.watch import DEFAULT_PROBE, DEFAULT_STALE, Watcher, json_lines_out
 
@@ -26,7 +26,7 @@ def run(args):
                                  " give one")
             from crewfile.core.moments import parse_moment      # dateutil: only when asked for
             since = parse_moment(args.since, "--since", future=False)
-        w = Watcher(crew(args), from_start=args.from_start or since is not None,
+        w = Watcher(Crew(args.dir), from_start=args.from_start or since is not None,
                     cursor=args.cursor,
                     stale_after=parse_duration(args.stale, "--stale", default=DEFAULT_STALE),
                     probe_every=parse_duration(args.probe, "--probe", default=DEFAULT_PROBE),

@@ -2,8 +2,8 @@ import os
 import sys
 
 from crewfile.background.jobwatch import start
-from crewfile.cli import crew
 from crewfile.core.names import check_name
+from crewfile.core.paths import Crew
 
 # cli.leave(): the handle is out; the caller reading it would sit through
 # the interpreter's teardown (the watcher runs on in its own process)
@@ -16,6 +16,6 @@ def run(args):
         check_name(session, "session name")
     if args.handle is not None:
         check_name(args.handle, "job handle")
-    handle = start(crew(args), args.command, session=session or None, label=args.label,
+    handle = start(Crew(args.dir), args.command, session=session or None, label=args.label,
                    handle=args.handle, exiting=True)
     sys.stdout.write(handle + "\n")

@@ -2,18 +2,18 @@ import json
 import sys
 import time
 
-from crewfile.cli import crew
 from crewfile.core.durations import parse_count
 from crewfile.core.kinds import TURN_STATE
 from crewfile.core.logfile import TailStats, last_records
 from crewfile.core.moments import parse_moment
 from crewfile.core.output import age_text
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.session.sessions import Session, state
 
 
 def run(args):
-    sess = Session(crew(args), args.name)
+    sess = Session(Crew(args.dir), args.name)
     scanned = sess.scan()
     st = state(sess, recs=scanned)
     turn = scanned.last_of(TURN_STATE)

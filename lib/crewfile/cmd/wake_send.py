@@ -2,11 +2,11 @@ import signal
 import sys
 from contextlib import nullcontext
 
-from crewfile.cli import crew
 from crewfile.core.durations import parse_duration
 from crewfile.core.errors import BadInput
 from crewfile.core.locks import acquire
 from crewfile.core.names import check_host
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.wake import stream, wakesend
 from crewfile.wake.words import DEFAULT_SAY
@@ -30,7 +30,7 @@ def run(args):
     signal.signal(signal.SIGTERM, stop)
     # the cursor is read after the lock: one writer at a time
     with acquire(args.cursor + ".lock") if args.cursor else nullcontext():
-        sender = wakesend.Sender(crew(args), args.primary, window=window, retry=retry, say=say,
+        sender = wakesend.Sender(Crew(args.dir), args.primary, window=window, retry=retry, say=say,
                                  log=log, warn=warn, cursor=args.cursor,
                                  host=check_host(args.host))
         stream.run(sender)
