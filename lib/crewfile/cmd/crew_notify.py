@@ -1,11 +1,8 @@
-import signal
 import sys
-from contextlib import nullcontext
 
 from crewfile.asides.aside import concluded_event_why
 from crewfile.core.durations import parse_count, parse_duration
 from crewfile.core.errors import UsageError
-from crewfile.core.locks import acquire
 from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.wake import stream, tell
@@ -28,15 +25,12 @@ def run(args):
                            default=tell.DEFAULT_PER_HOUR)
     quiet = tell.parse_quiet(args.quiet) if args.quiet else None
 
-    def stop(_sig, _frame):
-        raise KeyboardInterrupt         # Teller.done acknowledges what was told
-    signal.signal(signal.SIGTERM, stop)
-    # Each try's supervisor (tell.try_command, forked) inherits this lock and
-    # holds it until it has journaled how its CMD ended: a restart after a
-    # kill waits here for a try still running, and then believes the journal.
-    with acquire(args.cursor + ".lock") if args.cursor else nullcontext():
-        teller = tell.Teller(args.exec, cursor=args.cursor, window=window, timeout=timeout,
-                             away=None if args.always else away, per_hour=per_hour, quiet=quiet,
-                             retry=retry, log=log, socket=args.tmux,
-                             doubt=lambda name, ts, text: concluded_event_why(c, name, ts, text))
-        stream.run(teller)
+    def teller():
+        return tell.Teller(args.exec, cursor=args.cursor, window=window, timeout=timeout,
+                           away=None if args.always else away, per_hour=per_hour, quiet=quiet,
+                           retry=retry, log=log, socket=args.tmux,
+                           doubt=lambda name, ts, text: concluded_event_why(c, name, ts, text))
+    # Each try's supervisor (tell.try_command, forked) inherits the cursor's
+    # lock and holds it until it has journaled how its CMD ended: a restart
+    # after a kill waits for a try still running, and then believes the journal.
+    stream.run_stage(teller, args.cursor)
