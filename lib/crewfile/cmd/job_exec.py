@@ -12,10 +12,8 @@ EXIT_AT_ONCE = True
 
 def run(args):
     session = args.session if args.session is not None else os.environ.get("CREWFILE_SESSION")
-    if session:
-        check_name(session, "session name")
     if args.handle is not None:
-        check_name(args.handle, "job handle")
+        check_name(args.handle, "job handle")       # before new_job makes jobs/
     handle = start(Crew(args.dir), args.command, session=session or None, label=args.label,
                    handle=args.handle, exiting=True)
     sys.stdout.write(handle + "\n")

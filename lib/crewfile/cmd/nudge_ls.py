@@ -14,8 +14,8 @@ def run(args):
     rows = [s for s in load_all(c, bad) if not args.user or s.get("user") == args.user]
     for name, e in bad:
         sys.stderr.write(f"nudge-ls: {escape(str(e))}\n")
-    errors = [{"id": name, "error": str(e)} for name, e in bad]
-    rows = sorted(rows + errors, key=lambda s: s["id"])
+        rows.append({"id": name, "error": str(e)})
+    rows.sort(key=lambda s: s["id"])
     if args.json:
         sys.stdout.write(json_document(rows))
     else:
