@@ -165,6 +165,14 @@ def test_issue_14_one_duration_grammar_for_every_time_flag(crew):
     assert "bad --" not in r.stderr
 
 
+
+def test_an_empty_duration_is_refused_not_read_as_the_default(crew):
+    """protocol.md, "Durations and numbers": anything else is exit 2, the empty word too."""
+    for argv in (["crew-down", "--timeout", ""], ["crew-up", "p", "--systemd", "--sweep", ""],
+                 ["crew-up", "p", "--systemd", "--backoff-max", ""]):
+        r = cmd(*argv)
+        assert r.returncode == 2 and f"bad {argv[-2]} ''" in r.stderr, (argv, r.stderr)
+
 HOSTILE = "a\nFAKE row\x1b[31m\x9b2J\u2028\tz"
 
 

@@ -13,7 +13,6 @@ import sys
 
 from crewfile.core.errors import (
     BROKEN_PIPE, BadInput, CrewfileError, INTERRUPTED, SYSTEM, UsageError, failure_line)
-from crewfile.core.paths import Crew
 
 PAGES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pages")
 
@@ -250,11 +249,6 @@ def render(name, text):
         lines.append("  " + s if kind == "code" else wrapped(s, "  ", "  "))
     lines += ["", f"The whole page: {os.path.realpath(page_path(name))}"]
     return "\n".join(lines) + "\n"
-
-
-def crew(args):
-    """The crew directory named by --dir or the environment (paths.check_owner)."""
-    return Crew(args.dir)
 
 
 def main(path):

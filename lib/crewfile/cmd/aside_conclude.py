@@ -1,8 +1,8 @@
 import sys
 
 from crewfile.asides.aside import MAX_REPORT, conclude
-from crewfile.cli import crew
 from crewfile.core.errors import BadInput, UsageError
+from crewfile.core.paths import Crew
 
 
 def run(args):
@@ -18,7 +18,7 @@ def run(args):
             raise BadInput(f"no report file '{args.report}'") from None
         except IsADirectoryError:
             raise BadInput(f"'{args.report}' is a directory") from None
-    path, adopted = conclude(crew(args), args.name, data)
+    path, adopted = conclude(Crew(args.dir), args.name, data)
     if adopted:
         sys.stderr.write(f"aside-conclude: {args.name}: adopted the report an interrupted"
                          f" run delivered\n")

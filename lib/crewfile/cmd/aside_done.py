@@ -1,6 +1,6 @@
 from crewfile.asides.aside import captain_done
-from crewfile.cli import crew
+from crewfile.core.paths import Crew
 
 
 def run(args):
-    captain_done(crew(args), args.name, args.note)
+    captain_done(Crew(args.dir), args.name, args.note)

@@ -2,11 +2,11 @@ import os
 import sys
 
 from crewfile.asides.aside import open_aside
-from crewfile.cli import crew
+from crewfile.core.paths import Crew
 
 
 def run(args):
-    target = open_aside(crew(args), args.name, topic=args.topic, cmd=args.cmd,
+    target = open_aside(Crew(args.dir), args.name, topic=args.topic, cmd=args.cmd,
                         tmux_session=args.tmux_session,
                         primary=args.primary or os.environ.get("CREWFILE_PRIMARY"))
     sys.stdout.write(target + "\n")

@@ -1,9 +1,9 @@
 import sys
 
 from crewfile.asides.aside import say
-from crewfile.cli import crew
+from crewfile.core.paths import Crew
 
 
 def run(args):
-    kind = say(crew(args), args.name, " ".join(args.text))
+    kind = say(Crew(args.dir), args.name, " ".join(args.text))
     sys.stdout.write(kind + "\n")

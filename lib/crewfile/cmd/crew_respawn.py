@@ -1,14 +1,14 @@
 import sys
 
-from crewfile.cli import crew
 from crewfile.core.errors import PARTIAL, REFUSED as REFUSED_EXIT
 from crewfile.core.output import json_document, table
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.crew.spawn import DAMAGED, REFUSED, respawn
 
 
 def run(args):
-    done = respawn(crew(args), args.name, dry_run=args.dry_run)
+    done = respawn(Crew(args.dir), args.name, dry_run=args.dry_run)
     for r in done:
         if r.action in (REFUSED, DAMAGED):
             sys.stderr.write(f"crew-respawn: {r.name}: {escape(r.detail)}\n")

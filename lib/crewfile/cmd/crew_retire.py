@@ -1,13 +1,13 @@
 import os
 import sys
 
-from crewfile.cli import crew
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.crew.retire import retire
 
 
 def run(args):
-    out = retire(crew(args), args.name, keep_worktree=args.keep_worktree, force=args.force)
+    out = retire(Crew(args.dir), args.name, keep_worktree=args.keep_worktree, force=args.force)
     for warning in out.warnings:
         sys.stderr.write(f"crew-retire: {args.name}: {escape(warning)}\n")
     if out.thrown:

@@ -1,16 +1,16 @@
 import sys
 
-from crewfile.cli import crew
 from crewfile.core.durations import parse_duration
 from crewfile.core.errors import Refused, Unconfirmed
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.crew.spawn import PROMPT_WAIT, spawn
 from crewfile.session.delivery import UNCONFIRMED
 
 
 def run(args):
-    wait = parse_duration(args.wait, "--wait") if args.wait is not None else PROMPT_WAIT
-    out = spawn(crew(args), args.name, agent=args.agent or "claude", ref=args["from"],
+    wait = parse_duration(args.wait, "--wait", default=PROMPT_WAIT)
+    out = spawn(Crew(args.dir), args.name, agent=args.agent or "claude", ref=args["from"],
                 tmux_session=args.tmux_session, prompt=args.prompt,
                 worktree=not args.no_worktree, cmd=args.cmd, prompt_wait=wait)
     sys.stdout.write(f"window: {escape(out.target)}\ntree: {escape(out.tree)}\n"

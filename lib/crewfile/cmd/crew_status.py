@@ -1,7 +1,7 @@
 import sys
 
-from crewfile.cli import crew
 from crewfile.core.errors import PARTIAL, failure_line
+from crewfile.core.paths import Crew
 from crewfile.session.tmuxseen import Seen
 from crewfile.session.verdict import Look
 from crewfile.views import glance
@@ -15,7 +15,7 @@ COLOUR = {"working": "green", "idle": "default", "starting": "blue", "dialog": "
 
 
 def run(args):
-    c = crew(args)
+    c = Crew(args.dir)
     rows = glance.rows(c, _look(args.panes))
     sys.stdout.write(line(rows, *glance.wakes_pending(c, rows), tmux=args.tmux,
                           used=crew_tokens(c, rows)) + "\n")

@@ -1,9 +1,9 @@
 import sys
 
-from crewfile.cli import crew
 from crewfile.core.atomic import write_named
 from crewfile.core.errors import NotFound, PARTIAL, UsageError
 from crewfile.core.moments import parse_moment
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.session.sessions import names
 from crewfile.views import timeline
@@ -14,7 +14,7 @@ def run(args):
         raise UsageError("say where to draw: --svg FILE or --html FILE")
     since = parse_moment(args.since, "--since", False) if args.since else None
     until = parse_moment(args.until, "--until", False) if args.until else None
-    c = crew(args)
+    c = Crew(args.dir)
     if args.session:
         known = set(names(c))
         for name in args.session:

@@ -1,18 +1,18 @@
 import shlex
 import sys
 
-from crewfile.cli import crew
 from crewfile.core.atomic import read_text
 from crewfile.core.durations import parse_duration
 from crewfile.core.errors import BadInput, NotFound, UsageError
 from crewfile.core.names import check_host
 from crewfile.core.output import table
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.crew import crewup
 
 
 def run(args):
-    c = crew(args)
+    c = Crew(args.dir)
     if args.status:
         return _status(c)
     if not args.primary:
@@ -25,9 +25,8 @@ def run(args):
                         ("--notify", args.notify), ("--notify-with", args.notify_with)):
         if value:
             extra += [flag, value]
-    sweep = parse_duration(args.sweep, "--sweep") if args.sweep else crewup.DEFAULT_SWEEP
-    backoff = (parse_duration(args.backoff_max, "--backoff-max") if args.backoff_max
-               else crewup.BACKOFF_MAX)
+    sweep = parse_duration(args.sweep, "--sweep", default=crewup.DEFAULT_SWEEP)
+    backoff = parse_duration(args.backoff_max, "--backoff-max", default=crewup.BACKOFF_MAX)
     if args.systemd:
         sys.stdout.write(crewup.systemd_unit(c, args.primary, sys.argv[0], extra))
         return 0

@@ -3,17 +3,28 @@ import signal
 import stat
 import threading
 
-from crewfile.cli import crew
 from crewfile.core.durations import parse_duration
 from crewfile.core.errors import BadInput, UsageError
 from crewfile.core.jsonio import loads
+from crewfile.core.paths import Crew
 from crewfile.core.records import timestamp
 from crewfile.wake.watch import DEFAULT_PROBE, DEFAULT_STALE, Watcher, json_lines_out
 
 
 def run(args):
-    stop = _Stop()          # first: a SIGTERM during start-up is a clean exit too
     w = None
+
+    def stop(_sig, _frame):
+        """SIGTERM and SIGINT: a batch being written (its events, then its
+        cursor) is finished first; anywhere else the watcher stops at once,
+        which loses nothing (what is not written is read again)."""
+        if w is not None:
+            w.stop_after_batch = True       # kept even if the raise below is lost
+            if w.busy:
+                return
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)     # first: a SIGTERM during start-up is a clean exit too
+    signal.signal(signal.SIGINT, stop)
     try:
         if args.resume and args.cursor:
             raise UsageError("--cursor and --resume name two different writers; give one")
@@ -26,11 +37,11 @@ def run(args):
                                  " give one")
             from crewfile.core.moments import parse_moment      # dateutil: only when asked for
             since = parse_moment(args.since, "--since", future=False)
-        w = Watcher(crew(args), from_start=args.from_start or since is not None,
+        w = Watcher(Crew(args.dir), from_start=args.from_start or since is not None,
                     cursor=args.cursor,
-                    stale_after=_duration(args.stale, "--stale", DEFAULT_STALE),
-                    probe_every=_duration(args.probe, "--probe", DEFAULT_PROBE),
-                    poll=_duration(args.poll, "--poll", None),
+                    stale_after=parse_duration(args.stale, "--stale", default=DEFAULT_STALE),
+                    probe_every=parse_duration(args.probe, "--probe", default=DEFAULT_PROBE),
+                    poll=parse_duration(args.poll, "--poll"),
                     out=json_lines_out() if args.json_lines else None,
                     positions=args.positions, resume=args.resume)
         if since is not None:
@@ -39,11 +50,10 @@ def run(args):
             w.resume_doc = _stdin_cursor()
             if not args.once:
                 _exit_at_end_of_stdin()
-        stop.watcher = w
         if args.once:
             w.run_once()
         else:
-            w.stop_fd = stop.wakeup_fd()
+            w.stop_fd = _wakeup_fd()
             w.reader_fd = _pipe_or_socket(1)
             w.follow()
     except KeyboardInterrupt:
@@ -53,30 +63,13 @@ def run(args):
             w.close()
 
 
-class _Stop:
-    """The SIGTERM and SIGINT handler: a batch being written (its events,
-    then its cursor) is finished first; anywhere else the watcher stops at
-    once, which loses nothing (what is not written is read again)."""
-
-    def __init__(self):
-        self.watcher = None
-        signal.signal(signal.SIGTERM, self)
-        signal.signal(signal.SIGINT, self)
-
-    def __call__(self, _sig, _frame):
-        if self.watcher is not None:
-            self.watcher.stop_after_batch = True    # kept even if the raise below is lost
-            if self.watcher.busy:
-                return
-        raise KeyboardInterrupt
-
-    def wakeup_fd(self):
-        """The read end of a pipe each caught signal writes a byte to (C-level,
-        at the signal): a wait that began just after the handler's check
-        still wakes."""
-        r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
-        signal.set_wakeup_fd(w)
-        return r
+def _wakeup_fd():
+    """The read end of a pipe each caught signal writes a byte to (C-level,
+    at the signal): a wait that began just after the handler's check still
+    wakes."""
+    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    signal.set_wakeup_fd(w)
+    return r
 
 
 def _pipe_or_socket(fd):
@@ -86,10 +79,6 @@ def _pipe_or_socket(fd):
     except OSError:
         return None
     return fd if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) else None
-
-
-def _duration(text, flag, default):
-    return default if text is None else parse_duration(text, flag)
 
 
 def _stdin_cursor():

@@ -1,15 +1,15 @@
 import sys
 
-from crewfile.cli import crew
 from crewfile.core import records
 from crewfile.core.errors import PARTIAL
 from crewfile.core.output import json_choice
+from crewfile.core.paths import Crew
 from crewfile.wake import inbox
 
 
 def run(args):
     json_choice(args, ())                  # a usage error before anything is drained
-    c = crew(args)
+    c = Crew(args.dir)
     if args.peek:
         notices, garbage = inbox.pending(c, args.name), 0
     else:

@@ -3,9 +3,9 @@ import os
 import sys
 
 from crewfile.background.jobwait import answer, wait
-from crewfile.cli import crew
 from crewfile.core.durations import parse_count, parse_duration
 from crewfile.core.errors import JOB_ERROR as ERROR_EXIT, SystemFailure     # noqa: F401 (cli.py reads it)
+from crewfile.core.paths import Crew
 
 # cli.leave(): the answer is out; a caller waiting on our exit would sit
 # through the interpreter's teardown (~10 ms measured), and a --timeout's
@@ -14,11 +14,10 @@ EXIT_AT_ONCE = True
 
 
 def run(args):
-    timeout = (parse_duration(args.timeout, "--timeout", positive=False)
-               if args.timeout is not None else None)
-    tail = 10 if args.tail is None else parse_count(args.tail, "--tail")
+    timeout = parse_duration(args.timeout, "--timeout", positive=False)
+    tail = parse_count(args.tail, "--tail", default=10)
     _printable()
-    outcome = wait(crew(args), args.handle, timeout, exiting=True)
+    outcome = wait(Crew(args.dir), args.handle, timeout, exiting=True)
     sys.stdout.buffer.write(answer(outcome, tail, args.all, terminal=sys.stdout.isatty()))
     return outcome.code
 

@@ -1,9 +1,9 @@
 import sys
 
-from crewfile.cli import crew
 from crewfile.core.durations import parse_count, parse_duration
 from crewfile.core.errors import UsageError
 from crewfile.core.moments import parse_moment
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.nudges.schedules import add
 from crewfile.session import delivery
@@ -16,13 +16,14 @@ def run(args):
     if missing:
         raise UsageError(f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} required")
     every = parse_duration(args.every, "--every", whole=True)
-    max_attempts = None if args.max is None else parse_count(args.max, "--max", 1)
+    max_attempts = parse_count(args.max, "--max", 1)
     until = None if args.until is None else parse_moment(args.until, "--until", future=True)
-    sched = add(crew(args), every, args.message, session=args.session,
+    c = Crew(args.dir)
+    sched = add(c, every, args.message, session=args.session,
                 session_key=args.session_key, agent_session_id=args.agent_session_id,
                 max_attempts=max_attempts, until=until, user=args.user, replace_existing=args.replace)
     sys.stdout.write(sched["id"] + "\n")
-    note = not_live_note(crew(args), sched)
+    note = not_live_note(c, sched)
     if note:
         sys.stderr.write(f"nudge-add: note: {escape(note)}\n")
 

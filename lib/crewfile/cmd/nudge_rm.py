@@ -1,13 +1,13 @@
 import sys
 
-from crewfile.cli import crew
 from crewfile.core.errors import NOT_FOUND, NotFound
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.nudges.schedules import remove
 
 
 def run(args):
-    c = crew(args)
+    c = Crew(args.dir)
     missing = 0
     for sid in args.id:
         try:

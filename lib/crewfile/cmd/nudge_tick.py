@@ -1,9 +1,9 @@
 import os
 import sys
 
-from crewfile.cli import crew
 from crewfile.core import locks, records
 from crewfile.core.errors import PARTIAL, REFUSED
+from crewfile.core.paths import Crew
 from crewfile.core.pinned import crontab_line
 from crewfile.core.text import escape
 from crewfile.nudges.nudge import LOCK_WAIT, tick, tick_lock
@@ -11,7 +11,7 @@ from crewfile.nudges.nudgewatch import watch
 
 
 def run(args):
-    c = crew(args)
+    c = Crew(args.dir)
     if args.crontab:
         # Cron lacks the user's PATH: name the crew directory and the interpreter.
         # No tmux server: every session's pane is reached on its recorded one.

@@ -1,7 +1,6 @@
 import sys
 
 from crewfile.asides.reports import listing
-from crewfile.cli import crew
 from crewfile.core import paths, records
 from crewfile.core.errors import PARTIAL
 from crewfile.core.output import json_choice, table
@@ -10,7 +9,7 @@ from crewfile.core.text import escape
 
 def run(args):
     states = (paths.REPORT_NEW,) if args.new else (paths.REPORT_NEW, paths.REPORT_CUR)
-    found = listing(crew(args), aside=args.aside, states=states)
+    found = listing(paths.Crew(args.dir), aside=args.aside, states=states)
     bad = [r for r in found if r.error]
     sys.stderr.write("".join(f"report-ls: {escape(r.path)}: {r.error}\n" for r in bad))
     out = json_choice(args, (r.as_dict() for r in found))

@@ -1,9 +1,9 @@
 import os
 
 from crewfile.agents import registry
-from crewfile.cli import crew
 from crewfile.core.durations import parse_count
 from crewfile.core.errors import BadInput, UsageError
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.session import fromregistry
 from crewfile.session.sessions import is_registered, record_agent, register
@@ -15,17 +15,18 @@ def run(args):
         return
     if args.registry is not None:
         raise UsageError("--registry goes with --from-registry or --adopt")
+    c = Crew(args.dir)
     alone = not any((args.kind, args.exempt, args.tmux, args.cwd, args.session_key,
                      args.agent_session_id, args.user))
-    if args.pid and alone and is_registered(crew(args), args.name):
-        record_agent(crew(args), args.name, _pid(args.pid))
+    if args.pid and alone and is_registered(c, args.name):
+        record_agent(c, args.name, _pid(args.pid))
         return
     if args.cwd is not None and not os.path.isdir(args.cwd):
         # A mistyped tree would make the nudge rule's "another session in the
         # same tree" compare against a path no agent works in.
         raise BadInput(f"bad --cwd {args.cwd!r}: no such directory")
-    register(crew(args), args.name, kind=args.kind or "crew", exempt=args.exempt,
-             tmux=args.tmux, pid=args.pid and _pid(args.pid), cwd=args.cwd,
+    register(c, args.name, kind=args.kind or "crew", exempt=args.exempt,
+             tmux=args.tmux, pid=_pid(args.pid), cwd=args.cwd,
              session_key=args.session_key, agent_session_id=args.agent_session_id,
              user=args.user)
 
@@ -42,9 +43,8 @@ def _from_registry(args):
     where = args.registry or registry.directory()
     if not where:
         raise BadInput("no registry to read: set HOME or CLAUDE_CONFIG_DIR, or give --registry")
-    where = os.path.abspath(where)
     sess, done = fromregistry.register(
-        crew(args), args.name, where, pid=args.pid and _pid(args.pid), target=args.tmux,
+        Crew(args.dir), args.name, os.path.abspath(where), pid=_pid(args.pid), target=args.tmux,
         job=args.adopt, kind=args.kind or "crew", exempt=args.exempt, cwd=args.cwd,
         session_key=args.session_key, user=args.user)
     meta = sess.meta

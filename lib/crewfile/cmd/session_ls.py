@@ -1,15 +1,15 @@
 import sys
 
-from crewfile.cli import crew
 from crewfile.core.errors import CrewfileError, PARTIAL
 from crewfile.core.output import age_text, json_document, table
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.session.sessions import Session, names, state
 from crewfile.session.verdict import AGENT_UNKNOWN, SERVER_UNKNOWN, Look
 
 
 def run(args):
-    c = crew(args)
+    c = Crew(args.dir)
     look = Look()
     rows = []
     for name in names(c):
@@ -27,22 +27,17 @@ def run(args):
             sys.stderr.write(f"session-ls: {name}: live unknown: {st['why']}:"
                              f" {escape(st['why_detail'] or '')}\n")
         rows.append(st)
-    code = PARTIAL if any("error" in st for st in rows) else 0
-    if args.json:
-        sys.stdout.write(json_document(rows))
-        return code
-    out = []
-    for st in rows:
-        if "error" in st:
-            out.append([st["name"], "?", "?", "?", "?", "?",
-                        "error: " + escape(st["error"]), "?"])
-            continue
-        last = st["last_kind"] or "-"
-        if st["last_text"]:
-            last += ": " + st["last_text"]
-        live = "stopped" if st["live"] == "yes" and st["stopped"] == "yes" else st["live"]
-        out.append([st["name"], st["kind"], "yes" if st["exempt"] else "no",
-                    live, st["generating"], age_text(st["age"]),
-                    escape(last)[:60], escape(st["cwd"] or "-")])
-    sys.stdout.write(table(("NAME", "KIND", "EXEMPT", "LIVE", "GEN", "AGE", "LAST", "CWD"), out))
-    return code
+    sys.stdout.write(json_document(rows) if args.json else table(
+        ("NAME", "KIND", "EXEMPT", "LIVE", "GEN", "AGE", "LAST", "CWD"), map(_row, rows)))
+    return PARTIAL if any("error" in st for st in rows) else 0
+
+
+def _row(st):
+    if "error" in st:
+        return [st["name"], "?", "?", "?", "?", "?", "error: " + escape(st["error"]), "?"]
+    last = st["last_kind"] or "-"
+    if st["last_text"]:
+        last += ": " + st["last_text"]
+    live = "stopped" if st["live"] == "yes" and st["stopped"] == "yes" else st["live"]
+    return [st["name"], st["kind"], "yes" if st["exempt"] else "no", live, st["generating"],
+            age_text(st["age"]), escape(last)[:60], escape(st["cwd"] or "-")]

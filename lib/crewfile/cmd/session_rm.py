@@ -1,8 +1,8 @@
 import sys
 
-from crewfile.cli import crew
+from crewfile.core.paths import Crew
 from crewfile.session.sessions import archive
 
 
 def run(args):
-    sys.stdout.write(archive(crew(args), args.name, force=args.force) + "\n")
+    sys.stdout.write(archive(Crew(args.dir), args.name, force=args.force) + "\n")

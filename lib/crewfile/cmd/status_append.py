@@ -1,15 +1,15 @@
 import sys
 
 from crewfile.asides.evidence import refuse_hand_written
-from crewfile.cli import crew
 from crewfile.core import records
 from crewfile.core.errors import BadInput, Refused, USAGE
 from crewfile.core.kinds import GUARDED
+from crewfile.core.paths import Crew
 from crewfile.session.sessions import Session
 
 
 def run(args):
-    sess = Session(crew(args), args.name)
+    sess = Session(Crew(args.dir), args.name)
     text = " ".join(args.text or [])
     if args.kind in GUARDED:
         refuse_hand_written(sess, args.kind, "status-append")

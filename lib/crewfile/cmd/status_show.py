@@ -2,24 +2,24 @@ import json
 import sys
 import time
 
-from crewfile.cli import crew
 from crewfile.core.durations import parse_count
 from crewfile.core.kinds import TURN_STATE
 from crewfile.core.logfile import TailStats, last_records
 from crewfile.core.moments import parse_moment
 from crewfile.core.output import age_text
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.session.sessions import Session, state
 
 
 def run(args):
-    sess = Session(crew(args), args.name)
+    sess = Session(Crew(args.dir), args.name)
     scanned = sess.scan()
     st = state(sess, recs=scanned)
     turn = scanned.last_of(TURN_STATE)
     if st["warning"]:
         sys.stderr.write(f"status-show: {args.name}: {escape(st['warning'])}\n")
-    last_n = None if args.last is None else parse_count(args.last, "--last")
+    last_n = parse_count(args.last, "--last")
     recs = None
     if args.since is not None:
         since = parse_moment(args.since, "--since", future=False)

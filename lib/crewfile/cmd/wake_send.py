@@ -1,12 +1,9 @@
-import signal
 import sys
-from contextlib import nullcontext
 
-from crewfile.cli import crew
 from crewfile.core.durations import parse_duration
 from crewfile.core.errors import BadInput
-from crewfile.core.locks import acquire
 from crewfile.core.names import check_host
+from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.wake import stream, wakesend
 from crewfile.wake.words import DEFAULT_SAY
@@ -21,20 +18,14 @@ def run(args):
     def log(msg):
         if not args.quiet:
             warn(msg)
-    window = (wakesend.DEFAULT_WINDOW if args.window is None
-              else parse_duration(args.window, "--window"))
-    retry = wakesend.DEFAULT_RETRY if args.retry is None else parse_duration(args.retry, "--retry")
+    window = parse_duration(args.window, "--window", default=wakesend.DEFAULT_WINDOW)
+    retry = parse_duration(args.retry, "--retry", default=wakesend.DEFAULT_RETRY)
     say = _template(args.say or DEFAULT_SAY)
 
-    def stop(_sig, _frame):
-        raise KeyboardInterrupt         # Sender.done acknowledges what is posted
-    signal.signal(signal.SIGTERM, stop)
-    # the cursor is read after the lock: one writer at a time
-    with acquire(args.cursor + ".lock") if args.cursor else nullcontext():
-        sender = wakesend.Sender(crew(args), args.primary, window=window, retry=retry, say=say,
-                                 log=log, warn=warn, cursor=args.cursor,
-                                 host=check_host(args.host))
-        stream.run(sender)
+    def sender():
+        return wakesend.Sender(Crew(args.dir), args.primary, window=window, retry=retry, say=say,
+                               log=log, warn=warn, cursor=args.cursor, host=check_host(args.host))
+    stream.run_stage(sender, args.cursor)
 
 
 def _template(text):

@@ -21,9 +21,12 @@ def _number(text):
     return float(text) if dot else int(whole)
 
 
-def parse_duration(text, flag, positive=True, whole=False):
+def parse_duration(text, flag, positive=True, whole=False, default=None):
     """Seconds in *text* (at most MAX_SECONDS; above 0 if *positive*; an int
-    if *whole*); BadInput naming *flag* otherwise."""
+    if *whole*); BadInput naming *flag* otherwise; *default* for an option
+    not given (None), as an empty one is bad like any other."""
+    if text is None:
+        return default
     total = _parse(text)
     if total is None or total > MAX_SECONDS:
         grammar = WHOLE_GRAMMAR if whole else GRAMMAR
@@ -59,8 +62,11 @@ def _parse(text):
     return total
 
 
-def parse_count(text, flag, least=0, most=10 ** 6):
-    """A whole number of ASCII digits from *least* to *most*; BadInput naming *flag*."""
+def parse_count(text, flag, least=0, most=10 ** 6, default=None):
+    """A whole number of ASCII digits from *least* to *most*; BadInput naming
+    *flag*; *default* for an option not given (None)."""
+    if text is None:
+        return default
     value = _number(text) if isinstance(text, str) else None
     if type(value) is not int or not least <= value <= most:
         raise BadInput(f"bad {flag} {_shown(text)}: a whole number from {least} to {most}"

@@ -9,10 +9,13 @@ PYTHONUNBUFFERED.
 """
 import os
 import select
+import signal
 import time
+from contextlib import nullcontext
 
 from crewfile.core.errors import BadFile
 from crewfile.core.jsonio import loads
+from crewfile.core.locks import acquire
 from crewfile.core.names import is_name
 from crewfile.core.records import MAX_LINE
 from crewfile.core.shapes import check
@@ -117,3 +120,16 @@ def run(taker, fd_in=0):
             taker.step(eof)
     finally:
         taker.done()
+
+
+def run_stage(make, cursor):
+    """run() the taker make() builds, as a pipeline's acknowledging stage
+    (wake-send, crew-notify): SIGTERM stops it as ^C does, its done()
+    acknowledging what it handled; and it holds *cursor*'s FILE.lock, taken
+    before make() reads the cursor: one writer at a time (docs/files/cursor.md)."""
+
+    def stop(_sig, _frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
+    with acquire(cursor + ".lock") if cursor else nullcontext():
+        run(make())
