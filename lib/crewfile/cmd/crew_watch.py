@@ -8,7 +8,7 @@ from crewfile.core.durations import parse_duration
 from crewfile.core.errors import BadInput, UsageError
 from crewfile.core.jsonio import loads
 from crewfile.core.records import timestamp
-from crewfile.wake.watch import DEFAULT_PROBE, DEFAULT_STALE, Watcher, json_lines_out
+from crewfile.wake.watch import DEFAULT_PROBE, DEFAULT_STALE, Watcher, write_json_lines
 
 
 def run(args):
@@ -31,7 +31,7 @@ def run(args):
                     stale_after=_duration(args.stale, "--stale", DEFAULT_STALE),
                     probe_every=_duration(args.probe, "--probe", DEFAULT_PROBE),
                     poll=_duration(args.poll, "--poll", None),
-                    out=json_lines_out() if args.json_lines else None,
+                    out=write_json_lines if args.json_lines else None,
                     positions=args.positions, resume=args.resume)
         if since is not None:
             w.since_ts = timestamp(since)
