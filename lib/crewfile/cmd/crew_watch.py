@@ -8,7 +8,7 @@ from crewfile.core.errors import BadInput, UsageError
 from crewfile.core.jsonio import loads
 from crewfile.core.paths import Crew
 from crewfile.core.records import timestamp
-from crewfile.wake.watch import DEFAULT_PROBE, DEFAULT_STALE, Watcher, json_lines_out
+from crewfile.wake.watch import DEFAULT_PROBE, DEFAULT_STALE, Watcher, write_json_lines
 
 
 def run(args):
@@ -42,7 +42,7 @@ def run(args):
                     stale_after=parse_duration(args.stale, "--stale", default=DEFAULT_STALE),
                     probe_every=parse_duration(args.probe, "--probe", default=DEFAULT_PROBE),
                     poll=parse_duration(args.poll, "--poll"),
-                    out=json_lines_out() if args.json_lines else None,
+                    out=write_json_lines if args.json_lines else None,
                     positions=args.positions, resume=args.resume)
         if since is not None:
             w.since_ts = timestamp(since)

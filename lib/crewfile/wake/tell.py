@@ -80,7 +80,7 @@ class Journal:
         self.path = path
         self.sent = set()       # ids CMD took
         self.doubt = set()      # ids given to a CMD that may have told them, not known to
-        self.times = []         # epoch of each success in the last hour
+        self.times = []         # epoch of each success (step() keeps the last hour's)
         tries = {}
         raw = b""
         try:
@@ -91,7 +91,6 @@ class Journal:
             pass
         except OSError as e:
             raise SystemFailure(f"cannot read {path}: {e.strerror}") from None
-        now = time.time()
         lines = raw.decode("utf-8", "replace").split("\n")
         for line in lines:
             words = line.split(" ", 3)
@@ -104,7 +103,7 @@ class Journal:
             if words[0] == "sending":
                 tries[words[1]] = [i for i in line.split(" ")[3:] if i]
             elif words[0] in ("sent", "failed", "unsure") and words[1] in tries:
-                self.took(words[0], tries.pop(words[1]), at, now)
+                self.took(words[0], tries.pop(words[1]), at)
         for ids in tries.values():      # its supervisor killed mid-try
             self.doubt.update(ids)
         self.doubt -= self.sent
@@ -112,13 +111,12 @@ class Journal:
         if len(kept) > 2 * JOURNAL_KEEP:
             replace(path, "\n".join(kept[-JOURNAL_KEEP:]) + "\n")
 
-    def took(self, word, ids, at, now=None):
+    def took(self, word, ids, at):
         """What a try that ended *word* (sent, failed, unsure) at epoch *at* says of *ids*."""
         if word == "sent":
             self.sent.update(ids)
             self.doubt.difference_update(ids)
-            if at > (now or time.time()) - HOUR:
-                self.times.append(at)
+            self.times.append(at)
         elif word == "unsure":
             self.doubt.update(ids)
 
@@ -299,12 +297,7 @@ class Teller(stream.Taker):
     def message(self, events):
         """(title, body) of the message for *events*."""
         n = len(events)
-        names = []
-        for ev in events:
-            words = ev.line.split(" ", 2)
-            what = f"{words[1]} {words[2].split(':', 1)[0]}"
-            if what not in names:
-                names.append(what)
+        names = list(dict.fromkeys(f"{ev.line.split(' ', 2)[1]} {ev.kind}" for ev in events))
         head = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
         title = (f"crewfile: {n} event{'s' if n != 1 else ''} need{'' if n != 1 else 's'}"
                  f" you: {head}")

@@ -9,7 +9,7 @@ import select
 import time
 
 from crewfile.agents import codexrollout
-from crewfile.core import jsonio, logfile, notify, paths, records
+from crewfile.core import jsonio, notify, paths, records
 from crewfile.core.atomic import write_all
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, Gone, failure_line, reason
 from crewfile.core.kinds import KEEPS_PAUSE, LIFECYCLE, TURN_STATE
@@ -38,7 +38,6 @@ class Tail:
 
     def __init__(self, name, sdir):
         self.name, self.dir = name, sdir
-        self.status = os.path.join(sdir, paths.STATUS)
         self.ino, self.off = None, 0    # ino None: read every file from the oldest, from 0
         self.last = self.last_kind = None   # the newest record's time (epoch s) and kind
         self.turn = "unknown"
@@ -95,7 +94,7 @@ class Watcher:
         if resume is not None:
             cursor = None if resume == "-" else resume
         self.sessions_dir = crew.sub(paths.SESSIONS)
-        self.from_start = from_start
+        self.from_start = from_start    # a session found is read from its first record
         self.cursor = cursor
         self.stale_after = float(stale_after)
         self.probe_every = float(probe_every)
@@ -103,7 +102,6 @@ class Watcher:
         self.out = out or _write_stdout
         self.warn = warn or notify.warn_stderr
         self.now = now
-        self.keep = logfile.rotate_limits()[1]
         self.tails = {}
         self.dirwatch = None    # notify.DirWatch on sessions/ and each session's directory
         self.roots = None       # identities of the crew directory and sessions/
@@ -124,7 +122,6 @@ class Watcher:
         self.backlog = set()    # sessions with more to read than one read takes
         self._budget = 0        # bytes the session being read may still consume
         self._unread_before = {}  # session name -> start time, when its end could not be found
-        self._started = False   # begin() ran: a session found from now on is new
         self._missing = False   # the crew directory was missing at the last probe
         self._poll_at = 0.0     # polling: when every session is read next
 
@@ -190,19 +187,16 @@ class Watcher:
         self.dirwatch = notify.DirWatch(self.warn)
         self._watch(self.sessions_dir)
 
-    def _to_polling(self):
-        """inotify cannot be had (said already): re-read everything every POLL s."""
-        self.close()
-        self.poll = POLL
-        self._poll_at = time.monotonic()
-
     def _watch(self, d):
         """Subscribe to *d*, if not yet (one that cannot be watched is tried
-        again at its next read); the watches ran out (said): poll from now on."""
+        again at its next read); the watches ran out (said): from now on,
+        re-read everything every POLL s."""
         if self.dirwatch is not None:
             self.dirwatch.add(d)
             if self.dirwatch.ino is None:
-                self._to_polling()
+                self.close()
+                self.poll = POLL
+                self._poll_at = time.monotonic()
 
     def _check_roots(self):
         """Follow a replaced crew directory from its start; Gone if it is
@@ -269,7 +263,7 @@ class Watcher:
         tail = Tail(name, sdir)
         # A session that appears while we run, or that a cursor has not seen,
         # is new from its first record.
-        if not (self.from_start or self._cursor_known or self._started):
+        if not (self.from_start or self._cursor_known):
             try:
                 self._skip_to_end(tail)
             except (OSError, CrewfileError):
@@ -284,8 +278,9 @@ class Watcher:
 
     def _skip_to_end(self, tail):
         """Begin a session at the end of its log; take its state from the tail."""
+        session = Session(self.crew, tail.name)
         try:
-            fd = paths.open_file(tail.status)
+            fd = paths.open_file(session.status_path)
         except FileNotFoundError:
             return
         try:
@@ -299,7 +294,7 @@ class Watcher:
             os.close(fd)
         tail.ino, tail.off = st.st_ino, end
         seen_turn = seen_life = False
-        for rec in Session(self.crew, tail.name).backwards():
+        for rec in session.backwards():
             if tail.last is None:
                 tail.last, tail.last_kind = rec.time, rec.kind
             if not seen_turn and rec.kind in TURN_STATE:
@@ -314,8 +309,7 @@ class Watcher:
     def _files(self, tail):
         """[(path, inode)] of the log, newest first (missing numbers skipped)."""
         out = []
-        for i in range(self.keep + 1):
-            path = logfile.rotated(tail.status, i)
+        for path in Session(self.crew, tail.name).log_paths():
             try:
                 out.append((path, os.lstat(path).st_ino))
             except FileNotFoundError:
@@ -615,7 +609,7 @@ class Watcher:
     def begin(self):
         """start() in follow mode and write the catch-up batch."""
         events = self.start(follow=True)
-        self._started = True
+        self.from_start = True      # a session found from now on is new
         events += self._timers(probe=True)
         self.next_probe = time.monotonic() + self.probe_every
         if self.poll is not None:
@@ -722,12 +716,11 @@ def first_position(crew, cursor):
     whatever starts the pipe later (and however often it dies before its
     first acknowledgement) delivers every record appended from now on."""
     if os.path.lexists(cursor):
-        return False
-    w = Watcher(crew, resume=cursor, out=lambda data: None)
+        return
+    w = Watcher(crew, resume=cursor)
     w._load_cursor()
     if not w._cursor_known:
         w._first_position()
-    return True
 
 
 def _token(tail, eid, prev, paused):
@@ -746,16 +739,13 @@ def _write_stdout(data):
     write_all(1, data)
 
 
-def json_lines_out():
+def write_json_lines(data):
     """An `out` for Watcher writing each event as one JSON object per line:
     {"ts", "session", "kind", "text"}, the text unescaped."""
-
-    def out(data):
-        objs = []
-        for line in data.decode("utf-8").splitlines():
-            ts, session, rest = line.split(" ", 2)
-            rec = records.parse(f"{ts} {rest}")
-            objs.append({"ts": ts, "session": session, "kind": rec.kind, "text": rec.text})
-        _write_stdout(json_lines(objs).encode("utf-8"))
-    return out
+    objs = []
+    for line in data.decode("utf-8").splitlines():
+        ts, session, rest = line.split(" ", 2)
+        rec = records.parse(f"{ts} {rest}")
+        objs.append({"ts": ts, "session": session, "kind": rec.kind, "text": rec.text})
+    _write_stdout(json_lines(objs).encode("utf-8"))
 
