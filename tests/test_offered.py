@@ -173,6 +173,21 @@ def test_nothing_offered_costs_no_lock_and_says_nothing(crew, run, tmp_path):
     assert inbox.settle(crew, "w1", lambda pid, start: False) == 0
 
 
+def test_a_damaged_head_line_loses_its_numbers_not_the_notices(crew):
+    """An offered file whose head holds a digit that is no ASCII number (a
+    damaged byte): that field reads as unknown, the notices are still there."""
+    register(crew, "w1")
+    nid = inbox.post(crew, "w1", "turn-ended", "w2 stopped")
+    sdir = crew.session_dir("w1")
+    with open(os.path.join(sdir, paths.INBOX), "rb") as f:
+        line = f.read()
+    with open(os.path.join(sdir, paths.OFFERED), "wb") as f:
+        f.write("agent \u00b2 5 -\n".encode() + line)
+    life, notices = inbox.offered(crew, "w1")
+    assert life == (None, 5, None)
+    assert [n.id for n in notices] == [nid]
+
+
 def test_real_claude_killed_mid_turn_shows_the_notice_once_after_resume(crew, tmux, tmp_path):
     """The real CLI: a notice handed in at UserPromptSubmit, the agent killed
     while the model's reply is held, `claude --resume` in the pane: the first
