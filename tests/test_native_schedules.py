@@ -355,3 +355,10 @@ def test_the_stand_in_loads_the_cron_tools_then_calls_them(tmp_path):
         call, _, _ = model.answer(result(search))
         assert (call["name"], call["input"]) == (name, inp)
         assert model.answer(result(call)) == (None, "ok", 0.0)        # then the turn ends
+
+
+def test_a_crons_count_that_is_no_ascii_number_counts_as_one_listing():
+    """A damaged `crons` record whose first word is a digit int() refuses
+    ('²') counts as a listing of unknown size (1), as any other text does."""
+    assert verdict.own_count("\u00b2 jobs", []) == 1
+    assert verdict.own_count("3 jobs", []) == 3

@@ -41,7 +41,7 @@ def parse_version(text):
     """(major, minor, patch) of `codex-cli 0.171.0`, or None."""
     for word in text.split():
         parts = word.split("-")[0].split(".")
-        if len(parts) == 3 and all(p.isdigit() for p in parts):
+        if len(parts) == 3 and all(p.isascii() and p.isdigit() for p in parts):
             return tuple(int(p) for p in parts)
     return None
 

@@ -233,7 +233,7 @@ def own_jobs(sess, recs=None, now=None):
 def own_count(crons, durable, goal=None):
     """How many of the session's own jobs (and goal) own_jobs found armed."""
     head = (crons or "").split(" ", 1)[0]
-    return (int(head) if head.isdigit() else 1 if crons else 0) + len(durable) + bool(goal)
+    return (int(head) if head.isascii() and head.isdigit() else 1 if crons else 0) + len(durable) + bool(goal)
 
 
 def own_loop(sess, recs=None, now=None):
