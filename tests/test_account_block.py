@@ -58,6 +58,26 @@ def test_a_rate_limit_stop_is_a_block_until_the_hold_ends(crew, run):
     assert rest.endswith(": " + LIMITED)
 
 
+def test_the_hold_counts_from_the_records_own_timestamp(crew):
+    """The until is the record's timestamp plus the hold, to the millisecond,
+    even on a clock that moves between two readings (a loaded machine)."""
+    register(crew, "w1")
+    moving = ("import itertools, runpy, sys, time\n"
+              "tick = itertools.count(int(time.time() * 1000), 3)\n"
+              "time.time = lambda: next(tick) / 1000\n"
+              "sys.argv = [sys.argv[1]]\n"
+              "runpy.run_path(sys.argv[0], run_name='__main__')\n")
+    p = subprocess.run([sys.executable, "-c", moving, os.path.join(REPO, "bin", "crew-hook")],
+                       input=payload("StopFailure", error="rate_limit").encode(),
+                       capture_output=True, timeout=60,
+                       env=dict(os.environ, CREWFILE_SESSION="w1", CREWFILE_ACCOUNT_HOLD="90"))
+    assert (p.returncode, p.stderr) == (0, b"")
+    rec = Session(crew, "w1").last_records(1, logfile.TailStats())[-1]
+    assert rec.kind == "account-blocked"
+    until = rec.text.split(" ")[2]
+    assert parse_timestamp(until) - parse_timestamp(rec.ts) == 90
+
+
 def test_a_billing_stop_lifts_only_with_a_turn_that_succeeds(crew, run):
     register(crew, "w1")
     p = hook(run, payload("StopFailure", error="billing_error",

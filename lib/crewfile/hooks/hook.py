@@ -10,6 +10,7 @@ whole start-up budget): the captain module is imported only when a prompt
 arrives, re only when a Bash command names a captain-only word.
 """
 import os
+import time
 
 from crewfile.agents import load, stop_record
 from crewfile.core import jsonio, locks
@@ -457,7 +458,8 @@ def stop_failure(ctx):
     sess = ctx.known_session()
     settle_offered(ctx, sess)
     message = ctx.field("last_assistant_message") or ctx.field("error_details") or ""
-    sess.append(*stop_record(ctx.agent, ctx.field("error"), message, ctx.env))
+    now = time.time()       # the hold counts from the record's own timestamp
+    sess.append(*stop_record(ctx.agent, ctx.field("error"), message, ctx.env, now), now=now)
     return Reply()
 
 
