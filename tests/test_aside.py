@@ -472,10 +472,11 @@ def test_aside_open(crew, tmux, opened, run):
 
 
 def test_aside_open_refuses_an_open_name(crew, tmux, opened, run):
-    windows = tmux("list-windows", "-a")
+    # The windows by id and place: a name tmux renames as a shell starts is no change of ours.
+    windows = tmux("list-windows", "-a", "-F", "#{window_id} #{session_name}:#{window_index}")
     r = run("aside-open", "a1", "--cmd", AGENT, "--tmux-session", "crew")
     assert (r.returncode, r.stderr) == (1, "aside-open: 'a1' is already open\n")
-    assert tmux("list-windows", "-a") == windows
+    assert tmux("list-windows", "-a", "-F", "#{window_id} #{session_name}:#{window_index}") == windows
 
 
 def test_aside_open_agent_command_from_the_environment(crew, tmux, run):
