@@ -299,6 +299,39 @@ def test_directories_above_and_the_crew_directory_itself(other_user, tmp_path):
     assert as_root("session-ls", "--dir", root).returncode == 0
 
 
+def test_in_a_sandbox_that_cannot_name_root_roots_levels_count_as_roots(other_user,
+                                                                        shared_tmp, tmp_path):
+    """Codex runs its shell commands, as a user other than root, in a user
+    namespace that maps that user alone: `/` shows as owned by the overflow
+    uid, and the agent's aside-conclude was refused. There it counts as
+    root's; outside a namespace, a level the real uid 65534 owns is refused."""
+    inside = ["unshare", "--map-current-user"]
+    # An interpreter reached through a group's or an ACL's grant is not there
+    # inside (those are unmapped): then the system's, of the same version.
+    python = next((p for p in (other_user.python, "/usr/bin/python%d.%d" % sys.version_info[:2])
+                   if other_user.run(inside + [p, "-c", "pass"]).returncode == 0), None)
+    if python is None:
+        pytest.skip("unshare(1) cannot make a user namespace here with a Python in it"
+                    " (util-linux >= 2.38 and unprivileged user namespaces needed)")
+    root = os.path.join(shared_tmp, "crew")
+    assert other_user.command("session-add", "w1", "--dir", root).returncode == 0
+    shown = other_user.run(inside + ["stat", "-c", "%u", "/"])
+    overflow = int(open("/proc/sys/kernel/overflowuid").read())
+    assert shown.stdout == f"{overflow}\n"
+    r = other_user.run(inside + [python, os.path.join(other_user.bin, "status-append"),
+                                 "--dir", root, "w1", "blocked", "from inside"])
+    assert (r.returncode, r.stderr) == (0, "")
+    with open(os.path.join(root, "sessions", "w1", "status")) as f:
+        assert f.read().endswith(" blocked: from inside\n")
+
+    up = tmp_path / "up"
+    mine = up / "crew"
+    assert as_root("session-add", "w1", "--dir", mine).returncode == 0
+    os.chown(up, overflow, overflow)                # the real user nobody
+    r = as_root("session-ls", "--dir", mine)
+    assert (r.returncode, r.stderr) == (1, refusal("session-ls", up, overflow))
+
+
 def test_a_directory_inside_the_crew_that_others_may_write_is_not_believed(other_user,
                                                                           shared_tmp):
     """The crew directory 0755 (others may enter it, not write it) and a

@@ -67,7 +67,23 @@ _private_groups = {}     # gid -> _yours_alone(gid), this process's answers
 
 
 def _trusted(uid):
-    return uid == _me or uid == 0
+    return uid == _me or uid == 0 or _root_unnamed(uid)
+
+
+def _root_unnamed(uid):
+    """True if *uid* is the kernel's overflow uid in a user namespace that maps
+    no one to it: an agent's sandbox (Codex's on Linux) that cannot name root
+    shows root's directories so. Another user's show so too, but every command
+    outside the sandbox refuses those (protocol.md, "The crew directory")."""
+    try:
+        with open("/proc/sys/kernel/overflowuid", "rb") as f:
+            if uid != int(f.read()):
+                return False
+        with open("/proc/self/uid_map", "rb") as f:
+            spans = [[int(n) for n in line.split()] for line in f]
+    except (OSError, ValueError):
+        return False
+    return not any(inside <= uid < inside + count for inside, _, count in spans)
 
 
 def check_owner(root):
