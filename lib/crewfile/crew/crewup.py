@@ -233,10 +233,7 @@ class Supervisor:
             if not stage.procs and stage.retry.due() and not self.stop:
                 self.start(stage)
         fds = {p.popen.stderr.fileno(): p for s in self.stages.values() for p in s.procs}
-        try:
-            ready, _, _ = select.select(list(fds), [], [], wait)
-        except InterruptedError:
-            ready = []
+        ready, _, _ = select.select(list(fds), [], [], wait)
         for fd in ready:
             self.read_stderr(fds[fd])
         ended = [s for s in self.stages.values()
