@@ -96,6 +96,10 @@ def test_finding_02_job_ls_and_report_ls_mark_the_bad_entry(crew):
     lines = r.stdout.splitlines()[1:]
     assert len(lines) == 2 and "error: " in lines[0] and "error" not in lines[1]
     _one_line(r.stderr, "report-ls")
+    r = cmd("report-ls", "--json")                  # the same, as an `error` key
+    assert r.returncode == 5
+    got = json.loads(r.stdout)
+    assert "error" in got[0] and "error" not in got[1]
 
 
 def _due_now(path):
