@@ -335,10 +335,7 @@ class Supervisor:
     def read_stderr(self, proc):
         """Log the whole lines *proc* wrote on stderr (at its end, the rest
         too); False at its end."""
-        try:
-            data = os.read(proc.popen.stderr.fileno(), 65536)
-        except (OSError, ValueError):
-            data = b""
+        data = os.read(proc.popen.stderr.fileno(), 65536)
         lines = (proc.carry + data).split(b"\n")
         proc.carry = lines.pop() if data else b""
         if len(proc.carry) > 4096:
