@@ -178,6 +178,12 @@ def test_command_that_does_not_exist_still_has_an_outcome(crew, run):
     assert run("job-wait", notexec).returncode == 126
 
 
+def test_durations_read_as_the_pages_show_them():
+    """job-wait.md's `after 3m05s`, jobs.md's `3m12s`: each unit of the docstring."""
+    assert [jobs.duration_text(s) for s in (0.42, 12.0, 185, 7800, 273600)] == [
+        "0.42s", "12.0s", "3m05s", "2h10m", "3d4h"]
+
+
 def test_empty_command_and_bad_options_are_usage_errors(crew, run):
     proc = run("job-exec", "--")
     assert proc.returncode == 2 and proc.stderr.startswith("job-exec: missing COMMAND")
@@ -189,6 +195,8 @@ def test_empty_command_and_bad_options_are_usage_errors(crew, run):
     assert proc.returncode == 3 and "no session 'ghost'" in proc.stderr
     proc = run("job-exec", "--label", "a\nb", "--", "true")
     assert proc.returncode == 2 and "control character" in proc.stderr
+    proc = run("job-exec", "--label", "x" * 201, "--", "true")      # job-exec.md: at most 200
+    assert proc.returncode == 2 and "label longer than 200 characters" in proc.stderr
     assert jobs.handles(crew) == []
     exec_(run, "--handle", "mine", "--", "true")
     proc = run("job-exec", "--handle", "mine", "--", "true")
