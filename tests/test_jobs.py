@@ -168,6 +168,14 @@ def test_signal_exit_is_128_plus_n(crew, run):
     assert settled(crew, h).result()["signal"] == 15
 
 
+def test_a_signal_without_a_name_reads_as_its_number(crew, run):
+    h = exec_(run, "--", "sh", "-c", "kill -35 $$")                 # a real-time signal
+    proc = run("job-wait", h)
+    assert proc.returncode == 128 + 35
+    assert "killed by signal 35 (35)" in proc.stdout.splitlines()[0]
+    settled(crew, h)
+
+
 def test_command_that_does_not_exist_still_has_an_outcome(crew, run):
     h = exec_(run, "--", "no-such-command-crewfile")
     proc = run("job-wait", h)
