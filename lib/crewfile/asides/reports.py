@@ -89,8 +89,6 @@ def deliver(crew, aside, data, checkpoint=None):
         if checkpoint:
             checkpoint("written")
         dest = os.path.join(new_dir, base)
-        if os.path.lexists(dest):      # unique names make this unreachable; never overwrite
-            raise SystemFailure(f"report {dest} already exists")
         os.rename(tmp, dest)
         fsync_dir(new_dir)
     except OSError as e:
@@ -158,15 +156,12 @@ def listing(crew, aside=None, states=(paths.REPORT_NEW, paths.REPORT_CUR)):
 
 
 def clean_tmp(crew):
-    """Remove files in tmp/ older than TMP_MAX_AGE: leftovers of crashed deliveries."""
+    """Remove files in tmp/ (its caller made it) older than TMP_MAX_AGE: leftovers
+    of crashed deliveries."""
     now = time.time()
     d = crew.sub(paths.REPORTS, paths.REPORT_TMP)
-    try:
-        entries = paths.list_dir(d)
-    except FileNotFoundError:
-        return 0
     removed = 0
-    for base in entries:
+    for base in paths.list_dir(d):
         path = os.path.join(d, base)
         try:
             if now - os.lstat(path).st_mtime > TMP_MAX_AGE:
