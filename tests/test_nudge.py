@@ -427,6 +427,28 @@ def test_watch_wakes_for_a_change_made_right_after_its_tick(crew, monkeypatch, p
     assert len(ticks) == 2, "the change made right after the first tick woke no second tick"
 
 
+def test_watch_names_a_damaged_schedule_once_not_at_each_tick(crew):
+    """nudge-tick.md: a damaged schedule is named in one line on stderr when
+    first seen damaged, not at every tick."""
+    from crewfile.core import paths
+    from crewfile.nudges import nudgewatch
+    from crewfile.session.sessions import Session
+    register(crew, "w1")
+    with open(os.path.join(crew.ensure_sub(paths.NUDGES), "n-bad"), "w") as f:
+        f.write("{not a schedule")
+    ticks, said = [], []
+
+    def emit(outcomes):
+        ticks.append(outcomes)
+        if len(ticks) == 1:
+            Session(crew, "w1").append("turn-ended")        # wakes a second tick
+    deadline = time.monotonic() + 30
+    nudgewatch.watch(crew, emit, warn=said.append,
+                     stop=lambda: len(ticks) >= 2 or time.monotonic() > deadline)
+    assert len(ticks) == 2
+    assert len(said) == 1 and said[0].startswith("skipped ") and "n-bad" in said[0], said
+
+
 def test_watch_makes_no_pass_for_the_wake_paths_files(crew):
     """wake-send and the rewake waiter open announce.lock and rewake.lock and
     rewrite `announced` in a session directory: none of it is a status log,
