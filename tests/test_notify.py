@@ -429,6 +429,17 @@ def test_a_retry_is_marked_again_only_when_the_try_may_have_told(crew, tmp_path,
     assert lines[0][3:] == lines[2][3:] and len(lines[0][3:]) == 1
 
 
+def test_a_journal_past_4000_lines_keeps_its_newest_2000(tmp_path):
+    """notify-journal.md's cleanup: the older ids are behind the cursor. A
+    line torn by a crash (its time not a number) is skipped."""
+    path = tmp_path / "cursor.journal"
+    path.write_text("sent k0 1.0" + "0" * 10 + "torn\n" + "".join(f"sending k{i} 1.000 id{i}\nsent k{i} 1.000\n" for i in range(2001)))
+    journal = tell.Journal(str(path))
+    assert "id2000" in journal.sent
+    lines = path.read_text().splitlines()
+    assert len(lines) == 2000 and lines[-1] == "sent k2000 1.000"
+
+
 def test_a_burst_of_500_is_one_message(crew, tmp_path, receiver):
     cursor = str(tmp_path / "cur")
     sessions = [register(crew, f"w{i}") for i in range(5)]
