@@ -401,6 +401,8 @@ def test_unique_names_parse_and_differ(crew):
     assert reports.parse_name(a)[0] == "a.b-c"
     assert reports.parse_name(a + paths.SCROLLBACK_SUFFIX) is None
     assert reports.parse_name(".hidden") is None and reports.parse_name("junk") is None
+    assert reports.parse_name("a,1x.M000001P1Q1.h") is None       # not digits
+    assert reports.parse_name("a,100000000000.M000001P1Q1.h") is None    # past year 5138
 
 
 def test_clean_tmp_removes_only_old_leftovers(crew):

@@ -55,8 +55,8 @@ def parse_name(base):
     if not comma or len(parts) != 3 or not parts[1].startswith("M") or not is_name(aside):
         return None
     usecs = parts[1][1:].partition("P")[0]
-    # ASCII digits only, and a time a clock can show (year < 10000).
-    if not (_digits(parts[0], 11) and _digits(usecs, 6)) or int(parts[0]) >= 253402300800:
+    # ASCII digits only; 11 at most: a time a clock can show (year < 10000).
+    if not (_digits(parts[0], 11) and _digits(usecs, 6)):
         return None
     return aside, int(parts[0]) + int(usecs) / 1e6
 
