@@ -336,6 +336,16 @@ def test_usage_error_is_one_line_plus_a_hint():
     assert r.stderr == "status-show: unknown option --nope\nTry 'status-show --help'.\n"
 
 
+def test_each_misuse_of_the_command_line_is_a_usage_error():
+    """A value given to a flag that takes none and a word too many are each
+    refused as usage (exit 2), never guessed at (a flag missing its value:
+    test_install)."""
+    for words, said in ((("--json=yes", "x"), "--json takes no value"),
+                        (("x", "y"), "unexpected argument 'y'")):
+        r = cmd("status-show", *words)
+        assert (r.returncode, r.stderr) == (2, f"status-show: {said}\nTry 'status-show --help'.\n")
+
+
 def test_nothing_refers_to_files_outside_the_repository():
     """Issue 14: a clone is the whole product. No tracked file names the
     developers' reference directory beside the repository (a user has none)."""
