@@ -160,6 +160,7 @@ GOOD = page("job-wait")
     ("HANDLE [--timeout", "handle [--timeout"),                  # a word no NAME
     ("HANDLE [--timeout DURATION] [--tail N | --all]", "HANDLE [--tail]"),     # its METAVAR missing
     ("    job-wait HANDLE", "    job-wiat HANDLE"),             # not the page's command
+    ("    job-wait HANDLE", "    job-wait -"),                 # a place with no NAME at all
     ("\n## Options\n", "\n## Option\n"),
 ])
 def test_a_wrong_page_line_fails_loudly(wrong, said):
