@@ -479,6 +479,19 @@ def test_top_once_columns_and_a_damaged_session(crew):
         os.killpg(pids["pgid"], signal.SIGKILL)
 
 
+def test_top_once_says_a_stopped_agent(crew):
+    """docs/commands/crew-top.md: `WORD(stopped)` when the agent is stopped."""
+    import signal
+    agent = subprocess.Popen(["sleep", "600"])
+    try:
+        os.kill(agent.pid, signal.SIGSTOP)
+        cmd("session-add", "w1", "--pid", str(agent.pid), check=True)
+        assert rows_of(top().stdout)["w1"][2] == "idle(stopped)"
+    finally:
+        agent.kill()
+        agent.wait()
+
+
 def test_core_commands_never_import_the_views():
     import re
     views = {"glance", "timeline", "top", "topview"}
