@@ -492,6 +492,17 @@ def test_top_once_says_a_stopped_agent(crew):
         agent.wait()
 
 
+def test_top_once_says_a_nudge_held_by_its_last_refusal(crew):
+    """docs/commands/crew-top.md: NUDGE `held:CODE` when the last outcome was refused."""
+    from crewfile.nudges import schedules
+    session(crew, "w1", "idle")
+    sid = cmd("nudge-add", "--session", "w1", "--every", "1h", "--message", "go",
+              check=True).stdout.strip()
+    schedules.update_stored(crew, schedules.get(crew, sid),
+                            {"last_outcome": "refused", "last_code": "busy"})
+    assert rows_of(top().stdout)["w1"][5] == "held:busy"
+
+
 def test_core_commands_never_import_the_views():
     import re
     views = {"glance", "timeline", "top", "topview"}
