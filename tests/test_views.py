@@ -503,6 +503,15 @@ def test_top_once_says_a_nudge_held_by_its_last_refusal(crew):
     assert rows_of(top().stdout)["w1"][5] == "held:busy"
 
 
+def test_top_colours_its_frame_only_for_a_terminal(crew):
+    """docs/commands/crew-top.md: colours only when stdout is a terminal."""
+    session(crew, "w1", "turn-started", "blocked: on review")
+    frame = top_frame(crew)
+    lines = frame.text(colour=True).splitlines()
+    assert lines[0].startswith("\x1b[1mNAME") and lines[1].startswith("\x1b[31mw1")
+    assert "\x1b" not in frame.text()
+
+
 def test_core_commands_never_import_the_views():
     import re
     views = {"glance", "timeline", "top", "topview"}
