@@ -761,6 +761,48 @@ def test_live_view_reads_a_row_again_for_a_record_not_for_a_lock_taken(crew):
         view.watch.close()
 
 
+def test_live_view_lists_reports_and_says_what_it_cannot_switch_to(crew):
+    """crew-top's keys (docs/commands/crew-top.md): `r` the reports waiting,
+    `i` with no row chosen, Enter on a session that recorded no pane."""
+    from crewfile.asides import reports
+    session(crew, "w1", "idle")
+    view = View(crew)
+    view.refresh()
+    try:
+        assert view.lines_of("r", None) == ["no reports waiting"]
+        reports.deliver(crew, "design", b"the report\n")
+        [line] = view.lines_of("r", None)
+        assert line.startswith("design  " + crew.sub("reports", "new", "design,"))
+        assert view.lines_of("i", None) == ["no session chosen"]
+        view.go("w1")
+        assert view.message == "w1: no tmux pane recorded"
+    finally:
+        view.watch.close()
+
+
+def test_live_view_reads_everything_again_when_the_kernel_lost_events(crew):
+    """docs/commands/crew-top.md: everything is read again when the kernel's
+    event queue overflows, and the directories are watched anew."""
+    session(crew, "w1", "idle")
+    view = View(crew)
+    view.refresh()
+    try:
+        session(crew, "w2", "idle")
+        view.apply(None)                                # as DirWatch.changes() says it
+        assert [cols[0] for _, cols in view.rows()] == ["w1", "w2"]
+        Session(crew, "w2").append("blocked", "after the overflow")
+        seen = set()
+
+        def changed():
+            seen.update(view.watch.changes(1) or ())
+            return any(d == crew.session_dir("w2") for d, _ in seen)
+        wait_for(changed, what="inotify watching w2 after the overflow")
+        view.apply(seen)
+        assert "blocked: after the overflow" in " ".join(view.rows()[1][1])
+    finally:
+        view.watch.close()
+
+
 @pytest.mark.parametrize("mode", ["inotify", "polling"])
 def test_dirwatch_changes_names_the_directory_and_entry(tmp_path, mode):
     """What crew-top's live view reads again comes from DirWatch.changes():
