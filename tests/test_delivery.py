@@ -269,3 +269,9 @@ def test_a_respawned_agents_first_prompt_waits_for_its_start_hook(crew, tmux, tm
                                                    "turn-ended"]
     assert got[respawned + 1] == ("started", "resume")
     assert captain_lines(sess) == ["first words", "next words"]
+
+
+def test_captain_quiet_that_is_not_a_number_is_the_default(monkeypatch):
+    """protocol.md, captain-typing: a value that is not a number is the default (5)."""
+    monkeypatch.setenv("CREWFILE_CAPTAIN_QUIET", "5s")
+    assert delivery.captain_quiet() == 5.0

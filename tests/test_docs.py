@@ -160,6 +160,7 @@ GOOD = page("job-wait")
     ("HANDLE [--timeout", "handle [--timeout"),                  # a word no NAME
     ("HANDLE [--timeout DURATION] [--tail N | --all]", "HANDLE [--tail]"),     # its METAVAR missing
     ("    job-wait HANDLE", "    job-wiat HANDLE"),             # not the page's command
+    ("    job-wait HANDLE", "    job-wait -"),                 # a place with no NAME at all
     ("\n## Options\n", "\n## Option\n"),
 ])
 def test_a_wrong_page_line_fails_loudly(wrong, said):
@@ -334,6 +335,16 @@ def test_usage_error_is_one_line_plus_a_hint():
     r = cmd("status-show", "--nope")
     assert r.returncode == 2
     assert r.stderr == "status-show: unknown option --nope\nTry 'status-show --help'.\n"
+
+
+def test_each_misuse_of_the_command_line_is_a_usage_error():
+    """A value given to a flag that takes none and a word too many are each
+    refused as usage (exit 2), never guessed at (a flag missing its value:
+    test_install)."""
+    for words, said in ((("--json=yes", "x"), "--json takes no value"),
+                        (("x", "y"), "unexpected argument 'y'")):
+        r = cmd("status-show", *words)
+        assert (r.returncode, r.stderr) == (2, f"status-show: {said}\nTry 'status-show --help'.\n")
 
 
 def test_nothing_refers_to_files_outside_the_repository():

@@ -145,6 +145,15 @@ def test_session_add_pid_records_the_agent_of_a_live_registration(crew, tmux):
         "registered"]
 
 
+def test_session_add_pid_refuses_an_ended_registration(crew):
+    cmd("session-add", "builder", check=True)
+    cmd("crew-retire", "builder", check=True)
+    r = cmd("session-add", "builder", "--pid", str(os.getpid()))
+    assert (r.returncode, r.stderr) == (
+        1, "session-add: session 'builder' has ended: register it again\n")
+    assert "pid" not in Session(crew, "builder").meta
+
+
 def test_session_add_refuses_a_cwd_that_does_not_exist(crew, tmp_path):
     r = cmd("session-add", "builder", "--cwd", str(tmp_path / "src" / "app"))
     assert (r.returncode, r.stdout, r.stderr) == (

@@ -102,6 +102,11 @@ def test_unreadable_stdin_exits_0_with_one_line(tmp_path, crew):
                            env=dict(os.environ, CREWFILE_SESSION="w1"))
     assert p.returncode == 0 and p.stdout == ""
     assert p.stderr.splitlines() == ["crew-hook: ?: stdin cannot be read: Bad file descriptor"]
+    p = subprocess.run(["sh", "-c", '"$@" <&-', "sh", sys.executable, os.path.join(BIN, "crew-hook"),
+                        "--agent", "gemini"], capture_output=True, text=True, timeout=60,
+                       env=dict(os.environ, CREWFILE_SESSION="w1"))    # closed at start
+    assert (p.returncode, p.stdout, p.stderr) == (
+        0, "", "crew-hook: ?: stdin cannot be read: standard input is closed\n")
 
 
 def test_a_compaction_mid_turn_is_no_start_and_the_turn_goes_on(crew, run):

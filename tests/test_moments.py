@@ -1,6 +1,7 @@
 """The one grammar of moments (moments.py), as a table: what each text
 means, or that it is refused (issue 30.9: wrong meanings with exit 0)."""
 import calendar
+import json
 import time
 
 import pytest
@@ -94,3 +95,11 @@ def test_minus_five_minutes_is_ago_for_status_show(crew):
     cmd("status-append", "w1", "note", "just now", check=True)
     r = cmd("status-show", "w1", "--since", "-5m")
     assert r.returncode == 0 and "just now" in r.stdout and "long ago" not in r.stdout
+
+
+def test_last_zero_with_since_prints_no_record(crew):
+    """docs/commands/status-show.md: with --since and --last N, at most N records."""
+    cmd("session-add", "w1", check=True)
+    cmd("status-append", "w1", "note", "just now", check=True)
+    r = cmd("status-show", "w1", "--json", "--since", "-5m", "--last", "0")
+    assert r.returncode == 0 and json.loads(r.stdout)["records"] == []

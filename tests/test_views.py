@@ -479,6 +479,39 @@ def test_top_once_columns_and_a_damaged_session(crew):
         os.killpg(pids["pgid"], signal.SIGKILL)
 
 
+def test_top_once_says_a_stopped_agent(crew):
+    """docs/commands/crew-top.md: `WORD(stopped)` when the agent is stopped."""
+    import signal
+    agent = subprocess.Popen(["sleep", "600"])
+    try:
+        os.kill(agent.pid, signal.SIGSTOP)
+        cmd("session-add", "w1", "--pid", str(agent.pid), check=True)
+        assert rows_of(top().stdout)["w1"][2] == "idle(stopped)"
+    finally:
+        agent.kill()
+        agent.wait()
+
+
+def test_top_once_says_a_nudge_held_by_its_last_refusal(crew):
+    """docs/commands/crew-top.md: NUDGE `held:CODE` when the last outcome was refused."""
+    from crewfile.nudges import schedules
+    session(crew, "w1", "idle")
+    sid = cmd("nudge-add", "--session", "w1", "--every", "1h", "--message", "go",
+              check=True).stdout.strip()
+    schedules.update_stored(crew, schedules.get(crew, sid),
+                            {"last_outcome": "refused", "last_code": "busy"})
+    assert rows_of(top().stdout)["w1"][5] == "held:busy"
+
+
+def test_top_colours_its_frame_only_for_a_terminal(crew):
+    """docs/commands/crew-top.md: colours only when stdout is a terminal."""
+    session(crew, "w1", "turn-started", "blocked: on review")
+    frame = top_frame(crew)
+    lines = frame.text(colour=True).splitlines()
+    assert lines[0].startswith("\x1b[1mNAME") and lines[1].startswith("\x1b[31mw1")
+    assert "\x1b" not in frame.text()
+
+
 def test_core_commands_never_import_the_views():
     import re
     views = {"glance", "timeline", "top", "topview"}
@@ -724,6 +757,48 @@ def test_live_view_reads_a_row_again_for_a_record_not_for_a_lock_taken(crew):
         view.apply(seen)
         assert view.kept.sessions["w1"] is not kept
         assert "blocked: after the locks" in " ".join(view.rows()[0][1])
+    finally:
+        view.watch.close()
+
+
+def test_live_view_lists_reports_and_says_what_it_cannot_switch_to(crew):
+    """crew-top's keys (docs/commands/crew-top.md): `r` the reports waiting,
+    `i` with no row chosen, Enter on a session that recorded no pane."""
+    from crewfile.asides import reports
+    session(crew, "w1", "idle")
+    view = View(crew)
+    view.refresh()
+    try:
+        assert view.lines_of("r", None) == ["no reports waiting"]
+        reports.deliver(crew, "design", b"the report\n")
+        [line] = view.lines_of("r", None)
+        assert line.startswith("design  " + crew.sub("reports", "new", "design,"))
+        assert view.lines_of("i", None) == ["no session chosen"]
+        view.go("w1")
+        assert view.message == "w1: no tmux pane recorded"
+    finally:
+        view.watch.close()
+
+
+def test_live_view_reads_everything_again_when_the_kernel_lost_events(crew):
+    """docs/commands/crew-top.md: everything is read again when the kernel's
+    event queue overflows, and the directories are watched anew."""
+    session(crew, "w1", "idle")
+    view = View(crew)
+    view.refresh()
+    try:
+        session(crew, "w2", "idle")
+        view.apply(None)                                # as DirWatch.changes() says it
+        assert [cols[0] for _, cols in view.rows()] == ["w1", "w2"]
+        Session(crew, "w2").append("blocked", "after the overflow")
+        seen = set()
+
+        def changed():
+            seen.update(view.watch.changes(1) or ())
+            return any(d == crew.session_dir("w2") for d, _ in seen)
+        wait_for(changed, what="inotify watching w2 after the overflow")
+        view.apply(seen)
+        assert "blocked: after the overflow" in " ".join(view.rows()[1][1])
     finally:
         view.watch.close()
 

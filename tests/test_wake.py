@@ -326,6 +326,16 @@ def test_wake_send_to_a_primary_without_a_pane_keeps_every_wake(crew, run):
     assert p.returncode == 2 and p.stderr.startswith("wake-send: ")
 
 
+def test_wake_send_cuts_a_wake_too_long_for_one_notice(crew, run):
+    """A record's text may be longer than a notice can carry within one inbox
+    record: the wake is posted cut, never refused or lost."""
+    register(crew, "boss", kind="primary")
+    p = run("wake-send", "boss", "--window", "0.05", input=ev("w1", "blocked", "x" * 12000))
+    assert p.returncode == 0
+    [notice] = inbox.pending(crew, "boss")
+    assert notice.text == ev("w1", "blocked", "x" * 12000)[:8192] + " [cut]"
+
+
 def test_wake_send_posts_no_fragment_of_a_last_line(crew, run):
     """An upstream SIGKILLed mid-write leaves a line cut short at the end of
     the input: it is said on stderr, never a notice."""

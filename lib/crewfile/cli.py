@@ -292,10 +292,7 @@ def _closed_at_start():
                             (2, "stderr", os.O_WRONLY)):
         if getattr(sys, name) is not None:
             continue                                # open: the common case, nothing to do
-        null = os.open(os.devnull, flags)           # the lowest free number: *fd* itself
-        if null != fd:
-            os.dup2(null, fd)
-            os.close(null)
+        os.open(os.devnull, flags)                  # the lowest free number: *fd* itself
         setattr(sys, name, _Closed(fd) if fd != 2 else open(fd, "w", closefd=False))
 
 
