@@ -12,6 +12,7 @@ import tomllib
 
 from crewfile.agents.install import Change
 from crewfile.core.atomic import read_text
+from crewfile.core.text import ascii_int
 
 FLAG_FROM, DEFAULT_FROM, TRUST_FROM = (0, 114, 0), (0, 124, 0), (0, 129, 0)
 FILE = "config.toml"
@@ -41,8 +42,9 @@ def parse_version(text):
     """(major, minor, patch) of `codex-cli 0.171.0`, or None."""
     for word in text.split():
         parts = word.split("-")[0].split(".")
-        if len(parts) == 3 and all(p.isascii() and p.isdigit() for p in parts):
-            return tuple(int(p) for p in parts)
+        numbers = tuple(ascii_int(p) for p in parts)
+        if len(numbers) == 3 and None not in numbers:
+            return numbers
     return None
 
 

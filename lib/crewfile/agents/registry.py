@@ -8,6 +8,7 @@ import os
 from crewfile.core.errors import CrewfileError
 from crewfile.core.jsonio import loads
 from crewfile.core.paths import read_text
+from crewfile.core.text import ascii_int
 
 MAX_BYTES = 64 * 1024          # a few hundred bytes seen; anything this big is not one
 # Claude Code rewrites its file in place as its status changes (2.1.197 seen:
@@ -41,8 +42,8 @@ class Entry:
 
 
 def _int(v):
-    if isinstance(v, str) and v.isascii() and v.isdigit():
-        return int(v)
+    if isinstance(v, str):
+        return ascii_int(v)
     return v if isinstance(v, int) and not isinstance(v, bool) else None
 
 

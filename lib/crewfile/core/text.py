@@ -10,6 +10,12 @@ _UNESCAPES = {"\\": "\\", "n": "\n", "r": "\r", "t": "\t"}
 _HEX = frozenset("0123456789abcdef")
 
 
+def ascii_int(text):
+    """The number *text* writes in ASCII digits alone, else None: str.isdigit()
+    also takes digits such as '²', which int() refuses."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
 def escape(text):
     """*text* as one printable line (unescape() reverses it): nothing can forge a
     row or reach a terminal as a control sequence."""

@@ -14,6 +14,7 @@ from crewfile.core.errors import BadInput, SystemFailure
 from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
 from crewfile.core.liveness import started_at
 from crewfile.core.records import is_timestamp, parse_timestamp
+from crewfile.core.text import ascii_int
 
 # liveness
 LIVE, NOT_LIVE, UNKNOWN = "live", "not-live", "unknown"
@@ -233,7 +234,10 @@ def own_jobs(sess, recs=None, now=None):
 def own_count(crons, durable, goal=None):
     """How many of the session's own jobs (and goal) own_jobs found armed."""
     head = (crons or "").split(" ", 1)[0]
-    return (int(head) if head.isascii() and head.isdigit() else 1 if crons else 0) + len(durable) + bool(goal)
+    listed = ascii_int(head)
+    if listed is None:
+        listed = 1 if crons else 0      # a listing of unknown size counts one
+    return listed + len(durable) + bool(goal)
 
 
 def own_loop(sess, recs=None, now=None):

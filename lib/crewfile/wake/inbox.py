@@ -9,6 +9,7 @@ import time
 from crewfile.core import logfile, paths, records
 from crewfile.core.errors import CrewfileError, NotFound
 from crewfile.core.locks import LockBusy, hold
+from crewfile.core.text import ascii_int
 
 TAKING = ".taking"      # inbox.taking: what a drain is taking, or left pending
 MOVING = ".moving"      # inbox.moving: an inbox on its way onto inbox.taking
@@ -199,7 +200,7 @@ def _read_offered(path):
         return None
     head, _, body = data.partition(b"\n")
     fields = head.decode("utf-8", "replace").split(" ", 3) + ["-"] * 3
-    pid, start = (int(f) if f.isascii() and f.isdigit() else None for f in fields[1:3])
+    pid, start = (ascii_int(f) for f in fields[1:3])
     transcript = None if fields[3] == "-" else fields[3]
     raws = [raw.decode("utf-8", "replace") + "\n" for raw in body.split(b"\n")
             if raw and _parse(raw) is not None]
