@@ -402,7 +402,7 @@ class Supervisor:
         for p in stage.procs:
             try:
                 p.popen.wait(max(0.0, deadline - time.monotonic()))
-            except Exception:
+            except subprocess.TimeoutExpired:
                 p.popen.kill()
                 p.popen.wait()
                 forced.append(p)
@@ -470,7 +470,7 @@ def read_state(crew):
     """crew-up/state as a dict ({} when absent or damaged)."""
     try:
         data = read_json(files(crew)[STATE])
-    except Exception:           # damaged or unreadable: as if absent
+    except (OSError, ValueError, CrewfileError):    # damaged or unreadable: as if absent
         return {}
     return data if isinstance(data, dict) else {}
 

@@ -10,7 +10,7 @@ import os
 from crewfile.asides.aside import concluded_event_why
 from crewfile.core import notify, paths
 from crewfile.core.atomic import write_all
-from crewfile.core.errors import CrewfileError
+from crewfile.core.errors import BadInput, CrewfileError
 from crewfile.core.jsonio import loads
 from crewfile.core.kinds import KEEPS_PAUSE
 from crewfile.core.names import check_name
@@ -181,7 +181,7 @@ class Filter(stream.Taker):
             try:
                 text = name.decode("utf-8")
                 check_name(text)
-            except Exception:
+            except (UnicodeDecodeError, BadInput):
                 return None
             seen = _Seen(gen)
             self.state[name] = seen

@@ -246,7 +246,7 @@ class Watcher:
         position for when it is usable again."""
         try:
             sdir = self.crew.session_dir(name)
-        except Exception:
+        except BadInput:
             return None     # not a valid session name: not ours
         paths.check_dirs(sdir, inclusive=True)
         tail = self.tails.get(name)
