@@ -24,7 +24,10 @@ whose newest user message is not a tool result, first match wins:
      answered by these same rules), `BG: <shell command>` (a Bash call with
      run_in_background: the command runs on after the turn), `BIG: <shell
      command>` (a Bash call whose reply reports 990,000 input tokens: the CLI
-     compacts before its next request, mid-turn). The script is for
+     compacts before its next request, mid-turn), `TOOLONG: <shell command>`
+     (a Bash call whose result is answered once with HTTP 400
+     `prompt is too long`, as the API refuses a conversation past the
+     window: the CLI compacts then, or fails the turn). The script is for
      turns whose prompt the test does not type (a nudge, a slash command).
   2. a line `RUN: <command>` or `SLOW: <seconds>` in that user message.
   3. the reply TEXT (default "ok").
@@ -53,6 +56,7 @@ import time
 import stand_in
 
 NEAR_FULL = 990_000     # input tokens past Claude Code's auto-compact threshold (~967k)
+TOO_LONG = "prompt is too long: 1000500 tokens > 1000000 maximum"   # the API's 400
 USAGE = {"input_tokens": 10, "output_tokens": 2,
          "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 SLOW_CAP = stand_in.SLOW_CAP
@@ -70,6 +74,7 @@ class Model:
         self.ids = itertools.count(1)
         self.then = {}      # a ToolSearch call's id -> the Cron call that answers its result
         self.big = set()    # ids of the BIG: calls, whose replies report a near-full window
+        self.too_long = set()   # ids of the TOOLONG: calls, whose results the API refuses once
 
     def record(self, raw: bytes) -> None:
         self.log.append(raw)
@@ -83,11 +88,16 @@ class Model:
 
     def answer(self, req: dict):
         """(tool_call or None, text, seconds to keep streaming or a path to
-        wait for); for a `LIMIT:` line (None, None, the reset epoch seconds)."""
+        wait for); for a `LIMIT:` line (None, None, the reset epoch seconds);
+        for a TOOLONG: call's result, once, (None, None, TOO_LONG)."""
         text, delay = self.reply, 0.0
         if req.get("tools") and _is_compaction(req):
             return None, SUMMARY.format(who=self.who), 0.0
         if not req.get("tools") or _is_tool_result(req):
+            refused = self.too_long.intersection(_tool_result_ids(req))
+            if refused and req.get("tools"):
+                self.too_long -= refused
+                return None, None, TOO_LONG
             waiting = [self.then.pop(i, None) for i in _tool_result_ids(req)]
             call = next((c for c in waiting if c), None)
             return call, text, delay
@@ -101,11 +111,13 @@ class Model:
                     return None, None, int(float(arg))
                 except ValueError:
                     pass
-            if verb in ("RUN", "BIG") and call is None:
+            if verb in ("RUN", "BIG", "TOOLONG") and call is None:
                 call = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "Bash",
                         "input": {"command": arg, "description": "scripted"}}
                 if verb == "BIG":
                     self.big.add(call["id"])
+                elif verb == "TOOLONG":
+                    self.too_long.add(call["id"])
             elif verb == "BG" and call is None:
                 call = {"type": "tool_use", "id": f"toolu_{next(self.ids):06d}", "name": "Bash",
                         "input": {"command": arg, "description": "scripted",
@@ -200,7 +212,7 @@ class Handler(stand_in.Handler):
         self.model.record(raw)
         tool, text, delay = self.model.answer(req)
         if text is None:
-            return self._limited(delay)
+            return self._too_long() if delay == TOO_LONG else self._limited(delay)
         msg = {"id": f"msg_{next(self.model.ids):06d}", "type": "message", "role": "assistant",
                "model": req.get("model", "claude"), "content": [], "stop_reason": None,
                "stop_sequence": None}
@@ -224,6 +236,11 @@ class Handler(stand_in.Handler):
         self._event("message_delta", delta={"stop_reason": stop, "stop_sequence": None},
                     usage={"output_tokens": usage["output_tokens"]})
         self._event("message_stop")
+
+    def _too_long(self):
+        """400 invalid_request_error, as the API refuses a conversation past the window."""
+        self._json({"type": "error", "error": {"type": "invalid_request_error",
+                                               "message": TOO_LONG}}, code=400)
 
     def _limited(self, reset):
         """429 rate_limit_error as the API sends it, resetting at epoch *reset*."""
