@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from crewfile.core import logfile, records
 from crewfile.core.errors import SystemFailure
@@ -89,6 +90,28 @@ def test_dead_writers_fragment_is_cut_before_the_next_record(tmp_path):
     assert stats.partial == 1 and "partial" in stats.warning()
     logfile.append(log, lock, [records.new_line("turn-ended")])
     assert [records.parse(l).kind for l in lines_of(log)[:-1]] == ["idle", "turn-ended"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.binary(max_size=40).map(lambda b: b.replace(b"x", b"\n")),
+       within=st.none() | st.integers(1, 45), block=st.integers(1, 9))
+def test_lines_end_is_the_offset_past_the_last_newline(tmp_path_factory, data, within, block):
+    """The one last-line finder (the writer's fragment cut, crew-watch's start
+    at a log's end), read in blocks of any size: as rfind over the window."""
+    path = tmp_path_factory.mktemp("l") / "log"
+    path.write_bytes(data + b"tail after size")
+    floor = 0 if within is None else max(0, len(data) - within)
+    nl = data.rfind(b"\n", floor)
+    want = len(data) if data.endswith(b"\n") or not data else nl + 1 if nl >= 0 else floor
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        logfile.BLOCK, old = block, logfile.BLOCK
+        try:
+            assert logfile.lines_end(fd, len(data), within) == want
+        finally:
+            logfile.BLOCK = old
+    finally:
+        os.close(fd)
 
 
 def test_full_disk_leaves_no_half_record(tmp_path):

@@ -116,18 +116,27 @@ def append_unlocked(path, lines):
 def _drop_fragment(fd, size):
     """Cut a dead writer's unfinished last line (we hold the lock: nobody
     else is writing it); return the new size."""
+    keep = lines_end(fd, size)
+    if keep != size:
+        os.ftruncate(fd, keep)
+    return keep
+
+
+def lines_end(fd, size, within=None):
+    """The offset just past the last complete line in the first *size* bytes
+    (0 if none). *within*: look back no further than that many bytes, and
+    past them take the place the search stopped (an overlong line's middle)."""
     if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
         return size
+    floor = 0 if within is None else max(0, size - within)
     keep = size
-    while keep > 0:
-        start = max(0, keep - BLOCK)
+    while keep > floor:
+        start = max(floor, keep - BLOCK)
         nl = os.pread(fd, keep - start, start).rfind(b"\n")
         if nl >= 0:
-            keep = start + nl + 1
-            break
+            return start + nl + 1
         keep = start
-    os.ftruncate(fd, keep)
-    return keep
+    return floor
 
 
 class TailStats:

@@ -11,6 +11,7 @@ import time
 from crewfile.agents import codexrollout
 from crewfile.core import jsonio, notify, paths, records
 from crewfile.core.atomic import write_all
+from crewfile.core.logfile import lines_end
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, Gone, failure_line, reason
 from crewfile.core.kinds import KEEPS_PAUSE, LIFECYCLE, TURN_STATE
 from crewfile.core.names import is_name
@@ -285,14 +286,9 @@ class Watcher:
             return
         try:
             st = os.fstat(fd)
-            end = st.st_size
-            if end and os.pread(fd, 1, end - 1) != b"\n":
-                head = os.pread(fd, min(end, records.MAX_LINE + 1), max(0, end - records.MAX_LINE - 1))
-                nl = head.rfind(b"\n")
-                end = end - len(head) + nl + 1 if nl >= 0 else max(0, end - len(head))
+            tail.ino, tail.off = st.st_ino, lines_end(fd, st.st_size, within=records.MAX_LINE + 1)
         finally:
             os.close(fd)
-        tail.ino, tail.off = st.st_ino, end
         seen_turn = seen_life = False
         for rec in session.backwards():
             if tail.last is None:
