@@ -27,6 +27,12 @@ def deciding(sess):
     return locks.acquire(os.path.join(sess.dir, paths.ANNOUNCE_LOCK), timeout=0)
 
 
+def waiting_wakes(sess):
+    """(the wake notices waiting in *sess*'s inbox, the ids announced of them
+    by either path): what rewake and wake-send both ask before announcing."""
+    return [n for n in inbox.pending(sess.crew, sess.name) if n.kind == "wake"], announced(sess)
+
+
 def announced(sess):
     """The ids of NAME's wake notices announced so far (by either path)."""
     try:

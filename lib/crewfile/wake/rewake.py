@@ -17,8 +17,7 @@ from crewfile.core.liveness import descends_from
 from crewfile.core.logfile import TailStats
 from crewfile.core.notify import DirWatch
 from crewfile.session import delivery, verdict
-from crewfile.wake import inbox
-from crewfile.wake.announce import announced, deciding, mark
+from crewfile.wake.announce import deciding, mark, waiting_wakes
 from crewfile.wake.wakesend import message
 from crewfile.wake.words import DEFAULT_SAY
 
@@ -63,9 +62,8 @@ def typing(sess, quiet):
 
 def unannounced(sess):
     """(the wake notices waiting, those of them nobody announced)."""
-    waiting = [n for n in inbox.pending(sess.crew, sess.name) if n.kind == "wake"]
-    told = announced(sess)
-    return waiting, [n for n in waiting if n.id not in told]
+    found, told = waiting_wakes(sess)
+    return found, [n for n in found if n.id not in told]
 
 
 def try_announce(sess):

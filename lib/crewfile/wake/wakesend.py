@@ -220,8 +220,7 @@ class Sender(stream.Taker):
         """(the wakes waiting, their ids, those of them to announce), or None
         when there is nothing to announce now (due_at says when to look again)."""
         try:
-            waiting = [n for n in inbox.pending(self.crew, self.primary) if n.kind == "wake"]
-            told = announce.announced(self.sess)    # by either path: the waiter too
+            waiting, told = announce.waiting_wakes(self.sess)
         except NotFound:
             return None             # flush() says so; nothing can be waiting
         except CrewfileError as e:
