@@ -11,9 +11,9 @@ import time
 from crewfile.agents import codexrollout
 from crewfile.core import jsonio, notify, paths, records
 from crewfile.core.atomic import write_all
-from crewfile.core.logfile import lines_end
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, Gone, failure_line, reason
 from crewfile.core.kinds import KEEPS_PAUSE, LIFECYCLE, TURN_STATE
+from crewfile.core.logfile import lines_end
 from crewfile.core.names import is_name
 from crewfile.core.notify import POLL, identity
 from crewfile.core.output import age_text, json_lines
