@@ -147,10 +147,13 @@ class Disturb:
         soak.people.clear()
         primary = soak.rigs["firstmate"]
         sid = Session(soak.crew, "firstmate").reread().meta.get("agent_session_id")
+        # Gone means its process gone: a server told to exit still accepts a
+        # client while it tears down, and a new-session sent to it then ends
+        # with "server exited unexpectedly" (seen in a soak day, seed 43).
+        server = int(soak.tmux("display-message", "-p", "#{pid}").strip())
         subprocess.run(["tmux", "-S", soak.sock, "kill-server"], capture_output=True)
-        soak.wait_for(lambda: subprocess.run(["tmux", "-S", soak.sock, "list-sessions"],
-                                             capture_output=True).returncode != 0, 30,
-                      "the tmux server to be gone")
+        soak.wait_for(lambda: not os.path.exists(f"/proc/{server}"), 30,
+                      "the tmux server's process to be gone")
         soak.say("tmux server killed")
         primary.extra_args = ["--resume", sid]
         w, h = primary.size
