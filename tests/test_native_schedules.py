@@ -361,4 +361,5 @@ def test_a_crons_count_that_is_no_ascii_number_counts_as_one_listing():
     """A damaged `crons` record whose first word is a digit int() refuses
     ('²') counts as a listing of unknown size (1), as any other text does."""
     assert verdict.own_count("\u00b2 jobs", []) == 1
+    assert verdict.own_count("9" * 5000 + " jobs", []) == 1    # past int()'s 4,300 digits
     assert verdict.own_count("3 jobs", []) == 3

@@ -186,6 +186,11 @@ def test_a_damaged_head_line_loses_its_numbers_not_the_notices(crew):
     life, notices = inbox.offered(crew, "w1")
     assert life == (None, 5, None)
     assert [n.id for n in notices] == [nid]
+    with open(os.path.join(sdir, paths.OFFERED), "wb") as f:     # past int()'s 4,300 digits
+        f.write(("agent 7 " + "9" * 5000 + " -\n").encode() + line)
+    life, notices = inbox.offered(crew, "w1")
+    assert life == (7, None, None)
+    assert [n.id for n in notices] == [nid]
 
 
 def test_real_claude_killed_mid_turn_shows_the_notice_once_after_resume(crew, tmux, tmp_path):

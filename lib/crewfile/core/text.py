@@ -12,8 +12,13 @@ _HEX = frozenset("0123456789abcdef")
 
 def ascii_int(text):
     """The number *text* writes in ASCII digits alone, else None: str.isdigit()
-    also takes digits such as '²', which int() refuses."""
-    return int(text) if text.isascii() and text.isdigit() else None
+    also takes digits such as '²', and int() refuses over 4,300 digits."""
+    if not (text.isascii() and text.isdigit()):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return None
 
 
 def escape(text):
