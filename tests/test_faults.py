@@ -636,3 +636,53 @@ def test_wake_send_goes_on_when_the_primary_meta_is_damaged(crew):
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def test_the_ids_already_posted_are_read_under_the_inbox_lock(crew, holders):
+    """wake-send's check for repeats reads the inbox's files under the
+    session lock: a drain holding it is waited for (here, past the bound,
+    refused and said), never read half-way through its moves."""
+    from crewfile.core import locks
+    from crewfile.wake import inbox
+    register(crew, "boss", kind="primary")
+    nid = inbox.post(crew, "boss", "wake", "n0")
+    holders(os.path.join(Session(crew, "boss").dir, "lock"))
+    old = locks.bound_waits(0.2)
+    try:
+        with pytest.raises(locks.LockBusy, match="held by pid"):
+            inbox.ids(crew, "boss")
+    finally:
+        locks.restore_waits(old)
+    assert nid in [n.id for n in inbox.pending(crew, "boss")]
+
+
+def test_a_drain_running_beside_the_check_for_repeats_hides_no_notice(crew):
+    """A real drainer process takes the inbox again and again while this
+    one posts and asks for the ids: every id posted before the question is
+    in its answer (read unlocked, a notice renamed to inbox.taking after
+    that file was read, and moved to inbox.read after that one was, was in
+    none of them)."""
+    from crewfile.wake import inbox
+    register(crew, "boss", kind="primary")
+    stop = os.path.join(crew.root, "stop-draining")
+    drainer = subprocess.Popen(
+        [sys.executable, "-c",
+         "import os, sys\n"
+         "from crewfile.core.paths import Crew\n"
+         "from crewfile.wake import inbox\n"
+         "crew = Crew(os.environ['CREWFILE_DIR'])\n"
+         "n = 0\n"
+         "while not os.path.exists(sys.argv[1]):\n"
+         "    n += len(inbox.drain(crew, 'boss')[0])\n"
+         "print(n)\n", stop],
+        env={**os.environ, "PYTHONPATH": LIB}, stdout=subprocess.PIPE, text=True)
+    posted = []
+    try:
+        for i in range(400):
+            posted.append(inbox.post(crew, "boss", "wake", f"n{i}"))
+            missing = set(posted) - inbox.ids(crew, "boss")
+            assert not missing, f"round {i}: {sorted(missing)} in no file"
+    finally:
+        open(stop, "w").close()
+        out, _ = drainer.communicate(timeout=60)
+    assert drainer.returncode == 0 and int(out) > 0
