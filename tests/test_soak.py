@@ -275,3 +275,13 @@ def test_the_stop_hooks_reason_inside_a_turn_was_not_typed(tmp_path):
         for text in (said, typed)]})
     bad = checks.check_typing(soak)
     assert len(bad) == 1 and "w2" in bad[0] and "w3" not in bad[0], bad
+
+
+def test_a_notice_put_back_for_the_next_life_is_one_post_and_a_second_post_is_two():
+    """The soak's check of wakes posted: the same line drained twice (put
+    back from `offered`) is one notice; the same event posted again, under
+    the same id but at a time of its own, is still seen as two posts."""
+    once = ("2026-12-03T13:57:31.000Z", "w2:1:5", "2026-12-03T13:57:30.929Z w2 turn-ended", True)
+    again = ("2026-12-03T13:57:40.000Z",) + once[1:]
+    assert checks.put_back_once([once, once]) == [once]
+    assert checks.put_back_once([once, again, once]) == [once, again]
