@@ -271,7 +271,7 @@ CHARS_PER_TOKEN = stand_in.CHARS_PER_TOKEN
 # hook (`crewfile notice: wake TS NAME KIND...`) or a line of inbox-drain's
 # output (`TS wake: ID TS NAME KIND...`).
 WAKE_EVENT = re.compile(r"\bwake:? (?:\S+ )?(\d{4}-\d\d-\d\dT[\d:.]+Z) (\S+) ([a-z][a-z0-9-]*)")
-NUDGED = ("turn-ended", "done", "waiting", "blocked", "turn-failed", "stale")
+NUDGED = ("turn-ended", "done", "waiting", "blocked", "turn-failed", "stale", "nudge-spent")
 # a session gone: its nudge is disarmed by the tick that finds it not live,
 # and armed again by crew-respawn, so it reaches the agent once it is back
 GONE = ("lost", "ended")

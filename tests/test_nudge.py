@@ -265,6 +265,23 @@ def test_a_spent_schedule_left_armed_is_disarmed_never_attempted_past_max(crew, 
     assert tick() == ""
 
 
+def test_a_spent_schedule_left_armed_after_a_failed_attempt_is_disarmed_as_spent(
+        crew, tmux, tmp_path):
+    """The same, its file saying the last attempt failed: nobody was nudged,
+    so the disarming is recorded as `nudge-spent` (it wakes the primary)."""
+    sess, pane = agent(crew, tmux, "w1", cwd=str(tmp_path))
+    sid = add("--session", "w1", "--every", "60", "--message", "next", "--max", "1")
+    path = os.path.join(crew.root, "nudges", sid)
+    s = json.load(open(path))
+    s.update(attempts=1, last_outcome="failed", last_code="discarded")
+    replace(path, json.dumps(s))
+    make_due(crew, sid)
+    assert f"{sid} w1 disarmed: max: 1 of 1 attempts made, the last failed" in tick()
+    assert nudge_records(sess) == [("nudge-spent", f"{sid} max: 1 of 1 attempts made,"
+                                                   " the last failed")]
+    assert captain_lines(sess) == [] and not sched(crew, sid)["armed"]
+
+
 def _scheduled(crew, tmux, tmp_path, name, command):
     """A pane running *command* (it draws `ready> `), registered idle as
     *name*, and a schedule of 2 attempts at it: (session, pane, schedule id)."""
@@ -292,7 +309,9 @@ def test_discarded_delivery_counts_and_never_presses_enter(crew, tmux, tmp_path,
     assert "failed: attempt 2/2" in tick()
     s = sched(crew, sid)
     assert (s["attempts"], s["armed"]) == (2, False)
-    assert [k for k, _ in nudge_records(sess)] == ["nudge-failed", "nudge-failed", "nudge-disarmed"]
+    # spent with nobody nudged: said as the kind that wakes the primary
+    assert [k for k, _ in nudge_records(sess)] == ["nudge-failed", "nudge-failed", "nudge-spent"]
+    assert nudge_records(sess)[-1][1] == f"{sid} max: 2 of 2 attempts made, the last failed"
 
 
 def test_text_shown_otherwise_fails_is_left_there_and_never_typed_again(crew, tmux, tmp_path):

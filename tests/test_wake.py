@@ -83,6 +83,19 @@ def test_normal_sessions_pass_actionable_kinds(crew):
         "turn-ended", "done", "blocked", "problem", "error", "stale", "lost", "waiting", "ended"]
 
 
+def test_a_schedule_spent_with_nobody_nudged_wakes_and_its_other_records_do_not(crew):
+    """nudge-tick's records say what a schedule did; only `nudge-spent` (its
+    ceiling reached on a failed last attempt: nobody nudged, nothing else
+    will follow) needs the primary."""
+    register(crew, "w1")
+    kinds = ["nudge", "nudge-unconfirmed", "nudge-failed", "nudge-refused", "nudge-disarmed",
+             "nudge-spent"]
+    out, _ = filt(crew, "".join(ev("w1", k, "n1 x") for k in kinds))
+    assert out == ev("w1", "nudge-spent", "n1 x")
+    register(crew, "a1", kind="aside")
+    assert filt(crew, ev("a1", "nudge-spent", "n1 x"))[0] == ""
+
+
 def test_repeats_without_activity_fold_into_the_first(crew):
     register(crew, "w1")
     text = (ev("w1", "blocked", "db") + ev("w1", "blocked", "db again") + ev("w2", "idle")

@@ -20,6 +20,9 @@ DELIVERED, FAILED, REFUSED, DISARMED = "delivered", "failed", "refused", "disarm
 UNCONFIRMED = "unconfirmed"
 KIND = {DELIVERED: "nudge", UNCONFIRMED: "nudge-unconfirmed", FAILED: "nudge-failed",
         REFUSED: "nudge-refused", DISARMED: "nudge-disarmed"}
+# A schedule spent on a failed last attempt leaves its target untended: its
+# disarming is recorded as this kind, which wakes the primary (wake-filter.md).
+SPENT_KIND = "nudge-spent"
 LOCK_WAIT = 1.0            # the longest a tick waits for any lock (a stuck one is skipped)
 # Answer codes of the tick's own (delivery's and the verdict's are theirs)
 OTHER_SESSION, AMBIGUOUS, JUST_NUDGED, MAX = "other-session", "ambiguous", "just-nudged", "max"
@@ -150,7 +153,7 @@ def tick(crew, world=None, bad=None):
         if sched["attempts"] >= sched["max"]:
             # Spent yet armed: a tick stopped between counting its last attempt
             # and disarming. Never an attempt past max.
-            out.append(_disarm(world, sched, _find(world, sched)[0], _spent(sched)))
+            out.append(_disarm_spent(world, sched, _find(world, sched)[0]))
             continue
         result = _decide(world, sched, now, nudged)
         if result:
@@ -236,12 +239,17 @@ def _decide(world, sched, now, nudged):
     outcome = DELIVERED if ok else UNCONFIRMED if answer.code == delivery.UNCONFIRMED else FAILED
     result = _record(world, sched, name, outcome, answer, text=text)
     if attempts >= sched["max"]:
-        _disarm(world, sched, name, _spent(sched))
+        _disarm_spent(world, sched, name)
     return result
 
 
-def _spent(sched):
-    return Answer(MAX, f"{sched['attempts']} of {sched['max']} attempts made")
+def _disarm_spent(world, sched, name):
+    """Disarm a schedule at its ceiling; its last attempt failed (Enter never
+    pressed): nobody was nudged, and the record says so to the primary."""
+    failed = sched.get("last_outcome") == FAILED
+    why = Answer(MAX, f"{sched['attempts']} of {sched['max']} attempts made"
+                      + (", the last failed" if failed else ""))
+    return _disarm(world, sched, name, why, kind=SPENT_KIND if failed else None)
 
 
 def _say_once(world, sched, name, problem):
@@ -264,13 +272,13 @@ def _refuse(world, sched, name, why):
     return _record(world, sched, name, REFUSED, why)
 
 
-def _disarm(world, sched, name, why, refused=False, text=None):
+def _disarm(world, sched, name, why, refused=False, text=None, kind=None):
     """Disarm with *why*; refused=True says no attempt was made (the target is gone)."""
-    return (_record(world, sched, name, DISARMED, why, refused, text, armed=False)
+    return (_record(world, sched, name, DISARMED, why, refused, text, kind, armed=False)
             or Outcome(sched["id"], name, DISARMED, why, refused, text))
 
 
-def _record(world, sched, name, outcome, why, refused=False, text=None, **extra):
+def _record(world, sched, name, outcome, why, refused=False, text=None, kind=None, **extra):
     out = Outcome(sched["id"], name, outcome, why, refused, text)
     changes = {"last_outcome": outcome, "last_code": why.code, "last_reason": out.reason,
                "last_change": records.timestamp(), **extra}
@@ -278,7 +286,7 @@ def _record(world, sched, name, outcome, why, refused=False, text=None, **extra)
         return None
     if name is not None:
         try:
-            world.session(name).append(KIND[outcome], f"{sched['id']} {out.reason}")
+            world.session(name).append(kind or KIND[outcome], f"{sched['id']} {out.reason}")
         except (NotFound, SystemFailure, BadInput):
             pass          # the schedule file has it; a log we cannot write must not stop the tick
     return out

@@ -22,7 +22,8 @@ from crewfile.wake import stream
 # What passes, class by class, and why each kind does or not: wake-filter.md.
 EXEMPT_PASS = frozenset({"concluded", "problem", "blocked", "error", "lost", "account-blocked"})
 NORMAL_PASS = frozenset({"turn-ended", "done", "concluded", "blocked", "problem", "error",
-                         "stale", "lost", "waiting", "ended", "account-blocked", "turn-failed"})
+                         "stale", "lost", "waiting", "ended", "account-blocked", "turn-failed",
+                         "nudge-spent"})
 
 # A session's class, from its meta: which events of it may wake the primary.
 UNKNOWN, NORMAL, EXEMPT, PRIMARY = "unknown", "normal", "exempt", "primary"
