@@ -19,9 +19,9 @@ What the "model" answers to POST /v1/responses: if the newest user input
 (the user messages since its last output) holds a line `RUN: <shell command>` and no tool output has come back since,
 a call of the request's shell tool running it (`ASK: <command>`: the same,
 asking to run outside the sandbox, so that Codex asks for approval); otherwise the reply TEXT
-(default "ok"), held back while the newest user message has a line
-`HOLD: <path>` and that file does not exist (a test acts mid-turn, then
-lets the turn end: no guessed sleep). `SPAWN: <message>`: a call of the request's
+(default "ok"), held back while a user message of the turn (tool calls and
+outputs since included) has a line `HOLD: <path>` and that file does not
+exist (a test acts mid-turn, then lets the turn end: no guessed sleep). `SPAWN: <message>`: a call of the request's
 `spawn_agent` tool (Codex's subagents, multi_agent) handing the subagent the
 message, which this stand-in then answers as any other request.
 `BIG: <shell command>`: the same call as RUN's, its reply reporting NEAR_FULL input
@@ -61,6 +61,8 @@ USAGE = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
          "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 0},
          "total_tokens": 12}
 NEAR_FULL = 990_000      # input tokens a BIG: call's reply reports
+# What Codex (0.171.0) asks for a compaction's summary with (tests/CODEX_FINDINGS.md).
+COMPACTION_PROMPT = "CONTEXT CHECKPOINT COMPACTION"
 # How Codex (0.171.0) starts the user message holding a compaction's summary.
 SUMMARY_PREFIX = "Another language model started to solve this problem"
 
@@ -130,12 +132,34 @@ def run_directive(req, word="RUN: "):
         if item.get("role") == "assistant" or item.get("type") in MODEL_OUTPUTS:
             return None
         if item.get("role") == "user":
-            if word != "HOLD: " and any(t.startswith(SUMMARY_PREFIX) for t in _texts(item)):
+            if any(t.startswith(SUMMARY_PREFIX) for t in _texts(item)):
                 return None         # a compaction's summary: the calls before it are done
             for text in _texts(item):
                 for line in text.splitlines():
                     if line.startswith(word):
                         return line[len(word):]
+    return None
+
+
+def hold_directive(req):
+    """The path of a `HOLD: <path>` line in the user messages of the turn
+    (after the model's last message), whatever tool calls came since: the
+    turn's answer after a tool (a subagent spawned, a command run) is held
+    as the answer before it would be. Not Codex's own request for a
+    compaction's summary (its prompt last)."""
+    items = [i for i in req.get("input") or [] if isinstance(i, dict)]
+    if items and any(COMPACTION_PROMPT in t for t in _texts(items[-1])):
+        return None
+    for item in reversed(items):
+        if item.get("type") in OUTPUTS + MODEL_OUTPUTS:
+            continue
+        if item.get("role") == "assistant":
+            return None
+        if item.get("role") == "user":
+            for text in _texts(item):
+                for line in text.splitlines():
+                    if line.startswith("HOLD: "):
+                        return line[len("HOLD: "):]
     return None
 
 
@@ -219,7 +243,7 @@ class Handler(stand_in.Handler):
             self._event("response.output_item.added", output_index=0, item=item)
             self._event("response.output_item.done", output_index=0, item=item)
         else:
-            hold = run_directive(req, "HOLD: ")
+            hold = hold_directive(req)
             if hold:
                 stand_in.hold(hold)
             text = planned.say if planned else self.model.reply

@@ -9,7 +9,12 @@ tests/test_codex_e2e.py), and the payloads it sent, hand-fed through
   subagent's own turn with the parent's session_id and the subagent's
   agent_id (its UserPromptSubmit carries the spawn message as the prompt),
   then SubagentStop. Before this they were recorded as the captain's words
-  and a turn of the session's own.
+  and a turn of the session's own. `codex exec` ends with the parent's
+  turn, not waiting for its subagent (then cut short: no SubagentStop); a
+  subagent done first is reported back to the parent, which answers it in
+  the same turn or in one more, begun by no prompt (a Stop, no
+  UserPromptSubmit): so the test holds the parent's answer until the
+  subagent's stop is recorded.
 - A 429 (any code) fires no hook at all: no Stop, no other event. The screen
   says `■ exceeded retry limit, last status: 429 Too Many Requests` (for
   insufficient_quota: `■ Quota exceeded. Check your plan and billing
@@ -114,30 +119,49 @@ def test_a_codex_session_end_is_believed_only_with_the_agent_gone(crew, run):
 
 
 @needs_codex
-def test_a_real_codex_subagent_is_recorded_as_work_inside_the_session(trusted):
+def test_a_real_codex_subagent_is_recorded_as_work_inside_the_session(trusted, tmp_path):
     """`codex exec` whose model spawns a subagent (spawn_agent): one captain
-    input, one turn ended, the subagent's start and prompt as `subagent`
-    records. (exec ends with the parent's turn, not waiting for the
-    subagent: its SubagentStop came in the interactive UI, seen, and in exec
-    only when the subagent was quicker.)"""
+    input, one turn started, the subagent's start, prompt and stop as
+    `subagent` records, and the parent's turn ended after them. The
+    parent's answer is held (HOLD) until the subagent's stop is recorded
+    (exec ends with the parent's turn, not waiting for a slower subagent),
+    so nothing of the session's own turn can be recorded meanwhile. A
+    subagent done first is reported back to the parent, which Codex answers
+    in the same turn or in another begun by no prompt: one `turn-ended` or
+    more, never more than the parent's answers."""
     rig = trusted
     register(rig.crew, "w1")
-    out = rig.codex("w1", "SPAWN: say hi from the subagent")
+    release = str(tmp_path / "parent-may-answer")
+    prompt = f"SPAWN: say hi from the subagent\nHOLD: {release}"
+    p = rig.codex("w1", prompt, wait=False)
+    try:
+        wait_for(lambda: any(k == "subagent" and t.startswith("SubagentStop ")
+                             for k, t in rig.kinds("w1")),
+                 timeout=DEADLINE, what=lambda: f"the subagent's stop: {rig.kinds('w1')}")
+        open(release, "w").close()
+        out, _ = p.communicate(timeout=DEADLINE)
+    finally:
+        open(release, "w").close()      # the stand-in's held answer ends either way
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 0, out
     got = rig.kinds("w1")
-    subagent = [t for k, t in got if k == "subagent"]
-    assert [k for k, _ in got if k in ("captain", "turn-started", "turn-ended")] == [
-        "captain", "turn-started", "turn-ended"], (got, out)
-    assert ("captain", "SPAWN: say hi from the subagent") in got
-    assert subagent and subagent[0].startswith("SubagentStart default "), got
-    agent_id = subagent[0].split()[-1]
-    assert f"UserPromptSubmit default {agent_id}" in subagent, got
-    assert set(subagent) <= {f"SubagentStart default {agent_id}",
-                             f"UserPromptSubmit default {agent_id}",
-                             f"SubagentStop default {agent_id}"}, got
-    spawned = [r for r in rig.requests() if any(
-        i.get("type") == "function_call_output" and agent_id in json.dumps(i)
-        for i in r.get("input") or ())]
-    assert spawned, "the parent's model saw the subagent's id"
+    kinds = [k for k, _ in got]
+    assert kinds[:4] == ["registered", "started", "captain", "turn-started"], got
+    assert got[2][1].startswith("SPAWN: say hi from the subagent"), got
+    agent_id = got[4][1].split()[-1]
+    assert got[4:7] == [("subagent", f"SubagentStart default {agent_id}"),
+                        ("subagent", f"UserPromptSubmit default {agent_id}"),
+                        ("subagent", f"SubagentStop default {agent_id}")], got
+    ended = kinds[7:]
+    answers = [r for r in rig.requests()
+               if any("SPAWN: " in json.dumps(i) for i in r.get("input") or ())][1:]
+    assert ended[-1] == "ended" and set(ended[:-1]) == {"turn-ended"}, got
+    assert len(ended) - 1 <= len(answers), (got, len(answers))
+    assert any(i.get("type") == "function_call_output" and agent_id in json.dumps(i)
+               for r in answers for i in r.get("input") or ()), \
+        "the parent's model saw the subagent's id"
 
 
 @needs_codex
