@@ -647,12 +647,8 @@ def test_the_ids_already_posted_are_read_under_the_inbox_lock(crew, holders):
     register(crew, "boss", kind="primary")
     nid = inbox.post(crew, "boss", "wake", "n0")
     holders(os.path.join(Session(crew, "boss").dir, "lock"))
-    old = locks.bound_waits(0.2)
-    try:
-        with pytest.raises(locks.LockBusy, match="held by pid"):
-            inbox.ids(crew, "boss")
-    finally:
-        locks.restore_waits(old)
+    with pytest.raises(locks.LockBusy, match="held by pid"):
+        inbox.ids(crew, "boss", timeout=0.2)
     assert nid in [n.id for n in inbox.pending(crew, "boss")]
 
 

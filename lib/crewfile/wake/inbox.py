@@ -71,13 +71,13 @@ def post_many(crew, name, notices, notes=None):
     return out
 
 
-def ids(crew, name):
+def ids(crew, name, timeout=None):
     """The ids of the notices pending in NAME's inbox and of the drained ones
-    (inbox.read and its rotations; at most 4 MiB of each). Under the lock: a
-    drain moves notices from file to file, and one read while it does so
-    could be in none of them when each was read."""
+    (inbox.read and its rotations; at most 4 MiB of each). Under the lock
+    (LockBusy after *timeout* s): a drain moves notices from file to file,
+    and one read while it does so could be in none of them when each was read."""
     lock = _paths(crew, name)[2]
-    with hold(lock):
+    with hold(lock, timeout):
         recs = logfile.records_backwards(every_file(crew, name), logfile.TailStats(), 1 << 22)
         return {rec.text.partition(" ")[0] for rec in recs}
 

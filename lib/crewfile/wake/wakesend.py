@@ -97,9 +97,8 @@ class Sender(stream.Taker):
         if self.held:
             try:
                 if self.known is None:
-                    old = locks.bound_waits(announce.LOCK_WAIT)
                     try:
-                        self.known = inbox.ids(self.crew, self.primary)
+                        self.known = inbox.ids(self.crew, self.primary, announce.LOCK_WAIT)
                     except NotFound:
                         raise
                     except CrewfileError as e:
@@ -108,8 +107,6 @@ class Sender(stream.Taker):
                         self.say_once("ids", "damaged", f"cannot read the notices {self.primary}"
                                       f" already has ({e}); posting without that check")
                         self.known = set()
-                    finally:
-                        locks.restore_waits(old)
                 fresh = [("wake", eid, text) for eid, text in self.held
                          if eid is None or eid not in self.known]
                 if fresh:
