@@ -117,6 +117,44 @@ def test_a_respawned_agent_is_starting_until_its_start_hook_says(crew, agent_pro
     assert rows_of(top().stdout)["w1"][2] == "idle"
 
 
+def test_the_start_kept_in_meta_is_believed_not_the_clocks_now(crew, agent_process):
+    """A wall clock stepped forward after the agent's start hook ran (an NTP
+    step, a paused VM resumed) must not make its records look older than
+    the process: the start kept when meta recorded it is what they are
+    compared with. Stood for here by records an hour old and a kept start
+    an hour and a second old; by the clocks now the process is younger
+    than them. Without a kept start, the clocks now decide (older meta)."""
+    from crewfile.core.liveness import process_start
+    from crewfile.core.records import timestamp
+    import time
+    sess = session(crew, "w1")
+    hour_ago = time.time() - 3600
+    with open(sess.status_path, "w") as f:
+        f.writelines(f"{timestamp(hour_ago + i)} {kind}\n" for i, kind in
+                     enumerate(["registered", "started", "turn-started", "turn-ended"]))
+    start = process_start(agent_process)
+    set_meta(crew, "w1", pid=agent_process, pid_start=start,
+             pid_started_at=timestamp(hour_ago - 1))
+    assert status().stdout == "1 idle\n"
+    set_meta(crew, "w1", pid_started_at=None)
+    assert status().stdout == "1 starting\n"
+
+
+def test_every_writer_of_the_agent_process_keeps_its_start(crew, agent_process):
+    """session-add --pid and a second process recorded keep `pid_started_at`
+    with `pid_start`, no later than the registration naming it."""
+    from crewfile.core.liveness import process_start, started_at
+    from crewfile.core.records import parse_timestamp
+    r = cmd("session-add", "w1", "--pid", str(agent_process))
+    assert r.returncode == 0, r.stderr
+    meta = Session(crew, "w1").meta
+    assert meta["pid_start"] == process_start(agent_process)
+    kept = parse_timestamp(meta["pid_started_at"])
+    assert abs(kept - started_at(meta["pid_start"])) < 1
+    registered = [rec for rec in Session(crew, "w1").scan() if rec.kind == "registered"]
+    assert kept <= registered[-1].time
+
+
 def test_damaged_session_is_counted_not_a_traceback(crew):
     session(crew, "w1", "turn-started")
     session(crew, "w2", "idle")

@@ -54,7 +54,7 @@ SHAPES = {
         "cwd": (OPT, _str), "tmux": (OPT, _str), "tmux_target": (OPT, _str),
         "tmux_socket": (OPT, _str), "tmux_server": (OPT, _str),
         "pid": (OPT, _int(1, 2 ** 31)), "pid_start": (OPT, _int(0)),
-        "session_key": (OPT, _str), "agent_session_id": (OPT, _str), "prompt": (OPT, _prompt),
+        "pid_started_at": (OPT, _ts), "session_key": (OPT, _str), "agent_session_id": (OPT, _str), "prompt": (OPT, _prompt),
         "agent": (OPT, _one_of(*AGENTS)), "agent_cmd": (OPT, _str),
         "tmux_session": (OPT, _str), "branch": (OPT, _str), "worktree": (OPT, _str),
         "repo": (OPT, _str), "agent_registry": (OPT, _str), "agent_job": (OPT, _str),

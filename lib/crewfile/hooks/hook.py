@@ -138,6 +138,9 @@ def repair_agent(ctx, sess):
             ctx.notes.append(f"{sess.name}: the agent process was not found among the hook's"
                              f" ancestors in pane {pane}: its pane is left as recorded")
             return
+        if ((meta.get("pid"), meta.get("pid_start")) == (fields["pid"], fields["pid_start"])
+                and meta.get("pid_started_at")):
+            fields.pop("pid_started_at")     # the same process: the time kept stays
         changed = {k: v for k, v in fields.items() if meta.get(k) != v}
         if changed:
             sess.update_meta(**changed)

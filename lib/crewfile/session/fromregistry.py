@@ -112,7 +112,7 @@ def register(crew, name, where, pid=None, target=None, job=None, env=None, kind=
     """Register session NAME from the registry, or repair its registration;
     return (the Session, "registered" or "repaired")."""
     entry, pane = find(where, pid, target, job, env)
-    fields = {"pid": entry.pid, "pid_start": entry.start, "agent": AGENT,
+    fields = {**sessions.agent_fields(entry.pid, entry.start), "agent": AGENT,
               "agent_registry": where, **pane}
     if entry.session_id:
         fields["agent_session_id"] = entry.session_id

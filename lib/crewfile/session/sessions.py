@@ -7,7 +7,7 @@ import time
 from crewfile.core import logfile, paths, records
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
 from crewfile.core.kinds import LIFECYCLE
-from crewfile.core.liveness import agent_of, alive, descends_from, process_start
+from crewfile.core.liveness import agent_of, alive, descends_from, process_start, started_at
 from crewfile.core.names import current_user, is_name
 from crewfile.core.shapes import load
 # The writers' modules (atomic, locks) are imported where a write happens:
@@ -179,16 +179,21 @@ def pane_fields(target, env=None, agent_from=None):
     if agent_from and pane.pid:
         agent = agent_of(agent_from, pane.pid)
         if agent and descends_from(agent[0], pane.pid):
-            fields.update(pid=agent[0], pid_start=agent[1])
+            fields.update(agent_fields(*agent))
     return fields
 
 
-def agent_fields(pid):
-    """Meta fields naming the agent process: pid and its start time."""
-    start = process_start(pid)
+def agent_fields(pid, start=None):
+    """Meta fields naming the agent process: pid, its start in clock ticks
+    since boot (*start*, else read now), and that start as a record time read
+    from the clocks now. Records are compared with the time kept: converted
+    later, a wall clock stepped meanwhile (NTP, a paused VM resumed) would
+    move the start past records the process wrote."""
+    start = process_start(pid) if start is None else start
     if start is None:
         raise BadInput(f"no process {pid}")
-    return {"pid": int(pid), "pid_start": start}
+    return {"pid": int(pid), "pid_start": start,
+            "pid_started_at": records.timestamp(started_at(start))}
 
 
 def write_meta(path, meta):
@@ -267,7 +272,7 @@ def register_again(sess, tmux=None, env=None, agent_from=None):
     registered again with its metadata but not the old process (nor the old
     pane, given *tmux*). A parallel re-registration that came first is fine."""
     old = dict(sess.meta)
-    drop = ("name", "kind", "exempt", "created", "user", "pid", "pid_start")
+    drop = ("name", "kind", "exempt", "created", "user", "pid", "pid_start", "pid_started_at")
     if tmux:                     # a new pane is not the old one
         drop += ("tmux", "tmux_target", "tmux_socket", "tmux_server")
     keep = {k: v for k, v in old.items() if k not in drop}

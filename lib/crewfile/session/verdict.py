@@ -268,9 +268,13 @@ def adapter(sess):
 
 def _older_than_agent(sess, rec):
     """Is record *rec* older than the session's agent process (meta
-    `pid_start`), so an earlier process's? False with no start recorded."""
-    start = sess.meta.get("pid_start")
-    return isinstance(start, int) and start >= 0 and rec.time < started_at(start)
+    `pid_started_at`, the time kept when it was recorded; a meta written
+    before it was kept: `pid_start` by the clocks now), so an earlier
+    process's? False with no start recorded."""
+    start, kept = sess.meta.get("pid_start"), sess.meta.get("pid_started_at")
+    if not isinstance(start, int) or start < 0:
+        return False
+    return rec.time < (parse_timestamp(kept) if isinstance(kept, str) else started_at(start))
 
 
 def still_starting(sess):

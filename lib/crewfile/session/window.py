@@ -8,11 +8,11 @@ import os
 from collections import namedtuple
 
 from crewfile.core.atomic import replace
-from crewfile.core.errors import BadFile, SystemFailure
-from crewfile.core.liveness import descends_from, process_start
+from crewfile.core.errors import BadFile, BadInput, SystemFailure
+from crewfile.core.liveness import descends_from
 from crewfile.session import tmux
 from crewfile.core.paths import read_bytes
-from crewfile.session.sessions import pane_fields
+from crewfile.session.sessions import agent_fields, pane_fields
 
 
 NO_ALTERNATE_SCREEN = "CLAUDE_CODE_DISABLE_ALTERNATE_SCREEN"
@@ -36,7 +36,11 @@ def open_agent(sess, cmd, tmux_session=None, cwd=None):
     pane, target, pid = tmux.new_window(cmd, session=tmux_session, name=sess.name,
                                         env=agent_env(sess.crew, sess.name), cwd=cwd)
     fields = {**pane_fields(pane), "tmux_target": target}      # the pane with its server
-    sess.update_meta(**fields, pid=pid, pid_start=process_start(pid))
+    try:
+        agent = agent_fields(pid)
+    except BadInput:             # gone already: its dead pane says so
+        agent = {"pid": pid, "pid_start": None, "pid_started_at": None}
+    sess.update_meta(**fields, **agent)
     return target
 
 
