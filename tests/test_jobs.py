@@ -68,12 +68,14 @@ def started(crew, handle):
     return job
 
 
-def waiting(h, *args, **kw):
+def waiting(h, *args, default_sigint=False, **kw):
     """job-wait HANDLE ARGS..., once it has counted itself in (it holds a
-    shared flock on `waiters`) and waits."""
+    shared flock on `waiters`) and waits; *default_sigint*: with SIGINT's
+    default action, even if this process was handed it ignored."""
     from crewfile.core.paths import Crew
     job = jobs.Job(Crew(kw.get("env", os.environ)["CREWFILE_DIR"]), h)
-    waiter = subprocess.Popen([sys.executable, f"{BIN}/job-wait", h, *args], **kw)
+    reset = ["env", "--default-signal=INT"] if default_sigint else []
+    waiter = subprocess.Popen([*reset, sys.executable, f"{BIN}/job-wait", h, *args], **kw)
     wait_for(lambda: locks.is_held(job.waiters_path) or waiter.poll() is not None,
              what="job-wait to count itself in")
     assert waiter.poll() is None
@@ -598,10 +600,12 @@ def test_temporaries_made_ahead_are_gone_however_a_wait_or_the_watcher_ends(crew
     assert [n.split(".tmp.")[0] for n in temporaries(job)] == [".result"]
     assert run("job-wait", h, "--timeout", "0.1").returncode == 124
     assert [n.split(".tmp.")[0] for n in temporaries(job)] == [".result"]
-    waiter = waiting(h, stdout=subprocess.PIPE)
+    # ^C as a terminal delivers it: a suite started in the background (bash
+    # gives its `&` jobs SIGINT ignored) would hand the wait an ignored SIGINT
+    waiter = waiting(h, stdout=subprocess.PIPE, default_sigint=True)
     wait_for(lambda: len(temporaries(job)) == 2, what="the wait's temporary of `heard`")
     waiter.send_signal(signal.SIGINT)
-    assert waiter.wait() == 130 and waiter.stdout.read() == b""
+    assert waiter.wait(timeout=60) == 130 and waiter.stdout.read() == b""
     assert [n.split(".tmp.")[0] for n in temporaries(job)] == [".result"]
     waiter = waiting(h, stdout=subprocess.PIPE)
     wait_for(lambda: len(temporaries(job)) == 2, what="the wait's temporary of `heard`")
