@@ -23,7 +23,9 @@ asking to run outside the sandbox, so that Codex asks for approval); otherwise t
 outputs since included) has a line `HOLD: <path>` and that file does not
 exist (a test acts mid-turn, then lets the turn end: no guessed sleep). `SPAWN: <message>`: a call of the request's
 `spawn_agent` tool (Codex's subagents, multi_agent) handing the subagent the
-message, which this stand-in then answers as any other request.
+message, which this stand-in then answers as any other request;
+`HOLD-REPORT: <path>` holds the answer to a request whose newest input is that
+subagent's report (Codex asking its parent's model again) as HOLD does.
 `BIG: <shell command>`: the same call as RUN's, its reply reporting NEAR_FULL input
 tokens (past the auto-compact limit Codex derives for this unknown model): Codex
 compacts before its next request, mid-turn. It asks for the summary in a request of
@@ -63,6 +65,7 @@ USAGE = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0},
 NEAR_FULL = 990_000      # input tokens a BIG: call's reply reports
 # What Codex (0.171.0) asks for a compaction's summary with (tests/CODEX_FINDINGS.md).
 COMPACTION_PROMPT = "CONTEXT CHECKPOINT COMPACTION"
+SUBAGENT_REPORT = "<subagent_notification>"     # how Codex 0.171.0 hands a subagent's end to its parent
 # How Codex (0.171.0) starts the user message holding a compaction's summary.
 SUMMARY_PREFIX = "Another language model started to solve this problem"
 
@@ -163,6 +166,24 @@ def hold_directive(req):
     return None
 
 
+def report_hold(req):
+    """The path of the newest `HOLD-REPORT: <path>` line of the user's, when
+    the request's newest input is a subagent's report (Codex's
+    `<subagent_notification>`: its parent's model asked again, no prompt
+    typed): that answer is held as HOLD's is."""
+    items = [i for i in req.get("input") or [] if isinstance(i, dict)]
+    if not items or items[-1].get("role") != "user" or not any(
+            SUBAGENT_REPORT in t for t in _texts(items[-1])):
+        return None
+    for item in reversed(items):        # the newest prompt's
+        if item.get("role") == "user":
+            for text in _texts(item):
+                for line in text.splitlines():
+                    if line.startswith("HOLD-REPORT: "):
+                        return line[len("HOLD-REPORT: "):]
+    return None
+
+
 def tool_names(req):
     """The names of the request's tools, those in a namespace (multi_agent_v1) too."""
     tools = [t for t in req.get("tools") or () if isinstance(t, dict)]
@@ -243,7 +264,7 @@ class Handler(stand_in.Handler):
             self._event("response.output_item.added", output_index=0, item=item)
             self._event("response.output_item.done", output_index=0, item=item)
         else:
-            hold = hold_directive(req)
+            hold = hold_directive(req) or report_hold(req)
             if hold:
                 stand_in.hold(hold)
             text = planned.say if planned else self.model.reply

@@ -36,8 +36,9 @@ import subprocess
 
 import pytest
 
+import responses_server
 from agent_rigs import codex_window, pretrust, wait_trusted_start
-from crewfile.core import logfile
+from crewfile.core import locks, logfile
 from crewfile.session import delivery, verdict
 from crewfile.session.prompt import PROMPT_MARKERS
 from crewfile.session.sessions import Session, register
@@ -162,6 +163,110 @@ def test_a_real_codex_subagent_is_recorded_as_work_inside_the_session(trusted, t
     assert any(i.get("type") == "function_call_output" and agent_id in json.dumps(i)
                for r in answers for i in r.get("input") or ()), \
         "the parent's model saw the subagent's id"
+
+
+# A second Stop hook the test holds shut (flock on the file the environment
+# names): Codex closes the turn only once its Stop hooks have run. The same
+# text in every run, so the review pretrust answers is taken once.
+GATE_HOOK = {"type": "command", "command": "sh -c 'exec flock \"$CREWFILE_TEST_GATE\" true'",
+             "timeout": 600}
+
+
+@needs_codex
+def test_a_turn_a_subagents_report_goes_on_in_is_never_typed_into(rig, tmux, tmp_path):
+    """A subagent's report that comes back while the parent's Stop hooks run
+    goes on in the same turn, the parent's model asked again with no prompt
+    hook (tests/CODEX_FINDINGS.md, "Subagents"): the records say the turn
+    ended, the screen shows the prompt line and no `Working`, and Codex
+    takes typed text into the running turn. A second Stop hook, held shut by
+    the test, keeps that window open until the subagent's turn is complete
+    (in a real crew it is as long as the hooks take). Delivery reads the turn
+    still open in the rollout and refuses `generating`; once the turn has
+    ended there, it is free again. Codex hands the report over a moment after
+    the subagent's turn completes, which nothing outside shows: a report it
+    filed for the next prompt instead (its rollout says so) is tried again,
+    in a turn of its own, ATTEMPTS times at most."""
+    home = rig.env["CODEX_HOME"]
+    with open(os.path.join(home, "hooks.json")) as f:
+        hooks = json.load(f)
+    hooks["hooks"]["Stop"].append({"hooks": [GATE_HOOK]})
+    with open(os.path.join(home, "hooks.json"), "w") as f:
+        json.dump(hooks, f, indent=2)
+    pretrust(tmux, home, rig.work)
+    gate = str(tmp_path / "gate")
+    env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
+    env.update(CREWFILE_SESSION="cx", CREWFILE_TEST_GATE=gate)
+    sess = Session(rig.crew, "cx")
+    releases = []
+
+    def count(kind, prefix=""):
+        return sum(1 for k, t in rig.kinds("cx") if k == kind and t.startswith(prefix))
+
+    def reports_filed():
+        """The turn ids the parent's rollout filed the subagents' reports under."""
+        with open(sess.reread().meta["transcript_path"]) as f:
+            return [json.loads(line)["payload"]["internal_chat_message_metadata_passthrough"]
+                    ["turn_id"] for line in f
+                    if responses_server.SUBAGENT_REPORT in line and '"response_item"' in line]
+
+    def reports_asked():
+        return [r for r in rig.requests() if responses_server.SUBAGENT_REPORT in json.dumps(
+            (r.get("input") or [None])[-1])]
+    pane = codex_window(tmux, rig, f"cd {rig.work} && {BINARY[0]}", env)
+    wait_trusted_start(tmux, pane)
+    try:
+        for attempt in range(ATTEMPTS):
+            sub_go, report_go = (str(tmp_path / f"{n}-{attempt}") for n in ("sub-go", "report-go"))
+            releases += [sub_go, report_go]
+            shut = locks.acquire(gate)
+            releases.append(shut)
+            ended, filed = count("turn-ended"), len(reports_filed()) if attempt else 0
+            # two lines as one bracketed paste: Codex keeps the newline in its prompt
+            tmux("set-buffer", "-b", "two-lines", f"SPAWN: HOLD: {sub_go}\nHOLD-REPORT: {report_go}")
+            tmux("paste-buffer", "-p", "-d", "-b", "two-lines", "-t", pane)
+            tmux.wait_screen(pane, report_go)
+            tmux.enter_until_taken(pane, report_go, lambda: sess.exists() and count(
+                "turn-started") > attempt, PROMPT_MARKERS, timeout=DEADLINE)
+            wait_for(lambda: count("turn-ended") > ended, timeout=DEADLINE,
+                     what=lambda: f"the parent's Stop recorded: {rig.kinds('cx')}")
+            open(sub_go, "w").close()
+            wait_for(lambda: count("subagent", "SubagentStop ") > attempt, timeout=DEADLINE,
+                     what=lambda: f"the subagent's stop: {rig.kinds('cx')}")
+            # its end is handed to the parent once its turn is complete (its own
+            # rollout's task_complete, written after its SubagentStop hook)
+            agent_id = [t for k, t in rig.kinds("cx") if k == "subagent"][-1].split()[-1]
+            folder = os.path.dirname(sess.reread().meta["transcript_path"])
+            wait_for(lambda: any(n.endswith(f"{agent_id}.jsonl") and '"task_complete"' in open(
+                os.path.join(folder, n)).read() for n in os.listdir(folder)), timeout=DEADLINE,
+                what="the subagent's turn complete in its rollout")
+            shut.release()              # its Stop hooks end: the report goes on in the turn
+            wait_for(lambda: len(reports_filed()) > filed, timeout=DEADLINE,
+                     what="the report filed in the parent's rollout")
+            if reports_filed()[-1].startswith("auto-compact"):
+                continue                # handed over after the turn closed: for the next prompt
+            wait_for(reports_asked, timeout=DEADLINE, what="the parent's model asked again")
+            turns = [k for k, _ in rig.kinds("cx") if k in ("turn-started", "turn-ended")]
+            assert turns[-1] == "turn-ended" and count("turn-ended") == ended + 1, rig.kinds("cx")
+            why, v = delivery.check(sess.reread(), quiet=0)
+            assert v.generating == verdict.NO and why.code == delivery.GENERATING, why
+            ok, why = delivery.deliver(sess.reread(), "hello from crewfile", quiet=0)
+            assert (ok, why.code) == (False, delivery.GENERATING), why
+            open(report_go, "w").close()
+            wait_for(lambda: count("turn-ended") == ended + 2, timeout=DEADLINE,
+                     what=lambda: f"the turn's second Stop: {rig.kinds('cx')}")
+            wait_for(lambda: delivery.check(sess.reread(), quiet=0)[0] is None,
+                     timeout=DEADLINE, what=lambda: f"the turn closed in its rollout:"
+                                                    f" {delivery.check(sess.reread())[0]}")
+            assert len(reports_asked()) == 1 and "hello from crewfile" not in tmux.screen(pane)
+            return
+        pytest.fail(f"in {ATTEMPTS} turns Codex never took a subagent's report into the turn"
+                    f" its Stop hooks held: filed under {reports_filed()}")
+    finally:
+        for r in releases:
+            r.release() if isinstance(r, locks.Lock) else open(r, "w").close()
+
+
+ATTEMPTS = 3
 
 
 @needs_codex

@@ -275,3 +275,35 @@ def test_captain_quiet_that_is_not_a_number_is_the_default(monkeypatch):
     """protocol.md, captain-typing: a value that is not a number is the default (5)."""
     monkeypatch.setenv("CREWFILE_CAPTAIN_QUIET", "5s")
     assert delivery.captain_quiet() == 5.0
+
+
+CODEX_ROLLOUT = os.path.join(REPO, "tests", "transcripts", "codex-0.171.0-429.jsonl")
+
+
+def test_a_codex_turn_its_rollout_holds_open_is_generating(crew, tmux, tmp_path):
+    """Records that say idle are not enough for Codex: a turn still open in
+    its rollout (a task_started with no task_complete after it: a subagent's
+    report taken into the turn its Stop hook ended) is refused `generating`,
+    after CLOSE_SECONDS; one naming no turn holds nothing; one that cannot
+    be read is `state-unknown`, and says why. The lines are the real Codex's (tests/test_codex_rollout.py)."""
+    sess, pane = agent(crew, tmux)
+    rollout = tmp_path / "rollout.jsonl"
+    sess.update_meta(agent="codex", transcript_path=str(rollout))
+    lines = open(CODEX_ROLLOUT, encoding="utf-8").readlines()
+
+    def check():
+        why, v = delivery.check(sess.reread(), quiet=0, screen=False)
+        return v.generating, why and (why.code, why.detail)
+    rollout.write_text("".join(lines[:7]))          # the second turn started, not complete
+    assert check() == ("no", (delivery.GENERATING, "its rollout says the turn its hooks said"
+                              " ended goes on (a subagent's report came back as it ended)"))
+    rollout.write_text("".join(lines))              # ... and complete
+    assert check() == ("no", None)
+    rollout.write_text("".join(lines[1:4]))         # no turn's start or end: none to wait for
+    assert check() == ("no", None)
+    rollout.unlink()
+    assert check()[1] == (delivery.STATE_UNKNOWN, f"its rollout cannot be read: {rollout}:"
+                                                  " No such file or directory")
+    ok, why = delivery.deliver(sess.reread(), "nudge text", quiet=0)
+    assert (ok, why.code) == (False, delivery.STATE_UNKNOWN)
+    assert "nudge text" not in tmux.screen(pane)

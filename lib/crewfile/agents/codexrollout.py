@@ -37,22 +37,41 @@ TurnError = namedtuple("TurnError", "ts error message")
 def turn_error(path, since):
     """The error that ended the rollout's newest turn, if it ended at or after
     *since* (a record timestamp: the start of the turn crewfile saw), else None.
-    SystemFailure if the rollout is missing (said here: the tail reader reads
-    a missing file as empty), not the user's or unreadable (the path opener)."""
+    SystemFailure if the rollout is missing, not the user's or unreadable
+    (the path opener)."""
+    for ts, payload in _marks(path):
+        if payload["type"] != ENDS or ts < since:
+            return None         # the newest turn runs, was cut off, or is an older one
+        return _error_of(payload, ts)
+    return None
+
+
+def turn_open(path):
+    """Is the rollout's newest turn still open: its newest entry that begins
+    or ends a turn a task_started (True), not a task_complete or turn_aborted
+    (False)? None if none lies within SCAN bytes of its end. Codex closes a
+    turn only after its Stop hooks have run, and a subagent's report that
+    comes back meanwhile goes on in the same turn, no prompt hook fired
+    (tests/CODEX_FINDINGS.md, "Subagents"). SystemFailure as turn_error."""
+    for _, payload in _marks(path):
+        return payload["type"] == BEGINS[0]
+    return None
+
+
+def _marks(path):
+    """(timestamp, payload) of the rollout's entries that begin or end a
+    turn, newest first, within SCAN bytes of its end; SystemFailure if it is
+    missing (said here: the tail reader reads a missing file as empty)."""
     try:
         os.stat(path)
     except OSError as e:
         raise SystemFailure(f"{path}: {e.strerror}") from None
     for entry in logfile.objects_backwards(path, SCAN, _MARKS):
         ts, payload = entry.get("timestamp"), entry.get("payload")
-        if (entry.get("type") != "event_msg" or not isinstance(ts, str)
-                or not records.is_timestamp(ts) or not isinstance(payload, dict)
-                or payload.get("type") not in BEGINS + (ENDS,)):
-            continue            # not an entry that begins or ends a turn
-        if payload["type"] != ENDS or ts < since:
-            return None         # the newest turn runs, was cut off, or is an older one
-        return _error_of(payload, ts)
-    return None
+        if (entry.get("type") == "event_msg" and isinstance(ts, str)
+                and records.is_timestamp(ts) and isinstance(payload, dict)
+                and payload.get("type") in BEGINS + (ENDS,)):
+            yield ts, payload
 
 
 def _error_of(task_complete, ts):

@@ -11,8 +11,9 @@ import struct
 import termios
 import time
 
+from crewfile.agents import codexrollout
 from crewfile.core import paths
-from crewfile.core.errors import BadInput, SystemFailure
+from crewfile.core.errors import BadInput, CrewfileError, SystemFailure, reason
 from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import acquire
 from crewfile.core.logfile import TailStats
@@ -49,6 +50,8 @@ RECORD_SECONDS = 15.0             # after Enter: how long a recording agent's ho
 START_SECONDS = 60.0              # after the first Enter of an agent process that starts
 #                                   with it (enters_once, verdict.still_starting): its start, then
 #                                   its SessionStart hook
+CLOSE_SECONDS = 1.0               # how long a turn its hooks ended may stay open in a rollout
+CLOSE_LOOK = 0.02                 # seconds between looks at it meanwhile
 MAX_TEXT = 4096
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -115,9 +118,37 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
         return Answer(GENERATING, "a turn is running"), v
     if v.generating != verdict.NO:
         return Answer(STATE_UNKNOWN, "no turn record says whether it is generating"), v
+    goes_on = _turn_goes_on(meta)
+    if goes_on is not None:
+        return goes_on, v
     if not screen:
         return None, v
     return _screen_holds(v, meta, quiet, look, now, typed), v
+
+
+def _turn_goes_on(meta):
+    """Why a turn its hooks said ended goes on, or None. Codex takes a
+    subagent's report that comes back while its Stop hooks run into the same
+    turn, its model asked again with no prompt hook; its rollout closes a turn
+    only after those hooks (agents.codexrollout.turn_open). A turn still open
+    there is waited for, CLOSE_SECONDS at most: the usual end is closed a few
+    milliseconds after the hook's record."""
+    path = meta.get("transcript_path")
+    if meta.get("agent") != codexrollout.AGENT or not isinstance(path, str) or not path:
+        return None
+    deadline = time.monotonic() + CLOSE_SECONDS
+    while True:
+        try:
+            running = codexrollout.turn_open(path)
+        except (OSError, CrewfileError) as e:
+            return Answer(STATE_UNKNOWN, f"its rollout cannot be read: {reason(e)}")
+        if not running:         # closed, or no turn there yet (its first prompt's hook names it)
+            return None
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(CLOSE_LOOK)
+    return Answer(GENERATING, "its rollout says the turn its hooks said ended goes on (a"
+                              " subagent's report came back as it ended)")
 
 
 def _screen_holds(v, meta, quiet, look, now, typed=None):
