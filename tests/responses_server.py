@@ -137,10 +137,8 @@ def run_directive(req, word="RUN: "):
         if item.get("role") == "user":
             if any(t.startswith(SUMMARY_PREFIX) for t in _texts(item)):
                 return None         # a compaction's summary: the calls before it are done
-            for text in _texts(item):
-                for line in text.splitlines():
-                    if line.startswith(word):
-                        return line[len(word):]
+            if _line_after(item, word) is not None:
+                return _line_after(item, word)
     return None
 
 
@@ -158,11 +156,17 @@ def hold_directive(req):
             continue
         if item.get("role") == "assistant":
             return None
-        if item.get("role") == "user":
-            for text in _texts(item):
-                for line in text.splitlines():
-                    if line.startswith("HOLD: "):
-                        return line[len("HOLD: "):]
+        if item.get("role") == "user" and _line_after(item, "HOLD: "):
+            return _line_after(item, "HOLD: ")
+    return None
+
+
+def _line_after(item, prefix):
+    """What follows *prefix* on the first line of *item*'s texts that starts with it."""
+    for text in _texts(item):
+        for line in text.splitlines():
+            if line.startswith(prefix):
+                return line[len(prefix):]
     return None
 
 
@@ -176,11 +180,8 @@ def report_hold(req):
             SUBAGENT_REPORT in t for t in _texts(items[-1])):
         return None
     for item in reversed(items):        # the newest prompt's
-        if item.get("role") == "user":
-            for text in _texts(item):
-                for line in text.splitlines():
-                    if line.startswith("HOLD-REPORT: "):
-                        return line[len("HOLD-REPORT: "):]
+        if item.get("role") == "user" and _line_after(item, "HOLD-REPORT: "):
+            return _line_after(item, "HOLD-REPORT: ")
     return None
 
 
