@@ -285,7 +285,8 @@ def test_a_codex_turn_its_rollout_holds_open_is_generating(crew, tmux, tmp_path)
     its rollout (a task_started with no task_complete after it: a subagent's
     report taken into the turn its Stop hook ended) is refused `generating`,
     after CLOSE_SECONDS; one naming no turn holds nothing; one that cannot
-    be read is `state-unknown`, and says why. The lines are the real Codex's (tests/test_codex_rollout.py)."""
+    be read is `state-unknown`, and says why. The lines are the real
+    Codex's (tests/test_codex_rollout.py)."""
     sess, pane = agent(crew, tmux)
     rollout = tmp_path / "rollout.jsonl"
     sess.update_meta(agent="codex", transcript_path=str(rollout))
