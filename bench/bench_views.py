@@ -84,6 +84,17 @@ def status_startup(b, crew, env):
              env_live, budget=None)     # the status line passes --panes: that one has the budget
         both("  of which one `tmux list-panes -a` (the liveness probe; tmux's own CPU)", None,
              argv=tmux + ["list-panes", "-a"], budget=None)
+        # A crew that has worked for weeks: each log's last MiB holds turns
+        # alone, its `registered` (and its agent's `started`) a MiB back.
+        from crewfile.core.records import new_line
+        turn = "".join(new_line(k, t) for k, t in (
+            ("captain", "please look at the failing test in the parser module"),
+            ("turn-started", ""), ("turn-ended", ""))).encode()
+        for i in range(5):
+            with open(os.path.join(live, "sessions", f"w{i}", "status"), "ab") as f:
+                f.write(turn * ((1 << 20) // len(turn)) + new_line("turn-started").encode())
+        both("crew-status --tmux --panes LIST, the same 5 sessions, each log's last MiB"
+             " turns alone", env_live, argv=with_list)
     finally:
         subprocess.run(tmux + ["kill-server"], capture_output=True)
         shutil.rmtree(d, ignore_errors=True)

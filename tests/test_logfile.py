@@ -114,6 +114,70 @@ def test_lines_end_is_the_offset_past_the_last_newline(tmp_path_factory, data, w
         os.close(fd)
 
 
+_KINDS = ["registered", "ended", "turn-ended", "idle", "started"]
+
+
+def _line(kind_or_garbage):
+    """One line of a generated log: a record (some texts naming another kind),
+    a line too long for a record, or garbage that names a kind."""
+    what, n = kind_or_garbage
+    if what == "long":
+        return b"2026-11-30T08:00:00.000Z ended: " + b"x" * (records.MAX_LINE + n) + b"\n"
+    if what == "garbage":
+        return b"not a record ended registered\n"
+    return records.new_line(what, f"the {_KINDS[n % len(_KINDS)]} one" if n % 3 else "").encode()
+
+
+_LOGS = st.lists(st.tuples(st.sampled_from(_KINDS + ["long", "garbage"]), st.integers(0, 9)),
+                 max_size=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(logs=st.lists(_LOGS, min_size=1, max_size=3), cut=st.booleans(),
+       limit=st.none() | st.integers(0, 3000), block=st.integers(1, 300),
+       shared=st.integers(0, 5), kinds=st.sets(st.sampled_from(_KINDS), min_size=1))
+def test_a_question_read_on_alone_finds_what_the_shared_read_finds(
+        tmp_path_factory, logs, cut, limit, block, shared, kinds):
+    """Backwards.last_of past its SHARED records reads only the lines naming a
+    kind asked: over rotations, a byte limit, blocks of any size, lines cut
+    at a block's edge, a partial last line, overlong and garbage lines, it
+    answers as the read of every record does (and counts the same)."""
+    d = tmp_path_factory.mktemp("l")
+    paths = [str(d / ("status" if i == 0 else f"status.{i}")) for i in range(len(logs))]
+    for path, log in zip(paths, logs):
+        with open(path, "wb") as f:
+            f.write(b"".join(_line(x) for x in log) + (b"2026-11-30T08:00:00.000Z ended" if cut else b""))
+    old = logfile.BLOCK, logfile.SHARED
+    logfile.BLOCK, logfile.SHARED = block, shared
+    try:
+        every = logfile.Backwards(paths, logfile.TailStats(), limit)
+        want = next((rec for rec in every if rec.kind in kinds), None)
+        alone = logfile.Backwards(paths, logfile.TailStats(), limit)
+        assert alone.last_of(kinds) == want
+        marks = [f" {k}".encode() for k in kinds]
+        for path in paths:
+            stats, only = logfile.TailStats(), logfile.TailStats()
+            lines = [x for x in logfile.lines_backwards(path, stats, limit) if any(m in x for m in marks)]
+            assert list(logfile.lines_backwards(path, only, limit, only=marks)) == lines
+            assert (only.partial, only.garbage) == (stats.partial, stats.garbage)
+    finally:
+        logfile.BLOCK, logfile.SHARED = old
+
+
+def test_a_long_life_is_read_once_for_its_registration(tmp_path):
+    """A live session's newest `registered` lies as far back as its log
+    goes: the question reads on alone, parsing the few lines that name it,
+    and the records the shared read parsed stay SHARED at most."""
+    log = str(tmp_path / "status")
+    with open(log, "wb") as f:
+        f.write(records.new_line("registered").encode())
+        f.write(b"".join(records.new_line(k).encode() for k in ("turn-started", "turn-ended")) * 9000)
+    scan = logfile.Backwards([log, log + ".1"], logfile.TailStats(), 1 << 20)
+    assert scan.last_of(("registered", "ended", "closed")).kind == "registered"
+    assert len(scan._seen) == logfile.SHARED
+    assert scan.last_of(("turn-ended",)) is scan._seen[0]
+
+
 def test_full_disk_leaves_no_half_record(tmp_path):
     """A write cut short by the file-size limit (as by a full disk) is undone."""
     log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
