@@ -74,6 +74,35 @@ def test_each_state(crew, records, word):
     assert (r.returncode, r.stdout, r.stderr) == (0, f"1 {word}\n", "")
 
 
+def a_mib_of(crew, name, *kinds):
+    """Append (as the writers would over weeks) records of *kinds*, all but
+    filling the MiB a state query reads."""
+    from crewfile.core.records import new_line
+    lines = "".join(new_line(k) for k in kinds).encode()
+    with open(os.path.join(crew.session_dir(name), "status"), "ab") as f:
+        f.write(lines * ((1 << 20) // len(lines) - 100))
+
+
+def test_the_newest_life_record_a_mib_back_still_decides(crew, agent_process):
+    """A state query's questions past its newest records read on alone (only
+    the lines naming their kinds): an `ended` behind a MiB of notes still ends
+    the session; a `registered` and a `started` a MiB back still make a live
+    agent's session idle, not starting."""
+    session(crew, "w1", "ended: done")
+    a_mib_of(crew, "w1", "note")
+    assert status().stdout == "crew: all ended\n"
+    from crewfile.core.liveness import process_start
+    sess = session(crew, "w2")
+    with open(sess.status_path, "w") as f:          # older than the agent process
+        f.write("2026-11-30T10:00:00.000Z registered\n2026-11-30T10:00:01.000Z turn-ended\n")
+    set_meta(crew, "w2", pid=agent_process, pid_start=process_start(agent_process))
+    a_mib_of(crew, "w2", "turn-started", "turn-ended")
+    assert status().stdout == "1 starting\n"       # its records are an earlier process's
+    sess.append("started", "resume")
+    a_mib_of(crew, "w2", "turn-started", "turn-ended")
+    assert status().stdout == "1 idle\n"
+
+
 def test_no_turn_record_is_unknown(crew):
     session(crew, "w1")
     path = os.path.join(crew.session_dir("w1"), "status")
