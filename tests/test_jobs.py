@@ -627,6 +627,35 @@ def test_temporaries_made_ahead_are_gone_however_a_wait_or_the_watcher_ends(crew
     os.killpg(job.pids()["pgid"], signal.SIGKILL)
 
 
+def test_a_ctrl_c_the_moment_heard_s_temporary_is_made_leaves_none(crew, run, tmp_path):
+    """A ^C delivered as open(2) returns `heard`'s temporary, before anything
+    holds it (CI saw one left: the wait preempted right after making it):
+    raised here at that exact moment, from the profiler's return event of
+    that open, the wait's cleanup still finds and removes it."""
+    from crewfile.background import jobwait
+    go = fifo(tmp_path)
+    h = exec_(run, "--", *on_cue(go))
+    job = started(crew, h)
+    wait_for(lambda: temporaries(job), what="the watcher's temporary of `result`")
+    made = []
+
+    def interrupt_after_the_open(frame, event, arg):
+        if event == "c_return" and arg is os.open and not made and any(
+                ".heard.tmp." in n for n in os.listdir(job.dir)):
+            made.append(True)
+            raise KeyboardInterrupt
+    sys.setprofile(interrupt_after_the_open)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            jobwait.wait(crew, h)
+    finally:
+        sys.setprofile(None)
+    assert made and [n.split(".tmp.")[0] for n in temporaries(job)] == [".result"]
+    release(go)
+    settled(crew, h)
+    assert temporaries(job) == []
+
+
 def test_waits_in_threads_of_one_process_each_make_their_own_temporary(crew, tmp_path):
     """Several waits in one process, each holding `heard`'s temporary made
     ahead: the names never collide; one wait hears the outcome, the others

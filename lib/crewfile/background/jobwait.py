@@ -9,7 +9,7 @@ import time
 from crewfile.background.jobs import (
     Job, POST_WAIT, dump_json, duration_text, ended_text, row_fields)
 from crewfile.core import records
-from crewfile.core.atomic import clear_temporaries, prepare, sync
+from crewfile.core.atomic import Prepared, clear_temporaries, prepare, sync
 from crewfile.core.errors import (
     CrewfileError, JOB_ERROR as ERROR_EXIT, JOB_HEARD as HEARD_EXIT,
     JOB_TIMEOUT as TIMEOUT_EXIT, NotFound, SystemFailure)
@@ -110,14 +110,16 @@ POLL = 1.0      # seconds between looks when `running` cannot tell (see below)
 
 def _wait_registered(job, registration, timeout, t0):
     # `heard`'s temporary is made now, while registered: the path from the
-    # job's end to our answer creates no file. Gone however we leave.
-    try:
-        heard_file = prepare(job.heard_path)
-    except SystemFailure:
-        heard_file = None       # (a full disk): made when heard, failing then if it must
+    # job's end to our answer creates no file. Gone however we leave: named
+    # before it is made, so the finally finds it whenever a ^C comes.
+    heard_file = Prepared(job.heard_path)
     deadline = None if timeout is None else t0 + timeout
     nap = None
     try:
+        try:
+            heard_file.make()
+        except SystemFailure:
+            heard_file = None       # (a full disk): made when heard, failing then if it must
         while True:
             left = None if deadline is None else deadline - time.monotonic()
             if nap is not None:         # polling (see below)

@@ -56,11 +56,12 @@ def write_new(path, data):
 
 
 class Prepared:
-    """A temporary file made ahead of its data: commit() publishes it as *path*
-    (write, fsync, rename, fsync dir), discard() removes it. Made early, the
-    file's creation is off the path from an event to its record (the job's
-    end to job-wait's answer). Named `.NAME.tmp.PID.N`, N counted per
-    process: several threads each hold one of the same file."""
+    """A temporary file made (make(), or prepare()) ahead of its data:
+    commit() publishes it as *path* (write, fsync, rename, fsync dir),
+    discard() removes it. Made early, the file's creation is off the path
+    from an event to its record (the job's end to job-wait's answer). Named
+    `.NAME.tmp.PID.N`, N counted per process: several threads each hold one
+    of the same file."""
 
     def __init__(self, path, mode=0o600):
         check_dirs(path)
@@ -68,16 +69,21 @@ class Prepared:
         directory, base = os.path.split(path)
         self.directory = directory or "."
         self.tmp = os.path.join(directory, f".{base}.tmp.{os.getpid()}.{next(_serial)}")
-        self.fd = None
+        self.mode, self.fd = mode, None
+
+    def make(self):
+        """Create the temporary: named before, so that discard() finds it
+        however far this got (a ^C between the open and its answer)."""
         try:
             try:
-                self.fd = os.open(self.tmp, _TMP_FLAGS, mode)
+                self.fd = os.open(self.tmp, _TMP_FLAGS, self.mode)
             except FileExistsError:     # a crashed process with our pid: ours to clear
                 os.unlink(self.tmp)
-                self.fd = os.open(self.tmp, _TMP_FLAGS, mode)
+                self.fd = os.open(self.tmp, _TMP_FLAGS, self.mode)
         except OSError as e:
             self.tmp = None
-            raise SystemFailure(f"cannot write {path}: {e.strerror}") from None
+            raise SystemFailure(f"cannot write {self.path}: {e.strerror}") from None
+        return self
 
     def commit(self, data, sync=True):
         """Make *path* contain *data* (bytes or str), once; sync: see replace()."""
@@ -121,8 +127,8 @@ class Prepared:
 
 
 def prepare(path, mode=0o600):
-    """The first half of replace(), done ahead: a Prepared for *path*."""
-    return Prepared(path, mode)
+    """The first half of replace(), done ahead: a Prepared for *path*, made."""
+    return Prepared(path, mode).make()
 
 
 def clear_temporaries(directory, of=None):
@@ -146,7 +152,7 @@ def replace(path, data, mode=0o600, sync=True):
     """Atomically make *path* contain *data* (bytes or str). sync=False skips the
     fsyncs (a power loss may bring back the old or an empty file): only where
     the writer calls sync() later or the loss breaks no promise; say which."""
-    Prepared(path, mode).commit(data, sync)
+    prepare(path, mode).commit(data, sync)
 
 
 def read_json(path):
