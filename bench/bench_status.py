@@ -15,10 +15,12 @@ def run(b):
     # status-show on a 1 GiB log against a 1 KiB log.
     subprocess.run(b.cmd("session-add") + ["big"], env=dict(env), check=True)
     subprocess.run(b.cmd("session-add") + ["small"], env=dict(env), check=True)
-    line = b"2026-11-29T22:01:17.123Z problem: " + b"x" * 990 + b"\n"
+    # Records of a usual length (a MiB holds 16,384 of them): the MiB a
+    # query reads is as many records as a long-lived session's.
+    line = b"2026-11-29T22:01:17.123Z problem: " + b"x" * 29 + b"\n"
     log = os.path.join(crew, "sessions", "big", "status")
     with open(log, "ab") as f:
-        block = line * 1024
+        block = line * ((1 << 20) // len(line))
         for _ in range(1024):
             f.write(block)
         f.write(b"2026-11-29T22:01:18.000Z turn-started\n")
