@@ -135,9 +135,10 @@ _LOGS = st.lists(st.tuples(st.sampled_from(_KINDS + ["long", "garbage"]), st.int
 @settings(max_examples=300, deadline=None)
 @given(logs=st.lists(_LOGS, min_size=1, max_size=3), cut=st.booleans(),
        limit=st.none() | st.integers(0, 3000), block=st.integers(1, 300),
-       shared=st.integers(0, 5), kinds=st.sets(st.sampled_from(_KINDS), min_size=1))
+       shared=st.integers(0, 5), kinds=st.sets(st.sampled_from(_KINDS), min_size=1),
+       max_line=st.sampled_from([records.MAX_LINE, None, 40]))
 def test_a_question_read_on_alone_finds_what_the_shared_read_finds(
-        tmp_path_factory, logs, cut, limit, block, shared, kinds):
+        tmp_path_factory, logs, cut, limit, block, shared, kinds, max_line):
     """Backwards.last_of past its SHARED records reads only the lines naming a
     kind asked: over rotations, a byte limit, blocks of any size, lines cut
     at a block's edge, a partial last line, overlong and garbage lines, it
@@ -157,8 +158,9 @@ def test_a_question_read_on_alone_finds_what_the_shared_read_finds(
         marks = [f" {k}".encode() for k in kinds]
         for path in paths:
             stats, only = logfile.TailStats(), logfile.TailStats()
-            lines = [x for x in logfile.lines_backwards(path, stats, limit) if any(m in x for m in marks)]
-            assert list(logfile.lines_backwards(path, only, limit, only=marks)) == lines
+            lines = [x for x in logfile.lines_backwards(path, stats, limit, max_line)
+                     if any(m in x for m in marks)]
+            assert list(logfile.lines_backwards(path, only, limit, max_line, only=marks)) == lines
             assert (only.partial, only.garbage) == (stats.partial, stats.garbage)
     finally:
         logfile.BLOCK, logfile.SHARED = old

@@ -207,7 +207,7 @@ def evidence_of(sess, rec):
     """The evidence written for record *rec* (e.g. 'prompt ID'), or None."""
     want = rec.line().rstrip("\n").encode("utf-8") + b"\t"
     for line in logfile.lines_backwards(acts_path(sess), logfile.TailStats(), ACTS_SCAN,
-                                        max_line=ACT_MAX_LINE):
+                                        max_line=ACT_MAX_LINE, only=(want,)):
         if line.startswith(want):
             return line[len(want):].decode("utf-8", "replace")
     return None

@@ -161,14 +161,14 @@ def objects_backwards(path, limit_bytes, marks):
     transcript, a Codex rollout: read through links), newest first, within
     *limit_bytes* of its end. Only a line naming one of *marks* (bytes) is
     parsed; one that is not a JSON object is skipped."""
-    for line in lines_backwards(path, TailStats(), limit_bytes, max_line=None, outside=True):
-        if any(mark in line for mark in marks):
-            try:
-                entry = jsonio.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict):
-                yield entry
+    for line in lines_backwards(path, TailStats(), limit_bytes, max_line=None, outside=True,
+                                only=tuple(marks)):
+        try:
+            entry = jsonio.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            yield entry
 
 
 def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, outside=False,
@@ -177,8 +177,8 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
     back at most *limit_bytes*. A line over *max_line* is garbage, dropped and
     counted (memory stays bounded). ended: the file is whole (a job's output),
     its text after the last newline is a line. outside, at: as for open_file.
-    only: byte strings; just the lines holding one of them are yielded, and a
-    block holding none is passed over without a look at its lines."""
+    only: byte strings; just the lines holding one of them are yielded, found
+    by search (a block holding none is passed over at the speed of memchr)."""
     try:
         fd, st = paths.open_stat(path, outside=outside, at=at)
     except FileNotFoundError:
@@ -203,12 +203,9 @@ def lines_backwards(path, stats, limit_bytes=None, max_line=records.MAX_LINE, ou
             chunk = block + carry
             if only is None:
                 carry, *tail = chunk.split(b"\n")
-            elif any(mark in chunk for mark in only):
+            else:
                 carry, newline, rest = chunk.partition(b"\n")
                 tail = _holding(rest, only) if newline else []
-            else:
-                carry, newline, _ = chunk.partition(b"\n")
-                tail = [None] if newline else []        # no line of it is wanted
             if tail:
                 if dropping:
                     tail.pop()

@@ -256,7 +256,7 @@ def _in_transcript(path, wanted):
     found = set()
     try:        # the one tail reader, as for every other transcript
         for line in logfile.lines_backwards(path, logfile.TailStats(), TRANSCRIPT_TAIL,
-                                            max_line=None, outside=True):
+                                            max_line=None, outside=True, only=tuple(want)):
             found.update(nid for raw, nid in want.items() if raw in line)
             if len(found) == len(want):
                 break
