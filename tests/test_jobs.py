@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import BIN, wait_for
 from crewfile.wake import inbox
-from crewfile.background import jobs, jobwait, jobwatch
+from crewfile.background import jobs, jobwait, jobwatch, sweep
 from crewfile.core import liveness
 from crewfile.session import sessions
 from crewfile.core import locks
@@ -888,8 +888,8 @@ def test_sweep_removes_only_heard_outcomes_past_retention(crew, run, tmp_path):
     assert not os.path.exists(crew.job_dir(by_wait))             # output and all
     assert run("job-wait", by_wait).returncode == 125
     # An unheard outcome outlives any short retention; only its long one ends it.
-    assert jobs.sweep(crew, 0, jobs.UNHEARD_RETENTION, now=time.time() + 6 * 86400) == []
-    assert jobs.sweep(crew, 0, jobs.UNHEARD_RETENTION, now=time.time() + 8 * 86400) == [unheard]
+    assert sweep.sweep(crew, 0, sweep.UNHEARD_RETENTION, now=time.time() + 6 * 86400) == []
+    assert sweep.sweep(crew, 0, sweep.UNHEARD_RETENTION, now=time.time() + 8 * 86400) == [unheard]
     assert jobs.handles(crew) == [running]                        # running: never
     assert [e for e in os.listdir(crew.sub("jobs")) if e.startswith(".")] == []
     proc = run("job-sweep", "--older-than", "ten")

@@ -34,9 +34,6 @@ BUDGETED = {
 # crew-watch imports inside its SIGTERM handler's reach: crew-up stops its
 # stages with SIGTERM, and one that arrives during start-up is a clean exit.
 BUDGETED |= {"crewfile.cmd.crew_watch"}
-# job-wait (its budget: job end -> its exit) reads jobs.py, whose sweeping
-# needs shutil: four more shared libraries job-wait's exit would unmap.
-BUDGETED |= {"crewfile.background.jobs"}
 # Optional or heavy dependencies, imported only where a flag needs them.
 OPTIONAL = {"dateutil", "inotify_simple"}
 

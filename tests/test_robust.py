@@ -347,15 +347,15 @@ def test_finding_07_job_exec_failing_early_leaves_no_job_directory(crew):
 
 def test_finding_07_abandoned_job_directory_is_swept(crew):
     import time
-    from crewfile.background import jobs
+    from crewfile.background import sweep
     orphan = os.path.join(crew.root, "jobs", "j-dead00")
     os.makedirs(orphan)
     open(os.path.join(orphan, "alive"), "w").close()
     assert cmd("job-ls").stdout.count("\n") == 1            # never listed
-    assert jobs.sweep(crew, now=time.time()) == []          # too young: may be mid-creation
-    old = time.time() - jobs.ORPHAN_AGE - 60
+    assert sweep.sweep(crew, now=time.time()) == []          # too young: may be mid-creation
+    old = time.time() - sweep.ORPHAN_AGE - 60
     os.utime(orphan, (old, old))
-    jobs.sweep(crew)
+    sweep.sweep(crew)
     assert not os.path.exists(orphan)
 
 

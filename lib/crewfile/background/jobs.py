@@ -1,4 +1,4 @@
-"""Background jobs: a job's files, and reading them (listing, sweeping).
+"""Background jobs: a job's files, and reading them (listing).
 
 A job is the directory jobs/HANDLE/: docs/files/jobs.md.
 """
@@ -15,9 +15,6 @@ from crewfile.core.logfile import TailStats, lines_backwards
 
 OUTPUT_LIMIT = 1 << 20            # bytes of output kept (plus one marker line)
 MIN_OUTPUT_LIMIT = 4096
-HEARD_RETENTION = 600             # job-sweep's default --older-than: 10 minutes
-UNHEARD_RETENTION = 7 * 86400     # an outcome nobody heard is kept 7 days
-ORPHAN_AGE = 600                  # a jobs/HANDLE without `spec` this old is abandoned
 MAX_LABEL = 200
 LAST_LINE_CHARS = 200
 POST_WAIT = 1.0                   # seconds a job's lock holder waits for a session's lock
@@ -194,24 +191,6 @@ def new_job(crew, handle=None):
     raise SystemFailure("cannot find a free job handle")
 
 
-def discard(job):
-    """Remove a job directory nothing was started from."""
-    import shutil       # job-wait's budget: shutil loads bz2, lzma, zlib, re; its exit unmaps them
-    try:
-        trash = _bury(job)
-    except OSError:
-        return
-    shutil.rmtree(trash, ignore_errors=True)
-
-
-def _bury(job):
-    """Rename the job's directory out of sight, gone at once (deleted at
-    leisure, or by the next sweep); its new path."""
-    trash = os.path.join(os.path.dirname(job.dir), f".swept-{job.handle}-{os.getpid()}")
-    os.rename(job.dir, trash)
-    return trash
-
-
 def write_spec(job, argv, session=None, label=None):
     """Publish `spec` (durable later: the watcher syncs it); return it."""
     spec = {"handle": job.handle, "argv": list(argv), "label": label or "",
@@ -326,48 +305,3 @@ def list_jobs(crew, now=None, full=True):
         os.close(jobs_fd)
     out.sort(key=lambda r: (r["created"] or "", r["handle"]))
     return out
-
-
-def sweep(crew, older_than=HEARD_RETENTION, unheard_older_than=UNHEARD_RETENTION, now=None,
-          bad=None):
-    """Remove the jobs past their retention (docs/commands/job-sweep.md);
-    return their handles."""
-    import shutil       # job-wait's budget (see discard)
-    now = time.time() if now is None else now
-    removed = []
-    for handle in handles(crew):
-        job = Job(crew, handle)
-        try:
-            with acquire(job.lock_path):
-                if not os.path.lexists(job.spec_path):      # job-exec killed early
-                    if (now - os.lstat(job.dir).st_mtime >= ORPHAN_AGE
-                            and not job.watcher_alive()):
-                        _bury(job)
-                    continue
-                res, heard = job.result(), job.heard()
-                if heard is not None:
-                    since, keep = heard.get("at"), older_than
-                elif res is not None:
-                    since, keep = res.get("ended"), unheard_older_than
-                elif job.fate() == "lost":
-                    since, keep = job.spec().get("created"), unheard_older_than
-                else:
-                    continue
-                if since and now - records.parse_timestamp(since) >= keep:
-                    _bury(job)
-                    removed.append(handle)
-        except (FileNotFoundError, NotFound):
-            continue                 # swept by someone else meanwhile
-        except CrewfileError as e:   # damaged or unsafe: kept, named in *bad*
-            if os.path.isdir(job.dir):
-                if bad is None:
-                    raise
-                bad.append(e)
-    root = crew.sub(paths.JOBS)
-    try:
-        for entry in os.listdir(root):     # buried above, or by a sweep that crashed
-            if entry.startswith(".swept-"):
-                shutil.rmtree(os.path.join(root, entry), ignore_errors=True)
-    except FileNotFoundError:
-        pass
-    return removed

@@ -10,6 +10,7 @@ import signal
 import time
 
 from crewfile.background import jobs
+from crewfile.background.sweep import discard
 from crewfile.background.jobs import POST_WAIT, dump_json, ended_text, marker, row_fields
 from crewfile.core import locks, records
 from crewfile.core.atomic import clear_temporaries, fsync_dir, prepare, replace, sync, write_all
@@ -35,7 +36,7 @@ def start(crew, argv, session=None, label=None, handle=None, exiting=False):
     except BaseException:
         # Nothing was started (a full disk, `ulimit -f 0`, no fork): leave no
         # empty jobs/HANDLE behind, and the handle free for another try.
-        jobs.discard(job)
+        discard(job)
         raise
     return job.handle
 

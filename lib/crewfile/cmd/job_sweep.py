@@ -1,6 +1,6 @@
 import sys
 
-from crewfile.background.jobs import HEARD_RETENTION, UNHEARD_RETENTION, sweep
+from crewfile.background.sweep import HEARD_RETENTION, UNHEARD_RETENTION, sweep
 from crewfile.core.durations import parse_duration
 from crewfile.core.errors import PARTIAL
 from crewfile.core.paths import Crew
