@@ -6,6 +6,7 @@ import threading
 from crewfile.core.durations import parse_duration
 from crewfile.core.errors import BadInput, UsageError
 from crewfile.core.jsonio import loads
+from crewfile.core.moments import parse_moment
 from crewfile.core.paths import Crew
 from crewfile.core.records import timestamp
 from crewfile.wake.watch import DEFAULT_PROBE, DEFAULT_STALE, Watcher, write_json_lines
@@ -35,7 +36,6 @@ def run(args):
             if args.resume or args.cursor:
                 raise UsageError("--since replays from a moment, a cursor from a position;"
                                  " give one")
-            from crewfile.core.moments import parse_moment      # dateutil: only when asked for
             since = parse_moment(args.since, "--since", future=False)
         w = Watcher(Crew(args.dir), from_start=args.from_start or since is not None,
                     cursor=args.cursor,
