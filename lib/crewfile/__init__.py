@@ -3,7 +3,11 @@
 Only this package touches the crew directory; the commands in bin/ are a few
 lines over it (cli.py runs crewfile.cmd.<name>). protocol.md is the contract.
 The packages are concepts, on floors: each imports only from the floors
-below it and from itself (tests/test_layout.py holds this).
+below it and from itself (tests/test_layout.py holds this). Imports are at
+the top of each file, but on the two paths with a start-up budget (the hook on
+every agent event, crew-status as tmux's status line): there a module imports
+inside a function what only some of its calls need, a comment naming the
+budget, and test_layout.py lists those modules and holds both closures.
 
   floor 10 cmd/         one module per command: arguments in, one library call, exit code out
   floor 9  cli.py       the command runner: exceptions to exit codes, one line on stderr
