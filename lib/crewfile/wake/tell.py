@@ -122,9 +122,8 @@ class Journal:
 
     def record(self, line):
         """Append *line*, fsynced (no file: nothing), under the cursor's lock."""
-        if self.path is None:
-            return
-        logfile.append_locked(self.path, [line + "\n"], sync=True)
+        if self.path is not None:
+            logfile.append_locked(self.path, [line + "\n"], sync=True)
 
 
 class Event:
@@ -163,8 +162,7 @@ class Teller(stream.Taker):
         self.held_quiet = False     # what is pending was held by quiet hours
         self.said = None            # the hold or failure last said
         self.acked = cursors.acked(cursor) if cursor else {}
-        self.dirty = False
-        self.write_at = None        # monotonic: when the cursor is written next, if dirty
+        self.write_at = None        # monotonic: when the cursor is written next (None: nothing to)
         # no cursor: what this run told, in memory
         self.journal = Journal(cursor + ".journal" if cursor else None)
 
@@ -231,14 +229,11 @@ class Teller(stream.Taker):
             if i:
                 cursors.keep_newer(self.acked, sname, queue[i - 1].state)
                 del queue[:i]
-                self.dirty = True
-        if not (self.dirty and self.cursor):
-            return
-        if self.write_at is None:
-            self.write_at = self.clock() + ACK_DELAY
-        if now or self.clock() >= self.write_at:
+                if self.cursor and self.write_at is None:
+                    self.write_at = self.clock() + ACK_DELAY
+        if self.write_at is not None and (now or self.clock() >= self.write_at):
             cursors.write(self.cursor, self.acked)
-            self.dirty, self.write_at = False, None
+            self.write_at = None
 
     def done(self):
         """Stopped or at the end (what was pending told first): acknowledge."""
