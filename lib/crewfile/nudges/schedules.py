@@ -82,23 +82,16 @@ def matches(sched, meta):
     """Does *sched* belong to the session whose metadata is *meta*? By its
     ids when it has any (one both carry differing: another conversation),
     by name only when it has none."""
-    shared = False
-    for key in ("session_key", "agent_session_id"):
-        want, have = sched.get(key), meta.get(key)
-        if want and have:
-            if want != have:
-                return False
-            shared = True
+    both = [key for key in ("session_key", "agent_session_id") if sched.get(key) and meta.get(key)]
     if sched.get("session_key") or sched.get("agent_session_id"):
-        return shared
+        return bool(both) and all(sched[key] == meta[key] for key in both)
     return bool(sched.get("session")) and sched.get("session") == meta.get("name")
 
 
 def due_in(sched, now):
     """Seconds until *sched* is next due at *now* (clock_now()): 0 or less,
     due. The one answer, for the tick and every view."""
-    gone = elapsed(sched["base"], now)
-    return sched["every"] - max(gone, 0)
+    return sched["every"] - max(elapsed(sched["base"], now), 0)
 
 
 def add(crew, every, message, session=None, session_key=None, agent_session_id=None,
@@ -123,7 +116,6 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
     meta = sess.meta
     if meta.get("kind") == "aside":
         raise Refused(f"{meta.get('name')} is an aside: only the captain speaks into it")
-    ids = target_ids(meta)
     now = now or clock_now()
     if until is not None and until <= now["wall"]:
         raise BadInput(f"bad --until {records.timestamp(until)}: already past")
@@ -133,17 +125,15 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
         if existing and not replace_existing:
             raise Refused(f"{user} already has schedule {existing[0]['id']} for session"
                           f" {meta.get('name')} (nudge-add --replace replaces it)")
-        sid = existing[0]["id"] if existing else "n" + os.urandom(5).hex()
-        if max_attempts is None:
-            max_attempts = existing[0]["max"] if existing else DEFAULT_MAX
-        if until is None and existing:
-            until = existing[0].get("until")
-        for old in existing[1:]:
-            os.unlink(_path(crew, old["id"]))
-        sched = {"id": sid, "user": user, **ids, "every": every, "message": message,
-                 "max": max_attempts, "attempts": 0, "armed": True,
+        kept = existing[0] if existing else {"id": "n" + os.urandom(5).hex(), "max": DEFAULT_MAX}
+        for extra in existing[1:]:
+            os.unlink(_path(crew, extra["id"]))
+        sched = {"id": kept["id"], "user": user, **target_ids(meta), "every": every,
+                 "message": message, "max": kept["max"] if max_attempts is None else max_attempts,
+                 "attempts": 0, "armed": True,
                  "created": records.timestamp(now["wall"]), "rev": os.urandom(6).hex(),
-                 "base": now, "until": until, "last_attempt": None, "last_outcome": None, "last_code": None,
+                 "base": now, "until": kept.get("until") if until is None else until,
+                 "last_attempt": None, "last_outcome": None, "last_code": None,
                  "last_reason": None, "last_change": None}
         store(crew, sched)
     return sched
