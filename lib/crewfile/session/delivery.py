@@ -86,12 +86,11 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
     quiet = captain_quiet() if quiet is None else quiet
     # Afresh unless known: a hook may have recorded the agent meanwhile.
     meta = sess.meta if known is not None else sess.reread().meta
-    v = None
     if meta.get("kind") == "aside":
         return Answer(ASIDE, "an aside is the captain's conversation: typed text would be"
-                             " recorded as the captain's words"), v
+                             " recorded as the captain's words"), None
     if not meta.get("tmux"):
-        return Answer(NOT_LIVE, "no tmux pane is registered for the session"), v
+        return Answer(NOT_LIVE, "no tmux pane is registered for the session"), None
     v = known if known is not None else verdict.of(sess, look)
     if v.live == verdict.NOT_LIVE:
         return Answer(NOT_LIVE, str(v.why)), v
@@ -145,10 +144,9 @@ def _turn_goes_on(meta):
         if not running:         # closed, or no turn there yet (its first prompt's hook names it)
             return None
         if time.monotonic() >= deadline:
-            break
+            return Answer(GENERATING, "its rollout says the turn its hooks said ended goes on (a"
+                                      " subagent's report came back as it ended)")
         time.sleep(CLOSE_LOOK)
-    return Answer(GENERATING, "its rollout says the turn its hooks said ended goes on (a"
-                              " subagent's report came back as it ended)")
 
 
 def _screen_holds(v, meta, quiet, look, now, typed=None):
@@ -197,7 +195,7 @@ def deliver(sess, text, look=None, now=None, quiet=None):
         recorded = records_prompts(sess)
         once = enters_once(sess)
         starting = once and verdict.still_starting(sess)
-        mark = PROMPT_MARK if recorded else None
+        mark = PROMPT_MARK if recorded else TURN_STATE
         before = _turn_mark(sess, mark)
         kinds = FIRST_SIGNS if starting else TAKEN_SIGNS
         signs = _turn_mark(sess, kinds)
@@ -217,7 +215,8 @@ def deliver(sess, text, look=None, now=None, quiet=None):
             if once:
                 return _wait_once(sess, recorded, starting, kinds, signs, holds)
             if not recorded:
-                if _wait_screen(lambda: not holds() or _turn_mark(sess) != before, TAKEN_SECONDS):
+                if _wait_screen(lambda: not holds() or _turn_mark(sess, mark) != before,
+                                TAKEN_SECONDS):
                     return True, Answer(DELIVERED)
                 continue
             taken = _wait_record(sess, before, holds)
@@ -345,10 +344,10 @@ def _wait_record(sess, before, holds):
         time.sleep(0.05)
 
 
-def _turn_mark(sess, kinds=None):
-    """The newest record of *kinds* (default: turn records) as a line: a new
-    one after Enter means the text was taken."""
-    rec = sess.last_of(kinds or TURN_STATE, TailStats())
+def _turn_mark(sess, kinds):
+    """The newest record of *kinds* as a line: a new one after Enter means
+    the text was taken."""
+    rec = sess.last_of(kinds, TailStats())
     return rec.line() if rec is not None else None
 
 
