@@ -164,11 +164,10 @@ def tick(crew, world=None, bad=None):
 def _find(world, sched):
     """(session name, None) or (None, Answer)."""
     found = sorted(name for name, meta in world.metas().items() if matches(sched, meta))
-    if not found and world.damaged:
-        # A damaged meta may be the one it targets: never disarm on a damaged file.
-        return None, Answer(DAMAGED, "session metadata unreadable: "
-                                     + "; ".join(world.damaged[n] for n in sorted(world.damaged)))
     if not found:
+        if world.damaged:       # it may target a damaged meta: never disarm on a damaged file
+            return None, Answer(DAMAGED, "session metadata unreadable: "
+                                + "; ".join(world.damaged[n] for n in sorted(world.damaged)))
         return None, Answer(NOT_LIVE, "no registered session matches")
     if len(found) > 1:
         live = [n for n in found if world.live(n) != NOT_LIVE]
