@@ -203,7 +203,7 @@ def deliver(sess, text, look=None, now=None, quiet=None):
             if attempt == 2 and (_turn_mark(sess, mark) != before
                                  or _turn_mark(sess, kinds) != signs):
                 return True, Answer(DELIVERED)      # the first Enter's, recorded late
-            why, v = check(sess, verdict.Look(), None, quiet, typed=text)
+            why, _ = check(sess, verdict.Look(), None, quiet, typed=text)
             if why:
                 return False, Answer(ABORTED, f"{why.code} just before Enter ({why.detail});"
                                               " Enter not pressed, the text is left on the"
@@ -214,12 +214,11 @@ def deliver(sess, text, look=None, now=None, quiet=None):
                 return False, Answer(FAILED, f"{e}; the text is left on the prompt line unsent")
             if once:
                 return _wait_once(sess, recorded, starting, kinds, signs, holds)
-            if not recorded:
-                if _wait_screen(lambda: not holds() or _turn_mark(sess, mark) != before,
-                                TAKEN_SECONDS):
-                    return True, Answer(DELIVERED)
-                continue
-            taken = _wait_record(sess, before, holds)
+            if recorded:
+                taken = _wait_record(sess, before, holds)
+            else:       # the screen's word: the text left the prompt line, or a turn record came
+                taken = _wait_screen(lambda: not holds() or _turn_mark(sess, mark) != before,
+                                     TAKEN_SECONDS)
             if taken:
                 return True, Answer(DELIVERED)
             if taken is None:
