@@ -292,7 +292,7 @@ def _wait_once(sess, recorded, starting, kinds, before, holds):
     (verdict.still_starting), or, for a session that records no prompts yet, on the
     screen's word (the text left the prompt line: an agent without
     crew-hook); else unconfirmed, never Entered again."""
-    start, shown = time.monotonic(), True
+    start = time.monotonic()
     bound = START_SECONDS if starting else RECORD_SECONDS     # Codex says "Waiting for
     #                startup" (a respawned one: "Running hook") that long loaded (> 15 s)
     while True:
