@@ -57,10 +57,9 @@ def lane_of(name, kind, recs, until):
         span = SPAN_OF.get(rec.kind)
         if rec.kind in ENDS:
             span = None
-        elif cur and cur[1] == "paused" and rec.kind not in KEEPS_PAUSE:
-            span = span or "idle"           # the human wait is over (glance.py's rule)
-        elif cur and cur[1] == "blocked" and rec.kind in MOVES_ON:
-            span = span or "idle"
+        elif cur and (cur[1] == "paused" and rec.kind not in KEEPS_PAUSE
+                      or cur[1] == "blocked" and rec.kind in MOVES_ON):
+            span = span or "idle"           # the human wait or the block is over (glance.py's rules)
         elif span is None:
             continue
         elif cur and cur[1] in ("blocked", "paused") and span == "idle":
