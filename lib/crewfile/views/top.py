@@ -142,7 +142,7 @@ class Rows:
         if os.path.isdir(d) and not os.path.islink(d):
             self.watch.add(d)
 
-    def _read(self, name, look, now, why=None):
+    def _read(self, name, look, now, why):
         """The kept row of session *name*; *why*: it cannot be one (glance.entry)."""
         row = (glance.Row(name, glance.DAMAGED, error=why) if why is not None else
                glance.row(self.crew, name, look, now, also=lambda s: _wakes(self.crew, name, s.at)))
@@ -197,8 +197,7 @@ class Rows:
             if row.word == glance.ENDED and not self.show_ended:
                 continue
             wake_lines += [line for line in (wake_line, own) if line]
-            st = row.state
-            word = row.word
+            st, word = row.state, row.word
             if word in (glance.LOST, glance.UNKNOWN) and st["why"]:
                 word += f"({st['why']})"
             elif st["live"] == "unknown":
@@ -222,7 +221,7 @@ class Rows:
                      said + list(self.broken.values()))
 
 
-def _wakes(crew, name, at=None):
+def _wakes(crew, name, at):
     """Notices pending in NAME's inbox ('?' if it cannot be read); at: its directory, opened."""
     try:
         n, more = count(crew, name, at=at)

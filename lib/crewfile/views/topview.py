@@ -66,7 +66,6 @@ class View:
         self.sel = max(0, min(self.sel, len(rows) - 1))
         return rows[self.sel][1][0]
 
-    # -- drawing -------------------------------------------------------------
     def draw(self, scr):
         scr.erase()
         h, w = scr.getmaxyx()
@@ -91,7 +90,6 @@ class View:
         _put(scr, h - 1, self.message or hint, w, curses.A_DIM)
         scr.refresh()
 
-    # -- actions -----------------------------------------------------------
     def go(self, name):
         """Switch the captain's tmux client to NAME's pane (never types into it)."""
         try:
