@@ -153,12 +153,13 @@ def _wait(view, timeout):
     """Until a key is pressed, a crew file changes or *timeout* passes: "key",
     or DirWatch.changes() (polling: looked at every POLL seconds)."""
     fd = view.watch.fileno()
-    fds = [0] if fd is None else [0, fd]
-    ready, _, _ = select.select(fds, [], [], max(0, timeout if fd is not None
-                                                 else min(timeout, POLL)))
+    if fd is None:
+        ready, _, _ = select.select([0], [], [], max(0, min(timeout, POLL)))
+        return "key" if ready else view.watch.changes(0)
+    ready, _, _ = select.select([0, fd], [], [], max(0, timeout))
     if 0 in ready:
         return "key"
-    return view.watch.changes(0) if fd is None or ready else set()
+    return view.watch.changes(0) if ready else set()
 
 
 def _list(scr, title, lines):
