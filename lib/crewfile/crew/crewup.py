@@ -444,21 +444,23 @@ def ssh_argv(host, command):
                    "-o", "ServerAliveCountMax=3", "--", host, command]
 
 
+def remote_command(remote_dir, name, *args):
+    """Command *name* for the remote crew, shell-quoted: crewfile at the same path there."""
+    argv = [sys.executable, bin_path(name), *args]
+    return f"CREWFILE_DIR={shlex.quote(remote_dir)} {shlex.join(argv)}"
+
+
 def remote_pipe(remote_dir, once=False):
     """The remote half of a remote crew's wake pipe, one shell line: its own
-    crew-watch and wake-filter (each machine classifies by its own meta),
-    crewfile at the same path there."""
-    py = shlex.quote(sys.executable)
-    watch = f"{py} {shlex.quote(bin_path('crew-watch'))} --resume -" + (" --once" if once else "")
-    return (f"CREWFILE_DIR={shlex.quote(remote_dir)} {watch}"
-            f" | CREWFILE_DIR={shlex.quote(remote_dir)} {py} {shlex.quote(bin_path('wake-filter'))}")
+    crew-watch and wake-filter (each machine classifies by its own meta)."""
+    watch = remote_command(remote_dir, "crew-watch", "--resume", "-") + (" --once" if once else "")
+    return f"{watch} | {remote_command(remote_dir, 'wake-filter')}"
 
 
 def remote_nudge(remote_dir):
     """`nudge-tick --watch` for the remote crew, stopped when its ssh connection
     (stdin) ends: nudge-tick writes nothing that would fail."""
-    tick = (f"CREWFILE_DIR={shlex.quote(remote_dir)} {shlex.quote(sys.executable)}"
-            f" {shlex.quote(bin_path('nudge-tick'))} --watch --quiet")
+    tick = remote_command(remote_dir, "nudge-tick", "--watch", "--quiet")
     return f"{tick} </dev/null & p=$!; cat >/dev/null; kill $p; wait $p"
 
 
