@@ -24,8 +24,7 @@ from crewfile.core.text import escape
 from crewfile.wake.watch import first_position
 
 DIR = "crew-up"
-LOCK, STATE, LOG, CURSOR = "lock", "state", "log", "cursor"
-NOTIFY_CURSOR = "notify-cursor"
+LOCK, STATE, LOG, CURSOR, NOTIFY_CURSOR = "lock", "state", "log", "cursor", "notify-cursor"
 BACKOFF_FIRST = 0.25
 BACKOFF_MAX = 30.0
 RESET_AFTER = 10.0
@@ -271,7 +270,6 @@ class Supervisor:
                 local("wake-send", self.primary, "--cursor", cursor, "--host", host)]
 
     def start(self, stage):
-        stage.procs = []
         stdin = subprocess.DEVNULL
         try:
             cmds = self.commands(stage)
@@ -295,7 +293,6 @@ class Supervisor:
             # is stopped and reaped, its pipes closed, so the stage is one
             # that did not start: counted here, retried the same way.
             self.kill(stage)
-            stage.procs = []
             stage.last_error = f"cannot start {stage.name}: {getattr(e, 'strerror', None) or e}"
             self.log("stage-failed", f"{stage.name}: {stage.last_error}")
             stage.retry.later()
@@ -355,15 +352,15 @@ class Supervisor:
 
     def ended(self, stage):
         """One process of the stage ended: stop the rest, log, schedule a restart."""
-        first = [p for p in stage.procs if p.popen.poll() is not None]
+        procs = stage.procs
+        first = [p for p in procs if p.popen.poll() is not None]
         forced = self.kill(stage)
         # and each that died of a signal crew-up did not send (docs/internals.md#crew-up)
-        what = [f"{p.name} pid {p.popen.pid} {describe(p.popen.returncode)}" for p in stage.procs
+        what = [f"{p.name} pid {p.popen.pid} {describe(p.popen.returncode)}" for p in procs
                 if p in first or (p not in forced and p.popen.returncode is not None
                                   and p.popen.returncode < 0 and p.popen.returncode != -signal.SIGTERM)]
         ran = time.time() - (stage.since or time.time())
-        done = all(p.popen.returncode == 0 for p in stage.procs)
-        stage.procs = []
+        done = all(p.popen.returncode == 0 for p in procs)
         if stage.name == "sweep" and done:
             stage.retry.at = time.monotonic() + self.sweep
             self.log("stage-done", f"sweep: {', '.join(what)}; next in {self.sweep:g}s")
@@ -394,7 +391,8 @@ class Supervisor:
         stage.told = True
 
     def kill(self, stage):
-        """SIGTERM every process of the stage, SIGKILL after STOP_GRACE; return those killed."""
+        """SIGTERM every process of the stage, SIGKILL after STOP_GRACE, and forget
+        them; return those killed."""
         forced = []
         for p in stage.procs:
             p.popen.send_signal(signal.SIGTERM)     # a process already reaped is skipped
@@ -415,12 +413,12 @@ class Supervisor:
             for f in (p.popen.stdin, p.popen.stdout, p.popen.stderr):
                 if f is not None:
                     f.close()
+        stage.procs = []
         return forced
 
     def shutdown(self):
         for stage in self.stages.values():
             self.kill(stage)
-            stage.procs = []
         if self.lock is not None:
             self.writing[LOG].at = 0.0     # one last try for what is held
             self.log("down", f"pid {os.getpid()}")
