@@ -174,19 +174,17 @@ def rest_line(rest):
             f" (from {shown}); they follow at the next prompt or tool call, oldest first.")
 
 
-def inline_part(header):
-    """take() for inbox.drain: how many of the oldest notices fit within
-    INLINE_LIMIT with the header and the rest's line (at least one: cut by
-    inline_text if too long alone)."""
-    def take(notices):
-        size = len(header.encode()) + 1
-        for k, notice in enumerate(notices):
-            size += len(notice_line(notice).encode()) + 1
-            rest = notices[k + 1:]
-            if size + (len(rest_line(rest).encode()) + 1 if rest else 0) > INLINE_LIMIT:
-                return max(k, 1)
-        return max(len(notices), 1)
-    return take
+def inline_count(header, notices):
+    """How many of the oldest *notices* fit within INLINE_LIMIT with the
+    header and the rest's line (at least one: cut by inline_text if too long
+    alone)."""
+    size = len(header.encode()) + 1
+    for k, notice in enumerate(notices):
+        size += len(notice_line(notice).encode()) + 1
+        rest = notices[k + 1:]
+        if size + (len(rest_line(rest).encode()) + 1 if rest else 0) > INLINE_LIMIT:
+            return max(k, 1)
+    return max(len(notices), 1)
 
 
 def inline_text(header, taken, rest):
@@ -206,9 +204,17 @@ def inline_text(header, taken, rest):
 
 def drain(ctx, sess, header=NOTICE_HEADER, busy="notices left in the inbox for the next event"):
     """The pending notices that fit inline under *header*, drained ('' if none)."""
+    def taker():
+        """The agent life taking the hand-over, as (pid, start, transcript): the
+        recorded agent only if alive (a dead one would have every notice put
+        back at once)."""
+        pid, start, live = sess.recorded_agent()
+        transcript = ctx.field("transcript_path") or sess.meta.get("transcript_path")
+        transcript = transcript if isinstance(transcript, str) else None
+        return (pid, start, transcript) if live else (None, None, transcript)
     try:
-        notices, rest, garbage = inbox.drain_part(ctx.crew, sess.name, inline_part(header),
-                                                  _taker(ctx, sess))
+        notices, rest, garbage = inbox.drain_part(
+            ctx.crew, sess.name, lambda pending: inline_count(header, pending), taker)
     except LockBusy as e:
         ctx.notes.append(f"{sess.name}: {busy}: {e}")
         return ""
@@ -221,18 +227,6 @@ def notices_reply(ctx, sess):
     """The pending notices as the agent's model-facing context (nothing if none)."""
     text = drain(ctx, sess)
     return json_reply(ctx.agent.context(ctx.event, text)) if text else Reply()
-
-
-def _taker(ctx, sess):
-    """offer_to for inbox.drain_part: the agent life taking a hand-over, as
-    (pid, start, transcript): the recorded agent only if alive (a dead one
-    would have every notice put back at once)."""
-    def life():
-        pid, start, live = sess.recorded_agent()
-        transcript = ctx.field("transcript_path") or sess.meta.get("transcript_path")
-        transcript = transcript if isinstance(transcript, str) else None
-        return (pid, start, transcript) if live else (None, None, transcript)
-    return life
 
 
 def settle_offered(ctx, sess):
@@ -519,9 +513,8 @@ def session_end(ctx):
 
 def codex_notify(ctx):
     """Codex CLI's notify program: agent-turn-complete -> turn-ended."""
-    if ctx.field("type") != "agent-turn-complete":
-        return Reply()
-    ctx.known_session().append("turn-ended")
+    if ctx.field("type") == "agent-turn-complete":
+        ctx.known_session().append("turn-ended")
     return Reply()
 
 
