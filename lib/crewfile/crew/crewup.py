@@ -298,11 +298,10 @@ class Supervisor:
             stage.retry.later()
             stage.quick_ends += 1
             self.tell_failing(stage, [stage.last_error])
-            self.save_state()
-            return
-        stage.since = time.time()
-        self.log("stage-started", f"{stage.name}: " + ", ".join(
-            f"{p.name} pid {p.popen.pid}" for p in stage.procs))
+        else:
+            stage.since = time.time()
+            self.log("stage-started", f"{stage.name}: " + ", ".join(
+                f"{p.name} pid {p.popen.pid}" for p in stage.procs))
         self.save_state()
 
     def remote_first_position(self, host, rdir):
