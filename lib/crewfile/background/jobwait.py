@@ -112,11 +112,12 @@ def _wait_registered(job, registration, timeout, t0):
     # `heard`'s temporary is made now, while registered: the path from the
     # job's end to our answer creates no file. Gone however we leave: named
     # before it is made, so the finally finds it whenever a ^C comes.
-    heard_file = Prepared(job.heard_path)
+    heard_file = None
     deadline = None if timeout is None else t0 + timeout
     nap = None
     try:
         try:
+            heard_file = Prepared(job.heard_path)
             heard_file.make()
         except SystemFailure:
             heard_file = None       # (a full disk): made when heard, failing then if it must
