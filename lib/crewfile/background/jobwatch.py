@@ -10,8 +10,8 @@ import signal
 import time
 
 from crewfile.background import jobs
-from crewfile.background.sweep import discard
 from crewfile.background.jobs import POST_WAIT, dump_json, ended_text, marker, row_fields
+from crewfile.background.sweep import discard
 from crewfile.core import locks, records
 from crewfile.core.atomic import clear_temporaries, fsync_dir, prepare, replace, sync, write_all
 from crewfile.core.errors import NO_COMMAND, NOT_RUNNABLE, CrewfileError, SystemFailure
