@@ -235,7 +235,8 @@ def long_lived(b):
     away), against a new session. The query reads at most the last 1 MiB of
     the log, counted over its files together."""
     from crewfile.core.paths import Crew
-    from crewfile.session.sessions import Session, register, state
+    from crewfile.session.reader import state
+    from crewfile.session.sessions import Session, register
     from crewfile.session.verdict import Look
     crew = Crew(os.path.join(b.tmp, "views-long"))
     register(crew, "new").append("turn-started")

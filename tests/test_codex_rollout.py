@@ -17,7 +17,7 @@ import pytest
 from conftest import REPO, protocol_section, wait_for
 from crewfile.agents import codex, codexrollout, stop_record
 from crewfile.asides import aside
-from crewfile.core import kinds, logfile, records
+from crewfile.core import kinds, logfile, logwrite, records
 from crewfile.core.errors import SystemFailure
 from crewfile.core.records import parse_timestamp
 from crewfile.session import verdict
@@ -47,7 +47,7 @@ def codex_session(crew, name, path, turn_at=IN_FIRST, kind="crew"):
     """A Codex session whose newest record is `turn-started` at *turn_at*."""
     sess = register(crew, name, kind=kind)
     sess.update_meta(agent="codex", transcript_path=path)
-    logfile.append(sess.status_path, sess.lock_path,
+    logwrite.append(sess.status_path, sess.lock_path,
                    [records.format_line(turn_at, "captain", "FAIL: rate_limit_exceeded"),
                     records.format_line(turn_at, "turn-started")])
     return sess.reread()

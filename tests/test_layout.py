@@ -24,8 +24,8 @@ BUDGETED = {
     "crewfile.cli", "crewfile.cmd.crew_hook", "crewfile.cmd.crew_status",
     "crewfile.hooks.hook", "crewfile.agents.codex", "crewfile.agents.gemini",
     "crewfile.asides.captain", "crewfile.asides.evidence", "crewfile.session.sessions",
-    "crewfile.session.verdict", "crewfile.wake.inbox", "crewfile.views.glance",
-    "crewfile.core.jsonio", "crewfile.core.logfile", "crewfile.core.names",
+    "crewfile.session.verdict", "crewfile.views.glance",
+    "crewfile.core.jsonio", "crewfile.session.reader",
     "crewfile.core.paths",
 }
 # Optional or heavy dependencies, imported only where a flag needs them.
@@ -159,10 +159,10 @@ HOOK_CLOSURE = {
     "crewfile.agents.codex", "crewfile.agents.gemini", "crewfile.asides",
     "crewfile.asides.captain", "crewfile.asides.evidence", "crewfile.core",
     "crewfile.core.atomic", "crewfile.core.errors", "crewfile.core.jsonio",
-    "crewfile.core.kinds", "crewfile.core.locks", "crewfile.core.logfile",
+    "crewfile.core.kinds", "crewfile.core.locks", "crewfile.core.logfile", "crewfile.core.logwrite",
     "crewfile.core.names", "crewfile.core.paths", "crewfile.core.records",
     "crewfile.core.shapes", "crewfile.core.text", "crewfile.core.liveness",
-    "crewfile.session", "crewfile.session.liveness", "crewfile.session.sessions",
+    "crewfile.session", "crewfile.session.liveness", "crewfile.session.reader", "crewfile.session.sessions",
     "crewfile.wake", "crewfile.wake.inbox", "crewfile.wake.words",
 }
 
@@ -224,7 +224,7 @@ STATUS_CLOSURE = {
     "crewfile.core", "crewfile.core.errors", "crewfile.core.jsonio", "crewfile.core.kinds",
     "crewfile.core.liveness", "crewfile.core.logfile", "crewfile.core.names",
     "crewfile.core.paths", "crewfile.core.records", "crewfile.core.shapes",
-    "crewfile.core.text", "crewfile.session", "crewfile.session.sessions",
+    "crewfile.core.text", "crewfile.session", "crewfile.session.reader",
     "crewfile.session.tmuxseen", "crewfile.session.verdict", "crewfile.views",
     "crewfile.views.glance",
 }

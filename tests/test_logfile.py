@@ -11,7 +11,7 @@ import time
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from crewfile.core import logfile, records
+from crewfile.core import logfile, logwrite, records
 from crewfile.core.errors import SystemFailure
 
 LIB = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib")
@@ -26,10 +26,10 @@ def test_eight_writers_half_library_half_flock1_with_long_lines(tmp_path):
     log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
     long_text = "L" * 5000                      # over 4 KiB: beyond PIPE_BUF
     py = ("import sys; sys.path.insert(0, %r)\n"
-          "from crewfile.core import logfile, records\n"
+          "from crewfile.core import logwrite, records\n"
           "for i in range(2000):\n"
           "    t = (%r if i %% 7 == 0 else 'short') + ' w%%s-%%d' %% (sys.argv[1], i)\n"
-          "    logfile.append(%r, %r, [records.new_line('note', t)])\n") % (LIB, long_text, log, lock)
+          "    logwrite.append(%r, %r, [records.new_line('note', t)])\n") % (LIB, long_text, log, lock)
     # flock(1) on a descriptor: the documented lock path, one lock per line.
     sh = ('exec 9>"$2"; for i in $(seq 0 1999); do if [ $((i % 7)) = 0 ]; then t=' + long_text +
           '; else t=short; fi; flock 9; echo "2026-11-29T22:01:17.123Z note: $t s$1-$i" >> "$3";'
@@ -50,11 +50,11 @@ def test_eight_writers_half_library_half_flock1_with_long_lines(tmp_path):
 def test_sigkilled_writers_never_leave_a_torn_record(tmp_path):
     log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
     py = ("import sys; sys.path.insert(0, %r)\n"
-          "from crewfile.core import logfile, records\n"
+          "from crewfile.core import logwrite, records\n"
           "i = 0\n"
           "while True:\n"
           "    i += 1\n"
-          "    logfile.append(%r, %r, [records.new_line('note', 'k%%d:' %% i + 'x' * 16000)])\n"
+          "    logwrite.append(%r, %r, [records.new_line('note', 'k%%d:' %% i + 'x' * 16000)])\n"
           ) % (LIB, log, lock)
     rng = random.Random(7)
     seen_partial = 0
@@ -72,7 +72,7 @@ def test_sigkilled_writers_never_leave_a_torn_record(tmp_path):
         for w in writers:
             w.wait()
     # One more append after the kills: the file is all whole records again.
-    logfile.append(log, lock, [records.new_line("note", "after")])
+    logwrite.append(log, lock, [records.new_line("note", "after")])
     raw = lines_of(log)
     assert raw[-1] == b""
     recs = [records.parse(line) for line in raw[:-1]]
@@ -82,13 +82,13 @@ def test_sigkilled_writers_never_leave_a_torn_record(tmp_path):
 
 def test_dead_writers_fragment_is_cut_before_the_next_record(tmp_path):
     log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
-    logfile.append(log, lock, [records.new_line("idle")])
+    logwrite.append(log, lock, [records.new_line("idle")])
     with open(log, "ab") as f:
         f.write(b"2026-11-29T22:01:17.123Z note: cut off mid-wri")   # a killed writer
     stats = logfile.TailStats()
     assert [records.parse(l).kind for l in logfile.lines_backwards(log, stats)] == ["idle"]
     assert stats.partial == 1 and "partial" in stats.warning()
-    logfile.append(log, lock, [records.new_line("turn-ended")])
+    logwrite.append(log, lock, [records.new_line("turn-ended")])
     assert [records.parse(l).kind for l in lines_of(log)[:-1]] == ["idle", "turn-ended"]
 
 
@@ -183,15 +183,15 @@ def test_a_long_life_is_read_once_for_its_registration(tmp_path):
 def test_full_disk_leaves_no_half_record(tmp_path):
     """A write cut short by the file-size limit (as by a full disk) is undone."""
     log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
-    logfile.append(log, lock, [records.new_line("idle")])
+    logwrite.append(log, lock, [records.new_line("idle")])
     size = os.path.getsize(log)
     py = ("import sys, signal, resource; sys.path.insert(0, %r)\n"
           "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
           "resource.setrlimit(resource.RLIMIT_FSIZE, (%d, %d))\n"
-          "from crewfile.core import logfile, records\n"
+          "from crewfile.core import logwrite, records\n"
           "from crewfile.core.errors import SystemFailure\n"
           "try:\n"
-          "    logfile.append(%r, %r, [records.new_line('note', 'y' * 10000)])\n"
+          "    logwrite.append(%r, %r, [records.new_line('note', 'y' * 10000)])\n"
           "except SystemFailure as e:\n"
           "    print(e); sys.exit(111)\n") % (LIB, size + 4096, size + 4096, log, lock)
     proc = subprocess.run([sys.executable, "-c", py], capture_output=True, text=True)
@@ -218,10 +218,10 @@ def test_reader_skips_garbage_and_invalid_utf8_and_keeps_good_lines(tmp_path):
 def test_tail_reader_crosses_block_boundaries_and_huge_lines(tmp_path):
     log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
     want = [records.new_line("note", f"{i} " + "z" * (i * 37 % 9000)) for i in range(300)]
-    logfile.append(log, lock, want[:150])
+    logwrite.append(log, lock, want[:150])
     with open(log, "ab") as f:
         f.write(b"G" * (3 * logfile.BLOCK) + b"\n")         # an overlong garbage line
-    logfile.append(log, lock, want[150:])
+    logwrite.append(log, lock, want[150:])
     stats = logfile.TailStats()
     got = [r.line() for r in logfile.records_backwards([log], stats)]
     assert got[::-1] == want and stats.garbage == 1
@@ -234,7 +234,7 @@ def test_rotation_keeps_every_record_once(tmp_path, monkeypatch):
     log, lock = str(tmp_path / "status"), str(tmp_path / "lock")
     want = [records.new_line("note", f"{i} " + "r" * 1000) for i in range(100)]
     for line in want:
-        logfile.append(log, lock, [line], rotate=logfile.rotate_limits())
+        logwrite.append(log, lock, [line], rotate=logfile.rotate_limits())
     files = [logfile.rotated(log, i) for i in range(51)]
     assert os.path.exists(logfile.rotated(log, 3))
     assert all(os.path.getsize(f) <= records.MAX_LINE for f in files if os.path.exists(f))
@@ -248,7 +248,7 @@ def test_a_planted_symlink_is_not_followed(tmp_path):
     log = tmp_path / "status"
     os.symlink(target, log)
     with pytest.raises(SystemFailure):
-        logfile.append(str(log), str(tmp_path / "lock"), [records.new_line("idle")])
+        logwrite.append(str(log), str(tmp_path / "lock"), [records.new_line("idle")])
     assert target.read_text() == "precious\n"
 
 

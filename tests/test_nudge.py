@@ -12,7 +12,8 @@ from conftest import REPO, cmd, crash_and_respawn, make_due, spawn_fake, wait_fo
 from crewfile.nudges import nudge, schedules
 from crewfile.core.atomic import replace
 from crewfile.core.logfile import TailStats
-from crewfile.session.sessions import register, state
+from crewfile.session.reader import state
+from crewfile.session.sessions import register
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 LIB = os.path.join(REPO, "lib")

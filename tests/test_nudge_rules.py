@@ -7,7 +7,7 @@ import pytest
 from conftest import cmd
 from crewfile.nudges import nudge, schedules
 from crewfile.session import verdict
-from crewfile.core.names import current_user
+from crewfile.session.sessions import current_user
 from crewfile.core.errors import BadInput, NotFound, Refused
 from crewfile.session.sessions import register
 

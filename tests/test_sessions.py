@@ -11,7 +11,8 @@ import pytest
 from conftest import BIN, cmd
 from crewfile.core import liveness, records
 from crewfile.core.atomic import prepare, read_text, replace
-from crewfile.session.sessions import Session, register, state
+from crewfile.session.reader import state
+from crewfile.session.sessions import Session, register
 
 
 def status_lines(crew, name):

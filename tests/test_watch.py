@@ -12,7 +12,7 @@ import time
 import pytest
 
 from conftest import BIN, REPO, wait_for
-from crewfile.core import logfile, records
+from crewfile.core import logwrite, records
 from crewfile.core.paths import Crew
 from crewfile.session.sessions import Session, register
 from crewfile.wake.watch import Watcher
@@ -58,7 +58,7 @@ def step_until(w, pred, timeout=10):
 def at(crew, name, t, kind, text=""):
     """Append a record with an explicit time."""
     s = Session(crew, name)
-    logfile.append(s.status_path, s.lock_path, [records.format_line(records.timestamp(t), kind, text)])
+    logwrite.append(s.status_path, s.lock_path, [records.format_line(records.timestamp(t), kind, text)])
 
 
 # -- format and modes ----------------------------------------------------------

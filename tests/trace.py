@@ -25,7 +25,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "lib"))
 from crewfile.asides import reports  # noqa: E402
-from crewfile.core import logfile, paths, records  # noqa: E402
+from crewfile.core import logwrite, paths, records  # noqa: E402
 from crewfile.core.atomic import replace  # noqa: E402
 
 BASE = (time.time() // 86400 - 1) * 86400 + 8 * 3600     # yesterday, 08:00 UTC
@@ -69,7 +69,7 @@ class Trace:
             lines = [_delivered(crew, name, line) for line in lines]
             sdir = crew.ensure_sub(paths.SESSIONS, name)
             replace(os.path.join(sdir, paths.META), json.dumps(self.meta[name], indent=1) + "\n")
-            logfile.append(os.path.join(sdir, paths.STATUS), os.path.join(sdir, paths.LOCK), lines)
+            logwrite.append(os.path.join(sdir, paths.STATUS), os.path.join(sdir, paths.LOCK), lines)
         return self
 
 

@@ -8,6 +8,9 @@ the top of each file, but on the two paths with a start-up budget (the hook on
 every agent event, crew-status as tmux's status line): there a module imports
 inside a function what only some of its calls need, a comment naming the
 budget, and test_layout.py lists those modules and holds both closures.
+Where the status line reads, reading and writing are separate modules
+(core.logfile and core.logwrite, session.reader and session.sessions), so
+it loads no lock and no writer while every import stays at the top.
 
   floor 10 cmd/         one module per command: arguments in, one library call, exit code out
   floor 9  cli.py       the command runner: exceptions to exit codes, one line on stderr

@@ -8,7 +8,7 @@ import os
 import time
 
 from crewfile.agents import adapter_of
-from crewfile.core import logfile, paths, records
+from crewfile.core import logfile, logwrite, paths, records
 from crewfile.core.errors import NotFound, Refused
 from crewfile.core.kinds import GUARDED
 from crewfile.core.liveness import lineage
@@ -199,8 +199,8 @@ def record_act(sess, kind, text, evidence):
     if not sess.exists():
         raise NotFound(f"no session {sess.name!r} (register it with session-add)")
     with hold(sess.lock_path):
-        logfile.append_locked(acts_path(sess), [line.rstrip("\n") + "\t" + evidence + "\n"])
-        logfile.append_locked(sess.status_path, [line], rotate=logfile.rotate_limits())
+        logwrite.append_locked(acts_path(sess), [line.rstrip("\n") + "\t" + evidence + "\n"])
+        logwrite.append_locked(sess.status_path, [line], rotate=logfile.rotate_limits())
 
 
 def evidence_of(sess, rec):

@@ -5,7 +5,7 @@ from crewfile.core.errors import NotFound, PARTIAL, UsageError
 from crewfile.core.moments import parse_moment
 from crewfile.core.paths import Crew
 from crewfile.core.text import escape
-from crewfile.session.sessions import names
+from crewfile.session.reader import names
 from crewfile.views import timeline
 
 

@@ -6,7 +6,8 @@ from crewfile.core.errors import BadInput, UsageError
 from crewfile.core.paths import Crew
 from crewfile.core.text import escape
 from crewfile.session import fromregistry
-from crewfile.session.sessions import is_registered, record_agent, register
+from crewfile.session.reader import is_registered
+from crewfile.session.sessions import record_agent, register
 
 
 def run(args):

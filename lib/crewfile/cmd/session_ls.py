@@ -4,7 +4,8 @@ from crewfile.core.errors import CrewfileError, PARTIAL
 from crewfile.core.output import age_text, json_document, table
 from crewfile.core.paths import Crew
 from crewfile.core.text import escape
-from crewfile.session.sessions import Session, names, state
+from crewfile.session.reader import names, state
+from crewfile.session.sessions import Session
 from crewfile.session.verdict import AGENT_UNKNOWN, SERVER_UNKNOWN, Look
 
 

@@ -9,7 +9,8 @@ from crewfile.core.moments import parse_moment
 from crewfile.core.output import age_text
 from crewfile.core.paths import Crew
 from crewfile.core.text import escape
-from crewfile.session.sessions import Session, state
+from crewfile.session.reader import state
+from crewfile.session.sessions import Session
 
 
 def run(args):

@@ -1,12 +1,11 @@
-"""An append-only file of records: the one writer (protocol.md's "Appends" and
-"Rotation") and the one tail reader, backwards in blocks, so a query costs the
-same on a long log as on a new one."""
+"""An append-only file of records read: the one tail reader, backwards in
+blocks, so a query costs the same on a long log as on a new one, and the
+names rotation gives (logwrite.py appends and rotates: a reader such as the
+status line never loads a lock or a writer)."""
 import os
 
 from crewfile.core import jsonio, paths, records
-from crewfile.core.errors import SystemFailure
 
-_APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
 BLOCK = 65536
 SHARED = 64         # records a question of a state query parses before reading on alone (Backwards)
 DEFAULT_ROTATE_BYTES = 1 << 20
@@ -28,99 +27,6 @@ def rotate_limits():
 
 def rotated(path, i):
     return path if i == 0 else f"{path}.{i}"
-
-
-def _rotate(path, keep):
-    for i in range(keep - 1, -1, -1):
-        try:
-            os.rename(rotated(path, i), rotated(path, i + 1))
-        except FileNotFoundError:
-            pass
-
-
-def _data(lines):
-    return lines if isinstance(lines, bytes) else "".join(lines).encode("utf-8")
-
-
-def append(path, lock_path, lines, rotate=None):
-    """Append *lines* (records, each ending in a newline) under the lock;
-    rotate: (max_bytes, keep), or None."""
-    from crewfile.core.locks import acquire  # crew-status's budget: it never locks
-    with acquire(lock_path):
-        append_locked(path, lines, rotate)
-
-
-def append_locked(path, lines, rotate=None, sync=False):
-    """append() for a caller that already holds the file's lock. sync: fsync
-    before returning (a journal a restart believes)."""
-    from crewfile.core.atomic import write_all  # crew-status's budget: it never writes
-    data = _data(lines)
-    if not data:
-        return
-    try:
-        if rotate is not None:
-            try:
-                size = os.lstat(path).st_size
-            except FileNotFoundError:
-                size = 0
-            if size and size + len(data) > rotate[0]:
-                _rotate(path, rotate[1])
-        fd = paths.open_file(path, _APPEND_FLAGS)
-    except OSError as e:
-        raise SystemFailure(f"{path}: {e.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        before = _drop_fragment(fd, st.st_size)
-        try:
-            write_all(fd, data)
-        except OSError as e:
-            try:
-                os.ftruncate(fd, before)    # never leave half a record behind
-            except OSError:
-                pass
-            raise SystemFailure(f"cannot append to {path}: {e.strerror}") from None
-        if sync:
-            try:
-                os.fsync(fd)
-            except OSError as e:
-                raise SystemFailure(f"cannot sync {path}: {e.strerror}") from None
-    finally:
-        os.close(fd)
-
-
-def append_unlocked(path, lines):
-    """The one write of a writer that gave up waiting for the lock (protocol.md,
-    "Bounded waits"). Returns whether *path* still names the file written to
-    (asked while it is open, so its inode number cannot be reused meanwhile)."""
-    from crewfile.core.atomic import write_all  # crew-status's budget: it never writes
-    data = _data(lines)
-    try:
-        fd = paths.open_file(path, _APPEND_FLAGS)
-    except OSError as e:
-        raise SystemFailure(f"{path}: {e.strerror}") from None
-    try:
-        st = os.fstat(fd)
-        if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
-            data = b"\n" + data
-        write_all(fd, data)      # a part written stays a fragment: the next holder cuts it
-        try:
-            now = os.lstat(path)
-        except FileNotFoundError:
-            return False
-        return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
-    except OSError as e:
-        raise SystemFailure(f"cannot append to {path}: {e.strerror}") from None
-    finally:
-        os.close(fd)
-
-
-def _drop_fragment(fd, size):
-    """Cut a dead writer's unfinished last line (we hold the lock: nobody
-    else is writing it); return the new size."""
-    keep = lines_end(fd, size)
-    if keep != size:
-        os.ftruncate(fd, keep)
-    return keep
 
 
 def lines_end(fd, size, within=None):

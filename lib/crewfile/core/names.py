@@ -1,6 +1,5 @@
 """Validation of names that become path components (sessions, handles): they
 must never climb out of the crew directory or confuse a terminal."""
-import os
 
 from crewfile.core.errors import BadInput
 
@@ -32,18 +31,6 @@ def check_name(name, what="name"):
         raise BadInput(f"bad {what} '{name}': use letters, digits and . _ @ + -"
                        f" (not first: . -), no '/' or '..'")
     return name
-
-
-def current_user():
-    """$USER, else the password database's name for our uid (cron and `env -i`
-    leave $USER unset), else the uid as a number."""
-    if os.environ.get("USER"):
-        return os.environ["USER"]
-    import pwd  # crew-status's budget: only a registration without $USER asks
-    try:
-        return pwd.getpwuid(os.getuid()).pw_name
-    except KeyError:
-        return str(os.getuid())
 
 
 # The agent CLIs crewfile has an adapter for (crewfile.agents: one module each).

@@ -13,7 +13,7 @@ import sys
 import time
 
 from crewfile.background.jobs import signal_name
-from crewfile.core import jsonio, logfile, paths, records
+from crewfile.core import jsonio, logfile, logwrite, paths, records
 from crewfile.core.atomic import read_json, read_text, replace
 from crewfile.core.errors import CrewfileError, Refused, SystemFailure, reason
 from crewfile.core.liveness import stat
@@ -130,7 +130,7 @@ class Supervisor:
         if self.dropped:
             lines = [records.new_line("said", f"crew-up: {self.dropped} line(s) of this log lost"
                                               " while it could not be written")] + lines
-        logfile.append(self.files[LOG], self.files[LOG] + ".lock", lines,
+        logwrite.append(self.files[LOG], self.files[LOG] + ".lock", lines,
                        rotate=logfile.rotate_limits())
 
     def save_state(self):

@@ -13,7 +13,8 @@ from crewfile.crew import worktree as wt
 from crewfile.nudges.schedules import disarm_ended
 from crewfile.session import window
 from crewfile.session.delivery import typing_lock
-from crewfile.session.sessions import Session, state
+from crewfile.session.reader import state
+from crewfile.session.sessions import Session
 
 
 def _busy(st):

@@ -16,8 +16,8 @@ from crewfile.core.names import check_name
 from crewfile.crew import worktree as wt
 from crewfile.nudges import schedules
 from crewfile.session import delivery, verdict, window
-from crewfile.session.sessions import (
-    Session, names as all_names, register, register_again)
+from crewfile.session.reader import names as all_names
+from crewfile.session.sessions import Session, register, register_again
 from crewfile.session.verdict import Look, overlap, tree_of
 
 PROMPT_WAIT = 60.0        # seconds to wait for the agent's first idle prompt

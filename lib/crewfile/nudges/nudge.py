@@ -13,7 +13,8 @@ from crewfile.core.locks import acquire, holder
 from crewfile.core.text import escape
 from crewfile.nudges.schedules import due_in, load_all, matches, target_ids, update_stored
 from crewfile.session import delivery, verdict
-from crewfile.session.sessions import Session, names
+from crewfile.session.reader import names
+from crewfile.session.sessions import Session
 from crewfile.session.verdict import LIVE, NOT_LIVE, Answer, Look, overlap, tree_of
 
 DELIVERED, FAILED, REFUSED, DISARMED = "delivered", "failed", "refused", "disarmed"

@@ -12,7 +12,7 @@ from crewfile.core.errors import CrewfileError
 from crewfile.nudges.nudge import REFUSED, World, tick, tick_lock
 from crewfile.nudges.schedules import due_in, load_all
 from crewfile.session.delivery import ACCOUNT_BLOCKED, TRANSIENT
-from crewfile.session.sessions import names
+from crewfile.session.reader import names
 
 WATCH_POLL = 60.0          # --watch also ticks this often, as cron would
 WATCH_RETRY = 0.25         # ... and this soon after an event if a refusal may be transient,

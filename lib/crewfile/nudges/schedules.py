@@ -12,7 +12,7 @@ from crewfile.core.clocks import clock_now, elapsed
 from crewfile.core.durations import MAX_SECONDS
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound, Refused
 from crewfile.core.locks import acquire
-from crewfile.core.names import check_name, current_user
+from crewfile.core.names import check_name
 from crewfile.core.shapes import load
 from crewfile.session import delivery, sessions
 
@@ -105,7 +105,7 @@ def add(crew, every, message, session=None, session_key=None, agent_session_id=N
     if max_attempts is not None:
         max_attempts = _positive(max_attempts, "--max")
     delivery.check_text(message)
-    user = user or current_user()
+    user = user or sessions.current_user()
     if session:
         sess = sessions.Session(crew, session)
     else:

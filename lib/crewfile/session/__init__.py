@@ -5,7 +5,8 @@ behind it, and delivery, the one way crewfile types into a pane.
   fromregistry  Registering (or repairing) a session from the agent CLI's own registry.
   delivery  Typing text into a session's pane, safely: the one way crewfile speaks to an agent.
   prompt    Reading an agent's prompt line off its pane's screen.
-  sessions  Sessions: registration, metadata, status records and derived state.
+  reader    A session's files read: metadata, status log, the state a view shows (no lock, no write).
+  sessions  Sessions written: registration, the status log's and the metadata's one writer.
   tmux      Talking to tmux: a session's own server, else CREWFILE_TMUX's, else the current client's.
   tmuxseen  What one look at a tmux server found: its state, identity and panes.
   verdict   What a session is now: the one answer every command asks for.

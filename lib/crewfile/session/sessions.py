@@ -1,73 +1,22 @@
-"""Sessions: registration, metadata, status records and derived state
-(the directory sessions/NAME: docs/files/session-dir.md)."""
+"""Sessions written: registration, the status log's one writer and the
+metadata's, under the session lock (the directory sessions/NAME:
+docs/files/session-dir.md). Reading them is reader.py's."""
 import os
-import stat
-import time
+import pwd
 
-from crewfile.core import logfile, paths, records
+from crewfile.core import logfile, logwrite, paths, records
+from crewfile.core.atomic import fsync_dir, replace
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
-from crewfile.core.kinds import LIFECYCLE
-from crewfile.core.liveness import agent_of, alive, descends_from, process_start, started_at
-from crewfile.core.names import current_user, is_name
-from crewfile.core.shapes import load
-# The writers' modules (atomic, locks) are imported where a write happens:
-# crew-status, run by tmux every few seconds, only reads.
+from crewfile.core.liveness import agent_of, descends_from, process_start, started_at
+from crewfile.core.locks import LockBusy, hold
+from crewfile.session.reader import SessionReader, names, state
 
 KINDS = ("crew", "aside", "primary")
-STATE_SCAN_BYTES = 1 << 20     # how far back a state query looks, at most
 
 
-class Session:
-    """One registered session: its paths and metadata."""
-
-    def __init__(self, crew, name, meta=None):
-        """meta: its metadata when the caller has just read it (a tick reads all at once)."""
-        self.crew = crew
-        self.name = name
-        self.dir = crew.session_dir(name)
-        self.meta_path = os.path.join(self.dir, paths.META)
-        self.status_path = os.path.join(self.dir, paths.STATUS)
-        self.lock_path = os.path.join(self.dir, paths.LOCK)
-        self._meta = meta
-        self.at = None          # its directory, while opened(): every read is made in it
-        self.notes = []         # what its writes had to say (a lock's holder), to print
-
-    def opened(self):
-        """`with sess.opened():` a series of reads, each file opened by name in
-        its directory, the directories above checked once. NotFound if absent."""
-        try:
-            self.at = paths.open_dir(self.dir)
-        except FileNotFoundError:
-            raise NotFound(f"no session '{self.name}'") from None
-        return self
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        fd, self.at = self.at, None
-        os.close(fd)
-
-    @property
-    def meta(self):
-        if self._meta is None:
-            self._meta = load(self.meta_path, "meta", at=self.at)
-            if self._meta is None:
-                raise not_found(self.crew, self.name)
-        return self._meta
-
-    def reread(self):
-        """Forget the metadata read so far: the next use reads it afresh."""
-        self._meta = None
-        return self
-
-    def exists(self):
-        return os.path.lexists(self.meta_path)
-
-    def log_paths(self):
-        """The current status log, then its rotations, newest first."""
-        keep = logfile.rotate_limits()[1]
-        return [logfile.rotated(self.status_path, i) for i in range(keep + 1)]
+class Session(SessionReader):
+    """One registered session: what a reader sees, and the one writer of its
+    status log and metadata, under its lock."""
 
     def append(self, kind, text="", now=None):
         """Append one status record (the single writer of status logs)."""
@@ -76,70 +25,28 @@ class Session:
     def append_lines(self, lines):
         """Append under the session lock; False when the bound on lock waits ran
         out (appended without it, the holder named in self.notes)."""
-        from crewfile.core.locks import LockBusy, hold  # crew-status's budget: it never locks
         paths.check_dirs(self.dir, inclusive=True)      # not a planted link
         self.meta        # registered, and its meta usable: the same rule as every reader
         try:
             held = hold(self.lock_path)
         except LockBusy as e:
-            logfile.append_unlocked(self.status_path, lines)
+            logwrite.append_unlocked(self.status_path, lines)
             self.notes.append(f"{e}; appended to {self.status_path} without it, not rotated")
             return False
         with held:
-            logfile.append_locked(self.status_path, lines, rotate=logfile.rotate_limits())
+            logwrite.append_locked(self.status_path, lines, rotate=logfile.rotate_limits())
         return True
 
     def append_held(self, kind, text=""):
         """append() for a caller that already holds the session lock; returns the line."""
         line = records.new_line(kind, text)
-        logfile.append_locked(self.status_path, [line], rotate=logfile.rotate_limits())
+        logwrite.append_locked(self.status_path, [line], rotate=logfile.rotate_limits())
         return line
-
-    def last_records(self, n, stats):
-        return logfile.last_records(self.log_paths(), n, stats)
-
-    def scan(self, stats=None):
-        """One backwards read of the log for a state query (logfile.Backwards)."""
-        return logfile.Backwards(self.log_paths(), stats or logfile.TailStats(),
-                                 STATE_SCAN_BYTES, at=self.at)
-
-    def last_of(self, kinds, stats):
-        return self.scan(stats).last_of(kinds)
-
-    def backwards(self, stats=None):
-        """Its records, newest first, each file read back STATE_SCAN_BYTES at most."""
-        return logfile.records_backwards(self.log_paths(), stats or logfile.TailStats(),
-                                         STATE_SCAN_BYTES)
-
-    def newest_this_life(self, test):
-        """The newest record passing *test* since the newest `registered`
-        (the session's current life), or None."""
-        for rec in self.backwards():
-            if rec.kind == "registered":
-                return None
-            if test(rec):
-                return rec
-        return None
-
-    def ended(self, stats=None):
-        rec = self.last_of(LIFECYCLE, stats or logfile.TailStats())
-        return bool(rec and LIFECYCLE[rec.kind])
-
-    def recorded_agent(self, ancestor_of=None):
-        """The agent process its meta records, as (pid, start, alive); pid None
-        if none is recorded. With *ancestor_of* (a hook's pid), alive only if
-        it is that process or its ancestor: this agent, not an earlier one."""
-        pid, start = self.meta.get("pid"), self.meta.get("pid_start")
-        if not isinstance(pid, int):
-            return None, None, False
-        live = alive(pid, start) and (ancestor_of is None or descends_from(ancestor_of, pid))
-        return pid, start, live
 
     def update_meta(self, **fields):
         """Merge *fields* into the metadata under the session lock; return it.
         Lock still held past the bound: nothing written (a replace without the
         lock could undo the holder's change), the holder named in self.notes."""
-        from crewfile.core.locks import LockBusy, hold  # crew-status's budget: it never locks
         fields = {k: v for k, v in fields.items() if v is not None}
         try:
             held = hold(self.lock_path)
@@ -196,9 +103,20 @@ def agent_fields(pid, start=None):
             "pid_started_at": records.timestamp(started_at(start))}
 
 
+def current_user():
+    """$USER, else the password database's name for our uid (cron and `env -i`
+    leave $USER unset), else the uid as a number: who a registration or a
+    schedule records."""
+    if os.environ.get("USER"):
+        return os.environ["USER"]
+    try:
+        return pwd.getpwuid(os.getuid()).pw_name
+    except KeyError:
+        return str(os.getuid())
+
+
 def write_meta(path, meta):
     import json  # the hook's budget (re): only to register
-    from crewfile.core.atomic import replace  # crew-status's budget: it writes no meta
     replace(path, json.dumps(meta, indent=1, sort_keys=True) + "\n")
 
 
@@ -209,7 +127,6 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
     docs/commands/session-add.md. *new_life*: the agent's hook, which knows a
     new agent starts in that name (Claude Code's /clear ends and starts a
     session in one live process), so a live agent does not refuse it."""
-    from crewfile.core.locks import hold  # crew-status's budget: it never locks
     if kind not in KINDS:
         raise BadInput(f"bad kind '{kind}': one of {', '.join(KINDS)}")
     sess = Session(crew, name)
@@ -243,7 +160,6 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
 def record_agent(crew, name, pid):
     """Record the agent process of session NAME, which has none (session-add
     NAME --pid PID): a second agent is a new registration, once ended."""
-    from crewfile.core.locks import hold  # crew-status's budget: it never locks
     sess = Session(crew, name)
     fields = agent_fields(pid)
     with hold(sess.lock_path):
@@ -288,7 +204,6 @@ def archive(crew, name, force=False, look=None):
     """session-rm (docs/commands/session-rm.md); returns the archive path.
     Decided and moved under the session lock, so a writer already waiting
     for it appends to the archived log, never to a new session's."""
-    from crewfile.core.locks import hold  # crew-status's budget: it never locks
     sess = Session(crew, name)
     if not os.path.lexists(sess.dir):
         raise NotFound(f"no session '{name}'")
@@ -308,66 +223,9 @@ def archive(crew, name, force=False, look=None):
             os.rename(sess.dir, dest)
         except OSError as e:
             raise SystemFailure(f"cannot move {sess.dir} to {dest}: {e.strerror}") from None
-        from crewfile.core.atomic import fsync_dir  # crew-status's budget
         fsync_dir(parent)
         fsync_dir(crew.sub(paths.SESSIONS))
     return dest
-
-
-def names(crew):
-    """Registered session names, sorted (directories without meta are
-    skipped; an entry that cannot be told apart is kept: see is_registered)."""
-    try:
-        entries = paths.list_dir(crew.sub(paths.SESSIONS))
-    except FileNotFoundError:
-        return []
-    return sorted(name for name in entries if is_registered(crew, name))
-
-
-def not_found(crew, name):
-    """The NotFound for NAME, which no session has: a mistyped name is
-    offered the registered ones a typo away, not told to register the typo."""
-    try:
-        close = [other for other in names(crew) if _one_typo(name, other)][:3]
-    except (CrewfileError, OSError):
-        close = []          # the crew cannot be listed: said by whatever lists it
-    hint = ("did you mean " + " or ".join(repr(c) for c in close) + "?" if close
-            else "register it with session-add")
-    return NotFound(f"no session '{name}' ({hint})")
-
-
-def _one_typo(a, b):
-    """*a* and *b* differ by one typo: a character changed, added or dropped,
-    or two neighbours swapped."""
-    if a == b or abs(len(a) - len(b)) > 1:
-        return False
-    if len(a) == len(b):
-        diff = [i for i in range(len(a)) if a[i] != b[i]]
-        return len(diff) == 1 or (len(diff) == 2 and diff[1] == diff[0] + 1
-                                  and (a[diff[0]], a[diff[1]]) == (b[diff[1]], b[diff[0]]))
-    short, longer = sorted((a, b), key=len)
-    at = next((i for i in range(len(short)) if short[i] != longer[i]), len(short))
-    return short[at:] == longer[at + 1:]
-
-
-def is_registered(crew, name, is_dir=None):
-    """NAME's directory holds a meta, or its entry cannot be told apart (a
-    link, a file, a directory we cannot search): kept, so that every reader
-    refuses it aloud and nudge-tick holds, not disarms, a schedule for it.
-    is_dir: True when a listing's d_type said a directory (not a link): no
-    lstat(2) asks it again (paths.list_dir(kinds=True))."""
-    if not is_name(name):
-        return False
-    entry = os.path.join(crew.sub(paths.SESSIONS), name)
-    try:
-        if is_dir is not True and not stat.S_ISDIR(os.lstat(entry).st_mode):
-            return True
-        os.lstat(os.path.join(entry, paths.META))
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def find(crew, agent_session_id=None, session_key=None):
@@ -383,43 +241,3 @@ def find(crew, agent_session_id=None, session_key=None):
     return None
 
 
-def state(sess, look=None, now=None, recs=None):
-    """The session's current state as a dict (what status-show and session-ls
-    print); recs: a scan() of its log the caller shares, so it is read once."""
-    from crewfile.session import verdict  # the hook's budget (tmux)
-    recs = recs or sess.scan()
-    last = recs.last()
-    v = verdict.of(sess, look, recs.stats, recs)
-    return state_of(sess, v, last, recs.stats.warning(), now)
-
-
-def state_of(sess, v, last, warning="", now=None):
-    """state()'s dict from its parts (crew-top probes liveness anew, records not reread)."""
-    from crewfile.session import verdict  # the hook's budget (tmux)
-    now = time.time() if now is None else now
-    meta = sess.meta
-    return {
-        "name": sess.name,
-        "kind": meta.get("kind", "crew"),
-        "exempt": bool(meta.get("exempt")),
-        "last": last.line().rstrip("\n") if last else None,
-        "last_kind": last.kind if last else None,
-        "last_text": last.text if last else None,
-        "age": (now - last.time) if last else None,
-        "live": LIVE_WORD[v.live],
-        "why": v.why.code if v.why else None,
-        "why_detail": v.why.detail if v.why else None,
-        "stopped": v.stopped,
-        "foreground": v.foreground,
-        "generating": v.generating,
-        "waiting": v.dialog == verdict.YES,
-        "ended": v.ended,
-        "cwd": meta.get("cwd"),
-        "tmux": meta.get("tmux"),
-        "tmux_socket": meta.get("tmux_socket"),
-        "pid": meta.get("pid"),
-        "warning": warning,
-    }
-
-
-LIVE_WORD = {"live": "yes", "not-live": "no", "unknown": "unknown"}

@@ -22,10 +22,10 @@ Ended sessions are left out (ENDED, for a view that lists them).
 import os
 
 from crewfile.core import paths
-from crewfile.core.errors import CrewfileError, failure_line, reason
+from crewfile.core.errors import CrewfileError, reason
 from crewfile.core.kinds import BLOCKERS, KEEPS_PAUSE, MOVES_ON
 from crewfile.core.names import is_name
-from crewfile.session.sessions import Session, is_registered, state_of
+from crewfile.session.reader import SessionReader, is_registered, state_of
 from crewfile.session.verdict import not_yet_known, of, relive
 
 DAMAGED, LOST, DIALOG, BLOCKED, PAUSED = "damaged", "lost", "dialog", "blocked", "paused"
@@ -114,7 +114,7 @@ def entry(crew, name, is_dir=None):
 def row(crew, name, look, now=None, also=None):
     """The Row of session NAME (DAMAGED when its files cannot be used).
     also(sess): more to read while its directory is open (Row.also)."""
-    sess = Session(crew, name)
+    sess = SessionReader(crew, name)
     try:
         with sess.opened():
             recs = sess.scan()

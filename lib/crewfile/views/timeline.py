@@ -11,7 +11,7 @@ from crewfile.core import logfile, records
 from crewfile.core.errors import CrewfileError
 from crewfile.core.kinds import BLOCKERS, KEEPS_PAUSE, MOVES_ON
 from crewfile.core.text import escape
-from crewfile.session import sessions
+from crewfile.session import reader, sessions
 from crewfile.wake import inbox
 
 # span kinds, drawn as bars: kind -> (colour, legend)
@@ -90,7 +90,7 @@ def build(crew, names=None, since=None, until=None):
     session), clipped to [since, until]; problems: lines naming what could
     not be read (the rest is drawn)."""
     problems, raw = [], []
-    for name in names or sessions.names(crew):
+    for name in names or reader.names(crew):
         sess = sessions.Session(crew, name)
         stats = logfile.TailStats()
         try:

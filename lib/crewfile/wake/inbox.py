@@ -6,7 +6,8 @@ twice but is never lost: docs/files/inbox.md.
 import os
 import time
 
-from crewfile.core import logfile, paths, records
+from crewfile.core import logfile, logwrite, paths, records
+from crewfile.core.atomic import replace
 from crewfile.core.errors import CrewfileError, NotFound
 from crewfile.core.locks import LockBusy, hold
 from crewfile.core.text import ascii_int
@@ -61,13 +62,13 @@ def post_many(crew, name, notices, notes=None):
     except LockBusy as e:
         # Each time round, a drain renamed the inbox after we opened it:
         # that takes the lock, so the loop ends once the drains do.
-        while not logfile.append_unlocked(inbox, lines):
+        while not logwrite.append_unlocked(inbox, lines):
             pass
         if notes is not None:
             notes.append(f"{e}; posted to {inbox} without it")
         return out
     with held:
-        logfile.append_locked(inbox, lines)
+        logwrite.append_locked(inbox, lines)
     return out
 
 
@@ -132,7 +133,7 @@ def _gather(inbox):
             pass
         if not os.path.lexists(moving):
             return taking
-    logfile.append_locked(taking, _whole_lines(moving))
+    logwrite.append_locked(taking, _whole_lines(moving))
     os.unlink(moving)
     return taking
 
@@ -170,11 +171,10 @@ def drain_part(crew, name, take=None, offer_to=None):
         if offer_to is not None and k:
             # Before inbox.read: a crash between the two repeats a notice, never loses it.
             _offer(os.path.join(os.path.dirname(inbox), paths.OFFERED), offer_to(), raws[:k])
-        logfile.append_locked(read, raws[:k], rotate=logfile.rotate_limits())
+        logwrite.append_locked(read, raws[:k], rotate=logfile.rotate_limits())
         if k == len(notices):
             os.unlink(taking)
         else:
-            from crewfile.core.atomic import replace  # the hook's budget: only when notices move
             replace(taking, "".join(raws[k:]))
     return notices[:k], notices[k:], garbage
 
@@ -186,7 +186,6 @@ TRANSCRIPT_TAIL = 8 << 20   # bytes of an agent's transcript searched for offere
 def _offer(path, life, raws):
     """Record *raws* (whole notice lines) as offered to *life*, with any
     still recorded there (the same hand-over's earlier part), atomically."""
-    from crewfile.core.atomic import replace  # the hook's budget: only when notices move
     pid, start, transcript = life
     old = _read_offered(path)
     head = " ".join([OFFERED_HEAD, "-" if pid is None else str(pid),
@@ -226,7 +225,6 @@ def settle(crew, name, went_on):
     path = os.path.join(crew.session_dir(name), paths.OFFERED)
     if not os.path.lexists(path):
         return 0
-    from crewfile.core.atomic import replace  # the hook's budget: only when notices move
     inbox, _read, lock = _paths(crew, name)
     with hold(lock):
         got = _read_offered(path)
@@ -269,7 +267,6 @@ def withdraw(crew, name, nid, timeout=None):
     """Take notice *nid* back out of NAME's inbox if it is still pending;
     True if it was (and is now gone for good), False if it was drained (or
     never there). Under the session lock (LockBusy after *timeout* s)."""
-    from crewfile.core.atomic import replace  # the hook's budget: only when notices move
     inbox, _read, lock = _paths(crew, name)
     with hold(lock, timeout):
         taking = _gather(inbox)

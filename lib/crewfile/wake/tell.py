@@ -10,7 +10,7 @@ import signal
 import subprocess
 import time
 
-from crewfile.core import logfile
+from crewfile.core import logwrite
 from crewfile.core.atomic import replace, write_all
 from crewfile.core.errors import BadInput, CrewfileError, SystemFailure
 from crewfile.core.kinds import CAPTAINS, MOVES_ON
@@ -123,7 +123,7 @@ class Journal:
     def record(self, line):
         """Append *line*, fsynced (no file: nothing), under the cursor's lock."""
         if self.path is not None:
-            logfile.append_locked(self.path, [line + "\n"], sync=True)
+            logwrite.append_locked(self.path, [line + "\n"], sync=True)
 
 
 class Event:
