@@ -36,22 +36,24 @@ def _look(panes):
 
 
 def crew_tokens(crew, rows):
-    """Tokens used by the crew's agents (each transcript once), or None when
-    no session names a transcript that can be read."""
+    """Tokens used by the crew's agents (each transcript once), as the line
+    shows them, or None when no session names a transcript that can be read."""
     paths = {p for r in rows if r.sess is not None
              for p in (r.sess.meta.get("transcript_path"),) if isinstance(p, str) and p}
     if not paths:
         return None
-    from crewfile.views.tokens import Cache, session_used  # the status line's budget: only with a transcript
+    # The status line's budget: the tokens view costs a fifth of it, and a
+    # crew whose agents record no transcript never needs it.
+    from crewfile.views.tokens import Cache, session_used, short
     cache = Cache(crew)
     found = [u for u in (session_used(p, cache.tally) for p in sorted(paths)) if u is not None]
     cache.save()
-    return sum(u.total for u in found) if found else None
+    return short(sum(u.total for u in found)) if found else None
 
 
 def line(rows, wakes, bad_inbox, more=False, tmux=False, used=None):
     """The segment's text for *rows*, *wakes* pending (*more*: at least that
-    many) and the tokens *used*."""
+    many) and the tokens *used* (crew_tokens' text)."""
     if not rows:
         return "crew: empty"
     words = [r.word for r in rows]         # ORDER: every word but ENDED
@@ -59,8 +61,7 @@ def line(rows, wakes, bad_inbox, more=False, tmux=False, used=None):
     if wakes or bad_inbox:
         parts.append(("wakes", f"{wakes}{'+' if more else ''}{'?' if bad_inbox else ''}"))
     if used is not None:
-        from crewfile.views.tokens import short  # its budget
-        parts.append(("tok", short(used)))
+        parts.append(("tok", used))
     if not any(w != "tok" for w, _ in parts):
         return " ".join(["crew: all ended"] + [f"{k} tok" for _, k in parts])
     return " ".join(f"#[fg={COLOUR[w]}]{k} {w}#[default]" if tmux else f"{k} {w}"

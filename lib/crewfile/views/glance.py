@@ -147,7 +147,7 @@ def wakes_pending(crew, rows_):
     for row in rows_:
         if row.state is None or row.state["ended"] or row.state["kind"] != "primary":
             continue
-        from crewfile.wake.inbox import count        # here: a crew without a primary never loads it
+        from crewfile.wake.inbox import count  # the status line's budget: a crew without a primary never loads it
         try:
             n, beyond = count(crew, row.name, "wake")
         except CrewfileError:
