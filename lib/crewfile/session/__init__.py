@@ -4,7 +4,8 @@ behind it, and delivery, the one way crewfile types into a pane.
 
   fromregistry  Registering (or repairing) a session from the agent CLI's own registry.
   delivery  Typing text into a session's pane, safely: the one way crewfile speaks to an agent.
-  prompt    Reading an agent's prompt line off its pane's screen.
+  prompt    Reading an agent's prompt line off its pane's screen, and the captain check
+            (captain_at: a key pressed in the pane's window, or a draft on that line).
   sessions  Sessions: registration, metadata, status records and derived state.
   tmux      Talking to tmux: a session's own server, else CREWFILE_TMUX's, else the current client's.
   tmuxseen  What one look at a tmux server found: its state, identity and panes.

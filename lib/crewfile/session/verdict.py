@@ -10,7 +10,7 @@ import os
 import time
 
 from crewfile.core import liveness as procs
-from crewfile.core.errors import BadInput, SystemFailure
+from crewfile.core.errors import BadInput
 from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
 from crewfile.core.liveness import started_at
 from crewfile.core.records import is_timestamp, parse_timestamp
@@ -71,7 +71,7 @@ class Look:
 
     def __init__(self, listed=None, registry=True):
         self._servers = {}
-        self._clients = {}
+        self.clients = {}       # socket -> its tmux clients (prompt.last_key fills it)
         self._listed = listed
         self.registry = registry
 
@@ -83,13 +83,6 @@ class Look:
             from crewfile.session.tmux import Server  # crew-status's budget (subprocess)
             self._servers[socket] = Server(socket)
         return self._servers[socket]
-
-    def last_key(self, pane, socket):
-        """Epoch seconds of the newest key press by a client looking at *pane*, or None."""
-        if socket not in self._clients:
-            from crewfile.session.tmux import clients  # crew-status's budget (subprocess)
-            self._clients[socket] = clients(socket)
-        return max((t for t, p in self._clients[socket] if p == pane), default=None)
 
 
 class Life:
@@ -378,42 +371,6 @@ def foreground(agent, pane_pid):
     if term is None or term.tpgid <= 0:
         return UNKNOWN
     return YES if term.tpgid == agent.pgrp else NO
-
-
-def captain_at(pane, socket, within=None, since=None, meta=None, look=None, now=None,
-               typed=None):
-    """Is the captain at *pane* now? (YES/NO/UNKNOWN, Answer or None): a key
-    pressed in the last *within* seconds (or since epoch *since*), or a draft
-    on the prompt line (with *typed*, crewfile's own text just typed: anything
-    but it). send-keys does not move client_activity, so crewfile's own typing
-    never counts. *meta*: the session's, for its prompt markers."""
-    # crew-status's budget
-    from crewfile.session.prompt import capture, markers_of, placeholder_of, prompt_tail, shows_typed
-    look = look or Look()
-    now = time.time() if now is None else now
-    key = look.last_key(pane, socket)
-    if key is not None:
-        ago = max(0, int(now - key))
-        if (within is not None and now - key < within) or (since is not None and key >= int(since)):
-            return YES, Answer(CAPTAIN, f"a key was pressed in its window {ago}s ago")
-    try:
-        screen = capture(pane, socket, placeholder_of(meta))
-    except SystemFailure as e:
-        return UNKNOWN, Answer(TMUX_UNKNOWN, str(e))
-    markers = markers_of(meta)
-    found = prompt_tail(screen, markers)
-    if found is None:
-        return UNKNOWN, Answer(NO_PROMPT, "no prompt line on the screen")
-    if typed is not None and not shows_typed(screen, typed, markers):
-        return YES, Answer(DRAFT, "the prompt line holds more than the typed text")
-    if typed is None and found[0]:
-        return YES, Answer(DRAFT, f"the prompt line holds {found[0][:40]!r}")
-    return NO, None
-
-
-CAPTAIN = "captain-typing"
-DRAFT = "draft"
-NO_PROMPT = "no-prompt"
 
 
 def tree_of(cwd):
