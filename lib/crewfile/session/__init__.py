@@ -4,6 +4,7 @@ behind it, and delivery, the one way crewfile types into a pane.
 
   fromregistry  Registering (or repairing) a session from the agent CLI's own registry.
   delivery  Typing text into a session's pane, safely: the one way crewfile speaks to an agent.
+  ownloop   The session's own voice: Claude Code's own cron jobs and /goal, armed or not.
   prompt    Reading an agent's prompt line off its pane's screen, and the captain check
             (captain_at: a key pressed in the pane's window, or a draft on that line).
   sessions  Sessions: registration, metadata, status records and derived state.

@@ -4,17 +4,19 @@ The rules are protocol.md's, Derived state (the agent CLI's registry, which
 may only withhold: docs/files/agent-registry.md). A live pane is not a live
 conversation. A fact that cannot be had is UNKNOWN, never NO, and unknown is
 refused like busy. Reasons are Answer(code, detail): the code to decide by,
-the detail for people; nothing parses the detail.
+the detail for people; nothing parses the detail. The probes beyond the
+verdict live where their imports do: the captain check (prompt.captain_at,
+a pane's screen and keys) and the session's own loop (ownloop, the agent's
+own schedules), so crew-status, which loads this, loads neither.
 """
 import os
 import time
 
 from crewfile.core import liveness as procs
 from crewfile.core.errors import BadInput
-from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
+from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, TURN_STATE
 from crewfile.core.liveness import started_at
 from crewfile.core.records import is_timestamp, parse_timestamp
-from crewfile.core.text import ascii_int
 
 # liveness
 LIVE, NOT_LIVE, UNKNOWN = "live", "not-live", "unknown"
@@ -38,9 +40,6 @@ REGISTRY_DISAGREES = "registry-disagrees"  # the agent CLI's registry says other
 # why crewfile holds its typing on a live session
 ACCOUNT_BLOCKED = "account-blocked"    # the account stopped its turn; the block stands
 STARTING = "starting"                  # its process is newer than its newest `started`
-# why crewfile holds its own voice (a nudge) on a live session
-OWN_LOOP = "own-loop"                  # the session's own cron jobs or /goal are armed
-OWN_LOOP_MAX_AGE = 30 * 86400          # seconds: the CLI expires a recurring job by then
 
 
 class Answer:
@@ -205,49 +204,6 @@ def account_block(rec, now=None):
     said = f" ({message[:200]})" if message else ""
     return Answer(ACCOUNT_BLOCKED, f"the account stopped its turn: {error}{said}; crewfile"
                                    f" types nothing into it {lifts}")
-
-
-def own_jobs(sess, recs=None, now=None):
-    """(crons record text, durable claudecron.Jobs, goal, problem): what of
-    the session's own loop is armed at epoch *now*; problem: why its
-    scheduled_tasks.json is not believed (then it gives none)."""
-    # Here, not at the top: crew-status, on tmux's status line, loads this
-    # module and never asks this question.
-    from crewfile.agents.claudecron import armed_goal, durable_jobs  # crew-status's budget
-    now = time.time() if now is None else now
-    recs = recs or sess.scan()
-    rec = recs.last_of(NATIVE_STATE)
-    crons = None
-    if rec is not None and rec.kind == "crons" and parse_timestamp(rec.ts) > now - OWN_LOOP_MAX_AGE:
-        crons = rec.text
-    durable, problem = durable_jobs(sess.meta.get("cwd"), now)
-    return crons, durable, armed_goal(sess.meta.get("transcript_path")), problem
-
-
-def own_count(crons, durable, goal=None):
-    """How many of the session's own jobs (and goal) own_jobs found armed."""
-    head = (crons or "").split(" ", 1)[0]
-    listed = ascii_int(head)
-    if listed is None:
-        listed = 1 if crons else 0      # a listing of unknown size counts one
-    return listed + len(durable) + bool(goal)
-
-
-def own_loop(sess, recs=None, now=None):
-    """(Answer(OWN_LOOP, ...) or None, problem or None): is the session's own
-    loop armed at epoch *now*? problem: why its scheduled_tasks.json is not
-    believed (then it holds nothing), for the caller to say once."""
-    crons, jobs, goal, problem = own_jobs(sess, recs, now)
-    parts = [crons] if crons else []
-    if jobs:
-        named = "; ".join(f"{j.id[:16]} {j.cron[:40]}: {j.prompt[:60]}" for j in jobs[:3])
-        s = "s" if len(jobs) != 1 else ""
-        parts.append(f"{len(jobs)} durable cron{s} ({named}{'; ...' if len(jobs) > 3 else ''})")
-    if goal:
-        parts.append(f"a goal ({goal[:80]})")
-    if not parts:
-        return None, problem
-    return Answer(OWN_LOOP, "the session's own loop is armed: " + "; ".join(parts)), problem
 
 
 def adapter(sess):
