@@ -12,6 +12,7 @@ own schedules), so crew-status, which loads this, loads neither.
 import os
 import time
 
+from crewfile.agents import adapter_of, registry
 from crewfile.core import liveness as procs
 from crewfile.core.errors import BadInput
 from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, TURN_STATE
@@ -208,7 +209,6 @@ def account_block(rec, now=None):
 
 def adapter(sess):
     """The session's agent adapter (crewfile.agents), or None for a name it does not know."""
-    from crewfile.agents import adapter_of  # crew-status's budget: asked of a session maybe starting
     try:
         return adapter_of(sess.meta)
     except BadInput:
@@ -305,7 +305,6 @@ def _probe(v, meta, look):
 def _cross_check(found, meta):
     """*found* (LIVE), or UNKNOWN when the agent CLI's registry entry for its
     process disagrees (meta `agent_registry`, else this environment's registry)."""
-    from crewfile.agents import registry     # crew-status's budget: it does not look
     where = meta.get("agent_registry") or registry.directory()
     pane = found.pane.id if found.pane else None
     try:
