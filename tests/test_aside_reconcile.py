@@ -1,5 +1,5 @@
 """An aside is never torn down while the captain is in the middle of a reply:
-aside-reconcile asks the one captain check (verdict.captain_at) first, and
+aside-reconcile asks the one captain check (prompt.captain_at) first, and
 --wait reconciles once the window is quiet, or stops when the captain sends
 the draft. Real tmux; the fake agent with Claude Code's `❯` prompt; the
 captain concluding at a real client attached through a pseudo-terminal,

@@ -172,7 +172,7 @@ def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle
     only a placeholder (`› Ask Codex to do anything`, drawn dim: observed),
     which is no draft, so a nudge is typed and taken as a new turn. Text the
     captain typed (plain, not dim) is a draft: refused."""
-    from crewfile.session.verdict import DRAFT
+    from crewfile.session.prompt import DRAFT
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx1"
     # The one start through the review, as a user's first: the others start

@@ -274,7 +274,7 @@ def test_an_interactive_gemini_pane_refused_while_generating_typed_into_when_idl
     prompt `> ...` above it), which is no draft, so a nudge is typed and taken
     as a new turn. Text the captain typed (colour 231) is a draft: refused."""
     from crewfile.session import delivery
-    from crewfile.session.verdict import DRAFT
+    from crewfile.session.prompt import DRAFT
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
                                    "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "gm1"

@@ -217,10 +217,13 @@ def test_job_wait_leaves_shutil_out(tmp_path):
 # What crew-status may load as tmux's status line runs it (--tmux --panes),
 # live sessions in panes (DESIGN.md, "Budgets": within 1.2x of `python -c
 # pass`): the verdict's probe of the list handed in and the records, not the
-# agent CLIs' adapters or registry (which can only make a live session
-# unknown: no word of the line tells it from live), tmux, locks or writers.
+# agent CLIs' adapters nor a read of their registry (which can only make a
+# live session unknown: no word of the line tells it from live), tmux, locks
+# or writers. The verdict imports the agents package and its registry reader
+# at its top: two small modules over core ones the line loads anyway.
 STATUS_CLOSURE = {
-    "crewfile", "crewfile.cli", "crewfile.cmd", "crewfile.cmd.crew_status",
+    "crewfile", "crewfile.agents", "crewfile.agents.registry",
+    "crewfile.cli", "crewfile.cmd", "crewfile.cmd.crew_status",
     "crewfile.core", "crewfile.core.errors", "crewfile.core.jsonio", "crewfile.core.kinds",
     "crewfile.core.liveness", "crewfile.core.logfile", "crewfile.core.names",
     "crewfile.core.paths", "crewfile.core.records", "crewfile.core.shapes",

@@ -1,6 +1,6 @@
 """A session's own schedules without the CLI: the hook's `crons` record from a
 Stop payload, the reader of .claude/scheduled_tasks.json (a damaged file is
-not believed, said once, holds nothing), the verdict's own_loop rule and
+not believed, said once, holds nothing), ownloop's own_loop rule and
 nudge-tick's hold (tests/test_native_schedules_e2e.py runs the real CLI)."""
 import json
 import os
@@ -14,7 +14,7 @@ from conftest import cmd
 from crewfile.agents import claudecron
 from crewfile.core import logfile
 from crewfile.nudges import nudge, schedules
-from crewfile.session import verdict
+from crewfile.session import ownloop, verdict
 from crewfile.session.sessions import Session, register
 
 SID = "5683c0de-0000-4000-8000-0000000000c1"
@@ -184,14 +184,14 @@ def test_a_crons_record_holds_the_nudge_once_said_until_a_stop_lists_none(crew, 
     sess.append("turn-ended")
     sess.append("crons", "1 cron (c1 7 3 * * *: check the build)")
     why = "the session's own loop is armed: 1 cron (c1 7 3 * * *: check the build)"
-    assert verdict.own_loop(sess) == (verdict.Answer(verdict.OWN_LOOP, why), None)
+    assert ownloop.own_loop(sess) == (verdict.Answer(ownloop.OWN_LOOP, why), None)
     tick()
     tick()
     assert sent == []
     assert nudge_recs(crew) == [("nudge-refused", f"{sid} own-loop: {why}")]   # said once
     sess.append("turn-started")
     sess.append("turn-ended")                          # the next Stop listed none
-    assert verdict.own_loop(sess) == (None, None)
+    assert ownloop.own_loop(sess) == (None, None)
     tick()
     assert sent == ["go"]
 
@@ -201,14 +201,14 @@ def test_a_new_life_or_an_end_disarms_the_session_only_jobs(crew, setup, kind):
     sess = setup[0]
     sess.append("crons", "1 cron (c1 7 3 * * *: x)")
     sess.append(kind)
-    assert verdict.own_loop(sess) == (None, None)
+    assert ownloop.own_loop(sess) == (None, None)
 
 
 def test_a_crons_record_older_than_thirty_days_holds_nothing(crew, setup):
     sess = setup[0]
     sess.append("crons", "1 cron (c1 7 3 * * *: x)", now=time.time() - 30 * DAY - 5)
-    assert verdict.own_loop(sess) == (None, None)
-    assert verdict.own_loop(sess, now=time.time() - 10 * DAY)[0].code == verdict.OWN_LOOP
+    assert ownloop.own_loop(sess) == (None, None)
+    assert ownloop.own_loop(sess, now=time.time() - 10 * DAY)[0].code == ownloop.OWN_LOOP
 
 
 def test_a_durable_job_in_the_sessions_directory_holds_the_nudge(crew, setup):
@@ -216,7 +216,7 @@ def test_a_durable_job_in_the_sessions_directory_holds_the_nudge(crew, setup):
     now = time.time()
     write_tasks(project, {"tasks": [task("d1", created=now), task("d2", created=now, prompt="p2")]})
     sess.append("crons", "1 cron (c1 7 3 * * *: x)")
-    loop, problem = verdict.own_loop(sess)
+    loop, problem = ownloop.own_loop(sess)
     assert problem is None
     assert loop.detail == ("the session's own loop is armed: 1 cron (c1 7 3 * * *: x);"
                            " 2 durable crons (d1 9 4 * * *: durable job; d2 9 4 * * *: p2)")
@@ -360,6 +360,6 @@ def test_the_stand_in_loads_the_cron_tools_then_calls_them(tmp_path):
 def test_a_crons_count_that_is_no_ascii_number_counts_as_one_listing():
     """A damaged `crons` record whose first word is a digit int() refuses
     ('²') counts as a listing of unknown size (1), as any other text does."""
-    assert verdict.own_count("\u00b2 jobs", []) == 1
-    assert verdict.own_count("9" * 5000 + " jobs", []) == 1    # past int()'s 4,300 digits
-    assert verdict.own_count("3 jobs", []) == 3
+    assert ownloop.own_count("\u00b2 jobs", []) == 1
+    assert ownloop.own_count("9" * 5000 + " jobs", []) == 1    # past int()'s 4,300 digits
+    assert ownloop.own_count("3 jobs", []) == 3

@@ -34,7 +34,7 @@ from claude_harness import crew_rig as harness_crew_rig
 from claude_harness import (BUSY_RE, READY_RE, REPO, kinds, make_rig, recorded_turn, records,
                             require_real_claude, start_registered, stop_payloads, user_texts,
                             watched)
-from crewfile.session import verdict
+from crewfile.session import ownloop
 from crewfile.session.sessions import Session
 
 NUDGE = "NUDGE-MARK-7714 carry on with the plan"
@@ -102,7 +102,7 @@ def test_a_session_cron_holds_a_crewfile_nudge_until_it_is_deleted(crew, tmux, t
         got = records(crew, "w1")
         assert got[-2:] == [("turn-ended", ""), ("crons", f"1 cron ({job} {expr}: check the build)")]
         sess = Session(crew, "w1")
-        loop, problem = verdict.own_loop(sess)
+        loop, problem = ownloop.own_loop(sess)
         assert (str(loop), problem) == (
             f"own-loop: the session's own loop is armed: 1 cron ({job} {expr}: check the build)",
             None)
@@ -111,7 +111,7 @@ def test_a_session_cron_holds_a_crewfile_nudge_until_it_is_deleted(crew, tmux, t
                                        f" check the build)",
                        lambda: recorded_turn(rig, crew, "w1", "drop the cron", [f"UNCRON: {job}"]))
         assert stop_payloads(rig)[-1]["session_crons"] == []
-        assert verdict.own_loop(sess) == (None, None)
+        assert ownloop.own_loop(sess) == (None, None)
 
 
 def test_a_durable_cron_in_scheduled_tasks_json_holds_a_nudge_too(crew, tmux, tmp_path):
@@ -152,13 +152,13 @@ def test_an_armed_goal_holds_a_nudge_until_it_is_cleared(crew, tmux, tmp_path):
         wait_for(lambda: (len(stop_payloads(rig)) > stops and kinds(crew, "w1")[-1] == "turn-ended"
                           and idle_with_goal(rig.screen())), timeout=90,
                  what="the goal's turns ended, the goal still armed")
-        assert str(verdict.own_loop(sess)[0]) == ("own-loop: the session's own loop is armed:"
+        assert str(ownloop.own_loop(sess)[0]) == ("own-loop: the session's own loop is armed:"
                                                  " a goal (the file done.txt exists)")
         sid = add_due_nudge(crew)
 
         def clear():
             rig.send("/goal clear")
-            wait_for(lambda: verdict.own_loop(sess) == (None, None), timeout=30,
+            wait_for(lambda: ownloop.own_loop(sess) == (None, None), timeout=30,
                      what="the goal cleared in the transcript")
         held_then_sent(rig, crew, sid, "the session's own loop is armed: a goal (the file"
                                        " done.txt exists)", clear)

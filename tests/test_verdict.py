@@ -16,6 +16,7 @@ import pytest
 
 from conftest import BIN, REPO, cmd, wait_for
 from crewfile.session import delivery, verdict
+from crewfile.session.prompt import DRAFT, captain_at
 from crewfile.nudges import nudge, schedules
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import pane_fields, register
@@ -107,12 +108,12 @@ def test_captain_at(crew, tmux):
     pane = shell_pane(crew, tmux, "w1")
     sess.update_meta(**pane_fields(pane))
     start_agent(tmux, sess, pane)
-    assert verdict.captain_at(pane, tmux.sock, within=5) == (verdict.NO, None)
+    assert captain_at(pane, tmux.sock, within=5) == (verdict.NO, None)
     tmux("send-keys", "-t", pane, "-l", "half a thought")
     tmux.wait_screen(pane, "ready> half a thought")
-    who, why = verdict.captain_at(pane, tmux.sock, within=5)
-    assert who == verdict.YES and why.code == verdict.DRAFT
-    gone = verdict.captain_at("%999", tmux.sock, within=5)
+    who, why = captain_at(pane, tmux.sock, within=5)
+    assert who == verdict.YES and why.code == DRAFT
+    gone = captain_at("%999", tmux.sock, within=5)
     assert gone[0] == verdict.UNKNOWN
 
 

@@ -18,8 +18,9 @@ from crewfile.core.locks import hold
 from crewfile.core.names import check_name
 from crewfile.core.text import unescape
 from crewfile.session import window
+from crewfile.session.prompt import captain_at
 from crewfile.session.sessions import Session, register
-from crewfile.session.verdict import LIVE, NO, captain_at, liveness
+from crewfile.session.verdict import LIVE, NO, liveness
 from crewfile.session.delivery import captain_quiet
 from crewfile.core.notify import DirWatch
 
@@ -313,7 +314,7 @@ def _keep_transcript(sess, out):
 
 def captain_at_window(sess, found, since=None, quiet=None):
     """None when the captain is surely not at the aside's window, else why
-    (verdict.captain_at, the one captain check; a dead pane takes no keys)."""
+    (prompt.captain_at, the one captain check; a dead pane takes no keys)."""
     if not found or found.dead:
         return None
     who, why = captain_at(found.pane, found.socket,

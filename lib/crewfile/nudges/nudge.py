@@ -12,7 +12,7 @@ from crewfile.core.errors import BadInput, CrewfileError, NotFound, SystemFailur
 from crewfile.core.locks import acquire, holder
 from crewfile.core.text import escape
 from crewfile.nudges.schedules import due_in, load_all, matches, target_ids, update_stored
-from crewfile.session import delivery, verdict
+from crewfile.session import delivery, ownloop, verdict
 from crewfile.session.reader import names
 from crewfile.session.sessions import Session
 from crewfile.session.verdict import LIVE, NOT_LIVE, Answer, Look, overlap, tree_of
@@ -188,7 +188,7 @@ def own_loops(crew, scheds, world=None):
         try:
             name, _ = _find(world, sched)
             if name is not None:
-                out[sched["id"]] = verdict.own_count(*verdict.own_jobs(world.session(name))[:3])
+                out[sched["id"]] = ownloop.own_count(*ownloop.own_jobs(world.session(name))[:3])
         except (CrewfileError, OSError):
             pass        # the session's own problem: its column says `-`, the others are shown
     return out
@@ -212,7 +212,7 @@ def _decide(world, sched, now, nudged):
     if not why and live != LIVE:
         why = Answer(delivery.LIVE_UNKNOWN, "liveness cannot be established")
     if not why:
-        why, problem = verdict.own_loop(world.session(name))    # question 2: one voice
+        why, problem = ownloop.own_loop(world.session(name))    # question 2: one voice
         _say_once(world, sched, name, problem)
     if not why:
         why = tree_conflict(world, name)                        # question 3

@@ -18,8 +18,9 @@ from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import acquire
 from crewfile.core.logfile import TailStats
 from crewfile.session import tmux, verdict
-from crewfile.session.prompt import capture, markers_of, placeholder_of, shows_typed, still_holds
-from crewfile.session.verdict import Answer, DRAFT, NO_PROMPT
+from crewfile.session.prompt import (DRAFT, NO_PROMPT, capture, captain_at, markers_of,
+                                     placeholder_of, shows_typed, still_holds)
+from crewfile.session.verdict import Answer
 
 DELIVERED = "delivered"
 ASIDE = "aside"                   # the captain's own conversation: nobody else types there
@@ -39,7 +40,7 @@ DISCARDED = "discarded"           # the agent read the typed keys, its prompt li
 ABORTED = "aborted"               # re-check before Enter failed; text left unsent
 NOT_SUBMITTED = "not-submitted"   # Enter pressed twice, the text stayed on the prompt line
 UNCONFIRMED = "unconfirmed"       # Enter pressed, the prompt line cleared, no record of the turn
-# CAPTAIN, DRAFT, NO_PROMPT: verdict.captain_at's codes
+# CAPTAIN, DRAFT, NO_PROMPT: prompt.captain_at's codes
 TRANSIENT = frozenset({DRAFT, NO_PROMPT, IN_PROGRESS, NOT_SUBMITTED})
 
 CAPTAIN_QUIET = 5.0               # seconds; $CREWFILE_CAPTAIN_QUIET overrides
@@ -150,9 +151,9 @@ def _turn_goes_on(meta):
 
 
 def _screen_holds(v, meta, quiet, look, now, typed=None):
-    """Why the pane's screen or a person's keys hold typing (verdict.captain_at), or None."""
-    who, why = verdict.captain_at(v.pane, v.socket, within=quiet, meta=meta, look=look, now=now,
-                                  typed=typed)
+    """Why the pane's screen or a person's keys hold typing (prompt.captain_at), or None."""
+    who, why = captain_at(v.pane, v.socket, within=quiet, meta=meta, look=look, now=now,
+                          typed=typed)
     return why if who != verdict.NO else None
 
 
@@ -185,8 +186,7 @@ def deliver(sess, text, look=None, now=None, quiet=None):
             shown, unread = _wait_read(sess.meta.get("pid"), shows)
             if not shown:
                 # read, and the prompt line empty (verdict's rule: no draft on it)
-                if unread == 0 and verdict.captain_at(pane, socket,
-                                                      meta=sess.meta)[0] == verdict.NO:
+                if unread == 0 and captain_at(pane, socket, meta=sess.meta)[0] == verdict.NO:
                     return False, Answer(DISCARDED, "the agent read the typed keys and its prompt"
                                                     " line stayed empty: it discarded them; Enter"
                                                     " not pressed, nothing is left there")

@@ -3,15 +3,25 @@
 The prompt line is the lowest screen line holding a prompt marker followed
 by a space (plain or no-break) or the line's end; what follows the first
 such marker on it is the draft. A session may name its own markers (meta
-`prompt`, a string or a list).
+`prompt`, a string or a list). The captain check (captain_at) reads it
+here, beside the keys pressed in the pane's window: whether a person is at
+the pane, asked before crewfile types into it or tears it down.
 """
 import re
+import time
 
 from crewfile.agents import load
+from crewfile.core.errors import SystemFailure
 from crewfile.session import tmux
+from crewfile.session.verdict import Answer, Look, NO, TMUX_UNKNOWN, UNKNOWN, YES
 
 PROMPT_MARKERS = ("\u276f", "\u203a", ">")     # Claude Code, Codex, most REPLs
 _BOX = " \t\u2502\u2503|\u00a0"
+
+# why the captain is at a pane (captain_at), or its screen cannot say
+CAPTAIN = "captain-typing"             # a key was pressed in a window looking at it
+DRAFT = "draft"                        # its prompt line holds a draft
+NO_PROMPT = "no-prompt"                # no prompt line on its screen
 
 
 def _drawing_agent(meta):
@@ -118,3 +128,40 @@ def capture(pane, socket=None, placeholder=None):
     if placeholder is None:
         return tmux.capture(pane, socket=socket)
     return without_placeholder(tmux.capture(pane, socket=socket, escapes=True), placeholder)
+
+
+def last_key(look, pane, socket):
+    """Epoch seconds of the newest key press by a client looking at *pane*, or
+    None; each server's clients asked at most once per *look* (a verdict.Look)."""
+    if socket not in look.clients:
+        look.clients[socket] = tmux.clients(socket)
+    return max((t for t, p in look.clients[socket] if p == pane), default=None)
+
+
+def captain_at(pane, socket, within=None, since=None, meta=None, look=None, now=None,
+               typed=None):
+    """Is the captain at *pane* now? (YES/NO/UNKNOWN, Answer or None): a key
+    pressed in the last *within* seconds (or since epoch *since*), or a draft
+    on the prompt line (with *typed*, crewfile's own text just typed: anything
+    but it). send-keys does not move client_activity, so crewfile's own typing
+    never counts. *meta*: the session's, for its prompt markers."""
+    look = look or Look()
+    now = time.time() if now is None else now
+    key = last_key(look, pane, socket)
+    if key is not None:
+        ago = max(0, int(now - key))
+        if (within is not None and now - key < within) or (since is not None and key >= int(since)):
+            return YES, Answer(CAPTAIN, f"a key was pressed in its window {ago}s ago")
+    try:
+        screen = capture(pane, socket, placeholder_of(meta))
+    except SystemFailure as e:
+        return UNKNOWN, Answer(TMUX_UNKNOWN, str(e))
+    markers = markers_of(meta)
+    found = prompt_tail(screen, markers)
+    if found is None:
+        return UNKNOWN, Answer(NO_PROMPT, "no prompt line on the screen")
+    if typed is not None and not shows_typed(screen, typed, markers):
+        return YES, Answer(DRAFT, "the prompt line holds more than the typed text")
+    if typed is None and found[0]:
+        return YES, Answer(DRAFT, f"the prompt line holds {found[0][:40]!r}")
+    return NO, None

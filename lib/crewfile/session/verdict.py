@@ -4,17 +4,20 @@ The rules are protocol.md's, Derived state (the agent CLI's registry, which
 may only withhold: docs/files/agent-registry.md). A live pane is not a live
 conversation. A fact that cannot be had is UNKNOWN, never NO, and unknown is
 refused like busy. Reasons are Answer(code, detail): the code to decide by,
-the detail for people; nothing parses the detail.
+the detail for people; nothing parses the detail. The probes beyond the
+verdict live where their imports do: the captain check (prompt.captain_at,
+a pane's screen and keys) and the session's own loop (ownloop, the agent's
+own schedules), so crew-status, which loads this, loads neither.
 """
 import os
 import time
 
+from crewfile.agents import adapter_of, registry
 from crewfile.core import liveness as procs
-from crewfile.core.errors import BadInput, SystemFailure
-from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, NATIVE_STATE, TURN_STATE
+from crewfile.core.errors import BadInput
+from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, TURN_STATE
 from crewfile.core.liveness import started_at
 from crewfile.core.records import is_timestamp, parse_timestamp
-from crewfile.core.text import ascii_int
 
 # liveness
 LIVE, NOT_LIVE, UNKNOWN = "live", "not-live", "unknown"
@@ -38,9 +41,6 @@ REGISTRY_DISAGREES = "registry-disagrees"  # the agent CLI's registry says other
 # why crewfile holds its typing on a live session
 ACCOUNT_BLOCKED = "account-blocked"    # the account stopped its turn; the block stands
 STARTING = "starting"                  # its process is newer than its newest `started`
-# why crewfile holds its own voice (a nudge) on a live session
-OWN_LOOP = "own-loop"                  # the session's own cron jobs or /goal are armed
-OWN_LOOP_MAX_AGE = 30 * 86400          # seconds: the CLI expires a recurring job by then
 
 
 class Answer:
@@ -71,7 +71,7 @@ class Look:
 
     def __init__(self, listed=None, registry=True):
         self._servers = {}
-        self._clients = {}
+        self.clients = {}       # socket -> its tmux clients (prompt.last_key fills it)
         self._listed = listed
         self.registry = registry
 
@@ -83,13 +83,6 @@ class Look:
             from crewfile.session.tmux import Server  # crew-status's budget (subprocess)
             self._servers[socket] = Server(socket)
         return self._servers[socket]
-
-    def last_key(self, pane, socket):
-        """Epoch seconds of the newest key press by a client looking at *pane*, or None."""
-        if socket not in self._clients:
-            from crewfile.session.tmux import clients  # crew-status's budget (subprocess)
-            self._clients[socket] = clients(socket)
-        return max((t for t, p in self._clients[socket] if p == pane), default=None)
 
 
 class Life:
@@ -214,52 +207,8 @@ def account_block(rec, now=None):
                                    f" types nothing into it {lifts}")
 
 
-def own_jobs(sess, recs=None, now=None):
-    """(crons record text, durable claudecron.Jobs, goal, problem): what of
-    the session's own loop is armed at epoch *now*; problem: why its
-    scheduled_tasks.json is not believed (then it gives none)."""
-    # Here, not at the top: crew-status, on tmux's status line, loads this
-    # module and never asks this question.
-    from crewfile.agents.claudecron import armed_goal, durable_jobs  # crew-status's budget
-    now = time.time() if now is None else now
-    recs = recs or sess.scan()
-    rec = recs.last_of(NATIVE_STATE)
-    crons = None
-    if rec is not None and rec.kind == "crons" and parse_timestamp(rec.ts) > now - OWN_LOOP_MAX_AGE:
-        crons = rec.text
-    durable, problem = durable_jobs(sess.meta.get("cwd"), now)
-    return crons, durable, armed_goal(sess.meta.get("transcript_path")), problem
-
-
-def own_count(crons, durable, goal=None):
-    """How many of the session's own jobs (and goal) own_jobs found armed."""
-    head = (crons or "").split(" ", 1)[0]
-    listed = ascii_int(head)
-    if listed is None:
-        listed = 1 if crons else 0      # a listing of unknown size counts one
-    return listed + len(durable) + bool(goal)
-
-
-def own_loop(sess, recs=None, now=None):
-    """(Answer(OWN_LOOP, ...) or None, problem or None): is the session's own
-    loop armed at epoch *now*? problem: why its scheduled_tasks.json is not
-    believed (then it holds nothing), for the caller to say once."""
-    crons, jobs, goal, problem = own_jobs(sess, recs, now)
-    parts = [crons] if crons else []
-    if jobs:
-        named = "; ".join(f"{j.id[:16]} {j.cron[:40]}: {j.prompt[:60]}" for j in jobs[:3])
-        s = "s" if len(jobs) != 1 else ""
-        parts.append(f"{len(jobs)} durable cron{s} ({named}{'; ...' if len(jobs) > 3 else ''})")
-    if goal:
-        parts.append(f"a goal ({goal[:80]})")
-    if not parts:
-        return None, problem
-    return Answer(OWN_LOOP, "the session's own loop is armed: " + "; ".join(parts)), problem
-
-
 def adapter(sess):
     """The session's agent adapter (crewfile.agents), or None for a name it does not know."""
-    from crewfile.agents import adapter_of  # crew-status's budget: asked of a session maybe starting
     try:
         return adapter_of(sess.meta)
     except BadInput:
@@ -356,7 +305,6 @@ def _probe(v, meta, look):
 def _cross_check(found, meta):
     """*found* (LIVE), or UNKNOWN when the agent CLI's registry entry for its
     process disagrees (meta `agent_registry`, else this environment's registry)."""
-    from crewfile.agents import registry     # crew-status's budget: it does not look
     where = meta.get("agent_registry") or registry.directory()
     pane = found.pane.id if found.pane else None
     try:
@@ -378,42 +326,6 @@ def foreground(agent, pane_pid):
     if term is None or term.tpgid <= 0:
         return UNKNOWN
     return YES if term.tpgid == agent.pgrp else NO
-
-
-def captain_at(pane, socket, within=None, since=None, meta=None, look=None, now=None,
-               typed=None):
-    """Is the captain at *pane* now? (YES/NO/UNKNOWN, Answer or None): a key
-    pressed in the last *within* seconds (or since epoch *since*), or a draft
-    on the prompt line (with *typed*, crewfile's own text just typed: anything
-    but it). send-keys does not move client_activity, so crewfile's own typing
-    never counts. *meta*: the session's, for its prompt markers."""
-    # crew-status's budget
-    from crewfile.session.prompt import capture, markers_of, placeholder_of, prompt_tail, shows_typed
-    look = look or Look()
-    now = time.time() if now is None else now
-    key = look.last_key(pane, socket)
-    if key is not None:
-        ago = max(0, int(now - key))
-        if (within is not None and now - key < within) or (since is not None and key >= int(since)):
-            return YES, Answer(CAPTAIN, f"a key was pressed in its window {ago}s ago")
-    try:
-        screen = capture(pane, socket, placeholder_of(meta))
-    except SystemFailure as e:
-        return UNKNOWN, Answer(TMUX_UNKNOWN, str(e))
-    markers = markers_of(meta)
-    found = prompt_tail(screen, markers)
-    if found is None:
-        return UNKNOWN, Answer(NO_PROMPT, "no prompt line on the screen")
-    if typed is not None and not shows_typed(screen, typed, markers):
-        return YES, Answer(DRAFT, "the prompt line holds more than the typed text")
-    if typed is None and found[0]:
-        return YES, Answer(DRAFT, f"the prompt line holds {found[0][:40]!r}")
-    return NO, None
-
-
-CAPTAIN = "captain-typing"
-DRAFT = "draft"
-NO_PROMPT = "no-prompt"
 
 
 def tree_of(cwd):

@@ -16,7 +16,8 @@ from crewfile.core.output import age_text, table
 from crewfile.core.text import escape
 from crewfile.crew import crewup
 from crewfile.nudges.schedules import due_in, load_all, matches
-from crewfile.session.verdict import Look, own_loop
+from crewfile.session.ownloop import own_loop
+from crewfile.session.verdict import Look
 from crewfile.views import glance, tokens
 from crewfile.wake.inbox import count
 

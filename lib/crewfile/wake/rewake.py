@@ -16,7 +16,7 @@ from crewfile.core.kinds import ACCOUNT_STATE, TURN_STATE
 from crewfile.core.liveness import descends_from
 from crewfile.core.logfile import TailStats
 from crewfile.core.notify import DirWatch
-from crewfile.session import delivery, verdict
+from crewfile.session import delivery, prompt, verdict
 from crewfile.wake.announce import deciding, mark, waiting_wakes
 from crewfile.wake.wakesend import message
 from crewfile.wake.words import DEFAULT_SAY
@@ -54,7 +54,7 @@ def typing(sess, quiet):
     if not pane or not socket:
         return 0.0
     try:
-        key = verdict.Look().last_key(pane, socket)
+        key = prompt.last_key(verdict.Look(), pane, socket)
     except CrewfileError:
         return 0.0
     return 0.0 if key is None else max(0.0, key + quiet - time.time())
