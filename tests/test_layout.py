@@ -219,10 +219,10 @@ def test_job_wait_leaves_shutil_out(tmp_path):
 # pass`): the verdict's probe of the list handed in and the records, not the
 # agent CLIs' adapters nor a read of their registry (which can only make a
 # live session unknown: no word of the line tells it from live), tmux, locks
-# or writers. The verdict imports the agents package and its registry reader
-# at its top: two small modules over core ones the line loads anyway.
+# or writers. The verdict imports the agents package (adapter_of) at its
+# top: a small module over core ones the line loads anyway.
 STATUS_CLOSURE = {
-    "crewfile", "crewfile.agents", "crewfile.agents.registry",
+    "crewfile", "crewfile.agents",
     "crewfile.cli", "crewfile.cmd", "crewfile.cmd.crew_status",
     "crewfile.core", "crewfile.core.errors", "crewfile.core.jsonio", "crewfile.core.kinds",
     "crewfile.core.liveness", "crewfile.core.logfile", "crewfile.core.names",

@@ -12,7 +12,7 @@ own schedules), so crew-status, which loads this, loads neither.
 import os
 import time
 
-from crewfile.agents import adapter_of, registry
+from crewfile.agents import adapter_of
 from crewfile.core import liveness as procs
 from crewfile.core.errors import BadInput
 from crewfile.core.kinds import ACCOUNT_STATE, LIFECYCLE, TURN_STATE
@@ -305,6 +305,7 @@ def _probe(v, meta, look):
 def _cross_check(found, meta):
     """*found* (LIVE), or UNKNOWN when the agent CLI's registry entry for its
     process disagrees (meta `agent_registry`, else this environment's registry)."""
+    from crewfile.agents import registry  # the status line's budget: it reads no registry (Look(registry=False))
     where = meta.get("agent_registry") or registry.directory()
     pane = found.pane.id if found.pane else None
     try:
