@@ -83,6 +83,26 @@ def test_finding10_stuck_lock_hook_appends_its_records_without_it_in_order(crew,
     assert records(sess) == want + [("idle", "")]
 
 
+def test_nudge_tick_names_the_holder_of_a_session_lock_it_wrote_past(crew, holders):
+    """nudge-tick bounds its lock waits too: a record it appends to a session's
+    log past the bound, without the lock, is said in one stderr line naming
+    the holder, even with --quiet (once, it was kept on the session object
+    and never said)."""
+    from conftest import make_due
+    sess = register(crew, "a")
+    sid = cmd("nudge-add", "--session", "a", "--every", "1m", "--message", "hi").stdout.strip()
+    make_due(crew, sid)
+    holder = holders(sess.lock_path)
+    out = cmd("nudge-tick", "--quiet")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == ""
+    said = out.stderr.splitlines()
+    assert len(said) == 1, said
+    assert said[0].startswith("nudge-tick: ") and f"held by pid {holder.proc.pid} (flock)" in said[0]
+    assert said[0].endswith(f"appended to {sess.status_path} without it, not rotated")
+    assert records(sess)[-1][0] == "nudge-disarmed"
+
+
 def test_finding10_stopped_holder_is_named_and_the_record_is_written(crew, tmp_path):
     sess = register(crew, "a")
     code = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR);"
@@ -252,12 +272,11 @@ def test_finding10_a_notice_posted_without_the_lock_survives_a_stopped_drain(
     try:
         assert drain.stdout.readline() == "read\n"
         old = locks.bound_waits(0.1)
-        notes = []
         try:
-            late = inbox.post_many(crew, "boss", [("wake", None, "during the drain")],
-                                   notes=notes)[0]
+            late = inbox.post_many(crew, "boss", [("wake", None, "during the drain")])[0]
         finally:
             locks.restore_waits(old)
+        notes = locks.take_notes()
         assert len(notes) == 1 and f"held by pid {drain.pid} (python" in notes[0]
         assert ", stopped)" in notes[0] and notes[0].endswith(f"posted to {path} without it")
         in_taken = b"during the drain" in os.pread(opened, 1 << 16, 0)
@@ -309,9 +328,8 @@ from crewfile.core.paths import Crew
 locks.bound_waits(0)            # one try: a busy lock means posting without it
 crew, unlocked = Crew(sys.argv[1]), 0
 for i in range(int(sys.argv[4])):
-    notes = []
-    inbox.post_many(crew, "boss", [("wake", f"{sys.argv[3]}-{i}", "x")], notes=notes)
-    unlocked += bool(notes)
+    inbox.post_many(crew, "boss", [("wake", f"{sys.argv[3]}-{i}", "x")])
+    unlocked += bool(locks.take_notes())
 print(unlocked, flush=True)
 """
 RACE_DRAINER = """

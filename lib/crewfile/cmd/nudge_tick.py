@@ -21,6 +21,11 @@ def run(args):
     locks.bound_waits(LOCK_WAIT)
 
     def emit(outcomes):
+        shown = [] if args.quiet else [o.reason for o in outcomes]
+        # A write past the bound, without the lock, is said unless a line of
+        # this pass already names that holder (a `lock-stuck` refusal).
+        sys.stderr.write("".join(f"nudge-tick: {escape(note)}\n" for note in locks.take_notes()
+                                 if not any(note.split("; ", 1)[0] in r for r in shown)))
         if args.quiet or not outcomes:
             return
         ts = records.timestamp()

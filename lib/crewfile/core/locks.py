@@ -31,6 +31,7 @@ class Lock:
 
 WAIT = None              # the longest a lock wait lasts (protocol.md, "Bounded waits")
 _DEADLINE = None         # monotonic time after which waits are one try (a total bound)
+_WITHOUT = []            # what writers did without a lock past the bound, not yet said
 
 
 class LockBusy(Refused):
@@ -54,6 +55,21 @@ def bound_waits(seconds, total=False):
 def restore_waits(old):
     global WAIT, _DEADLINE
     WAIT, _DEADLINE = old
+
+
+def note_without(busy, done):
+    """A writer past the bound did *done* without the lock LockBusy *busy*
+    names: kept here, whichever object wrote, for the bounded command to
+    say (take_notes), so no such write goes unsaid."""
+    _WITHOUT.append(f"{busy}; {done}")
+
+
+def take_notes():
+    """The writes made without a lock since the last call, each once: one
+    stderr line each (protocol.md, "Bounded waits")."""
+    notes = list(dict.fromkeys(_WITHOUT))
+    _WITHOUT.clear()
+    return notes
 
 
 def acquire(path, timeout=None, shared=False):

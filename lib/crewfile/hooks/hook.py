@@ -584,8 +584,7 @@ def handle(raw, env=None, crew=None, codex=False, agent=DEFAULT_AGENT):
         reply = Reply(err=f"{event}: internal error: {type(e).__name__}: {e}")
     finally:
         locks.restore_waits(bound)
-    notes = (ctx.notes + (ctx._session.notes if ctx._session else [])) if ctx else []
-    notes = list(dict.fromkeys(notes))      # each once
+    notes = list(dict.fromkeys((ctx.notes if ctx else []) + locks.take_notes()))   # each once
     if notes:
         reply.err = "; ".join(([reply.err] if reply.err else []) + notes)
     reply.err = escape(reply.err)       # one line, no control character (a process's name)

@@ -30,7 +30,6 @@ class SessionReader:
         self.lock_path = os.path.join(self.dir, paths.LOCK)
         self._meta = meta
         self.at = None          # its directory, while opened(): every read is made in it
-        self.notes = []         # what its writes had to say (a lock's holder), to print
 
     def opened(self):
         """`with sess.opened():` a series of reads, each file opened by name in

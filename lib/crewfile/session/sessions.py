@@ -8,7 +8,7 @@ from crewfile.core import logfile, logwrite, paths, records
 from crewfile.core.atomic import fsync_dir, replace
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
 from crewfile.core.liveness import agent_of, descends_from, process_start, started_at
-from crewfile.core.locks import LockBusy, hold
+from crewfile.core.locks import LockBusy, hold, note_without
 from crewfile.session.reader import SessionReader, names, state
 
 KINDS = ("crew", "aside", "primary")
@@ -24,14 +24,14 @@ class Session(SessionReader):
 
     def append_lines(self, lines):
         """Append under the session lock; False when the bound on lock waits ran
-        out (appended without it, the holder named in self.notes)."""
+        out (appended without it, said by locks.note_without)."""
         paths.check_dirs(self.dir, inclusive=True)      # not a planted link
         self.meta        # registered, and its meta usable: the same rule as every reader
         try:
             held = hold(self.lock_path)
         except LockBusy as e:
             logwrite.append_unlocked(self.status_path, lines)
-            self.notes.append(f"{e}; appended to {self.status_path} without it, not rotated")
+            note_without(e, f"appended to {self.status_path} without it, not rotated")
             return False
         with held:
             logwrite.append_locked(self.status_path, lines, rotate=logfile.rotate_limits())
@@ -46,12 +46,12 @@ class Session(SessionReader):
     def update_meta(self, **fields):
         """Merge *fields* into the metadata under the session lock; return it.
         Lock still held past the bound: nothing written (a replace without the
-        lock could undo the holder's change), the holder named in self.notes."""
+        lock could undo the holder's change), said by locks.note_without."""
         fields = {k: v for k, v in fields.items() if v is not None}
         try:
             held = hold(self.lock_path)
         except LockBusy as e:
-            self.notes.append(f"{e}; {self.meta_path} not updated ({', '.join(sorted(fields))})")
+            note_without(e, f"{self.meta_path} not updated ({', '.join(sorted(fields))})")
             return dict(self.meta, **fields)
         with held:
             meta = dict(self.reread().meta, **fields)

@@ -9,7 +9,7 @@ import time
 from crewfile.core import logfile, logwrite, paths, records
 from crewfile.core.atomic import replace
 from crewfile.core.errors import CrewfileError, NotFound
-from crewfile.core.locks import LockBusy, hold
+from crewfile.core.locks import LockBusy, hold, note_without
 from crewfile.core.text import ascii_int
 
 TAKING = ".taking"      # inbox.taking: what a drain is taking, or left pending
@@ -47,10 +47,10 @@ def post(crew, name, kind, text):
     return post_many(crew, name, [(kind, None, text)])[0]
 
 
-def post_many(crew, name, notices, notes=None):
+def post_many(crew, name, notices):
     """Append notices [(kind, id or None for a new one, text)] in one write; their ids.
     Past this process's bound on lock waits they go without the lock, and a
-    line naming the holder is added to *notes* (a list), if given."""
+    line naming the holder is kept for the command to say (locks.take_notes)."""
     inbox, _read, lock = _paths(crew, name)
     out, lines = [], []
     for kind, nid, text in notices:
@@ -64,8 +64,7 @@ def post_many(crew, name, notices, notes=None):
         # that takes the lock, so the loop ends once the drains do.
         while not logwrite.append_unlocked(inbox, lines):
             pass
-        if notes is not None:
-            notes.append(f"{e}; posted to {inbox} without it")
+        note_without(e, f"posted to {inbox} without it")
         return out
     with held:
         logwrite.append_locked(inbox, lines)

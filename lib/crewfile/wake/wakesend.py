@@ -133,11 +133,11 @@ class Sender(stream.Taker):
 
     def _post(self, fresh):
         old = locks.bound_waits(0 if self.stuck else announce.LOCK_WAIT)
-        notes = []
         try:
-            inbox.post_many(self.crew, self.primary, fresh, notes=notes)
+            inbox.post_many(self.crew, self.primary, fresh)
         finally:
             locks.restore_waits(old)
+        notes = locks.take_notes()
         if notes:
             if not self.stuck:
                 self.warn(notes[-1])
