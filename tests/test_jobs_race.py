@@ -1,4 +1,5 @@
-"""Every outcome heard exactly once, over 500 racing trials.
+"""Every outcome heard exactly once, over 500 racing trials (up to 2,000 on a
+machine so loaded that no wait takes a notice over in the first 500).
 
 Jobs (real processes under real watchers) end at random moments in the same
 few tens of milliseconds in which waiters count themselves in, time out,
@@ -24,6 +25,7 @@ from crewfile.session import sessions
 from test_jobs import settled
 
 TRIALS = 500
+MAX_TRIALS = 2000
 BATCH = 25
 
 
@@ -66,7 +68,15 @@ def test_every_outcome_heard_exactly_once(crew):
                     drained[n.text.split()[1]] += 1
 
     barrier = os.path.join(crew.ensure().root, "barrier")
-    for _ in range(TRIALS // BATCH):
+
+    def took_over():
+        """Has a wait taken a pending notice back yet (its `heard` says withdrawn)?"""
+        return any("withdrawn" in (jobs.Job(crew, h).heard() or {}) for h in handles)
+
+    # TRIALS jobs; then, on a machine so loaded that the drainer always won,
+    # more batches until a wait has taken a notice over (MAX_TRIALS at most):
+    # the rarest side of the race, which the last assertion asks for.
+    while len(handles) < TRIALS or (not took_over() and len(handles) < MAX_TRIALS):
         # The batch's jobs start, then block on a shared flock(1) of the
         # barrier until the waiters are under way; each then ends at its own
         # moment. Fork only while no waiter thread runs (watchers are forked
@@ -108,10 +118,10 @@ def test_every_outcome_heard_exactly_once(crew):
     # The race was really run: both ways of hearing, waiters that timed out,
     # notices taken back by a wait and notices the wait found delivered.
     n_wait, n_notice = sum(heard_by_wait.values()), sum(notices.values())
-    print(f"\n{TRIALS} jobs: heard by wait {n_wait} ({withdrawn} taken over from a pending "
+    print(f"\n{len(handles)} jobs: heard by wait {n_wait} ({withdrawn} taken over from a pending "
           f"notice), by notice {n_notice} ({sum(drained.values())} drained); "
           f"wait calls: {dict(outcomes)}")
-    assert len(handles) == TRIALS and n_wait + n_notice == TRIALS
+    assert TRIALS <= len(handles) <= MAX_TRIALS and n_wait + n_notice == len(handles)
     assert n_wait > TRIALS // 10 and n_notice > TRIALS // 10
     assert outcomes["timeout"] > TRIALS // 10
     assert withdrawn > 0 and outcomes["heard"] > 0
