@@ -16,7 +16,6 @@ import time
 
 from conftest import REPO, cmd, make_due, wait_for
 from crewfile.core import logfile
-from crewfile.core.atomic import replace
 from crewfile.core.records import parse_timestamp, timestamp
 from crewfile.session import delivery, verdict
 from crewfile.session.sessions import Session, register

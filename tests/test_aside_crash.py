@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from conftest import BIN, REPO, captain_runs, captain_types
-from crewfile.asides import aside, captain, reports
+from crewfile.asides import captain, reports
 from crewfile.core import paths
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import Session

@@ -99,7 +99,6 @@ def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, 
     the aside's prompt line holds aside-reconcile; --wait stops when the captain sends
     it; the next conclusion's report is reconciled once the draft is cleared."""
     import subprocess
-    from claude_harness import ClaudeRig
     from crewfile.session.sessions import register
     require_real_claude()
     rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})

@@ -25,7 +25,7 @@ import json
 from conftest import cmd, wait_for
 from claude_harness import (crew_rig, kinds, records, require_real_claude, start_registered,
                             user_texts, watched)
-from crewfile.session import delivery, prompt
+from crewfile.session import prompt
 from crewfile.wake import inbox
 from crewfile.session.sessions import Session, register
 

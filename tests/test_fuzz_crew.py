@@ -31,7 +31,6 @@ import tempfile
 import time
 import traceback
 
-import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from conftest import BIN, bound_by_modes, cmd, drop_mode_overrides, wait_for

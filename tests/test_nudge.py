@@ -9,7 +9,7 @@ import time
 import pytest
 
 from conftest import REPO, cmd, crash_and_respawn, make_due, spawn_fake, wait_for
-from crewfile.nudges import nudge, schedules
+from crewfile.nudges import schedules
 from crewfile.core.atomic import replace
 from crewfile.core.logfile import TailStats
 from crewfile.session.reader import state

@@ -8,9 +8,7 @@ it is an agent that writes it.
 """
 import json
 import os
-import shlex
 import signal
-import subprocess
 
 import pytest
 

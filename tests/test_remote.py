@@ -18,7 +18,6 @@ import pytest
 
 from conftest import BIN, wait_for
 from crewfile.crew import crewup
-from crewfile.wake import inbox
 from crewfile.core.paths import Crew
 from crewfile.session.sessions import Session, register
 

@@ -624,7 +624,6 @@ def test_a_command_started_with_a_standard_descriptor_closed_says_so_in_one_line
     proc = closed(["wake-filter"], 0)
     assert proc.returncode == 111 and proc.stderr.count("\n") == 1
     h = run("job-exec", "--", "sh", "-c", "echo hi; exit 3").stdout.strip()
-    from crewfile.background import jobs
     from test_jobs import settled
     job = settled(crew, h)
     proc = closed(["job-wait", h], 1)

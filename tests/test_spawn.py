@@ -9,7 +9,6 @@ import pytest
 
 import readme_walkthrough
 from conftest import BIN, REPO, cmd, wait_for
-from crewfile.crew import worktree
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import Session, register
 

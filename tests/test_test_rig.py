@@ -2,7 +2,6 @@
 left alive; pytest's cache works (`--lf`); a harness's failing command
 shows its stderr (issue 31.5)."""
 import os
-import signal
 import subprocess
 import sys
 

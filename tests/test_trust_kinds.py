@@ -20,7 +20,6 @@ from conftest import (BIN, REPO, AttachedClient, captain_types, cmd, make_due, p
 from crewfile.asides import aside, captain
 from crewfile.core import kinds, records
 from crewfile.nudges import schedules
-from crewfile.core.atomic import replace
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import Session
 
