@@ -102,6 +102,37 @@ def test_nudge_tick_names_the_holder_of_a_session_lock_it_wrote_past(crew, holde
     assert records(sess)[-1][0] == "nudge-disarmed"
 
 
+def test_a_job_watcher_keeps_the_holder_of_a_lock_it_posted_past_in_its_notice(crew, holders):
+    """A job's watcher bounds its wait for the owning session's lock too; it
+    posts its notice without it past the bound, and having no stderr (it is
+    detached) it keeps the line naming the holder in `notice` (without_lock)."""
+    from crewfile.background import jobs
+    from crewfile.wake import inbox
+    sess = register(crew, "w1", pid=os.getpid())
+    holder = holders(sess.lock_path)
+    h = cmd("job-exec", "--session", "w1", "--", "true").stdout.strip()
+    job = jobs.Job(crew, h)
+    wait_for(lambda: job.notice() is not None and not job.watcher_alive(),
+             what="the watcher to post its notice")
+    notice = job.notice()
+    assert notice["posted"] is True and len(notice["without_lock"]) == 1, notice
+    said = notice["without_lock"][0]
+    assert f"held by pid {holder.proc.pid} (flock)" in said
+    assert said.endswith(f"posted to {os.path.join(sess.dir, 'inbox')} without it")
+    holder.stop()
+    assert [n.id for n in inbox.pending(crew, "w1") if n.kind == "job"] == [notice["id"]]
+
+
+def test_a_job_notice_posted_under_the_lock_says_nothing_of_it(crew):
+    from crewfile.background import jobs
+    register(crew, "w1", pid=os.getpid())
+    h = cmd("job-exec", "--session", "w1", "--", "true").stdout.strip()
+    job = jobs.Job(crew, h)
+    wait_for(lambda: job.notice() is not None and not job.watcher_alive(),
+             what="the watcher to post its notice")
+    assert job.notice()["posted"] is True and "without_lock" not in job.notice()
+
+
 def test_finding10_stopped_holder_is_named_and_the_record_is_written(crew, tmp_path):
     sess = register(crew, "a")
     code = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR);"

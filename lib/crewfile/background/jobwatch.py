@@ -215,11 +215,15 @@ def settle(job, spec, result, running, result_file=None):
 
 def _announce_once(job, spec, result):
     """Under `lock`, nobody waiting: announce the outcome and record that
-    (`notice`, and `heard` by=notice if it was posted)."""
+    (`notice`, and `heard` by=notice if it was posted). A notice posted past
+    the bound without the session's lock is said in `notice` (without_lock):
+    the watcher, detached, has no stderr to say it on."""
     posted, detail = announce(job, spec, result)
     row = dict(row_fields(spec, result), at=records.timestamp())
     if posted:
-        replace(job.notice_path, dump_json(dict(row, posted=True, id=detail)))
+        said = locks.take_notes()
+        notice = dict(row, posted=True, id=detail, **({"without_lock": said} if said else {}))
+        replace(job.notice_path, dump_json(notice))
         replace(job.heard_path, dump_json(dict(row, by="notice", id=detail)))
     else:
         replace(job.notice_path, dump_json(dict(row, posted=False, reason=detail)))

@@ -89,7 +89,7 @@ SHAPES = {
     },
     "job-notice": {
         "posted": (REQ, _bool), "reason": (OPT, _str), "at": (OPT, _ts), "id": (OPT, _str),
-        **_JOB_ROW,
+        "without_lock": (OPT, _list_of_str), **_JOB_ROW,
     },
     "cursor": {"version": (REQ, _int(1, 1)), "sessions": (REQ, _sessions)},
     "cursor-entry": {
