@@ -105,12 +105,9 @@ def _waiting(inbox):
 
 def pending(crew, name):
     """The notices waiting in NAME's inbox, oldest first (nothing removed)."""
-    out = []
-    for path in _waiting(_paths(crew, name)[0]):
-        out += [n for n in map(_parse, (raw for raw in _whole_lines(path).split(b"\n")
-                                        if len(raw) < records.MAX_LINE))
-                if n is not None]
-    return out
+    return [n for path in _waiting(_paths(crew, name)[0])
+            for raw in _whole_lines(path).split(b"\n") if len(raw) < records.MAX_LINE
+            if (n := _parse(raw)) is not None]
 
 
 def _whole_lines(path):
