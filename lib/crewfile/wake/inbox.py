@@ -3,6 +3,7 @@
 The file, its drain (rename first, then read) and why a notice may come
 twice but is never lost: docs/files/inbox.md.
 """
+import itertools
 import os
 import time
 
@@ -15,7 +16,7 @@ from crewfile.core.text import ascii_int
 TAKING = ".taking"      # inbox.taking: what a drain is taking, or left pending
 MOVING = ".moving"      # inbox.moving: an inbox on its way onto inbox.taking
 COUNT_LIMIT = 1 << 20   # bytes count() reads at most (some 4,000 wakes): a view's cost stays bounded
-_counter = 0
+_counter = itertools.count(1)
 
 
 class Notice:
@@ -29,9 +30,7 @@ class Notice:
 
 
 def new_id():
-    global _counter
-    _counter += 1
-    return f"{int(time.time() * 1000):x}-{os.getpid()}-{_counter}"
+    return f"{int(time.time() * 1000):x}-{os.getpid()}-{next(_counter)}"
 
 
 def _paths(crew, name):
