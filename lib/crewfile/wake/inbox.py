@@ -3,6 +3,7 @@
 The file, its drain (rename first, then read) and why a notice may come
 twice but is never lost: docs/files/inbox.md.
 """
+import itertools
 import os
 import time
 
@@ -15,7 +16,7 @@ from crewfile.core.text import ascii_int
 TAKING = ".taking"      # inbox.taking: what a drain is taking, or left pending
 MOVING = ".moving"      # inbox.moving: an inbox on its way onto inbox.taking
 COUNT_LIMIT = 1 << 20   # bytes count() reads at most (some 4,000 wakes): a view's cost stays bounded
-_counter = 0
+_counter = itertools.count(1)
 
 
 class Notice:
@@ -29,9 +30,7 @@ class Notice:
 
 
 def new_id():
-    global _counter
-    _counter += 1
-    return f"{int(time.time() * 1000):x}-{os.getpid()}-{_counter}"
+    return f"{int(time.time() * 1000):x}-{os.getpid()}-{next(_counter)}"
 
 
 def _paths(crew, name):
@@ -105,12 +104,9 @@ def _waiting(inbox):
 
 def pending(crew, name):
     """The notices waiting in NAME's inbox, oldest first (nothing removed)."""
-    out = []
-    for path in _waiting(_paths(crew, name)[0]):
-        out += [n for n in map(_parse, (raw for raw in _whole_lines(path).split(b"\n")
-                                        if len(raw) < records.MAX_LINE))
-                if n is not None]
-    return out
+    return [n for path in _waiting(_paths(crew, name)[0])
+            for raw in _whole_lines(path).split(b"\n") if len(raw) < records.MAX_LINE
+            if (n := _parse(raw)) is not None]
 
 
 def _whole_lines(path):

@@ -223,9 +223,7 @@ class Teller(stream.Taker):
         """Move the position, per session, past every event before its first
         untold one; write the cursor within ACK_DELAY (*now*: at once)."""
         for sname, queue in self.queues.items():
-            i = 0
-            while i < len(queue) and queue[i].done:
-                i += 1
+            i = next((i for i, ev in enumerate(queue) if not ev.done), len(queue))
             if i:
                 cursors.keep_newer(self.acked, sname, queue[i - 1].state)
                 del queue[:i]

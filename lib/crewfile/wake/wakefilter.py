@@ -180,8 +180,7 @@ class Filter(stream.Taker):
         """The session's _Seen, its class re-read if its meta file changed."""
         if seen is None:
             try:
-                text = name.decode("utf-8")
-                check_name(text)
+                check_name(name.decode("utf-8"))
             except (UnicodeDecodeError, BadInput):
                 return None
             seen = _Seen(gen)
@@ -193,7 +192,7 @@ class Filter(stream.Taker):
             key = (s.st_ino, s.st_mtime_ns, s.st_size)
         except OSError:
             key = None
-        if key is None or key != seen.meta_key:
+        if key != seen.meta_key:        # None twice: already UNKNOWN
             seen.meta_key = key
             seen.cls = UNKNOWN if key is None else _class_of(meta)
         return seen

@@ -61,8 +61,9 @@ class Sender(stream.Taker):
         self.acked = cursors.acked(cursor) if cursor else {}
 
     def say_once(self, topic, state, msg):
-        """Log *msg* if *topic*'s state changed since it was last logged."""
-        if self.said.get(topic) != state:
+        """Log *msg* if *topic*'s state changed since it was last logged; "ok"
+        (working again) only once something else was."""
+        if self.said.get(topic, "ok") != state:
             self.said[topic] = state
             self.log(msg)
 
@@ -121,8 +122,7 @@ class Sender(stream.Taker):
                               f" holding {len(self.held)} wake(s), retrying")
                 self.retry_at = self.clock() + self.retry
                 return False
-            if self.said.get("inbox") not in (None, "ok"):
-                self.say_once("inbox", "ok", f"posting to {self.primary}'s inbox again")
+            self.say_once("inbox", "ok", f"posting to {self.primary}'s inbox again")
             self.held = []
             if fresh and self.due_at is None:
                 self.due_at = self.clock() + self.window
@@ -164,8 +164,7 @@ class Sender(stream.Taker):
             self.say_once("cursor", "failing", f"{e}; keeping the position, retrying")
             self.ack_at = self.clock() + self.retry
             return
-        if self.said.get("cursor") not in (None, "ok"):
-            self.say_once("cursor", "ok", f"writing {self.cursor} again")
+        self.say_once("cursor", "ok", f"writing {self.cursor} again")
         self.acked, self.acks = acked, {}
 
     done = acknowledge      # stopped or at the end: the acks of wakes still held are replayed
@@ -285,14 +284,10 @@ class Sender(stream.Taker):
 def message(waiting, say, primary):
     """The announcement of the wake notices *waiting*: *say* filled in (see
     --say), every name escaped and short."""
-    senders = []
-    for n in waiting:
-        parts = n.text.split(" ", 2)
-        # Whatever a line named as its session is typed into the pane:
-        # escaped (no control character reaches the keys), and short.
-        who = escape(parts[1])[:40] if len(parts) > 1 and parts[1] else "?"
-        if who not in senders:
-            senders.append(who)
+    # Whatever a line named as its session is typed into the pane: escaped
+    # (no control character reaches the keys), and short.
+    names = (n.text.split(" ", 2)[1] if " " in n.text else "" for n in waiting)
+    senders = list(dict.fromkeys(escape(name)[:40] or "?" for name in names))
     shown = ", ".join(senders[:5]) + (f" and {len(senders) - 5} more" if len(senders) > 5 else "")
     n = len(waiting)
     return say.format(n=f"{n} wake{'s' if n != 1 else ''}", count=n, primary=primary,

@@ -134,9 +134,7 @@ class Watcher:
         self.roots = self._root_ids()
         if follow and self.poll is None:
             self._subscribe()
-        acks = []
-        if self.resume is not None and not self._cursor_known:
-            acks = self._first_position()
+        acks = self._first_position() if self.resume is not None and not self._cursor_known else []
         return acks + self._scan()
 
     def _first_position(self):
