@@ -224,11 +224,8 @@ def _is_wake_prompt(text):
         return True
     if text.startswith(TASK_NOTIFICATION):
         # `Stop hook blocking error from command "Stop": ANNOUNCEMENT`
-        for line in text.splitlines():
-            at = line.find(_ANNOUNCE[0])
-            if at >= 0 and _fits(_ANNOUNCE, line[at:].strip()):
-                return True
-        return False
+        return any(_fits(_ANNOUNCE, line[line.find(_ANNOUNCE[0]):].strip())
+                   for line in text.splitlines() if _ANNOUNCE[0] in line)
     return _fits(_ANNOUNCE, text.strip())
 
 
