@@ -116,9 +116,8 @@ def read(path, tally=None):
 
 def _same(fd, st, t):
     """The file *t* was read from, grown or not, with its bytes before the offset unchanged."""
-    if (st.st_dev, st.st_ino) != (t.dev, t.ino) or st.st_size < t.offset:
-        return False
-    return os.pread(fd, len(t.tail), t.offset - len(t.tail)) == t.tail
+    return ((st.st_dev, st.st_ino) == (t.dev, t.ino) and st.st_size >= t.offset
+            and os.pread(fd, len(t.tail), t.offset - len(t.tail)) == t.tail)
 
 
 def _advance(fd, t, size):
