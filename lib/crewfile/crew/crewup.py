@@ -94,7 +94,6 @@ class Stage:
         self.last_error = self.last_said = None     # last_said: its last line on stderr
         self.retry = Backoff(backoff_max)
         self.quick_ends = 0         # ends in a row, each before RESET_AFTER
-        self.told = False           # its failing at once is said on crew-up's stderr
 
 
 class Supervisor:
@@ -343,9 +342,7 @@ class Supervisor:
         return bool(data)
 
     def _said(self, proc, line):
-        text = line.decode("utf-8", "replace")[:2000]
-        if text.startswith(proc.name + ": "):
-            text = text[len(proc.name) + 2:]
+        text = line.decode("utf-8", "replace")[:2000].removeprefix(proc.name + ": ")
         self.log("said", f"{proc.name}: {text}")
         proc.stage.last_error, proc.stage.last_said = text, f"{proc.name}: {text}"
 
@@ -367,7 +364,7 @@ class Supervisor:
         stage.restarts += 1
         if ran >= RESET_AFTER:
             stage.retry.reset()
-            stage.quick_ends, stage.told = 0, False
+            stage.quick_ends = 0
         else:
             stage.quick_ends += 1
         delay = stage.retry.later()
@@ -380,14 +377,14 @@ class Supervisor:
 
     def tell_failing(self, stage, what):
         """Say once on stderr that a stage fails as soon as it starts: restarted for
-        ever, the reason only in the log, it looked like a crew that runs."""
-        if stage.quick_ends < FAILING_AT_ONCE or stage.told:
+        ever, the reason only in the log, it looked like a crew that runs. Called
+        after each end counted, so the count meets FAILING_AT_ONCE once a row."""
+        if stage.quick_ends != FAILING_AT_ONCE:
             return
         said = f"; it said: {stage.last_said}" if stage.last_said else ""
         self._tell(f"crew-up: stage {stage.name} fails at once ({stage.quick_ends} times"
                    f" in a row; {', '.join(what)}{said}); still restarting it,"
                    f" see {self.files[LOG]}")
-        stage.told = True
 
     def kill(self, stage):
         """SIGTERM every process of the stage, SIGKILL after STOP_GRACE, and forget

@@ -138,8 +138,7 @@ def add(repo, path, branch, commit, made_parent=False):
 
 def remove(repo, path, force=False):
     """Remove the worktree at *path* (git refuses a dirty one unless *force*)."""
-    args = ["worktree", "remove"] + (["--force"] if force else []) + [path]
-    code, _, err = git(*args, cwd=repo.main)
+    code, _, err = git("worktree", "remove", *(["--force"] if force else []), path, cwd=repo.main)
     if code != 0:
         raise Refused(f"git worktree remove: {err or 'failed'}")
 

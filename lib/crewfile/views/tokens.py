@@ -116,9 +116,8 @@ def read(path, tally=None):
 
 def _same(fd, st, t):
     """The file *t* was read from, grown or not, with its bytes before the offset unchanged."""
-    if (st.st_dev, st.st_ino) != (t.dev, t.ino) or st.st_size < t.offset:
-        return False
-    return os.pread(fd, len(t.tail), t.offset - len(t.tail)) == t.tail
+    return ((st.st_dev, st.st_ino) == (t.dev, t.ino) and st.st_size >= t.offset
+            and os.pread(fd, len(t.tail), t.offset - len(t.tail)) == t.tail)
 
 
 def _advance(fd, t, size):
@@ -224,11 +223,8 @@ def _is_wake_prompt(text):
         return True
     if text.startswith(TASK_NOTIFICATION):
         # `Stop hook blocking error from command "Stop": ANNOUNCEMENT`
-        for line in text.splitlines():
-            at = line.find(_ANNOUNCE[0])
-            if at >= 0 and _fits(_ANNOUNCE, line[at:].strip()):
-                return True
-        return False
+        return any(_fits(_ANNOUNCE, line[line.find(_ANNOUNCE[0]):].strip())
+                   for line in text.splitlines() if _ANNOUNCE[0] in line)
     return _fits(_ANNOUNCE, text.strip())
 
 

@@ -273,8 +273,7 @@ def _jobs(crew):
         what = ("run" if j.get("state") in ("running", "starting") else "unheard"
                 if j.get("ended") and not j.get("heard") and not j.get("announced") else None)
         if what:
-            n = found.setdefault(j["session"], {"run": 0, "unheard": 0})
-            n[what] += 1
+            found.setdefault(j["session"], {"run": 0, "unheard": 0})[what] += 1
     return {s: ",".join(f"{n[w]} {w}" for w in ("run", "unheard") if n[w])
             for s, n in found.items()}
 
