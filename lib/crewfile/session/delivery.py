@@ -16,7 +16,6 @@ from crewfile.core import paths
 from crewfile.core.errors import BadInput, CrewfileError, SystemFailure, reason
 from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import acquire
-from crewfile.core.logfile import TailStats
 from crewfile.session import tmux, verdict
 from crewfile.session.prompt import (DRAFT, NO_PROMPT, capture, captain_at, markers_of,
                                      placeholder_of, shows_typed, still_holds)
@@ -346,7 +345,7 @@ def _wait_record(sess, before, holds):
 def _turn_mark(sess, kinds):
     """The newest record of *kinds* as a line: a new one after Enter means
     the text was taken."""
-    rec = sess.last_of(kinds, TailStats())
+    rec = sess.last_of(kinds)
     return rec.line() if rec is not None else None
 
 
