@@ -69,12 +69,10 @@ def scan(sess, stats=None):
                 out.concluded = rec
                 break
             out.forged = out.forged or (rec, why)
-    if not out.acts:
-        out.concluded = None
-    elif out.concluded:
-        out.state = CONCLUDED
+    if out.acts:
+        out.state = CONCLUDED if out.concluded else CAPTAIN_CONCLUDED
     else:
-        out.state = CAPTAIN_CONCLUDED
+        out.concluded = None
     return out
 
 
