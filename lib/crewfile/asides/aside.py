@@ -49,7 +49,7 @@ def scan(sess, stats=None):
     out = Scan()
     run = []                # newest first, back to the captain's newest input
     for rec in sess.backwards(stats):
-        if rec.kind == "registered" or rec.kind == CAPTAIN:
+        if rec.kind in ("registered", CAPTAIN):
             out.since, out.act = rec.ts, (rec if rec.kind == CAPTAIN else None)
             break
         run.append(rec)
@@ -69,12 +69,10 @@ def scan(sess, stats=None):
                 out.concluded = rec
                 break
             out.forged = out.forged or (rec, why)
-    if not out.acts:
-        out.concluded = None
-    elif out.concluded:
-        out.state = CONCLUDED
+    if out.acts:
+        out.state = CONCLUDED if out.concluded else CAPTAIN_CONCLUDED
     else:
-        out.state = CAPTAIN_CONCLUDED
+        out.concluded = None
     return out
 
 
@@ -112,10 +110,8 @@ def _closed_why(sess, rec, acts):
     if not os.path.isabs(rec.text):
         return None if not sess.meta.get("tmux") else "it names no report, and a window is recorded"
     why = _report_why(sess, rec.text, (paths.REPORT_CUR,))
-    if why:
+    if why or any(evidence.evidence_of(sess, act) is not None for act in acts):
         return why
-    if any(evidence.evidence_of(sess, act) is not None for act in acts):
-        return None
     return "no captain-done record with its evidence in acts comes before it"
 
 

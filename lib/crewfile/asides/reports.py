@@ -146,9 +146,8 @@ def listing(crew, aside=None, states=(paths.REPORT_NEW, paths.REPORT_CUR)):
                 st = os.lstat(path)
             except FileNotFoundError:       # moved to cur/ while we looked
                 continue
-            sb = path + paths.SCROLLBACK_SUFFIX if state == paths.REPORT_CUR else None
-            if sb and not os.path.lexists(sb):
-                sb = None
+            sb = path + paths.SCROLLBACK_SUFFIX
+            sb = sb if state == paths.REPORT_CUR and os.path.lexists(sb) else None
             out.append(Report(parsed[0], parsed[1], state, path, sb, st.st_size,
                               _irregular(st.st_mode)))
     out.sort(key=lambda r: (r.time, r.path))

@@ -18,7 +18,6 @@ from crewfile.core.errors import CrewfileError, Refused
 from crewfile.core.kinds import TURN_STATE
 from crewfile.core.liveness import alive
 from crewfile.core.locks import LockBusy
-from crewfile.core.logfile import TailStats
 from crewfile.core.paths import OFFERED, Crew, default_dir
 from crewfile.core.records import new_line
 from crewfile.core.text import escape
@@ -390,7 +389,7 @@ def post_tool_use(ctx):
     audit(ctx, sess)
     # A tool ran, so no permission dialog is up any more: a `waiting` record
     # would keep saying so until the turn ends.
-    last = sess.last_of(TURN_STATE, TailStats())
+    last = sess.last_of(TURN_STATE)
     if last is not None and last.kind == "waiting":
         sess.append("turn-started", "permission answered")
     if from_subagent(ctx.payload):

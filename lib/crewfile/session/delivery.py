@@ -16,7 +16,6 @@ from crewfile.core import paths
 from crewfile.core.errors import BadInput, CrewfileError, SystemFailure, reason
 from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import acquire
-from crewfile.core.logfile import TailStats
 from crewfile.session import tmux, verdict
 from crewfile.session.prompt import (DRAFT, NO_PROMPT, capture, captain_at, markers_of,
                                      placeholder_of, shows_typed, still_holds)
@@ -93,10 +92,8 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
     if not meta.get("tmux"):
         return Answer(NOT_LIVE, "no tmux pane is registered for the session"), None
     v = known if known is not None else verdict.of(sess, look)
-    if v.live == verdict.NOT_LIVE:
-        return Answer(NOT_LIVE, str(v.why)), v
     if v.live != verdict.LIVE:
-        return Answer(LIVE_UNKNOWN, str(v.why)), v
+        return Answer(NOT_LIVE if v.live == verdict.NOT_LIVE else LIVE_UNKNOWN, str(v.why)), v
     if v.stopped != verdict.NO:
         return Answer(STOPPED, "the agent process is stopped (SIGSTOP or Ctrl-Z)"
                       if v.stopped == verdict.YES else "cannot tell if the agent is stopped"), v
@@ -119,10 +116,8 @@ def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=
     if v.generating != verdict.NO:
         return Answer(STATE_UNKNOWN, "no turn record says whether it is generating"), v
     goes_on = _turn_goes_on(meta)
-    if goes_on is not None:
+    if goes_on is not None or not screen:
         return goes_on, v
-    if not screen:
-        return None, v
     return _screen_holds(v, meta, quiet, look, now, typed), v
 
 
@@ -346,7 +341,7 @@ def _wait_record(sess, before, holds):
 def _turn_mark(sess, kinds):
     """The newest record of *kinds* as a line: a new one after Enter means
     the text was taken."""
-    rec = sess.last_of(kinds, TailStats())
+    rec = sess.last_of(kinds)
     return rec.line() if rec is not None else None
 
 

@@ -113,8 +113,7 @@ def without_placeholder(screen, sgr):
         parts = params.split(";") if params else [""]
         if (";" + sgr + ";") in (";" + params + ";"):
             hidden = True
-        elif hidden and (parts[0] in off or any(p in ("0",) for p in parts)
-                         or (not colour and "22" in parts)):
+        elif hidden and (parts[0] in off or "0" in parts or (not colour and "22" in parts)):
             hidden = False
         pos = m.end()
     tail = screen[pos:]

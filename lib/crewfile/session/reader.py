@@ -76,7 +76,7 @@ class SessionReader:
         return logfile.Backwards(self.log_paths(), stats or logfile.TailStats(),
                                  STATE_SCAN_BYTES, at=self.at)
 
-    def last_of(self, kinds, stats):
+    def last_of(self, kinds, stats=None):
         return self.scan(stats).last_of(kinds)
 
     def backwards(self, stats=None):
@@ -95,7 +95,7 @@ class SessionReader:
         return None
 
     def ended(self, stats=None):
-        rec = self.last_of(LIFECYCLE, stats or logfile.TailStats())
+        rec = self.last_of(LIFECYCLE, stats)
         return bool(rec and LIFECYCLE[rec.kind])
 
     def recorded_agent(self, ancestor_of=None):

@@ -315,9 +315,7 @@ def _cross_check(found, meta):
                                                         f" read: {e}"))
     said = entry and registry.disagreement(entry, found.agent.pid, found.agent.start,
                                            meta.get("agent_session_id"), pane)
-    if not said:
-        return found
-    return Life(UNKNOWN, Answer(REGISTRY_DISAGREES, said))
+    return Life(UNKNOWN, Answer(REGISTRY_DISAGREES, said)) if said else found
 
 
 def foreground(agent, pane_pid):
