@@ -143,7 +143,7 @@ def last_line(path):
     finally:
         os.close(fd)
     for raw in reversed(data.split(b"\n")):
-        line = raw.decode("utf-8", "replace").rstrip("\r").strip()
+        line = raw.decode("utf-8", "replace").strip()
         if line and not is_marker(line):
             return line if len(line) <= LAST_LINE_CHARS else line[:LAST_LINE_CHARS - 1] + "…"
     return ""
