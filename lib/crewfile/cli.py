@@ -225,18 +225,16 @@ def render(name, text):
                 out.append(("paragraph", line))
         return [i for i in out if i[0] != "blank"]
 
-    def head_and_text(bullet):
-        head, sep, rest = bullet.partition("`: ")
-        if not sep or not head.startswith("`"):
-            return "", bullet
-        return head[1:].replace("`, `", ", "), rest
-
     lines = [code for kind, code in items(section(text, "Synopsis")) if kind == "code"]
     lines += [wrapped(text.split("\n")[2], "", ""), ""]
     for heading, column in (("Options", 24), ("Exit codes", 8)):
         lines.append(f"{heading}:")
         for kind, s in items(section(text, heading)):
-            head, body = head_and_text(s) if kind == "bullet" else ("", s)
+            head, sep, body = s.partition("`: ")
+            if kind == "bullet" and sep and head.startswith("`"):
+                head = head[1:].replace("`, `", ", ")
+            else:
+                head, body = "", s
             if not head:
                 lines.append(wrapped(body, "  ", "  "))
             elif len(head) + 4 <= column:

@@ -64,9 +64,7 @@ def durable_jobs(project, now=None):
 
 
 def _is_task(t):
-    if not isinstance(t, dict):
-        return False
-    return (all(isinstance(t.get(k), str) for k in ("id", "cron", "prompt"))
+    return (isinstance(t, dict) and all(isinstance(t.get(k), str) for k in ("id", "cron", "prompt"))
             and _number(t.get("createdAt")) and _number(t.get("maxAgeMs", MAX_AGE_MS))
             and isinstance(t.get("recurring", False), bool))
 

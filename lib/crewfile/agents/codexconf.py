@@ -116,9 +116,8 @@ def without_flag(text):
                                   if k != "codex_hooks"})
     keep = [l for l in text.splitlines(keepends=True) if l.rstrip("\r\n") not in (LINE, DOTTED)]
     bare = [l for l in keep if l.rstrip("\r\n") != HEADER]
-    if len(bare) < len(keep):
-        while bare and not bare[-1].strip() and keep[-1].rstrip("\r\n") == HEADER:
-            bare.pop()       # the blank line written before a header at the end
+    while bare and not bare[-1].strip() and keep[-1].rstrip("\r\n") == HEADER:
+        bare.pop()           # the blank line written before a header at the end
     for lines in (bare, keep):
         new = "".join(lines)
         if _same(_parse(new), want):

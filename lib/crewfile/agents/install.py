@@ -56,16 +56,15 @@ def merge(settings, block):
     for event, groups in list(hooks.items()):
         if not isinstance(groups, list):
             continue                 # not ours to understand: left as it is
-        kept_groups, removed = [], False
+        kept_groups = []
         for group in groups:
             inner = group.get("hooks") if isinstance(group, dict) else None
             if isinstance(inner, list) and any(map(is_ours, inner)):
-                removed = True
                 group = dict(group, hooks=[h for h in inner if not is_ours(h)])
                 if not group["hooks"]:
                     continue
             kept_groups.append(group)
-        if removed and not kept_groups:
+        if groups and not kept_groups:        # every group was ours alone
             del hooks[event]
         else:
             hooks[event] = kept_groups

@@ -10,7 +10,7 @@ from itertools import islice
 from crewfile.core import jsonio, paths, records, shapes
 from crewfile.core.atomic import replace
 from crewfile.core.errors import BadInput, CrewfileError, NotFound, Refused, SystemFailure
-from crewfile.core.locks import acquire, is_held
+from crewfile.core.locks import is_held
 from crewfile.core.logfile import TailStats, lines_backwards
 
 OUTPUT_LIMIT = 1 << 20            # bytes of output kept (plus one marker line)
@@ -106,8 +106,7 @@ class Job:
 
     def group_alive(self):
         """Is the command's process group still there? None if unknown."""
-        pids = self.pids() or {}
-        pgid = pids.get("pgid")
+        pgid = (self.pids() or {}).get("pgid")
         if not pgid:
             return None
         try:
@@ -144,7 +143,7 @@ def last_line(path):
     finally:
         os.close(fd)
     for raw in reversed(data.split(b"\n")):
-        line = raw.decode("utf-8", "replace").rstrip("\r").strip()
+        line = raw.decode("utf-8", "replace").strip()
         if line and not is_marker(line):
             return line if len(line) <= LAST_LINE_CHARS else line[:LAST_LINE_CHARS - 1] + "…"
     return ""

@@ -86,9 +86,7 @@ def ancestors(pid, limit=64):
 
 def descends_from(pid, ancestor):
     """*pid* is *ancestor* or one of its descendants (by the parent chain now)."""
-    if int(pid) == int(ancestor):
-        return True
-    return any(a.pid == int(ancestor) for a in ancestors(pid))
+    return int(pid) == int(ancestor) or any(a.pid == int(ancestor) for a in ancestors(pid))
 
 
 def agent_of(pid, pane_pid=None):

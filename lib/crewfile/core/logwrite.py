@@ -50,8 +50,10 @@ def append_locked(path, lines, rotate=None, sync=False):
     except OSError as e:
         raise SystemFailure(f"{path}: {e.strerror}") from None
     try:
-        st = os.fstat(fd)
-        before = _drop_fragment(fd, st.st_size)
+        size = os.fstat(fd).st_size
+        before = lines_end(fd, size)
+        if before != size:          # a dead writer's unfinished last line: cut (we hold the lock)
+            os.ftruncate(fd, before)
         try:
             write_all(fd, data)
         except OSError as e:
@@ -92,12 +94,3 @@ def append_unlocked(path, lines):
         raise SystemFailure(f"cannot append to {path}: {e.strerror}") from None
     finally:
         os.close(fd)
-
-
-def _drop_fragment(fd, size):
-    """Cut a dead writer's unfinished last line (we hold the lock: nobody
-    else is writing it); return the new size."""
-    keep = lines_end(fd, size)
-    if keep != size:
-        os.ftruncate(fd, keep)
-    return keep

@@ -216,10 +216,8 @@ def check_dirs(path, inclusive=False):
     """Refuse *path* if a level between its crew root and it (*inclusive*: and it)
     is a link or not a directory; a missing one passes (the caller's call fails).
     True when *path* is in a crew directory."""
-    for root in _roots:
-        if path.startswith(root + "/"):
-            break
-    else:
+    root = next((r for r in _roots if path.startswith(r + "/")), None)
+    if root is None:
         return False
     parts = path[len(root) + 1:].split("/")
     if not inclusive:

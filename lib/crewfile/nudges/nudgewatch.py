@@ -48,9 +48,8 @@ def watch(crew, emit, world_factory=World, stop=lambda: False, warn=None):
             changes.add(roots[1])
             for name in names(crew):
                 changes.add(os.path.join(roots[1], name))
-            outcomes = None
+            outcomes = world = None
             lock = tick_lock(crew, timeout=10)
-            world = None
             if lock is not None:
                 world, bad = world_factory(crew), []
                 with lock:
