@@ -97,7 +97,7 @@ def _report_why(sess, path, states=(paths.REPORT_NEW, paths.REPORT_CUR), since=N
     return f"its report {base} is not in " + " or ".join(f"reports/{s}/" for s in states)
 
 
-def concluded_event_why(crew, name, ts, text):
+def concluded_event_why(crew, name, text):
     """Why an event line's `concluded` (its escaped TEXT) is not believed, or None:
     for the readers that act on an event alone (wake-filter, crew-notify)."""
     return _report_why(Session(crew, name), unescape(text))

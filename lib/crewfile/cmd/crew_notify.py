@@ -29,7 +29,7 @@ def run(args):
         return tell.Teller(args.exec, cursor=args.cursor, window=window, timeout=timeout,
                            away=None if args.always else away, per_hour=per_hour, quiet=quiet,
                            retry=retry, log=log, socket=args.tmux,
-                           doubt=lambda name, ts, text: concluded_event_why(c, name, ts, text))
+                           doubt=lambda name, text: concluded_event_why(c, name, text))
     # Each try's supervisor (tell.try_command, forked) inherits the cursor's
     # lock and holds it until it has journaled how its CMD ended: a restart
     # after a kill waits for a try still running, and then believes the journal.

@@ -141,7 +141,7 @@ class Teller(stream.Taker):
     *command*: given each message (sh -c). *cursor*: the one acknowledged
     (None: nothing is, no journal). *away*: seconds without key input that
     make the captain away (None: always tell). *quiet*: (start, end) minutes
-    or None. *doubt*(name, ts, text): why a `concluded` is not believed, or None."""
+    or None. *doubt*(name, text): why a `concluded` is not believed, or None."""
 
     def __init__(self, command, cursor=None, window=DEFAULT_WINDOW, timeout=DEFAULT_TIMEOUT,
                  away=DEFAULT_AWAY, per_hour=DEFAULT_PER_HOUR, quiet=None, retry=RETRY_FIRST,
@@ -178,7 +178,7 @@ class Teller(stream.Taker):
                 captain = printable_line(body.encode()).decode("utf-8", "replace")
             if kind == "concluded" and captain is not None and self.doubt is not None:
                 try:
-                    why = self.doubt(words[1], words[0], words[2].partition(": ")[2])
+                    why = self.doubt(words[1], words[2].partition(": ")[2])
                 except (CrewfileError, OSError):
                     why = None          # unsure: telling is safer than losing
                 if why:

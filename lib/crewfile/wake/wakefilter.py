@@ -143,7 +143,7 @@ class Filter(stream.Taker):
         none, and the hooks have said it as a `problem`, which wakes."""
         try:
             name = parts[1].decode("utf-8")
-            why = concluded_event_why(self.crew, name, parts[0].decode("ascii"),
+            why = concluded_event_why(self.crew, name,
                                       parts[3].decode("utf-8") if len(parts) == 4 else "")
         except (CrewfileError, OSError, UnicodeDecodeError):
             return True             # unsure: a wake is safer than a lost conclusion
