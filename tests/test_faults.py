@@ -10,8 +10,10 @@ import sys
 import pytest
 
 from conftest import REPO, cmd, wait_for
+from crewfile.background import jobs
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import Session, register
+from crewfile.wake import inbox
 
 LIB = os.path.join(REPO, "lib")
 
@@ -106,15 +108,9 @@ def test_a_job_watcher_keeps_the_holder_of_a_lock_it_posted_past_in_its_notice(c
     """A job's watcher bounds its wait for the owning session's lock too; it
     posts its notice without it past the bound, and having no stderr (it is
     detached) it keeps the line naming the holder in `notice` (without_lock)."""
-    from crewfile.background import jobs
-    from crewfile.wake import inbox
     sess = register(crew, "w1", pid=os.getpid())
     holder = holders(sess.lock_path)
-    h = cmd("job-exec", "--session", "w1", "--", "true").stdout.strip()
-    job = jobs.Job(crew, h)
-    wait_for(lambda: job.notice() is not None and not job.watcher_alive(),
-             what="the watcher to post its notice")
-    notice = job.notice()
+    notice = job_notice(crew, "w1")
     assert notice["posted"] is True and len(notice["without_lock"]) == 1, notice
     said = notice["without_lock"][0]
     assert f"held by pid {holder.proc.pid} (flock)" in said
@@ -124,13 +120,17 @@ def test_a_job_watcher_keeps_the_holder_of_a_lock_it_posted_past_in_its_notice(c
 
 
 def test_a_job_notice_posted_under_the_lock_says_nothing_of_it(crew):
-    from crewfile.background import jobs
     register(crew, "w1", pid=os.getpid())
-    h = cmd("job-exec", "--session", "w1", "--", "true").stdout.strip()
-    job = jobs.Job(crew, h)
+    notice = job_notice(crew, "w1")
+    assert notice["posted"] is True and "without_lock" not in notice
+
+
+def job_notice(crew, session):
+    """The `notice` of a job of *session* run to its end, once its watcher is done."""
+    job = jobs.Job(crew, cmd("job-exec", "--session", session, "--", "true").stdout.strip())
     wait_for(lambda: job.notice() is not None and not job.watcher_alive(),
              what="the watcher to post its notice")
-    assert job.notice()["posted"] is True and "without_lock" not in job.notice()
+    return job.notice()
 
 
 def test_finding10_stopped_holder_is_named_and_the_record_is_written(crew, tmp_path):
