@@ -113,7 +113,8 @@ def entry(crew, name, is_dir=None):
 
 def row(crew, name, look, now=None, also=None):
     """The Row of session NAME (DAMAGED when its files cannot be used).
-    also(sess): more to read while its directory is open (Row.also)."""
+    also(sess, recs): more to read while its directory is open, from the same
+    read of its log (Row.also)."""
     sess = SessionReader(crew, name)
     try:
         with sess.opened():
@@ -124,7 +125,7 @@ def row(crew, name, look, now=None, also=None):
             held = needs_primary(recs)
             starting = not_yet_known(sess, recs) is not None
             return Row(name, word_of(st, held, starting), st, sess=sess,
-                       also=also and also(sess), facts=(v, last, st["warning"], held, starting))
+                       also=also and also(sess, recs), facts=(v, last, st["warning"], held, starting))
     except CrewfileError as e:
         return Row(name, DAMAGED, error=str(e))
 

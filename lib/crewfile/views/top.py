@@ -146,10 +146,11 @@ class Rows:
     def _read(self, name, look, now, why):
         """The kept row of session *name*; *why*: it cannot be one (glance.entry)."""
         row = (glance.Row(name, glance.DAMAGED, error=why) if why is not None else
-               glance.row(self.crew, name, look, now, also=lambda s: _wakes(self.crew, name, s.at)))
+               glance.row(self.crew, name, look, now, also=lambda s, recs: (
+                   _wakes(self.crew, name, s.at), _own_line(name, s, recs))))
         if row.word == glance.DAMAGED:
             return row, None, None, None, now
-        return (row, *self._costs(row), _own_line(row), now)
+        return (row, *self._costs(row), row.also[1], now)
 
     def _tally(self, path):
         """One transcript's Tally, read on from this view's last reading of it."""
@@ -209,7 +210,7 @@ class Rows:
             age = None if st["age"] is None else st["age"] + (now - read_at)
             out.append((row.word, [
                 row.name, st["kind"] + ("*" if st["kind"] == "aside" else ""), word,
-                age_text(age), row.also,
+                age_text(age), row.also[0],
                 "?" if nudges is None else _nudge_for(nudges[0], row.sess.meta),
                 "?" if jobs is None else jobs.get(row.name, "-"), tokens_, escape(last)]))
         footer = [escape(f"{part}: ? ({self.broken[part]})") if self.parts[part] is None
@@ -231,16 +232,16 @@ def _wakes(crew, name, at):
     return f"{n}{'+' if more else ''}" if n or more else "-"
 
 
-def _own_line(row):
+def _own_line(name, sess, recs):
     """'own loop: NAME: 1 cron (...)' while the session's own cron jobs are
-    armed (its nudges are held meanwhile), else None."""
+    armed (its nudges are held meanwhile), else None; *recs*: its row's read."""
     try:
-        loop, _ = own_loop(row.sess)
+        loop, _ = own_loop(sess, recs)
     except (CrewfileError, OSError):
         return None
     if loop is None:
         return None
-    return escape(f"own loop: {row.name}: {loop.detail.split(': ', 1)[1]}")
+    return escape(f"own loop: {name}: {loop.detail.split(': ', 1)[1]}")
 
 
 def _nudge_for(scheds, meta):
