@@ -7,6 +7,9 @@ import sys
 import pytest
 
 from conftest import REPO, crash_and_respawn, spawn_fake, wait_for
+from crewfile import agents
+from crewfile.agents import claude
+from crewfile.hooks import rewake
 from crewfile.session import delivery, prompt
 from crewfile.core.errors import BadInput
 from crewfile.core.logfile import TailStats
@@ -308,3 +311,29 @@ def test_a_codex_turn_its_rollout_holds_open_is_generating(crew, tmux, tmp_path)
     ok, why = delivery.deliver(sess.reread(), "nudge text", quiet=0)
     assert (ok, why.code) == (False, delivery.STATE_UNKNOWN)
     assert "nudge text" not in tmux.screen(pane)
+
+
+QUIET, HOLD, WAIT = delivery.CAPTAIN_QUIET, agents.ACCOUNT_HOLD, claude.REWAKE_TIMEOUT - 60.0
+
+
+@pytest.mark.parametrize("given,quiet,hold,wait", [
+    (None, QUIET, HOLD, WAIT),
+    ("", QUIET, HOLD, WAIT),
+    ("12.5", 12.5, 12.5, 12.5),
+    ("-3", 0.0, 0.0, 0.0),
+    ("inf", 86400.0, 7 * 86400.0, WAIT),
+    ("nan", QUIET, HOLD, WAIT),
+    ("soon", QUIET, HOLD, WAIT),
+])
+def test_seconds_from_the_environment_are_bounded_and_never_nan(monkeypatch, given, quiet, hold, wait):
+    """The three waits an environment may set (the captain's quiet, an
+    account's hold, the rewake waiter's) read it one way: bounded, and a
+    value that is no number (nan included) leaves the default."""
+    env = {} if given is None else {"CREWFILE_CAPTAIN_QUIET": given, "CREWFILE_ACCOUNT_HOLD": given,
+                                    rewake.WAIT_ENV: given}
+    monkeypatch.delenv("CREWFILE_CAPTAIN_QUIET", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert delivery.captain_quiet() == quiet
+    assert agents.account_hold(env) == hold
+    assert rewake.wait_seconds(claude, env) == wait

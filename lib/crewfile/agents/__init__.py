@@ -44,6 +44,7 @@ import time
 from crewfile.core.errors import BadInput
 from crewfile.core.names import AGENTS
 from crewfile.core.records import timestamp
+from crewfile.core.text import seconds_within
 
 # An account's passing stop holds typing this long: neither Claude Code's hook
 # nor Codex's rollout gives a reset time (tests/CLAUDE_FINDINGS.md,
@@ -119,8 +120,4 @@ def error_word(error):
 
 def account_hold(env):
     """$CREWFILE_ACCOUNT_HOLD in *env*, bounded to a week, else ACCOUNT_HOLD."""
-    try:
-        value = float(env.get("CREWFILE_ACCOUNT_HOLD") or ACCOUNT_HOLD)
-    except ValueError:
-        return ACCOUNT_HOLD
-    return min(max(0.0, value), 7 * 86400.0) if value == value else ACCOUNT_HOLD
+    return seconds_within(env.get("CREWFILE_ACCOUNT_HOLD"), ACCOUNT_HOLD, 7 * 86400.0)

@@ -1,6 +1,7 @@
 """The one escaper: what crewfile did not write itself reaches a record line or
 a terminal only through escape(), which makes it one printable line (no control
-character, no line separator); unescape() gives the text back."""
+character, no line separator); unescape() gives the text back. Beside it, the
+numbers read from text someone else wrote (a record's, an environment's)."""
 
 _ESCAPES = {0x5C: "\\\\", 0x0A: "\\n", 0x0D: "\\r", 0x09: "\\t"}
 _ESCAPE_TABLE = {c: _ESCAPES.get(c, "\\x%02x" % c)
@@ -19,6 +20,16 @@ def ascii_int(text):
         return int(text)
     except ValueError:
         return None
+
+
+def seconds_within(text, default, most):
+    """*text* (an environment's value) as seconds in 0..*most*; *default* when
+    it is empty or no number. nan is no number: it would switch a check off."""
+    try:
+        value = float(text or default)
+    except ValueError:
+        return default
+    return min(max(0.0, value), most) if value == value else default
 
 
 def escape(text):

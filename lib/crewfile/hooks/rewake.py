@@ -8,7 +8,7 @@ import os
 from crewfile.core import jsonio
 from crewfile.core.errors import CrewfileError
 from crewfile.core.paths import Crew, default_dir
-from crewfile.core.text import escape
+from crewfile.core.text import escape, seconds_within
 from crewfile.hooks.hook import PRIMARY, Reply, find_session, load_agent
 from crewfile.wake import rewake
 
@@ -19,11 +19,7 @@ def wait_seconds(agent, env):
     """How long the waiter waits: the installed timeout less a margin, so the
     CLI never has to stop it; *env*'s CREWFILE_REWAKE_WAIT may shorten it."""
     seconds = max(0.0, agent.REWAKE_TIMEOUT - rewake.MARGIN)
-    try:
-        asked = float(env.get(WAIT_ENV) or seconds)
-    except ValueError:
-        return seconds
-    return min(max(0.0, asked), seconds) if asked == asked else seconds
+    return seconds_within(env.get(WAIT_ENV), seconds, seconds)
 
 
 def handle(raw, env=None, agent="claude"):

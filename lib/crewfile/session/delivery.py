@@ -16,6 +16,7 @@ from crewfile.core import paths
 from crewfile.core.errors import BadInput, CrewfileError, SystemFailure, reason
 from crewfile.core.kinds import TURN_STATE
 from crewfile.core.locks import acquire
+from crewfile.core.text import seconds_within
 from crewfile.session import tmux, verdict
 from crewfile.session.prompt import (DRAFT, NO_PROMPT, capture, captain_at, markers_of,
                                      placeholder_of, shows_typed, still_holds)
@@ -69,12 +70,8 @@ def check_text(text):
 
 
 def captain_quiet():
-    try:
-        value = float(os.environ.get("CREWFILE_CAPTAIN_QUIET") or CAPTAIN_QUIET)
-    except ValueError:
-        return CAPTAIN_QUIET
-    # nan would switch the captain check off, inf refuse every delivery for ever.
-    return min(max(0.0, value), 86400.0) if value == value else CAPTAIN_QUIET
+    # at most a day: inf would refuse every delivery for ever
+    return seconds_within(os.environ.get("CREWFILE_CAPTAIN_QUIET"), CAPTAIN_QUIET, 86400.0)
 
 
 def check(sess, look=None, now=None, quiet=None, typed=None, screen=True, known=None):
