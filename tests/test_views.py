@@ -900,3 +900,20 @@ def test_dirwatch_changes_names_the_directory_and_entry(tmp_path, mode):
         assert (str(b), "inbox") in w.changes(5)
     finally:
         w.close()
+
+
+def test_top_frame_reads_each_session_log_once(crew, monkeypatch):
+    """A crew-top row asks its questions (state, liveness, the own loop) of
+    one read of the session's log: 1,000 sessions' frame is 1,000 reads of
+    `status`, not one per question."""
+    for name in ("w1", "w2", "w3"):
+        session(crew, name, "turn-started")
+    opened, real = [], paths.open_stat
+
+    def counted(path, *a, **kw):
+        opened.append(path)
+        return real(path, *a, **kw)
+    monkeypatch.setattr(paths, "open_stat", counted)
+    assert [cols[0] for _, cols in top_frame(crew).rows] == ["w1", "w2", "w3"]
+    logs = [p for p in opened if os.path.basename(p) == paths.STATUS]
+    assert sorted(logs) == [Session(crew, n).status_path for n in ("w1", "w2", "w3")]
