@@ -428,7 +428,7 @@ def require_real_claude() -> None:
 def skip_loudly(why: str):
     """Skip this test saying so in capitals (conftest names every skipped
     test again at the end of the run, and `make test` at its very end)."""
-    import pytest
+    import pytest  # kept: demo/ imports this module outside pytest, lib/ not on its path
     pytest.skip(f"END-TO-END TEST WITH THE REAL CLAUDE CODE SKIPPED: {why}")
 
 
@@ -473,8 +473,8 @@ def make_rig(tmp_path, tmux, env=None, **kwargs) -> ClaudeRig:
 
 def records(crew, name) -> list:
     """(kind, text) of the session's status records, oldest first."""
-    from crewfile.core import logfile
-    from crewfile.session.sessions import Session
+    from crewfile.core import logfile  # kept: demo/ imports this module outside pytest, lib/ not on its path
+    from crewfile.session.sessions import Session  # kept: demo/ imports this module outside pytest, lib/ not on its path
     return [(r.kind, r.text) for r in
             Session(crew, name).last_records(1000, logfile.TailStats())]
 
@@ -498,7 +498,7 @@ def typed_by(person, rig: ClaudeRig, sess, text: str, timeout: float = 30) -> No
     into the pane *rig* drives, and presses Enter once the input line shows it,
     in a whole second after session *sess*'s newest captain input (a person's
     hands are never faster; the act's evidence counts only later keys)."""
-    from conftest import last_captain_input
+    from conftest import last_captain_input  # kept: demo/ imports this module outside pytest, lib/ not on its path
     person.look_at(rig.pane)
     person.press(text)
     tail = "".join(text.split())[-16:]
@@ -519,8 +519,8 @@ def crew_rig(crew, tmux, tmp_path, name: str = "w1", env=None, **kwargs) -> Clau
 
 def start_registered(rig: ClaudeRig, crew, name: str = "w1") -> None:
     """Start claude; return once its SessionStart hook registered it as *name*."""
-    from conftest import wait_for
-    from crewfile.session.sessions import Session
+    from conftest import wait_for  # kept: demo/ imports this module outside pytest, lib/ not on its path
+    from crewfile.session.sessions import Session  # kept: demo/ imports this module outside pytest, lib/ not on its path
     rig.start()
     wait_for(lambda: Session(crew, name).exists() and "started" in kinds(crew, name),
              what=f"{name} registered by its SessionStart hook")
@@ -538,7 +538,7 @@ def stop_payloads(rig: ClaudeRig) -> list:
 def recorded_turn(rig: ClaudeRig, crew, name: str, text: str, script=(), timeout: float = 60):
     """One prompt sent running *script*; returns once crew-hook recorded that
     turn's end for session *name* (not only the rig's own Stop hook)."""
-    from conftest import wait_for
+    from conftest import wait_for  # kept: demo/ imports this module outside pytest, lib/ not on its path
     ended = kinds(crew, name).count("turn-ended")
     rig.set_script(list(script))
     rig.send(text)
@@ -568,8 +568,8 @@ def captains_aside(crew, tmux, tmp_path, name: str = "design"):
     a client attached to its pane: yields (rig, person, turn), where
     turn(text, script=(), turns=1) has the captain type *text* and waits
     for *turns* of the agent's turns to end."""
-    from conftest import AttachedClient, cmd, wait_for
-    from crewfile.session.sessions import Session
+    from conftest import AttachedClient, cmd, wait_for  # kept: demo/ imports this module outside pytest, lib/ not on its path
+    from crewfile.session.sessions import Session  # kept: demo/ imports this module outside pytest, lib/ not on its path
     require_real_claude()
     rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
     tmux("new-session", "-d", "-s", "crew", "-n", "captain", "-x", "200", "-y", "50")
@@ -603,9 +603,9 @@ def captain_concludes_three_ways(crew, tmux, person, turn, aide_done, name: str 
     /aside-done typed in its window (the agent hands over its report),
     `aside-done NAME` typed in another window, a key binding pressed.
     Returns the three reports' paths and the other window."""
-    from conftest import cmd, last_captain_input, wait_for
-    from crewfile.asides import aside
-    from crewfile.session.sessions import Session
+    from conftest import cmd, last_captain_input, wait_for  # kept: demo/ imports this module outside pytest, lib/ not on its path
+    from crewfile.asides import aside  # kept: demo/ imports this module outside pytest, lib/ not on its path
+    from crewfile.session.sessions import Session  # kept: demo/ imports this module outside pytest, lib/ not on its path
     sess = Session(crew, name)
     turn("/aside-done ship it", ["RUN: printf 'cursor pagination\\n' | "
                                  f"aside-conclude {name} --report -"])

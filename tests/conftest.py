@@ -1,11 +1,16 @@
 """Shared fixtures: a fresh crew directory per test, the real commands, a
 private tmux server (never the one the person running the tests works in)."""
+import ctypes
 import json
 import os
+import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 
 import pytest
 
@@ -13,10 +18,14 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(REPO, "bin")
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
+from crewfile.asides import captain  # noqa: E402
+from crewfile.asides.evidence import newest_input  # noqa: E402
 from crewfile.core.atomic import replace  # noqa: E402
 from crewfile.core.paths import Crew  # noqa: E402
-from crewfile.session.sessions import Session  # noqa: E402
+from crewfile.session.prompt import prompt_tail, still_holds  # noqa: E402
+from crewfile.session.sessions import Session, pane_fields, register  # noqa: E402
 from terminal import AttachedClient, Tmux, wait_for  # noqa: E402,F401 (the person at a terminal)
+from transcript import append_prompt  # noqa: E402
 
 SKIPPED = os.path.join(REPO, ".cache", "skipped")
 _skipped = []
@@ -76,7 +85,6 @@ def drop_mode_overrides():
     the effective and permitted sets; nothing for a user."""
     if os.geteuid() != 0:
         return
-    import ctypes
     libc = ctypes.CDLL(None, use_errno=True)
     header = (ctypes.c_uint32 * 2)(0x20080522, 0)       # _LINUX_CAPABILITY_VERSION_3, self
     data = (ctypes.c_uint32 * 6)()                      # 2 x (effective, permitted, inheritable)
@@ -199,7 +207,6 @@ class TmuxServer(Tmux):
         bufferFastReturn; Codex: a paste burst), and a look at the screen
         can come sooner than that. A spare Enter on an empty prompt line
         sends nothing."""
-        from crewfile.session.prompt import still_holds
         deadline = time.monotonic() + timeout
         for _ in range(3):
             if person:
@@ -263,7 +270,6 @@ class TmuxServer(Tmux):
     def wait_prompt(self, pane, timeout=20):
         """Wait until the pane's agent is back at an empty prompt line (its turn
         printed and done): what aside-reconcile needs to see before a teardown."""
-        from crewfile.session.prompt import prompt_tail
 
         def empty(screen):
             found = prompt_tail(screen)
@@ -281,7 +287,6 @@ class TmuxServer(Tmux):
         """Register session NAME, then open *command* in a window for it: in
         this order, so the agent's first record (its hook, at start) finds its
         session, as aside-open does it. Returns (session, pane id)."""
-        from crewfile.session.sessions import pane_fields, register
         sess = register(crew, name, **meta)
         pane = self.new_window(command, name=name, env={"CREWFILE_SESSION": name,
                                                         "CREWFILE_DIR": crew.root})
@@ -293,7 +298,6 @@ class TmuxServer(Tmux):
 def tmux(monkeypatch):
     if not shutil.which("tmux"):
         pytest.fail("tmux is not installed (make test installs it)")
-    import tempfile
     short = tempfile.mkdtemp(prefix="cf-tmux-")   # socket paths must stay under ~107 bytes
     sock = os.path.join(short, "sock")
     monkeypatch.setenv("CREWFILE_TMUX", sock)
@@ -307,7 +311,6 @@ def tmux(monkeypatch):
 @pytest.fixture
 def second_server():
     """Another private tmux server, which CREWFILE_TMUX does not name."""
-    import tempfile
     d = tempfile.mkdtemp(prefix="cf-tmux2-")
     server = TmuxServer(os.path.join(d, "sock"))
     yield server
@@ -320,8 +323,6 @@ def crash_and_respawn(tmux, sess, command, timeout=120):
     CLI runs itself again as a child), wait for its dead pane, check that
     crew-respawn's dry run would run *command* in the session's tree, run
     it; return the session read again."""
-    import json
-    import signal
     meta = sess.reread().meta
     os.killpg(meta["pid"], signal.SIGKILL)
     wait_for(lambda: tmux("display-message", "-p", "-t", meta["tmux"],
@@ -368,10 +369,6 @@ def captain_types(crew, name, text, person=None):
     prompt id), then the prompt in the agent's transcript (meta
     transcript_path; one is made and recorded if the session has none).
     Returns the kind recorded."""
-    import uuid
-    from crewfile.asides import captain
-    from crewfile.session.sessions import Session
-    from transcript import append_prompt
     sess = Session(crew, name)
     path = sess.meta.get("transcript_path")
     if not path:
@@ -413,7 +410,6 @@ def captain_keys(sess, keys, person=None):
 
 def last_captain_input(sess):
     """The time of session *sess*'s newest captain input record (0 if none)."""
-    from crewfile.asides.evidence import newest_input
     return newest_input(sess.reread()) or 0
 
 
@@ -424,9 +420,6 @@ def captain_runs(tmux, *argv, env=None):
     pressed in a whole second after the newest captain input of the session
     ARGV[1] names, as a person's hands are slower than that. Returns (exit
     code, stdout+stderr)."""
-    import shlex
-    import tempfile
-    from crewfile.session.sessions import Session
     words = [sys.executable, os.path.join(BIN, argv[0]), *map(str, argv[1:])]
     full = {k: os.environ[k] for k in ("CREWFILE_DIR", "CREWFILE_TMUX") if k in os.environ}
     full.update(env or {})
@@ -506,7 +499,6 @@ def left_behind(session):
 
 def pytest_sessionfinish(session, exitstatus):
     """Fail the run naming every process it left alive, then stop them."""
-    import signal
     try:            # a process told to stop may still be exiting
         wait_for(lambda: not left_behind(session), timeout=LEFT_BEHIND_GRACE, every=0.1)
         return

@@ -10,9 +10,15 @@ attaches a client to the tmux server at SOCKET (to session or pane TARGET)
 and types what it reads on standard input into it, as it comes, until the
 end of its input; then it detaches.
 """
+import fcntl
 import os
+import pty
+import signal
+import struct
 import subprocess
 import sys
+import termios
+import threading
 import time
 
 
@@ -69,8 +75,6 @@ class AttachedClient:
     _open = {}                          # socket path: the newest client open on it
 
     def __init__(self, tmux, target=None, size=(200, 50)):
-        import pty
-        import threading
         tmux("set-option", "-g", "assume-paste-time", "0")
         self.pid, self.fd = pty.fork()
         if self.pid == 0:               # the child: the tmux client
@@ -78,9 +82,6 @@ class AttachedClient:
             env.pop("TMUX", None)
             where = ["-t", target] if target else []
             os.execvpe("tmux", ["tmux", "-S", tmux.sock, "attach-session", *where], env)
-        import fcntl
-        import struct
-        import termios
         fcntl.ioctl(self.fd, termios.TIOCSWINSZ, struct.pack("HHHH", size[1], size[0], 0, 0))
         self._reader = threading.Thread(target=self._drain, daemon=True)
         self._reader.start()
@@ -139,7 +140,6 @@ class AttachedClient:
 
     def close(self):
         """Detach: end the client and reap it (once; again is a no-op)."""
-        import signal
         if self.fd is None:
             return
         sock = os.path.realpath(self.tmux.sock)

@@ -259,7 +259,7 @@ def test_watch_does_not_wake_itself_while_a_refusal_stands(crew, tmux):
     """Each tick opens sessions/NAME/lock; inotify reports its close. Counted
     as a change, every tick woke the next (some forty a second) for as long
     as the block stood. Watched for a while once settled: no tick."""
-    from inotify_simple import INotify, flags
+    from inotify_simple import INotify, flags  # optional: inotify_simple may be absent (the other tests here need none)
     sess, pane = agent(crew, tmux, "w1")
     sess.append("account-blocked", "billing_error until -: Credit balance is too low")
     add = cmd("nudge-add", "--session", "w1", "--every", "600", "--message", "held")

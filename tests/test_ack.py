@@ -4,6 +4,7 @@ The position a restart resumes from is the one whose wakes are in the
 inbox (or were filtered out); a replayed event is recognised by its id."""
 import json
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -14,6 +15,8 @@ from crewfile.wake import inbox
 from crewfile.wake.tell import Teller
 from crewfile.wake.watch import Watcher
 from crewfile.session.sessions import Session, register
+from crewfile.wake.wakefilter import Filter
+from crewfile.wake.wakesend import Sender
 
 
 def py(name):
@@ -154,9 +157,6 @@ def test_resume_and_cursor_together_is_a_usage_error(crew, run, tmp_path):
 def test_hostile_position_tokens_never_crash_a_stage_nor_spoil_the_cursor(crew, tmp_path):
     """A composed pipe may feed anything: each bad token is a warning, the
     line is taken as plain text, and the cursor stays one crew-watch reads."""
-    import random
-    from crewfile.wake.wakefilter import Filter
-    from crewfile.wake.wakesend import Sender
     cur = str(tmp_path / "cursor")
     register(crew, "boss", kind="primary")
     register(crew, "w1")
@@ -198,8 +198,6 @@ def test_a_filter_restarted_anywhere_judges_as_one_that_saw_everything(crew):
     """Positioned lines carry the fold and pause context, so fresh filters
     over any split of the stream pass exactly what one plain filter passes
     over the plain lines (60 random streams, 5 random splits each)."""
-    import random
-    from crewfile.wake.wakefilter import Filter
     register(crew, "a1", kind="aside")
     register(crew, "boss", kind="primary")
     for n in ("w1", "w2"):

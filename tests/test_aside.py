@@ -3,15 +3,20 @@ reconcile, report-ls; every exit code and message, state read back through lib."
 import json
 import os
 import stat
+import subprocess
 import sys
+import threading
+import uuid
 
 import pytest
 
-from conftest import REPO, AttachedClient, captain_keys, captain_runs, captain_types, wait_for
-from crewfile.asides import aside, captain, reports
+from conftest import REPO, AttachedClient, captain_keys, captain_runs, captain_types, wait_for, BIN
+from crewfile.asides import aside, captain, evidence, reports
 from crewfile.core import paths, records
+from crewfile.core.errors import NotFound
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import Session, register
+from transcript import append_prompt
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 AGENT = f"{sys.executable} {FAKE}"
@@ -78,7 +83,6 @@ def test_a_captain_input_that_is_not_utf8_is_still_recorded(crew, a1):
 
 
 def test_record_captain_input_works_for_any_session_and_needs_one(crew):
-    from crewfile.core.errors import NotFound
     register(crew, "w1")
     assert captain.record_captain_input(crew, "w1", "hello") == "captain"
     assert kinds(crew, "w1") == [("captain", "hello")]
@@ -273,7 +277,6 @@ def test_a_command_typed_in_another_window_is_the_captain(crew, tmux, opened, ru
 
 def test_a_key_binding_pressed_by_the_captain_concludes(crew, tmux, opened):
     """C-b D in a real client attached through a pseudo-terminal; tmux runs the binding."""
-    from conftest import AttachedClient
     tmux("bind-key", "D", "run-shell",
          f"env CREWFILE_DIR={crew.root} {sys.executable} {os.path.join(REPO, 'bin', 'aside-done')}"
          " a1 --note 'by key'")
@@ -302,7 +305,6 @@ def test_status_append_never_writes_the_captains_words(crew, a1, run):
 def test_a_hand_written_captain_done_is_not_obeyed(crew, a1, run, report):
     """printf >> status under flock(1): the record has no evidence; conclude
     refuses it and says so, once."""
-    import subprocess
     captain_types(crew, "a1", "let's talk")
     subprocess.run(["flock", a1.lock_path, "sh", "-c",
                     f'printf "%s captain-done: settled\\n" "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"'
@@ -322,7 +324,6 @@ def test_a_conclusion_is_believed_only_while_the_transcript_agrees(crew, a1, run
     sess = Session(crew, "a1")
     assert aside.believed(sess, aside.scan(sess)) is None
     # A prompt the hook did not see (its record lost): the transcript is newer.
-    from transcript import append_prompt
     append_prompt(sess.meta["transcript_path"], "hmm, wait", "a-later-prompt")
     why = aside.believed(sess, aside.scan(sess))
     assert why == "the agent's transcript has a newer prompt than that /aside-done"
@@ -333,10 +334,6 @@ def test_a_conclusion_waits_for_the_transcript_to_catch_up(crew, a1, monkeypatch
     """Claude Code appends the /aside-done prompt to its transcript a moment after
     making it: a tool call of that turn (aside-conclude) can look first. A prompt id
     the transcript does not hold yet is waited for, not read as voided."""
-    import threading
-    import uuid
-    from crewfile.asides import evidence
-    from transcript import append_prompt
     captain_types(crew, "a1", "let's talk")
     sess = Session(crew, "a1")
     path, pid = sess.meta["transcript_path"], str(uuid.uuid4())
@@ -641,8 +638,6 @@ def test_the_scrollback_survives_the_agent_exiting(crew, tmux, opened, run, repo
 
 
 def test_concurrent_conclusions_deliver_exactly_one_report(crew, a1, report):
-    import subprocess
-    from conftest import BIN
     captain_types(crew, "a1", "/aside-done")
     procs = [subprocess.Popen([sys.executable, os.path.join(BIN, "aside-conclude"), "a1",
                                "--report", str(report)], stdout=subprocess.PIPE,
@@ -655,7 +650,6 @@ def test_concurrent_conclusions_deliver_exactly_one_report(crew, a1, report):
 
 def test_a_shell_writers_captain_record_counts(crew, a1, run, report):
     """A captain record appended with flock(1), as protocol.md shows, voids a conclusion."""
-    import subprocess
     captain_types(crew, "a1", "/aside-done")
     subprocess.run(["flock", a1.lock_path, "sh", "-c",
                     f'printf "%s captain: typed in a shell\\n" "$(date -u +%Y-%m-%dT%H:%M:%S.%3NZ)"'

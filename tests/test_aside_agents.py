@@ -8,17 +8,21 @@ line length, outside the crew directory) and on the acts file (inside it).
 """
 import json
 import os
+import threading
+import tomllib
 import uuid
 
 import pytest
 
-from conftest import captain_keys
+from conftest import captain_keys, captain_types
 from crewfile.asides import aside, evidence
 from crewfile.core import logfile
 from crewfile.core.errors import SystemFailure
 from crewfile.hooks.hook import handle
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import Session
+from crewfile.agents import gemini
+from crewfile.agents.install import shipped
 
 
 def kinds(sess):
@@ -140,9 +144,6 @@ def test_codex_a_slash_aside_done_is_just_words_and_a_forged_payload_is_refused(
 def gemini_expansion(note):
     """What BeforeAgent's `prompt` holds when the captain types /aside-done NOTE:
     the shipped command's prompt, {{args}} replaced (observed)."""
-    import tomllib
-    from crewfile.agents import gemini
-    from crewfile.agents.install import shipped
     template = tomllib.loads(shipped(gemini, gemini.FILES[0]))["prompt"]
     return template.replace("{{args}}", note)
 
@@ -197,7 +198,6 @@ def test_gemini_a_conclusion_waits_for_the_recording_to_catch_up(crew, aside_of,
     """BeforeAgent runs before Gemini CLI records the prompt, and names no
     prompt: a newest prompt that is not the conclusion may be the one before
     it, so it is looked at again (up to TRANSCRIPT_WAIT), not read as void."""
-    import threading
     sess = aside_of("gm", "gemini", str(tmp_path / "session.jsonl"))
     gemini_types(crew, sess, "hello first")
     path = sess.meta["transcript_path"]
@@ -253,7 +253,6 @@ def test_gemini_a_forged_payload_is_never_believed(crew, aside_of, tmp_path, no_
     ("hello", "hello"),
 ])
 def test_gemini_captain_text_unexpands_the_command(prompt, words):
-    from crewfile.agents import gemini
     assert gemini.captain_text(prompt) == words
 
 
@@ -277,7 +276,6 @@ def test_transcript_lines_of_any_length_outside_the_crew_dir(tmp_path):
 
 
 def test_the_acts_file_is_read_through_the_one_path_opener(crew, tmp_path, aside_window):
-    from conftest import captain_types
     aside_window("a1")
     assert captain_types(crew, "a1", "/aside-done") == "captain-done"
     sess = Session(crew, "a1")

@@ -4,6 +4,7 @@ is saved. The crash is a real SIGKILL of the real command, sent by itself at
 the step CREWFILE_CRASH_AT names (crewfile.asides.aside.checkpoint)."""
 import os
 import signal
+import subprocess
 import sys
 
 import pytest
@@ -124,7 +125,6 @@ def test_reconcile_killed_at_each_step_then_rerun(crew, tmux, run, tmp_path, ste
 def test_the_window_is_never_gone_before_the_scrollback_is_saved(crew, tmux, run, tmp_path):
     """Watch from outside while reconcile runs: whenever the pane is gone,
     the report and scrollback are already in cur/."""
-    import subprocess
     tmux("new-session", "-d", "-s", "crew", "-x", "120", "-y", "30")
     run("aside-open", "a1", "--cmd", AGENT, "--tmux-session", "crew", check=True)
     pane = Session(crew, "a1").meta["tmux"]

@@ -25,7 +25,7 @@ import time
 from claude_harness import captain_concludes_three_ways, captains_aside, records
 from conftest import (BIN, AttachedClient, captain_runs, captain_types, last_captain_input,
                       wait_for)
-from crewfile.asides import aside
+from crewfile.asides import aside, evidence
 from crewfile.core import paths
 from crewfile.session.sessions import Session
 
@@ -43,7 +43,6 @@ NOT_CONCLUDED = "aside-conclude: the captain has not concluded this aside"
 
 def test_keys_a_process_sends_are_no_persons_and_keys_typed_at_a_client_are(
         crew, tmux, aside_window):
-    from crewfile.asides import evidence
     sess = aside_window("a1")
     pane = sess.meta["tmux"]
     person = AttachedClient.on(tmux.sock)

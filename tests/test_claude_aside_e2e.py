@@ -11,13 +11,14 @@ and a tmux key binding pressed. The captain types every prompt at a real
 tmux client attached through a pseudo-terminal (conftest.AttachedClient).
 """
 import os
+import subprocess
 import sys
 
 from conftest import BIN, AttachedClient, cmd, wait_for
 from claude_harness import (as_primary, captain_concludes_three_ways, captains_aside, kinds,
                             make_rig, records, require_real_claude, typed_by, watched)
 from crewfile.asides import aside
-from crewfile.session.sessions import Session
+from crewfile.session.sessions import Session, register
 
 AIDE_DONE = f"{sys.executable} {os.path.join(BIN, 'aside-done')}"
 
@@ -98,8 +99,6 @@ def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, 
     """An aside opened by /aside in the primary, concluded with /aside-done; a draft on
     the aside's prompt line holds aside-reconcile; --wait stops when the captain sends
     it; the next conclusion's report is reconciled once the draft is cleared."""
-    import subprocess
-    from crewfile.session.sessions import register
     require_real_claude()
     rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
     register(crew, "firstmate", kind="primary")

@@ -21,13 +21,17 @@ What the real screen showed (Claude Code 2.1.197): the input line is
 Without the CLI (make claude-code) these tests are skipped loudly.
 """
 import json
+import os
+import shlex
+import signal
 
 from conftest import cmd, wait_for
 from claude_harness import (crew_rig, kinds, records, require_real_claude, start_registered,
                             user_texts, watched)
-from crewfile.session import prompt
+from crewfile.session import prompt, verdict
 from crewfile.wake import inbox
 from crewfile.session.sessions import Session, register
+from test_verdict import make_due, shell_ran_nothing
 
 NUDGE = "NUDGE-MARK-2718 continue with the plan"
 DRAFT = "half typed by the captain"
@@ -150,10 +154,6 @@ def test_claude_killed_in_a_bash_pane_nothing_is_typed_into_the_shell(crew, tmux
     its process; kill -9 (no SessionEnd): the due nudge is refused and
     disarmed, the shell runs nothing, crew-watch says lost."""
     require_real_claude()
-    import os
-    import shlex
-    import signal
-    from crewfile.session import verdict
     rig = crew_rig(crew, tmux, tmp_path)
     command = rig.prepare().replace(" && exec env ", " && env ", 1)
     rc = tmp_path / "bashrc"
@@ -184,7 +184,6 @@ def test_claude_killed_in_a_bash_pane_nothing_is_typed_into_the_shell(crew, tmux
         sentinel = tmp_path / "SENTINEL"
         sid = cmd("nudge-add", "--session", "w1", "--every", "600", "--message",
                   f"touch {sentinel}", check=True).stdout.split()[0]
-        from test_verdict import make_due, shell_ran_nothing
         make_due(crew, sid)
         os.kill(pid, signal.SIGKILL)
         tmux.wait_screen(pane, "Killed", timeout=30)     # bash says so; its prompt, amid claude's screen

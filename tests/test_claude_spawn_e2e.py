@@ -24,6 +24,7 @@ from conftest import cmd, wait_for
 from claude_harness import (BIN, ClaudeRig, hook_command, kinds, records, require_real_claude,
                             run_checked, user_texts, watched)
 from crewfile.session.sessions import Session
+from test_nudge import make_due
 
 PROMPT = "FIRST-PROMPT-3141 read the README"
 NUDGE = "NUDGE-AFTER-REBOOT-2718 continue with the plan"
@@ -84,7 +85,6 @@ def test_spawn_retire_reboot_respawn_with_the_real_claude(crew, tmux, tmp_path, 
         wait_for(lambda: ("ended", "other") in records(crew, "w1")[before:], timeout=30,
                  what="SessionEnd after the hang-up")
         # cron ticks during the outage: the schedule is disarmed (not live).
-        from test_nudge import make_due
         make_due(crew, sid)
         r = cmd("nudge-tick")
         assert "disarmed" in r.stdout, r.stdout + r.stderr

@@ -30,6 +30,7 @@ from claude_harness import (kinds, records, require_real_claude, start_registere
 from crewfile.core.records import parse_timestamp
 from crewfile.session import delivery, verdict
 from crewfile.session.sessions import Session
+from crewfile.core.logfile import TailStats
 
 NUDGE = "NUDGE-MARK-4291 carry on with the plan"
 HOLD = 8            # seconds the block stands ($CREWFILE_ACCOUNT_HOLD for the hook)
@@ -50,7 +51,6 @@ def wakes(crew, name):
 
 
 def _stats():
-    from crewfile.core.logfile import TailStats
     return TailStats()
 
 

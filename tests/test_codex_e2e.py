@@ -16,6 +16,7 @@ installed: npm install --prefix .cache/codex @openai/codex
 """
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -34,6 +35,9 @@ from crewfile.views import tokens
 from crewfile.core.paths import Crew
 from crewfile.session import delivery
 from crewfile.session.sessions import Session, register
+from crewfile.session.prompt import DRAFT
+from conftest import crash_and_respawn
+from crewfile.crew import spawn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = [b for b in [agent_clis.codex(ROOT)] if b]
@@ -172,7 +176,6 @@ def test_an_interactive_codex_pane_refused_while_generating_typed_into_when_idle
     only a placeholder (`› Ask Codex to do anything`, drawn dim: observed),
     which is no draft, so a nudge is typed and taken as a new turn. Text the
     captain typed (plain, not dim) is a draft: refused."""
-    from crewfile.session.prompt import DRAFT
     env = {k: rig.env[k] for k in ("PATH", "CODEX_HOME", "HOME", "FAKE_KEY", "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "cx1"
     # The one start through the review, as a user's first: the others start
@@ -247,9 +250,6 @@ def test_spawn_kill_respawn_resumes_the_same_codex_conversation(rig, tmux, tmp_p
     than delivery's RECORD_SECONDS (a start on a loaded machine, made certain):
     Codex shows "Waiting for startup" meanwhile, and the nudge is delivered,
     not `unconfirmed`."""
-    from conftest import crash_and_respawn
-    from crewfile.crew import spawn
-    import shlex
     repo = committed_repo(tmp_path, monkeypatch)
     slow = tmp_path / "slow-start"       # there: the SessionStart hook sleeps first
     _slow_start_hooks(rig.env["CODEX_HOME"],
@@ -336,7 +336,6 @@ def test_spawns_first_prompt_is_taken_once_while_its_start_hook_runs(rig, tmux, 
     as Codex keeps a captain's yes), longer than any screen wait of
     delivery's. The prompt is taken once: one `captain`, one `turn-started`,
     and no request to the stand-in carries it twice."""
-    import shlex
     repo = committed_repo(tmp_path, monkeypatch)
     home = rig.env["CODEX_HOME"]
     _slow_start_hooks(home, f"sleep {SLOW_START}")

@@ -14,6 +14,7 @@ from conftest import BIN, wait_for
 from crewfile.crew import crewup
 from crewfile.wake import inbox
 from crewfile.session.sessions import Session, register
+from crewfile.core import locks, paths
 
 
 def start(crew, primary="boss", *args):
@@ -225,8 +226,6 @@ def test_a_lock_still_held_for_a_killed_crew_up_is_waited_for(crew):
     """A crew-up SIGKILLed while forking a stage leaves its lock held by that
     child until its exec: the next crew-up (its state naming a dead pid) waits
     for the lock instead of exiting Refused, and runs once it is free."""
-    import json
-    from crewfile.core import locks, paths
     register(crew, "boss", kind="primary")
     gone = subprocess.Popen(["true"])
     gone.wait()

@@ -6,6 +6,7 @@ inbox meanwhile. Afterwards every wake that `crew-watch --from-start --once |
 wake-filter` lists is in the primary's inbox (pending or drained) exactly once,
 and nothing else is."""
 import collections
+import json
 import os
 import random
 import signal
@@ -17,6 +18,7 @@ from conftest import BIN, REPO, wait_for
 from crewfile.crew import crewup
 from crewfile.wake import inbox
 from crewfile.session.sessions import register
+from crewfile.core.logfile import rotated
 
 TRIALS = int(os.environ.get("CREWFILE_KILL_TRIALS", "200"))
 VICTIMS = ("crew-watch", "wake-filter", "wake-send", "crew-up")
@@ -56,7 +58,6 @@ def start_up(crew, env, err):
 def seen(crew, up, err, what):
     """For a time-out: *what*, then crew-up's state, its process tree, the
     tail of its output and of its log, so the failure tells what was stuck."""
-    import json
     ps = subprocess.run(["ps", "-o", "pid,ppid,stat,wchan:20,etime,args", "--ppid",
                          str(up.pid), "-p", str(up.pid)],
                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
@@ -80,7 +81,6 @@ def seen(crew, up, err, what):
 
 def said(crew):
     """The lines the stages wrote on stderr, from crew-up/log and its rotations."""
-    from crewfile.core.logfile import rotated
     out = []
     for i in range(9, -1, -1):
         try:

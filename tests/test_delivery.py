@@ -13,6 +13,8 @@ from crewfile.hooks import rewake
 from crewfile.session import delivery, prompt
 from crewfile.core.errors import BadInput
 from crewfile.core.logfile import TailStats
+from crewfile.core.liveness import alive
+from crewfile.core.locks import acquire
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 
@@ -95,7 +97,6 @@ def test_refuses_ended_session_even_if_pane_lives(crew, tmux):
     sess, pane = agent(crew, tmux, command=f"{FAKE}; exec sleep 600")   # a shell remains
     tmux("send-keys", "-t", pane, "C-d")                  # EOF: the agent ends, `ended: eof`
     wait_for(lambda: "ended" in kinds(sess), what="the agent's ended record")
-    from crewfile.core.liveness import alive
     wait_for(lambda: not alive(sess.reread().meta["pid"], sess.meta["pid_start"]),
              what="the agent's exit")
     ok, reason = delivery.deliver(sess, "hello", quiet=0)
@@ -151,7 +152,6 @@ def test_recheck_failure_leaves_text_unsent(crew, tmux, monkeypatch):
 
 
 def test_concurrent_delivery_is_refused(crew, tmux):
-    from crewfile.core.locks import acquire
     sess, pane = agent(crew, tmux)
     with acquire(os.path.join(sess.dir, "deliver.lock")):
         ok, reason = delivery.deliver(sess, "hello", quiet=0)

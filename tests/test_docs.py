@@ -350,7 +350,6 @@ def test_each_misuse_of_the_command_line_is_a_usage_error():
 def test_nothing_refers_to_files_outside_the_repository():
     """Issue 14: a clone is the whole product. No tracked file names the
     developers' reference directory beside the repository (a user has none)."""
-    import subprocess
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     files = subprocess.run(["git", "-C", root, "ls-files", "-z"], stdout=subprocess.PIPE,
                            check=True).stdout.decode().split("\0")

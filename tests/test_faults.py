@@ -3,17 +3,23 @@ exhausted or missing, a watcher whose directory is replaced. Real flock(1)
 holders, real stopped processes, real inotify instances, real processes."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO, cmd, wait_for
+from conftest import REPO, cmd, make_due, wait_for
 from crewfile.background import jobs
+from crewfile.core import locks, paths
+from crewfile.core.locks import is_held
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import Session, register
+from crewfile.views import timeline
 from crewfile.wake import inbox
+from crewfile.wake import inbox as inboxes  # the name `inbox` is a local in one test
+from test_nudge import add, agent, git_repo, nudge_records
 
 LIB = os.path.join(REPO, "lib")
 
@@ -31,7 +37,6 @@ class Holder:
         wait_for(self._held, what=f"flock(1) holding {path}")
 
     def _held(self):
-        from crewfile.core.locks import is_held
         return is_held(self.path)
 
     def stop(self):
@@ -89,7 +94,6 @@ def test_nudge_tick_names_the_holder_of_a_session_lock_it_wrote_past(crew, holde
     log past the bound, without the lock, is said in one stderr line naming
     the holder, even with --quiet (once, it was kept on the session object
     and never said)."""
-    from conftest import make_due
     sess = register(crew, "a")
     sid = cmd("nudge-add", "--session", "a", "--every", "1m", "--message", "hi").stdout.strip()
     make_due(crew, sid)
@@ -211,12 +215,10 @@ def test_finding10_a_stuck_lock_leaves_the_metadata_alone_and_says_so(crew, hold
 
 
 def _live_agent(crew, tmux, name, cwd):
-    from test_nudge import agent
     return agent(crew, tmux, name, cwd=cwd)
 
 
 def test_finding10_nudge_tick_skips_a_stuck_session_and_goes_on(crew, tmux, tmp_path, holders):
-    from test_nudge import add, git_repo, make_due, nudge_records
     # Two trees of their own (each a git top level), whatever lies above the
     # temp directory: a stray /tmp/.git made both one tree ("b refused:
     # other-session: a is live in /tmp", seen once in a loaded run).
@@ -251,7 +253,6 @@ def test_finding10_wake_send_posts_wakes_while_the_primary_lock_is_stuck(crew, h
     texts = [line.split(" ", 3)[3] for line in open(inbox).read().splitlines()]
     assert texts == [line for line in lines.splitlines()]
     holder.stop()
-    from crewfile.wake import inbox as inboxes
     taken, garbage = inboxes.drain(crew, "boss")
     assert [n.text for n in taken] == texts and garbage == 0
 
@@ -284,8 +285,6 @@ def test_finding10_a_notice_posted_without_the_lock_survives_a_stopped_drain(
     the new inbox, or (its descriptor opened before the drain's rename) in
     the file the drain took, which is then no longer named inbox: it posts
     again. Either way a later drain hands the notice over."""
-    from crewfile.wake import inbox
-    from crewfile.core import locks, paths
     register(crew, "boss", kind="primary")
     first = inbox.post(crew, "boss", "wake", "before the drain")
     path = os.path.join(Session(crew, "boss").dir, "inbox")
@@ -325,9 +324,6 @@ def test_finding10_notices_a_drain_leaves_come_first_and_a_crashed_drain_s_are_n
     """What a partial drain leaves waits in inbox.taking, ahead of what is
     posted after; an inbox.moving a drain left when it died (after its
     rename, before its append) is handed over first by the next one."""
-    from crewfile.wake import inbox
-    from crewfile.views import timeline
-    from crewfile.core.logfile import TailStats
     register(crew, "boss", kind="primary")
     path = os.path.join(Session(crew, "boss").dir, "inbox")
     ids = [inbox.post(crew, "boss", "wake", f"n{i}") for i in range(3)]
@@ -379,7 +375,6 @@ def test_finding10_posters_without_the_lock_and_drains_racing_lose_no_notice(cre
     """Posters that take the lock when it is free and post without it when
     it is not, against a drainer that drains half of what waits again and
     again: every notice is handed over or still pending, none is lost."""
-    from crewfile.wake import inbox
     register(crew, "boss", kind="primary")
     taken_path = str(tmp_path / "taken")
     drainer = subprocess.Popen([sys.executable, "-c", RACE_DRAINER, crew.root, LIB, taken_path],
@@ -536,7 +531,6 @@ def _exhausted_run(crew, procs, inotify_exhausted, handle, go):
     watch.wait_out(" a note: heard by polling")
     sid = cmd("nudge-add", "--session", "a", "--every", "600", "--message", "hi",
               check=True).stdout.strip()
-    from test_nudge import make_due
     make_due(crew, sid)
     tick.wait_out(f"{sid} a disarmed")
     go.write_text("")
@@ -583,7 +577,6 @@ def test_finding12_crew_directory_replaced_is_followed_and_gone_exits_6(crew, pr
     Session(crew, "b").append("note", "third")
     watch.wait_out(" b note: third")
     assert watch.out.count(b" b registered: kind=crew\n") == 2
-    import shutil
     shutil.rmtree(crew.root)
     assert watch.exit_code() == 6
     assert watch.err.decode().splitlines()[-1] == (
@@ -592,7 +585,6 @@ def test_finding12_crew_directory_replaced_is_followed_and_gone_exits_6(crew, pr
 
 
 def test_finding12_nudge_watch_follows_a_replaced_crew(crew, procs):
-    from test_nudge import make_due
     register(crew, "a")
     tick = procs("nudge-tick", "--watch")
     # Its first tick has begun (it takes locks/nudge-tick): by then it has
@@ -690,8 +682,6 @@ def test_the_ids_already_posted_are_read_under_the_inbox_lock(crew, holders):
     """wake-send's check for repeats reads the inbox's files under the
     session lock: a drain holding it is waited for (here, past the bound,
     refused and said), never read half-way through its moves."""
-    from crewfile.core import locks
-    from crewfile.wake import inbox
     register(crew, "boss", kind="primary")
     nid = inbox.post(crew, "boss", "wake", "n0")
     holders(os.path.join(Session(crew, "boss").dir, "lock"))
@@ -706,7 +696,6 @@ def test_a_drain_running_beside_the_check_for_repeats_hides_no_notice(crew):
     in its answer (read unlocked, a notice renamed to inbox.taking after
     that file was read, and moved to inbox.read after that one was, was in
     none of them)."""
-    from crewfile.wake import inbox
     register(crew, "boss", kind="primary")
     stop = os.path.join(crew.root, "stop-draining")
     drainer = subprocess.Popen(

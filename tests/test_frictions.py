@@ -3,9 +3,13 @@ command run as the user ran it, its exit code and exact words, then the
 state read back."""
 import json
 import os
+import re
+import subprocess
+import sys
 
 from conftest import cmd
 from crewfile.core import logfile
+from crewfile.core.records import timestamp
 from crewfile.nudges import schedules
 from crewfile.session.sessions import Session
 
@@ -87,7 +91,6 @@ def test_nudge_add_says_when_its_session_is_not_live(crew, tmux):
 
 
 def test_nudge_ls_shows_until(crew):
-    from crewfile.core.records import timestamp
     cmd("session-add", "builder", check=True)
     cmd("session-add", "tester", check=True)
     sid = cmd("nudge-add", "--session", "builder", "--every", "30m", "--message", "go",
@@ -194,9 +197,6 @@ def test_aside_reconcile_synopsis_puts_duration_under_wait(crew):
 
 
 def test_the_demo_counts_the_wakes_it_delivered_and_runs_the_readmes_pipeline():
-    import re
-    import subprocess
-    import sys
     demo = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "demo")
     r = subprocess.run([sys.executable, os.path.join(demo, "demo.py"), "scene_10", "scene_20"],
                        capture_output=True, text=True, timeout=300)

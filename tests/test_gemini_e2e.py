@@ -21,6 +21,7 @@ installed: npm install --prefix .cache/gemini @google/gemini-cli
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -37,6 +38,12 @@ from crewfile.core import logfile
 from crewfile.views import tokens
 from crewfile.core.paths import Crew
 from crewfile.session.sessions import Session, register
+from crewfile.session.prompt import DRAFT, capture, markers_of, placeholder_of, prompt_tail
+from crewfile.session import delivery, verdict
+from crewfile.core.logfile import TailStats
+from crewfile.core.liveness import stat
+from conftest import crash_and_respawn
+from crewfile.crew import spawn
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = agent_clis.gemini(ROOT)
@@ -91,7 +98,6 @@ def _tail(path, limit=4000):
 
 
 def _exit_status(code):
-    import signal
     if code < 0:
         try:
             return f"killed by signal {signal.Signals(-code).name}"
@@ -210,7 +216,6 @@ def _captain_sends(rig, tmux, pane, name, text):
     """The captain types *text* into Gemini's prompt and sends it: once it
     shows, Enter, and again while it was not taken (conftest's
     enter_until_taken: Gemini makes an Enter within 30 ms of a key a newline)."""
-    from crewfile.session.prompt import markers_of
     sess = Session(rig.crew, name)
 
     def started():
@@ -246,9 +251,6 @@ def _drawn_idle(sess):
     from the hook's start (before the turn-ended record was written) have
     passed with a margin: a look that came later than that (the nudge's short
     turn, seen once quiet) would wait for a hint already gone."""
-    from crewfile.session import verdict
-    from crewfile.core.logfile import TailStats
-    from crewfile.session.prompt import capture, markers_of, placeholder_of, prompt_tail
     v = verdict.of(sess.reread())
     ended = sess.last_of(("turn-ended",), TailStats()).time
     _wait(lambda: "Executing Hook" in capture(v.pane, v.socket)
@@ -273,8 +275,6 @@ def test_an_interactive_gemini_pane_refused_while_generating_typed_into_when_idl
     248: observed; in YOLO mode, -y, `*` instead of `>`, the echo of the last
     prompt `> ...` above it), which is no draft, so a nudge is typed and taken
     as a new turn. Text the captain typed (colour 231) is a draft: refused."""
-    from crewfile.session import delivery
-    from crewfile.session.prompt import DRAFT
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
                                    "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "gm1"
@@ -315,9 +315,6 @@ def test_the_recorded_agent_is_the_launcher_and_dies_with_the_gemini_it_runs(rig
     on that pid says not live and nothing is typed (the launcher ignores
     SIGTERM and a launcher killed alone leaves the child running: not live
     either, the safe side)."""
-    import signal
-    from crewfile.session import delivery, verdict
-    from crewfile.core.liveness import stat
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
                                    "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "gm4"
@@ -345,7 +342,6 @@ def test_a_permission_dialog_is_a_wait_and_never_typed_into(rig, tmux):
     """Gemini asking before its shell tool runs (no -y): the Notification
     ToolPermission records `waiting: permission`; delivery refuses the
     dialog; allowed (Enter on `1. Allow once`), AfterTool records the answer."""
-    from crewfile.session import delivery
     env = {k: rig.env[k] for k in ("PATH", "HOME", "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL",
                                    "CREWFILE_DIR")}
     env["CREWFILE_SESSION"] = "gm3"
@@ -405,8 +401,6 @@ def test_spawn_kill_respawn_resumes_the_same_gemini_conversation(rig, tmux, tmp_
     the SessionStart hook reports the same conversation, and a nudge
     delivered into the resumed pane reaches the model with the first turn
     in its history."""
-    from conftest import crash_and_respawn
-    from crewfile.crew import spawn
     repo = committed_repo(tmp_path, monkeypatch)
     tree = str(tmp_path / "src" / "app.crew" / "w1")
     trusted = os.path.join(rig.env["HOME"], ".gemini", "trustedFolders.json")

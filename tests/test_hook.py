@@ -3,13 +3,20 @@ fields, unknown events, garbage) -> records, outputs, exit codes."""
 import json
 import os
 import subprocess
+import sys
 
+from hypothesis import HealthCheck, given, settings, strategies as st
 import pytest
 
 from crewfile.wake import inbox
-from crewfile.core import logfile
+from crewfile.core import logfile, records
 from crewfile.session import verdict
 from crewfile.session.sessions import Session, register
+from conftest import BIN, captain_keys
+from crewfile.asides import aside
+from transcript import append_prompt
+from crewfile.hooks import hook as hook_mod
+from crewfile.core.paths import Crew
 
 SID = "5683c0de-0000-4000-8000-000000000001"
 
@@ -93,9 +100,6 @@ def test_missing_crew_directory_exits_0_with_one_line(tmp_path, run):
 def test_unreadable_stdin_exits_0_with_one_line(tmp_path, crew):
     """An OSError reading the payload is a hook problem like any other: exit
     0 (Gemini CLI reads any other code but 1 as a refusal), one line."""
-    import subprocess
-    import sys
-    from conftest import BIN
     with open(tmp_path / "write-only", "w") as stdin:      # read(2) on it: EBADF
         p = subprocess.run([sys.executable, os.path.join(BIN, "crew-hook"), "--agent", "gemini"],
                            stdin=stdin, capture_output=True, text=True, timeout=60,
@@ -134,9 +138,6 @@ def test_user_prompt_submit_records_captain_and_turn_started(crew, run):
 def test_aside_done_prompt_is_the_captains_conclusion(crew, run, tmp_path, aside_window):
     """Recorded with its prompt id as evidence (and the keys of the captain at
     a terminal); believed once the transcript holds it."""
-    from conftest import captain_keys
-    from crewfile.asides import aside
-    from transcript import append_prompt
     aside_window("a1")
     path = str(tmp_path / "t.jsonl")
     hook(run, payload("SessionStart", source="startup", transcript_path=path), name="a1")
@@ -159,7 +160,6 @@ def test_aside_done_prompt_is_the_captains_conclusion(crew, run, tmp_path, aside
 ])
 def test_a_forged_aside_done_payload_is_refused_and_surfaced(crew, run, tmp_path, fields, why):
     """A hand-made UserPromptSubmit piped into crew-hook (from the agent's own shell)."""
-    from transcript import append_prompt
     register(crew, "a1", kind="aside")
     path = str(tmp_path / "t.jsonl")
     hook(run, payload("SessionStart", source="startup", transcript_path=path), name="a1")
@@ -177,7 +177,6 @@ def test_a_forged_aside_done_payload_is_refused_and_surfaced(crew, run, tmp_path
 
 def test_a_captain_done_line_written_during_a_tool_call_is_reported_after_it(crew, run, tmp_path):
     """printf >> status from the agent's shell: its PostToolUse hook reports it, once."""
-    from crewfile.core import records
     register(crew, "a1", kind="aside")
     hook(run, payload("UserPromptSubmit", prompt="go on", prompt_id="p-0"), name="a1")
     sess = Session(crew, "a1")
@@ -471,7 +470,6 @@ def test_internal_failure_is_exit_0_one_line(crew, run):
 
 
 def test_internal_failure_in_library_is_exit_0_one_line(crew, monkeypatch):
-    from crewfile.hooks import hook as hook_mod
 
     def boom(ctx):
         raise KeyError("bug")
@@ -517,7 +515,6 @@ def test_help_and_usage(run):
 
 
 def _fuzz_values():
-    from hypothesis import strategies as st
     scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
     return st.recursive(scalars, lambda inner: st.lists(inner, max_size=3)
                         | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=8)
@@ -526,9 +523,6 @@ def _fuzz_values():
 def test_fuzzed_payloads_never_fail_the_agent(tmp_path):
     """Any payload, any field of any type, for every event: exit 0, at most one
     stderr line, stdout empty or one JSON object of a documented shape."""
-    from hypothesis import given, settings, HealthCheck, strategies as st
-    from crewfile.hooks import hook as hook_mod
-    from crewfile.core.paths import Crew
     crew = Crew(str(tmp_path / "crew"))
     register(crew, "w1", kind="primary")
     register(crew, "a1", kind="aside")

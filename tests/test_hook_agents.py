@@ -25,7 +25,10 @@ No real Codex or Gemini CLI runs in these tests.
 """
 import json
 import os
+import subprocess
+import sys
 
+from hypothesis import HealthCheck, given, settings, strategies as st
 import pytest
 
 from crewfile.agents import install
@@ -34,6 +37,9 @@ from crewfile.core import logfile
 from crewfile.hooks.hook import handle, load_agent
 from crewfile.session import verdict
 from crewfile.session.sessions import Session, register
+from crewfile.core.paths import Crew
+from test_hook import _fuzz_values
+from crewfile.session.prompt import PROMPT_MARKERS, markers_of, placeholder_of, prompt_tail, without_placeholder
 
 SID = "019a0000-0000-7000-8000-00000000c0de"
 
@@ -247,9 +253,6 @@ def test_the_command_line_selects_the_agent(crew, run):
 
 @pytest.mark.parametrize("agent", ["codex", "gemini"])
 def test_fuzzed_payloads_never_fail_the_agent(tmp_path, agent):
-    from hypothesis import given, settings, HealthCheck, strategies as st
-    from crewfile.core.paths import Crew
-    from test_hook import _fuzz_values
     crew = Crew(str(tmp_path / "crew"))
     register(crew, "w1", kind="primary")
     register(crew, "a1", kind="aside")
@@ -345,8 +348,6 @@ def test_install_into_an_empty_codex_dir_and_print_settings(tmp_path, run):
 @pytest.mark.parametrize("agent, event", [("codex", "PreToolUse"), ("gemini", "BeforeTool")])
 def test_only_the_agents_own_adapter_is_imported(agent, event):
     """Start-up: one adapter, and neither json nor re, on the guard's path."""
-    import subprocess
-    import sys
     code = ("import sys; sys.path.insert(0, 'lib'); from crewfile.hooks import hook; "
             f"hook.handle('{{\"hook_event_name\": \"{event}\", \"tool_name\": \"x\", "
             "\"tool_input\": {\"command\": \"ls\"}}', {'CREWFILE_DIR': '/nonexistent-cf'}, "
@@ -392,14 +393,12 @@ GEMINI_CURSOR_AT_START = (" \x1b[38;5;183m> \x1b[7m\x1b[38;5;231mh\x1b[0m\x1b[38
     ("gemini", GEMINI_IDLE, ""), ("gemini", GEMINI_TYPED, "hello world"),
     ("gemini", GEMINI_CURSOR_AT_START, "hello world"), ("gemini", GEMINI_YOLO_IDLE, "")])
 def test_a_placeholder_is_no_draft_typed_text_is(agent, screen, draft):
-    from crewfile.session.prompt import markers_of, placeholder_of, prompt_tail, without_placeholder
     plain = without_placeholder(screen, placeholder_of({"agent": agent}))
     assert "\x1b" not in plain and plain.count("\n") == screen.count("\n")
     assert prompt_tail(plain, markers_of({"agent": agent}))[0] == draft
 
 
 def test_a_yolo_gemini_prompt_line_is_read_only_in_a_gemini_pane():
-    from crewfile.session.prompt import PROMPT_MARKERS, markers_of, prompt_tail, without_placeholder
     plain = without_placeholder(GEMINI_YOLO_IDLE, "38;5;248")
     assert prompt_tail(plain, markers_of({"agent": "claude"}))[0] == "HOLD: /x/go"   # a draft
     assert markers_of({"agent": "gemini", "prompt": "$"}) == ("$",)      # meta still overrides
@@ -407,7 +406,6 @@ def test_a_yolo_gemini_prompt_line_is_read_only_in_a_gemini_pane():
 
 
 def test_placeholders_only_for_agents_that_draw_one():
-    from crewfile.session.prompt import placeholder_of, prompt_tail, without_placeholder
     assert placeholder_of({"agent": "claude"}) is None and placeholder_of({}) is None
     assert placeholder_of({"agent": "../x"}) is None and placeholder_of(None) is None
     # a dim draft in another agent's style stays a draft

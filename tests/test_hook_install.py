@@ -9,8 +9,10 @@ import sys
 
 import pytest
 
-from crewfile.agents import claude, install
+from crewfile.agents import claude, claude as cc, codex, gemini, install
+from crewfile.asides import aside, captain
 from crewfile.core.errors import BadInput
+from crewfile.hooks import hook
 
 USER_SETTINGS = {
     "model": "opus",
@@ -181,11 +183,8 @@ def test_install_refuses_invalid_settings_untouched(run, tmp_path):
 
 def test_names_agree_with_the_aside_module():
     """The guard's words, the installed command's name and the aside's constants are one."""
-    from crewfile.asides import aside, captain
-    from crewfile.hooks import hook
     assert captain.CONCLUDE_COMMAND == "/aside-done"
     assert set(hook.CAPTAIN_ONLY_WORDS) == {captain.CONCLUDE_COMMAND[1:], aside.CAPTAIN_DONE}
-    from crewfile.agents import claude as cc, codex, gemini
     assert cc.CONCLUDE == gemini.CONCLUDE == captain.CONCLUDE_COMMAND
     assert codex.CONCLUDE == "$" + captain.CONCLUDE_COMMAND[1:]
     assert "commands/aside-done.md" in cc.FILES and "commands/aside-done.toml" in gemini.FILES

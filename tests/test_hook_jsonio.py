@@ -7,7 +7,11 @@ import sys
 import pytest
 from hypothesis import given, strategies as st
 
+from conftest import captain_keys
 from crewfile.core import jsonio
+from crewfile.core.logfile import TailStats
+from crewfile.core.paths import Crew
+from crewfile.session.sessions import Session, register
 
 values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -65,8 +69,6 @@ def test_a_prompt_hook_leaves_the_rest_of_asides_unimported(crew, tmp_path, asid
     """A captain's prompt (and /aside-done, with its evidence) is recorded by
     the captain module alone: aside, reports and window stay off every
     prompt's path (the prompt hook's start-up budget)."""
-    from conftest import captain_keys
-    from crewfile.core.logfile import TailStats
     sess = aside_window("a1")
     sess.update_meta(transcript_path=str(tmp_path / "t.jsonl"))
     code = ("import sys; sys.path.insert(0, 'lib'); from crewfile.hooks import hook; "
@@ -90,9 +92,6 @@ def test_a_prompt_hook_without_the_captain_module_records_plain_and_says_so(tmp_
     """A broken install (crewfile.asides.captain cannot be imported) still records the
     captain's input, as a plain `captain` record that can never conclude, and
     says so on the hook's stderr line."""
-    from crewfile.core.logfile import TailStats
-    from crewfile.core.paths import Crew
-    from crewfile.session.sessions import Session, register
     crew = Crew(str(tmp_path / "crew"))
     crew.ensure()
     register(crew, "a1", kind="aside")

@@ -2,13 +2,13 @@
 many megabytes must not make crew-status slow)."""
 from crewfile.core import records
 from crewfile.session.sessions import Session, register
+from crewfile.wake import inbox
 
 
 def test_the_inbox_count_agrees_with_the_pending_notices(crew):
     """inbox.count (crew-status's wakes, crew-top's WAKES) counts what
     pending() lists, without making a notice of each: other kinds, garbage,
     a line too long to be a record and a partial last line are not counted."""
-    from crewfile.wake import inbox
     register(crew, "boss", kind="primary")
     for i in range(3000):
         inbox.post(crew, "boss", "wake" if i % 3 else "job", f"n{i} w1 problem: ts wake: x")

@@ -10,9 +10,11 @@ import subprocess
 import sys
 
 from conftest import REPO, cmd, wait_for
+from crewfile.core.paths import Crew
 from crewfile.crew import crewup
+from crewfile.session.sessions import Session, register
 from crewfile.wake import inbox
-from test_remote import sshd  # noqa: F401 (the fixture: a private sshd on localhost)
+from test_remote import HOSTS, sshd  # noqa: F401 (the fixture: a private sshd on localhost)
 
 
 def make(home, target, extra_env=None):
@@ -144,9 +146,6 @@ def test_installed_crew_up_delivers_a_wake_end_to_end(crew, tmp_path, request):
 def test_installed_crew_up_reaches_a_remote_crew(crew, sshd, tmp_path, request):
     """--remote through the same path: the far side runs the installed
     crew-watch and wake-filter (here the same machine, over a real sshd)."""
-    from test_remote import HOSTS
-    from crewfile.core.paths import Crew
-    from crewfile.session.sessions import Session, register
     home, links, venv = installed(tmp_path)
     request.addfinalizer(lambda: make(home, "uninstall"))
     far = Crew(str(tmp_path / "far"))

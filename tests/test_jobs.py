@@ -6,10 +6,13 @@ cue reads a FIFO: the test ends it by writing a line (no sleeps as sync).
 import functools
 import json
 import os
+import resource
 import signal
 import subprocess
 import sys
+import threading
 import time
+import tty
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -20,8 +23,10 @@ from crewfile.background import jobs, jobwait, jobwatch, sweep
 from crewfile.core import liveness
 from crewfile.session import sessions
 from crewfile.core import locks
-from crewfile.core.errors import BadInput, NotFound
+from crewfile.core.errors import BadInput, JOB_HEARD, NotFound
 from crewfile.core.paths import Crew
+from crewfile.core.durations import parse_duration
+from crewfile.core.atomic import replace
 
 
 @pytest.fixture(autouse=True)
@@ -72,7 +77,6 @@ def waiting(h, *args, default_sigint=False, **kw):
     """job-wait HANDLE ARGS..., once it has counted itself in (it holds a
     shared flock on `waiters`) and waits; *default_sigint*: with SIGINT's
     default action, even if this process was handed it ignored."""
-    from crewfile.core.paths import Crew
     job = jobs.Job(Crew(kw.get("env", os.environ)["CREWFILE_DIR"]), h)
     reset = ["env", "--default-signal=INT"] if default_sigint else []
     waiter = subprocess.Popen([*reset, sys.executable, f"{BIN}/job-wait", h, *args], **kw)
@@ -238,7 +242,6 @@ def test_caller_reading_the_handle_through_a_pipe_is_not_held_up(crew, run, tmp_
 
 
 def test_duration_parser():
-    from crewfile.core.durations import parse_duration
     assert parse_duration("30s", "--x") == 30
     assert parse_duration("10m", "--x") == 600
     assert parse_duration("2h", "--x") == 7200
@@ -317,7 +320,6 @@ def test_wait_after_the_notice_reached_the_model_does_not_repeat_it(crew, run):
     drained = run("inbox-drain", "w1").stdout          # handed to the model
     assert f"job {h} exited 3" in drained
     proc = run("job-wait", h)
-    from crewfile.core.errors import JOB_HEARD
     assert proc.returncode == JOB_HEARD == 122
     assert proc.stdout == f"{h} heard already by notice {nid}: not repeated\n"
     assert job.heard()["by"] == "notice"
@@ -530,7 +532,6 @@ def test_job_output_reaches_a_terminal_escaped_and_a_pipe_byte_for_byte(crew, ru
     bell) and a tab: into a pipe (the agent's tool) job-wait copies them as
     they are; on a terminal (a real pty) each line passes through
     records.escape, the result line too."""
-    import tty
     h = exec_(run, "--", "sh", "-c",
               "printf 'red \\033[31mtext\\033[0m\\tend\\n\\033]0;title\\007\\n\\377x'; exit 2")
     settled(crew, h)
@@ -632,7 +633,6 @@ def test_a_ctrl_c_the_moment_heard_s_temporary_is_made_leaves_none(crew, run, tm
     holds it (CI saw one left: the wait preempted right after making it):
     raised here at that exact moment, from the profiler's return event of
     that open, the wait's cleanup still finds and removes it."""
-    from crewfile.background import jobwait
     go = fifo(tmp_path)
     h = exec_(run, "--", *on_cue(go))
     job = started(crew, h)
@@ -660,7 +660,6 @@ def test_waits_in_threads_of_one_process_each_make_their_own_temporary(crew, tmp
     """Several waits in one process, each holding `heard`'s temporary made
     ahead: the names never collide; one wait hears the outcome, the others
     are told it was heard, and nothing is left behind."""
-    import threading
     go = fifo(tmp_path)
     h = jobwatch.start(crew, on_cue(go))
     job = started(crew, h)
@@ -718,7 +717,6 @@ def test_a_waiter_wakes_when_running_is_let_go_and_tells_lost_from_ended(crew, t
         return w
 
     def write_result(job, code):
-        from crewfile.core.atomic import replace
         with locks.acquire(job.lock_path):
             replace(job.result_path, jobs.dump_json({"code": code, "exit": code}))
 
@@ -963,7 +961,6 @@ def test_a_grandchild_holding_the_output_pipe_does_not_hold_up_the_outcome(crew,
 
 def test_output_that_cannot_be_written_does_not_lose_the_outcome(crew):
     """A file-size limit (as a full disk would) stops the output, not the watcher."""
-    import resource
 
     def small_files():
         resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))

@@ -15,6 +15,7 @@ from crewfile.background import jobs
 from crewfile.core import paths
 from crewfile.core.errors import BadInput, CrewfileError, NotFound, SystemFailure
 from crewfile.core.paths import Crew
+from crewfile.core.records import is_timestamp
 
 TS = "2026-11-30T21:27:45.111Z"
 ROW = {"label": "l", "session": None, "created": TS, "code": 3, "signal": None, "ended": TS}
@@ -175,5 +176,4 @@ def _near_timestamps():
 @settings(max_examples=2000, deadline=None)
 @given(ts=_near_timestamps())
 def test_is_timestamp_answers_as_the_position_by_position_test(ts):
-    from crewfile.core.records import is_timestamp
     assert is_timestamp(ts) == _is_timestamp_by_position(ts)

@@ -16,6 +16,8 @@ up to exactly one.
 import collections
 import os
 import random
+import subprocess
+import sys
 import threading
 
 from crewfile.wake import inbox
@@ -23,6 +25,7 @@ from crewfile.background import jobs, jobwait, jobwatch
 from crewfile.core import locks
 from crewfile.session import sessions
 from test_jobs import settled
+from conftest import BIN
 
 TRIALS = 500
 MAX_TRIALS = 2000
@@ -135,9 +138,6 @@ def test_a_job_wait_killed_at_any_moment_never_leaves_an_outcome_heard_twice_or_
     random moment around its job's end, or left alone. Each outcome is heard exactly once: by the wait (then no notice) or by
     one notice. A job-wait left alone reports it on stdout with the job's
     code; one killed before the job ended never heard it."""
-    import subprocess
-    import sys
-    from conftest import BIN
     sessions.register(crew, "w1", pid=os.getpid())
     rng = random.Random(0x4B11)
     env = dict(os.environ, CREWFILE_DIR=crew.root)

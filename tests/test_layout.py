@@ -9,6 +9,10 @@ import sys
 
 import pytest
 
+from crewfile.core.paths import Crew
+from crewfile.session.sessions import register
+from crewfile.session.tmux import LISTED_FORMAT
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LIB = os.path.join(REPO, "lib", "crewfile")
 
@@ -237,9 +241,6 @@ def test_the_status_lines_import_closure_stays_small(tmp_path, tmux):
     """crew-status --tmux --panes over live sessions in panes, one working,
     one idle, loads only STATUS_CLOSURE of crewfile, and neither subprocess
     nor the json package, nor pwd."""
-    from crewfile.core.paths import Crew
-    from crewfile.session.sessions import register
-    from crewfile.session.tmux import LISTED_FORMAT
     crew = Crew(str(tmp_path / "crew"))
     for name, kinds in (("w1", ["turn-started"]), ("w2", ["turn-started", "turn-ended"])):
         pane = tmux.new_window("sleep 600", name=name)
@@ -272,9 +273,6 @@ def test_the_status_lines_closure_with_tokens_stays_small(tmp_path, tmux):
     loads only TOKENS_CLOSURE: once, the tokens view loaded wake-send (and
     with it delivery and tmux) for one string, twice the line's budget; then
     the inbox and its locks for two."""
-    from crewfile.core.paths import Crew
-    from crewfile.session.sessions import register
-    from crewfile.session.tmux import LISTED_FORMAT
     crew = Crew(str(tmp_path / "crew"))
     transcript = tmp_path / "t.jsonl"
     transcript.write_text(open(os.path.join(REPO, "tests", "transcripts",

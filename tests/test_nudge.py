@@ -1,4 +1,5 @@
 """Nudges against real tmux, real fake agents, real processes and locks."""
+import fcntl
 import json
 import os
 import signal
@@ -9,11 +10,13 @@ import time
 import pytest
 
 from conftest import REPO, cmd, crash_and_respawn, make_due, spawn_fake, wait_for
-from crewfile.nudges import schedules
+from crewfile.nudges import nudgewatch, schedules
 from crewfile.core.atomic import replace
 from crewfile.core.logfile import TailStats
 from crewfile.session.reader import state
-from crewfile.session.sessions import register
+from crewfile.session.sessions import Session, register
+from crewfile.core import locks, notify, paths
+from crewfile.wake import announce
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 LIB = os.path.join(REPO, "lib")
@@ -85,7 +88,6 @@ class Gate:
     `flock GATE true` while the test holds GATE."""
 
     def __init__(self, path):
-        import fcntl
         self.path = path
         self.fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         fcntl.flock(self.fd, fcntl.LOCK_EX)
@@ -429,9 +431,6 @@ def test_watch_wakes_for_a_change_made_right_after_its_tick(crew, monkeypatch, p
     """A turn that ends as the watcher says its tick (here: while emit runs)
     wakes it at once, not at its next poll (60 s): it watches, then looks.
     (test_watch_delivers_after_turn_ended lost that race under load.)"""
-    from crewfile.core import notify
-    from crewfile.nudges import nudgewatch
-    from crewfile.session.sessions import Session
     if polling:
         monkeypatch.setattr(notify, "open_inotify", lambda warn=None: None)
     register(crew, "w1")
@@ -450,9 +449,6 @@ def test_watch_wakes_for_a_change_made_right_after_its_tick(crew, monkeypatch, p
 def test_watch_names_a_damaged_schedule_once_not_at_each_tick(crew):
     """nudge-tick.md: a damaged schedule is named in one line on stderr when
     first seen damaged, not at every tick."""
-    from crewfile.core import paths
-    from crewfile.nudges import nudgewatch
-    from crewfile.session.sessions import Session
     register(crew, "w1")
     with open(os.path.join(crew.ensure_sub(paths.NUDGES), "n-bad"), "w") as f:
         f.write("{not a schedule")
@@ -473,10 +469,6 @@ def test_watch_makes_no_pass_for_the_wake_paths_files(crew):
     """wake-send and the rewake waiter open announce.lock and rewake.lock and
     rewrite `announced` in a session directory: none of it is a status log,
     so the watcher waits on. Twice, then a status record: one pass for that."""
-    from crewfile.core import locks, paths
-    from crewfile.nudges import nudgewatch
-    from crewfile.session.sessions import Session
-    from crewfile.wake import announce
     register(crew, "w1")
     sess = Session(crew, "w1")
     ticks, looks, appended = [], [], []

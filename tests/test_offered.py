@@ -10,7 +10,10 @@ import sys
 
 import pytest
 
+from claude_harness import crew_rig, kinds, records, require_real_claude, start_registered, watched
+from conftest import wait_for
 from crewfile.core import paths
+from crewfile.core.liveness import alive
 from crewfile.session.sessions import Session, register
 from crewfile.wake import inbox
 
@@ -198,10 +201,6 @@ def test_real_claude_killed_mid_turn_shows_the_notice_once_after_resume(crew, tm
     while the model's reply is held, `claude --resume` in the pane: the first
     request after the resume carries the notice exactly once (from the
     resumed transcript, or put back and handed over again; never both)."""
-    from claude_harness import crew_rig, kinds, records, require_real_claude, start_registered
-    from claude_harness import watched
-    from conftest import wait_for
-    from crewfile.core.liveness import alive
     require_real_claude()
     mark = "NOTICE-OFFERED-E2E"
     rig = crew_rig(crew, tmux, tmp_path)

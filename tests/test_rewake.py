@@ -12,6 +12,7 @@ from conftest import wait_for
 from crewfile.core import locks, logfile, paths
 from crewfile.session.delivery import DRAFT, UNCONFIRMED, Answer
 from crewfile.session.sessions import Session, register
+from crewfile.views import tokens
 from crewfile.wake import announce, inbox
 from crewfile.wake.wakesend import Sender
 
@@ -252,7 +253,6 @@ def test_a_turn_the_waiter_woke_counts_as_a_wake_turn(tmp_path):
     """crew-top's wake share: the woken turn starts with Claude Code's task
     notification carrying the announcement (2.1.332's transcript, as seen in
     tests/test_rewake_e2e.py); a notification of anything else is no wake."""
-    from crewfile.views import tokens
 
     def prompt(text):
         return json.dumps({"type": "user", "message": {"role": "user", "content": text}},

@@ -1,8 +1,21 @@
 """Issue 12: one bad file never silences the crew. One named regression test
 per finding (test_finding_NN_...), each run through the real commands."""
+import json
 import os
+import re
+import shutil
+import subprocess
+import sys
+import time
 
-from conftest import cmd
+from hypothesis import given, settings, strategies as st
+
+from conftest import BIN, cmd
+from crewfile.background import sweep
+from crewfile.core import errors, records, shapes
+from crewfile.core.durations import MAX_SECONDS, parse_count, parse_duration
+from crewfile.core.errors import BadFile, BadInput
+from test_jobs import settled
 
 
 def _one_line(stderr, name):
@@ -64,7 +77,6 @@ def test_finding_02_bad_sessions_marked_good_ones_listed(crew):
         assert "error: " in rows[bad], rows[bad]
     assert sorted(line.split(":")[1].strip() for line in r.stderr.splitlines()) == ["a", "c", "d"]
     assert "Traceback" not in r.stderr
-    import json
     r = cmd("session-ls", "--json")
     assert r.returncode == 5
     got = {row["name"]: row for row in json.loads(r.stdout)}
@@ -72,7 +84,6 @@ def test_finding_02_bad_sessions_marked_good_ones_listed(crew):
 
 
 def test_finding_02_job_ls_and_report_ls_mark_the_bad_entry(crew):
-    import json
     for i in range(2):
         cmd("job-exec", "--handle", f"j{i}", "true", check=True)
     for i in range(2):
@@ -104,7 +115,6 @@ def test_finding_02_job_ls_and_report_ls_mark_the_bad_entry(crew):
 
 def _due_now(path):
     """Move a schedule's base an hour back, so it is due (no sleeping)."""
-    import json
     with open(path) as f:
         sched = json.load(f)
     sched["base"]["wall"] -= 3600
@@ -153,7 +163,6 @@ def test_finding_04_numbers_are_ascii_digits_and_bounded(crew):
 
 
 def test_issue_14_one_duration_grammar_for_every_time_flag(crew):
-    import json
     cmd("session-add", "w", check=True)
     sid = cmd("nudge-add", "--session", "w", "--every", "1h30m", "--message", "go",
               check=True).stdout.strip()
@@ -167,7 +176,6 @@ def test_issue_14_one_duration_grammar_for_every_time_flag(crew):
     assert cmd("job-wait", h, "--timeout", "1m30s").returncode == 0
     r = cmd("wake-send", "nobody", "--window", "1m", "--retry", "2s", input="")
     assert "bad --" not in r.stderr
-
 
 
 def test_an_empty_duration_is_refused_not_read_as_the_default(crew):
@@ -203,7 +211,6 @@ def test_finding_05_human_output_is_escaped_everywhere(crew, tmp_path):
     assert [e.split(" ")[1] for e in events] == ["x"] * 3
     assert any(e.endswith("note: raw\\x1b]0;title\\x07 \\x9b end") for e in events), events
     # The escaped event still says the same: unescaping gives the writer's text.
-    from crewfile.core import records
     texts = [records.parse(e.replace(" x ", " ", 1)).text for e in events]
     assert HOSTILE in texts
     cmd("job-exec", "--session", "x", "--label", "l\x1bab", "--", "true")
@@ -225,7 +232,6 @@ def test_finding_09_year_0000_record_gives_well_formed_events(crew):
         f.write("0000-01-01T00:00:00.000Z turn-started\n0000-01-01T00:00:01.000Z note: x\n")
     r = cmd("crew-watch", "--from-start", "--once")
     assert r.returncode == 0
-    from crewfile.core import records
     for line in r.stdout.splitlines():
         ts, name, rest = line.split(" ", 2)
         assert records.is_timestamp(ts) and name == "a", line
@@ -276,7 +282,6 @@ SYMLINKED = [
 
 
 def _symlink_crew(crew):
-    import json
     cmd("session-add", "x", check=True)
     cmd("status-append", "x", "note", "hello", check=True)
     os.makedirs(os.path.join(crew.root, "locks"), exist_ok=True)
@@ -332,9 +337,6 @@ def test_finding_06_crew_watch_refuses_a_symlinked_session_once_and_goes_on(crew
 
 
 def test_finding_07_job_exec_failing_early_leaves_no_job_directory(crew):
-    import subprocess
-    import sys
-    from conftest import BIN
     os.makedirs(os.path.join(crew.root, "jobs"), mode=0o700, exist_ok=True)
     r = subprocess.run(["sh", "-c", f'ulimit -f 0; exec "$0" "$1" --handle early -- true',
                         sys.executable, os.path.join(BIN, "job-exec")],
@@ -346,8 +348,6 @@ def test_finding_07_job_exec_failing_early_leaves_no_job_directory(crew):
 
 
 def test_finding_07_abandoned_job_directory_is_swept(crew):
-    import time
-    from crewfile.background import sweep
     orphan = os.path.join(crew.root, "jobs", "j-dead00")
     os.makedirs(orphan)
     open(os.path.join(orphan, "alive"), "w").close()
@@ -362,9 +362,6 @@ def test_finding_07_abandoned_job_directory_is_swept(crew):
 def test_finding_08_status_append_reads_stdin_lines_in_constant_memory(crew):
     """A 64 MB line without a newline, then a good line: the long one is
     skipped as it is read (peak memory far below its size), the good one kept."""
-    import subprocess
-    import sys
-    from conftest import BIN
     cmd("session-add", "w", check=True)
     code = (
         "import resource, subprocess, sys, threading\n"
@@ -392,9 +389,6 @@ def test_finding_08_crew_hook_reads_an_oversized_payload_in_bounded_memory(crew)
     """A 96 MB hook payload: read to its end (the agent's write never fails
     on a closed pipe), ignored with one line, exit 0, peak memory far below
     its size, nothing recorded."""
-    import subprocess
-    import sys
-    from conftest import BIN
     cmd("session-add", "w", check=True)
     before = open(os.path.join(crew.root, "sessions", "w", "status"), "rb").read()
     code = (
@@ -444,8 +438,6 @@ def _recipe():
 def test_finding_13_shell_recipe_cuts_a_fragment_and_writes_once(crew, tmp_path):
     """A killed writer's fragment is cut, not glued onto; a 16 KB record is
     one write(2) (counted with strace when it is installed)."""
-    import shutil
-    import subprocess
     cmd("session-add", "w", check=True)
     sdir = os.path.join(crew.root, "sessions", "w")
     script = tmp_path / "append-record"
@@ -479,8 +471,6 @@ def test_finding_13_shell_recipe_cuts_a_fragment_and_writes_once(crew, tmp_path)
 def test_exit_codes_protocol_table_is_errors_py():
     """Issue 12: every exit code comes from errors.py, and protocol.md's table
     lists exactly those codes; no command module returns a literal code."""
-    import re
-    from crewfile.core import errors
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     text = open(os.path.join(root, "protocol.md")).read()
     section = text[text.index("\n## Exit codes\n"):]
@@ -497,7 +487,6 @@ def test_exit_codes_protocol_table_is_errors_py():
 
 
 def test_issue_14_moments_until_and_since(crew):
-    import json
     cmd("session-add", "w", check=True)
     status = os.path.join(crew.root, "sessions", "w", "status")
     with open(status, "a") as f:
@@ -535,8 +524,6 @@ def test_issue_14_moments_until_and_since(crew):
 
 
 def test_issue_14_dateutil_only_imported_when_a_moment_is_given():
-    import subprocess
-    import sys
     code = ("import sys; sys.path.insert(0, 'lib'); from crewfile.cli import parse; "
             "from crewfile.cmd import nudge_add, status_show, crew_watch; "
             "print('dateutil' in sys.modules)")
@@ -547,7 +534,6 @@ def test_issue_14_dateutil_only_imported_when_a_moment_is_given():
 
 # -- property tests of the checkers themselves ---------------------------------------
 
-from hypothesis import given, settings, strategies as st  # noqa: E402
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
@@ -563,8 +549,6 @@ _KINDS = ["meta", "schedule", "job-spec", "job-pids", "job-result", "job-heard",
 def test_shape_check_raises_only_badfile(kind, value, data):
     """Any JSON value, also objects made of the kind's own keys with values
     of any type: the answer is the value itself or BadFile, nothing else."""
-    from crewfile.core import shapes
-    from crewfile.core.errors import BadFile
     keys = list(shapes.SHAPES[kind])
     if data.draw(st.booleans()):
         value = data.draw(st.dictionaries(st.sampled_from(keys), _json_values, max_size=len(keys)))
@@ -578,8 +562,6 @@ def test_shape_check_raises_only_badfile(kind, value, data):
 @given(st.text(alphabet=st.sampled_from(list("0123456789.dhms +-_e\u0663 ")), max_size=14)
        | st.text(max_size=14))
 def test_duration_and_count_parsers_raise_only_badinput(text):
-    from crewfile.core.durations import MAX_SECONDS, parse_count, parse_duration
-    from crewfile.core.errors import BadInput
     try:
         v = parse_duration(text, "--x", positive=False)
         assert 0 <= v <= MAX_SECONDS and set(text) <= set("0123456789.dhms")
@@ -610,9 +592,6 @@ def test_a_command_started_with_a_standard_descriptor_closed_says_so_in_one_line
     (/dev/null, the wrong way round), so no file opened later becomes the
     command's stdout. job-wait refuses before it hears anything: the
     outcome stays for a notice or another wait."""
-    import subprocess
-    import sys
-    from conftest import BIN
 
     def closed(argv, fd):
         return subprocess.run(["sh", "-c", f'"$@" {fd}>&-', "sh", sys.executable,
@@ -624,7 +603,6 @@ def test_a_command_started_with_a_standard_descriptor_closed_says_so_in_one_line
     proc = closed(["wake-filter"], 0)
     assert proc.returncode == 111 and proc.stderr.count("\n") == 1
     h = run("job-exec", "--", "sh", "-c", "echo hi; exit 3").stdout.strip()
-    from test_jobs import settled
     job = settled(crew, h)
     proc = closed(["job-wait", h], 1)
     assert (proc.returncode, proc.stderr) == (

@@ -1,6 +1,7 @@
 """Sessions through the real commands: registration, status, state, errors."""
 import json
 import os
+import pwd
 import subprocess
 import sys
 import threading
@@ -336,7 +337,6 @@ def test_session_rm_errors(crew, run, tmp_path):
 
 
 def test_user_comes_from_the_password_database_without_USER(crew, run):
-    import pwd
     env = {k: v for k, v in os.environ.items() if k != "USER"}
     p = subprocess.run([sys.executable, os.path.join(BIN, "session-add"), "w1"], env=env,
                        capture_output=True, text=True)

@@ -2,15 +2,20 @@
 server) and fake agents; every refusal leaves nothing behind."""
 import json
 import os
+import signal
 import subprocess
 import sys
 
+from hypothesis import HealthCheck, given, settings, strategies as st
 import pytest
 
 import readme_walkthrough
 from conftest import BIN, REPO, cmd, wait_for
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import Session, register
+from test_nudge import make_due
+from crewfile.core.atomic import replace
+from crewfile.crew.spawn import resume_command
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 AGENT = f"{sys.executable} {FAKE} --conversation"
@@ -117,7 +122,6 @@ def test_two_workers_two_trees_two_windows_and_a_nudge_to_each(crew, tmux, repo)
     r = cmd("nudge-add", "--session", "tester", "--every", "60", "--message", "go on tester")
     assert r.returncode == 0, r.stderr
     # The schedules were just made: move their floor into the past, as time would.
-    from test_nudge import make_due
     for sid in os.listdir(crew.sub("nudges")):
         make_due(crew, sid)
     r = cmd("nudge-tick")
@@ -392,7 +396,6 @@ def test_a_reboot_then_respawn_brings_back_each_live_session_in_its_tree(crew, t
     assert crewcmd("crew-retire", "done", cwd=repo).returncode == 0     # ended on purpose
     sid = cmd("nudge-add", "--session", "w1", "--every", "60", "--message", "continue w1").stdout
     tmux.kill()                                                   # the "reboot"
-    from test_nudge import make_due
     make_due(crew, sid.strip())
     r = cmd("nudge-tick")                                         # cron, during the outage
     assert "disarmed" in r.stdout and "not-live" in r.stdout, r.stdout + r.stderr
@@ -435,7 +438,6 @@ def test_a_reboot_then_respawn_brings_back_each_live_session_in_its_tree(crew, t
     # The nudge scheduled before the reboot was disarmed by a tick during the
     # outage (not live: nudging could only start an agent); bringing back the
     # same conversation armed it again, and it reaches that conversation.
-    from test_nudge import make_due
     make_due(crew, sid.strip())
     r = cmd("nudge-tick")
     assert r.returncode == 0 and "delivered" in r.stdout, r.stdout + r.stderr
@@ -448,7 +450,6 @@ def test_a_reboot_then_respawn_brings_back_each_live_session_in_its_tree(crew, t
 
 
 def test_respawn_after_the_agent_crashed_keeps_the_dead_windows_scrollback(crew, tmux, repo):
-    import signal
     r, meta = spawned(crew, tmux, repo, "w1", "--prompt", "before the crash")
     os.kill(meta["pid"], signal.SIGKILL)
     wait_for(lambda: tmux("display-message", "-p", "-t", meta["tmux"],
@@ -478,10 +479,8 @@ def _gone_session(crew, tmux, repo, name, **meta):
 def test_respawn_refusals_say_why_and_open_nothing(crew, tmux, repo, case):
     if case == "no conversation":
         sess = _gone_session(crew, tmux, repo, "w1")
-        import json
         meta = dict(sess.meta)
         del meta["agent_session_id"]
-        from crewfile.core.atomic import replace
         replace(sess.meta_path, json.dumps(meta))
         why = ("no conversation id is recorded (its agent never ran its SessionStart hook):"
                " starting the agent would begin a new conversation")
@@ -518,7 +517,6 @@ def test_each_agent_resumes_with_its_own_command(agent, cmd, want):
     """The resume arguments each CLI's --help gives (Codex 0.171: a
     subcommand after the root options; Gemini 0.61: --resume takes a full
     session id). The real CLIs resume: test_codex_e2e, test_gemini_e2e."""
-    from crewfile.crew.spawn import resume_command
     assert resume_command(agent, cmd, "0a-b_C.9") == want
 
 
@@ -700,7 +698,6 @@ def test_racing_spawns_of_one_name_make_one_worker(crew, tmux, repo, trial):
 def test_any_name_is_spawned_whole_or_refused_with_nothing_made(crew, tmux, repo):
     """Hypothesis: whatever the name, crew-spawn makes a whole worker (window, branch,
     worktree, registration) or refuses in one line (exit 2) having made nothing."""
-    from hypothesis import HealthCheck, given, settings, strategies as st
     tmux("new-session", "-d", "-s", "crew")
     alphabet = st.sampled_from(list("abcXYZ019._-@+/:~^?*[]{} \\\t\n\x7f\u00e9\u2028") + ["a"] * 8)
     seen, outcomes = set(), []

@@ -6,9 +6,12 @@ comes from (socket and identity); for any other session, or a list that is
 not exactly what tmux expands, tmux is asked as before. The verdicts are
 compared with the ones tmux's own answer gives, on real private servers.
 """
+import fcntl
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -17,9 +20,10 @@ from conftest import BIN, REPO, TmuxServer, cmd, wait_for
 from crewfile.views import glance
 from crewfile.session import tmux as tmuxmod
 from crewfile.core.paths import Crew
-from crewfile.session.sessions import register
+from crewfile.session.sessions import Session, register
 from crewfile.session.tmux import LISTED_FORMAT, Server
 from crewfile.session.verdict import Look
+from crewfile.core.locks import is_held
 
 
 def listed_text(server):
@@ -133,7 +137,6 @@ def test_verdicts_from_the_list_are_tmux_s_own(every_state, tmux, monkeypatch):
     # records name another socket than the list's
     # tmux was asked only for the session on the other server and for the
     # one whose records name an earlier server on the list's socket
-    from crewfile.session.sessions import Session
     assert asked_for == [Session(crew, "other-server").meta["tmux_socket"], tmux.sock]
 
 
@@ -269,8 +272,6 @@ def test_fuzz_the_parser_is_exact_or_none(text):
 def live_crew(tmp_path_factory):
     """For the fuzz below (one server for all its examples): a crew whose
     sessions are live, lost and of another server."""
-    import shutil
-    import tempfile
     d = tempfile.mkdtemp(prefix="cf-tmux-fuzz-")
     server, other = TmuxServer(os.path.join(d, "sock")), TmuxServer(os.path.join(d, "sock2"))
     crew = Crew(str(tmp_path_factory.mktemp("fuzz") / "crew"))
@@ -322,10 +323,6 @@ def test_a_descriptor_of_ours_never_reaches_a_tmux_server_we_start(tmp_path):
     """A server tmux starts for us lives on after us: a descriptor we hold
     (a shell's `exec 9>LOCK` for flock(1), inherited) must not reach it, or
     it would hold that lock for as long as it runs."""
-    import fcntl
-    import shutil
-    import tempfile
-    from crewfile.core.locks import is_held
     short = tempfile.mkdtemp(prefix="cf-tmux-fd-")      # socket paths stay under ~107 bytes
     sock = os.path.join(short, "sock")
     lock = str(tmp_path / "lock")

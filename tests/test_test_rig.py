@@ -1,6 +1,7 @@
 """The test suite's own promises: a run fails naming any process a test
 left alive; pytest's cache works (`--lf`); a harness's failing command
 shows its stderr (issue 31.5)."""
+import configparser
 import os
 import subprocess
 import sys
@@ -52,7 +53,6 @@ def test_waits_for_its_child():
 
 def test_last_failed_reruns_only_the_failures(tmp_path):
     """setup.cfg once disabled the cache: `--lf` silently ran everything."""
-    import configparser
     cfg = configparser.ConfigParser()
     cfg.read(os.path.join(REPO, "setup.cfg"))
     assert cfg["tool:pytest"]["cache_dir"] == ".cache/pytest"

@@ -10,6 +10,8 @@ rest is a wake turn). The stand-in model reports 12 tokens a message:
 8 messages, 2 of them in wake turns."""
 import json
 import os
+import random
+import re
 import shutil
 
 import pytest
@@ -321,8 +323,6 @@ def test_formats():
 def test_the_announcement_match_is_re_s():
     """tokens._fits (no re import on crew-status's path) against the regular
     expression it stands for, on random joins of the template's pieces."""
-    import random
-    import re
     template = words.DEFAULT_SAY
     rx = re.compile(".+".join(map(re.escape, re.split(r"\{\w+\}", template))))
     parts = tokens._literals(template)
@@ -339,7 +339,6 @@ def test_random_transcripts_read_in_random_pieces(tmp_path, monkeypatch):
     marks, garbage, lines over MAX_LINE), written in random pieces, each
     piece read on from the last Tally: always the figures of one read of
     the whole. Small chunks and MAX_LINE make every boundary case common."""
-    import random
     monkeypatch.setattr(tokens, "_CHUNK", 61)
     monkeypatch.setattr(tokens, "MAX_LINE", 300)
     rnd = random.Random(2718)

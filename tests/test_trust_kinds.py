@@ -11,6 +11,7 @@ import re
 import shlex
 import subprocess
 import sys
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -21,7 +22,11 @@ from crewfile.asides import aside, captain
 from crewfile.core import kinds, records
 from crewfile.nudges import schedules
 from crewfile.core.logfile import TailStats
-from crewfile.session.sessions import Session
+from crewfile.session.sessions import Session, register
+from crewfile.core.liveness import alive as is_alive
+from crewfile.core.errors import Refused
+from crewfile.crew.spawn import refuse_held
+from crewfile.agents import load
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 AGENT = f"{sys.executable} {FAKE}"
@@ -40,7 +45,6 @@ def problems(sess):
 
 
 def alive(pid, start):
-    from crewfile.core.liveness import alive as is_alive
     return is_alive(pid, start)
 
 
@@ -210,7 +214,6 @@ def test_a_forged_ended_does_not_spare_a_busy_agent_crew_retires_checks(crew, tm
 
 @pytest.mark.parametrize("kind", sorted(kinds.GUARDED))
 def test_status_appends_stdin_modes_refuse_every_guarded_kind(crew, run, kind):
-    from crewfile.session.sessions import register
     sess = register(crew, "w1")
     before = lines(sess)
     r = run("status-append", "w1", "-", input=f"note: one\n{kind}: forged\nnote: two\n")
@@ -229,8 +232,6 @@ def test_status_appends_stdin_modes_refuse_every_guarded_kind(crew, run, kind):
 
 
 def test_a_forged_ended_frees_no_tree(crew, tmux, tmp_path):
-    from crewfile.core.errors import Refused
-    from crewfile.crew.spawn import refuse_held
     tree = os.path.realpath(tmp_path)
     w3, pane = tmux.agent_window(crew, "w3", AGENT, cwd=tree)
     tmux.wait_screen(pane, "ready>")
@@ -293,7 +294,6 @@ def test_a_forged_end_lets_no_one_register_over_a_live_agent(crew, tmux, run, cr
 def test_no_hook_payload_chooses_a_guarded_kind():
     """The hook writes the kinds its event names; the only ones a payload
     picks are an agent's notification kinds, and none of them is guarded."""
-    from crewfile.agents import load
     for agent in ("claude", "codex", "gemini"):
         chosen = {k for k, _ in load(agent).NOTIFICATIONS.values()}
         assert chosen.isdisjoint(kinds.GUARDED), (agent, chosen)
@@ -371,7 +371,6 @@ def test_an_asides_state_moves_only_on_its_commands(crew, tmux, acts):
     aside-conclude succeeded in the current run, and never closed (nothing
     here reconciles). Each example is an aside of its own, in a window of
     its own, the one captain looking at it."""
-    from crewfile.core.errors import Refused
     name = f"a{next(EXAMPLES)}"
     sess, pane = tmux.agent_window(crew, name, "cat >/dev/null", kind="aside")
     if AttachedClient.on(tmux.sock) is None:
@@ -412,7 +411,6 @@ def _people_leave():
 
 
 def test_a_concluded_naming_an_earlier_conclusions_report_is_not_believed(crew, aside_window):
-    import time
     sess = aside_window("a1")
     old = os.path.join(crew.sub("reports", "new"), f"a1,{int(time.time()) - 1000}.M0P1Q1.host")
     os.makedirs(os.path.dirname(old))

@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+import struct
 
 import pytest
 
@@ -26,6 +27,7 @@ from claude_harness import run_checked
 from conftest import BIN, REPO, bound_by_modes, captain_types, cmd, wait_for
 from crewfile.agents import claudecron
 from crewfile.core.logfile import TailStats
+from crewfile.nudges import schedules
 from crewfile.session.sessions import Session, register
 from crewfile.session.window import keep_transcript
 from crewfile.views import tokens
@@ -425,7 +427,6 @@ def test_a_file_another_user_owns_is_not_believed_and_the_rest_is_served(crew, t
     assert f"{sids[0]} w1 delivered" in r.stdout
     assert f"{sids[1]} - refused: damaged: session metadata unreadable: {why}\n" in r.stdout
     wait_for(lambda: "captain" in kinds(w1), what="w1's nudge taken")
-    from crewfile.nudges import schedules
     held = schedules.get(crew, sids[1])
     assert (held["armed"], held["attempts"], held["last_outcome"]) == (True, 0, "refused")
     assert tmux.screen(pane2) == screen2
@@ -446,8 +447,6 @@ def test_a_session_directory_that_cannot_be_used_is_named_and_its_schedule_held(
     """Issue 30, items 2 and 3: sessions/w1 unreadable, or something else in
     its place. session-ls lists w2 and marks w1 (said once, exit 5);
     nudge-tick holds w1's schedule, never disarms it as not live."""
-    from crewfile.nudges import schedules
-    from crewfile.session.sessions import register
     register(crew, "w1")
     register(crew, "w2")
     sid = cmd("nudge-add", "--session", "w1", "--every", "60", "--message", "go",
@@ -638,7 +637,6 @@ def test_a_transcript_a_group_with_another_user_may_write_is_not_believed(crew, 
 def grant_write_by_acl(path, uid):
     """An access ACL letting the user *uid* write *path* (setfacl -m u:UID:rw,
     in the kernel's xattr format: version 2, then tag, permissions, id)."""
-    import struct
     none = 0xFFFFFFFF
     entries = [(0x01, 6, none), (0x02, 6, uid), (0x04, 4, none), (0x10, 6, none),
                (0x20, 4, none)]      # user::rw- user:UID:rw- group::r-- mask::rw- other::r--

@@ -2,6 +2,7 @@
 is its own problem alone, said once, while every other session is served.
 Commands run bound by file modes (conftest.bound_by_modes), as a user is."""
 import os
+import shutil
 
 import pytest
 
@@ -91,7 +92,6 @@ def _spoil_session(crew, kind):
     if kind == "mode 000":
         os.chmod(w1, 0)
         return f"{w1}: Permission denied"
-    import shutil
     shutil.rmtree(w1)
     {"link": lambda: os.symlink("/etc", w1), "fifo": lambda: os.mkfifo(w1),
      "file": lambda: open(w1, "w").close()}[kind]()

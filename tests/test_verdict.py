@@ -20,6 +20,8 @@ from crewfile.session.prompt import DRAFT, captain_at
 from crewfile.nudges import nudge, schedules
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import pane_fields, register
+from crewfile.wake import inbox
+from crewfile.core.liveness import descends_from
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 
@@ -319,7 +321,6 @@ def test_wake_send_holds_for_a_dead_primary_and_says_so_once(crew, tmux, tmp_pat
 
 
 def inbox_texts(crew, name):
-    from crewfile.wake import inbox
     return [n.text for n in inbox.pending(crew, name)]
 
 
@@ -430,7 +431,6 @@ def test_crew_hook_finds_the_agent_among_its_ancestors_and_repairs_it(crew, tmux
     event("SessionStart")
     wait_for(lambda: kinds(sess).count("turn-ended") > n, what="the hook's turn")
     meta = sess_meta(sess)
-    from crewfile.core.liveness import descends_from
     shell = tmux.pane_pid(pane)
     agent = [p for p in os.listdir("/proc") if p.isdigit() and cmdline(p)[1:2] == [FAKE.encode()]
              and descends_from(int(p), shell)]

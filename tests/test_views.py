@@ -1,12 +1,20 @@
 """The views over the crew: crew-status, crew-top --once, crew-timeline."""
+import importlib.util
 import json
 import os
+import re
+import shutil
+import signal
+import stat
 import subprocess
 import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import cmd, wait_for
+from conftest import BIN, REPO, cmd, wait_for
 from crewfile import cli
 from crewfile.core import paths
 from crewfile.core.locks import hold
@@ -14,6 +22,12 @@ from crewfile.wake import inbox
 from crewfile.session.sessions import Session, register
 from crewfile.views.top import frame as top_frame
 from crewfile.views.topview import View
+from crewfile.core.records import new_line, parse_timestamp, timestamp
+from crewfile.core.liveness import process_start, started_at
+from crewfile.asides import reports
+from crewfile.nudges import schedules
+from crewfile.core.notify import DirWatch
+from crewfile.views import timeline
 
 
 def dead_pid():
@@ -77,7 +91,6 @@ def test_each_state(crew, records, word):
 def a_mib_of(crew, name, *kinds):
     """Append (as the writers would over weeks) records of *kinds*, all but
     filling the MiB a state query reads."""
-    from crewfile.core.records import new_line
     lines = "".join(new_line(k) for k in kinds).encode()
     with open(os.path.join(crew.session_dir(name), "status"), "ab") as f:
         f.write(lines * ((1 << 20) // len(lines) - 100))
@@ -91,7 +104,6 @@ def test_the_newest_life_record_a_mib_back_still_decides(crew, agent_process):
     session(crew, "w1", "ended: done")
     a_mib_of(crew, "w1", "note")
     assert status().stdout == "crew: all ended\n"
-    from crewfile.core.liveness import process_start
     sess = session(crew, "w2")
     with open(sess.status_path, "w") as f:          # older than the agent process
         f.write("2026-11-30T10:00:00.000Z registered\n2026-11-30T10:00:01.000Z turn-ended\n")
@@ -130,7 +142,6 @@ def test_a_respawned_agent_is_starting_until_its_start_hook_says(crew, agent_pro
     """Its turn records (idle, a dialog) are the earlier process's until the
     new one's start hook records `started`: crew-status and crew-top say
     `starting` (delivery's answer), a problem since says `blocked`."""
-    from crewfile.core.liveness import process_start
     sess = session(crew, "w1")
     with open(sess.status_path, "w") as f:          # all older than the agent process
         f.writelines(f"2026-11-30T10:00:0{i}.000Z {kind}\n" for i, kind in
@@ -153,9 +164,6 @@ def test_the_start_kept_in_meta_is_believed_not_the_clocks_now(crew, agent_proce
     compared with. Stood for here by records an hour old and a kept start
     an hour and a second old; by the clocks now the process is younger
     than them. Without a kept start, the clocks now decide (older meta)."""
-    from crewfile.core.liveness import process_start
-    from crewfile.core.records import timestamp
-    import time
     sess = session(crew, "w1")
     hour_ago = time.time() - 3600
     with open(sess.status_path, "w") as f:
@@ -172,8 +180,6 @@ def test_the_start_kept_in_meta_is_believed_not_the_clocks_now(crew, agent_proce
 def test_every_writer_of_the_agent_process_keeps_its_start(crew, agent_process):
     """session-add --pid and a second process recorded keep `pid_started_at`
     with `pid_start`, no later than the registration naming it."""
-    from crewfile.core.liveness import process_start, started_at
-    from crewfile.core.records import parse_timestamp
     r = cmd("session-add", "w1", "--pid", str(agent_process))
     assert r.returncode == 0, r.stderr
     meta = Session(crew, "w1").meta
@@ -214,7 +220,6 @@ def test_crew_status_runs_without_site_as_its_shebang_says(crew, tmp_path):
     """bin/crew-status starts with python3 -S (no site: ~1 ms of its ~10):
     run as a command (env -S), or by python -S from another directory, it
     finds crewfile beside it and says what it says with site."""
-    from conftest import BIN
     session(crew, "w1", "turn-started")
     path = os.path.join(BIN, "crew-status")
     with open(path) as f:
@@ -275,20 +280,12 @@ def test_crew_status_leaves_at_once_with_everything_out(crew, tmp_path, monkeypa
 
 # -- crew-timeline ------------------------------------------------------------------
 
-import shutil                                      # noqa: E402
-import signal                                      # noqa: E402
-import stat                                        # noqa: E402
-import xml.etree.ElementTree as ET                 # noqa: E402
-
-from conftest import REPO, wait_for                # noqa: E402
-from crewfile.views import timeline                # noqa: E402
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 HOSTILE = "<script>alert(1)</script> & \x1b[31mred \u2028 end"
 
 
 def load_trace():
-    import importlib.util
     spec = importlib.util.spec_from_file_location("crewtrace", os.path.join(REPO, "tests", "trace.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -393,7 +390,6 @@ def test_timeline_writes_to_a_device_as_the_shell_does(crew, tmp_path):
 
 
 def test_timeline_writes_into_a_fifo(crew, tmp_path):
-    import threading
     session(crew, "w1", "turn-started")
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
@@ -515,7 +511,6 @@ def test_top_once_on_the_reference_trace(crew):
 
 
 def test_top_once_columns_and_a_damaged_session(crew):
-    from crewfile.asides import reports
     session(crew, "boss", "idle", kind="primary")
     session(crew, "w1", "turn-started", "blocked: " + HOSTILE)
     session(crew, "w2", "idle")
@@ -541,14 +536,12 @@ def test_top_once_columns_and_a_damaged_session(crew):
         session(crew, "w2", "idle")                   # registered again: the job shows
         assert rows_of(top().stdout)["w2"][6] == "1"  # "1 run"
     finally:
-        import signal
         pids = json.load(open(os.path.join(crew.root, "jobs", h, "pids")))
         os.killpg(pids["pgid"], signal.SIGKILL)
 
 
 def test_top_once_says_a_stopped_agent(crew):
     """docs/commands/crew-top.md: `WORD(stopped)` when the agent is stopped."""
-    import signal
     agent = subprocess.Popen(["sleep", "600"])
     try:
         os.kill(agent.pid, signal.SIGSTOP)
@@ -561,7 +554,6 @@ def test_top_once_says_a_stopped_agent(crew):
 
 def test_top_once_says_a_nudge_held_by_its_last_refusal(crew):
     """docs/commands/crew-top.md: NUDGE `held:CODE` when the last outcome was refused."""
-    from crewfile.nudges import schedules
     session(crew, "w1", "idle")
     sid = cmd("nudge-add", "--session", "w1", "--every", "1h", "--message", "go",
               check=True).stdout.strip()
@@ -580,7 +572,6 @@ def test_top_colours_its_frame_only_for_a_terminal(crew):
 
 
 def test_core_commands_never_import_the_views():
-    import re
     views = {"glance", "timeline", "top", "topview"}
     own = {"glance.py", "timeline.py", "top.py", "topview.py", "crew_status.py", "crew_timeline.py",
            "crew_top.py"}
@@ -604,7 +595,6 @@ def outer(second_server):
 
 
 def test_live_view_follows_records_keys_and_switches_the_client(crew, tmux, outer):
-    from conftest import BIN
     _, pane1 = tmux.agent_window(crew, "w1", "sleep 600")
     session(crew, "w2", "idle")
     top_pane = tmux.new_window(f"{sys.executable} {os.path.join(BIN, 'crew-top')}; sleep 600",
@@ -691,7 +681,6 @@ def _row_names(screen):
 
 def test_live_view_through_rotation_and_sessions_coming_and_going(crew, tmux, monkeypatch):
     """Only inotify can show these changes: the full re-read is an hour away."""
-    from conftest import BIN
     session(crew, "w1", "idle")
     session(crew, "w2", "idle")
     top_pane = tmux.new_window(f"{sys.executable} {os.path.join(BIN, 'crew-top')}; sleep 600",
@@ -731,7 +720,6 @@ def test_live_view_by_polling_where_inotify_cannot_be_had(crew, tmux, tmp_path):
     first on the path that fails as a missing one does): the view says it
     polls, and rows still change as records are appended and sessions come
     and go (the full re-read is an hour away: only polling shows them)."""
-    from conftest import BIN
     stub = tmp_path / "no-inotify" / "inotify_simple"
     stub.mkdir(parents=True)
     (stub / "__init__.py").write_text("raise ImportError('no inotify here (the test)')\n")
@@ -758,7 +746,6 @@ def test_live_view_by_polling_where_inotify_cannot_be_had(crew, tmux, tmp_path):
 def test_live_view_sees_a_pane_close_that_no_file_announces(crew, tmux):
     """Liveness is probed again every CREWFILE_TOP_FULL seconds from the rows
     kept: a pane closed without a record shows as lost, its records not read again."""
-    from conftest import BIN
     _, pane1 = tmux.agent_window(crew, "w1", "sleep 600")
     session(crew, "w2", "idle")
     top_pane = tmux.new_window(f"{sys.executable} {os.path.join(BIN, 'crew-top')}; sleep 600",
@@ -831,7 +818,6 @@ def test_live_view_reads_a_row_again_for_a_record_not_for_a_lock_taken(crew):
 def test_live_view_lists_reports_and_says_what_it_cannot_switch_to(crew):
     """crew-top's keys (docs/commands/crew-top.md): `r` the reports waiting,
     `i` with no row chosen, Enter on a session that recorded no pane."""
-    from crewfile.asides import reports
     session(crew, "w1", "idle")
     view = View(crew)
     view.refresh()
@@ -874,7 +860,6 @@ def test_live_view_reads_everything_again_when_the_kernel_lost_events(crew):
 def test_dirwatch_changes_names_the_directory_and_entry(tmp_path, mode):
     """What crew-top's live view reads again comes from DirWatch.changes():
     the directory and entry of each change, by inotify or by polling."""
-    from crewfile.core.notify import DirWatch
     w = DirWatch(warn=lambda msg: None)
     if mode == "polling":
         w.close()                       # as when inotify cannot be had

@@ -13,6 +13,7 @@ from crewfile.session.sessions import Session, register
 from crewfile.session.verdict import Answer
 from crewfile.wake.wakefilter import Filter
 from crewfile.wake.wakesend import Sender
+from crewfile.core.logfile import TailStats
 
 TS = "2026-11-29T22:01:17.123Z"
 
@@ -206,7 +207,6 @@ def primary(crew, tmux, name="boss"):
 
 
 def _stats():
-    from crewfile.core.logfile import TailStats
     return TailStats()
 
 
@@ -379,7 +379,6 @@ def test_wake_send_holds_wakes_for_a_primary_registered_later(crew):
 
 def test_refusals_are_said_once_per_change_of_state_not_per_retry(crew):
     """A primary lost, then busy, then taking it: two lines and the announcement."""
-    from crewfile.session.verdict import Answer
     register(crew, "boss", kind="primary")
     said, logged = [], []
     answers = ([(False, Answer("not-live", "pane gone"))] * 5

@@ -1,9 +1,12 @@
 """crew-watch: event lines, the start-up race, queue overflow, rotation,
 cursor restarts, sessions coming and going, stale and lost."""
+from concurrent.futures import ThreadPoolExecutor
 import json
 import os
 import random
+import shutil
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -174,7 +177,6 @@ def test_a_record_written_while_the_watcher_starts_is_emitted_1000_trials(tmp_pa
     writer = subprocess.Popen([sys.executable, "-c", WRITER, os.path.join(REPO, "lib")],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     rng = random.Random(1)
-    from concurrent.futures import ThreadPoolExecutor
     closer = ThreadPoolExecutor(16)     # closing an inotify fd takes the kernel ~8 ms
     closing = []
     try:
@@ -358,7 +360,6 @@ def test_sessions_appearing_and_ending_while_it_runs(crew):
     assert out.kinds() == [("new", "registered"), ("new", "turn-started"),
                            ("new", "ended"), ("old", "closed")]
     # a session directory removed by hand: forgotten, no crash; re-created: read anew
-    import shutil
     shutil.rmtree(crew.session_dir("new"))
     w.step(max_wait=0.1)
     register(crew, "new")
@@ -540,7 +541,6 @@ def test_a_cursor_named_as_a_device_or_a_link_is_never_renamed_over(crew, run, t
     link or a device is refused there, and left as it was (as root, a rename
     onto /dev/null once replaced the node: crew-timeline's output, now
     written as the shell's `>` writes)."""
-    import stat
     register(crew, "w1")
     Session(crew, "w1").append("turn-started")
     target = tmp_path / "cursor.json"
