@@ -151,6 +151,10 @@ def run(b):
     floor = _exit_seen(b)
     b.note(f"  the job's exit seen by its parent (waitpid; both pay it): {floor * 1000:.2f} ms; beyond it, "
            f"job-wait {(jw - floor) * 1000:.2f} ms against tsp -w {(tw - floor) * 1000:.2f} ms")
+    py_exit = _exit_alone([b.python, "-S", "-c", "import os, sys; os.write(int(sys.argv[1]), b'x'); os._exit(0)"])
+    sh_exit = _exit_alone(["sh", "-c", 'printf x >&"$1"', "sh"])
+    b.note(f"  a process's own exit (its last write -> its parent woken): python {py_exit * 1000:.2f} ms,"
+           f" sh {sh_exit * 1000:.2f} ms; job-wait pays the first, tsp -w's small C client about the second")
 
 
 def _exit_seen(b, n=60):
@@ -163,6 +167,22 @@ def _exit_seen(b, n=60):
         _release(fifo)
         child.wait()
         lat.append(time.time() - _stamp(stamp))
+    return statistics.median(lat)
+
+
+def _exit_alone(argv, n=60):
+    """From *argv*'s last write (one byte to a pipe, its fd as its last
+    argument) to its parent, blocked in waitpid(2), waking; median of *n*."""
+    lat = []
+    for _ in range(n):
+        r, w = os.pipe()
+        child = subprocess.Popen(argv + [str(w)], pass_fds=(w,))
+        os.close(w)
+        os.read(r, 1)
+        t0 = time.perf_counter()
+        child.wait()
+        lat.append(time.perf_counter() - t0)
+        os.close(r)
     return statistics.median(lat)
 
 
