@@ -6,6 +6,7 @@ in. Nothing here writes or types anything: it only reads.
 """
 import os
 import time
+from types import SimpleNamespace
 
 from crewfile.asides import reports
 from crewfile.background.jobs import list_jobs
@@ -146,11 +147,11 @@ class Rows:
     def _read(self, name, look, now, why):
         """The kept row of session *name*; *why*: it cannot be one (glance.entry)."""
         row = (glance.Row(name, glance.DAMAGED, error=why) if why is not None else
-               glance.row(self.crew, name, look, now, also=lambda s, recs: (
-                   _wakes(self.crew, name, s.at), _own_line(name, s, recs))))
+               glance.row(self.crew, name, look, now, also=lambda s, recs: SimpleNamespace(
+                   wakes=_wakes(self.crew, name, s.at), own=_own_line(name, s, recs))))
         if row.word == glance.DAMAGED:
             return row, None, None, None, now
-        return (row, *self._costs(row), row.also[1], now)
+        return (row, *self._costs(row), row.also.own, now)
 
     def _tally(self, path):
         """One transcript's Tally, read on from this view's last reading of it."""
@@ -210,7 +211,7 @@ class Rows:
             age = None if st["age"] is None else st["age"] + (now - read_at)
             out.append((row.word, [
                 row.name, st["kind"] + ("*" if st["kind"] == "aside" else ""), word,
-                age_text(age), row.also[0],
+                age_text(age), row.also.wakes,
                 "?" if nudges is None else _nudge_for(nudges[0], row.sess.meta),
                 "?" if jobs is None else jobs.get(row.name, "-"), tokens_, escape(last)]))
         footer = [escape(f"{part}: ? ({self.broken[part]})") if self.parts[part] is None
