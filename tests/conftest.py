@@ -1,6 +1,7 @@
 """Shared fixtures: a fresh crew directory per test, the real commands, a
 private tmux server (never the one the person running the tests works in)."""
 import ctypes
+import importlib.util
 import json
 import os
 import shlex
@@ -340,6 +341,14 @@ def protocol_section(heading):
     with open(os.path.join(REPO, "protocol.md"), encoding="utf-8") as f:
         text = f.read()
     return text.split(f"\n### {heading}\n", 1)[1].split("\n### ", 1)[0]
+
+
+def load_trace():
+    """tests/trace.py loaded by its path: `import trace` is the standard library's."""
+    spec = importlib.util.spec_from_file_location("crew_trace", os.path.join(REPO, "tests", "trace.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
 
 def spawn_fake(crew, cwd, agent, command, *extra):
