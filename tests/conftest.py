@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -19,7 +20,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(REPO, "bin")
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
-from crewfile.asides import captain  # noqa: E402
+from crewfile.asides import aside, captain, evidence  # noqa: E402
 from crewfile.asides.evidence import newest_input  # noqa: E402
 from crewfile.core.atomic import replace  # noqa: E402
 from crewfile.core.paths import Crew  # noqa: E402
@@ -415,6 +416,24 @@ def captain_keys(sess, keys, person=None):
     if person is not None and sess.meta.get("tmux"):
         person.look_at(sess.meta["tmux"])
         person.type_after(last_captain_input(sess), keys)
+
+
+def believed_once_caught_up(monkeypatch, sess, catch_up):
+    """aside.believed's result when the prompt is recorded late (by *catch_up*): one race, every agent."""
+    monkeypatch.setattr(evidence, "TRANSCRIPT_WAIT", 120.0)
+    looked, real, out = threading.Event(), evidence._prompt_verdict, []
+
+    def spy(*a):
+        got = real(*a)
+        looked.set()
+        return got
+    monkeypatch.setattr(evidence, "_prompt_verdict", spy)
+    t = threading.Thread(target=lambda: out.append(aside.believed(sess, aside.scan(sess))))
+    t.start()
+    assert looked.wait(60)                     # it has looked: the prompt is not there yet
+    catch_up()
+    t.join(120)
+    return out
 
 
 def last_captain_input(sess):
