@@ -407,6 +407,27 @@ def aside_window(crew, tmux):
         person.close()
 
 
+@pytest.fixture
+def concluded(crew, tmux, run, tmp_path):
+    """Aside a1 (fake agent) concluded after one captain turn: (pane, report's path in cur/ to be)."""
+    tmux("new-session", "-d", "-s", "crew", "-x", "120", "-y", "30")
+    agent = f"{sys.executable} {os.path.join(REPO, 'tests', 'fake-agent')}"
+    run("aside-open", "a1", "--cmd", agent, "--tmux-session", "crew", check=True)
+    pane = Session(crew, "a1").meta["tmux"]
+    tmux.wait_screen(pane, "ready>")
+    tmux("send-keys", "-t", pane, "-l", "the words that must survive")
+    tmux("send-keys", "-t", pane, "Enter")
+    # The turn's own reply first: the empty prompt before the keys were read
+    # is no sign the captain's input is recorded (aside-done must come after).
+    tmux.wait_screen(pane, "agent: ok")
+    tmux.wait_prompt(pane)
+    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
+    report = tmp_path / "r"
+    report.write_text("report\n")
+    new = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
+    return pane, new.replace("/reports/new/", "/reports/cur/")
+
+
 def captain_keys(sess, keys, person=None):
     """A person types *keys* into session *sess*'s pane (meta tmux) in a tmux
     client looking at it: *person*, else the AttachedClient open on the
