@@ -598,6 +598,21 @@ def captains_aside(crew, tmux, tmp_path, name: str = "design"):
             person.close()
 
 
+@contextlib.contextmanager
+def primary_claude(crew, tmux, tmp_path, name: str = "design"):
+    """A primary firstmate that is the real claude, for the /aside tests: yields (rig, its pane)."""
+    from crewfile.session.sessions import register  # kept: demo/ imports this module outside pytest, lib/ not on its path
+    require_real_claude()
+    rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
+    register(crew, "firstmate", kind="primary")
+    with watched(rig, crew, name):
+        # The agent command the primary hands to aside-open is the same claude
+        # without a session name (aside-open gives it one).
+        firstmate = tmux.new_window(as_primary(rig.prepare()), name="firstmate", session="crew")
+        rig.attach(firstmate)
+        yield rig, firstmate
+
+
 def captain_concludes_three_ways(crew, tmux, person, turn, aide_done, name: str = "design"):
     """The captain's three real acts, each after a turn that reopens the aside:
     /aside-done typed in its window (the agent hands over its report),

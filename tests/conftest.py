@@ -1,6 +1,7 @@
 """Shared fixtures: a fresh crew directory per test, the real commands, a
 private tmux server (never the one the person running the tests works in)."""
 import ctypes
+import importlib.util
 import json
 import os
 import shlex
@@ -9,6 +10,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 
@@ -18,7 +20,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(REPO, "bin")
 sys.path.insert(0, os.path.join(REPO, "lib"))
 
-from crewfile.asides import captain  # noqa: E402
+from crewfile.asides import aside, captain, evidence  # noqa: E402
 from crewfile.asides.evidence import newest_input  # noqa: E402
 from crewfile.core.atomic import replace  # noqa: E402
 from crewfile.core.paths import Crew  # noqa: E402
@@ -342,6 +344,14 @@ def protocol_section(heading):
     return text.split(f"\n### {heading}\n", 1)[1].split("\n### ", 1)[0]
 
 
+def load_trace():
+    """tests/trace.py loaded by its path: `import trace` is the standard library's."""
+    spec = importlib.util.spec_from_file_location("crew_trace", os.path.join(REPO, "tests", "trace.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def spawn_fake(crew, cwd, agent, command, *extra):
     """`crew-spawn w1 --agent AGENT --cmd COMMAND` (COMMAND a line running
     tests/fake-agent as that agent would start) in *cwd*, no worktree, in
@@ -397,6 +407,27 @@ def aside_window(crew, tmux):
         person.close()
 
 
+@pytest.fixture
+def concluded(crew, tmux, run, tmp_path):
+    """Aside a1 (fake agent) concluded after one captain turn: (pane, report's path in cur/ to be)."""
+    tmux("new-session", "-d", "-s", "crew", "-x", "120", "-y", "30")
+    agent = f"{sys.executable} {os.path.join(REPO, 'tests', 'fake-agent')}"
+    run("aside-open", "a1", "--cmd", agent, "--tmux-session", "crew", check=True)
+    pane = Session(crew, "a1").meta["tmux"]
+    tmux.wait_screen(pane, "ready>")
+    tmux("send-keys", "-t", pane, "-l", "the words that must survive")
+    tmux("send-keys", "-t", pane, "Enter")
+    # The turn's own reply first: the empty prompt before the keys were read
+    # is no sign the captain's input is recorded (aside-done must come after).
+    tmux.wait_screen(pane, "agent: ok")
+    tmux.wait_prompt(pane)
+    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
+    report = tmp_path / "r"
+    report.write_text("report\n")
+    new = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
+    return pane, new.replace("/reports/new/", "/reports/cur/")
+
+
 def captain_keys(sess, keys, person=None):
     """A person types *keys* into session *sess*'s pane (meta tmux) in a tmux
     client looking at it: *person*, else the AttachedClient open on the
@@ -406,6 +437,24 @@ def captain_keys(sess, keys, person=None):
     if person is not None and sess.meta.get("tmux"):
         person.look_at(sess.meta["tmux"])
         person.type_after(last_captain_input(sess), keys)
+
+
+def believed_once_caught_up(monkeypatch, sess, catch_up):
+    """aside.believed's result when the prompt is recorded late (by *catch_up*): one race, every agent."""
+    monkeypatch.setattr(evidence, "TRANSCRIPT_WAIT", 120.0)
+    looked, real, out = threading.Event(), evidence._prompt_verdict, []
+
+    def spy(*a):
+        got = real(*a)
+        looked.set()
+        return got
+    monkeypatch.setattr(evidence, "_prompt_verdict", spy)
+    t = threading.Thread(target=lambda: out.append(aside.believed(sess, aside.scan(sess))))
+    t.start()
+    assert looked.wait(60)                     # it has looked: the prompt is not there yet
+    catch_up()
+    t.join(120)
+    return out
 
 
 def last_captain_input(sess):

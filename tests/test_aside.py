@@ -5,13 +5,13 @@ import os
 import stat
 import subprocess
 import sys
-import threading
 import uuid
 
 import pytest
 
-from conftest import REPO, AttachedClient, captain_keys, captain_runs, captain_types, wait_for, BIN
-from crewfile.asides import aside, captain, evidence, reports
+from conftest import (REPO, AttachedClient, believed_once_caught_up, captain_keys, captain_runs,
+                      captain_types, wait_for, BIN)
+from crewfile.asides import aside, captain, reports
 from crewfile.core import paths, records
 from crewfile.core.errors import NotFound
 from crewfile.core.logfile import TailStats
@@ -339,20 +339,8 @@ def test_a_conclusion_waits_for_the_transcript_to_catch_up(crew, a1, monkeypatch
     path, pid = sess.meta["transcript_path"], str(uuid.uuid4())
     captain_keys(sess, "/aside-done\r")
     assert captain.record_captain_input(crew, "a1", "/aside-done", pid, path) == "captain-done"
-    monkeypatch.setattr(evidence, "TRANSCRIPT_WAIT", 120.0)
-    looked, real, out = threading.Event(), evidence._prompt_verdict, []
-
-    def spy(*a):
-        got = real(*a)
-        looked.set()
-        return got
-    monkeypatch.setattr(evidence, "_prompt_verdict", spy)
-    t = threading.Thread(target=lambda: out.append(aside.believed(sess, aside.scan(sess))))
-    t.start()
-    assert looked.wait(60)                     # it has looked: the prompt is not there yet
-    append_prompt(path, "/aside-done", pid)
-    t.join(120)
-    assert out == [None]
+    assert believed_once_caught_up(monkeypatch, sess,
+                                   lambda: append_prompt(path, "/aside-done", pid)) == [None]
     # A prompt after it voids it at once, waited for or not.
     append_prompt(path, "hmm, wait", "a-later-prompt")
     assert aside.believed(sess, aside.scan(sess)) == (

@@ -8,13 +8,12 @@ line length, outside the crew directory) and on the acts file (inside it).
 """
 import json
 import os
-import threading
 import tomllib
 import uuid
 
 import pytest
 
-from conftest import captain_keys, captain_types
+from conftest import believed_once_caught_up, captain_keys, captain_types
 from crewfile.asides import aside, evidence
 from crewfile.core import logfile
 from crewfile.core.errors import SystemFailure
@@ -204,20 +203,10 @@ def test_gemini_a_conclusion_waits_for_the_recording_to_catch_up(crew, aside_of,
     captain_keys(sess, "/aside-done\r")
     hook(crew, "gemini", "gm", {"hook_event_name": "BeforeAgent", "session_id": "s",
                                 "transcript_path": path, "prompt": gemini_expansion("")})
-    monkeypatch.setattr(evidence, "TRANSCRIPT_WAIT", 120.0)
-    looked, real, out = threading.Event(), evidence._prompt_verdict, []
-
-    def spy(*a):
-        got = real(*a)
-        looked.set()
-        return got
-    monkeypatch.setattr(evidence, "_prompt_verdict", spy)
-    t = threading.Thread(target=lambda: out.append(aside.believed(sess, aside.scan(sess))))
-    t.start()
-    assert looked.wait(60)                       # it looked: "hello first" is the newest
-    gemini_user_entry(path, gemini_expansion(""), "/aside-done")
-    t.join(120)
-    assert out == [None]
+    # It looks first while "hello first" is the newest, then the recording catches up.
+    assert believed_once_caught_up(
+        monkeypatch, sess, lambda: gemini_user_entry(path, gemini_expansion(""), "/aside-done")
+    ) == [None]
 
 
 def test_gemini_a_forged_payload_is_never_believed(crew, aside_of, tmp_path, no_wait):

@@ -83,22 +83,9 @@ STEPS = ["reconcile:moved", "reconcile:scrollback", "reconcile:closed"]
 
 
 @pytest.mark.parametrize("step", STEPS)
-def test_reconcile_killed_at_each_step_then_rerun(crew, tmux, run, tmp_path, step):
-    tmux("new-session", "-d", "-s", "crew", "-x", "120", "-y", "30")
-    run("aside-open", "a1", "--cmd", AGENT, "--tmux-session", "crew", check=True)
-    pane = Session(crew, "a1").meta["tmux"]
-    tmux.wait_screen(pane, "ready>")
-    tmux("send-keys", "-t", pane, "-l", "the words that must survive")
-    tmux("send-keys", "-t", pane, "Enter")
-    # The turn's own reply first: the empty prompt before the keys were read
-    # is no sign the captain's input is recorded (aside-done must come after).
-    tmux.wait_screen(pane, "agent: ok")
-    tmux.wait_prompt(pane)
-    report = tmp_path / "r"
-    report.write_text("report\n")
-    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
-    new = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
-    cur = new.replace("/reports/new/", "/reports/cur/")
+def test_reconcile_killed_at_each_step_then_rerun(crew, tmux, run, step, concluded):
+    pane, cur = concluded
+    new = cur.replace("/reports/cur/", "/reports/new/")
     panes = lambda: tmux("list-panes", "-a", "-F", "#{pane_id}").split()
 
     r = run("aside-reconcile", "a1", env={"CREWFILE_CRASH_AT": step})

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, captain_runs, wait_for
+from conftest import REPO, wait_for
 from crewfile.core.logfile import TailStats
 from crewfile.session.sessions import Session
 
@@ -21,27 +21,6 @@ AGENT = f"{sys.executable} {os.path.join(REPO, 'tests', 'fake-agent')}"
 def closed(crew, name):
     return [r.text for r in Session(crew, name).last_records(1000, TailStats())
             if r.kind == "closed"]
-
-
-@pytest.fixture
-def concluded(crew, tmux, run, tmp_path):
-    """Aside a1 (the fake agent) after one captain turn, concluded, its report
-    handed over; returns (its pane, its report's path in cur/ to be)."""
-    tmux("new-session", "-d", "-s", "crew", "-x", "120", "-y", "30")
-    run("aside-open", "a1", "--cmd", AGENT, "--tmux-session", "crew", check=True)
-    pane = Session(crew, "a1").meta["tmux"]
-    tmux.wait_screen(pane, "ready>")
-    tmux("send-keys", "-t", pane, "-l", "the words that must survive")
-    tmux("send-keys", "-t", pane, "Enter")
-    # The turn's own reply first: the empty prompt before the keys were read
-    # is no sign the captain's input is recorded (aside-done must come after).
-    tmux.wait_screen(pane, "agent: ok")
-    tmux.wait_prompt(pane)
-    assert captain_runs(tmux, "aside-done", "a1") == (0, "")
-    report = tmp_path / "r"
-    report.write_text("report\n")
-    new = run("aside-conclude", "a1", "--report", report, check=True).stdout.strip()
-    return pane, new.replace("/reports/new/", "/reports/cur/")
 
 
 def panes(tmux):

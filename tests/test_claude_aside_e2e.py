@@ -15,10 +15,10 @@ import subprocess
 import sys
 
 from conftest import BIN, AttachedClient, cmd, wait_for
-from claude_harness import (as_primary, captain_concludes_three_ways, captains_aside, kinds,
-                            make_rig, records, require_real_claude, typed_by, watched)
+from claude_harness import (captain_concludes_three_ways, captains_aside, kinds, primary_claude,
+                            records, typed_by)
 from crewfile.asides import aside
-from crewfile.session.sessions import Session, register
+from crewfile.session.sessions import Session
 
 AIDE_DONE = f"{sys.executable} {os.path.join(BIN, 'aside-done')}"
 
@@ -99,14 +99,7 @@ def test_the_window_is_not_torn_down_while_the_captain_is_mid_reply(crew, tmux, 
     """An aside opened by /aside in the primary, concluded with /aside-done; a draft on
     the aside's prompt line holds aside-reconcile; --wait stops when the captain sends
     it; the next conclusion's report is reconciled once the draft is cleared."""
-    require_real_claude()
-    rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
-    register(crew, "firstmate", kind="primary")
-    with watched(rig, crew, "design"):
-        agent = rig.prepare()
-        primary = as_primary(agent)
-        firstmate = tmux.new_window(primary, name="firstmate", session="crew")
-        rig.attach(firstmate)
+    with primary_claude(crew, tmux, tmp_path) as (rig, firstmate):
         rig.set_script(["RUN: aside-open design --topic pagination --primary firstmate"
                         " --tmux-session crew"])
         rig.turn("/aside pagination")

@@ -19,7 +19,7 @@ import os
 import sys
 
 from conftest import BIN, AttachedClient, cmd, wait_for
-from claude_harness import (ClaudeRig, as_primary, hook_command, kinds, make_rig, records,
+from claude_harness import (ClaudeRig, hook_command, kinds, make_rig, primary_claude, records,
                             typed_by, watched, require_real_claude)
 from crewfile.wake import inbox
 from crewfile.session.sessions import Session, register
@@ -46,15 +46,7 @@ def turn(rig, crew, name, text, script=None, person=None):
 
 
 def test_a_whole_aside_with_the_real_claude_code(crew, tmux, tmp_path):
-    require_real_claude()
-    rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_TMUX": tmux.sock})
-    register(crew, "firstmate", kind="primary")
-    with watched(rig, crew, "design"):
-        # The primary is a claude too; the agent command it hands to aside-open
-        # is the same claude without a session name (aside-open gives it one).
-        agent = rig.prepare()
-        primary = as_primary(agent)
-        rig.attach(tmux.new_window(primary, name="firstmate", session="crew"))
+    with primary_claude(crew, tmux, tmp_path) as (rig, _):      # the primary is a claude too
         # The captain types /aside in the primary; its model runs aside-open.
         turn(rig, crew, "firstmate", "/aside pagination of the v2 API",
              ["RUN: aside-open design --topic 'pagination of the v2 API' --primary "

@@ -1,6 +1,7 @@
 """Fault isolation (issue 12, findings 10-12): a stuck lock holder, inotify
 exhausted or missing, a watcher whose directory is replaced. Real flock(1)
 holders, real stopped processes, real inotify instances, real processes."""
+import contextlib
 import json
 import os
 import shutil
@@ -45,6 +46,18 @@ class Holder:
         except ProcessLookupError:
             pass
         self.proc.wait()
+
+
+@contextlib.contextmanager
+def python_holding(lock_path, code):
+    """`python -c CODE LOCK`, once it printed `held`: a holder flock(1) cannot be (stopped, named)."""
+    proc = subprocess.Popen([sys.executable, "-c", code, lock_path], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"held\n"
+        yield proc
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture
@@ -141,16 +154,11 @@ def test_finding10_stopped_holder_is_named_and_the_record_is_written(crew, tmp_p
     sess = register(crew, "a")
     code = ("import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR);"
             " fcntl.flock(fd, fcntl.LOCK_EX); print('held', flush=True); os.kill(os.getpid(), 19)")
-    proc = subprocess.Popen([sys.executable, "-c", code, sess.lock_path], stdout=subprocess.PIPE)
-    try:
-        assert proc.stdout.readline() == b"held\n"
+    with python_holding(sess.lock_path, code) as proc:
         out = hook("Stop", "a")
         assert out.returncode == 0
         assert f"held by pid {proc.pid} (python" in out.stderr and ", stopped)" in out.stderr
         assert records(sess)[-1] == ("turn-ended", "")
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_finding10_a_holder_s_name_reaches_the_terminal_escaped(crew, holders):
@@ -162,9 +170,7 @@ def test_finding10_a_holder_s_name_reaches_the_terminal_escaped(crew, holders):
             "ctypes.CDLL(None).prctl(15, b'\\x1b[31mevil', 0, 0, 0)\n"
             "fd = os.open(sys.argv[1], os.O_RDWR); fcntl.flock(fd, fcntl.LOCK_EX)\n"
             "print('held', flush=True); time.sleep(600)\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, sess.lock_path], stdout=subprocess.PIPE)
-    try:
-        assert proc.stdout.readline() == b"held\n"
+    with python_holding(sess.lock_path, code) as proc:
         out = hook("Stop", "boss")
         assert out.returncode == 0
         assert f"held by pid {proc.pid} (\\x1b[31mevil)" in out.stderr and "\x1b" not in out.stderr
@@ -172,9 +178,6 @@ def test_finding10_a_holder_s_name_reaches_the_terminal_escaped(crew, holders):
         out = cmd("wake-send", "boss", "--quiet", "--window", "0.01", input=line, timeout=30)
         assert out.returncode == 0
         assert f"held by pid {proc.pid} (\\x1b[31mevil)" in out.stderr and "\x1b" not in out.stderr
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def test_finding10_a_stuck_lock_skips_rotation_that_once_and_closes_a_fragment(crew, holders,

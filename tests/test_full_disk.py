@@ -16,6 +16,7 @@ of examples (default 10 here: each drives real processes).
 Mounting needs CAP_SYS_ADMIN (root, or a user and mount namespace where
 the machine allows it); without it these tests are skipped, saying why.
 """
+import contextlib
 import errno
 import os
 import signal
@@ -37,10 +38,9 @@ EXAMPLES = int(os.environ.get("CREWFILE_FUZZ_EXAMPLES", "10"))
 PIPE = ("crew-watch", "wake-filter", "wake-send")
 
 
-@pytest.fixture
-def small_fs(tmp_path):
-    """A 1 MB tmpfs mounted on a fresh directory, unmounted afterwards."""
-    where = tmp_path / "fs"
+@contextlib.contextmanager
+def mounted_small_fs(where):
+    """A 1 MB tmpfs on the fresh directory *where*, unmounted after: both fixtures' disk."""
     where.mkdir()
     p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(where)],
                        capture_output=True, text=True)
@@ -50,6 +50,13 @@ def small_fs(tmp_path):
         yield str(where)
     finally:
         subprocess.run(["umount", str(where)], check=True)
+
+
+@pytest.fixture
+def small_fs(tmp_path):
+    """A 1 MB tmpfs mounted on a fresh directory, unmounted afterwards."""
+    with mounted_small_fs(tmp_path / "fs") as where:
+        yield where
 
 
 @pytest.fixture
@@ -331,31 +338,25 @@ def test_fuzz_a_full_disk_never_loses_nor_repeats_a_healthy_sessions_wake(data, 
 def disk_crew_up(tmp_path_factory):
     """One crew-up on one small file system for every example of the fuzz."""
     tmp = tmp_path_factory.mktemp("fuzz")
-    where = tmp / "fs"
-    where.mkdir()
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(where)],
-                       capture_output=True, text=True)
-    if p.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip() or p.returncode}")
-    filler = Filler(str(where))
-    up = None
-    old = os.environ.get("CREWFILE_DIR")
-    try:
-        crew = Crew(str(where / "crew"))
-        os.environ["CREWFILE_DIR"] = crew.root
-        register(crew, "boss", kind="primary")
-        register(crew, "w1")
-        up = CrewUp(crew, str(tmp / "crew-up.out"))
-        yield crew, filler, up, [0]
-    finally:
-        if up is not None:
-            up.stop()
-        filler.free()
-        if old is None:
-            os.environ.pop("CREWFILE_DIR", None)
-        else:
-            os.environ["CREWFILE_DIR"] = old
-        subprocess.run(["umount", str(where)], check=True)
+    with mounted_small_fs(tmp / "fs") as where:
+        filler = Filler(where)
+        up = None
+        old = os.environ.get("CREWFILE_DIR")
+        try:
+            crew = Crew(os.path.join(where, "crew"))
+            os.environ["CREWFILE_DIR"] = crew.root
+            register(crew, "boss", kind="primary")
+            register(crew, "w1")
+            up = CrewUp(crew, str(tmp / "crew-up.out"))
+            yield crew, filler, up, [0]
+        finally:
+            if up is not None:
+                up.stop()
+            filler.free()
+            if old is None:
+                os.environ.pop("CREWFILE_DIR", None)
+            else:
+                os.environ["CREWFILE_DIR"] = old
 
 
 def test_the_log_held_in_memory_is_bounded_and_says_what_it_lost(disk_crew, monkeypatch, capsys):

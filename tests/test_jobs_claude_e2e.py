@@ -7,6 +7,7 @@ stand-in: the last one holds the whole conversation (tool results and hook
 context alike). The job prints a marker the command line does not contain
 (`MARK-$((40+2))` prints MARK-42), so counting the marker counts the outcome.
 """
+import contextlib
 import json
 
 from conftest import wait_for
@@ -29,18 +30,20 @@ def turn(rig, crew, text, script):
     wait_for(lambda: kinds(crew, "w1").count("turn-ended") > ended, what=f"turn-ended of {text!r}")
 
 
-def rig_for(crew, tmux, tmp_path):
+@contextlib.contextmanager
+def started_w1(crew, tmux, tmp_path):
+    """Both tests' start: w1, the real claude, watched and registered by its hook; yields the rig."""
     require_real_claude()
     rig = make_rig(tmp_path, tmux, env={"CREWFILE_DIR": crew.root, "CREWFILE_SESSION": "w1",
                                         "CREWFILE_TMUX": tmux.sock})
-    return rig
-
-
-def test_wait_first_the_model_hears_the_outcome_once_from_job_wait(crew, tmux, tmp_path):
-    rig = rig_for(crew, tmux, tmp_path)
     with watched(rig, crew, "w1"):
         rig.start()
         wait_for(lambda: "started" in kinds(crew, "w1"), what="w1 registered by its hook")
+        yield rig
+
+
+def test_wait_first_the_model_hears_the_outcome_once_from_job_wait(crew, tmux, tmp_path):
+    with started_w1(crew, tmux, tmp_path) as rig:
         # The job ends and is announced before job-wait looks: the notice is
         # pending when the wait arrives, so the wait takes it over.
         turn(rig, crew, "run the job and wait for it", [
@@ -58,10 +61,7 @@ def test_wait_first_the_model_hears_the_outcome_once_from_job_wait(crew, tmux, t
 
 
 def test_notice_first_the_model_hears_the_outcome_once_from_the_notice(crew, tmux, tmp_path):
-    rig = rig_for(crew, tmux, tmp_path)
-    with watched(rig, crew, "w1"):
-        rig.start()
-        wait_for(lambda: "started" in kinds(crew, "w1"), what="w1 registered by its hook")
+    with started_w1(crew, tmux, tmp_path) as rig:
         # The notice is pending when the tool call ends: the PostToolUse hook
         # hands it to the model. A job-wait in the next turn repeats nothing.
         turn(rig, crew, "start the job", [

@@ -23,6 +23,7 @@ naming its binary).
 
 Without the CLI (make claude-code) these tests are skipped loudly.
 """
+import contextlib
 import json
 import os
 import subprocess
@@ -43,6 +44,17 @@ CRON_TOOLS = ("Bash", "CronCreate", "CronDelete")
 
 def crew_rig(crew, tmux, tmp_path):
     return harness_crew_rig(crew, tmux, tmp_path, allowed_tools=CRON_TOOLS)
+
+
+@contextlib.contextmanager
+def registered_w1(crew, tmux, tmp_path):
+    """The cron tests' start: w1 (the real claude, cron tools) registered; yields (rig, far_cron())."""
+    require_real_claude()
+    rig = crew_rig(crew, tmux, tmp_path)
+    expr = far_cron()
+    with watched(rig, crew, "w1"):
+        start_registered(rig, crew)
+        yield rig, expr
 
 
 def far_cron():
@@ -88,11 +100,7 @@ def held_then_sent(rig, crew, sid, reason, release):
 
 
 def test_a_session_cron_holds_a_crewfile_nudge_until_it_is_deleted(crew, tmux, tmp_path):
-    require_real_claude()
-    rig = crew_rig(crew, tmux, tmp_path)
-    expr = far_cron()
-    with watched(rig, crew, "w1"):
-        start_registered(rig, crew)
+    with registered_w1(crew, tmux, tmp_path) as (rig, expr):
         recorded_turn(rig, crew, "w1", "make a cron", [f"CRON: {expr} check the build"])
         wait_for(lambda: "crons" in kinds(crew, "w1"), what="the crons record")
         crons = stop_payloads(rig)[-1]["session_crons"]
@@ -115,11 +123,7 @@ def test_a_session_cron_holds_a_crewfile_nudge_until_it_is_deleted(crew, tmux, t
 
 
 def test_a_durable_cron_in_scheduled_tasks_json_holds_a_nudge_too(crew, tmux, tmp_path):
-    require_real_claude()
-    rig = crew_rig(crew, tmux, tmp_path)
-    expr = far_cron()
-    with watched(rig, crew, "w1"):
-        start_registered(rig, crew)
+    with registered_w1(crew, tmux, tmp_path) as (rig, expr):
         recorded_turn(rig, crew, "w1", "make a durable cron", [f"DURABLE-CRON: {expr} survive restarts"])
         tasks = json.loads((rig.project / ".claude" / "scheduled_tasks.json").read_text())["tasks"]
         assert [(t["cron"], t["prompt"], t["recurring"]) for t in tasks] == [
@@ -165,11 +169,7 @@ def test_an_armed_goal_holds_a_nudge_until_it_is_cleared(crew, tmux, tmp_path):
 
 
 def test_the_watching_tick_sends_the_held_nudge_once_the_cron_is_deleted(crew, tmux, tmp_path):
-    require_real_claude()
-    rig = crew_rig(crew, tmux, tmp_path)
-    expr = far_cron()
-    with watched(rig, crew, "w1"):
-        start_registered(rig, crew)
+    with registered_w1(crew, tmux, tmp_path) as (rig, expr):
         recorded_turn(rig, crew, "w1", "make a cron", [f"CRON: {expr} check the build"])
         job = stop_payloads(rig)[-1]["session_crons"][0]["id"]
         sid = add_due_nudge(crew)

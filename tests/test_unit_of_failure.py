@@ -8,20 +8,7 @@ import pytest
 
 from conftest import bound_by_modes, cmd
 from crewfile.session.sessions import Session, register
-from test_faults import Proc
-
-
-@pytest.fixture
-def procs():
-    made = []
-
-    def start(*argv):
-        p = Proc(*argv, prefix=bound_by_modes())
-        made.append(p)
-        return p
-    yield start
-    for p in made:
-        p.stop()
+from test_faults import procs  # noqa: F401 (the fixture: long-running commands, stopped at the end)
 
 
 @pytest.fixture
@@ -53,7 +40,7 @@ def test_crew_watch_once_serves_the_others_and_says_the_unreadable_session_once(
 
 def test_crew_watch_follows_the_others_holds_the_unreadable_one_and_reads_on_when_it_heals(
         crew, unreadable, procs):
-    watch = procs("crew-watch")
+    watch = procs("crew-watch", prefix=bound_by_modes())
     watch.wait_out(" w1 problem: crew-watch: ")
     Session(crew, "w1").append("note", "while unreadable")     # (we are not bound by modes)
     Session(crew, "w2").append("note", "fresh")

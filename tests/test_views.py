@@ -1,5 +1,4 @@
 """The views over the crew: crew-status, crew-top --once, crew-timeline."""
-import importlib.util
 import json
 import os
 import re
@@ -14,7 +13,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from conftest import BIN, REPO, cmd, wait_for
+from conftest import BIN, REPO, cmd, load_trace, wait_for
 from crewfile import cli
 from crewfile.core import paths
 from crewfile.core.locks import hold
@@ -283,13 +282,6 @@ def test_crew_status_leaves_at_once_with_everything_out(crew, tmp_path, monkeypa
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 HOSTILE = "<script>alert(1)</script> & \x1b[31mred \u2028 end"
-
-
-def load_trace():
-    spec = importlib.util.spec_from_file_location("crewtrace", os.path.join(REPO, "tests", "trace.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def titled_crew(crew):

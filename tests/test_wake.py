@@ -1,11 +1,10 @@
 """wake-filter and wake-send: what wakes the primary, and how it is told."""
-import importlib.util
 import os
 import select
 import subprocess
 import sys
 
-from conftest import BIN, REPO, wait_for
+from conftest import BIN, REPO, load_trace, wait_for
 from crewfile.asides import reports
 from crewfile.wake import inbox
 from crewfile.core.paths import Crew
@@ -16,13 +15,6 @@ from crewfile.wake.wakesend import Sender
 from crewfile.core.logfile import TailStats
 
 TS = "2026-11-29T22:01:17.123Z"
-
-
-def load_trace():
-    spec = importlib.util.spec_from_file_location("crew_trace", os.path.join(REPO, "tests", "trace.py"))
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def filt(crew, text, **kw):
