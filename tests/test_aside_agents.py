@@ -95,12 +95,13 @@ def test_codex_the_captains_skill_mention_concludes(crew, aside_of, tmp_path, no
     codex_types(crew, sess, "let's talk")
     codex_types(crew, sess, "$aside-done  ship it")
     assert kinds(sess)[-1] == ("captain-done", "ship it")
-    rec = aside.scan(sess).act
+    st = aside.scan(sess)
+    rec = st.act
     assert evidence.evidence_of(sess, rec).partition(" keys ")[0] == "prompt -"
     assert aside.believed(sess, aside.scan(sess)) is None
     # The captain talks again: the rollout's newest message is not the conclusion.
     codex_user_message(sess.meta["transcript_path"], "later", "one more thing")
-    assert evidence.verdict(sess, rec) == (
+    assert evidence.verdict(sess, rec, st.since) == (
         "the agent's transcript does not hold that prompt as the $aside-done command")
 
 
@@ -177,7 +178,8 @@ def test_gemini_the_captains_command_concludes(crew, aside_of, tmp_path, no_wait
     gemini_types(crew, sess, "hello first")
     gemini_types(crew, sess, "/aside-done ship it")
     assert kinds(sess)[-2:] == [("captain", "hello first"), ("captain-done", "ship it")]
-    rec = aside.scan(sess).act
+    st = aside.scan(sess)
+    rec = st.act
     assert evidence.evidence_of(sess, rec).partition(" keys ")[0] == "prompt -"
     assert aside.believed(sess, aside.scan(sess)) is None
     # the hand-over's tool call: its response is a user entry, not a captain prompt
@@ -188,7 +190,7 @@ def test_gemini_the_captains_command_concludes(crew, aside_of, tmp_path, no_wait
     gemini_types(crew, sess, "/aside-done")                     # a note is optional
     assert kinds(sess)[-1] == ("captain-done", "")
     gemini_types(crew, sess, "wait, one more thing")
-    assert evidence.verdict(sess, rec) == (
+    assert evidence.verdict(sess, rec, st.since) == (
         "the agent's transcript does not hold that prompt as the /aside-done command")
 
 

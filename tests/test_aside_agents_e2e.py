@@ -123,7 +123,7 @@ def the_captain_concludes_and_the_window_goes(crew, tmux, name, pane, evidence_k
     assert len(done) == 1 and done[0].text == HAND_OVER.format(name=name)    # the note
     ev = evidence.evidence_of(sess, done[0])
     assert evidence_kind(ev.partition(" keys ")[0]) and ev.split(" keys ")[1].isdigit(), ev
-    assert evidence.verdict(sess, done[0]) is None          # the CLI's own transcript agrees
+    assert evidence.verdict(sess, done[0], aside.scan(sess).since) is None  # the CLI's own transcript agrees
     report = [t for k, t in records(crew, name) if k == "concluded"][-1]
     with open(report) as f:
         assert f.read() == REPORT + "\n"

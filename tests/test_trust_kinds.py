@@ -14,7 +14,7 @@ import sys
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from conftest import (BIN, REPO, AttachedClient, captain_types, cmd, make_due, protocol_section,
                       wait_for)
@@ -355,7 +355,8 @@ def test_no_reader_acts_on_a_forged_record(crew, tmux, run, crewmates, report, k
 
 # --- the aside's state, over any sequence of real acts and forged lines -----------------
 
-ACTS = ["captain", "captain-done", "conclude"] + [f"forge {k}" for k in sorted(kinds.GUARDED)]
+ACTS = (["captain", "captain-done", "conclude", "replay captain-done"]
+        + [f"forge {k}" for k in sorted(kinds.GUARDED)])
 
 
 EXAMPLES = itertools.count()
@@ -364,10 +365,13 @@ EXAMPLES = itertools.count()
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(acts=st.lists(st.sampled_from(ACTS), max_size=10))
+@example(acts=["captain-done", "captain", "replay captain-done", "conclude"])
+@example(acts=["captain-done", "forge registered", "replay captain-done", "conclude"])
 def test_an_asides_state_moves_only_on_its_commands(crew, tmux, acts):
-    """Forged lines of every guarded kind, appended by hand among the
-    captain's real acts (keys typed by a person at an attached client) and
-    the agent's real aside-conclude: the aside is concluded exactly when
+    """Forged lines of every guarded kind, and copies of the newest
+    captain-done line, appended by hand among the captain's real acts (keys
+    typed by a person at an attached client) and the agent's real
+    aside-conclude: the aside is concluded exactly when
     aside-conclude succeeded in the current run, and never closed (nothing
     here reconciles). Each example is an aside of its own, in a window of
     its own, the one captain looking at it."""
@@ -390,6 +394,11 @@ def test_an_asides_state_moves_only_on_its_commands(crew, tmux, acts):
                 handed = False
             assert handed == (done and not concluded), (acts, act)
             concluded = concluded or handed
+        elif act == "replay captain-done":         # the newest one's line again, word for word
+            done_lines = [r.line() for r in sess.last_records(1000, TailStats())
+                          if r.kind == "captain-done"]
+            if done_lines:
+                flock_append(sess, done_lines[-1])
         else:
             kind = act.split()[1]
             sess.append(kind, forged_line(crew, name, kind)[24:].rstrip("\n").partition(": ")[2])
@@ -408,6 +417,68 @@ def _people_leave():
     yield
     while PEOPLE:
         PEOPLE.pop().close()
+
+
+def _captain_speaks(crew, tmux, pane, text):
+    """The captain types *text* into the aside's pane; back once its turn has ended."""
+    tmux("send-keys", "-t", pane, "-l", text)
+    tmux("send-keys", "-t", pane, "Enter")
+    sess = Session(crew, "a1")
+
+    def answered():
+        recs = [(r.kind, r.text) for r in sess.last_records(50, TailStats())]
+        return ("captain", text) in recs and recs[-1][0] == "turn-ended" and \
+            recs.index(("captain", text)) < len(recs) - 1
+    wait_for(answered, what=f"the turn after {text!r}")
+
+
+def test_a_copy_of_an_earlier_captain_done_concludes_nothing(crew, tmux, run, concluded, tmp_path):
+    """The line of a believed captain-done, appended again under flock(1)
+    after the captain spoke again: its `acts` line would vouch for it, but
+    an act older than the input it follows is a copy. Not believed, said
+    once, no report taken, the window left."""
+    pane, _ = concluded
+    sess = Session(crew, "a1")
+    old = [r.line() for r in sess.last_records(1000, TailStats()) if r.kind == "captain-done"][-1]
+    _captain_speaks(crew, tmux, pane, "wait, one more thing")
+    flock_append(sess, old)
+    st = aside.scan(sess)
+    assert "a copy of an earlier act's line" in aside.believed(sess, st)
+    before = listing(crew, "new")
+    report = tmp_path / "r2"
+    report.write_text("the agent decided it is over\n")
+    r = run("aside-conclude", "a1", "--report", report)
+    assert r.returncode == 1 and "is not believed" in r.stderr, r
+    assert listing(crew, "new") == before
+    said = [p for p in problems(sess) if "a copy of an earlier act's line" in p]
+    assert len(said) == 1 and said[0].startswith("self-conclusion refused"), problems(sess)
+    r = run("aside-reconcile", "a1", env={"CREWFILE_CAPTAIN_QUIET": "0"})
+    assert r.returncode == 1, r
+    assert tmux.pane_exists(pane)
+
+
+def test_an_earlier_lifes_acts_close_nothing_in_a_new_one(crew, tmux, run, concluded, tmp_path):
+    """After a conclusion and its reconcile, the aside opened again under its
+    name: the old captain-done line and a fresh `closed` naming the old
+    report, appended under flock(1), close nothing: the act is older than
+    the new life, the report was delivered before it. Said, window left."""
+    _, cur = concluded
+    assert run("aside-reconcile", "a1").returncode == 0
+    sess = Session(crew, "a1")
+    old = [r.line() for r in sess.last_records(1000, TailStats()) if r.kind == "captain-done"][-1]
+    assert run("aside-open", "a1", "--cmd", AGENT, "--tmux-session", "crew").returncode == 0
+    sess = Session(crew, "a1")
+    pane = sess.meta["tmux"]
+    tmux.wait_screen(pane, "ready>")
+    _captain_speaks(crew, tmux, pane, "a new topic")
+    flock_append(sess, old)
+    flock_append(sess, records.new_line("closed", cur))
+    st = aside.scan(sess)
+    assert st.state != aside.CLOSED and st.forged[0].kind == "closed", (st.state, st.forged)
+    r = run("aside-reconcile", "a1", env={"CREWFILE_CAPTAIN_QUIET": "0"})
+    assert r.returncode == 1 and "not concluded" in r.stderr, r
+    assert tmux.pane_exists(pane)
+    assert any(p.startswith("record not believed: closed of ") for p in problems(sess)), problems(sess)
 
 
 def test_a_concluded_naming_an_earlier_conclusions_report_is_not_believed(crew, aside_window):

@@ -57,7 +57,8 @@ def scan(sess, stats=None):
     out.act = out.acts[0] if out.acts else out.act
     for i, rec in enumerate(run):
         if rec.kind == "closed":
-            why = _closed_why(sess, rec, [r for r in run[i + 1:] if r.kind == CAPTAIN_DONE])
+            why = _closed_why(sess, rec, [r for r in run[i + 1:] if r.kind == CAPTAIN_DONE],
+                              out.since)
             if why is None:
                 out.state, out.closed = CLOSED, rec
                 return out
@@ -103,14 +104,15 @@ def concluded_event_why(crew, name, text):
     return _report_why(Session(crew, name), unescape(text))
 
 
-def _closed_why(sess, rec, acts):
+def _closed_why(sess, rec, acts, since):
     """None if `closed` *rec* is believed, else why not. The evidence of *acts*
-    (the captain-done before it) is only looked up, not judged again: the
-    transcript has moved on since."""
+    (the captain-done before it, since the captain's newest input *since*) is
+    only looked up, not judged again: the transcript has moved on since."""
     if not os.path.isabs(rec.text):
         return None if not sess.meta.get("tmux") else "it names no report, and a window is recorded"
-    why = _report_why(sess, rec.text, (paths.REPORT_CUR,))
-    if why or any(evidence.evidence_of(sess, act) is not None for act in acts):
+    why = _report_why(sess, rec.text, (paths.REPORT_CUR,), since=since)
+    if why or any(evidence.replayed(act, since) is None and evidence.evidence_of(sess, act) is not None
+                  for act in acts):
         return why
     return "no captain-done record with its evidence in acts comes before it"
 
@@ -148,7 +150,7 @@ def believed(sess, st):
     """None if a captain-done record of the scan's current run is believed, else why not."""
     why = None
     for rec in st.acts:
-        w = evidence.verdict(sess, rec)
+        w = evidence.verdict(sess, rec, st.since)
         if w is None:
             return None
         why = why or w
@@ -168,8 +170,9 @@ def audit(sess):
     Run by the agent's own hooks, so a hand-made record is a problem at once; one
     per attempt (evidence.unjudged stops at the newest such problem)."""
     with hold(sess.lock_path):
+        since = scan(sess).since
         for rec in evidence.unjudged(sess):
-            why = _unbelieved(sess, evidence.verdict(sess, rec))
+            why = _unbelieved(sess, evidence.verdict(sess, rec, since))
             if why:
                 return why
     return None

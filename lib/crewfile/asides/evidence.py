@@ -213,8 +213,27 @@ def evidence_of(sess, rec):
     return None
 
 
-def verdict(sess, rec):
-    """None if captain act *rec* is believed, else the reason it is not."""
+def replayed(rec, since):
+    """Why captain act *rec* cannot be the one its `acts` line was written
+    for, or None. *since*: the time of the newest `captain` or `registered`
+    record before it (aside.scan's; None: none within the read). An act is
+    newer than the input or the life it follows; an older one is a copy of an
+    earlier act's line, which that act's evidence would vouch for."""
+    if since is None:
+        return ("no captain input or registration lies within the log read before it,"
+                " so it cannot be told from a copy of an earlier act")
+    if rec.ts <= since:
+        return (f"it is not newer than the captain input or registration of {since} before it:"
+                f" a copy of an earlier act's line")
+    return None
+
+
+def verdict(sess, rec, since):
+    """None if captain act *rec* is believed, else the reason it is not.
+    since: as for replayed()."""
+    why = replayed(rec, since)
+    if why:
+        return why
     ev = evidence_of(sess, rec)
     if ev is None:
         return "it has no evidence of the captain (not written by a prompt hook or aside-done)"
