@@ -268,3 +268,28 @@ def test_a_stage_whose_crew_up_died_before_its_prctl_never_runs(tmp_path):
                              preexec_fn=crewup._die_with_parent(parent))
         assert p.wait(30) == 0
         assert ran.exists() == want
+
+
+def test_crew_down_signals_only_the_lock_s_holder(crew, run, tmp_path):
+    """crew-up/state is a file any process of the user can write: crew-down
+    signals the pid it names only when that process holds crew-up/lock.
+    Here flock(1) holds the lock and the state names another process."""
+    os.makedirs(crew.root, exist_ok=True)
+    paths.ensure_dir(crew.sub("crew-up"))
+    lock = os.path.join(crew.root, "crew-up", "lock")
+    holder = subprocess.Popen(["flock", lock, "sleep", "600"])
+    victim = subprocess.Popen(["sleep", "600"])
+    try:
+        wait_for(lambda: locks.is_held(lock), what="flock(1) holding crew-up/lock")
+        with open(os.path.join(crew.root, "crew-up", "state"), "w") as f:
+            json.dump({"pid": victim.pid}, f)
+        p = run("crew-down", "--timeout", "2s")
+        assert p.returncode == 111, p
+        assert p.stderr.startswith(f"crew-down: crew-up/state names pid {victim.pid}, but crew-up/lock"
+                                   f" is held by pid {holder.pid} (flock)"), p.stderr
+        assert p.stderr.rstrip().endswith("nothing signalled"), p.stderr
+        assert victim.poll() is None and holder.poll() is None
+    finally:
+        for proc in (holder, victim):
+            proc.kill()
+            proc.wait()

@@ -125,20 +125,28 @@ def is_held(path):
     return False
 
 
-def holder(path):
-    """Who holds the flock on *path*, in words (`pid 4242 (flock), started
-    2026-11-30T19:40:02Z`), from /proc/locks."""
+def holders(path):
+    """The pids /proc/locks names as holding a flock on *path* (the process
+    that took it, though its children may share it); None if unreadable."""
     try:
         st = os.stat(path)
         with open("/proc/locks", "rb") as f:
             table = f.read().decode("ascii", "replace")
     except OSError:
-        return "another process (/proc/locks cannot be read)"
+        return None
     want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
-    for parts in (line.split() for line in table.splitlines()):
-        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == want:   # (not a "->" waiter)
-            return _describe(parts[4])
-    return "another process (not found in /proc/locks)"
+    return [int(parts[4]) for parts in (line.split() for line in table.splitlines())
+            if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == want   # (not a "->" waiter)
+            and parts[4].isdigit()]
+
+
+def holder(path):
+    """Who holds the flock on *path*, in words (`pid 4242 (flock), started
+    2026-11-30T19:40:02Z`), from /proc/locks."""
+    pids = holders(path)
+    if pids is None:
+        return "another process (/proc/locks cannot be read)"
+    return _describe(pids[0]) if pids else "another process (not found in /proc/locks)"
 
 
 def _describe(pid):

@@ -17,7 +17,7 @@ from crewfile.core import jsonio, logfile, logwrite, paths, records
 from crewfile.core.atomic import read_json, read_text, replace
 from crewfile.core.errors import CrewfileError, Refused, SystemFailure, reason
 from crewfile.core.liveness import stat
-from crewfile.core.locks import acquire, is_held
+from crewfile.core.locks import acquire, holder, holders, is_held
 from crewfile.core.names import check_name
 from crewfile.core.pinned import command_line
 from crewfile.core.text import escape
@@ -477,17 +477,23 @@ def running(crew):
 
 
 def down(crew, timeout=30.0):
-    """SIGTERM the crew's crew-up and wait until its lock is free. False if none ran."""
+    """SIGTERM the crew's crew-up and wait until its lock is free. False if none ran.
+    Only the process holding the lock is signalled: `state` is a file any
+    process of the user can write, and a pid alone may name anything."""
+    lock = files(crew)[LOCK]
     if not running(crew):
         return False
     pid = read_state(crew).get("pid")
     if not isinstance(pid, int) or pid <= 1:
         raise SystemFailure("crew-up holds the lock but its state names no pid")
+    if pid not in (holders(lock) or ()):
+        raise SystemFailure(f"crew-up/state names pid {pid}, but crew-up/lock is held by"
+                            f" {holder(lock)}: nothing signalled")
     try:
         os.kill(pid, signal.SIGTERM)
     except ProcessLookupError:
         pass
-    stopped = acquire(files(crew)[LOCK], timeout=timeout)   # free once every stage stopped
+    stopped = acquire(lock, timeout=timeout)   # free once every stage stopped
     if stopped is None:
         raise SystemFailure(f"crew-up (pid {pid}) did not stop within {timeout:g}s")
     stopped.release()
