@@ -129,14 +129,19 @@ def test_each_hostile_job_is_one_marked_row_and_the_others_are_listed(tmp_path):
     with open(os.path.join(root, "j-file"), "w") as f:
         f.write("x")
     _job(root, "j-good2", {})
+    _job(root, "j-open", {})
+    os.chmod(os.path.join(root, "j-open"), 0o777)      # job-wait and job-sweep refuse it too
     rows = {r["handle"]: r for r in jobs.list_jobs(crew, full=False)}
-    assert set(rows) == {"j-good1", "j-good2", "j-fifo", "j-huge", "j-link", "j-linkdir", "j-file"}
+    assert set(rows) == {"j-good1", "j-good2", "j-fifo", "j-huge", "j-link", "j-linkdir", "j-file",
+                         "j-open"}
     assert rows["j-good1"]["code"] == rows["j-good2"]["code"] == 3
     assert rows["j-fifo"]["error"].endswith("j-fifo/heard: not a regular file")
     assert rows["j-huge"]["error"].endswith(f"j-huge/heard: longer than {jobs.FILE_LIMIT} bytes")
     assert rows["j-link"]["error"].endswith("j-link/heard: a symlink is not followed")
     assert rows["j-linkdir"]["error"].endswith("jobs/j-linkdir: a symlink is not followed")
     assert rows["j-file"]["error"].endswith("jobs/j-file: not a directory")
+    assert rows["j-open"]["error"].endswith("jobs/j-open: writable by group or others: not believed"
+                                            " (fix: chmod go-w " + os.path.join(root, "j-open") + ")")
 
 
 def test_open_dir_in_a_directory_refuses_a_link_and_a_non_directory(tmp_path):

@@ -300,7 +300,7 @@ def open_dir(path, at=None):
                                 else f"{path}: not a directory") from None
         raise SystemFailure(f"{path}: {e.strerror}") from None
     try:
-        _believe(path, os.fstat(fd))     # (check_dirs saw it when opened by its path)
+        _believe_dir(path, os.fstat(fd))     # (check_dirs saw it when opened by its path)
     except BaseException:
         os.close(fd)
         raise
