@@ -473,6 +473,33 @@ def test_a_job_wait_killed_while_it_waits_never_hears_and_the_outcome_is_announc
     assert job.heard()["by"] == "notice"
 
 
+@pytest.mark.parametrize("fault", ["reader-gone", "output-not-believed"])
+def test_a_job_wait_whose_answer_is_not_delivered_takes_its_heard_back(crew, run, tmp_path, fault):
+    """The outcome lands while job-wait waits, but its answer cannot be
+    delivered: its reader has gone (EPIPE, exit 141), or the output is not
+    believed (exit 125). Nobody heard it: `heard` is taken back and the
+    watcher announces it, once."""
+    live_session(crew)
+    go = fifo(tmp_path)
+    h = exec_(run, "--session", "w1", "--", *on_cue(go))
+    job = jobs.Job(crew, h)
+    r, w = os.pipe()
+    waiter = waiting(h, stdout=w)
+    os.close(w)
+    if fault == "reader-gone":
+        os.close(r)
+    else:
+        started(crew, h)
+        os.chmod(job.output_path, 0o666)        # others may write it: not believed
+    release(go)
+    assert waiter.wait(timeout=30) == (141 if fault == "reader-gone" else 125)
+    if fault != "reader-gone":
+        os.close(r)
+    settled(crew, h)
+    assert len(job_notices(crew)) == 1
+    assert job.heard()["by"] == "notice"
+
+
 def test_a_job_wait_killed_while_its_watcher_is_stopped_never_hears_the_outcome(crew, run, tmp_path):
     """The watcher is stopped while job-wait is killed and the job ends:
     when it runs again, it writes `result`, finds `waiters` free and

@@ -39,6 +39,23 @@ def _hear(job, res, heard_file=None):
     return Outcome(job, "done", res, True, mine)
 
 
+def unhear(outcome):
+    """Take back this wait's `heard` (its answer could not be read or written:
+    the output not believed, the reader gone, ^C), so the outcome is not lost.
+    job-wait is still counted in on `waiters` until it exits: the watcher
+    then finds no `heard` and announces it (docs/files/jobs.md)."""
+    if not outcome.heard_here:
+        return
+    job = outcome.job
+    with acquire(job.lock_path):
+        try:
+            heard = job.heard()
+        except CrewfileError:
+            return                  # damaged since: the watcher tells it again (jobwatch.settle)
+        if heard is not None and heard.get("by") == "wait" and heard.get("pid") == os.getpid():
+            os.unlink(job.heard_path)
+
+
 def _withdraw(job, nid):
     """Withdraw the job's pending notice *nid*: True if it had not reached the model."""
     try:

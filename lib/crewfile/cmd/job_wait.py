@@ -2,7 +2,7 @@ import fcntl
 import os
 import sys
 
-from crewfile.background.jobwait import answer, wait
+from crewfile.background.jobwait import answer, unhear, wait
 from crewfile.core.durations import parse_count, parse_duration
 from crewfile.core.errors import JOB_ERROR as ERROR_EXIT, SystemFailure     # noqa: F401 (cli.py reads it)
 from crewfile.core.paths import Crew
@@ -18,7 +18,12 @@ def run(args):
     tail = parse_count(args.tail, "--tail", default=10)
     _printable()
     outcome = wait(Crew(args.dir), args.handle, timeout, exiting=True)
-    sys.stdout.buffer.write(answer(outcome, tail, args.all, terminal=sys.stdout.isatty()))
+    try:
+        sys.stdout.buffer.write(answer(outcome, tail, args.all, terminal=sys.stdout.isatty()))
+        sys.stdout.flush()
+    except BaseException:       # not heard here after all: the watcher will announce it
+        unhear(outcome)
+        raise
     return outcome.code
 
 
