@@ -11,10 +11,11 @@ from crewfile import agents
 from crewfile.agents import claude
 from crewfile.hooks import rewake
 from crewfile.session import delivery, prompt
-from crewfile.core.errors import BadInput
+from crewfile.core.errors import BadInput, Refused
 from crewfile.core.logfile import TailStats
 from crewfile.core.liveness import alive
 from crewfile.core.locks import acquire
+from crewfile.session.sessions import register
 
 FAKE = os.path.join(REPO, "tests", "fake-agent")
 
@@ -337,3 +338,20 @@ def test_seconds_from_the_environment_are_bounded_and_never_nan(monkeypatch, giv
     assert delivery.captain_quiet() == quiet
     assert agents.account_hold(env) == hold
     assert rewake.wait_seconds(claude, env) == wait
+
+
+def test_one_pane_is_one_session_two_names_would_be_two_voices(crew, tmux):
+    """A pane whose live agent is session a's cannot be registered as b too
+    (by session-add, or an agent's hook under another CREWFILE_SESSION): each
+    name's deliveries hold only its own deliver.lock, so b's nudge could be
+    typed while a's wake line is. Once a has ended, the pane is free."""
+    a, pane = agent(crew, tmux, "a")
+    pid = a.reread().meta["pid"]
+    with pytest.raises(Refused, match=f"pane {pane} is session 'a''s, whose agent is live there"):
+        register(crew, "b", tmux=pane, pid=pid, env={"CREWFILE_TMUX": tmux.sock})
+    assert not os.path.exists(os.path.join(crew.root, "sessions", "b", "meta"))
+    a.append("ended", "other")
+    tmux("kill-pane", "-t", pane)
+    wait_for(lambda: not alive(pid, a.meta.get("pid_start")), what="a's agent gone")
+    b, pane_b = agent(crew, tmux, "b")                # a new pane: nothing refused
+    assert b.meta["tmux"] != pane

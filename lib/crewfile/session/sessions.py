@@ -151,6 +151,7 @@ def register(crew, name, kind="crew", exempt=None, tmux=None, cwd=None, session_
         if live:
             raise Refused(f"session '{name}' is already registered, and its `ended` record is not"
                           f" believed: {live}")
+        _refuse_taken_pane(crew, name, meta)
         write_meta(sess.meta_path, meta)
         text = f"kind={kind}" + (" exempt" if meta["exempt"] else "")
         sess.append_held("registered", text)
@@ -168,6 +169,7 @@ def record_agent(crew, name, pid):
             raise Refused(f"session '{name}' has ended: register it again")
         if meta.get("pid"):
             raise Refused(f"session '{name}' already has its agent recorded (pid {meta['pid']})")
+        _refuse_taken_pane(crew, name, dict(meta, **fields))
         write_meta(sess.meta_path, dict(meta, **fields))
     return sess
 
@@ -181,6 +183,35 @@ def _live_agent(sess):
     except CrewfileError:              # a damaged meta holds no agent to be found live
         return None
     return f"its agent process {found.agent.pid} is live" if found.live == LIVE else None
+
+
+def _refuse_taken_pane(crew, name, meta):
+    """Refused when *meta* names an agent in a pane that another session, not
+    ended, has its live agent in: each name's deliveries hold only its own
+    deliver.lock, so two names for one agent would be two voices in it."""
+    if not meta.get("pid") or not meta.get("tmux_server"):
+        return              # no agent recorded: nothing is typed into it
+    other = _pane_taken(crew, name, meta)
+    if other:
+        raise Refused(f"pane {meta['tmux']} is session '{other}''s, whose agent is live there:"
+                      f" one pane is one session (two names would be two voices in it)")
+
+
+def _pane_taken(crew, name, meta):
+    """The other session, not ended, whose live agent is in *meta*'s pane (the
+    same pane of the same server), or None."""
+    for other in names(crew):
+        if other == name:
+            continue
+        sess = Session(crew, other)
+        try:
+            theirs = sess.meta
+            same = all(theirs.get(k) == meta[k] for k in ("tmux", "tmux_server", "tmux_socket"))
+            if same and not sess.ended() and _live_agent(sess):
+                return other
+        except CrewfileError:
+            continue            # its own problem, said by whatever reads it
+    return None
 
 
 def register_again(sess, tmux=None, env=None, agent_from=None):
