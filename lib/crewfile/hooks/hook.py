@@ -110,8 +110,10 @@ def find_session(crew, env, payload):
                 tmux=env.get("TMUX_PANE") or None, agent_session_id=sid,
                 extra={"transcript_path": path} if isinstance(path, str) and path else None,
                 env=sessions.tmux_env(env), agent_from=os.getpid())
-        except Refused:          # a parallel hook registered it first
-            return sess
+        except Refused:
+            if sess.exists():    # a parallel hook registered it first
+                return sess
+            raise                # (one pane, one session): said on each event
     if not sid or not os.path.isdir(crew.root):
         return None
     return sessions.find(crew, agent_session_id=sid)
