@@ -16,7 +16,7 @@ from crewfile.core.names import check_name
 from crewfile.crew import worktree as wt
 from crewfile.nudges import schedules
 from crewfile.session import delivery, verdict, window
-from crewfile.session.reader import names as all_names
+from crewfile.session.reader import names as all_names, readable
 from crewfile.session.sessions import Session, register, register_again
 from crewfile.session.verdict import Look, overlap, tree_of
 
@@ -36,14 +36,8 @@ def refuse_held(crew, tree, exclude=None, exact=False):
     works in *tree*, above or inside it. exact: *tree* as it is (a worktree
     about to be made), else its git top level."""
     mine, look = (tree if exact else tree_of(tree)), Look()
-    for name in all_names(crew):
-        if name == exclude:
-            continue
-        sess = Session(crew, name)
-        try:
-            meta = sess.meta
-        except CrewfileError:
-            continue
+    for sess, meta in readable(crew, exclude=exclude):
+        name = sess.name
         theirs = tree_of(meta.get("cwd"))
         if theirs is None or not overlap(mine, theirs):
             continue

@@ -119,6 +119,20 @@ def names(crew):
     return sorted(name for name in entries if is_registered(crew, name))
 
 
+def readable(crew, exclude=None):
+    """(SessionReader, meta) of each registered session but *exclude* whose
+    meta can be read: a damaged one is its own problem, said by its reader."""
+    for name in names(crew):
+        if name == exclude:
+            continue
+        sess = SessionReader(crew, name)
+        try:
+            meta = sess.meta
+        except CrewfileError:
+            continue
+        yield sess, meta
+
+
 def not_found(crew, name):
     """The NotFound for NAME, which no session has: a mistyped name is
     offered the registered ones a typo away, not told to register the typo."""

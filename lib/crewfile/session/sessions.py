@@ -9,7 +9,7 @@ from crewfile.core.atomic import fsync_dir, replace
 from crewfile.core.errors import BadFile, BadInput, CrewfileError, NotFound, Refused, SystemFailure
 from crewfile.core.liveness import agent_of, descends_from, process_start, started_at
 from crewfile.core.locks import LockBusy, hold, note_without
-from crewfile.session.reader import SessionReader, names, state
+from crewfile.session.reader import SessionReader, names, readable, state
 
 KINDS = ("crew", "aside", "primary")
 
@@ -200,17 +200,13 @@ def _refuse_taken_pane(crew, name, meta):
 def _pane_taken(crew, name, meta):
     """The other session, not ended, whose live agent is in *meta*'s pane (the
     same pane of the same server), or None."""
-    for other in names(crew):
-        if other == name:
-            continue
-        sess = Session(crew, other)
-        try:
-            theirs = sess.meta
-            same = all(theirs.get(k) == meta[k] for k in ("tmux", "tmux_server", "tmux_socket"))
-            if same and not sess.ended() and _live_agent(sess):
-                return other
-        except CrewfileError:
-            continue            # its own problem, said by whatever reads it
+    for sess, theirs in readable(crew, exclude=name):
+        if all(theirs.get(k) == meta[k] for k in ("tmux", "tmux_server", "tmux_socket")):
+            try:
+                if not sess.ended() and _live_agent(sess):
+                    return sess.name
+            except CrewfileError:
+                continue            # its own problem, said by whatever reads it
     return None
 
 
