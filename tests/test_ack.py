@@ -10,6 +10,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 from conftest import BIN, wait_for
 from crewfile.wake import inbox
 from crewfile.wake.tell import Teller
@@ -224,3 +226,24 @@ def test_a_filter_restarted_anywhere_judges_as_one_that_saw_everything(crew):
                 passed += b"".join(l.partition(b"\t")[0] + b"\n"
                                    for l in out.split(b"\n")[:-1] if not l.startswith(b"\t"))
             assert passed == plain, trial
+
+
+def test_a_problem_crew_watch_says_of_a_file_does_not_fold_the_sessions_own_next(crew, tmp_path):
+    """w1's status briefly another user's: crew-watch says so (one `problem`
+    of its own); healed, w1's own `problem` is a wake of its own, not folded
+    into crew-watch's as a repeat."""
+    if os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    cur = str(tmp_path / "cursor")
+    register(crew, "boss", kind="primary")
+    register(crew, "w1")
+    run_pipe(crew, cur)
+    status = Session(crew, "w1").status_path
+    os.chown(status, 65534, 65534)
+    run_pipe(crew, cur)
+    os.chown(status, 0, 0)
+    say(crew, "w1", "problem", "tests fail: cannot reach the DB")
+    run_pipe(crew, cur)
+    texts = [w.split(" ", 2)[2] for w in wakes(crew)]
+    assert len(texts) == 2 and "owned by uid 65534" in texts[0], texts
+    assert texts[1] == "problem: tests fail: cannot reach the DB", texts

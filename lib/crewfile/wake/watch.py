@@ -334,7 +334,7 @@ class Watcher:
                 self._troubles[name] = said
                 self.warn(said.removeprefix("crew-watch: "))
                 tail = self.tails.get(name) or Tail(name, self.crew.session_dir(name))
-                events.append(self._synth(tail, self.now(), "problem", said))
+                events.append(self._synth(tail, self.now(), "problem", said, fault=True))
             return events
         if self._troubles.pop(name, None) is not None:
             self.warn(f"{name}: readable again; reading on from where it was")
@@ -384,7 +384,7 @@ class Watcher:
         self._skipped.add((path, ino))
         said = failure_line("crew-watch", e).rstrip("\n") + ": skipped, read on from the next file"
         self.warn(said.removeprefix("crew-watch: "))
-        events.append(self._synth(tail, self.now(), "problem", said))
+        events.append(self._synth(tail, self.now(), "problem", said, fault=True))
 
     def _read_file(self, tail, path, ino, current, events):
         """Read complete lines of one file from tail.off; False if it is not
@@ -476,18 +476,21 @@ class Watcher:
         return self._synth(tail, at if now is None or at <= now else now, "stale",
                            f"silent for {age_text(self.stale_after)} since {tail.last_kind}")
 
-    def _synth(self, tail, when, kind, text):
-        """A synthesized event of *tail*, stamped *when* (seconds)."""
+    def _synth(self, tail, when, kind, text, fault=False):
+        """A synthesized event of *tail*, stamped *when* (seconds). fault: one
+        of ours about its files, which leaves the context of its records as
+        it was: the session's own next `problem` is not folded into it."""
         ts = records.timestamp(when)
         line = _named(records.format_line(ts, kind, text)[:-1].encode("utf-8"), tail.name)
-        return (ts, self._line(tail, kind, line, synth=True))
+        return (ts, self._line(tail, kind, line, synth=True, fault=fault))
 
-    def _line(self, tail, kind, line, synth=False):
+    def _line(self, tail, kind, line, synth=False, fault=False):
         """The event line (bytes, newline added) for *kind*, emitted now for
         *tail*, keeping what a restart needs; with positions, its token."""
         prev, paused = tail.prev, tail.paused
         tail.n += 1
-        self._saw(tail, kind)
+        if not fault:
+            self._saw(tail, kind)
         if not self.positions:
             return line + b"\n"
         eid = f"{tail.name}:{tail.ino}:{tail.off}" + (":" + kind if synth else "")
@@ -560,7 +563,8 @@ class Watcher:
                 self.warn(f"{tail.name}: {e}")
                 why = str(e).replace(path, "meta").replace("meta: ", "", 1)[:200]
                 why = why.encode("utf-8", "replace").decode("utf-8")
-                events.append(self._synth(tail, now, "error", f"meta unreadable: {why}"))
+                events.append(self._synth(tail, now, "error", f"meta unreadable: {why}",
+                                          fault=True))
         return tail.meta
 
     # -- output -----------------------------------------------------------
