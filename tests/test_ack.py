@@ -247,3 +247,39 @@ def test_a_problem_crew_watch_says_of_a_file_does_not_fold_the_sessions_own_next
     texts = [w.split(" ", 2)[2] for w in wakes(crew)]
     assert len(texts) == 2 and "owned by uid 65534" in texts[0], texts
     assert texts[1] == "problem: tests fail: cannot reach the DB", texts
+
+
+def test_a_new_event_under_an_old_events_id_is_posted(crew, tmp_path):
+    """An id is SESSION:INODE:OFFSET, and a rotated log's inode is reused
+    (ext4 gives the new `status` the one its deleted oldest file had): a new
+    record can come to an offset an old one had. A repeat is the same id
+    with the same text; a new event under an old id is a wake."""
+    register(crew, "boss", kind="primary")
+    register(crew, "w1")
+    old = "2026-11-29T22:01:17.123Z w1 blocked: db"
+    inbox.post_many(crew, "boss", [("wake", "w1:4242:100", old)])
+    inbox.drain(crew, "boss")
+    s = Sender(crew, "boss", cursor=str(tmp_path / "cursor"))
+    token = {"id": "w1:4242:100", "s": "w1", "prev": None, "paused": False,
+             "at": {"ino": 4242, "off": 100, "n": 1}}
+    new = "2026-12-05T07:00:00.000Z w1 problem: tests fail"
+    s.wake(old + "\t" + json.dumps(token))               # a replay: not posted again
+    s.wake(new + "\t" + json.dumps(token))               # another record at that place
+    assert s.flush()
+    assert wakes(crew) == [old, new], wakes(crew)
+
+
+def test_the_captain_is_told_a_new_event_under_an_old_events_id(crew, tmp_path):
+    """crew-notify's journal: an event told before a restart is not told
+    again; another record that came to the same id (a reused inode) is."""
+    cursor = str(tmp_path / "notify-cursor")
+    old = "2026-11-29T22:01:17.123Z w1 blocked: db"
+    with open(cursor + ".journal", "w") as f:
+        f.write(f"sending k1 1764453677.200 w1:4242:100@{old[:24]}\nsent k1 1764453677.300\n")
+    t = Teller("true", cursor=cursor)
+    token = json.dumps({"id": "w1:4242:100", "s": "w1", "prev": None, "paused": False,
+                        "at": {"ino": 4242, "off": 100, "n": 1}})
+    t.take(old + "\t" + token)                                   # a replay: told already
+    assert t.pending == []
+    t.take("2026-12-05T07:00:00.000Z w1 blocked: the DB again\t" + token)
+    assert [ev.line for ev in t.pending] == ["2026-12-05T07:00:00.000Z w1 blocked: the DB again"]

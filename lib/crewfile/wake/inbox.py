@@ -70,15 +70,22 @@ def post_many(crew, name, notices):
     return out
 
 
-def ids(crew, name, timeout=None):
-    """The ids of the notices pending in NAME's inbox and of the drained ones
-    (inbox.read and its rotations; at most 4 MiB of each). Under the lock
-    (LockBusy after *timeout* s): a drain moves notices from file to file,
-    and one read while it does so could be in none of them when each was read."""
+def posted(crew, name, timeout=None):
+    """(id, text) of the notices pending in NAME's inbox and of the drained
+    ones (inbox.read and its rotations; at most 4 MiB of each). Under the
+    lock (LockBusy after *timeout* s): a drain moves notices from file to
+    file, and one read while it does so could be in none of them when each
+    was read."""
     lock = _paths(crew, name)[2]
     with hold(lock, timeout):
         recs = logfile.records_backwards(every_file(crew, name), logfile.TailStats(), 1 << 22)
-        return {rec.text.partition(" ")[0] for rec in recs}
+        return {tuple(rec.text.split(" ", 1)) if " " in rec.text else (rec.text, "")
+                for rec in recs}
+
+
+def ids(crew, name, timeout=None):
+    """The ids of posted()'s notices."""
+    return {nid for nid, _text in posted(crew, name, timeout)}
 
 
 def every_file(crew, name):

@@ -129,10 +129,11 @@ class Journal:
 class Event:
     """One input event: its id, its session, the cursor state after it
     (None without a position), its kind, and, if it needs the captain, its line."""
-    __slots__ = ("eid", "session", "state", "kind", "line", "done")
+    __slots__ = ("eid", "key", "session", "state", "kind", "line", "done")
 
-    def __init__(self, eid, session, state, kind, line):
-        self.eid, self.session, self.state, self.kind, self.line = eid, session, state, kind, line
+    def __init__(self, eid, key, session, state, kind, line):
+        self.eid, self.key, self.session, self.state = eid, key, session, state
+        self.kind, self.line = kind, line
         self.done = line is None
 
 
@@ -170,6 +171,9 @@ class Teller(stream.Taker):
     def take(self, line):
         """One input line (str, no newline)."""
         body, eid, sname, state = stream.position(line, self.log)
+        # The journal's name for it: the id and its record's time, as an id
+        # alone recurs once a rotated log's inode is reused (event-lines.md).
+        key = None if eid is None else f"{eid}@{body[:24]}"
         words = body.split(" ", 2)
         captain = kind = None
         if len(words) == 3:
@@ -186,11 +190,11 @@ class Teller(stream.Taker):
                     captain = None
         elif body:
             self.log(f"not an event line, skipped: {body[:80]!r}")
-        if captain is not None and eid in self.journal.sent:
+        if captain is not None and key in self.journal.sent:
             captain = None          # told before a restart: acknowledged, not told again
         if kind in MOVES_ON:
             self._unpause(words[1])
-        ev = Event(eid, sname, state, kind, captain)
+        ev = Event(eid, key, sname, state, kind, captain)
         if state is not None:
             self.queues.setdefault(sname, []).append(ev)
         if captain is not None:
@@ -304,14 +308,15 @@ class Teller(stream.Taker):
     def _send(self):
         events = list(self.pending)
         ids = [ev.eid for ev in events if ev.eid is not None]
+        told = [ev.key for ev in events if ev.key is not None]     # the journal's names
         title, text = self.message(events)
         key = f"{os.getpid()}-{time.time_ns()}"
-        again = bool(self.journal.doubt.intersection(ids))
+        again = bool(self.journal.doubt.intersection(told))
         env = dict(os.environ, CREWFILE_NOTIFY_IDS=" ".join(ids), CREWFILE_NOTIFY_KEY=key,
                    CREWFILE_NOTIFY_TITLE=title, CREWFILE_NOTIFY_COUNT=str(len(events)),
                    CREWFILE_NOTIFY_AGAIN="1" if again else "0")
-        word, why = try_command(self.command, text, env, self.timeout, self.journal, key, ids)
-        self.journal.took(word, ids, time.time())
+        word, why = try_command(self.command, text, env, self.timeout, self.journal, key, told)
+        self.journal.took(word, told, time.time())
         if word != "sent":
             self.failures += 1
             self.wait_until = self.clock() + self.retry

@@ -56,7 +56,7 @@ class Sender(stream.Taker):
         # per session however many lines a backlog brings
         self.acks = {}
         self.cursor = cursor
-        self.known = None           # ids found in the inbox before our first post
+        self.known = None           # (id, text) found in the inbox before our first post
         self.said = {}              # topic -> the state last logged
         self.acked = cursors.acked(cursor) if cursor else {}
 
@@ -99,7 +99,7 @@ class Sender(stream.Taker):
             try:
                 if self.known is None:
                     try:
-                        self.known = inbox.ids(self.crew, self.primary, announce.LOCK_WAIT)
+                        self.known = inbox.posted(self.crew, self.primary, announce.LOCK_WAIT)
                     except NotFound:
                         raise
                     except CrewfileError as e:
@@ -108,8 +108,10 @@ class Sender(stream.Taker):
                         self.say_once("ids", "damaged", f"cannot read the notices {self.primary}"
                                       f" already has ({e}); posting without that check")
                         self.known = set()
+                # A repeat is the same event again: its id and its text. An id
+                # alone recurs once a rotated log's inode is reused.
                 fresh = [("wake", eid, text) for eid, text in self.held
-                         if eid is None or eid not in self.known]
+                         if eid is None or (eid, text) not in self.known]
                 if fresh:
                     self._post(fresh)
             except NotFound:
