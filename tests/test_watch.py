@@ -148,6 +148,33 @@ def test_malformed_and_partial_lines(crew):
     w.close()
 
 
+def test_a_log_put_back_after_a_link_stood_in_its_place_is_read_on_not_again(crew, tmp_path):
+    """status moved aside and a link put in its place, then moved back: said
+    as w1's problem while it cannot be read, then read on from where it was:
+    no record of it is emitted twice, and the rotation warning is said once."""
+    register(crew, "w1")
+    s = Session(crew, "w1")
+    for i in range(3):
+        s.append("turn-ended", f"old {i}")
+    w, out = watcher(crew, from_start=True, probe_every=0.05)
+    w.begin()
+    step_until(w, lambda: len(out.lines()) == 4)
+    os.rename(s.status_path, s.status_path + ".aside")
+    os.symlink(str(tmp_path / "elsewhere"), s.status_path)
+    step_until(w, lambda: any("a symlink is not followed" in line for line in out.lines()))
+    for _ in range(5):
+        w.step(max_wait=0.06)                   # probes: it is read again, in vain
+    os.unlink(s.status_path)
+    os.rename(s.status_path + ".aside", s.status_path)
+    s.append("turn-ended", "new")
+    step_until(w, lambda: out.lines()[-1].endswith("turn-ended: new"))
+    emitted = [line for line in out.lines() if "turn-ended: " in line]
+    assert [line.split(" ", 2)[2] for line in emitted] == [
+        "turn-ended: old 0", "turn-ended: old 1", "turn-ended: old 2", "turn-ended: new"]
+    assert sum("rotated past" in warning for warning in out.warnings) <= 1
+    w.close()
+
+
 # -- the start-up race -------------------------------------------------------------
 
 WRITER = r"""

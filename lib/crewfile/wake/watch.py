@@ -119,6 +119,7 @@ class Watcher:
         self.reader_fd = None
         self._troubles = {}     # session name -> what is wrong with it, as last said
         self._skipped = set()   # (path, inode) of older log files skipped, said once
+        self._rotated_past = set()  # (session, inode) whose log rotated past it unread, said once
         self._rollouts = {}     # session name -> why its rollout is not read, as last said
         self.backlog = set()    # sessions with more to read than one read takes
         self._budget = 0        # bytes the session being read may still consume
@@ -349,21 +350,25 @@ class Watcher:
             if not files:
                 return
             inos = [ino for _p, ino in files]
-            if tail.ino in inos:
-                idx = inos.index(tail.ino)
-            else:
-                if tail.ino is not None:
-                    self.warn(f"{name}: its log rotated past what is kept while unread;"
-                              f" reading on from the oldest file kept")
-                idx, tail.off = len(files) - 1, 0
+            restart = tail.ino not in inos
+            idx = len(files) - 1 if restart else inos.index(tail.ino)
+            if restart and tail.ino is not None and (name, tail.ino) not in self._rotated_past:
+                self._rotated_past.add((name, tail.ino))        # said once
+                self.warn(f"{name}: its log rotated past what is kept while unread;"
+                          f" reading on from the oldest file kept")
             for j in range(idx, -1, -1):
                 path, ino = files[j]
-                if j != idx:
+                was = tail.ino, tail.off
+                if j != idx or restart:
                     tail.ino, tail.off = ino, 0
                 try:
                     done = self._read_file(tail, path, ino, current=(j == 0), events=events)
                 except (OSError, CrewfileError) as e:
                     if j == 0 or isinstance(e, FileNotFoundError):
+                        # The current file cannot be read now (a link or a FIFO
+                        # in its place, another's): where we were holds for when
+                        # it can, so a file put back is not read again from 0.
+                        tail.ino, tail.off = was
                         raise           # the current file: the session's own problem
                     self._skip_older(tail, path, ino, e, events)
                     continue
