@@ -90,8 +90,11 @@ def test_a_killed_stage_is_restarted_and_recorded(crew, stage):
         os.kill(victim, signal.SIGKILL)
         wait_for(lambda: state(crew)[group]["restarts"] == 1 and state(crew)[group]["running"]
                  and victim not in pids(crew).values(), what=f"{stage} restarted")
-        assert f"stage-exited: {group}: {stage} pid {victim} killed by SIGKILL" in log_text(crew)
-        assert state(crew)[group]["last_error"].startswith(f"{stage} pid {victim} killed by SIGKILL")
+        # Its stage's line names it; on a loaded machine a neighbour that its
+        # death ended (crew-watch, its reader gone) may be seen first and named first.
+        exited = [line for line in log_text(crew).splitlines() if f"stage-exited: {group}: " in line]
+        assert any(f"{stage} pid {victim} killed by SIGKILL" in line for line in exited), exited
+        assert f"{stage} pid {victim} killed by SIGKILL" in state(crew)[group]["last_error"]
         Session(crew, "w1").append("done", "after the restart")
         wait_for(lambda: any("after the restart" in n.text for n in inbox.pending(crew, "boss")),
                  what="a wake through the restarted pipe")
