@@ -280,7 +280,7 @@ def test_crew_down_signals_only_the_lock_s_holder(crew, run, tmp_path):
     os.makedirs(crew.root, exist_ok=True)
     paths.ensure_dir(crew.sub("crew-up"))
     lock = os.path.join(crew.root, "crew-up", "lock")
-    holder = subprocess.Popen(["flock", lock, "sleep", "600"])
+    holder = subprocess.Popen(["flock", lock, "sleep", "600"], start_new_session=True)
     victim = subprocess.Popen(["sleep", "600"])
     try:
         wait_for(lambda: locks.is_held(lock), what="flock(1) holding crew-up/lock")
@@ -293,6 +293,7 @@ def test_crew_down_signals_only_the_lock_s_holder(crew, run, tmp_path):
         assert p.stderr.rstrip().endswith("nothing signalled"), p.stderr
         assert victim.poll() is None and holder.poll() is None
     finally:
+        os.killpg(holder.pid, signal.SIGKILL)       # flock(1) and the sleep it runs
+        victim.kill()
         for proc in (holder, victim):
-            proc.kill()
             proc.wait()
