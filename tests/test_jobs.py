@@ -500,6 +500,39 @@ def test_a_job_wait_whose_answer_is_not_delivered_takes_its_heard_back(crew, run
     assert job.heard()["by"] == "notice"
 
 
+def test_an_owner_whose_meta_cannot_be_read_is_still_told(crew, run, tmp_path):
+    """The owning session's meta damaged while the job runs: its liveness is
+    unknown, which is no reason to stay silent: the notice is posted (the
+    watcher used to die asking, and nobody ever heard the outcome)."""
+    live_session(crew)
+    go = fifo(tmp_path)
+    h = exec_(run, "--session", "w1", "--", *on_cue(go))
+    started(crew, h)
+    with open(os.path.join(crew.root, "sessions", "w1", "meta"), "w") as f:
+        f.write("{not json")
+    release(go)
+    job = settled(crew, h)
+    assert len(job_notices(crew)) == 1
+    assert job.heard()["by"] == "notice" and job.notice()["posted"] is True
+
+
+def test_a_notice_that_cannot_be_posted_is_said_in_notice(crew, run, tmp_path):
+    """The owner's inbox cannot be written (a directory in its place): the
+    watcher says so in `notice` (posted false, why), and job-ls shows why,
+    where it used to die with the outcome heard by nobody and said nowhere."""
+    live_session(crew)
+    go = fifo(tmp_path)
+    h = exec_(run, "--session", "w1", "--", *on_cue(go))
+    started(crew, h)
+    os.mkdir(os.path.join(crew.root, "sessions", "w1", "inbox"))
+    release(go)
+    job = settled(crew, h)
+    notice = job.notice()
+    assert notice["posted"] is False, notice
+    assert notice["reason"].startswith("the notice could not be posted: "), notice
+    assert job.heard() is None
+
+
 def test_a_job_wait_killed_while_its_watcher_is_stopped_never_hears_the_outcome(crew, run, tmp_path):
     """The watcher is stopped while job-wait is killed and the job ends:
     when it runs again, it writes `result`, finds `waiters` free and

@@ -14,7 +14,7 @@ from crewfile.background.jobs import POST_WAIT, dump_json, ended_text, marker, r
 from crewfile.background.sweep import discard
 from crewfile.core import locks, records
 from crewfile.core.atomic import clear_temporaries, fsync_dir, prepare, replace, sync, write_all
-from crewfile.core.errors import NO_COMMAND, NOT_RUNNABLE, CrewfileError, SystemFailure
+from crewfile.core.errors import NO_COMMAND, NOT_RUNNABLE, CrewfileError, SystemFailure, reason
 from crewfile.core.liveness import process_start
 from crewfile.core.locks import acquire
 from crewfile.session import verdict
@@ -218,7 +218,10 @@ def _announce_once(job, spec, result):
     (`notice`, and `heard` by=notice if it was posted). A notice posted past
     the bound without the session's lock is said in `notice` (without_lock):
     the watcher, detached, has no stderr to say it on."""
-    posted, detail = announce(job, spec, result)
+    try:
+        posted, detail = announce(job, spec, result)
+    except CrewfileError as e:      # said in `notice`: a watcher dead here told nobody why
+        posted, detail = False, f"the notice could not be posted: {reason(e)}"
     row = dict(row_fields(spec, result), at=records.timestamp())
     if posted:
         said = locks.take_notes()
@@ -247,8 +250,11 @@ def announce(job, spec, result):
     sess = Session(job.crew, name)
     if not sess.exists():
         return False, f"session {name} is not registered"
-    v = verdict.of(sess)
-    if v.live == verdict.NOT_LIVE:
+    try:
+        v = verdict.of(sess)
+    except CrewfileError:
+        v = None                # its liveness unknown: told (unknown is never silence)
+    if v is not None and v.live == verdict.NOT_LIVE:
         return False, f"session {name} is not live: {v.why}"
     # Under the job's lock a job-wait may be waiting for: past POST_WAIT with
     # the session lock still held, the notice is posted without it.
