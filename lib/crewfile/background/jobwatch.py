@@ -208,9 +208,11 @@ def settle(job, spec, result, running, result_file=None):
             if heard is not None:
                 return
         # Someone waits: wake them, and decide again once every waiter has
-        # let go (done, timed out or killed).
+        # let go (done, timed out or killed). Woken as a job-wait exits with
+        # the answer, we let its caller run first (what we do next nobody waits for).
         running.release()
         acquire(job.waiters_path).release()
+        os.sched_yield()
 
 
 def _announce_once(job, spec, result):
